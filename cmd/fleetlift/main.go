@@ -1,0 +1,55 @@
+// Command fleetlift runs code-change campaigns across many repositories,
+// driven by definitions kept in a Git repository.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetlift/fleetlift/internal/spec"
+)
+
+// exitError carries an exit code out of a command that has already told
+// the user what went wrong.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	// fleetlift serves as its own sandboxed spec evaluator (see spec.Pool).
+	if spec.IsWorker() {
+		os.Exit(spec.RunWorker())
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		fmt.Fprintln(stderr, "fleetlift:", err)
+		return 1
+	}
+	return 0
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fleetlift",
+		Short:         "Run code-change campaigns across many repositories, the GitOps way",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newValidateCmd())
+	return root
+}

@@ -1,0 +1,13 @@
+// Package spec loads Task, Campaign and Config definitions written in CUE or
+// YAML from an fs.FS, unifies them with the CUE schema in package schemas,
+// applies its defaults, decodes them into Go types and gives each a stable
+// digest.
+//
+// Loading is bounded: file size, file count and per-file evaluation time are
+// limited, and evaluation can run in separate worker processes (see Pool) so
+// that a CUE definition that never ends, or grows without end, is stopped
+// without harming the caller.
+//
+// spec imports no SDK (Temporal, client-go, go-github, Docker); only CUE and
+// the standard library.
+package spec

@@ -1,0 +1,525 @@
+package spec
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/literal"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
+	"cuelang.org/go/encoding/yaml"
+
+	"github.com/fleetlift/fleetlift/schemas"
+)
+
+// Input is one definition file to evaluate.
+type Input struct {
+	// Name is the file's path relative to the load root; its extension
+	// selects the format (.cue, .yaml or .yml).
+	Name string `json:"name"`
+	Data []byte `json:"data"`
+	// Config asks for the file to be read as a repository Config rather
+	// than a Task or Campaign.
+	Config bool `json:"config,omitempty"`
+}
+
+// Output is the result of evaluating one Input: the normalised definition
+// as JSON (schema defaults applied) or the errors that stopped it.
+type Output struct {
+	Name   string          `json:"name"`
+	Kind   Kind            `json:"kind,omitempty"`
+	JSON   json.RawMessage `json:"json,omitempty"`
+	Errors []*Error        `json:"errors,omitempty"`
+	// IDLine and IDColumn locate the definition's id field.
+	IDLine   int `json:"id_line,omitempty"`
+	IDColumn int `json:"id_column,omitempty"`
+}
+
+// compiler evaluates definition files against the schema. It owns a
+// cue.Context and so is not safe for concurrent use.
+type compiler struct {
+	ctx      *cue.Context
+	defs     map[Kind]cue.Value
+	patterns []patternMsg
+}
+
+// patternMsg explains a schema pattern in words: needle is how the pattern
+// appears in CUE's "out of bound" messages.
+type patternMsg struct {
+	needle string
+	msg    string
+}
+
+// checkPrefix starts the name of the schema's hidden cross-field checks:
+// an error in _check_<field> is reported against <field>.
+const checkPrefix = "_check_"
+
+func newCompiler() (*compiler, error) {
+	src, err := fs.ReadFile(schemas.FS, schemas.CUEFile)
+	if err != nil {
+		return nil, fmt.Errorf("read schema: %w", err)
+	}
+	ctx := cuecontext.New()
+	s := ctx.CompileBytes(src, cue.Filename("schemas/"+schemas.CUEFile))
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("compile schema: %w", err)
+	}
+	c := &compiler{ctx: ctx, defs: map[Kind]cue.Value{}}
+	for k, def := range map[Kind]string{KindTask: "#Task", KindCampaign: "#Campaign", KindConfig: "#Config"} {
+		v := s.LookupPath(cue.ParsePath(def))
+		if !v.Exists() {
+			return nil, fmt.Errorf("schema has no %s", def)
+		}
+		c.defs[k] = v
+	}
+	it, err := s.Fields(cue.Definitions(true))
+	if err != nil {
+		return nil, fmt.Errorf("read schema definitions: %w", err)
+	}
+	for it.Next() {
+		a := it.Value().Attribute("msg")
+		if a.Err() != nil {
+			continue
+		}
+		msg, err := a.String(0)
+		if err != nil {
+			return nil, fmt.Errorf("schema %s: @msg: %w", it.Selector(), err)
+		}
+		for _, p := range patterns(it.Value()) {
+			c.patterns = append(c.patterns, patternMsg{needle: p, msg: msg})
+		}
+	}
+	return c, nil
+}
+
+// patterns returns the regular-expression bounds of v as CUE prints them.
+func patterns(v cue.Value) []string {
+	op, args := v.Expr()
+	switch op {
+	case cue.AndOp:
+		var out []string
+		for _, a := range args {
+			out = append(out, patterns(a)...)
+		}
+		return out
+	case cue.RegexMatchOp, cue.NotRegexMatchOp:
+		if len(args) != 1 {
+			return nil
+		}
+		re, err := args[0].String()
+		if err != nil {
+			return nil
+		}
+		return []string{op.String() + literal.String.Quote(re)}
+	}
+	return nil
+}
+
+func (c *compiler) evaluate(in Input) Output {
+	out := Output{Name: in.Name}
+	fail := func(field, msg string) Output {
+		out.Errors = append(out.Errors, &Error{File: in.Name, Line: 1, Column: 1, Field: field, Msg: msg})
+		return out
+	}
+	var f *ast.File
+	var err error
+	switch path.Ext(in.Name) {
+	case ".yaml", ".yml":
+		f, err = yaml.Extract(in.Name, in.Data)
+	case ".cue":
+		f, err = parser.ParseFile(in.Name, in.Data)
+		if err == nil {
+			err = checkImports(f)
+		}
+	default:
+		return fail("", "not a definition file: the extension must be .cue, .yaml or .yml")
+	}
+	if err != nil {
+		out.Errors = c.convert(in.Name, err, cue.Value{}, cue.Value{})
+		return out
+	}
+	data := c.ctx.BuildFile(f)
+	if err := data.Validate(); err != nil {
+		out.Errors = c.convert(in.Name, err, data, cue.Value{})
+		return out
+	}
+	switch data.IncompleteKind() {
+	case cue.StructKind:
+	case cue.ListKind:
+		return fail("", "the file holds several documents; put one definition in each file")
+	case cue.NullKind, cue.BottomKind:
+		return fail("", "the file is empty; a definition needs at least version, kind and id")
+	default:
+		return fail("", "a definition must be a mapping of fields such as version, kind and id")
+	}
+
+	if e := c.checkVersion(in.Name, data); e != nil {
+		out.Errors = []*Error{e}
+		return out
+	}
+	kind, e := c.kind(in, data)
+	if e != nil {
+		out.Errors = []*Error{e}
+		return out
+	}
+	out.Kind = kind
+	u := c.defs[kind].Unify(data)
+	if err := u.Validate(cue.Concrete(true), cue.Hidden(true), cue.All()); err != nil {
+		out.Errors = c.convert(in.Name, err, data, c.defs[kind])
+		return out
+	}
+	b, err := u.MarshalJSON()
+	if err != nil {
+		out.Errors = c.convert(in.Name, err, data, c.defs[kind])
+		return out
+	}
+	out.JSON = b
+	if p := data.LookupPath(cue.MakePath(cue.Str("id"))).Pos(); p.IsValid() && p.Filename() == in.Name {
+		out.IDLine, out.IDColumn = p.Line(), p.Column()
+	}
+	return out
+}
+
+// checkImports allows only CUE's standard library: a definition is read on
+// its own, and nothing it names may be fetched.
+func checkImports(f *ast.File) error {
+	var errs cueerrors.Error
+	for spec := range f.ImportSpecs() {
+		p, err := strconv.Unquote(spec.Path.Value)
+		if err != nil {
+			continue
+		}
+		if first, _, _ := strings.Cut(p, "/"); strings.Contains(first, ".") {
+			errs = cueerrors.Append(errs, cueerrors.Newf(spec.Pos(),
+				"import %q: only CUE standard library packages may be imported", p))
+		}
+	}
+	return errs
+}
+
+func (c *compiler) checkVersion(name string, data cue.Value) *Error {
+	v := data.LookupPath(cue.MakePath(cue.Str("version")))
+	if !v.Exists() {
+		e := &Error{File: name, Field: "version", Msg: "version field is required"}
+		setPos(e, name, data.Pos())
+		return e
+	}
+	e := &Error{File: name, Field: "version"}
+	setPos(e, name, v.Pos())
+	n, err := v.Int64()
+	switch {
+	case err != nil:
+		s, _ := v.MarshalJSON()
+		e.Msg = fmt.Sprintf("unsupported schema version: %s (supported: %d)", s, SchemaVersion)
+	case n != SchemaVersion:
+		e.Msg = fmt.Sprintf("unsupported schema version: %d (supported: %d)", n, SchemaVersion)
+	default:
+		return nil
+	}
+	return e
+}
+
+func (c *compiler) kind(in Input, data cue.Value) (Kind, *Error) {
+	want := KindTask
+	if in.Config {
+		want = KindConfig
+	}
+	v := data.LookupPath(cue.MakePath(cue.Str("kind")))
+	if !v.Exists() {
+		return want, nil
+	}
+	s, err := v.String()
+	k := Kind(s)
+	switch {
+	case err == nil && in.Config && k == KindConfig:
+		return k, nil
+	case err == nil && !in.Config && (k == KindTask || k == KindCampaign):
+		return k, nil
+	}
+	e := &Error{File: in.Name, Field: "kind"}
+	setPos(e, in.Name, v.Pos())
+	got, _ := v.MarshalJSON()
+	if in.Config {
+		e.Msg = fmt.Sprintf("unknown kind %s: a repository config has kind Config", got)
+	} else {
+		e.Msg = fmt.Sprintf("unknown kind %s: must be Task or Campaign", got)
+	}
+	return "", e
+}
+
+// convert turns CUE errors into Errors that name the file, the position in
+// it and the field, in words a user can act on.
+func (c *compiler) convert(name string, err error, data, schema cue.Value) []*Error {
+	seen := map[string]bool{}
+	var out []*Error
+	for _, ce := range cueerrors.Errors(err) {
+		sels := ce.Path()
+		if len(sels) > 0 && strings.HasPrefix(sels[0], "#") {
+			sels = sels[1:]
+		}
+		format, args := ce.Msg()
+		msg := fmt.Sprintf(format, args...)
+		if n := len(sels); n > 0 && strings.HasPrefix(sels[n-1], checkPrefix) {
+			sels = append(sels[:n-1:n-1], strings.TrimPrefix(sels[n-1], checkPrefix))
+			if strings.Contains(msg, "list.UniqueItems") {
+				msg = uniqueMessage(msg)
+			}
+		}
+		e := &Error{File: name, Field: fieldPath(sels), Msg: c.explain(msg)}
+		positions := append(ce.InputPositions(), ce.Position())
+		for _, p := range positions {
+			if setPos(e, name, p) {
+				break
+			}
+		}
+		if e.Line == 0 && data.Exists() {
+			for i := len(sels); i >= 0 && e.Line == 0; i-- {
+				setPos(e, name, data.LookupPath(cuePath(sels[:i])).Pos())
+			}
+		}
+		key := e.Field + "\x00" + e.Msg
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		out = append(out, &Error{File: name, Msg: err.Error()})
+	}
+	out = collapse(out)
+	if schema.Exists() {
+		out = append(out, unknownFields(name, data, schema, nil, seen)...)
+	}
+	sortErrors(out)
+	return out
+}
+
+// explain rewrites CUE's wording where a plainer one says the same.
+func (c *compiler) explain(msg string) string {
+	for _, p := range c.patterns {
+		if strings.Contains(msg, "(out of bound "+p.needle+")") {
+			value, _, _ := strings.Cut(strings.TrimPrefix(msg, "invalid value "), " (out of bound")
+			return value + " " + p.msg
+		}
+	}
+	switch {
+	case msg == "field not allowed":
+		return "unknown field"
+	case msg == "field is required but not present":
+		return "field is required"
+	case strings.HasPrefix(msg, "incomplete value"):
+		return "field is required (" + msg + ")"
+	}
+	return msg
+}
+
+// uniqueMessage names the duplicated names in list.UniqueItems' message.
+func uniqueMessage(msg string) string {
+	list, _, _ := strings.Cut(strings.TrimPrefix(msg, "invalid value "), " (does not satisfy")
+	var names []string
+	if err := json.Unmarshal([]byte(list), &names); err != nil {
+		return "names must be unique"
+	}
+	seen := map[string]bool{}
+	var dups []string
+	for _, n := range names {
+		if seen[n] && !slices.Contains(dups, n) {
+			dups = append(dups, strconv.Quote(n))
+		}
+		seen[n] = true
+	}
+	return fmt.Sprintf("names must be unique: %s is used more than once (set name to tell entries apart)", strings.Join(dups, ", "))
+}
+
+var (
+	disjunctionRe = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
+	conflictRe    = regexp.MustCompile(`^conflicting values (.+?) and (.+?)(?: \(mismatched types (\w+) and (\w+)\))?$`)
+	boundRe       = regexp.MustCompile(`^invalid value (.+) \(out of bound (.+)\)$`)
+)
+
+// collapse turns the several errors CUE gives for one field that failed
+// every branch of a disjunction (an enum, a default) into one message.
+func collapse(es []*Error) []*Error {
+	byField := map[string][]*Error{}
+	var order []string
+	for _, e := range es {
+		if disjunctionRe.MatchString(e.Msg) {
+			continue
+		}
+		if _, ok := byField[e.Field]; !ok {
+			order = append(order, e.Field)
+		}
+		byField[e.Field] = append(byField[e.Field], e)
+	}
+	var out []*Error
+	for _, f := range order {
+		group := byField[f]
+		var conflicts, others []*Error
+		for _, e := range group {
+			if conflictRe.MatchString(e.Msg) {
+				conflicts = append(conflicts, e)
+			} else {
+				others = append(others, e)
+			}
+		}
+		if len(others) > 0 || len(conflicts) < 2 {
+			// A conflict with a default alongside a real complaint says
+			// nothing more.
+			if len(others) > 0 {
+				conflicts = nil
+			}
+			for _, e := range append(others, conflicts...) {
+				if m := boundRe.FindStringSubmatch(e.Msg); m != nil {
+					e.Msg = m[1] + " must be " + m[2]
+				}
+				out = append(out, e)
+			}
+			continue
+		}
+		out = append(out, mergeConflicts(conflicts))
+	}
+	return out
+}
+
+// mergeConflicts reads "conflicting values A and B" for each branch of a
+// disjunction: the value given is the one common to all of them.
+func mergeConflicts(es []*Error) *Error {
+	count := map[string]int{}
+	var pairs [][]string
+	var typed bool
+	for _, e := range es {
+		m := conflictRe.FindStringSubmatch(e.Msg)
+		pairs = append(pairs, m[1:3])
+		count[m[1]]++
+		if m[2] != m[1] {
+			count[m[2]]++
+		}
+		typed = typed || m[3] != ""
+	}
+	got := ""
+	for v, n := range count {
+		if n == len(es) && (got == "" || v < got) {
+			got = v
+		}
+	}
+	if got == "" {
+		return es[0]
+	}
+	var alts []string
+	for _, p := range pairs {
+		for _, v := range p {
+			if v != got && !slices.Contains(alts, v) {
+				alts = append(alts, v)
+			}
+		}
+	}
+	slices.Sort(alts)
+	e := *es[0]
+	if typed {
+		e.Msg = fmt.Sprintf("%s must be %s", got, strings.Join(alts, " or "))
+	} else {
+		e.Msg = fmt.Sprintf("%s must be one of %s", got, strings.Join(alts, ", "))
+	}
+	return &e
+}
+
+// unknownFields reports fields of data that the schema does not allow. CUE
+// reports them only when nothing else in their struct is wrong; this walk
+// finds them all at once.
+func unknownFields(name string, data, schema cue.Value, sels []string, seen map[string]bool) []*Error {
+	if !schema.Exists() {
+		return nil
+	}
+	if data.IncompleteKind() != cue.StructKind {
+		if data.IncompleteKind() != cue.ListKind {
+			return nil
+		}
+		var out []*Error
+		it, err := data.List()
+		for i := 0; err == nil && it.Next(); i++ {
+			s := append(slices.Clip(sels), strconv.Itoa(i))
+			out = append(out, unknownFields(name, it.Value(), schema.LookupPath(cue.MakePath(cue.AnyIndex)), s, seen)...)
+		}
+		return out
+	}
+	it, err := data.Fields()
+	if err != nil {
+		return nil
+	}
+	var out []*Error
+	for it.Next() {
+		sel := it.Selector()
+		s := append(slices.Clip(sels), sel.Unquoted())
+		if !schema.Allows(sel) {
+			e := &Error{File: name, Field: fieldPath(s), Msg: "unknown field"}
+			setPos(e, name, it.Value().Pos())
+			if key := e.Field + "\x00" + e.Msg; !seen[key] {
+				seen[key] = true
+				out = append(out, e)
+			}
+			continue
+		}
+		out = append(out, unknownFields(name, it.Value(), schemaField(schema, sel), s, seen)...)
+	}
+	return out
+}
+
+// schemaField finds the schema of a field, whether it is declared regular,
+// optional or required.
+func schemaField(schema cue.Value, sel cue.Selector) cue.Value {
+	for _, s := range []cue.Selector{sel, sel.Optional(), sel.Required()} {
+		if v := schema.LookupPath(cue.MakePath(s)); v.Exists() {
+			return v
+		}
+	}
+	return cue.Value{}
+}
+
+func setPos(e *Error, name string, p token.Pos) bool {
+	if !p.IsValid() || p.Filename() != name {
+		return false
+	}
+	e.Line, e.Column = p.Line(), p.Column()
+	return true
+}
+
+func fieldPath(sels []string) string {
+	var b strings.Builder
+	for _, s := range sels {
+		if _, err := strconv.Atoi(s); err == nil {
+			b.WriteString("[" + s + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+func cuePath(sels []string) cue.Path {
+	ps := make([]cue.Selector, 0, len(sels))
+	for _, s := range sels {
+		if i, err := strconv.Atoi(s); err == nil {
+			ps = append(ps, cue.Index(i))
+			continue
+		}
+		if strings.HasPrefix(s, "_") || strings.HasPrefix(s, "#") {
+			break
+		}
+		ps = append(ps, cue.Str(s))
+	}
+	return cue.MakePath(ps...)
+}

@@ -1,0 +1,348 @@
+package spec
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Limits bound what loading may cost. Zero fields take the defaults.
+type Limits struct {
+	// MaxFileBytes is the largest definition file read (default 1 MiB).
+	MaxFileBytes int64
+	// MaxFiles is the most definition files loaded from one root
+	// (default 10,000).
+	MaxFiles int
+	// EvalTimeout bounds the evaluation of one file (default 10s).
+	EvalTimeout time.Duration
+}
+
+// DefaultLimits are the limits used when a Loader sets none.
+var DefaultLimits = Limits{MaxFileBytes: 1 << 20, MaxFiles: 10_000, EvalTimeout: 10 * time.Second}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = DefaultLimits.MaxFileBytes
+	}
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = DefaultLimits.MaxFiles
+	}
+	if l.EvalTimeout <= 0 {
+		l.EvalTimeout = DefaultLimits.EvalTimeout
+	}
+	return l
+}
+
+// Evaluator evaluates definition files against the schema. Outputs are in
+// the order of the inputs. An Evaluator enforces the per-file timeout it is
+// given; implementations differ in what else they can bound (see Pool).
+type Evaluator interface {
+	Evaluate(ctx context.Context, timeout time.Duration, in []Input) ([]Output, error)
+}
+
+// Definition is a Task or Campaign loaded from one file.
+type Definition struct {
+	Kind Kind
+	ID   string
+	// File is the path of the file relative to the load root.
+	File string
+	// Digest identifies the definition's meaning: the same for the same
+	// normalised spec whatever its format, key order or comments.
+	Digest   string
+	Task     *Task
+	Campaign *Campaign
+
+	idLine, idColumn int
+}
+
+// Result is what Load found: every valid definition, sorted by ID, and
+// every error in every file. A broken file never hides the valid ones.
+type Result struct {
+	Definitions []Definition
+	Errors      Errors
+	// Files counts the definition files read.
+	Files int
+}
+
+// Err returns the errors as one error, or nil when there are none.
+func (r *Result) Err() error {
+	if len(r.Errors) == 0 {
+		return nil
+	}
+	return r.Errors
+}
+
+// Loader reads definitions from a file system.
+type Loader struct {
+	Limits Limits
+	// Eval evaluates files; nil evaluates in this process (see InProcess).
+	Eval Evaluator
+}
+
+// Load reads every .cue, .yaml and .yml file under dir in fsys (dir "."
+// is the root) as a Task or Campaign. Files and directories whose names
+// start with "." are skipped. The returned error is for problems that stop
+// loading as a whole (dir cannot be read, ctx cancelled); problems with
+// files are in Result.Errors.
+func (l *Loader) Load(ctx context.Context, fsys fs.FS, dir string) (*Result, error) {
+	lim := l.Limits.withDefaults()
+	res := &Result{}
+	names, errs, err := collect(fsys, dir, lim)
+	if err != nil {
+		return nil, err
+	}
+	res.Errors = append(res.Errors, errs...)
+	inputs := make([]Input, 0, len(names))
+	for _, name := range names {
+		data, e := readLimited(fsys, name, lim.MaxFileBytes)
+		if e != nil {
+			res.Errors = append(res.Errors, e)
+			continue
+		}
+		inputs = append(inputs, Input{Name: name, Data: data})
+	}
+	res.Files = len(inputs)
+	outs, err := l.evaluator().Evaluate(ctx, lim.EvalTimeout, inputs)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string][]Definition{}
+	for _, o := range outs {
+		if len(o.Errors) > 0 {
+			res.Errors = append(res.Errors, o.Errors...)
+			continue
+		}
+		def, e := decodeDefinition(o)
+		if e != nil {
+			res.Errors = append(res.Errors, e)
+			continue
+		}
+		byID[def.ID] = append(byID[def.ID], def)
+	}
+	for id, defs := range byID {
+		if len(defs) == 1 {
+			res.Definitions = append(res.Definitions, defs[0])
+			continue
+		}
+		// A duplicate id is an error in every file that uses it: none of
+		// them can be trusted to be the one meant.
+		for _, d := range defs {
+			var others []string
+			for _, o := range defs {
+				if o.File != d.File {
+					others = append(others, o.File)
+				}
+			}
+			res.Errors = append(res.Errors, &Error{File: d.File, Line: d.idLine, Column: d.idColumn, Field: "id",
+				Msg: fmt.Sprintf("duplicate id %q: also defined in %s", id, strings.Join(others, ", "))})
+		}
+	}
+	slices.SortFunc(res.Definitions, func(a, b Definition) int { return strings.Compare(a.ID, b.ID) })
+	sortErrors(res.Errors)
+	return res, nil
+}
+
+// LoadConfig reads a repository Config from the named file in fsys.
+func (l *Loader) LoadConfig(ctx context.Context, fsys fs.FS, name string) (*Config, error) {
+	lim := l.Limits.withDefaults()
+	if e := checkPath(fsys, name); e != nil {
+		return nil, Errors{e}
+	}
+	data, e := readLimited(fsys, name, lim.MaxFileBytes)
+	if e != nil {
+		return nil, Errors{e}
+	}
+	outs, err := l.evaluator().Evaluate(ctx, lim.EvalTimeout, []Input{{Name: name, Data: data, Config: true}})
+	if err != nil {
+		return nil, err
+	}
+	if len(outs[0].Errors) > 0 {
+		return nil, Errors(outs[0].Errors)
+	}
+	var c Config
+	if err := strictDecode(outs[0].JSON, &c); err != nil {
+		return nil, Errors{{File: name, Msg: "decode: " + err.Error()}}
+	}
+	return &c, nil
+}
+
+func (l *Loader) evaluator() Evaluator {
+	if l.Eval != nil {
+		return l.Eval
+	}
+	return InProcess(0)
+}
+
+func isDefinitionFile(name string) bool {
+	switch path.Ext(name) {
+	case ".cue", ".yaml", ".yml":
+		return true
+	}
+	return false
+}
+
+// collect lists the definition files under dir, refusing symlinks that
+// leave the root and stopping at lim.MaxFiles.
+func collect(fsys fs.FS, dir string, lim Limits) ([]string, []*Error, error) {
+	var names []string
+	var errs []*Error
+	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			errs = append(errs, &Error{File: p, Msg: "cannot read: " + err.Error()})
+			return nil
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !isDefinitionFile(p) {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			if e := checkPath(fsys, p); e != nil {
+				errs = append(errs, e)
+				return nil
+			}
+		} else if !d.Type().IsRegular() {
+			errs = append(errs, &Error{File: p, Msg: "not a regular file"})
+			return nil
+		}
+		if len(names) == lim.MaxFiles {
+			errs = append(errs, &Error{File: p, Msg: fmt.Sprintf("too many definition files: the limit is %d; this and later files were not read", lim.MaxFiles)})
+			return fs.SkipAll
+		}
+		names = append(names, p)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read definitions in %s: %w", dir, err)
+	}
+	return names, errs, nil
+}
+
+// checkPath refuses a file reached through a symlink whose target leaves
+// the root of fsys, or that is not a regular file.
+func checkPath(fsys fs.FS, name string) *Error {
+	rl, ok := fsys.(fs.ReadLinkFS)
+	if !ok {
+		return nil
+	}
+	cur := name
+	for range 40 {
+		fi, err := rl.Lstat(cur)
+		if err != nil {
+			return &Error{File: name, Msg: "cannot read: " + err.Error()}
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if !fi.Mode().IsRegular() {
+				return &Error{File: name, Msg: "not a regular file"}
+			}
+			return nil
+		}
+		target, err := rl.ReadLink(cur)
+		if err != nil {
+			return &Error{File: name, Msg: "cannot read symlink: " + err.Error()}
+		}
+		if path.IsAbs(target) {
+			return &Error{File: name, Msg: fmt.Sprintf("symlink to %s leaves the definitions root; refused", target)}
+		}
+		next := path.Join(path.Dir(cur), target)
+		if next == ".." || strings.HasPrefix(next, "../") {
+			return &Error{File: name, Msg: fmt.Sprintf("symlink to %s leaves the definitions root; refused", target)}
+		}
+		cur = next
+	}
+	return &Error{File: name, Msg: "too many levels of symlinks"}
+}
+
+func readLimited(fsys fs.FS, name string, limit int64) ([]byte, *Error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, &Error{File: name, Msg: "cannot read: " + err.Error()}
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > limit {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("file is %d bytes; the limit is %d", fi.Size(), limit)}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, &Error{File: name, Msg: "cannot read: " + err.Error()}
+	}
+	if int64(len(data)) > limit {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("file is larger than the limit of %d bytes", limit)}
+	}
+	return data, nil
+}
+
+func decodeDefinition(o Output) (Definition, *Error) {
+	d := Definition{Kind: o.Kind, File: o.Name, idLine: o.IDLine, idColumn: o.IDColumn}
+	var v any
+	switch o.Kind {
+	case KindTask:
+		d.Task = &Task{}
+		v = d.Task
+	case KindCampaign:
+		d.Campaign = &Campaign{}
+		v = d.Campaign
+	default:
+		return d, &Error{File: o.Name, Msg: fmt.Sprintf("unexpected kind %q", o.Kind)}
+	}
+	if err := strictDecode(o.JSON, v); err != nil {
+		return d, &Error{File: o.Name, Msg: "decode: " + err.Error()}
+	}
+	var err error
+	if d.Task != nil {
+		d.Task.Work.normalize()
+	} else {
+		d.Campaign.Template.normalize()
+	}
+	if d.Task != nil {
+		d.ID = d.Task.ID
+		d.Digest, err = Digest(d.Task)
+	} else {
+		d.ID = d.Campaign.ID
+		d.Digest, err = Digest(d.Campaign)
+	}
+	if err != nil {
+		return d, &Error{File: o.Name, Msg: err.Error()}
+	}
+	return d, nil
+}
+
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// Digest returns "sha256:<hex>" of the canonical JSON of a normalised
+// spec: struct fields in declaration order, map keys sorted, durations in
+// canonical form. Equal meaning gives an equal digest.
+func Digest(spec any) (string, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("digest: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}

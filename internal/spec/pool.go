@@ -1,0 +1,287 @@
+package spec
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// WorkerEnv is set in the environment of a Pool's worker processes. A
+// program that can serve as its own worker checks it first thing in main:
+//
+//	if spec.IsWorker() {
+//		os.Exit(spec.RunWorker())
+//	}
+const WorkerEnv = "FLEETLIFT_SPEC_WORKER"
+
+const workerMemoryEnv = "FLEETLIFT_SPEC_WORKER_MEMORY"
+
+// DefaultWorkerMemory is a worker's address-space limit when a Pool sets
+// none.
+const DefaultWorkerMemory = 2 << 30
+
+// Pool evaluates files in separate worker processes, so that a definition
+// whose evaluation never ends or grows without bound is stopped (the
+// worker is killed at the timeout, or dies at its memory limit) without
+// harm to the caller. Workers are started on first use and kept until
+// Close.
+type Pool struct {
+	// Command is the argv of a program that calls RunWorker when WorkerEnv
+	// is set; usually the running executable.
+	Command []string
+	// Workers is the number of worker processes (default: one per CPU).
+	Workers int
+	// MemoryLimit is each worker's address-space limit in bytes.
+	MemoryLimit int64
+
+	mu   sync.Mutex
+	idle []*worker
+}
+
+// NewSelfPool returns a Pool whose workers are the running executable.
+func NewSelfPool() (*Pool, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable for spec workers: %w", err)
+	}
+	return &Pool{Command: []string{exe}}, nil
+}
+
+// Evaluate implements Evaluator.
+func (p *Pool) Evaluate(ctx context.Context, timeout time.Duration, in []Input) ([]Output, error) {
+	n := p.Workers
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	return fanOut(ctx, n, in, func() (func(Input) Output, func(), error) {
+		w, err := p.get()
+		if err != nil {
+			return nil, nil, err
+		}
+		eval := func(i Input) Output {
+			if w == nil {
+				if w, err = p.start(); err != nil {
+					return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Msg: err.Error()}}}
+				}
+			}
+			o, ok := w.evaluate(ctx, timeout, i, p.memoryLimit())
+			if !ok {
+				w = nil
+			}
+			return o
+		}
+		release := func() {
+			if w != nil {
+				p.put(w)
+			}
+		}
+		return eval, release, nil
+	})
+}
+
+// Close stops the idle workers.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.idle {
+		w.stop()
+	}
+	p.idle = nil
+	return nil
+}
+
+func (p *Pool) memoryLimit() int64 {
+	if p.MemoryLimit > 0 {
+		return p.MemoryLimit
+	}
+	return DefaultWorkerMemory
+}
+
+func (p *Pool) get() (*worker, error) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return w, nil
+	}
+	p.mu.Unlock()
+	return p.start()
+}
+
+func (p *Pool) put(w *worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.idle = append(p.idle, w)
+}
+
+type worker struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	enc    *json.Encoder
+	dec    *json.Decoder
+	stderr *tailBuffer
+	done   chan struct{}
+}
+
+func (p *Pool) start() (*worker, error) {
+	if len(p.Command) == 0 {
+		return nil, errors.New("spec pool: no worker command")
+	}
+	cmd := exec.Command(p.Command[0], p.Command[1:]...)
+	cmd.Env = append(os.Environ(), WorkerEnv+"=1", workerMemoryEnv+"="+strconv.FormatInt(p.memoryLimit(), 10))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("start spec worker: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("start spec worker: %w", err)
+	}
+	w := &worker{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), stderr: &tailBuffer{max: 4096}, done: make(chan struct{})}
+	cmd.Stderr = w.stderr
+	w.dec = json.NewDecoder(bufio.NewReader(stdout))
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start spec worker %s: %w", p.Command[0], err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(w.done)
+	}()
+	return w, nil
+}
+
+// evaluate sends one file and waits for its result; ok is false when the
+// worker had to be stopped and must not be used again.
+func (w *worker) evaluate(ctx context.Context, timeout time.Duration, in Input, memLimit int64) (Output, bool) {
+	type reply struct {
+		out Output
+		err error
+	}
+	ch := make(chan reply, 1)
+	go func() {
+		if err := w.enc.Encode(in); err != nil {
+			ch <- reply{err: err}
+			return
+		}
+		var o Output
+		err := w.dec.Decode(&o)
+		ch <- reply{out: o, err: err}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		if r.err == nil {
+			return r.out, true
+		}
+		w.stop()
+		msg := "evaluation stopped: the worker process failed"
+		if tail := w.stderr.String(); strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory") {
+			msg = fmt.Sprintf("evaluation used more than the memory limit of %d MiB; stopped", memLimit>>20)
+		} else if tail != "" {
+			msg += ": " + firstLine(tail)
+		}
+		return Output{Name: in.Name, Errors: []*Error{{File: in.Name, Msg: msg}}}, false
+	case <-t.C:
+		w.stop()
+		return timeoutOutput(in.Name, timeout), false
+	case <-ctx.Done():
+		w.stop()
+		return Output{Name: in.Name, Errors: []*Error{{File: in.Name, Msg: ctx.Err().Error()}}}, false
+	}
+}
+
+func (w *worker) stop() {
+	_ = w.stdin.Close()
+	if w.cmd.Process != nil {
+		_ = w.cmd.Process.Kill()
+	}
+	<-w.done
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+	if over := b.buf.Len() - b.max; over > 0 {
+		b.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// IsWorker reports whether this process was started as a Pool worker.
+func IsWorker() bool { return os.Getenv(WorkerEnv) == "1" }
+
+// RunWorker serves evaluation requests on stdin and stdout until stdin
+// closes, and returns the process exit code.
+func RunWorker() int {
+	if err := limitMemory(os.Getenv(workerMemoryEnv)); err != nil {
+		fmt.Fprintln(os.Stderr, "spec worker:", err)
+		return 2
+	}
+	// Evaluation allocates a lot of short-lived garbage; trade memory for
+	// fewer collections, within the address-space limit.
+	debug.SetGCPercent(400)
+	if err := serve(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "spec worker:", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(r io.Reader, w io.Writer) error {
+	c, err := newCompiler()
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bufio.NewReader(r))
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for {
+		var in Input
+		if err := dec.Decode(&in); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read request: %w", err)
+		}
+		if err := enc.Encode(c.evaluate(in)); err != nil {
+			return fmt.Errorf("write result: %w", err)
+		}
+		if err := bw.Flush(); err != nil {
+			return fmt.Errorf("write result: %w", err)
+		}
+	}
+}

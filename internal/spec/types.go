@@ -1,0 +1,319 @@
+package spec
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// SchemaVersion is the only definition schema version this build reads.
+const SchemaVersion = 1
+
+// Kind says what a definition file describes.
+type Kind string
+
+const (
+	KindTask     Kind = "Task"
+	KindCampaign Kind = "Campaign"
+	KindConfig   Kind = "Config"
+)
+
+func (k Kind) String() string { return string(k) }
+
+// Mode says whether a run changes code or collects reports.
+type Mode string
+
+const (
+	ModeTransform Mode = "transform"
+	ModeReport    Mode = "report"
+)
+
+func (m Mode) String() string { return string(m) }
+
+// FailureAction is what a run does when its failure threshold is passed.
+type FailureAction string
+
+const (
+	FailurePause FailureAction = "pause"
+	FailureAbort FailureAction = "abort"
+)
+
+func (a FailureAction) String() string { return string(a) }
+
+// Capture says where a report is read from.
+type Capture string
+
+const (
+	CaptureFile   Capture = "file"
+	CaptureStdout Capture = "stdout"
+)
+
+func (c Capture) String() string { return string(c) }
+
+// UpdateStrategy says what a changed Campaign spec does to its run.
+type UpdateStrategy string
+
+const (
+	UpdateInPlace UpdateStrategy = "in_place"
+	UpdateRestart UpdateStrategy = "restart"
+)
+
+func (s UpdateStrategy) String() string { return string(s) }
+
+// ForgeType names a forge adapter.
+type ForgeType string
+
+const (
+	ForgeLocal  ForgeType = "local"
+	ForgeGitHub ForgeType = "github"
+	ForgeGitea  ForgeType = "gitea"
+)
+
+func (f ForgeType) String() string { return string(f) }
+
+// Duration is a time.Duration written as a Go duration string ("30m").
+// It always encodes in canonical form, so "30m" and "1800s" are equal.
+type Duration time.Duration
+
+// MarshalJSON encodes d as its canonical duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON decodes a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string: %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Repository is a git repository cloned into the sandbox.
+type Repository struct {
+	URL        string   `json:"url"`
+	Branch     string   `json:"branch"`
+	Name       string   `json:"name"`
+	Setup      []string `json:"setup,omitempty"`
+	Submodules bool     `json:"submodules,omitempty"`
+}
+
+// ForEachTarget is one iteration of a report over parts of a repository.
+type ForEachTarget struct {
+	Name    string `json:"name"`
+	Context string `json:"context"`
+}
+
+// Group is a set of repositories that run together as one task.
+type Group struct {
+	Name         string       `json:"name"`
+	Repositories []Repository `json:"repositories"`
+}
+
+// Verifier is a command that must succeed before results are accepted.
+type Verifier struct {
+	Name    string   `json:"name"`
+	Command []string `json:"command"`
+}
+
+// AgentLimits bound an agent's work.
+type AgentLimits struct {
+	MaxIterations         int `json:"max_iterations"`
+	MaxTokens             int `json:"max_tokens"`
+	MaxVerifierRetries    int `json:"max_verifier_retries"`
+	MaxSteeringIterations int `json:"max_steering_iterations"`
+}
+
+// ReportOutput configures report collection.
+type ReportOutput struct {
+	// Schema is a JSON Schema for the report's frontmatter.
+	Schema  map[string]any `json:"schema,omitempty"`
+	Capture Capture        `json:"capture"`
+}
+
+// Agentic runs an AI coding agent with a prompt.
+type Agentic struct {
+	Prompt    string        `json:"prompt"`
+	Verifiers []Verifier    `json:"verifiers,omitempty"`
+	Limits    AgentLimits   `json:"limits"`
+	Output    *ReportOutput `json:"output,omitempty"`
+	Agent     string        `json:"agent"`
+}
+
+// Deterministic runs a fixed command in an image.
+type Deterministic struct {
+	Image     string            `json:"image"`
+	Command   []string          `json:"command,omitempty"`
+	Args      []string          `json:"args,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Verifiers []Verifier        `json:"verifiers,omitempty"`
+}
+
+// Execution holds exactly one of Agentic and Deterministic.
+type Execution struct {
+	Agentic       *Agentic       `json:"agentic,omitempty"`
+	Deterministic *Deterministic `json:"deterministic,omitempty"`
+}
+
+// Failure says when a run stops to ask.
+type Failure struct {
+	ThresholdPercent int           `json:"threshold_percent"`
+	Action           FailureAction `json:"action"`
+}
+
+// PullRequest configures the pull requests a transform opens.
+type PullRequest struct {
+	BranchPrefix string   `json:"branch_prefix"`
+	Title        string   `json:"title"`
+	Body         string   `json:"body,omitempty"`
+	Labels       []string `json:"labels,omitempty"`
+	Reviewers    []string `json:"reviewers,omitempty"`
+	Draft        bool     `json:"draft,omitempty"`
+}
+
+// SecretRef names a Kubernetes secret key.
+type SecretRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// Credential refers to a secret; the secret's value never appears in specs.
+type Credential struct {
+	SecretRef SecretRef `json:"secret_ref"`
+}
+
+// Credentials are the secrets a task may use.
+type Credentials struct {
+	GitHub    *Credential `json:"github,omitempty"`
+	Anthropic *Credential `json:"anthropic,omitempty"`
+}
+
+// ResourceList is a set of resource quantities.
+type ResourceList struct {
+	Memory string `json:"memory,omitempty"`
+	CPU    string `json:"cpu,omitempty"`
+}
+
+// Resources are sandbox resource limits and requests.
+type Resources struct {
+	Limits   *ResourceList `json:"limits,omitempty"`
+	Requests *ResourceList `json:"requests,omitempty"`
+}
+
+// Sandbox configures where a task runs.
+type Sandbox struct {
+	Namespace    string            `json:"namespace,omitempty"`
+	RuntimeClass string            `json:"runtime_class,omitempty"`
+	NodeSelector map[string]string `json:"node_selector,omitempty"`
+	Resources    *Resources        `json:"resources,omitempty"`
+}
+
+// Work is what a task does, independent of the repositories it does it on.
+type Work struct {
+	Mode            Mode            `json:"mode"`
+	Transformation  *Repository     `json:"transformation,omitempty"`
+	ForEach         []ForEachTarget `json:"for_each,omitempty"`
+	Execution       Execution       `json:"execution"`
+	Timeout         Duration        `json:"timeout"`
+	RequireApproval bool            `json:"require_approval"`
+	PullRequest     *PullRequest    `json:"pull_request,omitempty"`
+	Sandbox         *Sandbox        `json:"sandbox,omitempty"`
+	Credentials     *Credentials    `json:"credentials,omitempty"`
+}
+
+// normalize fills what the schema cannot default without a cycle: an
+// agentic report with no output section reads REPORT.md.
+func (w *Work) normalize() {
+	if w.Mode == ModeReport && w.Execution.Agentic != nil && w.Execution.Agentic.Output == nil {
+		w.Execution.Agentic.Output = &ReportOutput{Capture: CaptureFile}
+	}
+}
+
+// Task is one change, or one report, over a fixed set of repositories.
+type Task struct {
+	Version     int    `json:"version"`
+	Kind        Kind   `json:"kind"`
+	ID          string `json:"id"`
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
+	Work
+	Repositories []Repository `json:"repositories,omitempty"`
+	Targets      []Repository `json:"targets,omitempty"`
+	Groups       []Group      `json:"groups,omitempty"`
+	MaxParallel  int          `json:"max_parallel"`
+	Failure      Failure      `json:"failure"`
+}
+
+// RateLimit is a campaign's pull-request creation budget.
+type RateLimit struct {
+	PullRequestsPerHour int `json:"pull_requests_per_hour"`
+	Burst               int `json:"burst"`
+}
+
+// SyncPolicy says how a campaign follows changes to its definition.
+type SyncPolicy struct {
+	Prune  bool           `json:"prune,omitempty"`
+	Update UpdateStrategy `json:"update"`
+}
+
+// Campaign applies a task template to each of many repositories.
+type Campaign struct {
+	Version      int          `json:"version"`
+	Kind         Kind         `json:"kind"`
+	ID           string       `json:"id"`
+	Title        string       `json:"title"`
+	Description  string       `json:"description,omitempty"`
+	Template     Work         `json:"template"`
+	Repositories []Repository `json:"repositories,omitempty"`
+	Groups       []Group      `json:"groups,omitempty"`
+	BatchSize    int          `json:"batch_size"`
+	MaxParallel  int          `json:"max_parallel"`
+	Failure      Failure      `json:"failure"`
+	RateLimit    RateLimit    `json:"rate_limit"`
+	Suspend      bool         `json:"suspend,omitempty"`
+	SyncPolicy   SyncPolicy   `json:"sync_policy"`
+}
+
+// Watch is the branch and directory a reconciler launches from.
+type Watch struct {
+	Branch string `json:"branch"`
+	Path   string `json:"path"`
+}
+
+// ApproverRule lists who may approve the definitions under a path glob.
+type ApproverRule struct {
+	Path  string   `json:"path"`
+	Users []string `json:"users,omitempty"`
+	Teams []string `json:"teams,omitempty"`
+}
+
+// Forge says where pull requests go.
+type Forge struct {
+	Type     ForgeType `json:"type"`
+	URL      string    `json:"url,omitempty"`
+	TokenEnv string    `json:"token_env,omitempty"`
+}
+
+// StatusMirror is where the readable status is written back to Git.
+type StatusMirror struct {
+	Branch string `json:"branch"`
+}
+
+// Config is a campaigns repository's fleetlift.yaml or fleetlift.cue.
+type Config struct {
+	Version    int            `json:"version"`
+	Kind       Kind           `json:"kind"`
+	Watch      Watch          `json:"watch"`
+	Approvers  []ApproverRule `json:"approvers,omitempty"`
+	CodeOwners bool           `json:"codeowners,omitempty"`
+	Forge      Forge          `json:"forge"`
+	Prune      bool           `json:"prune,omitempty"`
+	Status     StatusMirror   `json:"status"`
+}

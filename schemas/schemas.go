@@ -1,0 +1,17 @@
+// Package schemas embeds fleetlift's definition schemas: fleetlift.cue, the
+// source of truth, and the JSON Schema files generated from it for editors.
+//
+// It imports nothing but the standard library.
+package schemas
+
+import "embed"
+
+// FS holds fleetlift.cue and the generated *.schema.json files.
+//
+//go:embed fleetlift.cue *.schema.json
+var FS embed.FS
+
+// CUEFile is the name of the CUE schema inside FS.
+const CUEFile = "fleetlift.cue"
+
+//go:generate go run ./gen -out .
