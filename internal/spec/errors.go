@@ -17,6 +17,9 @@ type Error struct {
 	Column int    `json:"column,omitempty"`
 	Field  string `json:"field,omitempty"`
 	Msg    string `json:"message"`
+
+	// check marks the complaint of a cross-field check in the schema.
+	check bool
 }
 
 func (e *Error) Error() string {

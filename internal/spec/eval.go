@@ -125,8 +125,20 @@ func patterns(v cue.Value) []string {
 	return nil
 }
 
-func (c *compiler) evaluate(in Input) Output {
-	out := Output{Name: in.Name}
+func (c *compiler) evaluate(in Input) (out Output) {
+	out = Output{Name: in.Name}
+	defer func() {
+		if r := recover(); r != nil {
+			// CUE panics on some malformed input; one file's panic must
+			// not stop the others.
+			out = Output{Name: in.Name, Errors: []*Error{{File: in.Name, Msg: fmt.Sprintf("internal error evaluating the file: %v", r)}}}
+		}
+		for _, e := range out.Errors {
+			if e.Line == 0 {
+				e.Line, e.Column = 1, 1
+			}
+		}
+	}()
 	fail := func(field, msg string) Output {
 		out.Errors = append(out.Errors, &Error{File: in.Name, Line: 1, Column: 1, Field: field, Msg: msg})
 		return out
@@ -173,7 +185,11 @@ func (c *compiler) evaluate(in Input) Output {
 		return out
 	}
 	out.Kind = kind
-	u := c.defs[kind].Unify(data)
+	named := data
+	if patch := repositoryNames(kind, data); patch != nil {
+		named = data.Unify(c.ctx.Encode(patch))
+	}
+	u := c.defs[kind].Unify(named)
 	if err := u.Validate(cue.Concrete(true), cue.Hidden(true), cue.All()); err != nil {
 		out.Errors = c.convert(in.Name, err, data, c.defs[kind])
 		return out
@@ -188,6 +204,102 @@ func (c *compiler) evaluate(in Input) Output {
 		out.IDLine, out.IDColumn = p.Line(), p.Column()
 	}
 	return out
+}
+
+// repositoryNames returns what must be added to data to name every
+// repository that has no name: the last element of its URL's path without
+// ".git". It returns nil when every repository is named.
+func repositoryNames(kind Kind, data cue.Value) any {
+	lists := [][]string{{"repositories"}, {"targets"}}
+	singles := [][]string{{"transformation"}, {"template", "transformation"}}
+	if kind == KindConfig {
+		return nil
+	}
+	patch := map[string]any{}
+	changed := false
+	set := func(p []string, v any) {
+		m := patch
+		for _, k := range p[:len(p)-1] {
+			next, ok := m[k].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[k] = next
+			}
+			m = next
+		}
+		m[p[len(p)-1]] = v
+	}
+	for _, p := range singles {
+		if n := nameFor(data.LookupPath(cuePath(p))); n != nil {
+			set(p, n)
+			changed = true
+		}
+	}
+	namesIn := func(list cue.Value) ([]any, bool) {
+		it, err := list.List()
+		if err != nil {
+			return nil, false
+		}
+		var items []any
+		named := false
+		for it.Next() {
+			n := nameFor(it.Value())
+			if n == nil {
+				items = append(items, map[string]any{})
+				continue
+			}
+			items = append(items, n)
+			named = true
+		}
+		return items, named
+	}
+	for _, p := range lists {
+		if items, ok := namesIn(data.LookupPath(cuePath(p))); ok {
+			set(p, items)
+			changed = true
+		}
+	}
+	if groups, err := data.LookupPath(cue.MakePath(cue.Str("groups"))).List(); err == nil {
+		var gs []any
+		anyGroup := false
+		for groups.Next() {
+			items, ok := namesIn(groups.Value().LookupPath(cue.MakePath(cue.Str("repositories"))))
+			if !ok {
+				gs = append(gs, map[string]any{})
+				continue
+			}
+			gs = append(gs, map[string]any{"repositories": items})
+			anyGroup = true
+		}
+		if anyGroup {
+			patch["groups"] = gs
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return patch
+}
+
+// nameFor returns {"name": derived} for a repository struct without a
+// name whose url is a string, and nil otherwise.
+func nameFor(repo cue.Value) map[string]any {
+	if repo.IncompleteKind() != cue.StructKind || repo.LookupPath(cue.MakePath(cue.Str("name"))).Exists() {
+		return nil
+	}
+	url, err := repo.LookupPath(cue.MakePath(cue.Str("url"))).String()
+	if err != nil {
+		return nil
+	}
+	return map[string]any{"name": RepositoryName(url)}
+}
+
+// RepositoryName derives a repository's directory name from its URL: the
+// last element of the path, without ".git".
+func RepositoryName(url string) string {
+	u := strings.TrimRight(url, "/")
+	return strings.TrimSuffix(u[strings.LastIndexAny(u, "/:")+1:], ".git")
 }
 
 // checkImports allows only CUE's standard library: a definition is read on
@@ -269,13 +381,28 @@ func (c *compiler) convert(name string, err error, data, schema cue.Value) []*Er
 		}
 		format, args := ce.Msg()
 		msg := fmt.Sprintf(format, args...)
+		var line int
+		if strings.Contains(msg, "%!") || strings.TrimSpace(msg) == "" {
+			// Errors from the YAML parser carry their position only in
+			// their text: "name:LINE: message".
+			msg = ce.Error()
+			if m := yamlErrRe.FindStringSubmatch(msg); m != nil && m[1] == name {
+				line, _ = strconv.Atoi(m[2])
+				msg = "invalid YAML: " + m[3]
+			}
+		}
+		check := false
 		if n := len(sels); n > 0 && strings.HasPrefix(sels[n-1], checkPrefix) {
+			check = true
 			sels = append(sels[:n-1:n-1], strings.TrimPrefix(sels[n-1], checkPrefix))
 			if strings.Contains(msg, "list.UniqueItems") {
 				msg = uniqueMessage(msg)
 			}
 		}
-		e := &Error{File: name, Field: fieldPath(sels), Msg: c.explain(msg)}
+		e := &Error{File: name, Line: line, Field: fieldPath(sels), Msg: redact(c.explain(msg)), check: check}
+		if line > 0 {
+			e.Column = 1
+		}
 		positions := append(ce.InputPositions(), ce.Position())
 		for _, p := range positions {
 			if setPos(e, name, p) {
@@ -297,7 +424,7 @@ func (c *compiler) convert(name string, err error, data, schema cue.Value) []*Er
 	if len(out) == 0 {
 		out = append(out, &Error{File: name, Msg: err.Error()})
 	}
-	out = collapse(out)
+	out = dropConsequences(collapse(out))
 	if schema.Exists() {
 		out = append(out, unknownFields(name, data, schema, nil, seen)...)
 	}
@@ -345,6 +472,8 @@ func uniqueMessage(msg string) string {
 var (
 	disjunctionRe = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
 	conflictRe    = regexp.MustCompile(`^conflicting values (.+?) and (.+?)(?: \(mismatched types (\w+) and (\w+)\))?$`)
+	userInfoRe    = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s"']+@`)
+	yamlErrRe     = regexp.MustCompile(`^(.+?):(\d+): (.+)$`)
 	boundRe       = regexp.MustCompile(`^invalid value (.+) \(out of bound (.+)\)$`)
 )
 
@@ -390,6 +519,35 @@ func collapse(es []*Error) []*Error {
 		out = append(out, mergeConflicts(conflicts))
 	}
 	return out
+}
+
+// redact hides the user info of URLs in a message: an error about a URL
+// with a token in it must not carry the token into logs or PR comments.
+func redact(msg string) string {
+	return userInfoRe.ReplaceAllString(msg, "${1}REDACTED@")
+}
+
+// dropConsequences removes a cross-field check's complaint about a field
+// when that field has errors of its own: CUE sees an erroneous field as
+// absent, so "set one of repositories …" follows any error inside them.
+func dropConsequences(es []*Error) []*Error {
+	out := es[:0]
+	for _, e := range es {
+		if e.check && hasErrorInside(es, e.Field) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func hasErrorInside(es []*Error, field string) bool {
+	for _, o := range es {
+		if !o.check && (o.Field == field || strings.HasPrefix(o.Field, field+".") || strings.HasPrefix(o.Field, field+"[")) {
+			return true
+		}
+	}
+	return false
 }
 
 // mergeConflicts reads "conflicting values A and B" for each branch of a

@@ -25,11 +25,17 @@ type inProcess struct{ workers int }
 func (p inProcess) Evaluate(ctx context.Context, timeout time.Duration, in []Input) ([]Output, error) {
 	return fanOut(ctx, p.workers, in, func() (func(Input) Output, func(), error) {
 		var c *compiler
+		var used int
 		eval := func(i Input) Output {
+			// A cue.Context only grows: start a fresh one now and then so
+			// that memory stays bounded however many files are loaded.
+			if used++; used > recycleAfter {
+				c, used = nil, 1
+			}
 			if c == nil {
 				var err error
 				if c, err = newCompiler(); err != nil {
-					return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Msg: err.Error()}}}
+					return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Line: 1, Column: 1, Msg: err.Error()}}}
 				}
 			}
 			done := make(chan Output, 1)
@@ -46,15 +52,19 @@ func (p inProcess) Evaluate(ctx context.Context, timeout time.Duration, in []Inp
 				return timeoutOutput(i.Name, timeout)
 			case <-ctx.Done():
 				c = nil
-				return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Msg: ctx.Err().Error()}}}
+				return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Line: 1, Column: 1, Msg: ctx.Err().Error()}}}
 			}
 		}
 		return eval, func() {}, nil
 	})
 }
 
+// recycleAfter is how many files one compiler evaluates before it is
+// replaced.
+const recycleAfter = 200
+
 func timeoutOutput(name string, d time.Duration) Output {
-	return Output{Name: name, Errors: []*Error{{File: name,
+	return Output{Name: name, Errors: []*Error{{File: name, Line: 1, Column: 1,
 		Msg: fmt.Sprintf("evaluation did not finish within %s; stopped (is there a definition that never ends?)", d)}}}
 }
 

@@ -2,5 +2,6 @@
 
 package spec
 
-// limitMemory is not available on this platform; the timeout still holds.
-func limitMemory(string) error { return nil }
+// limitAddressSpace is not available on this platform; the memory
+// watchdog and the timeout still hold.
+func limitAddressSpace(uint64) error { return nil }

@@ -2,21 +2,9 @@
 
 package spec
 
-import (
-	"fmt"
-	"strconv"
-	"syscall"
-)
+import "syscall"
 
-// limitMemory caps this process's address space, so a runaway evaluation
-// fails to allocate instead of exhausting the machine.
-func limitMemory(s string) error {
-	if s == "" {
-		return nil
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return fmt.Errorf("memory limit %q: %w", s, err)
-	}
+// limitAddressSpace caps this process's address space.
+func limitAddressSpace(n uint64) error {
 	return syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: n, Max: n})
 }

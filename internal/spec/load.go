@@ -84,7 +84,10 @@ func (r *Result) Err() error {
 // Loader reads definitions from a file system.
 type Loader struct {
 	Limits Limits
-	// Eval evaluates files; nil evaluates in this process (see InProcess).
+	// Eval evaluates CUE files, which are programs and may not terminate:
+	// use a Pool for anything read from a repository. nil evaluates them
+	// in this process (see InProcess). YAML files are always evaluated in
+	// this process.
 	Eval Evaluator
 }
 
@@ -111,7 +114,7 @@ func (l *Loader) Load(ctx context.Context, fsys fs.FS, dir string) (*Result, err
 		inputs = append(inputs, Input{Name: name, Data: data})
 	}
 	res.Files = len(inputs)
-	outs, err := l.evaluator().Evaluate(ctx, lim.EvalTimeout, inputs)
+	outs, err := l.evaluate(ctx, lim.EvalTimeout, inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +164,7 @@ func (l *Loader) LoadConfig(ctx context.Context, fsys fs.FS, name string) (*Conf
 	if e != nil {
 		return nil, Errors{e}
 	}
-	outs, err := l.evaluator().Evaluate(ctx, lim.EvalTimeout, []Input{{Name: name, Data: data, Config: true}})
+	outs, err := l.evaluate(ctx, lim.EvalTimeout, []Input{{Name: name, Data: data, Config: true}})
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +178,55 @@ func (l *Loader) LoadConfig(ctx context.Context, fsys fs.FS, name string) (*Conf
 	return &c, nil
 }
 
-func (l *Loader) evaluator() Evaluator {
-	if l.Eval != nil {
-		return l.Eval
+// evaluate sends CUE files, which are programs, to l.Eval, and evaluates
+// YAML files, which are data bounded by the size limit and by the YAML
+// decoder's cap on alias expansion, in this process: isolation costs
+// twice the time and buys nothing for data.
+func (l *Loader) evaluate(ctx context.Context, timeout time.Duration, in []Input) ([]Output, error) {
+	var code, data []int
+	for i, f := range in {
+		if path.Ext(f.Name) == ".cue" {
+			code = append(code, i)
+		} else {
+			data = append(data, i)
+		}
 	}
-	return InProcess(0)
+	pick := func(idx []int) []Input {
+		out := make([]Input, len(idx))
+		for j, i := range idx {
+			out[j] = in[i]
+		}
+		return out
+	}
+	codeEval := l.Eval
+	if codeEval == nil {
+		codeEval = InProcess(0)
+	}
+	var codeOuts []Output
+	var codeErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if len(code) > 0 {
+			codeOuts, codeErr = codeEval.Evaluate(ctx, timeout, pick(code))
+		}
+	}()
+	dataOuts, err := InProcess(0).Evaluate(ctx, timeout, pick(data))
+	<-done
+	if err != nil {
+		return nil, err
+	}
+	if codeErr != nil {
+		return nil, codeErr
+	}
+	outs := make([]Output, len(in))
+	for j, i := range code {
+		outs[i] = codeOuts[j]
+	}
+	for j, i := range data {
+		outs[i] = dataOuts[j]
+	}
+	return outs, nil
 }
 
 func isDefinitionFile(name string) bool {
@@ -200,7 +247,7 @@ func collect(fsys fs.FS, dir string, lim Limits) ([]string, []*Error, error) {
 			if p == dir {
 				return err
 			}
-			errs = append(errs, &Error{File: p, Msg: "cannot read: " + err.Error()})
+			errs = append(errs, &Error{File: p, Line: 1, Column: 1, Msg: "cannot read: " + err.Error()})
 			return nil
 		}
 		if p != dir && strings.HasPrefix(d.Name(), ".") {
@@ -218,11 +265,11 @@ func collect(fsys fs.FS, dir string, lim Limits) ([]string, []*Error, error) {
 				return nil
 			}
 		} else if !d.Type().IsRegular() {
-			errs = append(errs, &Error{File: p, Msg: "not a regular file"})
+			errs = append(errs, &Error{File: p, Line: 1, Column: 1, Msg: "not a regular file"})
 			return nil
 		}
 		if len(names) == lim.MaxFiles {
-			errs = append(errs, &Error{File: p, Msg: fmt.Sprintf("too many definition files: the limit is %d; this and later files were not read", lim.MaxFiles)})
+			errs = append(errs, &Error{File: p, Line: 1, Column: 1, Msg: fmt.Sprintf("too many definition files: the limit is %d; this and later files were not read", lim.MaxFiles)})
 			return fs.SkipAll
 		}
 		names = append(names, p)
@@ -245,45 +292,45 @@ func checkPath(fsys fs.FS, name string) *Error {
 	for range 40 {
 		fi, err := rl.Lstat(cur)
 		if err != nil {
-			return &Error{File: name, Msg: "cannot read: " + err.Error()}
+			return &Error{File: name, Line: 1, Column: 1, Msg: "cannot read: " + err.Error()}
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			if !fi.Mode().IsRegular() {
-				return &Error{File: name, Msg: "not a regular file"}
+				return &Error{File: name, Line: 1, Column: 1, Msg: "not a regular file"}
 			}
 			return nil
 		}
 		target, err := rl.ReadLink(cur)
 		if err != nil {
-			return &Error{File: name, Msg: "cannot read symlink: " + err.Error()}
+			return &Error{File: name, Line: 1, Column: 1, Msg: "cannot read symlink: " + err.Error()}
 		}
 		if path.IsAbs(target) {
-			return &Error{File: name, Msg: fmt.Sprintf("symlink to %s leaves the definitions root; refused", target)}
+			return &Error{File: name, Line: 1, Column: 1, Msg: fmt.Sprintf("symlink to %s leaves the definitions root; refused", target)}
 		}
 		next := path.Join(path.Dir(cur), target)
 		if next == ".." || strings.HasPrefix(next, "../") {
-			return &Error{File: name, Msg: fmt.Sprintf("symlink to %s leaves the definitions root; refused", target)}
+			return &Error{File: name, Line: 1, Column: 1, Msg: fmt.Sprintf("symlink to %s leaves the definitions root; refused", target)}
 		}
 		cur = next
 	}
-	return &Error{File: name, Msg: "too many levels of symlinks"}
+	return &Error{File: name, Line: 1, Column: 1, Msg: "too many levels of symlinks"}
 }
 
 func readLimited(fsys fs.FS, name string, limit int64) ([]byte, *Error) {
 	f, err := fsys.Open(name)
 	if err != nil {
-		return nil, &Error{File: name, Msg: "cannot read: " + err.Error()}
+		return nil, &Error{File: name, Line: 1, Column: 1, Msg: "cannot read: " + err.Error()}
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Size() > limit {
-		return nil, &Error{File: name, Msg: fmt.Sprintf("file is %d bytes; the limit is %d", fi.Size(), limit)}
+		return nil, &Error{File: name, Line: 1, Column: 1, Msg: fmt.Sprintf("file is %d bytes; the limit is %d", fi.Size(), limit)}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, &Error{File: name, Msg: "cannot read: " + err.Error()}
+		return nil, &Error{File: name, Line: 1, Column: 1, Msg: "cannot read: " + err.Error()}
 	}
 	if int64(len(data)) > limit {
-		return nil, &Error{File: name, Msg: fmt.Sprintf("file is larger than the limit of %d bytes", limit)}
+		return nil, &Error{File: name, Line: 1, Column: 1, Msg: fmt.Sprintf("file is larger than the limit of %d bytes", limit)}
 	}
 	return data, nil
 }
@@ -299,10 +346,10 @@ func decodeDefinition(o Output) (Definition, *Error) {
 		d.Campaign = &Campaign{}
 		v = d.Campaign
 	default:
-		return d, &Error{File: o.Name, Msg: fmt.Sprintf("unexpected kind %q", o.Kind)}
+		return d, &Error{File: o.Name, Line: 1, Column: 1, Msg: fmt.Sprintf("unexpected kind %q", o.Kind)}
 	}
 	if err := strictDecode(o.JSON, v); err != nil {
-		return d, &Error{File: o.Name, Msg: "decode: " + err.Error()}
+		return d, &Error{File: o.Name, Line: 1, Column: 1, Msg: "decode: " + err.Error()}
 	}
 	var err error
 	if d.Task != nil {
@@ -318,7 +365,7 @@ func decodeDefinition(o Output) (Definition, *Error) {
 		d.Digest, err = Digest(d.Campaign)
 	}
 	if err != nil {
-		return d, &Error{File: o.Name, Msg: err.Error()}
+		return d, &Error{File: o.Name, Line: 1, Column: 1, Msg: err.Error()}
 	}
 	return d, nil
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,9 +29,8 @@ const WorkerEnv = "FLEETLIFT_SPEC_WORKER"
 
 const workerMemoryEnv = "FLEETLIFT_SPEC_WORKER_MEMORY"
 
-// DefaultWorkerMemory is a worker's address-space limit when a Pool sets
-// none.
-const DefaultWorkerMemory = 2 << 30
+// DefaultWorkerMemory is a worker's memory limit when a Pool sets none.
+const DefaultWorkerMemory = 1 << 30
 
 // Pool evaluates files in separate worker processes, so that a definition
 // whose evaluation never ends or grows without bound is stopped (the
@@ -43,7 +43,8 @@ type Pool struct {
 	Command []string
 	// Workers is the number of worker processes (default: one per CPU).
 	Workers int
-	// MemoryLimit is each worker's address-space limit in bytes.
+	// MemoryLimit is the memory each worker may use, in bytes (default
+	// DefaultWorkerMemory).
 	MemoryLimit int64
 
 	mu   sync.Mutex
@@ -73,7 +74,7 @@ func (p *Pool) Evaluate(ctx context.Context, timeout time.Duration, in []Input) 
 		eval := func(i Input) Output {
 			if w == nil {
 				if w, err = p.start(); err != nil {
-					return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Msg: err.Error()}}}
+					return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Line: 1, Column: 1, Msg: err.Error()}}}
 				}
 			}
 			o, ok := w.evaluate(ctx, timeout, i, p.memoryLimit())
@@ -132,7 +133,7 @@ type worker struct {
 	stdin  io.WriteCloser
 	enc    *json.Encoder
 	dec    *json.Decoder
-	stderr *tailBuffer
+	stderr *headBuffer
 	done   chan struct{}
 }
 
@@ -150,7 +151,7 @@ func (p *Pool) start() (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start spec worker: %w", err)
 	}
-	w := &worker{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), stderr: &tailBuffer{max: 4096}, done: make(chan struct{})}
+	w := &worker{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), stderr: &headBuffer{max: 4096}, done: make(chan struct{})}
 	cmd.Stderr = w.stderr
 	w.dec = json.NewDecoder(bufio.NewReader(stdout))
 	if err := cmd.Start(); err != nil {
@@ -194,13 +195,13 @@ func (w *worker) evaluate(ctx context.Context, timeout time.Duration, in Input, 
 		} else if tail != "" {
 			msg += ": " + firstLine(tail)
 		}
-		return Output{Name: in.Name, Errors: []*Error{{File: in.Name, Msg: msg}}}, false
+		return Output{Name: in.Name, Errors: []*Error{{File: in.Name, Line: 1, Column: 1, Msg: msg}}}, false
 	case <-t.C:
 		w.stop()
 		return timeoutOutput(in.Name, timeout), false
 	case <-ctx.Done():
 		w.stop()
-		return Output{Name: in.Name, Errors: []*Error{{File: in.Name, Msg: ctx.Err().Error()}}}, false
+		return Output{Name: in.Name, Errors: []*Error{{File: in.Name, Line: 1, Column: 1, Msg: ctx.Err().Error()}}}, false
 	}
 }
 
@@ -218,24 +219,24 @@ func firstLine(s string) string {
 	return line
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
+// headBuffer keeps the first max bytes written to it: where a Go runtime
+// crash says why it happened.
+type headBuffer struct {
 	mu  sync.Mutex
 	max int
 	buf bytes.Buffer
 }
 
-func (b *tailBuffer) Write(p []byte) (int, error) {
+func (b *headBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if over := b.buf.Len() - b.max; over > 0 {
-		b.buf.Next(over)
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
 }
 
-func (b *tailBuffer) String() string {
+func (b *headBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -247,18 +248,44 @@ func IsWorker() bool { return os.Getenv(WorkerEnv) == "1" }
 // RunWorker serves evaluation requests on stdin and stdout until stdin
 // closes, and returns the process exit code.
 func RunWorker() int {
-	if err := limitMemory(os.Getenv(workerMemoryEnv)); err != nil {
+	limit, err := strconv.ParseInt(os.Getenv(workerMemoryEnv), 10, 64)
+	if err != nil || limit <= 0 {
+		limit = DefaultWorkerMemory
+	}
+	// The watchdog enforces the limit; the address-space limit is only a
+	// backstop for growth faster than it looks (the Go runtime reserves
+	// over a GiB of address space that it never uses).
+	if err := limitAddressSpace(uint64(limit)*2 + 2<<30); err != nil {
 		fmt.Fprintln(os.Stderr, "spec worker:", err)
 		return 2
 	}
+	go watchMemory(uint64(limit), 10*time.Millisecond)
 	// Evaluation allocates a lot of short-lived garbage; trade memory for
-	// fewer collections, within the address-space limit.
+	// fewer collections, within the limit.
 	debug.SetGCPercent(400)
+	debug.SetMemoryLimit(limit / 2)
 	if err := serve(os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "spec worker:", err)
 		return 1
 	}
 	return 0
+}
+
+// watchMemory ends the process when the memory the Go runtime holds from
+// the operating system passes limit.
+func watchMemory(limit uint64, every time.Duration) {
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+	}
+	for range time.Tick(every) {
+		metrics.Read(samples)
+		used := samples[0].Value.Uint64() - samples[1].Value.Uint64()
+		if used > limit {
+			fmt.Fprintf(os.Stderr, "spec worker: out of memory: using %d MiB, limit %d MiB\n", used>>20, limit>>20)
+			os.Exit(3)
+		}
+	}
 }
 
 func serve(r io.Reader, w io.Writer) error {
@@ -269,7 +296,13 @@ func serve(r io.Reader, w io.Writer) error {
 	dec := json.NewDecoder(bufio.NewReader(r))
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
-	for {
+	for used := 0; ; used++ {
+		if used == recycleAfter {
+			if c, err = newCompiler(); err != nil {
+				return err
+			}
+			used = 0
+		}
 		var in Input
 		if err := dec.Decode(&in); err != nil {
 			if errors.Is(err, io.EOF) {

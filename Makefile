@@ -1,0 +1,54 @@
+# fleetlift — make help lists the targets.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := $(CURDIR)/bin
+CUE_VERSION := v0.17.1
+FUZZTIME ?= 20s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/fleetlift
+	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
+
+.PHONY: test
+test: lint check-generated ## Run every test: vet, format, generated files, unit tests, a short fuzz run
+	$(GO) test -count=1 ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
+
+.PHONY: lint
+lint: ## go vet and gofmt
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+.PHONY: generate
+generate: ## Regenerate the JSON Schema files from schemas/fleetlift.cue
+	$(GO) generate ./schemas
+
+.PHONY: check-generated
+check-generated: ## Fail when the generated JSON Schema files are stale
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	$(GO) run ./schemas/gen -out $$tmp && \
+	for f in $$tmp/*.json; do \
+		diff -u schemas/$$(basename $$f) $$f || { echo "schemas/$$(basename $$f) is stale: run make generate"; exit 1; }; \
+	done
+
+.PHONY: verify
+verify: generate ## Regenerate and tidy, then fail if anything changed
+	$(GO) mod tidy
+	git diff --exit-code -- go.mod go.sum schemas/
+
+$(BIN)/cue:
+	GOBIN=$(BIN) $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
+
+.PHONY: tools
+tools: $(BIN)/cue ## Install pinned tools into ./bin
+
+.PHONY: bench-spec
+bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
+	$(GO) run ./bench/spec -cue $(BIN)/cue

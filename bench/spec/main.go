@@ -1,0 +1,128 @@
+// Command spec measures loading definitions: it generates N campaign
+// files, loads them with fleetlift's loader (worker pool, as `fleetlift
+// validate` does) and runs `cue export` on the same files in the same run,
+// then prints both times, the ratio and fleetlift's peak memory.
+//
+//	go run ./bench/spec -cue bin/cue
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/spec"
+)
+
+func main() {
+	if spec.IsWorker() {
+		os.Exit(spec.RunWorker())
+	}
+	// As cmd/fleetlift does.
+	debug.SetGCPercent(400)
+	files := flag.Int("files", 2000, "campaign files to generate")
+	repos := flag.Int("repos", 25, "repositories per campaign")
+	runs := flag.Int("runs", 3, "runs of each; the best is reported")
+	cueBin := flag.String("cue", "bin/cue", "cue CLI to compare with (same version as the module)")
+	flag.Parse()
+	if err := run(*files, *repos, *runs, *cueBin); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-spec:", err)
+		os.Exit(1)
+	}
+}
+
+func run(files, repos, runs int, cueBin string) error {
+	dir, err := os.MkdirTemp("", "fleetlift-bench-spec-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	names, err := generate(dir, files, repos)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+
+	var fl []time.Duration
+	for range runs {
+		pool, err := spec.NewSelfPool()
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		res, err := (&spec.Loader{Eval: pool}).Load(ctx, os.DirFS(dir), ".")
+		d := time.Since(start)
+		pool.Close()
+		if err != nil {
+			return err
+		}
+		if len(res.Errors) > 0 || len(res.Definitions) != files {
+			return fmt.Errorf("loaded %d of %d definitions: %v", len(res.Definitions), files, res.Err())
+		}
+		fl = append(fl, d)
+	}
+
+	var ce []time.Duration
+	args := append([]string{"export", "--with-context", "-l", "path.Base(filename)", "--out", "json"}, names...)
+	for range runs {
+		cmd := exec.Command(cueBin, args...)
+		cmd.Dir = dir
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		cmd.Stdout = nil
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s export: %v: %s", cueBin, err, stderr.String())
+		}
+		ce = append(ce, time.Since(start))
+	}
+
+	best := func(ds []time.Duration) time.Duration { return slices.Min(ds) }
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	var self syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	fmt.Printf("bench-spec: %d campaign files x %d repositories, %d CPUs, best of %d\n", files, repos, runtime.NumCPU(), runs)
+	fmt.Printf("  fleetlift load (schema unify, defaults, decode, digest): %8.0f ms\n", ms(best(fl)))
+	fmt.Printf("  cue export of the same files (no schema):               %8.0f ms\n", ms(best(ce)))
+	fmt.Printf("  ratio fleetlift / cue export: %.2fx (goal <= 1.00x)\n", float64(best(fl))/float64(best(ce)))
+	fmt.Printf("  peak RSS: bench process %d MiB, largest child (worker or cue) %d MiB\n", self.Maxrss>>10, ru.Maxrss>>10)
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// generate writes campaign files like a real campaigns repository's:
+// varied repositories, some with explicit names and branches.
+func generate(dir string, files, repos int) ([]string, error) {
+	var names []string
+	for i := range files {
+		var b strings.Builder
+		fmt.Fprintf(&b, "version: 1\nkind: Campaign\nid: campaign-%04d\ntitle: Campaign %d\n", i, i)
+		fmt.Fprintf(&b, "template:\n  execution:\n    agentic:\n      prompt: |\n        Migrate logging in this repository to log/slog (%d).\n", i)
+		b.WriteString("      verifiers:\n        - name: build\n          command: [go, build, ./...]\n        - name: test\n          command: [go, test, ./...]\n")
+		fmt.Fprintf(&b, "  pull_request:\n    branch_prefix: auto/campaign-%d\n    title: Migrate to slog\n    labels: [automated]\n", i)
+		b.WriteString("batch_size: 10\nmax_parallel: 4\nfailure:\n  threshold_percent: 20\nrepositories:\n")
+		for j := range repos {
+			fmt.Fprintf(&b, "  - url: https://github.com/acme/service-%d-%d.git\n", i, j)
+			if j%5 == 0 {
+				fmt.Fprintf(&b, "    branch: release/v%d\n    name: svc-%d-%d\n", j, i, j)
+			}
+		}
+		name := fmt.Sprintf("campaign-%04d.yaml", i)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}

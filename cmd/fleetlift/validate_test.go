@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/fleetlift/fleetlift/internal/spec"
+)
+
+// TestMain lets the test binary serve as the spec worker, as the fleetlift
+// binary does for `validate`.
+func TestMain(m *testing.M) {
+	if spec.IsWorker() {
+		os.Exit(spec.RunWorker())
+	}
+	os.Exit(m.Run())
+}
+
+func runCLI(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	code := run(args, &out, &out)
+	return out.String(), code
+}
+
+func TestValidateExamplesAndTemplate(t *testing.T) {
+	for _, dir := range []string{"../../examples", "../../campaigns-template"} {
+		out, code := runCLI(t, "validate", dir)
+		if code != 0 {
+			t.Errorf("validate %s: exit %d\n%s", dir, code, out)
+		}
+		if !strings.Contains(out, "definitions valid in") {
+			t.Errorf("validate %s: no summary line:\n%s", dir, out)
+		}
+	}
+}
+
+func TestValidateJSON(t *testing.T) {
+	out, code := runCLI(t, "validate", "-o", "json", "../../examples")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	var rep struct {
+		Valid       bool
+		Definitions []struct{ ID, Kind, File, Digest string }
+		Errors      []json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	kinds := map[string]int{}
+	for _, d := range rep.Definitions {
+		kinds[d.Kind]++
+		if d.ID == "" || !strings.HasPrefix(d.Digest, "sha256:") || !strings.HasPrefix(d.File, "../../examples/") {
+			t.Errorf("incomplete definition entry: %+v", d)
+		}
+	}
+	if !rep.Valid || len(rep.Errors) != 0 || kinds["Task"] < 6 || kinds["Campaign"] < 2 {
+		t.Errorf("want every seed example and two campaigns, valid: %+v", kinds)
+	}
+}
+
+// TestValidateInvalidInputs: every bad input exits 1 and each error line
+// names the file, the line and column, and (for a field) the field.
+func TestValidateInvalidInputs(t *testing.T) {
+	root := "../../testdata/invalid"
+	cases, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`^error: (\S+?):(\d+):(\d+): (.+)$`)
+	for _, c := range cases {
+		// The generated cases are covered in internal/spec.
+		if !c.IsDir() || c.Name() == "file-50mb" || c.Name() == "symlink-escape" {
+			continue
+		}
+		t.Run(c.Name(), func(t *testing.T) {
+			dir := filepath.Join(root, c.Name())
+			out, code := runCLI(t, "validate", dir)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1:\n%s", code, out)
+			}
+			want, err := os.ReadFile(filepath.Join(dir, "want.txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errs int
+			for _, l := range strings.Split(out, "\n") {
+				if !strings.HasPrefix(l, "error: ") {
+					continue
+				}
+				errs++
+				m := line.FindStringSubmatch(l)
+				if m == nil || !strings.HasPrefix(m[1], dir+"/") {
+					t.Errorf("error line does not name file:line:col: %q", l)
+				}
+			}
+			if wantErrs := strings.Count(string(want), "\n"); errs != wantErrs {
+				t.Errorf("%d error lines, want %d (as in want.txt):\n%s", errs, wantErrs, out)
+			}
+		})
+	}
+}
+
+func TestValidateUsageErrors(t *testing.T) {
+	if out, code := runCLI(t, "validate", "does-not-exist"); code != 1 || !strings.Contains(out, "does-not-exist") {
+		t.Errorf("missing dir: exit %d: %s", code, out)
+	}
+	if out, code := runCLI(t, "validate", "-o", "yaml", "../../examples"); code != 1 || !strings.Contains(out, `unknown output format "yaml"`) {
+		t.Errorf("bad -o: exit %d: %s", code, out)
+	}
+}

@@ -1,0 +1,426 @@
+package spec_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/spec"
+)
+
+const agenticTask = `version: 1
+id: t
+title: T
+repositories:
+  - url: https://github.com/acme/svc.git
+execution:
+  agentic:
+    prompt: migrate
+`
+
+func load(t *testing.T, files map[string]string) *spec.Result {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	for name, data := range files {
+		fsys[name] = &fstest.MapFile{Data: []byte(data)}
+	}
+	res, err := (&spec.Loader{Eval: spec.InProcess(2)}).Load(context.Background(), fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func loadOne(t *testing.T, name, data string) spec.Definition {
+	t.Helper()
+	res := load(t, map[string]string{name: data})
+	if len(res.Errors) > 0 || len(res.Definitions) != 1 {
+		t.Fatalf("load %s: %d definitions, errors:\n%v", name, len(res.Definitions), res.Errors)
+	}
+	return res.Definitions[0]
+}
+
+func TestDefaults(t *testing.T) {
+	task := loadOne(t, "t.yaml", agenticTask).Task
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"kind", task.Kind, spec.KindTask},
+		{"mode", task.Mode, spec.ModeTransform},
+		{"require_approval for agentic", task.RequireApproval, true},
+		{"max_parallel", task.MaxParallel, 5},
+		{"timeout", task.Timeout.String(), "30m0s"},
+		{"branch", task.Repositories[0].Branch, "main"},
+		{"name from URL", task.Repositories[0].Name, "svc"},
+		{"max_iterations", task.Execution.Agentic.Limits.MaxIterations, 10},
+		{"max_tokens", task.Execution.Agentic.Limits.MaxTokens, 100000},
+		{"max_verifier_retries", task.Execution.Agentic.Limits.MaxVerifierRetries, 3},
+		{"max_steering_iterations", task.Execution.Agentic.Limits.MaxSteeringIterations, 5},
+		{"agent", task.Execution.Agentic.Agent, "claude-code"},
+		{"failure threshold", task.Failure.ThresholdPercent, 100},
+		{"failure action", task.Failure.Action, spec.FailurePause},
+		{"submodules off", task.Repositories[0].Submodules, false},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+
+	det := loadOne(t, "d.yaml", strings.Replace(agenticTask, "agentic:\n    prompt: migrate", "deterministic:\n    image: golang:1.26", 1)).Task
+	if det.RequireApproval {
+		t.Error("deterministic task: require_approval defaults to false")
+	}
+
+	report := loadOne(t, "r.yaml", agenticTask+"mode: report\n").Task
+	if out := report.Execution.Agentic.Output; out == nil || out.Capture != spec.CaptureFile {
+		t.Errorf("report: output defaults to capture: file, got %+v", out)
+	}
+
+	camp := loadOne(t, "c.yaml", `version: 1
+kind: Campaign
+id: c
+title: C
+template:
+  execution:
+    deterministic: {image: golang}
+repositories:
+  - url: git@github.com:acme/api.git
+`).Campaign
+	cchecks := []struct {
+		name      string
+		got, want any
+	}{
+		{"batch_size", camp.BatchSize, 10},
+		{"max_parallel", camp.MaxParallel, 5},
+		{"failure threshold", camp.Failure.ThresholdPercent, 20},
+		{"failure action", camp.Failure.Action, spec.FailurePause},
+		{"rate per hour", camp.RateLimit.PullRequestsPerHour, 60},
+		{"burst", camp.RateLimit.Burst, 10},
+		{"update strategy", camp.SyncPolicy.Update, spec.UpdateInPlace},
+		{"prune", camp.SyncPolicy.Prune, false},
+		{"suspend", camp.Suspend, false},
+		{"scp-like name", camp.Repositories[0].Name, "api"},
+		{"template mode", camp.Template.Mode, spec.ModeTransform},
+	}
+	for _, c := range cchecks {
+		if c.got != c.want {
+			t.Errorf("campaign %s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	fsys := fstest.MapFS{"fleetlift.yaml": {Data: []byte("version: 1\n")}}
+	cfg, err := (&spec.Loader{Eval: spec.InProcess(1)}).LoadConfig(context.Background(), fsys, "fleetlift.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Watch.Branch != "main" || cfg.Watch.Path != "campaigns" || cfg.Forge.Type != spec.ForgeLocal || cfg.Status.Branch != "fleetlift/status" {
+		t.Errorf("config defaults: %+v", cfg)
+	}
+	_, err = (&spec.Loader{Eval: spec.InProcess(1)}).LoadConfig(context.Background(),
+		fstest.MapFS{"fleetlift.yaml": {Data: []byte("version: 1\nforge: {type: gitea}\n")}}, "fleetlift.yaml")
+	if err == nil || !strings.Contains(err.Error(), "forge.url: a gitea forge needs its url") {
+		t.Errorf("gitea without url: got %v", err)
+	}
+}
+
+// TestConstraints changes one thing in a valid task and expects the error
+// to name the field and say what is wrong; "valid" cases must load.
+func TestConstraints(t *testing.T) {
+	tests := []struct {
+		name    string
+		from    string // replaced in agenticTask; empty appends to
+		to      string
+		wantErr string // "" means valid
+	}{
+		{"valid", "", "", ""},
+		{"id upper case", "id: t", "id: Tee", `id: "Tee" must be 1-63 lower-case`},
+		{"id too long", "id: t", "id: " + strings.Repeat("a", 64), "id: "},
+		{"empty title", "title: T", `title: ""`, "title: "},
+		{"mode enum", "", "mode: refactor", `mode: "refactor" must be one of "report", "transform"`},
+		{"wrong type", "", "max_parallel: five", `max_parallel: "five" must be`},
+		{"max_parallel zero", "", "max_parallel: 0", "max_parallel: 0 must be >=1"},
+		{"unknown field", "", "repositorys: []", "repositorys: unknown field"},
+		{"nested unknown field", "prompt: migrate", "prompt: migrate\n    promt: x", "execution.agentic.promt: unknown field"},
+		{"name traversal", "- url: https://github.com/acme/svc.git", "- url: https://github.com/acme/svc.git\n    name: ../../x", `repositories[0].name: "../../x" must be letters`},
+		{"name option", "- url: https://github.com/acme/svc.git", "- url: https://github.com/acme/svc.git\n    name: -x", `repositories[0].name: "-x" must be`},
+		{"branch ..", "- url: https://github.com/acme/svc.git", "- url: https://github.com/acme/svc.git\n    branch: a..b", `repositories[0].branch: "a..b" must be a valid git branch name`},
+		{"branch ok with slash", "- url: https://github.com/acme/svc.git", "- url: https://github.com/acme/svc.git\n    branch: release/v1", ""},
+		{"ext transport", "https://github.com/acme/svc.git", "ext::sh -c touch% /tmp/pwned", "repositories[0].url: "},
+		{"plain http", "https://github.com/acme/svc.git", "http://github.com/acme/svc.git", "repositories[0].url: "},
+		{"credentials in URL", "https://github.com/acme/svc.git", "https://user:tok@github.com/acme/svc.git", "repositories[0].url: "},
+		{"ssh URL", "https://github.com/acme/svc.git", "ssh://git@github.com/acme/svc.git", ""},
+		{"file URL", "https://github.com/acme/svc.git", "file:///srv/git/svc.git", ""},
+		{"scp-like starting with -", "https://github.com/acme/svc.git", "-oProxyCommand=x@host:repo", "repositories[0].url: "},
+		{"both executions", "prompt: migrate", "prompt: migrate\n  deterministic: {image: x}", "execution: set only one of execution.agentic or execution.deterministic"},
+		{"no execution", "execution:\n  agentic:\n    prompt: migrate\n", "execution: {}\n", "execution: set one of"},
+		{"for_each in transform", "", "for_each: [{name: a, context: b}]", "for_each: for_each is only allowed with mode: report"},
+		{"pull_request in report", "", "mode: report\npull_request: {branch_prefix: auto/x, title: t}", "pull_request: pull_request is only allowed with mode: transform"},
+		{"branch_prefix option", "", "pull_request: {branch_prefix: --force, title: t}", `pull_request.branch_prefix: "--force" must be a valid git branch name`},
+		{"threshold over 100", "", "failure: {threshold_percent: 150}", "failure.threshold_percent: 150 must be <=100"},
+		{"failure action enum", "", "failure: {threshold_percent: 10, action: retry}", `failure.action: "retry" must be one of "abort", "pause"`},
+		{"timeout words", "", `timeout: "30 minutes"`, `timeout: "30 minutes" must be a duration`},
+		{"memory quantity", "", "sandbox: {resources: {limits: {memory: lots}}}", `sandbox.resources.limits.memory: "lots" must be a resource quantity`},
+		{"env name", "agentic:\n    prompt: migrate", "deterministic:\n    image: x\n    env: {\"1BAD\": x}", "execution.deterministic.env.1BAD: unknown field"},
+		{"duplicate derived names", "- url: https://github.com/acme/svc.git", "- url: https://github.com/acme/svc.git\n  - url: https://github.com/other/svc.git", `repositories: names must be unique: "svc" is used more than once`},
+		{"targets without transformation", "repositories:\n  - url: https://github.com/acme/svc.git", "targets:\n  - url: https://github.com/acme/svc.git", "targets: targets need a transformation repository"},
+		{"transformation and targets", "repositories:\n  - url: https://github.com/acme/svc.git", "transformation: {url: https://github.com/acme/recipes.git}\ntargets:\n  - url: https://github.com/acme/svc.git", ""},
+		{"repositories and targets", "", "transformation: {url: https://github.com/acme/recipes.git}\ntargets:\n  - url: https://github.com/acme/other.git", "targets: set repositories or transformation with targets, not both"},
+		{"no repositories", "repositories:\n  - url: https://github.com/acme/svc.git\n", "", "repositories: set one of repositories, groups, or transformation with targets"},
+		{"groups and repositories", "", "groups: [{name: a, repositories: [{url: https://github.com/acme/b.git}]}]", "groups: set groups or repositories/targets, not both"},
+		{"group name slash", "repositories:\n  - url: https://github.com/acme/svc.git", "groups: [{name: a/b, repositories: [{url: https://github.com/acme/b.git}]}]", `groups[0].name: "a/b" must be`},
+		{"verifier command string", "prompt: migrate", "prompt: migrate\n    verifiers: [{name: build, command: go build}]", "execution.agentic.verifiers[0].command: "},
+		{"max_iterations negative", "prompt: migrate", "prompt: migrate\n    limits: {max_iterations: -1}", "execution.agentic.limits.max_iterations: -1 must be >=1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := agenticTask
+			switch {
+			case tt.from != "":
+				if !strings.Contains(src, tt.from) {
+					t.Fatalf("fixture has no %q", tt.from)
+				}
+				src = strings.Replace(src, tt.from, tt.to, 1)
+			case tt.to != "":
+				src += tt.to + "\n"
+			}
+			res := load(t, map[string]string{"t.yaml": src})
+			if tt.wantErr == "" {
+				if len(res.Errors) > 0 {
+					t.Fatalf("want valid, got:\n%v", res.Errors)
+				}
+				return
+			}
+			if len(res.Definitions) != 0 {
+				t.Errorf("invalid definition was loaded: %+v", res.Definitions[0])
+			}
+			got := res.Errors.Error()
+			if !strings.Contains(got, tt.wantErr) {
+				t.Errorf("want an error containing %q, got:\n%s", tt.wantErr, got)
+			}
+			for _, e := range res.Errors {
+				if e.File != "t.yaml" || e.Line == 0 {
+					t.Errorf("error without file and line: %+v", e)
+				}
+			}
+			if strings.Contains(got, "tok@") {
+				t.Errorf("a credential reached the error text: %s", got)
+			}
+		})
+	}
+}
+
+func TestAllErrorsOfAllFilesAndValidOnesKept(t *testing.T) {
+	res := load(t, map[string]string{
+		"good.yaml":   agenticTask,
+		"bad1.yaml":   strings.Replace(agenticTask, "id: t", "id: b1", 1) + "mode: refactor\nbogus: 1\n",
+		"sub/bad.cue": "version: 1\nid: \"b2\"\ntitle: 3\n",
+	})
+	if len(res.Definitions) != 1 || res.Definitions[0].ID != "t" {
+		t.Fatalf("the valid definition must still load: %+v", res.Definitions)
+	}
+	got := res.Errors.Error()
+	for _, want := range []string{"bad1.yaml:9:7: mode:", "bad1.yaml:10:1: bogus: unknown field", "sub/bad.cue:3:8: title:"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}
+
+func TestDuplicateIDsNameBothFiles(t *testing.T) {
+	res := load(t, map[string]string{"a.yaml": agenticTask, "b/c.yaml": agenticTask})
+	if len(res.Definitions) != 0 {
+		t.Errorf("neither duplicate may load, got %d", len(res.Definitions))
+	}
+	got := res.Errors.Error()
+	for _, want := range []string{`a.yaml:2:1: id: duplicate id "t": also defined in b/c.yaml`, `b/c.yaml:2:1: id: duplicate id "t": also defined in a.yaml`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}
+
+func TestDigest(t *testing.T) {
+	yamlSrc := `# comment
+version: 1
+kind: Campaign
+id: c
+title: C
+template:
+  execution:
+    agentic:
+      prompt: go
+      output: {schema: {type: object, required: [a], properties: {a: {type: string}}}}
+  mode: report
+repositories:
+  - url: https://github.com/acme/a.git
+  - url: https://github.com/acme/b.git
+`
+	base := loadOne(t, "c.yaml", yamlSrc).Digest
+	same := map[string]string{
+		"cue with comprehension": `// same campaign
+version: 1
+kind: "Campaign"
+id: "c"
+title: "C"
+template: {
+	mode: "report"
+	execution: agentic: {prompt: "go", output: schema: {properties: a: type: "string", required: ["a"], type: "object"}}
+}
+repositories: [for n in ["a", "b"] {url: "https://github.com/acme/\(n).git"}]
+`,
+		"keys reordered, defaults explicit": `repositories:
+  - {name: a, url: https://github.com/acme/a.git, branch: main}
+  - url: https://github.com/acme/b.git
+title: C
+id: c
+kind: Campaign
+version: 1
+batch_size: 10
+template:
+  mode: report
+  timeout: 1800s
+  execution:
+    agentic:
+      output: {capture: file, schema: {properties: {a: {type: string}}, type: object, required: [a]}}
+      prompt: go
+`,
+	}
+	for name, src := range same {
+		ext := ".yaml"
+		if strings.HasPrefix(name, "cue") {
+			ext = ".cue"
+		}
+		if got := loadOne(t, "c"+ext, src).Digest; got != base {
+			t.Errorf("%s: digest %s, want %s", name, got, base)
+		}
+	}
+	changed := map[string]string{
+		"prompt":        strings.Replace(yamlSrc, "prompt: go", "prompt: stop", 1),
+		"repository":    strings.Replace(yamlSrc, "acme/b.git", "acme/c.git", 1),
+		"default value": yamlSrc + "batch_size: 11\n",
+		"schema":        strings.Replace(yamlSrc, "type: string", "type: integer", 1),
+	}
+	for name, src := range changed {
+		if got := loadOne(t, "c.yaml", src).Digest; got == base {
+			t.Errorf("changed %s: digest unchanged", name)
+		}
+	}
+}
+
+func TestLimits(t *testing.T) {
+	ctx := context.Background()
+	fsys := fstest.MapFS{}
+	for _, n := range []string{"a", "b", "c"} {
+		fsys[n+".yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(agenticTask, "id: t", "id: "+n, 1))}
+	}
+	res, err := (&spec.Loader{Eval: spec.InProcess(1), Limits: spec.Limits{MaxFiles: 2}}).Load(ctx, fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Definitions) != 2 || !strings.Contains(res.Errors.Error(), "c.yaml:1:1: too many definition files: the limit is 2") {
+		t.Errorf("file count limit: %d definitions, errors %v", len(res.Definitions), res.Errors)
+	}
+	res, err = (&spec.Loader{Eval: spec.InProcess(1), Limits: spec.Limits{MaxFileBytes: 100}}).Load(ctx, fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Definitions) != 0 || !strings.Contains(res.Errors.Error(), "a.yaml:1:1: file is 123 bytes; the limit is 100") {
+		t.Errorf("file size limit: %v", res.Errors)
+	}
+}
+
+// explodes doubles a string 40 times: a terabyte if evaluated to the end.
+const explodes = `version: 1
+id: "boom"
+a0: "xxxxxxxxxxxxxxxx"
+a1: a0 + a0
+a2: a1 + a1
+a3: a2 + a2
+a4: a3 + a3
+a5: a4 + a4
+a6: a5 + a5
+a7: a6 + a6
+a8: a7 + a7
+a9: a8 + a8
+a10: a9 + a9
+a11: a10 + a10
+a12: a11 + a11
+a13: a12 + a12
+a14: a13 + a13
+a15: a14 + a14
+a16: a15 + a15
+a17: a16 + a16
+a18: a17 + a17
+a19: a18 + a18
+a20: a19 + a19
+a21: a20 + a20
+a22: a21 + a21
+a23: a22 + a22
+a24: a23 + a23
+a25: a24 + a24
+a26: a25 + a25
+a27: a26 + a26
+a28: a27 + a27
+a29: a28 + a28
+a30: a29 + a29
+a31: a30 + a30
+a32: a31 + a31
+a33: a32 + a32
+a34: a33 + a33
+a35: a34 + a34
+a36: a35 + a35
+a37: a36 + a36
+a38: a37 + a37
+a39: a38 + a38
+title: a39
+`
+
+// TestPoolStopsRunawayEvaluation: a definition that grows without end is
+// stopped (by the memory limit or the timeout) and the other files, in
+// the same worker pool, still load.
+func TestPoolStopsRunawayEvaluation(t *testing.T) {
+	pool := newPool(t)
+	pool.MemoryLimit = 256 << 20
+	fsys := fstest.MapFS{
+		"boom.cue":  {Data: []byte(explodes)},
+		"good.yaml": {Data: []byte(agenticTask)},
+	}
+	loader := &spec.Loader{Eval: pool, Limits: spec.Limits{EvalTimeout: 20 * time.Second}}
+	res, err := loader.Load(context.Background(), fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Definitions) != 1 || res.Definitions[0].ID != "t" {
+		t.Errorf("the good file must load: %+v\n%v", res.Definitions, res.Errors)
+	}
+	got := res.Errors.Error()
+	if !strings.Contains(got, "boom.cue:1:1: evaluation used more than the memory limit of 256 MiB; stopped") &&
+		!strings.Contains(got, "boom.cue:1:1: evaluation did not finish within") {
+		t.Errorf("runaway file: got %q", got)
+	}
+	// The pool replaced the killed worker and still works.
+	res, err = loader.Load(context.Background(), fstest.MapFS{"good.yaml": {Data: []byte(agenticTask)}}, ".")
+	if err != nil || len(res.Definitions) != 1 {
+		t.Errorf("pool after a runaway: %v %v", err, res.Errors)
+	}
+}
+
+func TestPoolTimeout(t *testing.T) {
+	pool := newPool(t)
+	pool.MemoryLimit = 4 << 30
+	fsys := fstest.MapFS{"boom.cue": {Data: []byte(explodes)}}
+	loader := &spec.Loader{Eval: pool, Limits: spec.Limits{EvalTimeout: 300 * time.Millisecond}}
+	res, err := loader.Load(context.Background(), fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Errors.Error(); !strings.Contains(got, "boom.cue:1:1: evaluation did not finish within 300ms; stopped") {
+		t.Errorf("got %q", got)
+	}
+}
