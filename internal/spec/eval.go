@@ -143,6 +143,9 @@ func (c *compiler) evaluate(in Input) (out Output) {
 		out.Errors = append(out.Errors, &Error{File: in.Name, Line: 1, Column: 1, Field: field, Msg: msg})
 		return out
 	}
+	if blankRe.Match(in.Data) {
+		return fail("", "the file is empty; a definition needs at least version, kind, id and title")
+	}
 	var f *ast.File
 	var err error
 	switch path.Ext(in.Name) {
@@ -168,7 +171,10 @@ func (c *compiler) evaluate(in Input) (out Output) {
 	switch data.IncompleteKind() {
 	case cue.StructKind:
 	case cue.ListKind:
-		return fail("", "the file holds several documents; put one definition in each file")
+		if path.Ext(in.Name) != ".cue" && docSeparatorRe.Match(in.Data) {
+			return fail("", "the file holds several YAML documents; put one definition in each file")
+		}
+		return fail("", "the top level is a list; a definition is a mapping of fields such as version, kind and id")
 	case cue.NullKind, cue.BottomKind:
 		return fail("", "the file is empty; a definition needs at least version, kind and id")
 	default:
@@ -332,7 +338,7 @@ func (c *compiler) checkVersion(name string, data cue.Value) *Error {
 	switch {
 	case err != nil:
 		s, _ := v.MarshalJSON()
-		e.Msg = fmt.Sprintf("unsupported schema version: %s (supported: %d)", s, SchemaVersion)
+		e.Msg = fmt.Sprintf("version must be the number %d, not %s", SchemaVersion, s)
 	case n != SchemaVersion:
 		e.Msg = fmt.Sprintf("unsupported schema version: %d (supported: %d)", n, SchemaVersion)
 	default:
@@ -361,6 +367,13 @@ func (c *compiler) kind(in Input, data cue.Value) (Kind, *Error) {
 	e := &Error{File: in.Name, Field: "kind"}
 	setPos(e, in.Name, v.Pos())
 	got, _ := v.MarshalJSON()
+	if err != nil {
+		e.Msg = "kind must be a string: Task or Campaign"
+		if in.Config {
+			e.Msg = "kind must be the string Config"
+		}
+		return "", e
+	}
 	if in.Config {
 		e.Msg = fmt.Sprintf("unknown kind %s: a repository config has kind Config", got)
 	} else {
@@ -396,7 +409,7 @@ func (c *compiler) convert(name string, err error, data, schema cue.Value) []*Er
 			check = true
 			sels = append(sels[:n-1:n-1], strings.TrimPrefix(sels[n-1], checkPrefix))
 			if strings.Contains(msg, "list.UniqueItems") {
-				msg = uniqueMessage(msg)
+				msg = uniqueMessage(msg, sels[len(sels)-1])
 			}
 		}
 		e := &Error{File: name, Line: line, Field: fieldPath(sels), Msg: redact(c.explain(msg)), check: check}
@@ -428,6 +441,7 @@ func (c *compiler) convert(name string, err error, data, schema cue.Value) []*Er
 	if schema.Exists() {
 		out = append(out, unknownFields(name, data, schema, nil, seen)...)
 	}
+	out = dropInsideUnknown(out)
 	sortErrors(out)
 	return out
 }
@@ -441,6 +455,8 @@ func (c *compiler) explain(msg string) string {
 		}
 	}
 	switch {
+	case strings.HasSuffix(msg, "(does not satisfy strings.MinRunes(1))"):
+		return "must not be empty"
 	case msg == "field not allowed":
 		return "unknown field"
 	case msg == "field is required but not present":
@@ -451,8 +467,46 @@ func (c *compiler) explain(msg string) string {
 	return msg
 }
 
+// isTypeExpr reports whether s, from a CUE message, is a type or schema
+// rather than a value a user wrote.
+func isTypeExpr(s string) bool {
+	switch s {
+	case "string", "int", "bool", "number", "float", "bytes", "null", "struct", "list":
+		return true
+	}
+	return strings.Contains(s, "#") || strings.Contains(s, "...") || strings.Contains(s, "strings.") ||
+		strings.HasPrefix(s, "(") || strings.HasPrefix(s, "int &") || strings.HasPrefix(s, ">") || strings.HasPrefix(s, "<")
+}
+
+// shorten keeps a quoted value readable in a one-line message.
+func shorten(s string) string {
+	if r := []rune(s); len(r) > 60 {
+		return string(r[:57]) + "..."
+	}
+	return s
+}
+
+// typeName says in words what a CUE type or list schema asks for.
+func typeName(t string) string {
+	switch {
+	case t == "string":
+		return "a string"
+	case t == "int" || strings.HasPrefix(t, "int &") || strings.HasPrefix(t, ">"):
+		return "an integer"
+	case t == "bool":
+		return "true or false"
+	case t == "number" || t == "float":
+		return "a number"
+	case t == "struct" || strings.HasPrefix(t, "{"):
+		return "a mapping of fields"
+	case t == "list" || strings.HasPrefix(t, "["):
+		return "a list"
+	}
+	return t
+}
+
 // uniqueMessage names the duplicated names in list.UniqueItems' message.
-func uniqueMessage(msg string) string {
+func uniqueMessage(msg, field string) string {
 	list, _, _ := strings.Cut(strings.TrimPrefix(msg, "invalid value "), " (does not satisfy")
 	var names []string
 	if err := json.Unmarshal([]byte(list), &names); err != nil {
@@ -466,15 +520,23 @@ func uniqueMessage(msg string) string {
 		}
 		seen[n] = true
 	}
-	return fmt.Sprintf("names must be unique: %s is used more than once (set name to tell entries apart)", strings.Join(dups, ", "))
+	hint := ""
+	if field == "repositories" || field == "targets" {
+		// Their names default to the URL's last element.
+		hint = " (set name to tell them apart)"
+	}
+	return fmt.Sprintf("names must be unique: %s is used more than once%s", strings.Join(dups, ", "), hint)
 }
 
 var (
-	disjunctionRe = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
-	conflictRe    = regexp.MustCompile(`^conflicting values (.+?) and (.+?)(?: \(mismatched types (\w+) and (\w+)\))?$`)
-	userInfoRe    = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s"']+@`)
-	yamlErrRe     = regexp.MustCompile(`^(.+?):(\d+): (.+)$`)
-	boundRe       = regexp.MustCompile(`^invalid value (.+) \(out of bound (.+)\)$`)
+	disjunctionRe  = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
+	conflictRe     = regexp.MustCompile(`^conflicting values (.+?) and (.+?)(?: \(mismatched types (\w+) and (\w+)\))?$`)
+	userInfoRe     = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s"']+@`)
+	mismatchRe     = regexp.MustCompile(`^conflicting values (.+) and (.+) \(mismatched types \w+ and \w+\)$`)
+	docSeparatorRe = regexp.MustCompile(`(?m)^---\s*$`)
+	blankRe        = regexp.MustCompile(`^(\s*((#|//)[^\n]*)?\n?)*$`)
+	yamlErrRe      = regexp.MustCompile(`^(.+?):(\d+): (.+)$`)
+	boundRe        = regexp.MustCompile(`^invalid value (.+) \(out of bound (.+)\)$`)
 )
 
 // collapse turns the several errors CUE gives for one field that failed
@@ -503,14 +565,21 @@ func collapse(es []*Error) []*Error {
 			}
 		}
 		if len(others) > 0 || len(conflicts) < 2 {
-			// A conflict with a default alongside a real complaint says
-			// nothing more.
-			if len(others) > 0 {
-				conflicts = nil
+			// A conflict with a default value alongside a real complaint
+			// says nothing more; a conflict of types always does.
+			if slices.ContainsFunc(others, func(e *Error) bool { return !e.check }) {
+				conflicts = slices.DeleteFunc(conflicts, func(e *Error) bool { return !mismatchRe.MatchString(e.Msg) })
 			}
 			for _, e := range append(others, conflicts...) {
 				if m := boundRe.FindStringSubmatch(e.Msg); m != nil {
 					e.Msg = m[1] + " must be " + m[2]
+				}
+				if m := mismatchRe.FindStringSubmatch(e.Msg); m != nil {
+					value, want := m[2], m[1]
+					if isTypeExpr(value) {
+						value, want = want, value
+					}
+					e.Msg = shorten(value) + " must be " + typeName(want)
 				}
 				out = append(out, e)
 			}
@@ -531,14 +600,52 @@ func redact(msg string) string {
 // when that field has errors of its own: CUE sees an erroneous field as
 // absent, so "set one of repositories …" follows any error inside them.
 func dropConsequences(es []*Error) []*Error {
-	out := es[:0]
+	out := make([]*Error, 0, len(es))
 	for _, e := range es {
-		if e.check && hasErrorInside(es, e.Field) {
+		if e.check && consequence(es, e) {
 			continue
 		}
 		out = append(out, e)
 	}
 	return out
+}
+
+// dropInsideUnknown removes errors about what is inside an unknown field:
+// the unknown field is the news.
+func dropInsideUnknown(es []*Error) []*Error {
+	out := make([]*Error, 0, len(es))
+	for _, e := range es {
+		inside := false
+		for _, u := range es {
+			if u != e && u.Msg == "unknown field" && (strings.HasPrefix(e.Field, u.Field+".") || strings.HasPrefix(e.Field, u.Field+"[")) {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// consequence reports whether check error e follows from another error in
+// its field or in a sibling field its message names ("set one of
+// repositories, groups, …").
+func consequence(es []*Error, e *Error) bool {
+	if hasErrorInside(es, e.Field) {
+		return true
+	}
+	parent := ""
+	if i := strings.LastIndexAny(e.Field, ".["); i >= 0 {
+		parent = e.Field[:i] + "."
+	}
+	for _, w := range strings.FieldsFunc(e.Msg, func(r rune) bool { return r != '_' && (r < 'a' || r > 'z') }) {
+		if hasErrorInside(es, parent+w) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasErrorInside(es []*Error, field string) bool {
@@ -585,7 +692,18 @@ func mergeConflicts(es []*Error) *Error {
 	slices.Sort(alts)
 	e := *es[0]
 	if typed {
-		e.Msg = fmt.Sprintf("%s must be %s", got, strings.Join(alts, " or "))
+		// The literal alternatives are defaults; the types say what is
+		// wanted.
+		var types []string
+		for _, a := range alts {
+			if isTypeExpr(a) && !slices.Contains(types, typeName(a)) {
+				types = append(types, typeName(a))
+			}
+		}
+		if len(types) == 0 {
+			types = alts
+		}
+		e.Msg = fmt.Sprintf("%s must be %s", shorten(got), strings.Join(types, " or "))
 	} else {
 		e.Msg = fmt.Sprintf("%s must be one of %s", got, strings.Join(alts, ", "))
 	}
@@ -596,7 +714,9 @@ func mergeConflicts(es []*Error) *Error {
 // reports them only when nothing else in their struct is wrong; this walk
 // finds them all at once.
 func unknownFields(name string, data, schema cue.Value, sels []string, seen map[string]bool) []*Error {
-	if !schema.Exists() {
+	// Only a struct is checked against a struct schema; a struct where a
+	// list belongs is CUE's to report.
+	if !schema.Exists() || data.IncompleteKind()&schema.IncompleteKind() == 0 {
 		return nil
 	}
 	if data.IncompleteKind() != cue.StructKind {
@@ -618,8 +738,8 @@ func unknownFields(name string, data, schema cue.Value, sels []string, seen map[
 	var out []*Error
 	for it.Next() {
 		sel := it.Selector()
-		s := append(slices.Clip(sels), sel.Unquoted())
-		if !schema.Allows(sel) {
+		s := append(slices.Clip(sels), sel.String())
+		if schema.IncompleteKind()&cue.StructKind != 0 && !schema.Allows(sel) {
 			e := &Error{File: name, Field: fieldPath(s), Msg: "unknown field"}
 			setPos(e, name, it.Value().Pos())
 			if key := e.Field + "\x00" + e.Msg; !seen[key] {

@@ -323,7 +323,7 @@ func readLimited(fsys fs.FS, name string, limit int64) ([]byte, *Error) {
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Size() > limit {
-		return nil, &Error{File: name, Line: 1, Column: 1, Msg: fmt.Sprintf("file is %d bytes; the limit is %d", fi.Size(), limit)}
+		return nil, &Error{File: name, Line: 1, Column: 1, Msg: fmt.Sprintf("file is %s; the limit is %s", size(fi.Size()), size(limit))}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -333,6 +333,17 @@ func readLimited(fsys fs.FS, name string, limit int64) ([]byte, *Error) {
 		return nil, &Error{File: name, Line: 1, Column: 1, Msg: fmt.Sprintf("file is larger than the limit of %d bytes", limit)}
 	}
 	return data, nil
+}
+
+// size writes a byte count for people: "52.0 MiB", "100 bytes".
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func decodeDefinition(o Output) (Definition, *Error) {

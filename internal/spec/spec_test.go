@@ -166,7 +166,7 @@ func TestConstraints(t *testing.T) {
 		{"failure action enum", "", "failure: {threshold_percent: 10, action: retry}", `failure.action: "retry" must be one of "abort", "pause"`},
 		{"timeout words", "", `timeout: "30 minutes"`, `timeout: "30 minutes" must be a duration`},
 		{"memory quantity", "", "sandbox: {resources: {limits: {memory: lots}}}", `sandbox.resources.limits.memory: "lots" must be a resource quantity`},
-		{"env name", "agentic:\n    prompt: migrate", "deterministic:\n    image: x\n    env: {\"1BAD\": x}", "execution.deterministic.env.1BAD: unknown field"},
+		{"env name", "agentic:\n    prompt: migrate", "deterministic:\n    image: x\n    env: {\"1BAD\": x}", `execution.deterministic.env."1BAD": unknown field`},
 		{"duplicate derived names", "- url: https://github.com/acme/svc.git", "- url: https://github.com/acme/svc.git\n  - url: https://github.com/other/svc.git", `repositories: names must be unique: "svc" is used more than once`},
 		{"targets without transformation", "repositories:\n  - url: https://github.com/acme/svc.git", "targets:\n  - url: https://github.com/acme/svc.git", "targets: targets need a transformation repository"},
 		{"transformation and targets", "repositories:\n  - url: https://github.com/acme/svc.git", "transformation: {url: https://github.com/acme/recipes.git}\ntargets:\n  - url: https://github.com/acme/svc.git", ""},
@@ -330,7 +330,7 @@ func TestLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Definitions) != 0 || !strings.Contains(res.Errors.Error(), "a.yaml:1:1: file is 123 bytes; the limit is 100") {
+	if len(res.Definitions) != 0 || !strings.Contains(res.Errors.Error(), "a.yaml:1:1: file is 123 bytes; the limit is 100 bytes") {
 		t.Errorf("file size limit: %v", res.Errors)
 	}
 }
