@@ -1,7 +1,3 @@
-// Package schemas embeds fleetlift's definition schemas: fleetlift.cue, the
-// source of truth, and the JSON Schema files generated from it for editors.
-//
-// It imports nothing but the standard library.
 package schemas
 
 import "embed"

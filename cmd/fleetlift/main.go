@@ -1,5 +1,3 @@
-// Command fleetlift runs code-change campaigns across many repositories,
-// driven by definitions kept in a Git repository.
 package main
 
 import (
