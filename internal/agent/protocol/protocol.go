@@ -1,0 +1,283 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Dir is the protocol directory inside a sandbox workspace.
+const Dir = ".fleetlift"
+
+// Protocol file names, relative to Dir.
+const (
+	ManifestFile = "manifest.json"
+	StatusFile   = "status.json"
+	ResultFile   = "result.json"
+	SteeringFile = "steering.json"
+)
+
+// Phase is where the agent is in its pipeline. It moves forward only:
+// initializing → executing → verifying → awaiting_input → creating_prs →
+// complete | failed | cancelled (steering returns awaiting_input to
+// executing).
+type Phase string
+
+const (
+	PhaseInitializing  Phase = "initializing"
+	PhaseExecuting     Phase = "executing"
+	PhaseVerifying     Phase = "verifying"
+	PhaseAwaitingInput Phase = "awaiting_input"
+	PhaseCreatingPRs   Phase = "creating_prs"
+	PhaseComplete      Phase = "complete"
+	PhaseFailed        Phase = "failed"
+	PhaseCancelled     Phase = "cancelled"
+)
+
+func (p Phase) String() string { return string(p) }
+
+// Terminal reports whether the agent has finished for good.
+func (p Phase) Terminal() bool {
+	return p == PhaseComplete || p == PhaseFailed || p == PhaseCancelled
+}
+
+// Mode is transform (change code, open PRs) or report (collect reports).
+type Mode string
+
+const (
+	ModeTransform Mode = "transform"
+	ModeReport    Mode = "report"
+)
+
+// ExecutionType selects the transform step.
+type ExecutionType string
+
+const (
+	ExecutionAgentic       ExecutionType = "agentic"
+	ExecutionDeterministic ExecutionType = "deterministic"
+)
+
+// Repository is a repository to clone. Name is the directory under the
+// workspace (or under targets/ for targets); it is validated by the spec
+// loader and checked again by the agent.
+type Repository struct {
+	URL        string   `json:"url"`
+	Branch     string   `json:"branch,omitempty"`
+	Name       string   `json:"name"`
+	Setup      []string `json:"setup,omitempty"`
+	Submodules bool     `json:"submodules,omitempty"`
+}
+
+// ForEachTarget is one iteration of a report.
+type ForEachTarget struct {
+	Name    string `json:"name"`
+	Context string `json:"context"`
+}
+
+// Verifier is a command that must exit 0 in each repository.
+type Verifier struct {
+	Name    string   `json:"name"`
+	Command []string `json:"command"`
+}
+
+// Execution describes the transform step.
+type Execution struct {
+	Type ExecutionType `json:"type"`
+	// Agentic.
+	Prompt string `json:"prompt,omitempty"`
+	// Agent names the agent CLI ("claude-code" or another configured one).
+	Agent string `json:"agent,omitempty"`
+	// Deterministic: Command + Args run in each repository, with Env.
+	Image   string            `json:"image,omitempty"`
+	Command []string          `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// Limits bound the agent's work.
+type Limits struct {
+	MaxIterations      int `json:"max_iterations,omitempty"`
+	MaxTokens          int `json:"max_tokens,omitempty"`
+	MaxVerifierRetries int `json:"max_verifier_retries,omitempty"`
+}
+
+// Output configures report collection.
+type Output struct {
+	// Schema is a JSON Schema for the REPORT.md frontmatter.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Capture is "file" (REPORT.md in the repository) or "stdout".
+	Capture string `json:"capture,omitempty"`
+}
+
+// PullRequest configures the branch pushed and the PR opened in each
+// repository; the branch is BranchName(BranchPrefix, id).
+type PullRequest struct {
+	BranchPrefix string   `json:"branch_prefix"`
+	Title        string   `json:"title"`
+	Body         string   `json:"body,omitempty"`
+	Labels       []string `json:"labels,omitempty"`
+	Reviewers    []string `json:"reviewers,omitempty"`
+	Draft        bool     `json:"draft,omitempty"`
+}
+
+// BranchName is the deterministic branch for the changes of a Task or
+// Campaign with the given id (the same in every repository, as Turbolift
+// does): a retry finds the branch, and PR, it already made.
+func BranchName(prefix, taskID string) string {
+	return fmt.Sprintf("%s/%s", prefix, taskID)
+}
+
+// GitConfig is the identity and clone settings the agent uses.
+type GitConfig struct {
+	UserEmail  string `json:"user_email"`
+	UserName   string `json:"user_name"`
+	CloneDepth int    `json:"clone_depth,omitempty"`
+}
+
+// Manifest is what the worker asks the agent to do (manifest.json).
+type Manifest struct {
+	TaskID         string          `json:"task_id"`
+	Mode           Mode            `json:"mode"`
+	Title          string          `json:"title"`
+	Repositories   []Repository    `json:"repositories,omitempty"`
+	Transformation *Repository     `json:"transformation,omitempty"`
+	Targets        []Repository    `json:"targets,omitempty"`
+	ForEach        []ForEachTarget `json:"for_each,omitempty"`
+	Execution      Execution       `json:"execution"`
+	Verifiers      []Verifier      `json:"verifiers,omitempty"`
+	Limits         Limits          `json:"limits,omitempty"`
+	Output         *Output         `json:"output,omitempty"`
+	TimeoutSeconds int             `json:"timeout_seconds"`
+	// RequireApproval makes the agent stop at awaiting_input after
+	// executing and wait for steering.json.
+	RequireApproval       bool         `json:"require_approval"`
+	MaxSteeringIterations int          `json:"max_steering_iterations,omitempty"`
+	PullRequest           *PullRequest `json:"pull_request,omitempty"`
+	GitConfig             GitConfig    `json:"git_config"`
+	// Forge says how PRs are created: "local" pushes a branch to the
+	// repository URL; others come later.
+	Forge string `json:"forge,omitempty"`
+}
+
+// Progress counts repositories done.
+type Progress struct {
+	CompletedRepos int `json:"completed_repos"`
+	TotalRepos     int `json:"total_repos"`
+}
+
+// Status is the agent's small, frequently written state (status.json).
+type Status struct {
+	Phase     Phase     `json:"phase"`
+	Step      string    `json:"step,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	Progress  Progress  `json:"progress"`
+	Iteration int       `json:"iteration"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// FileDiff is one changed file.
+type FileDiff struct {
+	Path string `json:"path"`
+	// Status is added, modified, deleted or renamed.
+	Status    string `json:"status"`
+	Additions int    `json:"additions"`
+	Deletions int    `json:"deletions"`
+	Diff      string `json:"diff"`
+	// Truncated is set when Diff was cut at the per-file line limit.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// VerifierResult is the outcome of one verifier in one repository.
+type VerifierResult struct {
+	Name     string `json:"name"`
+	Success  bool   `json:"success"`
+	ExitCode int    `json:"exit_code"`
+	Output   string `json:"output,omitempty"`
+}
+
+// PullRequestInfo identifies the PR (or, for the local forge, the pushed
+// branch) made for a repository.
+type PullRequestInfo struct {
+	URL    string `json:"url"`
+	Number int    `json:"number,omitempty"`
+	Branch string `json:"branch"`
+	// Commit is the head commit pushed.
+	Commit string `json:"commit,omitempty"`
+}
+
+// Report is a report-mode result: the validated frontmatter, the prose
+// body and the raw text.
+type Report struct {
+	Frontmatter map[string]any `json:"frontmatter,omitempty"`
+	Body        string         `json:"body,omitempty"`
+	Raw         string         `json:"raw"`
+}
+
+// Report failure kinds.
+const (
+	ReportMissing            = "report_missing"
+	ReportFrontmatterInvalid = "frontmatter_invalid"
+	ReportSchemaInvalid      = "schema_invalid"
+)
+
+// ForEachResult is one for_each iteration's report.
+type ForEachResult struct {
+	Name   string  `json:"name"`
+	Report *Report `json:"report,omitempty"`
+	Error  string  `json:"error,omitempty"`
+	// ErrorKind is one of the Report* kinds when the report failed.
+	ErrorKind string `json:"error_kind,omitempty"`
+}
+
+// RepositoryResult is the outcome in one repository.
+type RepositoryResult struct {
+	Name string `json:"name"`
+	// Status is success, failed or skipped.
+	Status          string           `json:"status"`
+	FilesModified   []string         `json:"files_modified,omitempty"`
+	Diffs           []FileDiff       `json:"diffs,omitempty"`
+	VerifierResults []VerifierResult `json:"verifier_results,omitempty"`
+	PullRequest     *PullRequestInfo `json:"pull_request,omitempty"`
+	Report          *Report          `json:"report,omitempty"`
+	ForEach         []ForEachResult  `json:"for_each,omitempty"`
+	Error           string           `json:"error,omitempty"`
+	ErrorKind       string           `json:"error_kind,omitempty"`
+}
+
+// SteeringRecord is one steering instruction the agent acted on.
+type SteeringRecord struct {
+	Iteration int       `json:"iteration"`
+	Prompt    string    `json:"prompt"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// Result is the agent's full outcome (result.json), rewritten after
+// execution, after each steer and after PRs.
+type Result struct {
+	Status          Phase              `json:"status"`
+	Repositories    []RepositoryResult `json:"repositories"`
+	AgentOutput     string             `json:"agent_output,omitempty"`
+	SteeringHistory []SteeringRecord   `json:"steering_history"`
+	Error           string             `json:"error,omitempty"`
+	StartedAt       time.Time          `json:"started_at"`
+	CompletedAt     *time.Time         `json:"completed_at,omitempty"`
+}
+
+// Action is a steering instruction.
+type Action string
+
+const (
+	ActionSteer   Action = "steer"
+	ActionApprove Action = "approve"
+	ActionReject  Action = "reject"
+	ActionCancel  Action = "cancel"
+)
+
+// Steering is the worker's instruction to an agent waiting for input
+// (steering.json). The agent deletes the file once it has acted on it.
+type Steering struct {
+	Action    Action    `json:"action"`
+	Prompt    string    `json:"prompt,omitempty"`
+	Iteration int       `json:"iteration"`
+	Timestamp time.Time `json:"timestamp"`
+}

@@ -1,0 +1,223 @@
+package devserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/membership/static"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+)
+
+// Namespace is the namespace fleetlift uses on its embedded server.
+const Namespace = "default"
+
+// SearchAttributes are registered on the embedded server's namespace; the
+// workflows set them so run state can be listed without reading histories.
+var SearchAttributes = map[string]enumspb.IndexedValueType{
+	"FleetliftKind":       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"FleetliftID":         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"FleetliftCampaign":   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"FleetliftSpecDigest": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"FleetliftPhase":      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+}
+
+// Options configure the embedded server.
+type Options struct {
+	// DatabaseFile is the SQLite file; created with its schema when
+	// missing. Empty keeps everything in memory (tests).
+	DatabaseFile string
+	// IP is the address every service binds to (default 127.0.0.1).
+	IP string
+	// Port is the frontend gRPC port; 0 picks a free one.
+	Port int
+	// LogLevel is the server's log level: debug, info, warn, error
+	// (default error).
+	LogLevel string
+	// LogFile receives the server's log; empty means stderr.
+	LogFile string
+}
+
+// Server is a running embedded Temporal server.
+type Server struct {
+	server  temporal.Server
+	address string
+}
+
+// Start starts the server and returns once it accepts connections.
+func Start(opts Options) (*Server, error) {
+	if opts.IP == "" {
+		opts.IP = "127.0.0.1"
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "error"
+	}
+	ports, err := freePorts(opts.IP, 5)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Port == 0 {
+		opts.Port = ports[0]
+	}
+	cfg, err := buildConfig(opts, ports)
+	if err != nil {
+		return nil, err
+	}
+	hosts := map[primitives.ServiceName]static.Hosts{}
+	for name, svc := range map[primitives.ServiceName]string{
+		primitives.FrontendService: "frontend",
+		primitives.HistoryService:  "history",
+		primitives.MatchingService: "matching",
+		primitives.WorkerService:   "worker",
+	} {
+		hosts[name] = static.SingleLocalHost(net.JoinHostPort(opts.IP, strconv.Itoa(cfg.Services[svc].RPC.GRPCPort)))
+	}
+	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: opts.LogLevel, OutputFile: opts.LogFile, Format: "console"}))
+	dyn := dynamicconfig.StaticClient{
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8192,
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(cfg),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(hosts),
+		temporal.WithLogger(logger),
+		temporal.WithDynamicConfigClient(dyn),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("create temporal server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start temporal server: %w", err)
+	}
+	s := &Server{server: srv, address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port))}
+	if err := waitListening(s.address, 30*time.Second); err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Address is the frontend's host:port for SDK clients.
+func (s *Server) Address() string { return s.address }
+
+// Stop stops the server.
+func (s *Server) Stop() { s.server.Stop() }
+
+func buildConfig(opts Options, ports []int) (*config.Config, error) {
+	sqlCfg := &config.SQL{PluginName: sqliteplugin.PluginName}
+	if opts.DatabaseFile == "" {
+		sqlCfg.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
+		sqlCfg.DatabaseName = fmt.Sprintf("fleetlift-%d-%d", os.Getpid(), time.Now().UnixNano())
+	} else {
+		dir := filepath.Dir(opts.DatabaseFile)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create database directory %s: %w", dir, err)
+		}
+		sqlCfg.ConnectAttributes = map[string]string{"mode": "rwc", "_journal_mode": "WAL", "_busy_timeout": "5000"}
+		sqlCfg.DatabaseName = opts.DatabaseFile
+	}
+	_, statErr := os.Stat(opts.DatabaseFile)
+	if opts.DatabaseFile == "" || errors.Is(statErr, os.ErrNotExist) {
+		if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
+			return nil, fmt.Errorf("set up database schema: %w", err)
+		}
+	}
+	ns, err := sqliteschema.NewNamespaceConfig("active", Namespace, false, SearchAttributes)
+	if err != nil {
+		return nil, fmt.Errorf("namespace config: %w", err)
+	}
+	if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
+		return nil, fmt.Errorf("create namespace: %w", err)
+	}
+
+	frontend := net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port))
+	cfg := &config.Config{}
+	cfg.Global.Membership.MaxJoinDuration = 30 * time.Second
+	cfg.Global.Membership.BroadcastAddress = opts.IP
+	cfg.Persistence.DefaultStore = "sqlite"
+	cfg.Persistence.VisibilityStore = "sqlite"
+	cfg.Persistence.NumHistoryShards = 1
+	cfg.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlCfg}}
+	cfg.ClusterMetadata = &cluster.Config{
+		EnableGlobalNamespace:    false,
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        "active",
+		CurrentClusterName:       "active",
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			"active": {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             frontend,
+				ClusterID:              "fleetlift",
+			},
+		},
+	}
+	cfg.DCRedirectionPolicy.Policy = "noop"
+	cfg.Services = map[string]config.Service{}
+	// ports[0] may be the frontend's; ports[1] is its HTTP port, the rest
+	// go to the internal services.
+	for i, name := range []string{"frontend", "history", "matching", "worker"} {
+		var svc config.Service
+		svc.RPC.BindOnIP = opts.IP
+		svc.RPC.GRPCPort = ports[i+1]
+		if name == "frontend" {
+			svc.RPC.GRPCPort = opts.Port
+			svc.RPC.HTTPPort = ports[1]
+		}
+		cfg.Services[name] = svc
+	}
+	cfg.Archival.History.State = "disabled"
+	cfg.Archival.Visibility.State = "disabled"
+	cfg.NamespaceDefaults.Archival.History.State = "disabled"
+	cfg.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	cfg.PublicClient.HostPort = frontend
+	return cfg, nil
+}
+
+// freePorts finds n distinct free TCP ports on ip.
+func freePorts(ip string, n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("find a free port on %s: %w", ip, err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func waitListening(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("temporal frontend %s not listening after %s: %w", addr, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,108 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Provider creates and drives sandboxes. Implementations must be safe for
+// concurrent use, and every method must be safe to repeat: a Temporal
+// activity that calls it may be retried.
+type Provider interface {
+	// Provision creates a sandbox and starts the agent in it. Provisioning
+	// the same opts.ID again returns the existing sandbox.
+	Provision(ctx context.Context, opts ProvisionOptions) (*Sandbox, error)
+	// Exec runs a command in the sandbox and waits for it.
+	Exec(ctx context.Context, id string, cmd ExecCommand) (*ExecResult, error)
+	// CopyTo writes src to destPath, relative to the sandbox's workspace,
+	// replacing it atomically.
+	CopyTo(ctx context.Context, id string, src io.Reader, destPath string) error
+	// CopyFrom reads srcPath, relative to the workspace. A missing file
+	// gives an error that wraps ErrNotFound.
+	CopyFrom(ctx context.Context, id string, srcPath string) (io.ReadCloser, error)
+	// Status reports the sandbox's state; an unknown id gives ErrNotFound.
+	Status(ctx context.Context, id string) (*Status, error)
+	// Cleanup stops everything in the sandbox and removes it. Cleaning up
+	// an unknown or already removed sandbox is not an error.
+	Cleanup(ctx context.Context, id string) error
+	// Name names the provider: "local", "docker", "kubernetes".
+	Name() string
+}
+
+// ErrNotFound is wrapped by errors about sandboxes or files that do not
+// exist.
+var ErrNotFound = errors.New("not found")
+
+// ProvisionOptions describe a sandbox to create.
+type ProvisionOptions struct {
+	// ID names the sandbox; deterministic (derived from the workflow) so
+	// that a retried Provision finds the sandbox it made.
+	ID    string
+	Image string
+	// Env is the whole environment the agent sees besides a minimal PATH
+	// and HOME: nothing else of the worker's environment passes.
+	Env       map[string]string
+	Resources Resources
+	// Timeout bounds the sandbox's life; zero means none.
+	Timeout time.Duration
+	Labels  map[string]string
+
+	// Kubernetes only; other providers ignore them.
+	Namespace    string
+	NodeSelector map[string]string
+	RuntimeClass string
+}
+
+// Resources are resource limits ("4Gi", "2").
+type Resources struct {
+	Memory string
+	CPU    string
+}
+
+// Sandbox is a provisioned sandbox.
+type Sandbox struct {
+	ID       string
+	Provider string
+	// WorkingDir is the workspace as the agent sees it.
+	WorkingDir string
+	Phase      Phase
+}
+
+// Phase is a sandbox's lifecycle state.
+type Phase string
+
+const (
+	PhasePending   Phase = "pending"
+	PhaseRunning   Phase = "running"
+	PhaseSucceeded Phase = "succeeded"
+	PhaseFailed    Phase = "failed"
+)
+
+func (p Phase) String() string { return string(p) }
+
+// Status is a sandbox's current state.
+type Status struct {
+	Phase Phase
+	// ExitCode is the agent's exit code once it has exited.
+	ExitCode int
+	Message  string
+}
+
+// ExecCommand is a command to run in a sandbox.
+type ExecCommand struct {
+	Command []string
+	// WorkingDir is relative to the workspace; empty means the workspace.
+	WorkingDir string
+	Env        map[string]string
+	Stdin      io.Reader
+	Timeout    time.Duration
+}
+
+// ExecResult is a finished command's outcome.
+type ExecResult struct {
+	ExitCode int
+	Stdout   string
+	Stderr   string
+}

@@ -1,0 +1,448 @@
+package workflow
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+)
+
+// Unit is one child task of a campaign: a repository, or a group of
+// repositories that run together.
+type Unit struct {
+	Key          string                `json:"key"`
+	Repositories []protocol.Repository `json:"repositories"`
+}
+
+// CampaignInput is a Campaign workflow's input. Template is the task each
+// unit runs, without repositories; children get Template with their unit's
+// repositories. Progress is empty on the first run and carries the state
+// across continue-as-new.
+type CampaignInput struct {
+	ID          string
+	Template    TaskInput
+	Units       []Unit
+	BatchSize   int
+	MaxParallel int
+	// ThresholdPercent: when more than this share of finished units
+	// failed, the campaign pauses (FailureAction "pause") or stops
+	// starting units ("abort").
+	ThresholdPercent int
+	FailureAction    string
+	// PullRequestsPerHour and Burst bound how fast units that may open a
+	// pull request start (transform mode).
+	PullRequestsPerHour int
+	Burst               int
+	// HistoryLimit is the history length after which the campaign
+	// continues as new at the next batch boundary (default 8,000: well
+	// under Temporal's 10,000-event warning).
+	HistoryLimit int
+	// UnitsPerRun is how many units one run starts before it continues as
+	// new at the next batch boundary (default 500: each unit adds a few
+	// events to the campaign's history).
+	UnitsPerRun int
+	Progress    *CampaignProgress
+}
+
+// UnitResult is the compact outcome of one unit, kept in the campaign's
+// state (it must stay small for 10,000-repository campaigns).
+type UnitResult struct {
+	Key     string                     `json:"key"`
+	Phase   TaskPhase                  `json:"phase"`
+	PRs     []protocol.PullRequestInfo `json:"prs,omitempty"`
+	Reports int                        `json:"reports,omitempty"`
+	Error   string                     `json:"error,omitempty"`
+	// Attempts counts runs of the unit (retries add one).
+	Attempts int `json:"attempts"`
+}
+
+// Skipped is the phase of units the campaign never started.
+const Skipped TaskPhase = "skipped"
+
+// CampaignPhase is where a campaign is.
+type CampaignPhase string
+
+const (
+	CampaignRunning   CampaignPhase = "running"
+	CampaignPaused    CampaignPhase = "paused"
+	CampaignCompleted CampaignPhase = "completed"
+	CampaignAborted   CampaignPhase = "aborted"
+)
+
+// CampaignProgress is what a campaign has done so far.
+type CampaignProgress struct {
+	Next    int                   `json:"next"`
+	Results map[string]UnitResult `json:"results"`
+	Phase   CampaignPhase         `json:"phase"`
+	// Tokens and Refilled are the pull-request budget's bucket.
+	Tokens   float64   `json:"tokens"`
+	Refilled time.Time `json:"refilled"`
+	// Retry lists units to run again (retry-failed).
+	Retry []string `json:"retry,omitempty"`
+	// Stop is set by abort and continue --skip-remaining: no more units
+	// start.
+	Stop bool `json:"stop,omitempty"`
+	// Runs counts continue-as-new generations.
+	Runs int `json:"runs"`
+	// Started counts units started in this run.
+	Started int `json:"started"`
+	// Acknowledged is the number of failures a human has seen and
+	// continued past: the campaign pauses again only on new ones.
+	Acknowledged int `json:"acknowledged,omitempty"`
+}
+
+// Summary counts a campaign's units.
+type Summary struct {
+	Total            int `json:"total"`
+	Completed        int `json:"completed"`
+	Failed           int `json:"failed"`
+	Skipped          int `json:"skipped"`
+	Cancelled        int `json:"cancelled"`
+	Running          int `json:"running"`
+	PRsCreated       int `json:"prs_created"`
+	ReportsCollected int `json:"reports_collected"`
+}
+
+// CampaignState answers QueryStatus on a Campaign workflow and is its
+// result.
+type CampaignState struct {
+	ID      string        `json:"id"`
+	Phase   CampaignPhase `json:"phase"`
+	Summary Summary       `json:"summary"`
+	Units   []UnitResult  `json:"units"`
+	// Message says why a campaign paused or stopped.
+	Message string `json:"message,omitempty"`
+}
+
+// Campaign runs a campaign's units as child Task workflows in batches.
+func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
+	c := newCampaignRun(ctx, in)
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CampaignState, error) { return c.state(), nil }); err != nil {
+		return CampaignState{}, err
+	}
+	for {
+		c.drainSignals()
+		switch {
+		case len(c.p.Retry) > 0:
+			keys := c.p.Retry
+			c.p.Retry = nil
+			c.runBatch(keys)
+		case c.p.Stop || c.p.Next >= len(c.in.Units):
+			return c.finish(), nil
+		default:
+			end := min(c.p.Next+c.batchSize(), len(c.in.Units))
+			var keys []string
+			for _, u := range c.in.Units[c.p.Next:end] {
+				keys = append(keys, u.Key)
+			}
+			c.p.Next = end
+			c.runBatch(keys)
+		}
+		if ctx.Err() != nil {
+			return c.finish(), ctx.Err()
+		}
+		c.checkThreshold()
+		if c.p.Next < len(c.in.Units) && c.shouldContinueAsNew() {
+			c.p.Runs++
+			c.p.Started = 0
+			next := c.in
+			next.Progress = c.p
+			return CampaignState{}, workflow.NewContinueAsNewError(ctx, Campaign, next)
+		}
+	}
+}
+
+type campaignRun struct {
+	ctx     workflow.Context
+	in      CampaignInput
+	p       *CampaignProgress
+	units   map[string]Unit
+	running map[string]bool
+	message string
+}
+
+func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
+	p := in.Progress
+	if p == nil {
+		p = &CampaignProgress{Results: map[string]UnitResult{}, Phase: CampaignRunning, Tokens: float64(max(in.Burst, 1)), Refilled: workflow.Now(ctx)}
+	}
+	if p.Results == nil {
+		p.Results = map[string]UnitResult{}
+	}
+	in.Progress = nil
+	units := make(map[string]Unit, len(in.Units))
+	for _, u := range in.Units {
+		units[u.Key] = u
+	}
+	return &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}}
+}
+
+func (c *campaignRun) batchSize() int {
+	if c.in.BatchSize > 0 {
+		return c.in.BatchSize
+	}
+	return 10
+}
+
+func (c *campaignRun) shouldContinueAsNew() bool {
+	limit := c.in.HistoryLimit
+	if limit <= 0 {
+		limit = 8000
+	}
+	perRun := c.in.UnitsPerRun
+	if perRun <= 0 {
+		perRun = 500
+	}
+	info := workflow.GetInfo(c.ctx)
+	return c.p.Started >= perRun || info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > limit
+}
+
+// runBatch runs the units with at most MaxParallel children at once.
+func (c *campaignRun) runBatch(keys []string) {
+	parallel := max(c.in.MaxParallel, 1)
+	sel := workflow.NewSelector(c.ctx)
+	inFlight := 0
+	next := 0
+	for next < len(keys) || inFlight > 0 {
+		for inFlight < parallel && next < len(keys) && !c.p.Stop && c.ctx.Err() == nil {
+			key := keys[next]
+			next++
+			c.waitForBudget()
+			if c.p.Stop || c.ctx.Err() != nil {
+				break
+			}
+			f := c.startChild(key)
+			inFlight++
+			sel.AddFuture(f, func(f workflow.Future) {
+				inFlight--
+				c.record(key, f)
+			})
+		}
+		if inFlight == 0 {
+			break
+		}
+		sel.Select(c.ctx)
+		c.drainSignals()
+	}
+}
+
+func (c *campaignRun) startChild(key string) workflow.Future {
+	r := c.p.Results[key]
+	r.Key = key
+	r.Phase = TaskRunning
+	r.Attempts++
+	c.p.Results[key] = r
+	c.p.Started++
+	c.running[key] = true
+
+	in := c.in.Template
+	in.ID = c.in.ID + "/" + key
+	m := in.Manifest
+	m.TaskID = c.in.ID
+	m.Repositories = slices.Clone(c.units[key].Repositories)
+	in.Manifest = m
+
+	id := workflow.GetInfo(c.ctx).WorkflowExecution.ID + "/" + key
+	if r.Attempts > 1 {
+		id = fmt.Sprintf("%s/retry-%d", id, r.Attempts-1)
+	}
+	cctx := workflow.WithChildOptions(c.ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            id,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		RetryPolicy:           &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	return workflow.ExecuteChildWorkflow(cctx, Task, in)
+}
+
+func (c *campaignRun) record(key string, f workflow.Future) {
+	delete(c.running, key)
+	r := c.p.Results[key]
+	var tr TaskResult
+	if err := f.Get(c.ctx, &tr); err != nil {
+		r.Phase = TaskFailed
+		r.Error = errText(err)
+		if c.ctx.Err() != nil {
+			r.Phase = TaskCancelled
+		}
+		c.p.Results[key] = r
+		return
+	}
+	r.Phase = tr.Phase
+	r.Error = tr.Error
+	r.PRs, r.Reports = nil, 0
+	for _, rr := range tr.Repositories {
+		if rr.PullRequest != nil {
+			r.PRs = append(r.PRs, *rr.PullRequest)
+		}
+		if rr.Report != nil {
+			r.Reports++
+		}
+		for _, fe := range rr.ForEach {
+			if fe.Report != nil {
+				r.Reports++
+			}
+		}
+	}
+	c.p.Results[key] = r
+}
+
+// waitForBudget takes a token from the pull-request budget before a unit
+// that may open pull requests starts, sleeping (on workflow time) until
+// one is free.
+func (c *campaignRun) waitForBudget() {
+	if c.in.Template.Manifest.Mode != protocol.ModeTransform || c.in.PullRequestsPerHour <= 0 {
+		return
+	}
+	perSecond := float64(c.in.PullRequestsPerHour) / 3600
+	burst := float64(max(c.in.Burst, 1))
+	for {
+		now := workflow.Now(c.ctx)
+		c.p.Tokens = min(burst, c.p.Tokens+now.Sub(c.p.Refilled).Seconds()*perSecond)
+		c.p.Refilled = now
+		if c.p.Tokens >= 1 {
+			c.p.Tokens--
+			return
+		}
+		wait := time.Duration((1 - c.p.Tokens) / perSecond * float64(time.Second))
+		c.message = fmt.Sprintf("pull request budget: next start in %s", wait.Round(time.Second))
+		if err := workflow.Sleep(c.ctx, wait); err != nil {
+			return
+		}
+		c.message = ""
+	}
+}
+
+// checkThreshold pauses or aborts when too many finished units failed.
+func (c *campaignRun) checkThreshold() {
+	s := c.summary()
+	finished := s.Completed + s.Failed
+	if finished == 0 || c.in.ThresholdPercent >= 100 || s.Failed*100 <= c.in.ThresholdPercent*finished || s.Failed <= c.p.Acknowledged {
+		return
+	}
+	c.message = fmt.Sprintf("%d of %d finished units failed, over the %d%% threshold", s.Failed, finished, c.in.ThresholdPercent)
+	if c.in.FailureAction == "abort" {
+		c.p.Stop = true
+		c.p.Phase = CampaignAborted
+		return
+	}
+	if c.p.Next >= len(c.in.Units) && len(c.p.Retry) == 0 {
+		// Nothing left to pause before.
+		return
+	}
+	c.p.Phase = CampaignPaused
+	c.upsertPhase()
+	sel := workflow.NewSelector(c.ctx)
+	c.addSignalHandlers(sel)
+	sel.AddReceive(c.ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	for c.p.Phase == CampaignPaused && c.ctx.Err() == nil {
+		sel.Select(c.ctx)
+		if len(c.p.Retry) > 0 && c.p.Phase == CampaignPaused {
+			c.p.Phase = CampaignRunning
+		}
+	}
+	c.upsertPhase()
+}
+
+// addSignalHandlers handles continue, abort and retry-failed.
+func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
+	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalContinue), func(ch workflow.ReceiveChannel, _ bool) {
+		var s ContinueSignal
+		ch.Receive(c.ctx, &s)
+		if s.SkipRemaining {
+			c.p.Stop = true
+			c.message = "continued with --skip-remaining"
+		} else {
+			c.message = ""
+		}
+		c.p.Acknowledged = c.summary().Failed
+		if c.p.Phase == CampaignPaused {
+			c.p.Phase = CampaignRunning
+		}
+	})
+	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalAbort), func(ch workflow.ReceiveChannel, _ bool) {
+		ch.Receive(c.ctx, nil)
+		c.p.Stop = true
+		c.p.Phase = CampaignAborted
+		c.message = "aborted"
+	})
+	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalRetryFailed), func(ch workflow.ReceiveChannel, _ bool) {
+		ch.Receive(c.ctx, nil)
+		for _, u := range c.in.Units {
+			if r, ok := c.p.Results[u.Key]; ok && r.Phase == TaskFailed && !slices.Contains(c.p.Retry, u.Key) {
+				c.p.Retry = append(c.p.Retry, u.Key)
+			}
+		}
+	})
+}
+
+// drainSignals handles signals that arrived while children ran.
+func (c *campaignRun) drainSignals() {
+	for {
+		sel := workflow.NewSelector(c.ctx)
+		c.addSignalHandlers(sel)
+		if !sel.HasPending() {
+			return
+		}
+		sel.Select(c.ctx)
+	}
+}
+
+func (c *campaignRun) upsertPhase() {
+	_ = workflow.UpsertMemo(c.ctx, map[string]any{"fleetlift.phase": string(c.p.Phase)})
+}
+
+func (c *campaignRun) summary() Summary {
+	s := Summary{Total: len(c.in.Units)}
+	for _, u := range c.in.Units {
+		r, ok := c.p.Results[u.Key]
+		if !ok {
+			continue
+		}
+		switch r.Phase {
+		case TaskCompleted:
+			s.Completed++
+		case TaskFailed:
+			s.Failed++
+		case TaskCancelled:
+			s.Cancelled++
+		case Skipped:
+			s.Skipped++
+		default:
+			s.Running++
+		}
+		s.PRsCreated += len(r.PRs)
+		s.ReportsCollected += r.Reports
+	}
+	return s
+}
+
+func (c *campaignRun) state() CampaignState {
+	st := CampaignState{ID: c.in.ID, Phase: c.p.Phase, Summary: c.summary(), Message: c.message}
+	for _, u := range c.in.Units {
+		r, ok := c.p.Results[u.Key]
+		if !ok {
+			r = UnitResult{Key: u.Key, Phase: "pending"}
+		}
+		st.Units = append(st.Units, r)
+	}
+	return st
+}
+
+func (c *campaignRun) finish() CampaignState {
+	for _, u := range c.in.Units {
+		if _, ok := c.p.Results[u.Key]; !ok {
+			c.p.Results[u.Key] = UnitResult{Key: u.Key, Phase: Skipped}
+		}
+	}
+	if c.p.Phase != CampaignAborted {
+		c.p.Phase = CampaignCompleted
+	}
+	c.upsertPhase()
+	return c.state()
+}

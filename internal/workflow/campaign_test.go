@@ -1,0 +1,296 @@
+package workflow_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/testsuite"
+	sdkworkflow "go.temporal.io/sdk/workflow"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// fleet stands in for the agents of a campaign's units: units whose key
+// is in fail fail (until healed), the others complete with a PR.
+type fleet struct {
+	mu      sync.Mutex
+	fail    map[string]bool
+	started []string
+	cleaned int
+	// unit maps sandbox ids to unit keys, from the task id label.
+	unit map[string]string
+}
+
+func (f *fleet) unitOf(sandboxID string) string { return f.unit[sandboxID] }
+
+func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
+	var a *activity.Activities
+	env.OnActivity(a.ProvisionSandbox, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.ProvisionInput) (activity.SandboxRef, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.unit == nil {
+			f.unit = map[string]string{}
+		}
+		key := strings.TrimPrefix(in.Labels["fleetlift.io/task-id"], "c/")
+		f.unit[in.SandboxID] = key
+		f.started = append(f.started, key)
+		return activity.SandboxRef{ID: in.SandboxID}, nil
+	})
+	env.OnActivity(a.SubmitManifest, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(a.WaitForAgentPhase, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.fail[f.unitOf(in.Sandbox.ID)] {
+			return protocol.Status{Phase: protocol.PhaseFailed}, nil
+		}
+		return protocol.Status{Phase: protocol.PhaseComplete}, nil
+	})
+	env.OnActivity(a.ReadResult, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.ReadResultInput) (protocol.Result, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		key := f.unitOf(in.Sandbox.ID)
+		if f.fail[key] {
+			return protocol.Result{Status: protocol.PhaseFailed, Error: "verifier build failed",
+				Repositories: []protocol.RepositoryResult{{Name: key, Status: "failed"}}}, nil
+		}
+		return protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{Name: key, Status: "success",
+			PullRequest: &protocol.PullRequestInfo{URL: "file:///" + key + "#auto/c", Branch: "auto/c"}}}}, nil
+	})
+	env.OnActivity(a.SubmitSteering, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(func(context.Context, activity.CleanupInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.cleaned++
+		return nil
+	})
+}
+
+func campaignInput(n int) workflow.CampaignInput {
+	in := workflow.CampaignInput{
+		ID:        "c",
+		Template:  workflow.TaskInput{Manifest: protocol.Manifest{Mode: protocol.ModeTransform}, Timeout: time.Hour},
+		BatchSize: 2, MaxParallel: 2, ThresholdPercent: 30, FailureAction: "pause",
+	}
+	for i := range n {
+		in.Units = append(in.Units, workflow.Unit{Key: fmt.Sprintf("r%d", i), Repositories: []protocol.Repository{{Name: fmt.Sprintf("r%d", i)}}})
+	}
+	return in
+}
+
+func newCampaignEnv(f *fleet) *testsuite.TestWorkflowEnvironment {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflow.Campaign)
+	env.RegisterWorkflow(workflow.Task)
+	f.register(env)
+	return env
+}
+
+func campaignResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflow.CampaignState {
+	t.Helper()
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("campaign did not complete")
+	}
+	var st workflow.CampaignState
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatalf("campaign error: %v", err)
+	}
+	return st
+}
+
+func phases(st workflow.CampaignState) string {
+	var out []string
+	for _, u := range st.Units {
+		out = append(out, u.Key+"="+string(u.Phase))
+	}
+	return strings.Join(out, " ")
+}
+
+func TestCampaignAllSucceed(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	env.ExecuteWorkflow(workflow.Campaign, campaignInput(5))
+	st := campaignResult(t, env)
+	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 5 || st.Summary.PRsCreated != 5 {
+		t.Errorf("state: %+v", st)
+	}
+	if f.cleaned != 5 {
+		t.Errorf("%d sandboxes cleaned, want 5", f.cleaned)
+	}
+}
+
+// queryState reads the campaign's status query during a test.
+func queryState(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflow.CampaignState {
+	t.Helper()
+	v, err := env.QueryWorkflow(workflow.QueryStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st workflow.CampaignState
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestCampaignThresholdPausesThenContinue(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true, "r1": true}}
+	env := newCampaignEnv(f)
+	var paused workflow.CampaignState
+	env.RegisterDelayedCallback(func() {
+		paused = queryState(t, env)
+		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{})
+	}, time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, campaignInput(6))
+	st := campaignResult(t, env)
+	if paused.Phase != workflow.CampaignPaused || paused.Summary.Failed != 2 || paused.Summary.Completed != 0 {
+		t.Errorf("after the first batch the campaign must be paused: %+v", paused)
+	}
+	if !strings.Contains(paused.Message, "2 of 2 finished units failed, over the 30% threshold") {
+		t.Errorf("pause message: %q", paused.Message)
+	}
+	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
+		t.Errorf("after continue: %s %+v", phases(st), st.Summary)
+	}
+}
+
+// TestCampaignPausesAgainOnNewFailures: continuing accepts the failures so
+// far; a later batch with new failures pauses again.
+func TestCampaignPausesAgainOnNewFailures(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true, "r4": true}}
+	env := newCampaignEnv(f)
+	var pauses int
+	for _, at := range []time.Duration{time.Minute, 2 * time.Minute} {
+		env.RegisterDelayedCallback(func() {
+			if queryState(t, env).Phase == workflow.CampaignPaused {
+				pauses++
+			}
+			env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{})
+		}, at)
+	}
+	env.ExecuteWorkflow(workflow.Campaign, campaignInput(8))
+	st := campaignResult(t, env)
+	if pauses != 2 || st.Summary.Completed != 6 || st.Summary.Failed != 2 {
+		t.Errorf("pauses %d, want 2; %s", pauses, phases(st))
+	}
+}
+
+func TestCampaignPauseThenSkipRemaining(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true}}
+	env := newCampaignEnv(f)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{SkipRemaining: true})
+	}, time.Hour)
+	env.ExecuteWorkflow(workflow.Campaign, campaignInput(6))
+	st := campaignResult(t, env)
+	if st.Summary.Skipped != 4 || st.Summary.Failed != 1 || st.Summary.Completed != 1 {
+		t.Errorf("skip-remaining: %s", phases(st))
+	}
+}
+
+func TestCampaignPauseThenAbort(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true}}
+	env := newCampaignEnv(f)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalAbort, nil) }, time.Hour)
+	env.ExecuteWorkflow(workflow.Campaign, campaignInput(6))
+	st := campaignResult(t, env)
+	if st.Phase != workflow.CampaignAborted || st.Summary.Skipped != 4 {
+		t.Errorf("abort: %s phase %s", phases(st), st.Phase)
+	}
+}
+
+func TestCampaignThresholdAbortAction(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r1": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(6)
+	in.FailureAction = "abort"
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if st.Phase != workflow.CampaignAborted || st.Summary.Skipped != 4 || len(f.started) != 2 {
+		t.Errorf("abort action: %s, started %v", phases(st), f.started)
+	}
+}
+
+func TestCampaignRetryFailed(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(4)
+	in.ThresholdPercent = 100
+	in.BatchSize = 1
+	in.MaxParallel = 1
+	// One start an hour keeps the campaign running for hours.
+	in.PullRequestsPerHour, in.Burst = 1, 1
+	// Heal r0 and ask for the failed to run again while r1.. still run.
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.fail["r0"] = false
+		f.mu.Unlock()
+		env.SignalWorkflow(workflow.SignalRetryFailed, nil)
+	}, 30*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if st.Summary.Completed != 4 || st.Summary.Failed != 0 {
+		t.Errorf("retry-failed: %s", phases(st))
+	}
+	if st.Units[0].Attempts != 2 {
+		t.Errorf("r0 attempts %d, want 2", st.Units[0].Attempts)
+	}
+}
+
+func TestCampaignContinuesAsNewAtBatchBoundary(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(6)
+	in.UnitsPerRun = 2 // after the first batch
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("not completed")
+	}
+	err := env.GetWorkflowError()
+	if !sdkworkflow.IsContinueAsNewError(err) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	if len(f.started) != 2 {
+		t.Errorf("the first run must stop at the batch boundary: started %v", f.started)
+	}
+}
+
+// TestCampaignProgressCarriesOver: a run continued as new starts where the
+// last one stopped and keeps its results.
+func TestCampaignProgressCarriesOver(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(4)
+	in.Progress = &workflow.CampaignProgress{Next: 2, Phase: workflow.CampaignRunning, Runs: 1, Results: map[string]workflow.UnitResult{
+		"r0": {Key: "r0", Phase: workflow.TaskCompleted, Attempts: 1},
+		"r1": {Key: "r1", Phase: workflow.TaskFailed, Attempts: 1},
+	}}
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if strings.Join(f.started, ",") != "r2,r3" || st.Summary.Completed != 3 || st.Summary.Failed != 1 {
+		t.Errorf("carried over: started %v, %s", f.started, phases(st))
+	}
+}
+
+func TestCampaignPullRequestBudget(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(3)
+	in.PullRequestsPerHour, in.Burst = 1, 1
+	start := env.Now()
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if st.Summary.Completed != 3 {
+		t.Fatalf("budget: %s", phases(st))
+	}
+	if took := env.Now().Sub(start); took < 2*time.Hour {
+		t.Errorf("3 PR-creating units at 1/hour with burst 1 took %s of workflow time, want >= 2h", took)
+	}
+}

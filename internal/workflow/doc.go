@@ -1,0 +1,10 @@
+// Package workflow holds fleetlift's Temporal workflows: Task (seed 000's
+// TransformV2: provision a sandbox, hand the agent its manifest, wait,
+// then the approval loop) and Campaign (child Tasks in batches with a
+// failure threshold, signals, a PR budget and continue-as-new).
+//
+// Workflow code is deterministic: no I/O, no wall clock, no randomness,
+// no goroutines — only the SDK's workflow package. It imports the SDK's
+// workflow and temporal packages, spec, the agent protocol and the
+// activity types; never the server, sandboxes or forges.
+package workflow

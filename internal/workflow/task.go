@@ -1,0 +1,249 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+)
+
+// a is used only to name activities; workflows never call its methods.
+var a *activity.Activities
+
+// Task runs one task in one sandbox: provision, submit the manifest, wait
+// for the agent, then, when approval is required, wait for approve, steer
+// (any number of times), reject or cancel. The sandbox is removed whatever
+// happens, including cancellation.
+func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
+	st := &TaskState{ID: in.ID, Phase: TaskProvisioning}
+	res := TaskResult{ID: in.ID}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TaskState, error) { return *st, nil }); err != nil {
+		return res, err
+	}
+	finish := func(p TaskPhase, msg string, r *protocol.Result) (TaskResult, error) {
+		st.Phase = p
+		res.Phase = p
+		res.Error = msg
+		if r != nil {
+			res.Repositories = repoResults(*r)
+			if res.Error == "" {
+				res.Error = r.Error
+			}
+		}
+		st.Final = &res
+		return res, nil
+	}
+
+	info := workflow.GetInfo(ctx)
+	ref := activity.SandboxRef{ID: sandboxID(info.WorkflowExecution.ID, info.WorkflowExecution.RunID)}
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+
+	// Cleanup runs on a disconnected context: it must happen even when
+	// the workflow is cancelled.
+	defer func() {
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 2 * time.Minute,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
+		})
+		if err := workflow.ExecuteActivity(dctx, a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}).Get(dctx, nil); err != nil {
+			workflow.GetLogger(ctx).Error("sandbox cleanup failed", "sandbox", ref.ID, "error", err)
+		}
+	}()
+
+	timeout := in.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Minute
+	}
+	if err := workflow.ExecuteActivity(short, a.ProvisionSandbox, activity.ProvisionInput{
+		SandboxID: ref.ID, Image: in.Image, Resources: in.Resources,
+		// The sandbox outlives the agent's timeout by the approval wait.
+		Labels: map[string]string{"fleetlift.io/task-id": in.ID},
+	}).Get(ctx, &ref); err != nil {
+		return finish(failedOrCancelled(ctx), "provision sandbox: "+errText(err), nil)
+	}
+	if err := workflow.ExecuteActivity(short, a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}).Get(ctx, nil); err != nil {
+		return finish(failedOrCancelled(ctx), "submit manifest: "+errText(err), nil)
+	}
+	st.Phase = TaskRunning
+
+	// wait waits for the agent and reads its result.
+	wait := func(budget time.Duration, minIteration int, phases ...protocol.Phase) (*protocol.Result, error) {
+		wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: budget,
+			HeartbeatTimeout:    30 * time.Second,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activity.ErrAgentExited, activity.ErrSandboxGone}},
+		})
+		var s protocol.Status
+		if err := workflow.ExecuteActivity(wctx, a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration}).Get(ctx, &s); err != nil {
+			return nil, err
+		}
+		st.AgentPhase, st.Message, st.Iteration = s.Phase, s.Message, s.Iteration
+		var r protocol.Result
+		if err := workflow.ExecuteActivity(short, a.ReadResult, activity.ReadResultInput{Sandbox: ref}).Get(ctx, &r); err != nil {
+			return nil, err
+		}
+		st.Result = &r
+		return &r, nil
+	}
+	steer := func(s protocol.Steering) error {
+		s.Timestamp = workflow.Now(ctx)
+		return workflow.ExecuteActivity(short, a.SubmitSteering, activity.SteeringInput{Sandbox: ref, Steering: s}).Get(ctx, nil)
+	}
+
+	r, err := wait(timeout, 0, protocol.PhaseAwaitingInput, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled)
+	if err != nil {
+		return finish(failedOrCancelled(ctx), "agent: "+errText(err), nil)
+	}
+	iteration := 0
+	for {
+		switch st.AgentPhase {
+		case protocol.PhaseComplete:
+			return finish(TaskCompleted, "", r)
+		case protocol.PhaseFailed:
+			return finish(TaskFailed, "", r)
+		case protocol.PhaseCancelled:
+			return finish(TaskCancelled, "", r)
+		}
+		// awaiting_input: the approval loop.
+		st.Phase = TaskAwaitingApproval
+		act, prompt, timedOut := awaitDecision(ctx, in.ApprovalTimeout)
+		if ctx.Err() != nil || timedOut {
+			// Cancelled or no decision in time: tell the agent to stop,
+			// on a context that survives the cancellation.
+			dctx, _ := workflow.NewDisconnectedContext(ctx)
+			dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+			_ = workflow.ExecuteActivity(dctx, a.SubmitSteering, activity.SteeringInput{Sandbox: ref,
+				Steering: protocol.Steering{Action: protocol.ActionCancel, Iteration: iteration, Timestamp: workflow.Now(dctx)}}).Get(dctx, nil)
+			msg := "cancelled while awaiting approval"
+			if timedOut {
+				msg = fmt.Sprintf("no approval within %s", in.ApprovalTimeout)
+			}
+			return finish(TaskCancelled, msg, r)
+		}
+		switch act {
+		case protocol.ActionApprove:
+			st.Phase = TaskCreatingPRs
+			if err := steer(protocol.Steering{Action: protocol.ActionApprove, Iteration: iteration}); err != nil {
+				return finish(failedOrCancelled(ctx), "approve: "+errText(err), r)
+			}
+			if r, err = wait(timeout, 0, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled); err != nil {
+				return finish(failedOrCancelled(ctx), "agent: "+errText(err), r)
+			}
+		case protocol.ActionSteer:
+			iteration++
+			res.Steers++
+			st.Phase = TaskRunning
+			if err := steer(protocol.Steering{Action: protocol.ActionSteer, Prompt: prompt, Iteration: iteration}); err != nil {
+				return finish(failedOrCancelled(ctx), "steer: "+errText(err), r)
+			}
+			if r, err = wait(timeout, iteration, protocol.PhaseAwaitingInput, protocol.PhaseFailed, protocol.PhaseCancelled); err != nil {
+				return finish(failedOrCancelled(ctx), "agent: "+errText(err), r)
+			}
+		default: // reject, cancel
+			if err := steer(protocol.Steering{Action: protocol.ActionCancel, Iteration: iteration}); err != nil {
+				workflow.GetLogger(ctx).Warn("cancel steering not delivered", "error", err)
+			}
+			msg := "rejected"
+			if act == protocol.ActionCancel {
+				msg = "cancelled"
+			}
+			return finish(TaskCancelled, msg, r)
+		}
+	}
+}
+
+// awaitDecision waits for approve, steer, reject or cancel, the approval
+// timeout, or the workflow's cancellation.
+func awaitDecision(ctx workflow.Context, timeout time.Duration) (act protocol.Action, prompt string, timedOut bool) {
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalApprove), func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		act = protocol.ActionApprove
+	})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalSteer), func(c workflow.ReceiveChannel, _ bool) {
+		var s SteerSignal
+		c.Receive(ctx, &s)
+		act, prompt = protocol.ActionSteer, s.Prompt
+	})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalReject), func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		act = protocol.ActionReject
+	})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalCancel), func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		act = protocol.ActionCancel
+	})
+	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	if timeout > 0 {
+		tctx, cancel := workflow.WithCancel(ctx)
+		defer cancel()
+		sel.AddFuture(workflow.NewTimer(tctx, timeout), func(f workflow.Future) {
+			if f.Get(tctx, nil) == nil {
+				timedOut = true
+			}
+		})
+	}
+	sel.Select(ctx)
+	return act, prompt, timedOut
+}
+
+func failedOrCancelled(ctx workflow.Context) TaskPhase {
+	if errors.Is(ctx.Err(), workflow.ErrCanceled) {
+		return TaskCancelled
+	}
+	return TaskFailed
+}
+
+func errText(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Message()
+	}
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return "timed out (" + te.TimeoutType().String() + ")"
+	}
+	var ce *temporal.CanceledError
+	if errors.As(err, &ce) {
+		return "cancelled"
+	}
+	return err.Error()
+}
+
+func repoResults(r protocol.Result) []RepoResult {
+	out := make([]RepoResult, 0, len(r.Repositories))
+	for _, rr := range r.Repositories {
+		out = append(out, RepoResult{
+			Name: rr.Name, Status: rr.Status, FilesModified: rr.FilesModified,
+			PullRequest: rr.PullRequest, Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error,
+		})
+	}
+	return out
+}
+
+var unsafeIDChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// sandboxID derives the sandbox's name from the workflow execution, so a
+// retried provisioning finds the sandbox it made and a new run gets a new
+// one.
+func sandboxID(workflowID, runID string) string {
+	id := strings.Trim(unsafeIDChars.ReplaceAllString(workflowID, "-"), "-.")
+	if len(id) > 80 {
+		id = id[:80]
+	}
+	if len(runID) > 8 {
+		runID = runID[:8]
+	}
+	return id + "-" + runID
+}

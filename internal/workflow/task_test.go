@@ -1,0 +1,240 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// agentScript stands in for the agent behind the sandbox activities: it
+// answers WaitForAgentPhase with the next phase for the steering it was
+// given, and records what the workflow did.
+type agentScript struct {
+	mu        sync.Mutex
+	first     protocol.Phase // phase after the manifest
+	onSteer   func(protocol.Steering) protocol.Phase
+	steerings []protocol.Steering
+	current   protocol.Phase
+	iteration int
+	cleaned   int
+	waitErr   error
+}
+
+func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
+	var a *activity.Activities
+	env.OnActivity(a.ProvisionSandbox, mockAny, mockAny).Return(func(_ context.Context, in activity.ProvisionInput) (activity.SandboxRef, error) {
+		return activity.SandboxRef{ID: in.SandboxID, Provider: "script"}, nil
+	})
+	env.OnActivity(a.SubmitManifest, mockAny, mockAny).Return(func(context.Context, activity.SubmitManifestInput) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.current = s.first
+		return nil
+	})
+	env.OnActivity(a.WaitForAgentPhase, mockAny, mockAny).Return(func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.waitErr != nil {
+			return protocol.Status{}, s.waitErr
+		}
+		return protocol.Status{Phase: s.current, Iteration: s.iteration}, nil
+	})
+	env.OnActivity(a.ReadResult, mockAny, mockAny).Return(func(context.Context, activity.ReadResultInput) (protocol.Result, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rr := protocol.RepositoryResult{Name: "svc", Status: "success", FilesModified: []string{"main.go"}}
+		if s.current == protocol.PhaseComplete {
+			rr.PullRequest = &protocol.PullRequestInfo{URL: "file:///svc#auto/x", Branch: "auto/x"}
+		}
+		return protocol.Result{Status: s.current, Repositories: []protocol.RepositoryResult{rr}}, nil
+	})
+	env.OnActivity(a.SubmitSteering, mockAny, mockAny).Return(func(_ context.Context, in activity.SteeringInput) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.steerings = append(s.steerings, in.Steering)
+		s.iteration = in.Steering.Iteration
+		if s.onSteer != nil {
+			s.current = s.onSteer(in.Steering)
+		}
+		return nil
+	})
+	env.OnActivity(a.CleanupSandbox, mockAny, mockAny).Return(func(context.Context, activity.CleanupInput) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.cleaned++
+		return nil
+	})
+}
+
+var mockAny = mock.Anything
+
+// standardSteer is how the agent answers steering.
+func standardSteer(st protocol.Steering) protocol.Phase {
+	switch st.Action {
+	case protocol.ActionApprove:
+		return protocol.PhaseComplete
+	case protocol.ActionSteer:
+		return protocol.PhaseAwaitingInput
+	}
+	return protocol.PhaseCancelled
+}
+
+func taskInput() workflow.TaskInput {
+	return workflow.TaskInput{ID: "t", Manifest: protocol.Manifest{TaskID: "t", Mode: protocol.ModeTransform, RequireApproval: true}, Timeout: time.Hour}
+}
+
+func runTask(t *testing.T, s *agentScript, in workflow.TaskInput, during func(env *testsuite.TestWorkflowEnvironment)) (workflow.TaskResult, *testsuite.TestWorkflowEnvironment) {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflow.Task)
+	s.register(env)
+	if during != nil {
+		during(env)
+	}
+	env.ExecuteWorkflow(workflow.Task, in)
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	var res workflow.TaskResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatalf("workflow error: %v", err)
+	}
+	if s.cleaned != 1 {
+		t.Errorf("sandbox cleaned up %d times, want 1", s.cleaned)
+	}
+	return res, env
+}
+
+func signalAt(env *testsuite.TestWorkflowEnvironment, after time.Duration, name string, arg any) {
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(name, arg) }, after)
+}
+
+func TestTaskWithoutApprovalCompletes(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseComplete}
+	in := taskInput()
+	in.Manifest.RequireApproval = false
+	res, _ := runTask(t, s, in, nil)
+	if res.Phase != workflow.TaskCompleted || len(res.Repositories) != 1 || res.Repositories[0].PullRequest == nil {
+		t.Errorf("result: %+v", res)
+	}
+	if len(s.steerings) != 0 {
+		t.Errorf("no steering expected, got %+v", s.steerings)
+	}
+}
+
+func TestTaskApprove(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			v, err := env.QueryWorkflow(workflow.QueryStatus)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st workflow.TaskState
+			if err := v.Get(&st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Phase != workflow.TaskAwaitingApproval || st.Result == nil || st.Result.Repositories[0].FilesModified[0] != "main.go" {
+				t.Errorf("while waiting: %+v", st)
+			}
+			env.SignalWorkflow(workflow.SignalApprove, nil)
+		}, time.Minute)
+	})
+	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
+		t.Errorf("result: %+v", res)
+	}
+	if len(s.steerings) != 1 || s.steerings[0].Action != protocol.ActionApprove {
+		t.Errorf("steerings: %+v", s.steerings)
+	}
+}
+
+func TestTaskSteerTwiceThenApprove(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		signalAt(env, time.Minute, workflow.SignalSteer, workflow.SteerSignal{Prompt: "also update tests"})
+		signalAt(env, 2*time.Minute, workflow.SignalSteer, workflow.SteerSignal{Prompt: "use slog.Info"})
+		signalAt(env, 3*time.Minute, workflow.SignalApprove, nil)
+	})
+	if res.Phase != workflow.TaskCompleted || res.Steers != 2 {
+		t.Errorf("result: %+v", res)
+	}
+	var got []string
+	for _, st := range s.steerings {
+		got = append(got, string(st.Action)+":"+st.Prompt)
+	}
+	want := "steer:also update tests,steer:use slog.Info,approve:"
+	if strings.Join(got, ",") != want {
+		t.Errorf("steerings %v, want %s", got, want)
+	}
+	if s.steerings[1].Iteration != 2 {
+		t.Errorf("second steer iteration %d, want 2", s.steerings[1].Iteration)
+	}
+}
+
+func TestTaskReject(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		signalAt(env, time.Minute, workflow.SignalReject, nil)
+	})
+	if res.Phase != workflow.TaskCancelled || res.Error != "rejected" {
+		t.Errorf("result: %+v", res)
+	}
+	if len(s.steerings) != 1 || s.steerings[0].Action != protocol.ActionCancel {
+		t.Errorf("the agent must be told to stop: %+v", s.steerings)
+	}
+	if res.Repositories[0].PullRequest != nil {
+		t.Error("a rejected task must not have a pull request")
+	}
+}
+
+func TestTaskCancelWorkflowWhileAwaiting(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
+	})
+	if res.Phase != workflow.TaskCancelled {
+		t.Errorf("result: %+v", res)
+	}
+	if len(s.steerings) != 1 || s.steerings[0].Action != protocol.ActionCancel {
+		t.Errorf("the agent must be told to stop: %+v", s.steerings)
+	}
+}
+
+func TestTaskApprovalTimeout(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
+	in := taskInput()
+	in.ApprovalTimeout = 24 * time.Hour
+	res, _ := runTask(t, s, in, nil)
+	if res.Phase != workflow.TaskCancelled || !strings.Contains(res.Error, "no approval within 24h0m0s") {
+		t.Errorf("result: %+v", res)
+	}
+}
+
+func TestTaskAgentTimeout(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseExecuting,
+		waitErr: temporal.NewTimeoutError(0, errors.New("start-to-close"))}
+	res, _ := runTask(t, s, taskInput(), nil)
+	if res.Phase != workflow.TaskFailed || !strings.Contains(res.Error, "agent: ") {
+		t.Errorf("result: %+v", res)
+	}
+}
+
+func TestTaskAgentFailed(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseFailed}
+	res, _ := runTask(t, s, taskInput(), nil)
+	if res.Phase != workflow.TaskFailed {
+		t.Errorf("result: %+v", res)
+	}
+}
