@@ -1,0 +1,665 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+)
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// Options configure a Provider.
+type Options struct {
+	// Root holds one directory per sandbox: Root/<id>/workspace,
+	// Root/<id>/home, Root/<id>/sandbox.json and, unless Stdout and Stderr
+	// are set, Root/<id>/agent.log. Required. One worker at a time may use
+	// a Root.
+	Root string
+	// AgentCommand is the agent's argv; the provider appends
+	// "serve --workspace <workspace>". A bare name is looked up in Path.
+	// Required.
+	AgentCommand []string
+	// Path is PATH inside sandboxes; empty means the worker's PATH.
+	Path string
+	// Stdout and Stderr receive the agent's output; nil means
+	// Root/<id>/agent.log, which Cleanup removes. A writer that is not an
+	// *os.File is fed through a pipe that ends with this Provider: an agent
+	// that outlives a restarted worker then loses that output, so prefer
+	// files or the default when workers may restart.
+	Stdout io.Writer
+	Stderr io.Writer
+	// StopGrace is how long Cleanup and the sandbox timeout wait after
+	// SIGTERM before sending SIGKILL; zero means 10s.
+	StopGrace time.Duration
+}
+
+// Provider runs sandboxes as local processes. Create it with New; it is
+// safe for concurrent use.
+type Provider struct {
+	root   string
+	agent  []string // agent[0] resolved to an absolute path
+	path   string
+	stdout io.Writer
+	stderr io.Writer
+	grace  time.Duration
+
+	mu    sync.Mutex
+	boxes map[string]*box
+	locks map[string]*idLock
+}
+
+// box is what this Provider knows about one sandbox beyond its record on
+// disk.
+type box struct {
+	id        string
+	dir       string
+	workspace string
+	home      string
+
+	// pid is the agent's process id (and process group), zero when
+	// unknown; startTicks tells it from a later process with the same id.
+	pid        int
+	startTicks uint64
+	// done is closed once this Provider has reaped the agent; nil when
+	// another (earlier) Provider started it.
+	done chan struct{}
+
+	stateMu sync.Mutex // serialises read-modify-write of sandbox.json
+
+	timer *time.Timer // guarded by Provider.mu
+}
+
+// idLock serialises lifecycle changes of one sandbox: Provision, Cleanup
+// and the timeout hold it exclusively; Exec holds it shared while starting
+// a process so that Cleanup cannot miss that process.
+type idLock struct {
+	mu   sync.RWMutex
+	refs int
+}
+
+const (
+	recordFile   = "sandbox.json"
+	agentLogFile = "agent.log"
+	workspaceDir = "workspace"
+	homeDir      = "home"
+	execDirName  = "exec"
+
+	defaultGrace = 10 * time.Second
+	// killWait bounds the wait for processes to vanish after SIGKILL.
+	killWait = 5 * time.Second
+	// pipeDelay bounds how long a finished process's pipes are drained
+	// when a process it started still holds them.
+	pipeDelay = time.Second
+)
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// New returns a Provider keeping its sandboxes under opts.Root. It finds
+// the sandboxes an earlier Provider left there and re-arms their timeouts.
+func New(opts Options) (*Provider, error) {
+	if opts.Root == "" {
+		return nil, errors.New("new local sandbox provider: Root is required")
+	}
+	if len(opts.AgentCommand) == 0 || opts.AgentCommand[0] == "" {
+		return nil, errors.New("new local sandbox provider: AgentCommand is required")
+	}
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("new local sandbox provider: root %s: %w", opts.Root, err)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("new local sandbox provider: %w", err)
+	}
+	// Physical paths, so that what the provider reports as a sandbox's
+	// WorkingDir is what processes inside see from getcwd.
+	if root, err = filepath.EvalSymlinks(root); err != nil {
+		return nil, fmt.Errorf("new local sandbox provider: %w", err)
+	}
+	path := opts.Path
+	if path == "" {
+		path = os.Getenv("PATH")
+	}
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	agent := append([]string(nil), opts.AgentCommand...)
+	bin, err := lookPath(agent[0], path)
+	if err != nil {
+		return nil, fmt.Errorf("new local sandbox provider: agent command: %w", err)
+	}
+	if !filepath.IsAbs(bin) {
+		if bin, err = filepath.Abs(bin); err != nil {
+			return nil, fmt.Errorf("new local sandbox provider: agent command: %w", err)
+		}
+	}
+	agent[0] = bin
+	grace := opts.StopGrace
+	if grace <= 0 {
+		grace = defaultGrace
+	}
+	p := &Provider{
+		root:   root,
+		agent:  agent,
+		path:   path,
+		stdout: opts.Stdout,
+		stderr: opts.Stderr,
+		grace:  grace,
+		boxes:  map[string]*box{},
+		locks:  map[string]*idLock{},
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("new local sandbox provider: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && checkID(e.Name()) == nil {
+			// A directory without a readable record is a Provision that
+			// never finished; Provision or Cleanup of its id clears it.
+			_, _, _ = p.find(e.Name())
+		}
+	}
+	return p, nil
+}
+
+// Name returns "local".
+func (p *Provider) Name() string { return "local" }
+
+// Provision creates Root/<id>/ and starts the agent there, or returns the
+// sandbox already provisioned under opts.ID, also one an earlier Provider on
+// the same Root started. It does not restart an agent that has exited: the
+// sandbox then reports failed or succeeded until Cleanup.
+//
+// The agent runs with the environment opts.Env plus PATH (Options.Path,
+// unless opts.Env sets it) and HOME=Root/<id>/home; opts.Env may not set
+// HOME. Image, Resources, Labels and the Kubernetes fields are ignored.
+func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
+	id := opts.ID
+	if err := checkID(id); err != nil {
+		return nil, fmt.Errorf("provision sandbox: %w", err)
+	}
+	if err := checkEnv(opts.Env); err != nil {
+		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+	}
+	unlock := p.lock(id)
+	defer unlock()
+
+	b, rec, err := p.find(id)
+	if err == nil {
+		return p.sandboxOf(b, rec), nil
+	}
+	if !errors.Is(err, sandbox.ErrNotFound) {
+		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+	}
+
+	b = p.newBox(id)
+	// A directory without a record is left from a Provision that never
+	// finished: stop whatever it started and start over.
+	if _, err := os.Lstat(b.dir); err == nil {
+		if err := p.stop(context.WithoutCancel(ctx), b); err != nil {
+			return nil, fmt.Errorf("provision sandbox %s: clear unfinished sandbox: %w", id, err)
+		}
+		if err := removeAll(b.dir); err != nil {
+			return nil, fmt.Errorf("provision sandbox %s: clear unfinished sandbox: %w", id, err)
+		}
+	}
+	if err := os.Mkdir(b.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+	}
+	rec, err = p.start(b, opts)
+	if err != nil {
+		// Nothing started survives a failed start; clear the directory.
+		_ = removeAll(b.dir)
+		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+	}
+
+	p.mu.Lock()
+	p.boxes[id] = b
+	p.armTimer(b, rec)
+	p.mu.Unlock()
+	return p.sandboxOf(b, rec), nil
+}
+
+// start creates the sandbox's directories, starts the agent and writes the
+// record. On error the agent, if it started, has been stopped.
+func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error) {
+	for _, d := range []string{b.workspace, b.home, filepath.Join(b.dir, execDirName)} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	env := map[string]string{"PATH": p.path}
+	for k, v := range opts.Env {
+		env[k] = v
+	}
+	env["HOME"] = b.home
+
+	stdout, stderr := p.stdout, p.stderr
+	if stdout == nil || stderr == nil {
+		log, err := os.OpenFile(filepath.Join(b.dir, agentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open agent log: %w", err)
+		}
+		// The child holds its own copy once started.
+		defer log.Close()
+		if stdout == nil {
+			stdout = log
+		}
+		if stderr == nil {
+			stderr = log
+		}
+	}
+
+	args := append(append([]string(nil), p.agent[1:]...), "serve", "--workspace", b.workspace)
+	// Not CommandContext: the agent outlives the Provision call.
+	cmd := exec.Command(p.agent[0], args...)
+	cmd.Dir = b.workspace
+	cmd.Env = envList(env)
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = pipeDelay
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agent: %w", err)
+	}
+	rec := &record{
+		ID:      b.id,
+		PID:     cmd.Process.Pid,
+		Env:     env,
+		Created: time.Now().UTC(),
+		Timeout: opts.Timeout,
+	}
+	// The agent is our unreaped child: its /proc entry is there even if it
+	// has already exited.
+	ticks, _, err := procStat(rec.PID)
+	if err == nil {
+		rec.StartTicks = ticks
+		err = writeRecord(b.dir, rec)
+	}
+	if err != nil {
+		_ = syscall.Kill(-rec.PID, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("record agent: %w", err)
+	}
+
+	b.pid, b.startTicks = rec.PID, rec.StartTicks
+	b.done = make(chan struct{})
+	go func() {
+		waitErr := cmd.Wait()
+		code, desc := exitOf(cmd.ProcessState, waitErr)
+		// The directory may be gone (Cleanup); then there is nothing to
+		// record.
+		_ = b.update(func(r *record) { r.Exit = &exitRecord{Code: code, Description: desc} })
+		close(b.done)
+	}()
+	return rec, nil
+}
+
+// Status reports running while the agent lives; once it has exited,
+// succeeded (exit code 0) or failed, with ExitCode 128+n for an agent killed
+// by signal n and -1 when the agent exited while no Provider watched it. A
+// sandbox past its Timeout is failed, with a message saying so.
+func (p *Provider) Status(ctx context.Context, id string) (*sandbox.Status, error) {
+	b, rec, err := p.find(id)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox status: %w", err)
+	}
+	st, _ := p.status(b, rec)
+	return st, nil
+}
+
+// status computes a sandbox's status and whether its agent runs. rec may be
+// stale; it is reloaded after the liveness check when needed.
+func (p *Provider) status(b *box, rec *record) (*sandbox.Status, bool) {
+	alive := b.agentAlive()
+	if !alive {
+		// Reload: the agent's exit is recorded before done is closed.
+		if fresh, err := readRecord(b.dir); err == nil {
+			rec = fresh
+		}
+	}
+	st := &sandbox.Status{Phase: sandbox.PhaseRunning}
+	switch {
+	case rec.Expired:
+		st.Phase = sandbox.PhaseFailed
+		st.Message = fmt.Sprintf("sandbox timed out after %s", rec.Timeout)
+		st.ExitCode = -1
+		if rec.Exit != nil {
+			st.ExitCode = rec.Exit.Code
+			st.Message += "; " + rec.Exit.Description
+		}
+	case alive:
+		st.Message = fmt.Sprintf("agent running as pid %d", rec.PID)
+	case rec.Exit != nil:
+		st.ExitCode = rec.Exit.Code
+		st.Message = rec.Exit.Description
+		st.Phase = sandbox.PhaseFailed
+		if rec.Exit.Code == 0 {
+			st.Phase = sandbox.PhaseSucceeded
+		}
+	default:
+		st.Phase = sandbox.PhaseFailed
+		st.ExitCode = -1
+		st.Message = "agent exited while no worker watched it; its exit code is unknown"
+	}
+	return st, alive
+}
+
+// Cleanup stops the agent and every process of the sandbox (SIGTERM, then
+// SIGKILL after Options.StopGrace or when ctx ends) and removes Root/<id>.
+// Processes are found by their process group and by HOME=Root/<id>/home in
+// their environment; a process that left its group and changed HOME escapes.
+// Cleanup of an unknown id, or of one that cannot name a sandbox, is a no-op.
+func (p *Provider) Cleanup(ctx context.Context, id string) error {
+	if checkID(id) != nil {
+		return nil
+	}
+	unlock := p.lock(id)
+	defer unlock()
+
+	b, _, err := p.find(id)
+	if err != nil {
+		// No record, or an unreadable one: stop what can be found and
+		// remove whatever is there.
+		p.mu.Lock()
+		b = p.boxes[id]
+		p.mu.Unlock()
+		if b == nil {
+			b = p.newBox(id)
+			if _, err := os.Lstat(b.dir); errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+		}
+	}
+	p.mu.Lock()
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	p.mu.Unlock()
+	if err := p.stop(ctx, b); err != nil {
+		return fmt.Errorf("clean up sandbox %s: %w", id, err)
+	}
+	if err := removeAll(b.dir); err != nil {
+		return fmt.Errorf("clean up sandbox %s: %w", id, err)
+	}
+	p.mu.Lock()
+	if p.boxes[id] == b {
+		delete(p.boxes, id)
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// stop ends the sandbox's processes: SIGTERM, then SIGKILL after the grace
+// period or when ctx ends.
+func (p *Provider) stop(ctx context.Context, b *box) error {
+	gone := func() bool {
+		return !b.agentAlive() && len(homeProcesses(b.home)) == 0
+	}
+	signal := func(sig syscall.Signal) {
+		if b.agentAlive() {
+			// The agent leads its own process group (Setpgid).
+			_ = syscall.Kill(-b.pid, sig)
+		}
+		for _, pid := range homeProcesses(b.home) {
+			// One by one: such a process may have joined any group.
+			_ = syscall.Kill(pid, sig)
+		}
+	}
+	if gone() {
+		return p.reaped(b)
+	}
+	signal(syscall.SIGTERM)
+	if !poll(ctx, p.grace, gone) {
+		deadline := time.Now().Add(killWait)
+		for !gone() {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("processes still running after SIGKILL: %v", homeProcesses(b.home))
+			}
+			signal(syscall.SIGKILL)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return p.reaped(b)
+}
+
+// reaped waits until this Provider has recorded the exit of an agent it
+// started, so that nothing writes into the directory after Cleanup.
+func (p *Provider) reaped(b *box) error {
+	if b.done == nil {
+		return nil
+	}
+	select {
+	case <-b.done:
+		return nil
+	case <-time.After(killWait):
+		return errors.New("agent killed but not reaped")
+	}
+}
+
+// poll reports whether cond became true within d; it gives up early when
+// ctx ends.
+func poll(ctx context.Context, d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// armTimer enforces rec.Timeout. Call with p.mu held.
+func (p *Provider) armTimer(b *box, rec *record) {
+	if rec.Timeout <= 0 || rec.Expired || b.timer != nil {
+		return
+	}
+	b.timer = time.AfterFunc(time.Until(rec.Created.Add(rec.Timeout)), func() { p.expire(b) })
+}
+
+// expire stops a sandbox whose Timeout has elapsed and marks it failed.
+func (p *Provider) expire(b *box) {
+	unlock := p.lock(b.id)
+	defer unlock()
+	p.mu.Lock()
+	current := p.boxes[b.id] == b
+	p.mu.Unlock()
+	if !current {
+		return
+	}
+	if !b.agentAlive() {
+		return
+	}
+	if err := b.update(func(r *record) { r.Expired = true }); err != nil {
+		return
+	}
+	// Nobody to report to: Status shows the outcome, and Cleanup retries
+	// whatever survives.
+	_ = p.stop(context.Background(), b)
+}
+
+// find returns the sandbox id and its record, attaching to one an earlier
+// Provider on the same Root made. The error wraps sandbox.ErrNotFound when
+// there is no such sandbox.
+func (p *Provider) find(id string) (*box, *record, error) {
+	if err := checkID(id); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", sandbox.ErrNotFound, err)
+	}
+	p.mu.Lock()
+	b := p.boxes[id]
+	p.mu.Unlock()
+	if b == nil {
+		b = p.newBox(id)
+	}
+	rec, err := readRecord(b.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if known := p.boxes[id]; known != nil {
+		return known, rec, nil
+	}
+	b.pid, b.startTicks = rec.PID, rec.StartTicks
+	p.boxes[id] = b
+	p.armTimer(b, rec)
+	return b, rec, nil
+}
+
+func (p *Provider) newBox(id string) *box {
+	dir := filepath.Join(p.root, id)
+	return &box{
+		id:        id,
+		dir:       dir,
+		workspace: filepath.Join(dir, workspaceDir),
+		home:      filepath.Join(dir, homeDir),
+	}
+}
+
+func (p *Provider) sandboxOf(b *box, rec *record) *sandbox.Sandbox {
+	st, _ := p.status(b, rec)
+	return &sandbox.Sandbox{ID: b.id, Provider: p.Name(), WorkingDir: b.workspace, Phase: st.Phase}
+}
+
+// agentAlive reports whether the agent runs.
+func (b *box) agentAlive() bool {
+	if b.done != nil {
+		select {
+		case <-b.done:
+			return false
+		default:
+			return true
+		}
+	}
+	return b.pid > 0 && procAlive(b.pid, b.startTicks)
+}
+
+// update applies change to the sandbox's record on disk.
+func (b *box) update(change func(*record)) error {
+	b.stateMu.Lock()
+	defer b.stateMu.Unlock()
+	rec, err := readRecord(b.dir)
+	if err != nil {
+		return err
+	}
+	change(rec)
+	return writeRecord(b.dir, rec)
+}
+
+// lock takes id's lock exclusively and returns its release.
+func (p *Provider) lock(id string) func() {
+	l := p.idLock(id)
+	l.mu.Lock()
+	return func() { l.mu.Unlock(); p.releaseIDLock(id, l) }
+}
+
+// rlock takes id's lock shared and returns its release.
+func (p *Provider) rlock(id string) func() {
+	l := p.idLock(id)
+	l.mu.RLock()
+	return func() { l.mu.RUnlock(); p.releaseIDLock(id, l) }
+}
+
+func (p *Provider) idLock(id string) *idLock {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.locks[id]
+	if l == nil {
+		l = &idLock{}
+		p.locks[id] = l
+	}
+	l.refs++
+	return l
+}
+
+func (p *Provider) releaseIDLock(id string, l *idLock) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l.refs--
+	if l.refs == 0 {
+		delete(p.locks, id)
+	}
+}
+
+// checkID accepts names safe as a single path element.
+func checkID(id string) error {
+	if len(id) == 0 || len(id) > 128 || !idPattern.MatchString(id) {
+		return fmt.Errorf("invalid sandbox id %q: want 1 to 128 of [A-Za-z0-9._-], starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// checkEnv refuses variables that cannot be set or that would hide a
+// process from Cleanup (HOME marks the sandbox's processes).
+func checkEnv(env map[string]string) error {
+	for k, v := range env {
+		switch {
+		case k == "" || strings.ContainsAny(k, "=\x00"):
+			return fmt.Errorf("invalid environment variable name %q", k)
+		case strings.ContainsRune(v, 0):
+			return fmt.Errorf("environment variable %s: value contains NUL", k)
+		case k == "HOME":
+			return errors.New("environment may not set HOME: the sandbox's home is Root/<id>/home")
+		}
+	}
+	return nil
+}
+
+func envList(env map[string]string) []string {
+	list := make([]string, 0, len(env))
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	sort.Strings(list)
+	return list
+}
+
+// exitOf describes how a process ended: its exit code, or 128+n when
+// signal n killed it, as container runtimes report it.
+func exitOf(ps *os.ProcessState, waitErr error) (int, string) {
+	if ps == nil {
+		return -1, fmt.Sprintf("agent lost: %v", waitErr)
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), fmt.Sprintf("agent killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
+	}
+	return ps.ExitCode(), fmt.Sprintf("agent exited with code %d", ps.ExitCode())
+}
+
+// removeAll removes dir, making read-only directories inside writable
+// first if needed (Go's module cache, for one, is read-only).
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
+}

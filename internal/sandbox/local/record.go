@@ -1,0 +1,71 @@
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// record is a sandbox's state on disk, Root/<id>/sandbox.json, from which a
+// restarted worker finds the sandbox again. It holds the declared
+// environment, so it is readable by the worker's user only.
+type record struct {
+	ID string `json:"id"`
+	// PID is the agent's process id and process group.
+	PID int `json:"pid"`
+	// StartTicks is the agent's start time from /proc/<pid>/stat, which
+	// tells the agent from a later process that reuses its pid.
+	StartTicks uint64 `json:"start_ticks"`
+	// Env is the sandbox's whole environment, PATH and HOME included.
+	Env     map[string]string `json:"env"`
+	Created time.Time         `json:"created"`
+	Timeout time.Duration     `json:"timeout,omitempty"`
+	// Expired is set when Timeout elapsed and the sandbox was stopped.
+	Expired bool `json:"expired,omitempty"`
+	// Exit is set once a Provider has reaped the agent.
+	Exit *exitRecord `json:"exit,omitempty"`
+}
+
+type exitRecord struct {
+	Code        int    `json:"code"`
+	Description string `json:"description"`
+}
+
+func readRecord(dir string) (*record, error) {
+	data, err := os.ReadFile(filepath.Join(dir, recordFile))
+	if err != nil {
+		return nil, err
+	}
+	var rec record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, recordFile), err)
+	}
+	return &rec, nil
+}
+
+// writeRecord replaces the record atomically. It fails, rather than
+// recreating anything, when dir has been removed.
+func writeRecord(dir string, rec *record) error {
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode sandbox record: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "."+recordFile+".*")
+	if err != nil {
+		return fmt.Errorf("write sandbox record: %w", err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(dir, recordFile))
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("write sandbox record: %w", err)
+	}
+	return nil
+}
