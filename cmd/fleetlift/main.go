@@ -9,7 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // exitError carries an exit code out of a command that has already told
@@ -52,6 +54,19 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newValidateCmd())
+	root.AddCommand(
+		newValidateCmd(),
+		newRunCmd(),
+		newStatusCmd(),
+		newServerCmd(),
+		newWorkerCmd(),
+		newTaskSignalCmd("approve", "Approve the results a task (or each task of a campaign) awaits approval for", workflow.SignalApprove),
+		newTaskSignalCmd("reject", "Reject the results awaiting approval: no pull requests are opened", workflow.SignalReject),
+		newTaskSignalCmd("steer", "Send the agent feedback and have it try again", workflow.SignalSteer),
+		newCampaignSignalCmd("continue", "Resume a campaign paused at its failure threshold", workflow.SignalContinue),
+		newCampaignSignalCmd("abort", "Stop a campaign: no more repositories start", workflow.SignalAbort),
+		newRetryCmd(),
+		agentcmd.NewAgentCommand(),
+	)
 	return root
 }

@@ -98,11 +98,35 @@ type Loader struct {
 // files are in Result.Errors.
 func (l *Loader) Load(ctx context.Context, fsys fs.FS, dir string) (*Result, error) {
 	lim := l.Limits.withDefaults()
-	res := &Result{}
 	names, errs, err := collect(fsys, dir, lim)
 	if err != nil {
 		return nil, err
 	}
+	return l.load(ctx, fsys, names, errs)
+}
+
+// LoadFiles reads the named definition files of fsys, with the same
+// checks as Load (symlinks, size, duplicate ids among them).
+func (l *Loader) LoadFiles(ctx context.Context, fsys fs.FS, names ...string) (*Result, error) {
+	var errs []*Error
+	var ok []string
+	for _, n := range names {
+		if e := checkPath(fsys, n); e != nil {
+			errs = append(errs, e)
+			continue
+		}
+		if !isDefinitionFile(n) {
+			errs = append(errs, &Error{File: n, Line: 1, Column: 1, Msg: "not a definition file: the extension must be .cue, .yaml or .yml"})
+			continue
+		}
+		ok = append(ok, n)
+	}
+	return l.load(ctx, fsys, ok, errs)
+}
+
+func (l *Loader) load(ctx context.Context, fsys fs.FS, names []string, errs []*Error) (*Result, error) {
+	lim := l.Limits.withDefaults()
+	res := &Result{}
 	res.Errors = append(res.Errors, errs...)
 	inputs := make([]Input, 0, len(names))
 	for _, name := range names {

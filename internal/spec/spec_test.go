@@ -424,3 +424,19 @@ func TestPoolTimeout(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestLoadFilesReadsOnlyThoseNamed(t *testing.T) {
+	fsys := fstest.MapFS{
+		"a.yaml":   {Data: []byte(agenticTask)},
+		"bad.yaml": {Data: []byte("version: 1\nid: BAD\n")},
+		"notes.md": {Data: []byte("# notes")},
+	}
+	res, err := (&spec.Loader{Eval: spec.InProcess(1)}).LoadFiles(context.Background(), fsys, "a.yaml")
+	if err != nil || len(res.Errors) > 0 || len(res.Definitions) != 1 || res.Definitions[0].ID != "t" {
+		t.Errorf("LoadFiles(a.yaml): %v %v %+v", err, res.Errors, res.Definitions)
+	}
+	res, _ = (&spec.Loader{Eval: spec.InProcess(1)}).LoadFiles(context.Background(), fsys, "notes.md")
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Msg, "extension must be") {
+		t.Errorf("LoadFiles(notes.md): %v", res.Errors)
+	}
+}

@@ -77,11 +77,15 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	}
 	st.Phase = TaskRunning
 
+	heartbeat := in.HeartbeatTimeout
+	if heartbeat <= 0 {
+		heartbeat = 30 * time.Second
+	}
 	// wait waits for the agent and reads its result.
 	wait := func(budget time.Duration, minIteration int, phases ...protocol.Phase) (*protocol.Result, error) {
 		wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: budget,
-			HeartbeatTimeout:    30 * time.Second,
+			HeartbeatTimeout:    heartbeat,
 			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activity.ErrAgentExited, activity.ErrSandboxGone}},
 		})
 		var s protocol.Status

@@ -39,6 +39,9 @@ type TaskInput struct {
 	// as it takes.
 	ApprovalTimeout time.Duration
 	Resources       sandbox.Resources
+	// HeartbeatTimeout is how soon a worker that died while waiting for
+	// the agent is noticed and the wait resumed elsewhere (default 30s).
+	HeartbeatTimeout time.Duration
 }
 
 // TaskPhase is where a Task workflow is.

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/term"
+
+	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+func newRunCmd() *cobra.Command {
+	var f temporalFlags
+	var wf workerFlags
+	var file string
+	var noWorker, detach bool
+	var approvalTimeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "run --file FILE",
+		Short: "Run one Task or Campaign definition now and show its progress",
+		Long: `Run submits the definition in FILE (a Task or a Campaign) and follows it to the
+end, printing per-repository progress and a result table. Without a Temporal
+server at --temporal-address (default 127.0.0.1:7233) it starts the embedded one,
+and it runs a worker in this process unless --no-worker is given.
+
+A run that needs approval waits: approve it from another terminal with
+` + "`fleetlift approve ID`" + ` (or reject, steer --prompt).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return errors.New("--file is required")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			def, err := loadOne(ctx, file)
+			if err != nil {
+				return err
+			}
+			start, err := workflow.ForDefinition(*def, workflow.Options{ApprovalTimeout: approvalTimeout})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			c, closeAll, err := f.dialOrEmbed(ctx, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			if !noWorker {
+				w, err := newWorker(c, f.stateDir, &wf)
+				if err != nil {
+					return err
+				}
+				if err := w.Start(); err != nil {
+					return fmt.Errorf("start worker: %w", err)
+				}
+				defer w.Stop()
+			}
+			run, err := submit(ctx, c, start, *def)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "started %s (run %s)\n", start.WorkflowID, run.GetRunID())
+			if detach {
+				return nil
+			}
+			return follow(ctx, c, start.WorkflowID, out, isTerminal(out))
+		},
+	}
+	f.register(cmd)
+	wf.register(cmd)
+	cmd.Flags().StringVarP(&file, "file", "f", "", "definition file (.yaml, .yml or .cue)")
+	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process (workers run elsewhere)")
+	cmd.Flags().BoolVar(&detach, "detach", false, "start and return; follow with `fleetlift status ID`")
+	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
+	return cmd
+}
+
+// loadOne loads and validates one definition file.
+func loadOne(ctx context.Context, file string) (*spec.Definition, error) {
+	pool, err := spec.NewSelfPool()
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	dir, name := filepath.Split(file)
+	if dir == "" {
+		dir = "."
+	}
+	res, err := (&spec.Loader{Eval: pool}).LoadFiles(ctx, os.DirFS(dir), name)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Errors) > 0 {
+		for _, e := range res.Errors {
+			e.File = filepath.Join(dir, e.File)
+		}
+		return nil, res.Errors
+	}
+	if len(res.Definitions) != 1 {
+		return nil, fmt.Errorf("%s holds no definition", file)
+	}
+	return &res.Definitions[0], nil
+}
+
+// submit starts the workflow; a run already going for the same id is an
+// error, a finished one is started again.
+func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Definition) (client.WorkflowRun, error) {
+	opts := client.StartWorkflowOptions{
+		ID:                       s.WorkflowID,
+		TaskQueue:                workflow.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		Memo: map[string]any{
+			"fleetlift.kind": string(d.Kind), "fleetlift.id": d.ID,
+			"fleetlift.digest": d.Digest, "fleetlift.file": d.File,
+		},
+	}
+	var run client.WorkflowRun
+	var err error
+	if s.Campaign != nil {
+		run, err = c.ExecuteWorkflow(ctx, opts, workflow.Campaign, *s.Campaign)
+	} else {
+		run, err = c.ExecuteWorkflow(ctx, opts, workflow.Task, *s.Task)
+	}
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, fmt.Errorf("%s is already running: follow it with `fleetlift status %s`", s.WorkflowID, s.WorkflowID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", s.WorkflowID, err)
+	}
+	return run, nil
+}
+
+// follow prints progress until the run ends, then the result table. It
+// fails when the run did not complete cleanly.
+func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bool) error {
+	seen := map[string]string{}
+	hinted := map[string]bool{}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		st, err := readState(ctx, c, id)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			fmt.Fprintf(w, "\nstopped following %s; it goes on: `fleetlift status %s`\n", id, id)
+			return errInterrupted
+		}
+		reportProgress(ctx, c, st, w, seen, hinted)
+		if st.closed {
+			fmt.Fprintln(w)
+			st.write(w)
+			return outcome(st)
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+}
+
+// reportProgress prints a line for each repository whose state changed,
+// and how to approve what waits for approval.
+func reportProgress(ctx context.Context, c client.Client, st *runState, w io.Writer, seen map[string]string, hinted map[string]bool) {
+	line := func(key, state string) {
+		if seen[key] != state {
+			seen[key] = state
+			fmt.Fprintf(w, "%s  %-24s %s\n", time.Now().Format("15:04:05"), key, state)
+		}
+	}
+	hint := func(taskID string) {
+		if hinted[taskID] {
+			return
+		}
+		hinted[taskID] = true
+		fmt.Fprintf(w, "          %s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", taskID, st.id)
+	}
+	if st.task != nil {
+		line(st.id, string(st.task.Phase))
+		if st.task.Phase == workflow.TaskAwaitingApproval {
+			hint(st.id)
+		}
+		return
+	}
+	keys := make([]string, 0, len(st.campaign.Units))
+	units := map[string]workflow.UnitResult{}
+	for _, u := range st.campaign.Units {
+		keys = append(keys, u.Key)
+		units[u.Key] = u
+	}
+	sort.Strings(keys)
+	line("campaign", string(st.campaign.Phase)+suffix(st.campaign.Message))
+	for _, k := range keys {
+		u := units[k]
+		state := string(u.Phase)
+		if u.Phase == workflow.TaskRunning && !st.closed {
+			child := st.id + "/" + k
+			if u.Attempts > 1 {
+				child = fmt.Sprintf("%s/retry-%d", child, u.Attempts-1)
+			}
+			if cs, err := readState(ctx, c, child); err == nil && cs.task != nil {
+				state = string(cs.task.Phase)
+				if cs.task.Phase == workflow.TaskAwaitingApproval {
+					hint(child)
+				}
+			}
+		}
+		line(k, state)
+	}
+}
+
+func suffix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return " (" + msg + ")"
+}
+
+// outcome is nil only when everything completed.
+func outcome(st *runState) error {
+	if c := st.campaign; c != nil {
+		if c.Phase != workflow.CampaignCompleted || c.Summary.Failed > 0 || c.Summary.Cancelled > 0 {
+			return exitError{code: 1}
+		}
+		return nil
+	}
+	if st.task.Phase != workflow.TaskCompleted {
+		return exitError{code: 1}
+	}
+	for _, r := range st.task.Final.Repositories {
+		if r.Status == "failed" {
+			return exitError{code: 1}
+		}
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// newTaskSignalCmd makes approve, reject and steer: for a task they signal
+// it; for a campaign they signal each of its tasks awaiting approval (or
+// only --repository).
+func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
+	var f temporalFlags
+	var prompt, unit string
+	cmd := &cobra.Command{
+		Use:   name + " ID",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if signal == workflow.SignalSteer && prompt == "" {
+				return fmt.Errorf("steer needs --prompt: what the agent should do differently")
+			}
+			c, err := f.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			id, err := resolveID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			targets, err := awaitingTasks(cmd.Context(), c, id, unit)
+			if err != nil {
+				return err
+			}
+			if len(targets) == 0 {
+				return fmt.Errorf("%s has no task awaiting approval", id)
+			}
+			var arg any
+			if signal == workflow.SignalSteer {
+				arg = workflow.SteerSignal{Prompt: prompt}
+			}
+			for _, t := range targets {
+				if err := c.SignalWorkflow(cmd.Context(), t, "", signal, arg); err != nil {
+					return fmt.Errorf("%s %s: %w", name, t, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: sent %s\n", t, name)
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&unit, "repository", "", "only this repository (or group) of a campaign")
+	if signal == workflow.SignalSteer {
+		cmd.Flags().StringVar(&prompt, "prompt", "", "feedback for the agent (required)")
+	}
+	return cmd
+}
+
+// awaitingTasks lists the task workflows under id that await approval.
+func awaitingTasks(ctx context.Context, c client.Client, id, unit string) ([]string, error) {
+	st, err := readState(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	if st.task != nil {
+		if st.task.Phase != workflow.TaskAwaitingApproval {
+			return nil, fmt.Errorf("%s is %s, not awaiting approval", id, st.task.Phase)
+		}
+		return []string{id}, nil
+	}
+	var out []string
+	for _, u := range st.campaign.Units {
+		if u.Phase != workflow.TaskRunning || (unit != "" && u.Key != unit) {
+			continue
+		}
+		child := id + "/" + u.Key
+		if u.Attempts > 1 {
+			child = fmt.Sprintf("%s/retry-%d", child, u.Attempts-1)
+		}
+		cs, err := readState(ctx, c, child)
+		if err == nil && cs.task != nil && cs.task.Phase == workflow.TaskAwaitingApproval {
+			out = append(out, child)
+		}
+	}
+	return out, nil
+}
+
+// newCampaignSignalCmd makes continue and abort.
+func newCampaignSignalCmd(name, short, signal string) *cobra.Command {
+	var f temporalFlags
+	var skip bool
+	cmd := &cobra.Command{
+		Use:   name + " ID",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			id, err := resolveID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			var arg any
+			if signal == workflow.SignalContinue {
+				arg = workflow.ContinueSignal{SkipRemaining: skip}
+			}
+			if err := c.SignalWorkflow(cmd.Context(), id, "", signal, arg); err != nil {
+				return fmt.Errorf("%s %s: %w", name, id, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: sent %s\n", id, name)
+			return nil
+		},
+	}
+	f.register(cmd)
+	if signal == workflow.SignalContinue {
+		cmd.Flags().BoolVar(&skip, "skip-remaining", false, "finish without starting the repositories not yet started")
+	}
+	return cmd
+}
+
+func newRetryCmd() *cobra.Command {
+	var f temporalFlags
+	var failedOnly bool
+	cmd := &cobra.Command{
+		Use:   "retry ID --failed-only",
+		Short: "Run a campaign's failed repositories again",
+		Long: `While the campaign runs, it queues its failed repositories to run again. When it
+has finished, a new run of the same campaign starts with only the failed
+repositories, keeping the results of the others.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !failedOnly {
+				return fmt.Errorf("retry needs --failed-only (retrying everything is `fleetlift run` again)")
+			}
+			c, err := f.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			id, err := resolveID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			d, err := c.DescribeWorkflowExecution(cmd.Context(), id, "")
+			if err != nil {
+				return err
+			}
+			if d.WorkflowExecutionInfo.Type.Name != "Campaign" {
+				return fmt.Errorf("%s is a single task: run it again with `fleetlift run`", id)
+			}
+			if d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				if err := c.SignalWorkflow(cmd.Context(), id, "", workflow.SignalRetryFailed, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: failed repositories queued to run again\n", id)
+				return nil
+			}
+			n, err := restartFailed(cmd.Context(), c, id)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: started again for %d failed repositories\n", id, n)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&failedOnly, "failed-only", false, "retry only the repositories that failed")
+	return cmd
+}
+
+// restartFailed starts a finished campaign again with its last input and
+// results, queueing the failed units.
+func restartFailed(ctx context.Context, c client.Client, id string) (int, error) {
+	var in workflow.CampaignInput
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return 0, fmt.Errorf("%s has no history", id)
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return 0, err
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil || attrs.Input == nil || len(attrs.Input.Payloads) != 1 {
+		return 0, fmt.Errorf("%s: cannot read the campaign's input", id)
+	}
+	if err := converterFor().FromPayload(attrs.Input.Payloads[0], &in); err != nil {
+		return 0, fmt.Errorf("%s: decode input: %w", id, err)
+	}
+	var last workflow.CampaignState
+	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &last); err != nil {
+		return 0, fmt.Errorf("%s: read result: %w", id, err)
+	}
+	p := &workflow.CampaignProgress{Next: len(in.Units), Results: map[string]workflow.UnitResult{}, Phase: workflow.CampaignRunning}
+	for _, u := range last.Units {
+		p.Results[u.Key] = u
+		if u.Phase == workflow.TaskFailed {
+			p.Retry = append(p.Retry, u.Key)
+		}
+	}
+	if len(p.Retry) == 0 {
+		return 0, fmt.Errorf("%s has no failed repositories", id)
+	}
+	in.Progress = p
+	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: workflow.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, workflow.Campaign, in)
+	return len(p.Retry), err
+}

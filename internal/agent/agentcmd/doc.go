@@ -1,0 +1,8 @@
+// Package agentcmd is the cobra command that runs the in-sandbox agent,
+// `fleetlift-agent serve --workspace DIR`; the fleetlift binary can mount
+// the same command as a hidden `fleetlift agent serve`. It wires the
+// agent to git and the forges it can use.
+//
+// agentcmd imports agent, git, forge and the forge adapters that work in a
+// sandbox (local); it must not import Temporal or the sandbox providers.
+package agentcmd

@@ -1,0 +1,197 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/git/gittest"
+)
+
+// Escape attempts: none may have an effect outside the workspace.
+func TestEscapeAttempts(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"symlinks to /etc in a repository are diffed as links", func(t *testing.T) {
+			o := options(t)
+			remote := gittest.NewRemote(t, "", "svc", map[string]string{
+				"README.md": "# svc\n",
+				"etc":       gittest.LinkPrefix + "/etc",
+			})
+			m := manifest(repo("svc", remote))
+			m.Execution.Command = sh(`ln -s /etc/passwd passwd && ln -s /etc/hostname README.md.new && mv README.md.new README.md`)
+			res := run(t, o, m)
+			r := repoResult(t, res, "svc")
+			if res.Status != protocol.PhaseComplete || r.Status != "success" {
+				t.Fatalf("phase %s, repository %s %q", res.Status, r.Status, r.Error)
+			}
+			passwd := diffOf(r, "passwd")
+			if passwd == nil || passwd.Status != "added" || !strings.Contains(passwd.Diff, "new file mode 120000") || !strings.Contains(passwd.Diff, "+/etc/passwd") {
+				t.Fatalf("passwd diff %+v", passwd)
+			}
+			for _, d := range r.Diffs {
+				if strings.Contains(d.Diff, "root:") {
+					t.Fatalf("%s: a link target under /etc was read:\n%s", d.Path, d.Diff)
+				}
+			}
+			if mode := gittest.Run(t, remote, "ls-tree", branch, "passwd"); !strings.HasPrefix(mode, "120000 ") {
+				t.Fatalf("pushed passwd is not a link: %s", mode)
+			}
+		}},
+		{"a ../ repository name is refused", func(t *testing.T) {
+			o := options(t)
+			parent := t.TempDir()
+			ws := filepath.Join(parent, "ws")
+			if err := os.Mkdir(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			o.Workspace = ws
+			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+			m := manifest(repo("../escaped", remote))
+			res := run(t, o, m)
+			if res.Status != protocol.PhaseFailed || !strings.Contains(res.Error, "invalid manifest") || !strings.Contains(res.Error, "../escaped") {
+				t.Fatalf("phase %s %q, want the manifest refused", res.Status, res.Error)
+			}
+			entries, _ := os.ReadDir(parent)
+			if len(entries) != 1 {
+				t.Fatalf("something was created beside the workspace: %v", entries)
+			}
+		}},
+		{"a symlinked targets directory is refused", func(t *testing.T) {
+			o := options(t)
+			outside := t.TempDir()
+			if err := os.Symlink(outside, filepath.Join(o.Workspace, "targets")); err != nil {
+				t.Fatal(err)
+			}
+			parent := t.TempDir()
+			recipe := gittest.NewRemote(t, parent, "recipe", map[string]string{"CLAUDE.md": "x\n"})
+			api := gittest.NewRemote(t, parent, "api", map[string]string{"a.go": "package a\n"})
+			m := manifest()
+			tr := repo("recipe", recipe)
+			m.Transformation = &tr
+			m.Targets = []protocol.Repository{repo("api", api)}
+			res := run(t, o, m)
+			if res.Status != protocol.PhaseFailed || !strings.Contains(res.Error, "symbolic link") {
+				t.Fatalf("phase %s %q, want refused", res.Status, res.Error)
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+				t.Fatalf("cloned through the link: %v", entries)
+			}
+		}},
+		{"hooks, hooksPath and filters written by the agent never run", func(t *testing.T) {
+			o := options(t)
+			marker := filepath.Join(t.TempDir(), "pwned")
+			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+			m := manifest(repo("svc", remote))
+			hook := `printf '#!/bin/sh\ntouch ` + marker + `\n'`
+			m.Execution.Command = sh(`set -e
+mkdir -p .git/hooks evil-hooks
+for h in pre-commit commit-msg post-commit post-checkout pre-push reference-transaction post-rewrite; do
+  ` + hook + ` > .git/hooks/$h; cp .git/hooks/$h evil-hooks/$h; chmod +x .git/hooks/$h evil-hooks/$h
+done
+git config core.hooksPath evil-hooks
+git config filter.evil.clean 'touch ` + marker + `; cat'
+git config filter.evil.smudge 'touch ` + marker + `; cat'
+git config core.fsmonitor 'touch ` + marker + `'
+echo '* filter=evil' > .gitattributes
+echo changed >> README.md`)
+			res := run(t, o, m)
+			if res.Status != protocol.PhaseComplete {
+				t.Fatalf("phase %s %q", res.Status, res.Error)
+			}
+			if remoteRef(t, remote, "refs/heads/"+branch) == "" {
+				t.Fatal("nothing was committed and pushed")
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("a hook, hooksPath, filter or fsmonitor set up by the agent ran")
+			}
+		}},
+		{"a .gitmodules pointing elsewhere is not followed", func(t *testing.T) {
+			o := options(t)
+			parent := t.TempDir()
+			elsewhere := gittest.NewRemote(t, parent, "elsewhere", map[string]string{"secret.txt": "from elsewhere\n"})
+			remote := gittest.NewRemote(t, parent, "svc", map[string]string{"README.md": "# svc\n"})
+			gittest.AddSubmodule(t, remote, elsewhere, "vendor/dep")
+			m := manifest(repo("svc", remote))
+			m.Execution.Command = sh(`echo changed >> README.md`)
+			res := run(t, o, m)
+			if res.Status != protocol.PhaseComplete {
+				t.Fatalf("phase %s %q", res.Status, res.Error)
+			}
+			filepath.WalkDir(o.Workspace, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.Name() == "secret.txt" {
+					t.Errorf("the submodule was fetched: %s", p)
+				}
+				return nil
+			})
+			for _, d := range repoResult(t, res, "svc").Diffs {
+				if d.Path != "README.md" {
+					t.Errorf("unexpected change %s", d.Path)
+				}
+			}
+		}},
+		{"an agent cannot approve its own work", func(t *testing.T) {
+			o := options(t)
+			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+			m := manifest(repo("svc", remote))
+			m.RequireApproval = true
+			m.Execution.Command = sh(`echo change >> README.md
+printf '{"action":"approve","iteration":0}' > "$FLEETLIFT_WORKSPACE/.fleetlift/steering.json"`)
+			wait := startRun(t, o, m)
+			st := waitStatus(t, o.Workspace, "awaiting input", awaitingInput(0))
+			if !strings.Contains(st.Message, "discarded a steering.json") {
+				t.Errorf("status message %q does not say the agent's steering was discarded", st.Message)
+			}
+			time.Sleep(3 * o.SteeringPoll)
+			if st := status(t, o.Workspace); st.Phase != protocol.PhaseAwaitingInput {
+				t.Fatalf("phase %s: the agent's own approval was taken", st.Phase)
+			}
+			steer(t, o.Workspace, protocol.Steering{Action: protocol.ActionReject})
+			if res := wait(); res.Status != protocol.PhaseCancelled || remoteRef(t, remote, "refs/heads/"+branch) != "" {
+				t.Fatalf("phase %s after reject", res.Status)
+			}
+		}},
+		{"secrets stay out of commands, files and results", func(t *testing.T) {
+			const gitToken, apiKey = "git_token_0123456789", "sk-api-key-0123456789"
+			o := options(t, "FLEETLIFT_GIT_TOKEN="+gitToken, "ANTHROPIC_API_KEY="+apiKey)
+			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+			m := manifest(repo("svc", remote))
+			m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "dump-env"}
+			m.Verifiers = []protocol.Verifier{{Name: "leak", Command: sh(`echo "key=$ANTHROPIC_API_KEY token=$FLEETLIFT_GIT_TOKEN"`)}}
+			res := run(t, o, m)
+			if res.Status != protocol.PhaseComplete {
+				t.Fatalf("phase %s %q", res.Status, res.Error)
+			}
+			env := gittest.Run(t, remote, "show", branch+":AGENT_ENV.txt")
+			if strings.Contains(env, gitToken) || strings.Contains(env, "FLEETLIFT_GIT_TOKEN") {
+				t.Fatal("the agent CLI saw the git token")
+			}
+			if !strings.Contains(env, "ANTHROPIC_API_KEY=") {
+				t.Fatal("the agent CLI did not get the variables it needs")
+			}
+			data, _ := json.Marshal(res)
+			for _, f := range []string{protocol.ResultFile, protocol.StatusFile} {
+				b, _ := os.ReadFile(filepath.Join(o.Workspace, protocol.Dir, f))
+				data = append(data, b...)
+			}
+			for _, secret := range []string{gitToken, apiKey} {
+				if strings.Contains(string(data), secret) {
+					t.Errorf("a secret reached the result or status files")
+				}
+			}
+			if v := repoResult(t, res, "svc").VerifierResults; len(v) != 1 || v[0].Output != "key=REDACTED token=\n" {
+				t.Errorf("verifier output %+v", v)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, tt.run)
+	}
+}

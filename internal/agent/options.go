@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/git"
+)
+
+// Environment variables the agent reads or sets.
+const (
+	// EnvAgentCLI overrides the agent CLI for every agent name: a JSON
+	// array argv such as ["/usr/local/bin/my-agent", "--flag"].
+	EnvAgentCLI = "FLEETLIFT_AGENT_CLI"
+	// EnvPromptFile is set for the agent CLI: a file holding the prompt
+	// (which is also on its standard input).
+	EnvPromptFile = "FLEETLIFT_PROMPT_FILE"
+	// EnvIteration is set for the agent CLI and deterministic commands:
+	// the steering iteration, 0 before any steering.
+	EnvIteration = "FLEETLIFT_ITERATION"
+	// EnvAttempt is the attempt within an iteration, from 1; it grows
+	// when verifiers fail and the agent runs again.
+	EnvAttempt = "FLEETLIFT_ATTEMPT"
+	// EnvWorkspace is the workspace directory.
+	EnvWorkspace = "FLEETLIFT_WORKSPACE"
+	// EnvRepository is the name of the repository a command runs in.
+	EnvRepository = "FLEETLIFT_REPOSITORY"
+	// EnvTransformationDir is the transformation repository's directory
+	// in the transformation + targets layout.
+	EnvTransformationDir = "FLEETLIFT_TRANSFORMATION_DIR"
+	// EnvForEachName and EnvForEachContext are the for_each target of a
+	// report run.
+	EnvForEachName    = "FLEETLIFT_FOR_EACH_NAME"
+	EnvForEachContext = "FLEETLIFT_FOR_EACH_CONTEXT"
+	// EnvSteeringPrompt is the reviewer's feedback when a deterministic
+	// command runs again after a steer.
+	EnvSteeringPrompt = "FLEETLIFT_STEERING_PROMPT"
+)
+
+// DefaultAgent is the agent used when the manifest names none.
+const DefaultAgent = "claude-code"
+
+// DefaultAgents are the built-in agent CLIs; each reads the prompt on
+// standard input.
+func DefaultAgents() map[string][]string {
+	return map[string][]string{
+		"claude-code": {"claude", "-p", "--output-format", "text", "--permission-mode", "acceptEdits"},
+	}
+}
+
+// Defaults for Options.
+const (
+	DefaultManifestPoll = 200 * time.Millisecond
+	DefaultSteeringPoll = 500 * time.Millisecond
+	// DefaultMaxIterations bounds agent runs per repository and stretch
+	// of work when the manifest sets no limit.
+	DefaultMaxIterations = 10
+	// DefaultMaxVerifierRetries bounds re-runs after failing verifiers.
+	DefaultMaxVerifierRetries = 3
+	// DefaultMaxSteeringIterations bounds steers when the manifest sets
+	// no limit.
+	DefaultMaxSteeringIterations = 5
+)
+
+// Options configure the agent.
+type Options struct {
+	// Workspace is the sandbox's workspace; repositories are cloned into
+	// it and the protocol files live in its .fleetlift directory.
+	Workspace string
+	// AgentCLI, when set, is the argv of the agent CLI whatever agent the
+	// manifest names. Otherwise EnvAgentCLI in Env, then Agents, then
+	// DefaultAgents decide.
+	AgentCLI []string
+	// Agents adds or replaces agent CLIs by name.
+	Agents map[string][]string
+	// Forges returns the forge a manifest names ("local"); required for
+	// transform runs that open pull requests.
+	Forges func(name string) (forge.Forge, error)
+	// Git runs git; nil means a git.Git with Env.
+	Git *git.Git
+	// Env is the environment commands start from; nil means
+	// os.Environ(). The git token variable is removed from it for every
+	// command but git's own remote operations.
+	Env []string
+	// ManifestPoll and SteeringPoll are how often manifest.json and
+	// steering.json are looked for.
+	ManifestPoll time.Duration
+	SteeringPoll time.Duration
+	// MaxDiffLines cuts each file's diff; 0 means git.DefaultMaxLines.
+	MaxDiffLines int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Log receives progress; nil discards it.
+	Log *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	if o.Git == nil {
+		o.Git = &git.Git{Env: o.Env}
+	}
+	if o.ManifestPoll <= 0 {
+		o.ManifestPoll = DefaultManifestPoll
+	}
+	if o.SteeringPoll <= 0 {
+		o.SteeringPoll = DefaultSteeringPoll
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+func lookupEnv(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
+}
+
+// agentCLI resolves the argv for an agent name.
+func (o Options) agentCLI(name string) ([]string, error) {
+	if len(o.AgentCLI) > 0 {
+		return o.AgentCLI, nil
+	}
+	if raw := lookupEnv(o.Env, EnvAgentCLI); raw != "" {
+		var argv []string
+		if err := json.Unmarshal([]byte(raw), &argv); err != nil || len(argv) == 0 || argv[0] == "" {
+			return nil, fmt.Errorf("%s must be a JSON array of strings such as [\"claude\", \"-p\"]: %q", EnvAgentCLI, raw)
+		}
+		return argv, nil
+	}
+	if name == "" {
+		name = DefaultAgent
+	}
+	if argv, ok := o.Agents[name]; ok && len(argv) > 0 {
+		return argv, nil
+	}
+	if argv, ok := DefaultAgents()[name]; ok {
+		return argv, nil
+	}
+	return nil, fmt.Errorf("unknown agent %q: configure it or set %s", name, EnvAgentCLI)
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -1,0 +1,461 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/git"
+)
+
+// Serve waits for the manifest in opts.Workspace, runs it (see Run) and
+// returns once a terminal phase is written. If status.json already holds a
+// terminal phase it returns at once. The outcome is in status.json and
+// result.json; Serve returns an error only when it cannot speak the
+// protocol or ctx ends first.
+func Serve(ctx context.Context, opts Options) error {
+	o := opts.withDefaults()
+	pdir := filepath.Join(o.Workspace, protocol.Dir)
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		return fmt.Errorf("create protocol directory: %w", err)
+	}
+	var st protocol.Status
+	if err := readJSON(filepath.Join(pdir, protocol.StatusFile), &st); err == nil && st.Phase.Terminal() {
+		o.Log.Info("already finished", "phase", st.Phase)
+		return nil
+	}
+	m, ok, err := waitManifest(ctx, o, pdir)
+	if !ok {
+		return err
+	}
+	_, err = Run(ctx, o, m)
+	return err
+}
+
+// waitManifest polls for manifest.json. A manifest that does not decode
+// twice in a row with the same content fails the run: then ok is false.
+func waitManifest(ctx context.Context, o Options, pdir string) (_ protocol.Manifest, ok bool, _ error) {
+	path := filepath.Join(pdir, protocol.ManifestFile)
+	var lastBad string
+	t := time.NewTicker(o.ManifestPoll)
+	defer t.Stop()
+	for {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			var m protocol.Manifest
+			derr := json.Unmarshal(data, &m)
+			if derr == nil {
+				return m, true, nil
+			}
+			if string(data) == lastBad {
+				r := &runner{o: o, pdir: pdir}
+				r.result = protocol.Result{Repositories: []protocol.RepositoryResult{}, SteeringHistory: []protocol.SteeringRecord{}, StartedAt: o.Now().UTC()}
+				return protocol.Manifest{}, false, r.end(protocol.PhaseFailed, fmt.Sprintf("invalid manifest: %v", derr))
+			}
+			lastBad = string(data)
+		}
+		select {
+		case <-ctx.Done():
+			return protocol.Manifest{}, false, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Run runs the manifest m in opts.Workspace: the whole pipeline, including
+// waiting for steering when m.RequireApproval is set, and returns the
+// final result. Failures of the run are in the result (and status.json);
+// the error is set only when the protocol files cannot be written or ctx
+// ended.
+func Run(ctx context.Context, opts Options, m protocol.Manifest) (protocol.Result, error) {
+	o := opts.withDefaults()
+	r := &runner{o: o, m: m, g: o.Git}
+	ws, err := filepath.Abs(o.Workspace)
+	if err == nil {
+		ws, err = filepath.EvalSymlinks(ws)
+	}
+	if err != nil {
+		return protocol.Result{}, fmt.Errorf("resolve workspace %s: %w", o.Workspace, err)
+	}
+	r.ws = ws
+	r.pdir = filepath.Join(ws, protocol.Dir)
+	if err := os.MkdirAll(r.pdir, 0o755); err != nil {
+		return protocol.Result{}, fmt.Errorf("create protocol directory: %w", err)
+	}
+	r.result = protocol.Result{
+		Status:          protocol.PhaseInitializing,
+		Repositories:    []protocol.RepositoryResult{},
+		SteeringHistory: []protocol.SteeringRecord{},
+		StartedAt:       o.Now().UTC(),
+	}
+	r.secrets = secretValues(o.Env, r.g)
+	r.env = commandEnv(o.Env, r.g)
+	err = r.run(ctx)
+	return r.result, err
+}
+
+// runner is one run of a manifest.
+type runner struct {
+	o    Options
+	m    protocol.Manifest
+	g    *git.Git
+	ws   string // workspace, resolved
+	pdir string // protocol directory
+
+	env     []string // environment for commands
+	secrets []string // values redacted from everything written
+	cli     []string // agent CLI argv
+	schema  *schema
+	forge   forge.Forge
+
+	units  []*unit // repositories, or targets
+	recipe *unit   // the transformation repository
+	scopes []*scope
+
+	iteration int
+	outputs   map[string]string // latest output per scope
+	status    protocol.Status
+	result    protocol.Result
+}
+
+// unit is one repository the pipeline changes or reports on.
+type unit struct {
+	repo       protocol.Repository
+	dir        string
+	elems      []string // dir below the workspace
+	base       string   // commit cloned
+	baseBranch string
+	res        *protocol.RepositoryResult
+	// broken is set when clone or setup failed: nothing more happens here.
+	broken bool
+	// failure is why this stretch of work failed here, "" when it did not.
+	failure string
+	kind    string
+	// skipVerify is set when the transform itself failed.
+	skipVerify bool
+	// checkedTree is the snapshot the verifiers last ran on, with checks.
+	checkedTree string
+	checks      []protocol.VerifierResult
+}
+
+// scope is where the transform runs: one repository, or the workspace
+// with all targets.
+type scope struct {
+	name  string
+	dir   string
+	units []*unit
+	// owner holds the report of a report-mode run.
+	owner *unit
+}
+
+var (
+	errTimeout   = errors.New("timed out")
+	errCancelled = errors.New("cancelled")
+)
+
+func (r *runner) run(ctx context.Context) error {
+	r.setPhase(protocol.PhaseInitializing, "validating", "checking the manifest")
+	if err := r.prepare(); err != nil {
+		return r.end(protocol.PhaseFailed, err.Error())
+	}
+	err := r.active(ctx, func(ctx context.Context) error {
+		if err := r.checkout(ctx); err != nil {
+			return err
+		}
+		return r.work(ctx, "")
+	})
+	if done, err := r.afterActive(ctx, err); done {
+		return err
+	}
+	if r.m.RequireApproval {
+		return r.awaitSteering(ctx)
+	}
+	return r.complete(ctx)
+}
+
+// prepare validates the manifest and resolves what the run needs.
+func (r *runner) prepare() error {
+	if err := validate(&r.m); err != nil {
+		return fmt.Errorf("invalid manifest: %w", err)
+	}
+	if r.m.Execution.Type == protocol.ExecutionAgentic {
+		cli, err := r.o.agentCLI(r.m.Execution.Agent)
+		if err != nil {
+			return err
+		}
+		r.cli = cli
+	}
+	if r.m.Output != nil {
+		s, err := compileSchema(r.m.Output.Schema)
+		if err != nil {
+			return err
+		}
+		r.schema = s
+	}
+	if r.m.Mode == protocol.ModeTransform {
+		if r.o.Forges == nil {
+			return fmt.Errorf("forge %q: no forges configured", r.m.Forge)
+		}
+		f, err := r.o.Forges(r.m.Forge)
+		if err != nil {
+			return fmt.Errorf("forge %q: %w", r.m.Forge, err)
+		}
+		r.forge = f
+	}
+	return r.layout()
+}
+
+// layout decides where each repository goes and where transforms run.
+func (r *runner) layout() error {
+	newUnit := func(repo protocol.Repository, dirs ...string) (*unit, error) {
+		dir, err := git.SafeJoin(r.ws, dirs...)
+		if err != nil {
+			return nil, fmt.Errorf("repository %s: %w", repo.Name, err)
+		}
+		return &unit{repo: repo, dir: dir, elems: dirs}, nil
+	}
+	if r.m.Transformation != nil {
+		u, err := newUnit(*r.m.Transformation, r.m.Transformation.Name)
+		if err != nil {
+			return err
+		}
+		r.recipe = u
+		for _, t := range r.m.Targets {
+			u, err := newUnit(t, targetsDir, t.Name)
+			if err != nil {
+				return err
+			}
+			r.units = append(r.units, u)
+		}
+	} else {
+		for _, repo := range r.m.Repositories {
+			u, err := newUnit(repo, repo.Name)
+			if err != nil {
+				return err
+			}
+			r.units = append(r.units, u)
+		}
+	}
+
+	// Results: one per unit; in report mode with a transformation
+	// repository, its reports go to the transformation repository's.
+	n := len(r.units)
+	report := r.m.Mode == protocol.ModeReport
+	if r.recipe != nil && report {
+		n++
+	}
+	r.result.Repositories = make([]protocol.RepositoryResult, n)
+	for i, u := range r.units {
+		r.result.Repositories[i] = protocol.RepositoryResult{Name: u.repo.Name, Status: "pending"}
+		u.res = &r.result.Repositories[i]
+	}
+	if r.recipe != nil && report {
+		r.result.Repositories[n-1] = protocol.RepositoryResult{Name: r.recipe.repo.Name, Status: "pending"}
+		r.recipe.res = &r.result.Repositories[n-1]
+	}
+
+	switch {
+	case r.recipe != nil && r.m.Execution.Type == protocol.ExecutionAgentic:
+		sc := &scope{name: r.recipe.repo.Name, dir: r.ws, units: r.units}
+		if report {
+			sc.owner = r.recipe
+		}
+		r.scopes = []*scope{sc}
+	case r.recipe != nil && report:
+		// A deterministic report over targets runs once, in the workspace.
+		r.scopes = []*scope{{name: r.recipe.repo.Name, dir: r.ws, units: r.units, owner: r.recipe}}
+	default:
+		for _, u := range r.units {
+			sc := &scope{name: u.repo.Name, dir: u.dir, units: []*unit{u}}
+			if report {
+				sc.owner = u
+			}
+			r.scopes = append(r.scopes, sc)
+		}
+	}
+	return nil
+}
+
+// active runs one stretch of work under the manifest's timeout, stopping
+// it when steering asks to cancel or reject.
+func (r *runner) active(parent context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	if r.m.TimeoutSeconds > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, time.Duration(r.m.TimeoutSeconds)*time.Second, errTimeout)
+		defer stop()
+	}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		r.watchCancel(ctx, cancel)
+	}()
+	err := fn(ctx)
+	cancel(nil)
+	<-watched
+	if cause := context.Cause(ctx); errors.Is(cause, errTimeout) || errors.Is(cause, errCancelled) {
+		return cause
+	}
+	return err
+}
+
+// afterActive ends the run after a stretch of work that was cancelled,
+// timed out or failed for good. done reports that the run has ended.
+func (r *runner) afterActive(ctx context.Context, err error) (done bool, _ error) {
+	switch {
+	case err == nil:
+		return false, nil
+	case ctx.Err() != nil:
+		r.markUnfinished("agent stopped")
+		if werr := r.end(protocol.PhaseFailed, "agent stopped before finishing: "+ctx.Err().Error()); werr != nil {
+			return true, werr
+		}
+		return true, ctx.Err()
+	case errors.Is(err, errCancelled):
+		r.markUnfinished("cancelled")
+		return true, r.end(protocol.PhaseCancelled, "cancelled by steering")
+	case errors.Is(err, errTimeout):
+		msg := fmt.Sprintf("timed out after %ds", r.m.TimeoutSeconds)
+		r.markUnfinished(msg)
+		return true, r.end(protocol.PhaseFailed, msg)
+	default:
+		return true, r.end(protocol.PhaseFailed, r.redact(err.Error()))
+	}
+}
+
+// markUnfinished fails repositories the stretch did not finish.
+func (r *runner) markUnfinished(why string) {
+	for i := range r.result.Repositories {
+		if res := &r.result.Repositories[i]; res.Status == "pending" || res.Status == "running" {
+			res.Status = "failed"
+			res.Error = why
+		}
+	}
+}
+
+// complete opens pull requests (transform mode) and ends the run.
+func (r *runner) complete(ctx context.Context) error {
+	if r.m.Mode == protocol.ModeTransform && r.anyChanged() {
+		r.setPhase(protocol.PhaseCreatingPRs, "pushing", "opening pull requests")
+		err := r.active(ctx, r.openPullRequests)
+		if done, err := r.afterActive(ctx, err); done {
+			return err
+		}
+	}
+	phase, msg := r.outcome()
+	return r.end(phase, msg)
+}
+
+// outcome is the terminal phase: failed when every repository failed.
+func (r *runner) outcome() (protocol.Phase, string) {
+	// A report over targets is judged by the report alone.
+	judged := r.result.Repositories
+	if r.m.Mode == protocol.ModeReport && r.recipe != nil && r.recipe.res != nil {
+		judged = []protocol.RepositoryResult{*r.recipe.res}
+	}
+	msg, failed, firstErr := summarize(judged)
+	if n := len(judged); n > 0 && failed == n {
+		r.result.Error = firstErr
+		return protocol.PhaseFailed, msg
+	}
+	return protocol.PhaseComplete, msg
+}
+
+// summarize counts outcomes: "2 succeeded, 1 failed, 0 skipped".
+func summarize(results []protocol.RepositoryResult) (msg string, failed int, firstErr string) {
+	counts := map[string]int{}
+	for _, res := range results {
+		counts[res.Status]++
+		if res.Status == "failed" && firstErr == "" {
+			firstErr = res.Name + ": " + res.Error
+		}
+	}
+	msg = fmt.Sprintf("%d succeeded, %d failed, %d skipped", counts["success"], counts["failed"], counts["skipped"])
+	return msg, counts["failed"], firstErr
+}
+
+func (r *runner) anyChanged() bool {
+	for _, u := range r.units {
+		if !u.broken && u.res.Status == "success" && len(u.res.Diffs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// end writes the terminal result, then the terminal status.
+func (r *runner) end(phase protocol.Phase, msg string) error {
+	msg = r.redact(msg)
+	now := r.o.Now().UTC()
+	r.result.Status = phase
+	r.result.CompletedAt = &now
+	if phase == protocol.PhaseFailed && r.result.Error == "" {
+		r.result.Error = msg
+	}
+	if err := r.writeResult(); err != nil {
+		return err
+	}
+	r.o.Log.Info("finished", "phase", phase, "message", msg)
+	return r.writeStatus(phase, "done", msg)
+}
+
+// setPhase moves to phase and writes status.json.
+func (r *runner) setPhase(phase protocol.Phase, step, msg string) {
+	r.status.Progress = protocol.Progress{TotalRepos: len(r.units)}
+	if err := r.writeStatus(phase, step, msg); err != nil {
+		r.o.Log.Error("write status", "err", err)
+	}
+	r.o.Log.Info("phase", "phase", phase, "step", step, "message", r.redact(msg))
+}
+
+// setStep updates the step within the current phase.
+func (r *runner) setStep(step, msg string) {
+	if err := r.writeStatus(r.status.Phase, step, msg); err != nil {
+		r.o.Log.Error("write status", "err", err)
+	}
+}
+
+// progressed counts a repository done in the current phase.
+func (r *runner) progressed(n int) {
+	r.status.Progress.CompletedRepos += n
+	r.setStep(r.status.Step, r.status.Message)
+}
+
+func (r *runner) writeStatus(phase protocol.Phase, step, msg string) error {
+	r.status.Phase = phase
+	r.status.Step = step
+	r.status.Message = r.redact(msg)
+	r.status.Iteration = r.iteration
+	r.status.UpdatedAt = r.o.Now().UTC()
+	if r.status.Progress.TotalRepos == 0 {
+		r.status.Progress.TotalRepos = len(r.units)
+	}
+	return writeJSON(filepath.Join(r.pdir, protocol.StatusFile), r.status)
+}
+
+func (r *runner) writeResult() error {
+	return writeJSON(filepath.Join(r.pdir, protocol.ResultFile), r.result)
+}
+
+// redact removes URL user-info and secret values from text the agent
+// writes out.
+func (r *runner) redact(s string) string {
+	return r.redactSecrets(git.Redact(s))
+}
+
+// redactSecrets removes secret values only (diffs and reports keep URLs
+// as the repository has them).
+func (r *runner) redactSecrets(s string) string {
+	for _, v := range r.secrets {
+		s = strings.ReplaceAll(s, v, "REDACTED")
+	}
+	return s
+}

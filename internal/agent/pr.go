@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/git"
+)
+
+// openPullRequests commits the changes of every successful repository on
+// the task's branch and opens a pull request through the forge.
+// Repositories without changes stay skipped; a report-mode run never gets
+// here.
+func (r *runner) openPullRequests(ctx context.Context) error {
+	pr := r.m.PullRequest
+	branch := protocol.BranchName(pr.BranchPrefix, r.m.TaskID)
+	message := pr.Title
+	if strings.TrimSpace(pr.Body) != "" {
+		message += "\n\n" + pr.Body
+	}
+	author := git.Identity{Name: r.m.GitConfig.UserName, Email: r.m.GitConfig.UserEmail}
+	for _, u := range r.units {
+		if u.broken || u.res.Status != "success" || len(u.res.Diffs) == 0 {
+			continue
+		}
+		r.setStep("pushing", fmt.Sprintf("pushing %s to %s", branch, u.repo.Name))
+		info, err := r.openPullRequest(ctx, u, branch, message, author)
+		switch {
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case errors.Is(err, git.ErrNoChanges):
+			u.res.Status = "skipped"
+		case err != nil:
+			u.res.Status = "failed"
+			u.res.Error = r.redact(err.Error())
+		default:
+			u.res.PullRequest = info
+		}
+		r.progressed(1)
+		r.writeResultQuietly()
+	}
+	return nil
+}
+
+func (r *runner) openPullRequest(ctx context.Context, u *unit, branch, message string, author git.Identity) (*protocol.PullRequestInfo, error) {
+	commit, err := r.g.Commit(ctx, u.dir, git.CommitOptions{Branch: branch, Message: message, Author: author})
+	if err != nil {
+		return nil, fmt.Errorf("commit on %s: %w", branch, err)
+	}
+	pr := r.m.PullRequest
+	got, err := r.forge.CreatePullRequest(ctx, forge.PullRequestRequest{
+		Repository: u.repo.URL,
+		Dir:        u.dir,
+		Base:       u.baseBranch,
+		Head:       branch,
+		Title:      pr.Title,
+		Body:       pr.Body,
+		Labels:     pr.Labels,
+		Reviewers:  pr.Reviewers,
+		Draft:      pr.Draft,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open pull request for %s: %w", branch, err)
+	}
+	if got.Commit != "" {
+		commit = got.Commit
+	}
+	return &protocol.PullRequestInfo{URL: got.URL, Number: got.Number, Branch: got.Branch, Commit: commit}, nil
+}

@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// command is a process to run.
+type command struct {
+	argv []string
+	dir  string
+	env  []string
+	// stdin, when set, is the standard input.
+	stdin *os.File
+	// stdout and stderr receive the output; nil discards it.
+	stdout, stderr io.Writer
+}
+
+// pipeGrace is how long output is still read after the process group is
+// gone; something that escaped the group cannot hold run open longer.
+const pipeGrace = 2 * time.Second
+
+// run runs c in a new process group and returns its exit status. When the
+// command exits, and when ctx ends, the whole group is killed, so nothing
+// it started in the background survives it. The error is set when the
+// command could not start or ctx ended (then it is context.Cause(ctx)).
+func (c command) run(ctx context.Context) (int, error) {
+	if len(c.argv) == 0 || c.argv[0] == "" {
+		return -1, errors.New("empty command")
+	}
+	if err := ctx.Err(); err != nil {
+		return -1, context.Cause(ctx)
+	}
+	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	cmd.Dir = c.dir
+	cmd.Env = c.env
+	if c.stdin != nil {
+		cmd.Stdin = c.stdin
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return -1, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return -1, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	newProcessGroup(cmd)
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return -1, fmt.Errorf("start %s: %w", c.argv[0], err)
+	}
+	pid := cmd.Process.Pid
+
+	var copies sync.WaitGroup
+	drain := func(w io.Writer, r *os.File) {
+		defer copies.Done()
+		if w == nil {
+			w = io.Discard
+		}
+		io.Copy(w, r)
+	}
+	copies.Add(2)
+	go drain(c.stdout, outR)
+	go drain(c.stderr, errR)
+
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			killGroup(pid)
+		case <-exited:
+		}
+	}()
+	waitErr := cmd.Wait()
+	close(exited)
+	killGroup(pid)
+
+	drained := make(chan struct{})
+	go func() { copies.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(pipeGrace):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+
+	if ctx.Err() != nil {
+		return -1, context.Cause(ctx)
+	}
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+		return 0, nil
+	case errors.As(waitErr, &ee):
+		return ee.ExitCode(), nil
+	default:
+		return -1, waitErr
+	}
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func newTail(max int) *tail { return &tail{max: max} }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// head keeps the first max bytes written to it.
+type head struct {
+	max       int
+	buf       []byte
+	truncated bool
+}
+
+func (h *head) Write(p []byte) (int, error) {
+	if room := h.max - len(h.buf); room > 0 {
+		if len(p) > room {
+			h.buf = append(h.buf, p[:room]...)
+			h.truncated = true
+		} else {
+			h.buf = append(h.buf, p...)
+		}
+	} else if len(p) > 0 {
+		h.truncated = true
+	}
+	return len(p), nil
+}

@@ -1,0 +1,24 @@
+//go:build !unix
+
+package agent
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+)
+
+const openNoFollow = 0
+
+func isSymlinkErr(path string, _ error) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&fs.ModeSymlink != 0
+}
+
+func newProcessGroup(*exec.Cmd) {}
+
+func killGroup(pid int) {
+	if p, err := os.FindProcess(pid); err == nil {
+		_ = p.Kill()
+	}
+}

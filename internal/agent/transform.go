@@ -1,0 +1,463 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+)
+
+// agentOutputTail is how much of each agent run's output the result keeps.
+const agentOutputTail = 16 << 10
+
+// stuckAfter is how many consecutive agent runs without a change stop
+// the loop.
+const stuckAfter = 3
+
+// work is one stretch of work: transform every scope, verify, collect.
+// steer is the reviewer's feedback, "" the first time.
+func (r *runner) work(ctx context.Context, steer string) error {
+	r.resetStretch()
+	r.setPhase(protocol.PhaseExecuting, "transforming", "")
+	for _, sc := range r.scopes {
+		live := sc.live()
+		if sc.owner != nil && sc.owner.broken || sc.owner == nil && len(live) == 0 {
+			continue
+		}
+		var err error
+		switch {
+		case r.m.Mode == protocol.ModeReport:
+			err = r.reportScope(ctx, sc, steer)
+		case r.m.Execution.Type == protocol.ExecutionDeterministic:
+			err = r.deterministic(ctx, sc, steer)
+		default:
+			err = r.agentic(ctx, sc, steer)
+		}
+		if err != nil {
+			return err
+		}
+		r.progressed(len(live))
+	}
+	if err := r.verify(ctx); err != nil {
+		return err
+	}
+	if err := r.collect(ctx); err != nil {
+		return err
+	}
+	return r.writeResult()
+}
+
+// resetStretch forgets the outcome of the previous stretch everywhere but
+// in broken repositories.
+func (r *runner) resetStretch() {
+	r.result.AgentOutput = ""
+	reset := func(u *unit) {
+		if u == nil || u.res == nil || u.broken {
+			return
+		}
+		u.failure, u.kind, u.skipVerify = "", "", false
+		*u.res = protocol.RepositoryResult{Name: u.repo.Name, Status: "running"}
+	}
+	for _, u := range r.units {
+		reset(u)
+	}
+	reset(r.recipe)
+	r.outputs = map[string]string{}
+}
+
+// live are the scope's repositories that can still be worked on.
+func (sc *scope) live() []*unit {
+	var out []*unit
+	for _, u := range sc.units {
+		if !u.broken && u.failure == "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func failAll(units []*unit, msg string) {
+	for _, u := range units {
+		if u.failure == "" {
+			u.failure = msg
+		}
+	}
+}
+
+// run is one run of the agent CLI or a deterministic command.
+type run struct {
+	stdout string
+	code   int
+}
+
+// runIn runs argv for sc and records its output. A command that cannot
+// start counts as exit status 127; the error is set only when ctx ended.
+func (r *runner) runIn(ctx context.Context, sc *scope, argv, env []string, stdin *os.File) (run, error) {
+	stdout := &head{max: maxReportBytes}
+	outTail, errTail := newTail(agentOutputTail), newTail(agentOutputTail)
+	code, err := command{
+		argv: argv, dir: sc.dir, env: env, stdin: stdin,
+		stdout: io.MultiWriter(stdout, outTail), stderr: errTail,
+	}.run(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return run{}, context.Cause(ctx)
+		}
+		code = 127
+		fmt.Fprintf(errTail, "%v\n", err)
+	}
+	out := outTail.String()
+	if e := errTail.String(); e != "" {
+		out += "\n[stderr]\n" + e
+	}
+	r.recordOutput(sc.name, out)
+	return run{stdout: string(stdout.buf), code: code}, nil
+}
+
+// recordOutput keeps the latest output of each scope in the result.
+func (r *runner) recordOutput(name, out string) {
+	r.outputs[name] = r.redact(out)
+	var b strings.Builder
+	for _, sc := range r.scopes {
+		if o, ok := r.outputs[sc.name]; ok {
+			fmt.Fprintf(&b, "== %s ==\n%s\n", sc.name, strings.TrimRight(o, "\n"))
+		}
+	}
+	r.result.AgentOutput = b.String()
+}
+
+// baseEnv is the environment of every transform and verifier in sc.
+func (r *runner) scopeEnv(sc *scope, extra ...string) []string {
+	kv := []string{EnvWorkspace + "=" + r.ws, EnvRepository + "=" + sc.name, EnvIteration + "=" + strconv.Itoa(r.iteration)}
+	if r.recipe != nil {
+		kv = append(kv, EnvTransformationDir+"="+r.recipe.dir)
+	}
+	return withEnv(r.env, append(kv, extra...)...)
+}
+
+func forEachEnv(item *protocol.ForEachTarget) []string {
+	if item == nil {
+		return nil
+	}
+	return []string{EnvForEachName + "=" + item.Name, EnvForEachContext + "=" + item.Context}
+}
+
+// runAgent runs the agent CLI in sc with prompt on stdin and in
+// EnvPromptFile.
+func (r *runner) runAgent(ctx context.Context, sc *scope, prompt string, attempt int, item *protocol.ForEachTarget) (run, error) {
+	r.setStep("running_agent", fmt.Sprintf("running the agent in %s (attempt %d)", sc.name, attempt))
+	promptFile := filepath.Join(r.pdir, "prompt.txt")
+	if err := writeFileAtomic(promptFile, []byte(prompt)); err != nil {
+		return run{}, err
+	}
+	f, err := os.Open(promptFile)
+	if err != nil {
+		return run{}, fmt.Errorf("open prompt: %w", err)
+	}
+	defer f.Close()
+	env := r.scopeEnv(sc, append([]string{EnvPromptFile + "=" + promptFile, EnvAttempt + "=" + strconv.Itoa(attempt)}, forEachEnv(item)...)...)
+	return r.runIn(ctx, sc, r.cli, env, f)
+}
+
+// runCommand runs the deterministic command in sc.
+func (r *runner) runCommand(ctx context.Context, sc *scope, steer string, item *protocol.ForEachTarget) (run, error) {
+	r.setStep("running_command", "running the command in "+sc.name)
+	argv := append(append([]string{}, r.m.Execution.Command...), r.m.Execution.Args...)
+	var extra []string
+	for k, v := range r.m.Execution.Env {
+		extra = append(extra, k+"="+v)
+	}
+	if steer != "" {
+		extra = append(extra, EnvSteeringPrompt+"="+steer)
+	}
+	env := r.scopeEnv(sc, append(extra, forEachEnv(item)...)...)
+	return r.runIn(ctx, sc, argv, env, nil)
+}
+
+// deterministic runs the command once in each repository of sc.
+func (r *runner) deterministic(ctx context.Context, sc *scope, steer string) error {
+	res, err := r.runCommand(ctx, sc, steer, nil)
+	if err != nil {
+		return err
+	}
+	if res.code != 0 {
+		for _, u := range sc.live() {
+			u.skipVerify = true
+			u.failure = fmt.Sprintf("command exited with status %d", res.code)
+		}
+	}
+	return nil
+}
+
+// agentic runs the agent until the verifiers pass, the limits are reached
+// or it stops making progress.
+func (r *runner) agentic(ctx context.Context, sc *scope, steer string) error {
+	maxIter := r.m.Limits.MaxIterations
+	if maxIter == 0 {
+		maxIter = DefaultMaxIterations
+	}
+	maxRetries := r.m.Limits.MaxVerifierRetries
+	if maxRetries == 0 {
+		maxRetries = DefaultMaxVerifierRetries
+	}
+	prev, err := r.snapshot(ctx, sc.live())
+	if err != nil {
+		return err
+	}
+	stale := 0
+	feedback := ""
+	for attempt := 1; ; attempt++ {
+		res, err := r.runAgent(ctx, sc, r.prompt(sc, nil, steer, feedback), attempt, nil)
+		if err != nil {
+			return err
+		}
+		if res.code != 0 {
+			for _, u := range sc.live() {
+				u.skipVerify = true
+				u.failure = fmt.Sprintf("agent exited with status %d", res.code)
+			}
+			return nil
+		}
+		if len(r.m.Verifiers) == 0 {
+			return nil
+		}
+		r.setStep("verifier_feedback", "checking the agent's work in "+sc.name)
+		failing, report, err := r.check(ctx, sc.live())
+		if err != nil {
+			return err
+		}
+		if len(failing) == 0 {
+			return nil
+		}
+		cur, err := r.snapshot(ctx, sc.live())
+		if err != nil {
+			return err
+		}
+		if cur == prev {
+			stale++
+		} else {
+			stale = 0
+		}
+		prev = cur
+		switch {
+		case stale >= stuckAfter:
+			failAll(failing, fmt.Sprintf("agent made no progress in %d iterations", stuckAfter))
+			return nil
+		case attempt > maxRetries || attempt >= maxIter:
+			failAll(failing, fmt.Sprintf("verifiers still failing after %d attempts", attempt))
+			return nil
+		}
+		feedback = report
+	}
+}
+
+// snapshot is the combined state of the work trees of units.
+func (r *runner) snapshot(ctx context.Context, units []*unit) (string, error) {
+	var ids []string
+	for _, u := range units {
+		id, err := r.g.Snapshot(ctx, u.dir)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", context.Cause(ctx)
+			}
+			return "", fmt.Errorf("%s: %w", u.repo.Name, err)
+		}
+		ids = append(ids, id)
+	}
+	return strings.Join(ids, ","), nil
+}
+
+// reportScope runs the transform once per for_each target (or once) and
+// collects the reports.
+func (r *runner) reportScope(ctx context.Context, sc *scope, steer string) error {
+	items := []*protocol.ForEachTarget{nil}
+	if len(r.m.ForEach) > 0 {
+		items = items[:0]
+		for i := range r.m.ForEach {
+			items = append(items, &r.m.ForEach[i])
+		}
+	}
+	owner := sc.owner
+	path := filepath.Join(sc.dir, ReportFile)
+	var results []protocol.ForEachResult
+	failed := 0
+	for _, item := range items {
+		if err := removeReport(path); err != nil {
+			return err
+		}
+		var res run
+		var err error
+		if r.m.Execution.Type == protocol.ExecutionAgentic {
+			res, err = r.runAgent(ctx, sc, r.prompt(sc, item, steer, ""), 1, item)
+		} else {
+			res, err = r.runCommand(ctx, sc, steer, item)
+		}
+		if err != nil {
+			return err
+		}
+		r.setStep("collecting_reports", "reading the report of "+sc.name)
+		rep, err := r.readReport(path, res.stdout)
+		kind := ""
+		var re *ReportError
+		if errors.As(err, &re) {
+			kind = re.Kind
+		}
+		if err == nil && res.code != 0 {
+			err = fmt.Errorf("agent exited with status %d", res.code)
+		}
+		if item == nil {
+			owner.res.Report = rep
+			if err != nil {
+				owner.failure, owner.kind = r.redact(err.Error()), kind
+			}
+			continue
+		}
+		fr := protocol.ForEachResult{Name: item.Name, Report: rep}
+		if err != nil {
+			failed++
+			fr.Error, fr.ErrorKind = r.redact(err.Error()), kind
+		}
+		results = append(results, fr)
+		owner.res.ForEach = results
+		r.writeResultQuietly()
+	}
+	if failed > 0 {
+		owner.failure = fmt.Sprintf("%d of %d reports failed", failed, len(items))
+	}
+	return nil
+}
+
+// writeResultQuietly writes result.json mid-phase, logging a failure.
+func (r *runner) writeResultQuietly() {
+	if err := r.writeResult(); err != nil {
+		r.o.Log.Error("write result", "err", err)
+	}
+}
+
+// removeReport removes a stale report so that a missing one is noticed.
+func removeReport(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove stale %s: %w", ReportFile, err)
+	}
+	return nil
+}
+
+// readReport reads the report from the file or from stdout, as the
+// manifest says, and validates it.
+func (r *runner) readReport(path, stdout string) (*protocol.Report, error) {
+	var raw string
+	if r.m.Output != nil && r.m.Output.Capture == "stdout" {
+		if strings.TrimSpace(stdout) == "" {
+			return nil, &ReportError{Kind: protocol.ReportMissing, Err: errors.New("the agent printed no report on standard output")}
+		}
+		raw = stdout
+	} else {
+		data, err := readRegular(path, maxReportBytes)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &ReportError{Kind: protocol.ReportMissing, Err: fmt.Errorf("%s was not written", ReportFile)}
+		}
+		if errors.Is(err, errTooLarge) {
+			return nil, &ReportError{Kind: protocol.ReportFrontmatterInvalid, Err: err}
+		}
+		if err != nil {
+			return nil, &ReportError{Kind: protocol.ReportMissing, Err: fmt.Errorf("read %s: %w", ReportFile, err)}
+		}
+		raw = string(data)
+	}
+	return collectReport(r.redactSecrets(raw), r.schema)
+}
+
+var placeholder = regexp.MustCompile(`\{\{\s*\.(context|Context|name|Name)\s*\}\}`)
+
+// substitute fills {{.context}}, {{.Context}}, {{.name}} and {{.Name}}
+// with the for_each target; nothing else in the prompt is a template.
+func substitute(prompt string, item *protocol.ForEachTarget) string {
+	if item == nil {
+		return prompt
+	}
+	return placeholder.ReplaceAllStringFunc(prompt, func(m string) string {
+		if strings.Contains(strings.ToLower(m), "context") {
+			return item.Context
+		}
+		return item.Name
+	})
+}
+
+// prompt is what the agent CLI gets: the manifest's prompt, the verifier
+// and report instructions, and feedback.
+func (r *runner) prompt(sc *scope, item *protocol.ForEachTarget, steer, feedback string) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimRight(substitute(r.m.Execution.Prompt, item), "\n"))
+	if len(r.m.Verifiers) > 0 {
+		where := "in the repository"
+		if r.recipe != nil {
+			where = "in each repository under " + filepath.Join(r.ws, targetsDir)
+		}
+		fmt.Fprintf(&b, "\n\nBefore finishing, make sure these commands succeed %s:\n", where)
+		for _, v := range r.m.Verifiers {
+			fmt.Fprintf(&b, "- %s: %s\n", v.Name, shellJoin(v.Command))
+		}
+		b.WriteString("Fix any errors before completing the task.")
+	}
+	if r.m.Mode == protocol.ModeReport {
+		b.WriteString("\n\n")
+		b.WriteString(r.reportInstructions(filepath.Join(sc.dir, ReportFile)))
+	}
+	if steer != "" {
+		fmt.Fprintf(&b, "\n\nFeedback from the reviewer on your previous work (steering iteration %d):\n%s", r.iteration, steer)
+	}
+	if feedback != "" {
+		b.WriteString("\n\nThe verifiers failed after your last attempt. Fix the problems so that they pass:\n\n")
+		b.WriteString(feedback)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func (r *runner) reportInstructions(path string) string {
+	var b strings.Builder
+	if r.m.Output != nil && r.m.Output.Capture == "stdout" {
+		b.WriteString("Print your report on standard output as your final answer, with:\n")
+	} else {
+		fmt.Fprintf(&b, "Write your report to %s with:\n", path)
+	}
+	b.WriteString(`- YAML frontmatter between --- delimiters containing structured data
+- Markdown body with detailed analysis
+
+Example format:
+---
+key: value
+items:
+  - item1
+  - item2
+---
+
+# Report Title
+
+Your detailed analysis here...`)
+	if r.m.Output != nil && r.schema != nil {
+		fmt.Fprintf(&b, "\n\nThe frontmatter must validate against this JSON Schema:\n%s", strings.TrimSpace(string(r.m.Output.Schema)))
+	}
+	return b.String()
+}
+
+// shellJoin shows argv as a shell would need it.
+func shellJoin(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`|&;<>()*?[]{}~#!") {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}

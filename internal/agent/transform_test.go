@@ -1,0 +1,277 @@
+package agent_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/forge/local"
+	"github.com/fleetlift/fleetlift/internal/git/gittest"
+)
+
+func TestDeterministicTransform(t *testing.T) {
+	tests := []struct {
+		name      string
+		command   []string
+		env       map[string]string
+		verifiers []protocol.Verifier
+		// want
+		phase      protocol.Phase
+		repoStatus string
+		errorPart  string
+		pushed     bool
+		diffPart   string // text in README.md's diff
+		verifier   *protocol.VerifierResult
+	}{
+		{
+			name:       "verifiers pass",
+			command:    sh(`echo "$GREETING" >> README.md`),
+			env:        map[string]string{"GREETING": "hello from the command"},
+			verifiers:  []protocol.Verifier{{Name: "greeted", Command: []string{"grep", "-q", "hello", "README.md"}}},
+			phase:      protocol.PhaseComplete,
+			repoStatus: "success",
+			pushed:     true,
+			diffPart:   "+hello from the command",
+			verifier:   &protocol.VerifierResult{Name: "greeted", Success: true, ExitCode: 0},
+		},
+		{
+			name:       "verifiers fail",
+			command:    sh(`echo change >> README.md`),
+			verifiers:  []protocol.Verifier{{Name: "build", Command: sh(`echo "build broke" >&2; exit 2`)}},
+			phase:      protocol.PhaseFailed,
+			repoStatus: "failed",
+			errorPart:  "verifier build failed with exit status 2",
+			diffPart:   "+change",
+			verifier:   &protocol.VerifierResult{Name: "build", Success: false, ExitCode: 2, Output: "build broke\n"},
+		},
+		{
+			name:       "command fails",
+			command:    sh(`echo partial >> README.md; exit 3`),
+			verifiers:  []protocol.Verifier{{Name: "never", Command: []string{"true"}}},
+			phase:      protocol.PhaseFailed,
+			repoStatus: "failed",
+			errorPart:  "command exited with status 3",
+			diffPart:   "+partial",
+		},
+		{
+			name:       "no change",
+			command:    []string{"true"},
+			phase:      protocol.PhaseComplete,
+			repoStatus: "skipped",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := options(t)
+			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+			m := manifest(repo("svc", remote))
+			m.Execution.Command = tt.command
+			m.Execution.Env = tt.env
+			m.Verifiers = tt.verifiers
+			res := run(t, o, m)
+
+			if res.Status != tt.phase {
+				t.Fatalf("phase %s, want %s (error %q)", res.Status, tt.phase, res.Error)
+			}
+			r := repoResult(t, res, "svc")
+			if r.Status != tt.repoStatus || !strings.Contains(r.Error, tt.errorPart) {
+				t.Fatalf("repository %s %q, want %s %q", r.Status, r.Error, tt.repoStatus, tt.errorPart)
+			}
+			if tt.diffPart != "" {
+				d := diffOf(r, "README.md")
+				if d == nil || d.Status != "modified" || d.Additions != 1 || !strings.Contains(d.Diff, tt.diffPart) {
+					t.Fatalf("README.md diff = %+v, want one added line %q", d, tt.diffPart)
+				}
+				if len(r.FilesModified) != 1 || r.FilesModified[0] != "README.md" {
+					t.Errorf("files modified %v", r.FilesModified)
+				}
+			} else if len(r.Diffs) != 0 {
+				t.Fatalf("unexpected diffs %+v", r.Diffs)
+			}
+			if tt.verifier != nil {
+				if len(r.VerifierResults) != 1 || r.VerifierResults[0] != *tt.verifier {
+					t.Fatalf("verifier results %+v, want %+v", r.VerifierResults, *tt.verifier)
+				}
+			} else if len(r.VerifierResults) != 0 {
+				t.Fatalf("verifiers ran after a failed command: %+v", r.VerifierResults)
+			}
+
+			head := remoteRef(t, remote, "refs/heads/"+branch)
+			if !tt.pushed {
+				if head != "" || r.PullRequest != nil {
+					t.Fatalf("pushed %s / %+v for a repository that should not get a pull request", head, r.PullRequest)
+				}
+				return
+			}
+			if r.PullRequest == nil || r.PullRequest.Branch != branch || r.PullRequest.Commit != head || r.PullRequest.URL != remote+"#"+branch {
+				t.Fatalf("pull request %+v, remote branch at %s", r.PullRequest, head)
+			}
+			if got := gittest.Run(t, remote, "show", branch+":README.md"); !strings.Contains(got, tt.diffPart[1:]) {
+				t.Errorf("pushed README.md = %q", got)
+			}
+			if author := gittest.Run(t, remote, "log", "-1", "--format=%an <%ae> %s", branch); author != "Fleetlift Bot <bot@example.com> Test change" {
+				t.Errorf("commit %q", author)
+			}
+			if rec := gittest.Run(t, remote, "show", local.RecordRefPrefix+branch+":"+local.RecordFile); !strings.Contains(rec, `"title": "Test change"`) {
+				t.Errorf("pull request record %s", rec)
+			}
+		})
+	}
+}
+
+func TestOneOfTwoRepositoriesFails(t *testing.T) {
+	o := options(t)
+	parent := t.TempDir()
+	good := gittest.NewRemote(t, parent, "good", map[string]string{"README.md": "ok\n"})
+	bad := gittest.NewRemote(t, parent, "bad", map[string]string{"README.md": "ok\n", "broken": "yes\n"})
+	m := manifest(repo("good", good), repo("bad", bad))
+	m.Execution.Command = sh(`echo more >> README.md`)
+	m.Verifiers = []protocol.Verifier{{Name: "not-broken", Command: sh(`test ! -f broken`)}}
+	res := run(t, o, m)
+	if res.Status != protocol.PhaseComplete {
+		t.Fatalf("phase %s, want complete when one repository succeeds", res.Status)
+	}
+	if g, b := repoResult(t, res, "good"), repoResult(t, res, "bad"); g.Status != "success" || b.Status != "failed" {
+		t.Fatalf("good %s, bad %s", g.Status, b.Status)
+	}
+	if remoteRef(t, good, "refs/heads/"+branch) == "" || remoteRef(t, bad, "refs/heads/"+branch) != "" {
+		t.Fatal("only the good repository gets a branch")
+	}
+}
+
+func TestAgenticTransform(t *testing.T) {
+	tests := []struct {
+		name      string
+		prompt    string
+		limits    protocol.Limits
+		verifiers []protocol.Verifier
+		phase     protocol.Phase
+		errorPart string
+		attempts  int // "## iteration=0 attempt=N" entries in AGENT_LOG.md
+	}{
+		{
+			name:      "verifier feedback makes the agent fix its work",
+			prompt:    "Make the checks pass. fix-on-feedback",
+			verifiers: []protocol.Verifier{{Name: "fixed", Command: []string{"test", "-f", "fixed.txt"}}},
+			phase:     protocol.PhaseComplete,
+			attempts:  2,
+		},
+		{
+			name:      "retries run out",
+			prompt:    "Try, but never fix anything.",
+			limits:    protocol.Limits{MaxVerifierRetries: 1},
+			verifiers: []protocol.Verifier{{Name: "fixed", Command: []string{"test", "-f", "fixed.txt"}}},
+			phase:     protocol.PhaseFailed,
+			errorPart: "verifiers still failing after 2 attempts",
+			attempts:  2,
+		},
+		{
+			name:      "an agent that changes nothing is stopped",
+			prompt:    "do-nothing",
+			limits:    protocol.Limits{MaxIterations: 10, MaxVerifierRetries: 10},
+			verifiers: []protocol.Verifier{{Name: "fixed", Command: []string{"test", "-f", "fixed.txt"}}},
+			phase:     protocol.PhaseFailed,
+			errorPart: "agent made no progress in 3 iterations",
+		},
+		{
+			name:      "agent exits with an error",
+			prompt:    "fail-agent",
+			phase:     protocol.PhaseFailed,
+			errorPart: "agent exited with status 4",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := options(t)
+			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+			m := manifest(repo("svc", remote))
+			m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: tt.prompt, Agent: "claude-code"}
+			m.Limits = tt.limits
+			m.Verifiers = tt.verifiers
+			res := run(t, o, m)
+			r := repoResult(t, res, "svc")
+			if res.Status != tt.phase || !strings.Contains(r.Error, tt.errorPart) {
+				t.Fatalf("phase %s, repository %s %q; want %s %q", res.Status, r.Status, r.Error, tt.phase, tt.errorPart)
+			}
+			if !strings.Contains(res.AgentOutput, "== svc ==") {
+				t.Errorf("agent output not recorded: %q", res.AgentOutput)
+			}
+			if tt.attempts == 0 {
+				return
+			}
+			log := diffOf(r, "AGENT_LOG.md")
+			if log == nil {
+				t.Fatal("the agent's edits are not in the diff")
+			}
+			if n := strings.Count(log.Diff, "+## iteration=0 attempt="); n != tt.attempts {
+				t.Errorf("agent ran %d times, want %d:\n%s", n, tt.attempts, log.Diff)
+			}
+			if !strings.Contains(log.Diff, "+Before finishing, make sure these commands succeed in the repository:") ||
+				!strings.Contains(log.Diff, "+- fixed: test -f fixed.txt") {
+				t.Errorf("verifier instructions did not reach the agent:\n%s", log.Diff)
+			}
+			if !strings.Contains(log.Diff, "+### fixed in svc: exit status 1") {
+				t.Errorf("verifier feedback did not reach the agent:\n%s", log.Diff)
+			}
+			if tt.phase == protocol.PhaseComplete {
+				if r.PullRequest == nil || remoteRef(t, remote, "refs/heads/"+branch) != r.PullRequest.Commit {
+					t.Errorf("pull request %+v not pushed", r.PullRequest)
+				}
+				if len(r.VerifierResults) != 1 || !r.VerifierResults[0].Success {
+					t.Errorf("verifier results %+v", r.VerifierResults)
+				}
+			}
+		})
+	}
+}
+
+func TestTransformationAndTargets(t *testing.T) {
+	tests := []struct {
+		name      string
+		execution protocol.Execution
+		want      string // appended to each target's README.md
+	}{
+		{
+			name:      "agent runs once in the workspace",
+			execution: protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "edit-targets"},
+			want:      "edited by the agent",
+		},
+		{
+			name: "command runs in each target with the recipe at hand",
+			execution: protocol.Execution{Type: protocol.ExecutionDeterministic,
+				Command: sh(`cat "$FLEETLIFT_TRANSFORMATION_DIR/recipe.txt" >> README.md`)},
+			want: "from the recipe",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := options(t)
+			parent := t.TempDir()
+			recipe := gittest.NewRemote(t, parent, "recipe", map[string]string{"recipe.txt": "from the recipe\n"})
+			api := gittest.NewRemote(t, parent, "api", map[string]string{"README.md": "# api\n"})
+			web := gittest.NewRemote(t, parent, "web", map[string]string{"README.md": "# web\n"})
+			m := manifest()
+			tr := repo("recipe", recipe)
+			m.Transformation = &tr
+			m.Targets = []protocol.Repository{repo("api", api), repo("web", web)}
+			m.Execution = tt.execution
+			m.Verifiers = []protocol.Verifier{{Name: "changed", Command: []string{"grep", "-q", tt.want, "README.md"}}}
+			res := run(t, o, m)
+			if res.Status != protocol.PhaseComplete || len(res.Repositories) != 2 {
+				t.Fatalf("phase %s (%s), results %+v", res.Status, res.Error, res.Repositories)
+			}
+			for name, remote := range map[string]string{"api": api, "web": web} {
+				r := repoResult(t, res, name)
+				if r.Status != "success" || r.PullRequest == nil || len(r.VerifierResults) != 1 || !r.VerifierResults[0].Success {
+					t.Fatalf("%s: %+v", name, r)
+				}
+				if got := gittest.Run(t, remote, "show", branch+":README.md"); !strings.Contains(got, tt.want) {
+					t.Errorf("%s: pushed README.md = %q", name, got)
+				}
+			}
+			if remoteRef(t, recipe, "refs/heads/"+branch) != "" {
+				t.Error("the transformation repository got a branch")
+			}
+		})
+	}
+}

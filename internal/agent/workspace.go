@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/git"
+)
+
+// outputTail is how much command output is kept for results.
+const outputTail = 4096
+
+// checkout clones every repository and runs its setup commands. A
+// repository that fails is marked broken; a transformation repository
+// that fails fails the run.
+func (r *runner) checkout(ctx context.Context) error {
+	r.setPhase(protocol.PhaseInitializing, "cloning", "cloning repositories")
+	if r.recipe != nil {
+		if err := r.checkoutUnit(ctx, r.recipe); err != nil {
+			return fmt.Errorf("transformation repository %s: %s", r.recipe.repo.Name, err)
+		}
+	}
+	ok := 0
+	for _, u := range r.units {
+		if err := r.checkoutUnit(ctx, u); err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			u.broken = true
+			u.res.Status = "failed"
+			u.res.Error = err.Error()
+		} else {
+			ok++
+		}
+		r.progressed(1)
+	}
+	if ok == 0 {
+		return fmt.Errorf("no repository could be cloned and set up: %s", r.units[0].res.Error)
+	}
+	return nil
+}
+
+func (r *runner) checkoutUnit(ctx context.Context, u *unit) error {
+	r.setStep("cloning", "cloning "+u.repo.Name)
+	// Check again right before cloning, after creating the parent: no
+	// path component may be a symbolic link.
+	if _, err := git.SafeJoin(r.ws, u.elems...); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(u.dir), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(u.dir), err)
+	}
+	if _, err := git.SafeJoin(r.ws, u.elems...); err != nil {
+		return err
+	}
+	var err error
+	err = r.g.Clone(ctx, u.repo.URL, u.dir, git.CloneOptions{
+		Branch:     u.repo.Branch,
+		Depth:      r.m.GitConfig.CloneDepth,
+		Submodules: u.repo.Submodules,
+	})
+	if err != nil {
+		return fmt.Errorf("%s", r.redact(err.Error()))
+	}
+	if u.base, err = r.g.RevParse(ctx, u.dir, "HEAD"); err != nil {
+		return err
+	}
+	u.baseBranch = u.repo.Branch
+	if u.baseBranch == "" {
+		if u.baseBranch, err = r.g.CurrentBranch(ctx, u.dir); err != nil {
+			return err
+		}
+	}
+	for _, line := range u.repo.Setup {
+		r.setStep("setup", fmt.Sprintf("%s: %s", u.repo.Name, line))
+		out := newTail(outputTail)
+		code, err := command{
+			argv:   []string{"sh", "-c", line},
+			dir:    u.dir,
+			env:    withEnv(r.env, EnvWorkspace+"="+r.ws, EnvRepository+"="+u.repo.Name),
+			stdout: out, stderr: out,
+		}.run(ctx)
+		if err != nil {
+			return fmt.Errorf("setup %q: %w", line, err)
+		}
+		if code != 0 {
+			return fmt.Errorf("setup %q: exit status %d: %s", line, code, r.redact(out.String()))
+		}
+	}
+	return nil
+}

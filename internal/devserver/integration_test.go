@@ -1,0 +1,320 @@
+package devserver_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/sandbox/local"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+var recordHistory = flag.String("record-history", "", "write the task run's history as JSON to this file (refreshes the replay test's fixture)")
+
+// TestMain lets the test binary serve as the in-sandbox agent, as the
+// fleetlift binary does with its hidden `agent` command.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "agent" {
+		cmd := agentcmd.NewAgentCommand()
+		cmd.SetArgs(os.Args[2:])
+		if err := cmd.Execute(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func gitRun(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// bareRepos makes n bare repositories, each with a go.mod saying go 1.21.
+func bareRepos(t *testing.T, root string, n int) []string {
+	t.Helper()
+	var urls []string
+	for i := range n {
+		name := fmt.Sprintf("svc-%d", i)
+		src := filepath.Join(root, "src", name)
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		gitRun(t, src, "init", "-q", "-b", "main")
+		if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module example.com/"+name+"\n\ngo 1.21\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitRun(t, src, "add", ".")
+		gitRun(t, src, "commit", "-qm", "init")
+		bare := filepath.Join(root, name+".git")
+		gitRun(t, root, "clone", "-q", "--bare", src, bare)
+		urls = append(urls, "file://"+bare)
+	}
+	return urls
+}
+
+type env struct {
+	srv  *devserver.Server
+	c    client.Client
+	root string
+}
+
+func start(t *testing.T) *env {
+	t.Helper()
+	root := t.TempDir()
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(root, "temporal.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &env{srv: srv, c: c, root: root}
+}
+
+// newWorker starts a worker with a new local provider on the shared
+// sandbox root, as a restarted `fleetlift worker` would.
+func (e *env) newWorker(t *testing.T) worker.Worker {
+	t.Helper()
+	p, err := local.New(local.Options{Root: filepath.Join(e.root, "sandboxes"), AgentCommand: []string{os.Args[0], "agent"}, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(e.c, workflow.TaskQueue, worker.Options{})
+	w.RegisterWorkflow(workflow.Task)
+	w.RegisterWorkflow(workflow.Campaign)
+	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: 100 * time.Millisecond})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func bumpTemplate(sleep string) workflow.TaskInput {
+	return workflow.TaskInput{
+		Timeout:          5 * time.Minute,
+		HeartbeatTimeout: 3 * time.Second,
+		Manifest: protocol.Manifest{
+			Mode:           protocol.ModeTransform,
+			Title:          "bump go",
+			TimeoutSeconds: 300,
+			Execution: protocol.Execution{Type: protocol.ExecutionDeterministic,
+				Command: []string{"sh", "-c", "sleep " + sleep + "; sed -i 's/^go 1.21$/go 1.26/' go.mod"}},
+			Verifiers:   []protocol.Verifier{{Name: "bumped", Command: []string{"grep", "-q", "^go 1.26$", "go.mod"}}},
+			PullRequest: &protocol.PullRequest{BranchPrefix: "auto/bump", Title: "Bump go"},
+			GitConfig:   workflow.DefaultGit,
+			Forge:       "local",
+		},
+	}
+}
+
+func campaignOf(id string, urls []string, sleep string) workflow.CampaignInput {
+	in := workflow.CampaignInput{ID: id, Template: bumpTemplate(sleep), BatchSize: 5, MaxParallel: 2, ThresholdPercent: 100}
+	for i, u := range urls {
+		name := fmt.Sprintf("svc-%d", i)
+		in.Units = append(in.Units, workflow.Unit{Key: name, Repositories: []protocol.Repository{{URL: u, Branch: "main", Name: name}}})
+	}
+	return in
+}
+
+// branches lists a bare repository's branches other than main.
+func branches(t *testing.T, bare string) []string {
+	t.Helper()
+	var out []string
+	for _, b := range strings.Fields(gitRun(t, bare, "for-each-ref", "--format=%(refname:short)", "refs/heads/")) {
+		if b != "main" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func checkBumped(t *testing.T, urls []string, branch string) {
+	t.Helper()
+	for _, u := range urls {
+		bare := strings.TrimPrefix(u, "file://")
+		got := branches(t, bare)
+		if len(got) != 1 || got[0] != branch {
+			t.Errorf("%s: branches %v, want exactly [%s]", bare, got, branch)
+			continue
+		}
+		if mod := gitRun(t, bare, "show", branch+":go.mod"); !strings.Contains(mod, "go 1.26") {
+			t.Errorf("%s: go.mod on %s not bumped:\n%s", bare, branch, mod)
+		}
+	}
+}
+
+func runCampaign(t *testing.T, e *env, in workflow.CampaignInput) client.WorkflowRun {
+	t.Helper()
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: "campaign/" + in.ID, TaskQueue: workflow.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+	}, workflow.Campaign, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+func TestCampaignAcrossFiveRepositories(t *testing.T) {
+	e := start(t)
+	urls := bareRepos(t, e.root, 5)
+	w := e.newWorker(t)
+	defer w.Stop()
+	run := runCampaign(t, e, campaignOf("bump", urls, "0"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var st workflow.CampaignState
+	if err := run.Get(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Summary.Completed != 5 || st.Summary.PRsCreated != 5 {
+		t.Fatalf("campaign: %+v", st.Summary)
+	}
+	checkBumped(t, urls, "auto/bump/bump")
+	if left, _ := os.ReadDir(filepath.Join(e.root, "sandboxes")); len(left) != 0 {
+		t.Errorf("%d sandboxes left behind", len(left))
+	}
+}
+
+// TestWorkerRestartMidCampaign stops the worker while tasks run and starts
+// a new one (with a new sandbox provider on the same root): the campaign
+// still ends with exactly one branch per repository.
+func TestWorkerRestartMidCampaign(t *testing.T) {
+	e := start(t)
+	urls := bareRepos(t, e.root, 5)
+	w1 := e.newWorker(t)
+	run := runCampaign(t, e, campaignOf("restart", urls, "2"))
+
+	// Wait until some tasks are running in their sandboxes.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		entries, _ := os.ReadDir(filepath.Join(e.root, "sandboxes"))
+		if len(entries) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no sandbox started")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w1.Stop()
+	w2 := e.newWorker(t)
+	defer w2.Stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var st workflow.CampaignState
+	if err := run.Get(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Summary.Completed != 5 {
+		t.Fatalf("campaign after a worker restart: %+v %+v", st.Summary, st.Units)
+	}
+	checkBumped(t, urls, "auto/bump/restart")
+	for _, u := range st.Units {
+		if u.Attempts != 1 {
+			t.Errorf("%s ran %d times; a worker restart must not start it again", u.Key, u.Attempts)
+		}
+	}
+}
+
+// TestTaskApprovalOnServer runs one task that needs approval, approves it
+// by signal, and (with -record-history) records its history for the
+// replay test.
+func TestTaskApprovalOnServer(t *testing.T) {
+	e := start(t)
+	urls := bareRepos(t, e.root, 1)
+	w := e.newWorker(t)
+	defer w.Stop()
+	in := bumpTemplate("0")
+	in.ID = "approve-me"
+	in.Manifest.TaskID = "approve-me"
+	in.Manifest.RequireApproval = true
+	in.Manifest.Repositories = []protocol.Repository{{URL: urls[0], Branch: "main", Name: "svc-0"}}
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "task/approve-me", TaskQueue: workflow.TaskQueue}, workflow.Task, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		v, err := e.c.QueryWorkflow(ctx, run.GetID(), "", workflow.QueryStatus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st workflow.TaskState
+		if err := v.Get(&st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Phase == workflow.TaskAwaitingApproval {
+			if st.Result == nil || len(st.Result.Repositories[0].Diffs) != 1 || st.Result.Repositories[0].Diffs[0].Path != "go.mod" {
+				t.Fatalf("awaiting approval without the diff: %+v", st.Result)
+			}
+			break
+		}
+		if st.Phase.Done() {
+			t.Fatalf("finished without waiting for approval: %+v", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	bare := strings.TrimPrefix(urls[0], "file://")
+	if b := branches(t, bare); len(b) != 0 {
+		t.Fatalf("branches pushed before approval: %v", b)
+	}
+	if err := e.c.SignalWorkflow(ctx, run.GetID(), "", workflow.SignalApprove, nil); err != nil {
+		t.Fatal(err)
+	}
+	var res workflow.TaskResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
+		t.Fatalf("after approval: %+v", res)
+	}
+	checkBumped(t, urls, "auto/bump/approve-me")
+	if *recordHistory != "" {
+		hist := &historypb.History{}
+		it := e.c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			hist.Events = append(hist.Events, ev)
+		}
+		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(hist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(*recordHistory, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

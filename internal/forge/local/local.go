@@ -1,0 +1,176 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/git"
+)
+
+// RecordRefPrefix is where records live: RecordRefPrefix + branch.
+const RecordRefPrefix = "refs/fleetlift/pr/"
+
+// RecordFile is the record's file name in the record commit.
+const RecordFile = "pr.json"
+
+// Record is what was proposed for a branch.
+type Record struct {
+	Title     string    `json:"title"`
+	Body      string    `json:"body,omitempty"`
+	Labels    []string  `json:"labels,omitempty"`
+	Reviewers []string  `json:"reviewers,omitempty"`
+	Draft     bool      `json:"draft,omitempty"`
+	Base      string    `json:"base"`
+	Head      string    `json:"head"`
+	Commit    string    `json:"commit"`
+	URL       string    `json:"url"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ErrNoRecord is returned by Forge.Record for a branch without a record.
+var ErrNoRecord = errors.New("no pull request record")
+
+// Forge pushes branches and records to repositories reachable by git.
+type Forge struct {
+	Git *git.Git
+	// Author signs record commits; empty means fleetlift.
+	Author git.Identity
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+var _ forge.Forge = (*Forge)(nil)
+
+// New returns a local forge that runs git through g.
+func New(g *git.Git) *Forge { return &Forge{Git: g} }
+
+// Name is "local".
+func (f *Forge) Name() string { return "local" }
+
+func (f *Forge) now() time.Time {
+	if f.Now != nil {
+		return f.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// URL is the "pull request" URL of branch in repository.
+func URL(repository, branch string) string { return repository + "#" + branch }
+
+// CreatePullRequest pushes req.Head from the clone req.Dir to the branch of
+// the same name in req.Repository and records the request beside it.
+// Called again with the same commit it changes nothing and returns the
+// same pull request; with a new commit it moves the branch (even if that
+// rewrites it, but only if nobody else moved it meanwhile) and updates the
+// record.
+func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequest) (*forge.PullRequest, error) {
+	if err := git.CheckURL(req.Repository); err != nil {
+		return nil, err
+	}
+	if err := git.CheckBranch(req.Head); err != nil {
+		return nil, fmt.Errorf("open pull request: %w", err)
+	}
+	head, err := f.Git.RevParse(ctx, req.Dir, req.Head)
+	if err != nil {
+		return nil, fmt.Errorf("open pull request for %s: %w", req.Head, err)
+	}
+	s, err := f.Git.NewScratch(ctx, req.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+
+	branchRef, recordRef := "refs/heads/"+req.Head, RecordRefPrefix+req.Head
+	refs, err := s.LsRemote(ctx, req.Repository, branchRef, recordRef)
+	if err != nil {
+		return nil, err
+	}
+	var old *Record
+	if refs[recordRef] != "" {
+		if old, err = readRecord(ctx, s, req.Repository, recordRef); err != nil {
+			return nil, err
+		}
+	}
+	url := URL(req.Repository, req.Head)
+	pr := &forge.PullRequest{URL: url, Branch: req.Head, Commit: head, State: "open"}
+	if refs[branchRef] == head && old != nil && old.Commit == head {
+		return pr, nil
+	}
+
+	now := f.now()
+	rec := Record{
+		Title: req.Title, Body: req.Body, Labels: req.Labels, Reviewers: req.Reviewers, Draft: req.Draft,
+		Base: req.Base, Head: req.Head, Commit: head, URL: url, CreatedAt: now, UpdatedAt: now,
+	}
+	if old != nil {
+		rec.CreatedAt = old.CreatedAt
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode record: %w", err)
+	}
+	tree, err := s.WriteTree(ctx, map[string][]byte{RecordFile: append(data, '\n')})
+	if err != nil {
+		return nil, err
+	}
+	var parents []string
+	if refs[recordRef] != "" {
+		parents = append(parents, refs[recordRef])
+	}
+	msg := fmt.Sprintf("fleetlift: pull request %s at %s\n", req.Head, head)
+	commit, err := s.CommitTree(ctx, tree, msg, f.Author, parents...)
+	if err != nil {
+		return nil, err
+	}
+
+	var updates []git.RefUpdate
+	if refs[branchRef] != head {
+		updates = append(updates, git.RefUpdate{Src: head, Dst: branchRef, Lease: true, Expect: refs[branchRef]})
+	}
+	updates = append(updates, git.RefUpdate{Src: commit, Dst: recordRef, Lease: true, Expect: refs[recordRef]})
+	if err := s.Push(ctx, req.Repository, updates...); err != nil {
+		return nil, fmt.Errorf("push branch %s: %w", req.Head, err)
+	}
+	return pr, nil
+}
+
+// Record reads the record of branch in repository, or ErrNoRecord.
+func (f *Forge) Record(ctx context.Context, repository, branch string) (*Record, error) {
+	if err := git.CheckBranch(branch); err != nil {
+		return nil, err
+	}
+	s, err := f.Git.NewScratch(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	ref := RecordRefPrefix + branch
+	refs, err := s.LsRemote(ctx, repository, ref)
+	if err != nil {
+		return nil, err
+	}
+	if refs[ref] == "" {
+		return nil, fmt.Errorf("read record of %s: %w", branch, ErrNoRecord)
+	}
+	return readRecord(ctx, s, repository, ref)
+}
+
+func readRecord(ctx context.Context, s *git.Scratch, repository, ref string) (*Record, error) {
+	if err := s.Fetch(ctx, repository, "+"+ref+":"+ref); err != nil {
+		return nil, err
+	}
+	data, err := s.ReadFile(ctx, ref, RecordFile)
+	if err != nil {
+		return nil, err
+	}
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("decode record %s: %w", ref, err)
+	}
+	return &rec, nil
+}

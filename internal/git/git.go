@@ -1,0 +1,303 @@
+package git
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+)
+
+// DefaultTokenEnv is the environment variable that holds an HTTPS token
+// for git remotes unless Git.TokenEnv names another.
+const DefaultTokenEnv = "FLEETLIFT_GIT_TOKEN"
+
+// UsernameEnv optionally holds the user name sent with the token; the
+// default, x-access-token, suits GitHub and Gitea tokens.
+const UsernameEnv = "FLEETLIFT_GIT_USERNAME"
+
+// Git runs the git command line with fleetlift's safe configuration. The
+// zero value is ready to use.
+type Git struct {
+	// Binary is the git executable; empty means "git" found on PATH.
+	Binary string
+	// Env is the environment git starts from; nil means os.Environ().
+	// Variables that change what git reads or runs (GIT_DIR, GIT_CONFIG_*,
+	// GIT_EXEC_PATH, ...) are dropped from it.
+	Env []string
+	// TokenEnv names the variable holding an HTTPS token; empty means
+	// DefaultTokenEnv.
+	TokenEnv string
+}
+
+// safeConfig is passed with -c to every invocation.
+func safeConfig() []string {
+	return []string{
+		"core.hooksPath=/dev/null",
+		"core.fsmonitor=false",
+		"protocol.ext.allow=never",
+		"protocol.fd.allow=never",
+		"submodule.recurse=false",
+		"core.symlinks=true",
+		// No credential helper but the one scoped to the remote (below).
+		"credential.helper=",
+		"commit.gpgSign=false",
+		"tag.gpgSign=false",
+		"core.pager=cat",
+		"advice.detachedHead=false",
+		"init.defaultBranch=main",
+	}
+}
+
+// keptGitEnv are the GIT_* variables passed through to git: how to reach
+// remotes, never what to read or run.
+var keptGitEnv = map[string]bool{
+	"GIT_SSH":         true,
+	"GIT_SSH_COMMAND": true,
+	"GIT_SSH_VARIANT": true,
+	"GIT_SSL_CAINFO":  true,
+	"GIT_SSL_CAPATH":  true,
+}
+
+var tokenEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// TokenVariable is the name of the environment variable holding the
+// HTTPS token.
+func (g *Git) TokenVariable() string { return g.tokenEnv() }
+
+func (g *Git) tokenEnv() string {
+	if g.TokenEnv != "" && tokenEnvName.MatchString(g.TokenEnv) {
+		return g.TokenEnv
+	}
+	return DefaultTokenEnv
+}
+
+func (g *Git) baseEnv() []string {
+	if g.Env != nil {
+		return g.Env
+	}
+	return os.Environ()
+}
+
+func (g *Git) token() string {
+	name := g.tokenEnv()
+	var v string
+	for _, kv := range g.baseEnv() {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
+}
+
+// invocation is one run of git.
+type invocation struct {
+	dir  string
+	args []string
+	// gitDir, when set, is exported as GIT_DIR.
+	gitDir string
+	stdin  io.Reader
+	// stdout, when set, receives the output instead of the returned string.
+	stdout io.Writer
+	// remote is the URL the command talks to; only such commands see the
+	// token.
+	remote string
+	// config is extra -c key=value.
+	config []string
+	// env is extra environment.
+	env []string
+}
+
+func (g *Git) environ(inv invocation) []string {
+	tokenEnv := g.tokenEnv()
+	base := g.baseEnv()
+	env := make([]string, 0, len(base)+12)
+	hasSSH := false
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == tokenEnv:
+			if inv.remote == "" || !isHTTP(inv.remote) {
+				continue
+			}
+		case strings.HasPrefix(k, "GIT_") && !keptGitEnv[k]:
+			continue
+		case k == "LC_ALL" || k == "LANGUAGE":
+			continue
+		}
+		if k == "GIT_SSH" || k == "GIT_SSH_COMMAND" {
+			hasSSH = true
+		}
+		env = append(env, kv)
+	}
+	protocols := "file:https:ssh"
+	if inv.remote != "" && isLoopbackHTTP(inv.remote) {
+		protocols += ":http"
+	}
+	env = append(env,
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_ALLOW_PROTOCOL="+protocols,
+		// Set but empty: no askpass program, not even core.askPass.
+		"GIT_ASKPASS=",
+		"LC_ALL=C",
+	)
+	if !hasSSH {
+		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
+	}
+	if inv.gitDir != "" {
+		env = append(env, "GIT_DIR="+inv.gitDir)
+	}
+	return append(env, inv.env...)
+}
+
+// credentialConfig hands the token to git for remote's origin only, so a
+// URL rewritten elsewhere (url.*.insteadOf) never receives it.
+func (g *Git) credentialConfig(remote string) []string {
+	if !isHTTP(remote) || g.token() == "" {
+		return nil
+	}
+	u, err := url.Parse(remote)
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	origin := u.Scheme + "://" + u.Host
+	helper := fmt.Sprintf(`!f() { test "$1" = get || return 0; echo "username=${%s:-x-access-token}"; echo "password=${%s}"; }; f`,
+		UsernameEnv, g.tokenEnv())
+	return []string{"credential." + origin + ".helper=" + helper}
+}
+
+// Error is a git command that failed.
+type Error struct {
+	// Command is the git subcommand ("clone", "push").
+	Command string
+	// ExitCode is git's exit status, or -1 when it did not exit by itself.
+	ExitCode int
+	// Stderr is the end of git's error output, redacted.
+	Stderr string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("git %s: %v", e.Command, e.Err)
+	if e.Stderr != "" {
+		msg += ": " + e.Stderr
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// exitCode is the exit status of a failed git command, or -1.
+func exitCode(err error) int {
+	var ge *Error
+	if errors.As(err, &ge) {
+		return ge.ExitCode
+	}
+	return -1
+}
+
+func (g *Git) binary() string {
+	if g.Binary != "" {
+		return g.Binary
+	}
+	return "git"
+}
+
+// run runs git and returns its standard output, redacted when it talked to
+// a remote.
+func (g *Git) run(ctx context.Context, inv invocation) (string, error) {
+	// Global options (-c, --git-dir, --exec-path) after the safe
+	// configuration would override it: the first argument is the command.
+	if len(inv.args) == 0 || strings.HasPrefix(inv.args[0], "-") {
+		return "", fmt.Errorf("git: the first argument must be a git command, not %q", strings.Join(inv.args, " "))
+	}
+	args := make([]string, 0, 2*(len(safeConfig())+len(inv.config)+1)+len(inv.args))
+	for _, kv := range safeConfig() {
+		args = append(args, "-c", kv)
+	}
+	if inv.remote != "" {
+		for _, kv := range g.credentialConfig(inv.remote) {
+			args = append(args, "-c", kv)
+		}
+	}
+	for _, kv := range inv.config {
+		args = append(args, "-c", kv)
+	}
+	args = append(args, inv.args...)
+
+	cmd := exec.CommandContext(ctx, g.binary(), args...)
+	cmd.Dir = inv.dir
+	cmd.Env = g.environ(inv)
+	cmd.Stdin = inv.stdin
+	var stdout bytes.Buffer
+	if inv.stdout != nil {
+		cmd.Stdout = inv.stdout
+	} else {
+		cmd.Stdout = &stdout
+	}
+	stderr := &tail{max: 4096}
+	cmd.Stderr = stderr
+	setProcessGroup(cmd)
+
+	sub := ""
+	if len(inv.args) > 0 {
+		sub = inv.args[0]
+	}
+	if err := cmd.Run(); err != nil {
+		code := -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.Exited() {
+			code = ee.ExitCode()
+		}
+		if ctx.Err() != nil {
+			err = ctx.Err()
+			code = -1
+		}
+		return "", &Error{
+			Command:  sub,
+			ExitCode: code,
+			Stderr:   strings.TrimSpace(g.redact(stderr.String())),
+			Err:      err,
+		}
+	}
+	out := stdout.String()
+	if inv.remote != "" {
+		out = g.redact(out)
+	}
+	return out, nil
+}
+
+// Run runs a git subcommand in dir with the safe configuration and returns
+// its standard output. It never sees the token: use Clone, Push, LsRemote
+// or a Scratch for commands that talk to a remote.
+func (g *Git) Run(ctx context.Context, dir string, args ...string) (string, error) {
+	return g.run(ctx, invocation{dir: dir, args: args})
+}
+
+// RunInput is Run with stdin.
+func (g *Git) RunInput(ctx context.Context, dir string, stdin io.Reader, args ...string) (string, error) {
+	return g.run(ctx, invocation{dir: dir, args: args, stdin: stdin})
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string { return string(t.buf) }

@@ -1,0 +1,278 @@
+package git
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Scratch is a temporary bare repository whose configuration fleetlift
+// wrote. Every command that carries credentials runs in one, so nothing in
+// a clone's .git/config (credential helpers, url rewrites, proxies, ssh
+// commands) takes part. A scratch may borrow the objects of a clone
+// (read-only, through objects/info/alternates) to push its commits.
+type Scratch struct {
+	g   *Git
+	dir string
+}
+
+// NewScratch creates a scratch repository; borrow, when not empty, is a
+// clone whose objects it can read. Close removes it.
+func (g *Git) NewScratch(ctx context.Context, borrow string) (*Scratch, error) {
+	dir, err := os.MkdirTemp("", "fleetlift-git-")
+	if err != nil {
+		return nil, fmt.Errorf("create scratch repository: %w", err)
+	}
+	s := &Scratch{g: g, dir: dir}
+	if _, err := g.run(ctx, invocation{dir: dir, args: []string{"init", "--quiet", "--bare", "--template=", dir}}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("create scratch repository: %w", err)
+	}
+	if borrow != "" {
+		if err := s.borrow(ctx, borrow); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Scratch) borrow(ctx context.Context, clone string) error {
+	clone, err := filepath.Abs(clone)
+	if err != nil {
+		return fmt.Errorf("borrow objects: %w", err)
+	}
+	// --path-format=absolute needs git 2.31; relative answers are
+	// relative to the clone.
+	paths, err := s.g.Run(ctx, clone, "rev-parse", "--git-path", "objects", "--git-path", "shallow")
+	if err != nil {
+		return fmt.Errorf("find objects of %s: %w", clone, err)
+	}
+	lines := strings.Split(strings.TrimSpace(paths), "\n")
+	if len(lines) != 2 {
+		return fmt.Errorf("find objects of %s: unexpected %q", clone, paths)
+	}
+	for i, p := range lines {
+		if !filepath.IsAbs(p) {
+			lines[i] = filepath.Join(clone, p)
+		}
+	}
+	info := filepath.Join(s.dir, "objects", "info")
+	if err := os.MkdirAll(info, 0o755); err != nil {
+		return fmt.Errorf("borrow objects: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(info, "alternates"), []byte(lines[0]+"\n"), 0o644); err != nil {
+		return fmt.Errorf("borrow objects: %w", err)
+	}
+	shallow, err := os.ReadFile(lines[1])
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("read shallow commits of %s: %w", clone, err)
+	default:
+		if err := os.WriteFile(filepath.Join(s.dir, "shallow"), shallow, 0o644); err != nil {
+			return fmt.Errorf("copy shallow commits: %w", err)
+		}
+	}
+	return nil
+}
+
+// Dir is the scratch repository's directory.
+func (s *Scratch) Dir() string { return s.dir }
+
+// Close removes the scratch repository.
+func (s *Scratch) Close() error { return os.RemoveAll(s.dir) }
+
+// Run runs a local git command in the scratch repository.
+func (s *Scratch) Run(ctx context.Context, args ...string) (string, error) {
+	return s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args})
+}
+
+// RunInput is Run with stdin.
+func (s *Scratch) RunInput(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
+	return s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, stdin: stdin})
+}
+
+// Fetch fetches refspecs from url into the scratch repository.
+func (s *Scratch) Fetch(ctx context.Context, url string, refspecs ...string) error {
+	if err := CheckURL(url); err != nil {
+		return err
+	}
+	args := append([]string{"fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head", "--", url}, refspecs...)
+	if _, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url}); err != nil {
+		return fmt.Errorf("fetch from %s: %w", Redact(url), err)
+	}
+	return nil
+}
+
+// LsRemote returns the object ids of refs (full names) in url; refs that
+// do not exist are missing from the map. With no refs it lists all.
+func (s *Scratch) LsRemote(ctx context.Context, url string, refs ...string) (map[string]string, error) {
+	if err := CheckURL(url); err != nil {
+		return nil, err
+	}
+	args := append([]string{"ls-remote", "--", url}, refs...)
+	out, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url})
+	if err != nil {
+		return nil, fmt.Errorf("list refs of %s: %w", Redact(url), err)
+	}
+	want := map[string]bool{}
+	for _, r := range refs {
+		want[r] = true
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		id, ref, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		if !ok || (len(refs) > 0 && !want[ref]) {
+			continue
+		}
+		got[ref] = id
+	}
+	return got, nil
+}
+
+// RefUpdate is one ref to push.
+type RefUpdate struct {
+	// Src is what to push: an object id, or for Git.Push a revision in
+	// the clone.
+	Src string
+	// Dst is the full ref name in the remote (refs/heads/x).
+	Dst string
+	// Lease, when set, pushes only if Dst in the remote is Expect (the
+	// empty string: Dst must not exist), and then may rewrite history
+	// (--force-with-lease).
+	Lease  bool
+	Expect string
+}
+
+// Push pushes updates to url, atomically when there are several.
+func (s *Scratch) Push(ctx context.Context, url string, updates ...RefUpdate) error {
+	if err := CheckURL(url); err != nil {
+		return err
+	}
+	if len(updates) == 0 {
+		return nil
+	}
+	args := []string{"push", "--quiet", "--no-verify", "--no-recurse-submodules"}
+	if len(updates) > 1 {
+		args = append(args, "--atomic")
+	}
+	var specs []string
+	for _, u := range updates {
+		if !strings.HasPrefix(u.Dst, "refs/") || strings.HasPrefix(u.Src, "-") || strings.ContainsAny(u.Src+u.Dst, ": \n") {
+			return fmt.Errorf("push %s: invalid ref update %q -> %q", Redact(url), u.Src, u.Dst)
+		}
+		if u.Lease {
+			args = append(args, "--force-with-lease="+u.Dst+":"+u.Expect)
+		}
+		specs = append(specs, u.Src+":"+u.Dst)
+	}
+	args = append(args, "--", url)
+	args = append(args, specs...)
+	if _, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url}); err != nil {
+		return fmt.Errorf("push to %s: %w", Redact(url), err)
+	}
+	return nil
+}
+
+// Push pushes revisions of the clone at dir to url through a scratch
+// repository that borrows the clone's objects, so the clone's own
+// configuration and hooks take no part.
+func (g *Git) Push(ctx context.Context, dir, url string, updates ...RefUpdate) error {
+	resolved := make([]RefUpdate, len(updates))
+	for i, u := range updates {
+		id, err := g.RevParse(ctx, dir, u.Src)
+		if err != nil {
+			return fmt.Errorf("push %s: %w", u.Src, err)
+		}
+		u.Src = id
+		resolved[i] = u
+	}
+	s, err := g.NewScratch(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.Push(ctx, url, resolved...)
+}
+
+// LsRemote returns the object ids of refs (full names) in url.
+func (g *Git) LsRemote(ctx context.Context, url string, refs ...string) (map[string]string, error) {
+	s, err := g.NewScratch(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.LsRemote(ctx, url, refs...)
+}
+
+// WriteTree stores files (path -> content, paths without '/') as blobs and
+// a tree in the scratch repository and returns the tree id.
+func (s *Scratch) WriteTree(ctx context.Context, files map[string][]byte) (string, error) {
+	names := make([]string, 0, len(files))
+	for name := range files {
+		if name == "" || strings.ContainsAny(name, "/\t\n\x00") {
+			return "", fmt.Errorf("write tree: invalid file name %q", name)
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var tree strings.Builder
+	for _, name := range names {
+		out, err := s.RunInput(ctx, bytes.NewReader(files[name]), "hash-object", "-w", "--stdin")
+		if err != nil {
+			return "", fmt.Errorf("write %s: %w", name, err)
+		}
+		fmt.Fprintf(&tree, "100644 blob %s\t%s\n", strings.TrimSpace(out), name)
+	}
+	out, err := s.RunInput(ctx, strings.NewReader(tree.String()), "mktree")
+	if err != nil {
+		return "", fmt.Errorf("write tree: %w", err)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// CommitTree makes a commit of tree with parents and returns its id.
+func (s *Scratch) CommitTree(ctx context.Context, tree, message string, author Identity, parents ...string) (string, error) {
+	name, email := author.Name, author.Email
+	if name == "" {
+		name = "fleetlift"
+	}
+	if email == "" {
+		email = "fleetlift@localhost"
+	}
+	args := []string{"commit-tree", tree}
+	for _, p := range parents {
+		args = append(args, "-p", p)
+	}
+	out, err := s.g.run(ctx, invocation{
+		dir: s.dir, gitDir: s.dir, args: args, stdin: strings.NewReader(message),
+		env: []string{
+			"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email,
+			"GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email,
+		},
+	})
+	if err != nil {
+		return "", fmt.Errorf("commit tree: %w", err)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// ReadFile returns the content of path at rev in the scratch repository.
+func (s *Scratch) ReadFile(ctx context.Context, rev, path string) ([]byte, error) {
+	if strings.HasPrefix(rev, "-") {
+		return nil, fmt.Errorf("invalid revision %q", rev)
+	}
+	out, err := s.Run(ctx, "cat-file", "blob", rev+":"+path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s at %s: %w", path, rev, err)
+	}
+	return []byte(out), nil
+}

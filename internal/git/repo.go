@@ -1,0 +1,258 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// CloneOptions say what to clone.
+type CloneOptions struct {
+	// Branch is checked out; empty means the remote's default branch.
+	Branch string
+	// Depth makes a shallow clone of that many commits; 0 means all.
+	Depth int
+	// Submodules clones submodules too; without it .gitmodules is never
+	// followed.
+	Submodules bool
+}
+
+// Clone clones url into dest, which must not exist or be empty. Local
+// paths are cloned through the transport (--no-local), so the clone never
+// shares files or objects with its source, and no hooks are installed.
+func (g *Git) Clone(ctx context.Context, url, dest string, o CloneOptions) error {
+	if err := CheckURL(url); err != nil {
+		return err
+	}
+	args := []string{"clone", "--quiet", "--no-local", "--template=", "--origin", "origin"}
+	if o.Branch != "" {
+		if err := CheckBranch(o.Branch); err != nil {
+			return err
+		}
+		args = append(args, "--branch", o.Branch)
+	}
+	if o.Depth > 0 {
+		args = append(args, "--depth", strconv.Itoa(o.Depth))
+	}
+	if o.Submodules {
+		args = append(args, "--recurse-submodules")
+		if o.Depth > 0 {
+			args = append(args, "--shallow-submodules")
+		}
+	} else {
+		args = append(args, "--no-recurse-submodules")
+	}
+	args = append(args, "--", url, dest)
+	if _, err := g.run(ctx, invocation{dir: filepath.Dir(dest), args: args, remote: url}); err != nil {
+		return fmt.Errorf("clone %s: %w", Redact(url), err)
+	}
+	return nil
+}
+
+// CheckBranch refuses branch names git would not accept or could read as
+// an option.
+func CheckBranch(name string) error {
+	if name == "" || strings.HasPrefix(name, "-") || strings.ContainsAny(name, " ~^:?*[\\\x7f") ||
+		strings.Contains(name, "..") || strings.Contains(name, "@{") || strings.Contains(name, "//") ||
+		strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".") || strings.HasSuffix(name, ".lock") ||
+		strings.HasPrefix(name, "/") || strings.Contains(name, "/.") || strings.HasPrefix(name, ".") {
+		return fmt.Errorf("invalid branch name %q", name)
+	}
+	for _, r := range name {
+		if r < 0x20 {
+			return fmt.Errorf("invalid branch name %q", name)
+		}
+	}
+	return nil
+}
+
+// RevParse resolves rev to a commit id in the repository at dir.
+func (g *Git) RevParse(ctx context.Context, dir, rev string) (string, error) {
+	if rev == "" || strings.HasPrefix(rev, "-") {
+		return "", fmt.Errorf("invalid revision %q", rev)
+	}
+	out, err := g.Run(ctx, dir, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", rev, err)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// CurrentBranch is the branch checked out at dir, or "" when HEAD is
+// detached.
+func (g *Git) CurrentBranch(ctx context.Context, dir string) (string, error) {
+	out, err := g.Run(ctx, dir, "symbolic-ref", "--quiet", "--short", "HEAD")
+	if err != nil {
+		if exitCode(err) == 1 {
+			return "", nil
+		}
+		return "", fmt.Errorf("current branch: %w", err)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// neutralFilters switches off every filter driver the repository's
+// configuration defines, so staging or checking out never runs a command
+// that an agent wrote into .git/config.
+func (g *Git) neutralFilters(ctx context.Context, dir string) ([]string, error) {
+	out, err := g.Run(ctx, dir, "config", "--null", "--name-only", "--get-regexp", `^filter\.`)
+	if err != nil {
+		if exitCode(err) == 1 {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read filter configuration: %w", err)
+	}
+	seen := map[string]bool{}
+	var cfg []string
+	for _, key := range strings.Split(out, "\x00") {
+		key = strings.TrimSpace(key)
+		i := strings.LastIndexByte(key, '.')
+		if i <= len("filter.") {
+			continue
+		}
+		name := key[len("filter."):i]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if strings.ContainsAny(name, "=\n") {
+			return nil, fmt.Errorf("refusing filter driver with name %q", name)
+		}
+		for _, k := range []string{"clean", "smudge", "process"} {
+			cfg = append(cfg, "filter."+name+"."+k+"=")
+		}
+		cfg = append(cfg, "filter."+name+".required=false")
+	}
+	return cfg, nil
+}
+
+// worktree runs local commands in a clone with the filter drivers of its
+// configuration switched off, so staging, diffing or committing never runs
+// a command that an agent wrote into .git/config.
+type worktree struct {
+	g   *Git
+	dir string
+	cfg []string
+}
+
+func (g *Git) worktree(ctx context.Context, dir string) (*worktree, error) {
+	cfg, err := g.neutralFilters(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &worktree{g: g, dir: dir, cfg: cfg}, nil
+}
+
+func (w *worktree) run(ctx context.Context, inv invocation) (string, error) {
+	inv.dir = w.dir
+	inv.config = append(append([]string(nil), w.cfg...), inv.config...)
+	return w.g.run(ctx, inv)
+}
+
+func (w *worktree) stage(ctx context.Context) error {
+	if _, err := w.run(ctx, invocation{args: []string{"add", "--all", "--", "."}}); err != nil {
+		return fmt.Errorf("stage changes: %w", err)
+	}
+	return nil
+}
+
+// Stage records the whole work tree in the index (git add -A), with
+// filter drivers switched off. Symbolic links are staged as links; their
+// targets are never read.
+func (g *Git) Stage(ctx context.Context, dir string) error {
+	w, err := g.worktree(ctx, dir)
+	if err != nil {
+		return err
+	}
+	return w.stage(ctx)
+}
+
+// Snapshot stages the work tree and returns the id of the tree it amounts
+// to: two equal snapshots mean nothing changed in between.
+func (g *Git) Snapshot(ctx context.Context, dir string) (string, error) {
+	w, err := g.worktree(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	if err := w.stage(ctx); err != nil {
+		return "", err
+	}
+	out, err := w.run(ctx, invocation{args: []string{"write-tree"}})
+	if err != nil {
+		return "", fmt.Errorf("snapshot work tree: %w", err)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// Identity is who commits.
+type Identity struct {
+	Name  string
+	Email string
+}
+
+// CommitOptions describe a commit.
+type CommitOptions struct {
+	// Branch, when set, is created or reset at the current HEAD (keeping
+	// the work tree) and checked out before committing.
+	Branch  string
+	Message string
+	Author  Identity
+}
+
+// ErrNoChanges is returned by Commit when the work tree has no changes.
+var ErrNoChanges = errors.New("no changes to commit")
+
+// Commit stages the whole work tree and commits it, on o.Branch when set,
+// without running hooks or signing. It returns the new commit id, or
+// ErrNoChanges.
+func (g *Git) Commit(ctx context.Context, dir string, o CommitOptions) (string, error) {
+	name, email := o.Author.Name, o.Author.Email
+	if name == "" {
+		name = "fleetlift"
+	}
+	if email == "" {
+		email = "fleetlift@localhost"
+	}
+	if strings.ContainsAny(name+email, "<>\n\x00") {
+		return "", fmt.Errorf("invalid commit identity %q <%s>", name, email)
+	}
+	w, err := g.worktree(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	if o.Branch != "" {
+		if err := CheckBranch(o.Branch); err != nil {
+			return "", err
+		}
+		if _, err := w.run(ctx, invocation{args: []string{"checkout", "--quiet", "-B", o.Branch}}); err != nil {
+			return "", fmt.Errorf("check out branch %s: %w", o.Branch, err)
+		}
+	}
+	if err := w.stage(ctx); err != nil {
+		return "", err
+	}
+	if _, err := w.run(ctx, invocation{args: []string{"diff", "--cached", "--quiet", "--no-ext-diff"}}); err == nil {
+		return "", ErrNoChanges
+	} else if exitCode(err) != 1 {
+		return "", fmt.Errorf("check staged changes: %w", err)
+	}
+	msg := o.Message
+	if strings.TrimSpace(msg) == "" {
+		msg = "fleetlift changes"
+	}
+	_, err = w.run(ctx, invocation{
+		args:  []string{"commit", "--quiet", "--no-verify", "--no-gpg-sign", "--file=-"},
+		stdin: strings.NewReader(msg),
+		env: []string{
+			"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email,
+			"GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email,
+		},
+	})
+	if err != nil {
+		return "", fmt.Errorf("commit: %w", err)
+	}
+	return g.RevParse(ctx, dir, "HEAD")
+}

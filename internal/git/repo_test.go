@@ -1,0 +1,233 @@
+package git_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/git/gittest"
+)
+
+func newGit(extraEnv ...string) *git.Git {
+	return &git.Git{Env: append(gittest.Env(), extraEnv...)}
+}
+
+func clone(t *testing.T, g *git.Git, url string, o git.CloneOptions) string {
+	t.Helper()
+	dest := filepath.Join(t.TempDir(), "clone")
+	if err := g.Clone(context.Background(), url, dest, o); err != nil {
+		t.Fatal(err)
+	}
+	return dest
+}
+
+func TestCloneHonoursBranchAndDepth(t *testing.T) {
+	ctx := context.Background()
+	g := newGit()
+	remote := gittest.NewRemote(t, "", "api", map[string]string{"README.md": "one\n"})
+	gittest.Commit(t, remote, "main", map[string]string{"README.md": "two\n"})
+	gittest.Run(t, filepath.Dir(remote), "--git-dir="+remote, "branch", "release", "main")
+	gittest.Commit(t, remote, "release", map[string]string{"README.md": "three\n"})
+
+	dir := clone(t, g, remote, git.CloneOptions{Branch: "release", Depth: 1})
+	if b, _ := g.CurrentBranch(ctx, dir); b != "release" {
+		t.Errorf("checked out %q, want release", b)
+	}
+	if n, _ := g.Run(ctx, dir, "rev-list", "--count", "HEAD"); strings.TrimSpace(n) != "1" {
+		t.Errorf("clone has %s commits, want 1 (depth 1)", strings.TrimSpace(n))
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "README.md")); string(got) != "three\n" {
+		t.Errorf("README.md = %q, want the release branch's", got)
+	}
+
+	full := clone(t, g, "file://"+remote, git.CloneOptions{})
+	if n, _ := g.Run(ctx, full, "rev-list", "--count", "HEAD"); strings.TrimSpace(n) != "2" {
+		t.Errorf("full clone of main has %s commits, want 2", strings.TrimSpace(n))
+	}
+}
+
+func TestCloneOfLocalPathSharesNothing(t *testing.T) {
+	g := newGit()
+	remote := gittest.NewRemote(t, "", "api", map[string]string{"a.txt": "a\n"})
+	dir := clone(t, g, remote, git.CloneOptions{})
+	if _, err := os.Stat(filepath.Join(dir, ".git", "objects", "info", "alternates")); err == nil {
+		t.Fatal("clone borrows objects from its source through alternates")
+	}
+	err := filepath.WalkDir(filepath.Join(dir, ".git", "objects"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			t.Errorf("%s is hard-linked (%d links) with the source", p, st.Nlink)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, ".git", "hooks")); len(entries) > 0 {
+		t.Errorf("clone installed hooks: %v", entries)
+	}
+}
+
+func TestCloneFollowsSubmodulesOnlyWhenAsked(t *testing.T) {
+	parent := t.TempDir()
+	elsewhere := gittest.NewRemote(t, parent, "elsewhere", map[string]string{"secret.txt": "from elsewhere\n"})
+	remote := gittest.NewRemote(t, parent, "api", map[string]string{"main.go": "package main\n"})
+	gittest.AddSubmodule(t, remote, elsewhere, "vendor/dep")
+	g := newGit()
+
+	tests := []struct {
+		name       string
+		submodules bool
+		wantSecret bool
+	}{
+		{"submodules off", false, false},
+		{"submodules on", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := clone(t, g, remote, git.CloneOptions{Submodules: tt.submodules})
+			_, err := os.Stat(filepath.Join(dir, "vendor", "dep", "secret.txt"))
+			if got := err == nil; got != tt.wantSecret {
+				t.Fatalf("submodule content present = %v, want %v", got, tt.wantSecret)
+			}
+		})
+	}
+}
+
+func TestCommitAndPushRunNoHooksOrFilters(t *testing.T) {
+	ctx := context.Background()
+	g := newGit()
+	remote := gittest.NewRemote(t, "", "api", map[string]string{"a.txt": "a\n"})
+	dir := clone(t, g, remote, git.CloneOptions{})
+	marker := filepath.Join(t.TempDir(), "pwned")
+	hook := "#!/bin/sh\ntouch " + marker + "\n"
+	for _, d := range []string{filepath.Join(dir, ".git", "hooks"), filepath.Join(dir, "evil-hooks")} {
+		for _, name := range []string{"pre-commit", "commit-msg", "post-commit", "post-checkout", "pre-push", "reference-transaction"} {
+			gittest.WriteFiles(t, d, map[string]string{name: hook})
+			os.Chmod(filepath.Join(d, name), 0o755)
+		}
+	}
+	// What a hostile agent could write into the clone's configuration.
+	gittest.Run(t, dir, "config", "core.hooksPath", "evil-hooks")
+	gittest.Run(t, dir, "config", "filter.evil.clean", "touch "+marker+"; cat")
+	gittest.Run(t, dir, "config", "filter.evil.smudge", "touch "+marker+"; cat")
+	gittest.Run(t, dir, "config", "core.fsmonitor", "touch "+marker)
+	gittest.WriteFiles(t, dir, map[string]string{".gitattributes": "* filter=evil\n", "a.txt": "changed\n"})
+
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("setting up the hostile clone ran its own hooks")
+	}
+	id, err := g.Commit(ctx, dir, git.CommitOptions{Branch: "fleetlift/t1", Message: "change", Author: git.Identity{Name: "Bot", Email: "bot@example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a hook, filter or fsmonitor from the clone ran during commit")
+	}
+	if err := g.Push(ctx, dir, remote, git.RefUpdate{Src: "fleetlift/t1", Dst: "refs/heads/fleetlift/t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a hook from the clone ran during push")
+	}
+	if got := gittest.Run(t, remote, "rev-parse", "refs/heads/fleetlift/t1"); got != id {
+		t.Fatalf("remote branch at %s, want %s", got, id)
+	}
+	if author := gittest.Run(t, remote, "log", "-1", "--format=%an <%ae>", id); author != "Bot <bot@example.com>" {
+		t.Errorf("author %q", author)
+	}
+
+	if _, err := g.Commit(ctx, dir, git.CommitOptions{Message: "again"}); !errors.Is(err, git.ErrNoChanges) {
+		t.Errorf("commit without changes = %v, want ErrNoChanges", err)
+	}
+}
+
+func TestPushWithLease(t *testing.T) {
+	ctx := context.Background()
+	g := newGit()
+	remote := gittest.NewRemote(t, "", "api", map[string]string{"a.txt": "a\n"})
+	dir := clone(t, g, remote, git.CloneOptions{})
+	base, _ := g.RevParse(ctx, dir, "HEAD")
+	gittest.WriteFiles(t, dir, map[string]string{"a.txt": "b\n"})
+	first, err := g.Commit(ctx, dir, git.CommitOptions{Branch: "topic", Message: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		update  git.RefUpdate
+		wantErr bool
+		wantRef string
+	}{
+		{"create when missing", git.RefUpdate{Src: first, Dst: "refs/heads/topic", Lease: true}, false, first},
+		{"create again is a no-op", git.RefUpdate{Src: first, Dst: "refs/heads/topic", Lease: true}, false, first},
+		{"stale lease is refused", git.RefUpdate{Src: base, Dst: "refs/heads/topic", Lease: true, Expect: base}, true, first},
+		{"rewind with the right lease", git.RefUpdate{Src: base, Dst: "refs/heads/topic", Lease: true, Expect: first}, false, base},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := g.Push(ctx, dir, remote, tt.update)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("push = %v, want error %v", err, tt.wantErr)
+			}
+			refs, err := g.LsRemote(ctx, remote, "refs/heads/topic")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refs["refs/heads/topic"] != tt.wantRef {
+				t.Fatalf("remote topic at %s, want %s", refs["refs/heads/topic"], tt.wantRef)
+			}
+		})
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	ctx := context.Background()
+	g := newGit()
+	dir := clone(t, g, gittest.NewRemote(t, "", "api", map[string]string{"a.txt": "a\n"}), git.CloneOptions{})
+	first, err := g.Snapshot(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := g.Snapshot(ctx, dir); again != first {
+		t.Errorf("snapshot of an unchanged tree changed: %s != %s", again, first)
+	}
+	gittest.WriteFiles(t, dir, map[string]string{"b.txt": "b\n"})
+	if changed, _ := g.Snapshot(ctx, dir); changed == first {
+		t.Error("snapshot did not change after adding a file")
+	}
+}
+
+func TestRunRefusesGlobalOptions(t *testing.T) {
+	g := newGit()
+	dir := clone(t, g, gittest.NewRemote(t, "", "api", map[string]string{"a.txt": "a\n"}), git.CloneOptions{})
+	tests := []struct {
+		name string
+		args []string
+		ok   bool
+	}{
+		{"a command", []string{"status", "--short"}, true},
+		{"override the hooks path", []string{"-c", "core.hooksPath=.git/hooks", "commit"}, false},
+		{"another git directory", []string{"--git-dir=/etc", "status"}, false},
+		{"nothing", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := g.Run(context.Background(), dir, tt.args...); (err == nil) != tt.ok {
+				t.Fatalf("Run(%q) = %v, want ok=%v", tt.args, err, tt.ok)
+			}
+		})
+	}
+}

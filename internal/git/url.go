@@ -1,0 +1,123 @@
+package git
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// userinfo matches the user-info of URLs in free text.
+var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@`)
+
+// Redact replaces the user-info of every URL in s with REDACTED:
+// https://user:token@host/x becomes https://REDACTED@host/x.
+func Redact(s string) string {
+	return userinfo.ReplaceAllString(s, "${1}REDACTED@")
+}
+
+// redact is Redact that also removes the token itself.
+func (g *Git) redact(s string) string {
+	s = Redact(s)
+	if t := g.token(); len(t) >= 4 {
+		s = strings.ReplaceAll(s, t, "REDACTED")
+	}
+	return s
+}
+
+// CheckURL accepts the repository locations fleetlift clones from and
+// pushes to: https:// (and http:// to a loopback address), ssh:// and
+// scp-like user@host:path, file:// and absolute local paths. It refuses
+// credentials in http(s) URLs, transport helpers (ext::, fd::), git://,
+// relative paths, '..' in paths, and anything that could be read as an
+// option.
+func CheckURL(raw string) error {
+	if raw == "" {
+		return errors.New("repository URL is empty")
+	}
+	if strings.HasPrefix(raw, "-") {
+		return fmt.Errorf("repository URL %q starts with '-'", Redact(raw))
+	}
+	for _, r := range raw {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("repository URL %q contains a control character", Redact(raw))
+		}
+	}
+	if scheme, _, ok := strings.Cut(raw, "://"); ok && !strings.ContainsAny(scheme, "/:@") {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return fmt.Errorf("repository URL %q: %w", Redact(raw), errors.Unwrap(err))
+		}
+		switch strings.ToLower(u.Scheme) {
+		case "https":
+		case "http":
+			if !isLoopbackHTTP(raw) {
+				return fmt.Errorf("repository URL %s: http:// is allowed only to a loopback address; use https://", Redact(raw))
+			}
+		case "ssh", "git+ssh", "ssh+git":
+			if _, hasPassword := u.User.Password(); hasPassword {
+				return fmt.Errorf("repository URL %s carries a password: credentials come from the environment", Redact(raw))
+			}
+			return nil
+		case "file":
+			if hasDotDot(u.Path) {
+				return fmt.Errorf("repository URL %s contains '..'", raw)
+			}
+			return nil
+		default:
+			return fmt.Errorf("repository URL %s: transport %q is not allowed (https, ssh, file)", Redact(raw), u.Scheme)
+		}
+		if u.User != nil {
+			return fmt.Errorf("repository URL %s carries credentials: they come from the environment, never the URL", Redact(raw))
+		}
+		if u.Host == "" {
+			return fmt.Errorf("repository URL %s has no host", Redact(raw))
+		}
+		return nil
+	}
+	// git reads "<transport>::<address>" as a remote helper (ext::sh -c ...).
+	if i := strings.Index(raw, "::"); i >= 0 && !strings.Contains(raw[:i], "/") {
+		return fmt.Errorf("repository URL %q: remote helper transports are not allowed", Redact(raw))
+	}
+	// A colon before the first slash makes it scp-like ssh (user@host:path).
+	if colon, slash := strings.IndexByte(raw, ':'), strings.IndexByte(raw, '/'); colon > 0 && (slash < 0 || colon < slash) {
+		return nil
+	}
+	if !strings.HasPrefix(raw, "/") {
+		return fmt.Errorf("repository path %q must be absolute", raw)
+	}
+	if hasDotDot(raw) {
+		return fmt.Errorf("repository path %q contains '..'", raw)
+	}
+	return nil
+}
+
+func hasDotDot(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+func isHTTP(raw string) bool {
+	l := strings.ToLower(raw)
+	return strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://")
+}
+
+// isLoopbackHTTP reports whether raw is an http:// URL to this machine.
+func isLoopbackHTTP(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || strings.ToLower(u.Scheme) != "http" {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

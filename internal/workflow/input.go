@@ -1,0 +1,154 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/spec"
+)
+
+// Start is what to start for a definition: a Task workflow, or a Campaign
+// workflow (for a Campaign, or a Task with groups).
+type Start struct {
+	// WorkflowID is deterministic: "task/<id>" or "campaign/<id>".
+	WorkflowID string
+	Task       *TaskInput
+	Campaign   *CampaignInput
+}
+
+// Options carry what the definition does not say.
+type Options struct {
+	// Forge is the forge the agent opens pull requests with ("local").
+	Forge string
+	// ApprovalTimeout bounds each wait for approval; zero waits forever.
+	ApprovalTimeout time.Duration
+	Git             protocol.GitConfig
+}
+
+// DefaultGit is the identity the agent commits with.
+var DefaultGit = protocol.GitConfig{UserEmail: "fleetlift@noreply.localhost", UserName: "fleetlift", CloneDepth: 50}
+
+// ForDefinition translates a loaded definition into what to start.
+func ForDefinition(d spec.Definition, opts Options) (Start, error) {
+	switch {
+	case d.Task != nil:
+		t := d.Task
+		tmpl, err := taskInput(t.ID, t.Title, t.Work, opts)
+		if err != nil {
+			return Start{}, err
+		}
+		if len(t.Groups) > 0 {
+			c := CampaignInput{
+				ID: t.ID, Template: tmpl, BatchSize: t.MaxParallel, MaxParallel: t.MaxParallel,
+				ThresholdPercent: t.Failure.ThresholdPercent, FailureAction: string(t.Failure.Action),
+			}
+			for _, g := range t.Groups {
+				c.Units = append(c.Units, Unit{Key: g.Name, Repositories: repositories(g.Repositories)})
+			}
+			return Start{WorkflowID: "campaign/" + t.ID, Campaign: &c}, nil
+		}
+		tmpl.Manifest.Repositories = repositories(t.Repositories)
+		tmpl.Manifest.Targets = repositories(t.Targets)
+		return Start{WorkflowID: "task/" + t.ID, Task: &tmpl}, nil
+	case d.Campaign != nil:
+		c := d.Campaign
+		tmpl, err := taskInput(c.ID, c.Title, c.Template, opts)
+		if err != nil {
+			return Start{}, err
+		}
+		in := CampaignInput{
+			ID: c.ID, Template: tmpl, BatchSize: c.BatchSize, MaxParallel: c.MaxParallel,
+			ThresholdPercent: c.Failure.ThresholdPercent, FailureAction: string(c.Failure.Action),
+			PullRequestsPerHour: c.RateLimit.PullRequestsPerHour, Burst: c.RateLimit.Burst,
+		}
+		for _, r := range c.Repositories {
+			in.Units = append(in.Units, Unit{Key: r.Name, Repositories: repositories([]spec.Repository{r})})
+		}
+		for _, g := range c.Groups {
+			in.Units = append(in.Units, Unit{Key: g.Name, Repositories: repositories(g.Repositories)})
+		}
+		return Start{WorkflowID: "campaign/" + c.ID, Campaign: &in}, nil
+	}
+	return Start{}, fmt.Errorf("definition %s in %s has neither a task nor a campaign", d.ID, d.File)
+}
+
+func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
+	git := opts.Git
+	if git.UserEmail == "" {
+		git = DefaultGit
+	}
+	forge := opts.Forge
+	if forge == "" {
+		forge = "local"
+	}
+	m := protocol.Manifest{
+		TaskID:          id,
+		Mode:            protocol.Mode(w.Mode),
+		Title:           title,
+		TimeoutSeconds:  int(time.Duration(w.Timeout) / time.Second),
+		RequireApproval: w.RequireApproval,
+		GitConfig:       git,
+		Forge:           forge,
+	}
+	if w.Transformation != nil {
+		r := repositories([]spec.Repository{*w.Transformation})[0]
+		m.Transformation = &r
+	}
+	for _, f := range w.ForEach {
+		m.ForEach = append(m.ForEach, protocol.ForEachTarget{Name: f.Name, Context: f.Context})
+	}
+	in := TaskInput{ID: id, Timeout: time.Duration(w.Timeout), ApprovalTimeout: opts.ApprovalTimeout}
+	switch {
+	case w.Execution.Agentic != nil:
+		ag := w.Execution.Agentic
+		m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: ag.Prompt, Agent: ag.Agent}
+		m.Verifiers = verifiers(ag.Verifiers)
+		m.Limits = protocol.Limits{MaxIterations: ag.Limits.MaxIterations, MaxTokens: ag.Limits.MaxTokens, MaxVerifierRetries: ag.Limits.MaxVerifierRetries}
+		m.MaxSteeringIterations = ag.Limits.MaxSteeringIterations
+		if ag.Output != nil {
+			out := &protocol.Output{Capture: string(ag.Output.Capture)}
+			if ag.Output.Schema != nil {
+				b, err := json.Marshal(ag.Output.Schema)
+				if err != nil {
+					return TaskInput{}, fmt.Errorf("output schema of %s: %w", id, err)
+				}
+				out.Schema = b
+			}
+			m.Output = out
+		}
+	case w.Execution.Deterministic != nil:
+		de := w.Execution.Deterministic
+		m.Execution = protocol.Execution{Type: protocol.ExecutionDeterministic, Image: de.Image, Command: de.Command, Args: de.Args, Env: de.Env}
+		m.Verifiers = verifiers(de.Verifiers)
+		in.Image = de.Image
+	}
+	if pr := w.PullRequest; pr != nil {
+		m.PullRequest = &protocol.PullRequest{BranchPrefix: pr.BranchPrefix, Title: pr.Title, Body: pr.Body, Labels: pr.Labels, Reviewers: pr.Reviewers, Draft: pr.Draft}
+	} else if m.Mode == protocol.ModeTransform {
+		m.PullRequest = &protocol.PullRequest{BranchPrefix: "fleetlift", Title: title}
+	}
+	if s := w.Sandbox; s != nil && s.Resources != nil && s.Resources.Limits != nil {
+		in.Resources = sandbox.Resources{Memory: s.Resources.Limits.Memory, CPU: s.Resources.Limits.CPU}
+	}
+	in.Manifest = m
+	return in, nil
+}
+
+func repositories(rs []spec.Repository) []protocol.Repository {
+	var out []protocol.Repository
+	for _, r := range rs {
+		out = append(out, protocol.Repository{URL: r.URL, Branch: r.Branch, Name: r.Name, Setup: r.Setup, Submodules: r.Submodules})
+	}
+	return out
+}
+
+func verifiers(vs []spec.Verifier) []protocol.Verifier {
+	var out []protocol.Verifier
+	for _, v := range vs {
+		out = append(out, protocol.Verifier{Name: v.Name, Command: v.Command})
+	}
+	return out
+}

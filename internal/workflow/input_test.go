@@ -1,0 +1,69 @@
+package workflow_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// TestForDefinitionExamples translates every example into what would be
+// started and checks what a user would see run.
+func TestForDefinitionExamples(t *testing.T) {
+	res, err := (&spec.Loader{}).Load(context.Background(), os.DirFS("../../examples"), ".")
+	if err != nil || len(res.Errors) > 0 {
+		t.Fatalf("load examples: %v %v", err, res.Errors)
+	}
+	byID := map[string]workflow.Start{}
+	for _, d := range res.Definitions {
+		s, err := workflow.ForDefinition(d, workflow.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", d.ID, err)
+		}
+		if (s.Task == nil) == (s.Campaign == nil) {
+			t.Fatalf("%s: want exactly one of task and campaign: %+v", d.ID, s)
+		}
+		byID[d.ID] = s
+	}
+
+	slog := byID["slog-migration"]
+	if slog.WorkflowID != "task/slog-migration" || slog.Task == nil {
+		t.Fatalf("slog-migration: %+v", slog)
+	}
+	m := slog.Task.Manifest
+	if m.Execution.Type != protocol.ExecutionAgentic || len(m.Repositories) != 2 || len(m.Verifiers) != 2 || !m.RequireApproval ||
+		m.TimeoutSeconds != 1800 || m.PullRequest.BranchPrefix != "auto/slog-migration" || m.Forge != "local" {
+		t.Errorf("slog-migration manifest: %+v", m)
+	}
+
+	fleet := byID["fleet-migration"]
+	if fleet.Campaign == nil || len(fleet.Campaign.Units) != 3 || fleet.Campaign.ThresholdPercent != 20 {
+		t.Errorf("a task with groups runs as a campaign of its groups: %+v", fleet)
+	} else if fleet.Campaign.Units[0].Key != "team-a" || len(fleet.Campaign.Units[0].Repositories) != 2 {
+		t.Errorf("fleet-migration first group: %+v", fleet.Campaign.Units[0])
+	}
+
+	classify := byID["endpoint-classification"].Task
+	if classify == nil || classify.Manifest.Transformation == nil || len(classify.Manifest.Targets) != 2 || len(classify.Manifest.ForEach) != 1 {
+		t.Errorf("transformation + targets: %+v", classify)
+	}
+
+	audit := byID["auth-audit"].Task
+	if audit == nil || audit.Manifest.Output == nil || len(audit.Manifest.Output.Schema) == 0 || audit.Manifest.PullRequest != nil {
+		t.Errorf("report: output schema carried, no pull request: %+v", audit)
+	}
+
+	for id, s := range byID {
+		if s.Campaign == nil {
+			continue
+		}
+		for _, u := range s.Campaign.Units {
+			if u.Key == "" || len(u.Repositories) == 0 {
+				t.Errorf("%s: empty unit %+v", id, u)
+			}
+		}
+	}
+}
