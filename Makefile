@@ -49,6 +49,10 @@ $(BIN)/cue:
 .PHONY: tools
 tools: $(BIN)/cue ## Install pinned tools into ./bin
 
+.PHONY: bench-run
+bench-run: ## A deterministic change across 200 local repos: fleetlift vs a shell loop of clone, change, commit, push
+	$(GO) run ./bench/run -repos 200 -parallel 8
+
 .PHONY: bench-spec
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
 	$(GO) run ./bench/spec -cue $(BIN)/cue

@@ -88,6 +88,9 @@ func Start(opts Options) (*Server, error) {
 	dyn := dynamicconfig.StaticClient{
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8192,
+		// The worker runs beside the server: hand it activities with the
+		// workflow task that schedules them, without a matching round trip.
+		dynamicconfig.EnableActivityEagerExecution.Key(): true,
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(cfg),
@@ -126,8 +129,14 @@ func buildConfig(opts Options, ports []int) (*config.Config, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create database directory %s: %w", dir, err)
 		}
-		sqlCfg.ConnectAttributes = map[string]string{"mode": "rwc", "_journal_mode": "WAL", "_busy_timeout": "5000"}
+		// WAL lets readers run beside the one writer, so several
+		// connections help; synchronous=normal is durable across crashes
+		// of fleetlift (not necessarily of the machine's power) and saves
+		// an fsync per transaction.
+		sqlCfg.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "normal", "busy_timeout": "10000"}
 		sqlCfg.DatabaseName = opts.DatabaseFile
+		sqlCfg.MaxConns = 4
+		sqlCfg.MaxIdleConns = 4
 	}
 	_, statErr := os.Stat(opts.DatabaseFile)
 	if opts.DatabaseFile == "" || errors.Is(statErr, os.ErrNotExist) {

@@ -43,20 +43,19 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 
 	info := workflow.GetInfo(ctx)
 	ref := activity.SandboxRef{ID: sandboxID(info.WorkflowExecution.ID, info.WorkflowExecution.RunID)}
-	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
-	})
+	// The short sandbox steps (provision, write a file, read a file, clean
+	// up) run as local activities: in the workflow task that needs them,
+	// without a round trip through the server each. Only the wait for the
+	// agent, which can take an hour and must move to another worker if
+	// this one dies, is a regular activity.
+	short := workflow.WithLocalActivityOptions(ctx, shortOptions(5))
 
 	// Cleanup runs on a disconnected context: it must happen even when
 	// the workflow is cancelled.
 	defer func() {
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
-			StartToCloseTimeout: 2 * time.Minute,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
-		})
-		if err := workflow.ExecuteActivity(dctx, a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}).Get(dctx, nil); err != nil {
+		dctx = workflow.WithLocalActivityOptions(dctx, shortOptions(10))
+		if err := workflow.ExecuteLocalActivity(dctx, a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}).Get(dctx, nil); err != nil {
 			workflow.GetLogger(ctx).Error("sandbox cleanup failed", "sandbox", ref.ID, "error", err)
 		}
 	}()
@@ -65,14 +64,14 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Minute
 	}
-	if err := workflow.ExecuteActivity(short, a.ProvisionSandbox, activity.ProvisionInput{
+	if err := workflow.ExecuteLocalActivity(short, a.ProvisionSandbox, activity.ProvisionInput{
 		SandboxID: ref.ID, Image: in.Image, Resources: in.Resources,
 		// The sandbox outlives the agent's timeout by the approval wait.
 		Labels: map[string]string{"fleetlift.io/task-id": in.ID},
 	}).Get(ctx, &ref); err != nil {
 		return finish(failedOrCancelled(ctx), "provision sandbox: "+errText(err), nil)
 	}
-	if err := workflow.ExecuteActivity(short, a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(short, a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}).Get(ctx, nil); err != nil {
 		return finish(failedOrCancelled(ctx), "submit manifest: "+errText(err), nil)
 	}
 	st.Phase = TaskRunning
@@ -94,7 +93,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}
 		st.AgentPhase, st.Message, st.Iteration = s.Phase, s.Message, s.Iteration
 		var r protocol.Result
-		if err := workflow.ExecuteActivity(short, a.ReadResult, activity.ReadResultInput{Sandbox: ref}).Get(ctx, &r); err != nil {
+		if err := workflow.ExecuteLocalActivity(short, a.ReadResult, activity.ReadResultInput{Sandbox: ref}).Get(ctx, &r); err != nil {
 			return nil, err
 		}
 		st.Result = &r
@@ -102,7 +101,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	}
 	steer := func(s protocol.Steering) error {
 		s.Timestamp = workflow.Now(ctx)
-		return workflow.ExecuteActivity(short, a.SubmitSteering, activity.SteeringInput{Sandbox: ref, Steering: s}).Get(ctx, nil)
+		return workflow.ExecuteLocalActivity(short, a.SubmitSteering, activity.SteeringInput{Sandbox: ref, Steering: s}).Get(ctx, nil)
 	}
 
 	r, err := wait(timeout, 0, protocol.PhaseAwaitingInput, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled)
@@ -126,8 +125,8 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			// Cancelled or no decision in time: tell the agent to stop,
 			// on a context that survives the cancellation.
 			dctx, _ := workflow.NewDisconnectedContext(ctx)
-			dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
-			_ = workflow.ExecuteActivity(dctx, a.SubmitSteering, activity.SteeringInput{Sandbox: ref,
+			dctx = workflow.WithLocalActivityOptions(dctx, shortOptions(3))
+			_ = workflow.ExecuteLocalActivity(dctx, a.SubmitSteering, activity.SteeringInput{Sandbox: ref,
 				Steering: protocol.Steering{Action: protocol.ActionCancel, Iteration: iteration, Timestamp: workflow.Now(dctx)}}).Get(dctx, nil)
 			msg := "cancelled while awaiting approval"
 			if timedOut {
@@ -164,6 +163,14 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			}
 			return finish(TaskCancelled, msg, r)
 		}
+	}
+}
+
+// shortOptions are the options of the short sandbox steps.
+func shortOptions(attempts int32) workflow.LocalActivityOptions {
+	return workflow.LocalActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: attempts},
 	}
 }
 
