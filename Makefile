@@ -15,6 +15,11 @@ help: ## List the targets
 build: ## Build bin/fleetlift
 	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
 
+.PHONY: demo
+demo: build ## Make three local repositories and run a campaign on them (embedded Temporal, local sandboxes)
+	examples/local/setup.sh
+	$(BIN)/fleetlift run --file examples/local/go-version.yaml
+
 .PHONY: test
 test: lint check-generated ## Run every test: vet, format, generated files, unit tests, a short fuzz run
 	$(GO) test -count=1 ./...

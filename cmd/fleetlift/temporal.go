@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,17 +83,22 @@ func listening(addr string) bool {
 }
 
 // dialOrEmbed connects to Temporal at the flags' address; when nothing
-// listens there and the address is the default, it starts the embedded
-// server there first. The returned stop function stops what was started.
+// listens there and the address is on this machine's loopback, it starts
+// the embedded server there first. The returned stop function stops what was started.
 func (f *temporalFlags) dialOrEmbed(ctx context.Context, logw io.Writer) (client.Client, func(), error) {
 	stop := func() {}
 	if !listening(f.address) {
-		if f.address != defaultAddress {
+		host, port, err := net.SplitHostPort(f.address)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--temporal-address %q: %w", f.address, err)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return nil, nil, fmt.Errorf("nothing listens at --temporal-address %s", f.address)
 		}
-		host, port, _ := net.SplitHostPort(f.address)
-		var p int
-		fmt.Sscanf(port, "%d", &p)
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--temporal-address %q: bad port", f.address)
+		}
 		fmt.Fprintf(logw, "starting the embedded Temporal server on %s (database %s)\n", f.address, filepath.Join(f.stateDir, "temporal.db"))
 		srv, err := devserver.Start(devserver.Options{
 			DatabaseFile: filepath.Join(f.stateDir, "temporal.db"),

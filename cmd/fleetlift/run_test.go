@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// demoRepos makes n bare repositories with a go.mod saying go 1.21 and
+// returns their file URLs.
+func demoRepos(t *testing.T, root string, n int) []string {
+	t.Helper()
+	var urls []string
+	for i := range n {
+		src := filepath.Join(root, "src", fmt.Sprintf("svc%d", i))
+		bare := filepath.Join(root, fmt.Sprintf("svc%d.git", i))
+		script := fmt.Sprintf(`set -e
+git init -q -b main %[1]s
+printf 'module example.com/svc\n\ngo 1.21\n' > %[1]s/go.mod
+git -C %[1]s add go.mod
+git -C %[1]s -c user.email=t@example.com -c user.name=t commit -qm init
+git clone -q --bare %[1]s %[2]s`, src, bare)
+		if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+			t.Fatalf("make repo: %v\n%s", err, out)
+		}
+		urls = append(urls, "file://"+bare)
+	}
+	return urls
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func writeDef(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// syncBuffer is written by a command running in a goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRunCampaignEmbedded: `fleetlift run --file` on a campaign over local
+// repositories starts the embedded server and a worker, runs to the end,
+// prints the per-repository table and exits 0; the branches are there.
+func TestRunCampaignEmbedded(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 3)
+	def := writeDef(t, root, "bump.yaml", fmt.Sprintf(`version: 1
+kind: Campaign
+id: bump
+title: Bump go
+template:
+  execution:
+    deterministic:
+      image: golang
+      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
+  pull_request: {branch_prefix: auto/bump, title: Bump go}
+repositories:
+  - url: %s
+  - url: %s
+  - url: %s
+`, urls[0], urls[1], urls[2]))
+	out, code := runCLI(t, "run", "--file", def, "--temporal-address", freeAddr(t), "--state-dir", filepath.Join(root, "state"))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"starting the embedded Temporal server", "campaign/bump: completed", "3 repositories: 3 completed, 0 failed", "#auto/bump/bump"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, u := range urls {
+		bare := strings.TrimPrefix(u, "file://")
+		got, err := exec.Command("git", "-C", bare, "show", "auto/bump/bump:go.mod").Output()
+		if err != nil || !strings.Contains(string(got), "go 1.26") {
+			t.Errorf("%s: branch auto/bump/bump missing or unchanged: %v", bare, err)
+		}
+	}
+}
+
+// TestRunWaitsForApproval: a task that needs approval waits; `fleetlift
+// approve` from "another terminal" lets it finish; nothing is pushed
+// before.
+func TestRunWaitsForApproval(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 1)
+	def := writeDef(t, root, "task.yaml", fmt.Sprintf(`version: 1
+id: needs-ok
+title: Bump go
+repositories: [{url: %s}]
+execution:
+  deterministic: {image: golang, command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]}
+require_approval: true
+pull_request: {branch_prefix: auto/ok, title: Bump go}
+`, urls[0]))
+	addr := freeAddr(t)
+	state := filepath.Join(root, "state")
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"run", "--file", def, "--temporal-address", addr, "--state-dir", state}, &out, &out)
+	}()
+
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(out.String(), "awaits approval") {
+		if time.Now().After(deadline) {
+			t.Fatalf("never awaited approval:\n%s", out.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	bare := strings.TrimPrefix(urls[0], "file://")
+	if b, _ := exec.Command("git", "-C", bare, "branch", "--list", "auto/*").Output(); len(bytes.TrimSpace(b)) != 0 {
+		t.Fatalf("pushed before approval: %s", b)
+	}
+	status, code := runCLI(t, "status", "needs-ok", "--temporal-address", addr)
+	if code != 0 || !strings.Contains(status, "awaiting_approval") || !strings.Contains(status, "go.mod") {
+		t.Fatalf("status while waiting (exit %d):\n%s", code, status)
+	}
+	if msg, code := runCLI(t, "approve", "needs-ok", "--temporal-address", addr); code != 0 {
+		t.Fatalf("approve: exit %d: %s", code, msg)
+	}
+	select {
+	case code := <-done:
+		if code != 0 || !strings.Contains(out.String(), "task/needs-ok: completed") {
+			t.Fatalf("run after approval: exit %d:\n%s", code, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("run did not finish after approval:\n%s", out.String())
+	}
+	if b, _ := exec.Command("git", "-C", bare, "branch", "--list", "auto/*").Output(); !strings.Contains(string(b), "auto/ok/needs-ok") {
+		t.Errorf("no branch after approval: %q", b)
+	}
+}
