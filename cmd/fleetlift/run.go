@@ -146,11 +146,14 @@ func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Defin
 	return run, nil
 }
 
-// follow prints progress until the run ends, then the result table. It
-// fails when the run did not complete cleanly.
+// follow prints progress until the run ends, then the result table. On a
+// terminal the per-repository lines are redrawn in place; otherwise a line
+// is printed whenever a repository's state changes. It fails when the run
+// did not complete cleanly.
 func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bool) error {
 	seen := map[string]string{}
 	hinted := map[string]bool{}
+	drawn := 0
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -162,7 +165,32 @@ func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bo
 			fmt.Fprintf(w, "\nstopped following %s; it goes on: `fleetlift status %s`\n", id, id)
 			return errInterrupted
 		}
-		reportProgress(ctx, c, st, w, seen, hinted)
+		rows, waiting := progressRows(ctx, c, st)
+		if tty {
+			if drawn > 0 {
+				fmt.Fprintf(w, "\x1b[%dA\x1b[J", drawn)
+			}
+			for _, r := range rows {
+				fmt.Fprintf(w, "%-24s %s\n", r.key, r.state)
+			}
+			for _, t := range waiting {
+				fmt.Fprintf(w, "%s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", t, st.id)
+			}
+			drawn = len(rows) + len(waiting)
+		} else {
+			for _, r := range rows {
+				if seen[r.key] != r.state {
+					seen[r.key] = r.state
+					fmt.Fprintf(w, "%s  %-24s %s\n", time.Now().Format("15:04:05"), r.key, r.state)
+				}
+			}
+			for _, t := range waiting {
+				if !hinted[t] {
+					hinted[t] = true
+					fmt.Fprintf(w, "          %s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", t, st.id)
+				}
+			}
+		}
 		if st.closed {
 			fmt.Fprintln(w)
 			st.write(w)
@@ -175,54 +203,37 @@ func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bo
 	}
 }
 
-// reportProgress prints a line for each repository whose state changed,
-// and how to approve what waits for approval.
-func reportProgress(ctx context.Context, c client.Client, st *runState, w io.Writer, seen map[string]string, hinted map[string]bool) {
-	line := func(key, state string) {
-		if seen[key] != state {
-			seen[key] = state
-			fmt.Fprintf(w, "%s  %-24s %s\n", time.Now().Format("15:04:05"), key, state)
-		}
-	}
-	hint := func(taskID string) {
-		if hinted[taskID] {
-			return
-		}
-		hinted[taskID] = true
-		fmt.Fprintf(w, "          %s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", taskID, st.id)
-	}
+type progressRow struct{ key, state string }
+
+// progressRows is one line per repository (and one for the campaign), and
+// the tasks awaiting approval.
+func progressRows(ctx context.Context, c client.Client, st *runState) (rows []progressRow, waiting []string) {
 	if st.task != nil {
-		line(st.id, string(st.task.Phase))
 		if st.task.Phase == workflow.TaskAwaitingApproval {
-			hint(st.id)
+			waiting = append(waiting, st.id)
 		}
-		return
+		return []progressRow{{st.id, string(st.task.Phase)}}, waiting
 	}
-	keys := make([]string, 0, len(st.campaign.Units))
-	units := map[string]workflow.UnitResult{}
-	for _, u := range st.campaign.Units {
-		keys = append(keys, u.Key)
-		units[u.Key] = u
-	}
-	sort.Strings(keys)
-	line("campaign", string(st.campaign.Phase)+suffix(st.campaign.Message))
-	for _, k := range keys {
-		u := units[k]
+	units := append([]workflow.UnitResult(nil), st.campaign.Units...)
+	sort.Slice(units, func(i, j int) bool { return units[i].Key < units[j].Key })
+	rows = append(rows, progressRow{"campaign", string(st.campaign.Phase) + suffix(st.campaign.Message)})
+	for _, u := range units {
 		state := string(u.Phase)
 		if u.Phase == workflow.TaskRunning && !st.closed {
-			child := st.id + "/" + k
+			child := st.id + "/" + u.Key
 			if u.Attempts > 1 {
 				child = fmt.Sprintf("%s/retry-%d", child, u.Attempts-1)
 			}
 			if cs, err := readState(ctx, c, child); err == nil && cs.task != nil {
 				state = string(cs.task.Phase)
 				if cs.task.Phase == workflow.TaskAwaitingApproval {
-					hint(child)
+					waiting = append(waiting, child)
 				}
 			}
 		}
-		line(k, state)
+		rows = append(rows, progressRow{u.Key, state})
 	}
+	return rows, waiting
 }
 
 func suffix(msg string) string {

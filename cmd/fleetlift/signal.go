@@ -25,15 +25,11 @@ func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 			if signal == workflow.SignalSteer && prompt == "" {
 				return fmt.Errorf("steer needs --prompt: what the agent should do differently")
 			}
-			c, err := f.dial(cmd.Context())
+			c, id, err := f.dialRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			id, err := resolveID(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
 			targets, err := awaitingTasks(cmd.Context(), c, id, unit)
 			if err != nil {
 				return err
@@ -100,15 +96,11 @@ func newCampaignSignalCmd(name, short, signal string) *cobra.Command {
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.dial(cmd.Context())
+			c, id, err := f.dialRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			id, err := resolveID(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
 			var arg any
 			if signal == workflow.SignalContinue {
 				arg = workflow.ContinueSignal{SkipRemaining: skip}
@@ -141,15 +133,11 @@ repositories, keeping the results of the others.`,
 			if !failedOnly {
 				return fmt.Errorf("retry needs --failed-only (retrying everything is `fleetlift run` again)")
 			}
-			c, err := f.dial(cmd.Context())
+			c, id, err := f.dialRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			id, err := resolveID(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
 			d, err := c.DescribeWorkflowExecution(cmd.Context(), id, "")
 			if err != nil {
 				return err

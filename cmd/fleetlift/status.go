@@ -26,18 +26,19 @@ func newStatusCmd() *cobra.Command {
 definition id), shows the run's phase, summary and per-repository results.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.dial(cmd.Context())
+			if len(args) == 0 {
+				c, err := f.dial(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				return listRuns(cmd.Context(), c, f.namespace, cmd.OutOrStdout())
+			}
+			c, id, err := f.dialRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			if len(args) == 0 {
-				return listRuns(cmd.Context(), c, f.namespace, cmd.OutOrStdout())
-			}
-			id, err := resolveID(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
 			st, err := readState(cmd.Context(), c, id)
 			if err != nil {
 				return err

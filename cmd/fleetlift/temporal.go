@@ -72,6 +72,21 @@ func (f *temporalFlags) dial(ctx context.Context) (client.Client, error) {
 	return c, nil
 }
 
+// dialRun connects to Temporal and resolves a run id given by the user
+// (see resolveID). The caller closes the client.
+func (f *temporalFlags) dialRun(ctx context.Context, arg string) (client.Client, string, error) {
+	c, err := f.dial(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := resolveID(ctx, c, arg)
+	if err != nil {
+		c.Close()
+		return nil, "", err
+	}
+	return c, id, nil
+}
+
 // listening reports whether something accepts connections at addr.
 func listening(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
