@@ -12,7 +12,8 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/fleetlift
+build: ## Build bin/fleetlift and bin/fleetlift-agent (the slim agent local sandboxes run)
+	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
 	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
 
 .PHONY: demo
@@ -56,7 +57,8 @@ tools: $(BIN)/cue ## Install pinned tools into ./bin
 
 .PHONY: bench-run
 bench-run: ## A deterministic change across 200 local repos: fleetlift vs a shell loop of clone, change, commit, push
-	$(GO) run ./bench/run -repos 200 -parallel 8
+	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+	$(GO) run ./bench/run -repos 200 -parallel 8 -agent $(BIN)/fleetlift-agent
 
 .PHONY: bench-spec
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files

@@ -41,9 +41,10 @@ func main() {
 	}
 	repos := flag.Int("repos", 200, "repositories")
 	parallel := flag.Int("parallel", 8, "repositories worked on at once, by both")
-	poll := flag.Duration("poll", 50*time.Millisecond, "how often the worker reads an agent's status")
+	poll := flag.Duration("poll", 0, "how often the worker reads an agent's status (0: fleetlift's default)")
+	agentBin := flag.String("agent", "", "the agent binary sandboxes run (default: this binary's agent command)")
 	flag.Parse()
-	if err := run(*repos, *parallel, *poll); err != nil {
+	if err := run(*repos, *parallel, *poll, *agentBin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-run:", err)
 		os.Exit(1)
 	}
@@ -51,7 +52,7 @@ func main() {
 
 const change = `sed -i 's/^go 1.21$/go 1.26/' go.mod`
 
-func run(n, parallel int, poll time.Duration) error {
+func run(n, parallel int, poll time.Duration, agentBin string) error {
 	root, err := os.MkdirTemp("", "fleetlift-bench-run-")
 	if err != nil {
 		return err
@@ -66,7 +67,7 @@ func run(n, parallel int, poll time.Duration) error {
 	if err != nil {
 		return err
 	}
-	fl, err := fleetlift(root, bares, parallel, poll)
+	fl, err := fleetlift(root, bares, parallel, poll, agentBin)
 	if err != nil {
 		return err
 	}
@@ -134,7 +135,7 @@ git push -q origin HEAD:refs/heads/baseline/bench`
 	return time.Since(start), nil
 }
 
-func fleetlift(root string, bares []string, parallel int, poll time.Duration) (time.Duration, error) {
+func fleetlift(root string, bares []string, parallel int, poll time.Duration, agentBin string) (time.Duration, error) {
 	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(root, "temporal.db")})
 	if err != nil {
 		return 0, err
@@ -145,11 +146,15 @@ func fleetlift(root string, bares []string, parallel int, poll time.Duration) (t
 		return 0, err
 	}
 	defer c.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		return 0, err
+	agent := []string{agentBin}
+	if agentBin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return 0, err
+		}
+		agent = []string{exe, "agent"}
 	}
-	p, err := local.New(local.Options{Root: filepath.Join(root, "sandboxes"), AgentCommand: []string{exe, "agent", "--manifest-poll", "20ms", "--steering-poll", "100ms"}})
+	p, err := local.New(local.Options{Root: filepath.Join(root, "sandboxes"), AgentCommand: agent})
 	if err != nil {
 		return 0, err
 	}

@@ -53,13 +53,13 @@ func (w *workerFlags) sandboxEnv() (map[string]string, error) {
 // newWorker registers fleetlift's workflows and activities, with local
 // sandboxes under stateDir/sandboxes whose agent is this executable.
 func newWorker(c client.Client, stateDir string, wf *workerFlags) (worker.Worker, error) {
-	exe, err := os.Executable()
+	agent, err := agentCommand()
 	if err != nil {
-		return nil, fmt.Errorf("find own executable for the agent: %w", err)
+		return nil, err
 	}
 	provider, err := local.New(local.Options{
 		Root:         filepath.Join(stateDir, "sandboxes"),
-		AgentCommand: []string{exe, "agent"},
+		AgentCommand: agent,
 	})
 	if err != nil {
 		return nil, err
@@ -73,6 +73,25 @@ func newWorker(c client.Client, stateDir string, wf *workerFlags) (worker.Worker
 	w.RegisterWorkflow(workflow.Campaign)
 	w.RegisterActivity(&activity.Activities{Sandbox: provider, SandboxEnv: env})
 	return w, nil
+}
+
+// agentCommand is the agent that local sandboxes run: $FLEETLIFT_AGENT_BINARY,
+// else fleetlift-agent beside this executable, else this executable's
+// hidden agent command. The slim fleetlift-agent starts in a tenth of the
+// time and memory: this binary links the Temporal server.
+func agentCommand() ([]string, error) {
+	if p := os.Getenv("FLEETLIFT_AGENT_BINARY"); p != "" {
+		return []string{p}, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable for the agent: %w", err)
+	}
+	slim := filepath.Join(filepath.Dir(exe), "fleetlift-agent")
+	if fi, err := os.Stat(slim); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return []string{slim}, nil
+	}
+	return []string{exe, "agent"}, nil
 }
 
 func newWorkerCmd() *cobra.Command {

@@ -25,7 +25,7 @@ type Activities struct {
 	// settings and credentials. It stays in the worker.
 	SandboxEnv map[string]string
 	// PollInterval is how often WaitForAgentPhase reads status.json
-	// (default 500ms).
+	// (default 100ms: a small file read).
 	PollInterval time.Duration
 	// MaxResultBytes caps the diffs returned by ReadResult, so a result
 	// stays within Temporal's payload limits (default 1 MiB).
@@ -98,7 +98,7 @@ type WaitInput struct {
 func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (protocol.Status, error) {
 	every := a.PollInterval
 	if every <= 0 {
-		every = 500 * time.Millisecond
+		every = 100 * time.Millisecond
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()

@@ -57,7 +57,7 @@ func DefaultAgents() map[string][]string {
 
 // Defaults for Options.
 const (
-	DefaultManifestPoll = 200 * time.Millisecond
+	DefaultManifestPoll = 50 * time.Millisecond
 	DefaultSteeringPoll = 500 * time.Millisecond
 	// DefaultMaxIterations bounds agent runs per repository and stretch
 	// of work when the manifest sets no limit.

@@ -1,0 +1,132 @@
+package activity_test
+
+import (
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/sandbox/local"
+)
+
+// newActivities runs the activities against a real local sandbox whose
+// agent is testdata/agent.sh.
+func newActivities(t *testing.T) (*activity.Activities, *testsuite.TestActivityEnvironment) {
+	t.Helper()
+	script, err := filepath.Abs("testdata/agent.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := local.New(local.Options{Root: t.TempDir(), AgentCommand: []string{script}, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &activity.Activities{Sandbox: p, PollInterval: 20 * time.Millisecond, MaxResultBytes: 4000}
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	return a, env
+}
+
+// start provisions a sandbox and submits a manifest whose title names the
+// phase the stand-in agent reaches.
+func start(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, id, phase string) activity.SandboxRef {
+	t.Helper()
+	v, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref activity.SandboxRef
+	if err := v.Get(&ref); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = env.ExecuteActivity(a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}) })
+	if _, err := env.ExecuteActivity(a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: protocol.Manifest{TaskID: id, Title: phase}}); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+func TestWaitForAgentPhaseThenReadResult(t *testing.T) {
+	a, env := newActivities(t)
+	ref := start(t, a, env, "wait-ok", "awaiting_input")
+	v, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.Status
+	if err := v.Get(&st); err != nil || st.Phase != protocol.PhaseAwaitingInput {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+	v, err = env.ExecuteActivity(a.ReadResult, activity.ReadResultInput{Sandbox: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r protocol.Result
+	if err := v.Get(&r); err != nil {
+		t.Fatal(err)
+	}
+	diffs := r.Repositories[0].Diffs
+	if len(diffs[0].Diff) != 3000 || diffs[0].Truncated || diffs[1].Diff != "" || !diffs[1].Truncated {
+		t.Errorf("diffs past MaxResultBytes must be dropped and marked: %d %v / %d %v", len(diffs[0].Diff), diffs[0].Truncated, len(diffs[1].Diff), diffs[1].Truncated)
+	}
+}
+
+func TestWaitReturnsTerminalPhaseItDidNotAskFor(t *testing.T) {
+	a, env := newActivities(t)
+	ref := start(t, a, env, "wait-failed", "failed")
+	v, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.Status
+	if err := v.Get(&st); err != nil || st.Phase != protocol.PhaseFailed {
+		t.Fatalf("a failed agent must end the wait: %+v %v", st, err)
+	}
+}
+
+func TestWaitFailsWithoutRetryWhenTheAgentExits(t *testing.T) {
+	a, env := newActivities(t)
+	ref := start(t, a, env, "exit-3", "complete")
+	_, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete}})
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != activity.ErrAgentExited || !ae.NonRetryable() {
+		t.Fatalf("want a non-retryable %s error, got %v", activity.ErrAgentExited, err)
+	}
+	if !strings.Contains(ae.Error(), "exited (code 3) without finishing") {
+		t.Errorf("message: %v", ae)
+	}
+}
+
+func TestWaitOnAGoneSandbox(t *testing.T) {
+	a, env := newActivities(t)
+	_, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: activity.SandboxRef{ID: "never-made"}, Phases: []protocol.Phase{protocol.PhaseComplete}})
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != activity.ErrSandboxGone {
+		t.Fatalf("want %s, got %v", activity.ErrSandboxGone, err)
+	}
+}
+
+func TestSteeringReachesTheSandbox(t *testing.T) {
+	a, env := newActivities(t)
+	ref := start(t, a, env, "steer", "awaiting_input")
+	if _, err := env.ExecuteActivity(a.SubmitSteering, activity.SteeringInput{Sandbox: ref, Steering: protocol.Steering{Action: protocol.ActionSteer, Prompt: "also tests", Iteration: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := a.Sandbox.CopyFrom(t.Context(), ref.ID, ".fleetlift/steering.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	buf := new(strings.Builder)
+	if _, err := io.Copy(buf, rc); err != nil || !strings.Contains(buf.String(), `"prompt": "also tests"`) {
+		t.Errorf("steering.json: %q %v", buf.String(), err)
+	}
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# A stand-in agent for activity tests: `agent.sh serve --workspace DIR`.
+# It waits for the manifest, writes "executing", then the phase named in
+# the manifest's title, and exits with the code in the manifest's task_id
+# ("exit-N") or stays alive.
+ws="$3"
+while [ ! -f "$ws/.fleetlift/manifest.json" ]; do sleep 0.05; done
+m=$(cat "$ws/.fleetlift/manifest.json")
+phase=$(printf '%s' "$m" | sed -n 's/.*"title": *"\([a-z_]*\)".*/\1/p')
+task=$(printf '%s' "$m" | sed -n 's/.*"task_id": *"\([a-z0-9-]*\)".*/\1/p')
+printf '{"phase":"executing","iteration":0}' > "$ws/.fleetlift/status.tmp" && mv "$ws/.fleetlift/status.tmp" "$ws/.fleetlift/status.json"
+sleep 0.3
+case "$task" in
+  exit-*) exit "${task#exit-}" ;;
+esac
+# As the real agent does: the result first, then the phase that says it
+# is there.
+big=$(head -c 3000 /dev/zero | tr '\0' x)
+printf '{"status":"%s","repositories":[{"name":"a","status":"success","diffs":[{"path":"one","diff":"%s"},{"path":"two","diff":"%s"}]}],"steering_history":[]}' "$phase" "$big" "$big" > "$ws/.fleetlift/result.tmp" && mv "$ws/.fleetlift/result.tmp" "$ws/.fleetlift/result.json"
+printf '{"phase":"%s","iteration":0}' "$phase" > "$ws/.fleetlift/status.tmp" && mv "$ws/.fleetlift/status.tmp" "$ws/.fleetlift/status.json"
+exec sleep 1000
