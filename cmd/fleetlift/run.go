@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -119,18 +120,18 @@ func loadOne(ctx context.Context, file string) (*spec.Definition, error) {
 // submit starts the workflow; a run already going for the same id is an
 // error, a finished one is started again.
 func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Definition) (client.WorkflowRun, error) {
+	memo, err := runMemo(ctx, c, s.WorkflowID, d)
+	if err != nil {
+		return nil, err
+	}
 	opts := client.StartWorkflowOptions{
 		ID:                       s.WorkflowID,
 		TaskQueue:                workflow.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		Memo: map[string]any{
-			"fleetlift.kind": string(d.Kind), "fleetlift.id": d.ID,
-			"fleetlift.digest": d.Digest, "fleetlift.file": d.File,
-		},
+		Memo:                     memo,
 	}
 	var run client.WorkflowRun
-	var err error
 	if s.Campaign != nil {
 		run, err = c.ExecuteWorkflow(ctx, opts, workflow.Campaign, *s.Campaign)
 	} else {
@@ -144,6 +145,45 @@ func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Defin
 		return nil, fmt.Errorf("start %s: %w", s.WorkflowID, err)
 	}
 	return run, nil
+}
+
+// Memo keys a run records about the definition it runs: what `fleetlift
+// plan` compares the desired state with.
+const (
+	memoKind       = "fleetlift.kind"
+	memoID         = "fleetlift.id"
+	memoDigest     = "fleetlift.digest"
+	memoFile       = "fleetlift.file"
+	memoSpec       = "fleetlift.spec"
+	memoGeneration = "fleetlift.generation"
+)
+
+// runMemo is the memo of a new run of d: its identity, digest, normalised
+// spec and generation (one more than the last run of the same workflow id).
+func runMemo(ctx context.Context, c client.Client, workflowID string, d spec.Definition) (map[string]any, error) {
+	var specJSON []byte
+	var err error
+	if d.Campaign != nil {
+		specJSON, err = json.Marshal(d.Campaign)
+	} else {
+		specJSON, err = json.Marshal(d.Task)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode spec %s: %w", d.ID, err)
+	}
+	gen := int64(1)
+	if prev, err := c.DescribeWorkflowExecution(ctx, workflowID, ""); err == nil {
+		if p, ok := prev.WorkflowExecutionInfo.GetMemo().GetFields()[memoGeneration]; ok {
+			var last int64
+			if converterFor().FromPayload(p, &last) == nil {
+				gen = last + 1
+			}
+		}
+	}
+	return map[string]any{
+		memoKind: string(d.Kind), memoID: d.ID, memoDigest: d.Digest, memoFile: d.File,
+		memoSpec: json.RawMessage(specJSON), memoGeneration: gen,
+	}, nil
 }
 
 // follow prints progress until the run ends, then the result table. On a
@@ -219,11 +259,8 @@ func progressRows(ctx context.Context, c client.Client, st *runState) (rows []pr
 	rows = append(rows, progressRow{"campaign", string(st.campaign.Phase) + suffix(st.campaign.Message)})
 	for _, u := range units {
 		state := string(u.Phase)
-		if u.Phase == workflow.TaskRunning && !st.closed {
-			child := st.id + "/" + u.Key
-			if u.Attempts > 1 {
-				child = fmt.Sprintf("%s/retry-%d", child, u.Attempts-1)
-			}
+		if u.Phase == workflow.TaskRunning && !st.closed && u.WorkflowID != "" {
+			child := u.WorkflowID
 			if cs, err := readState(ctx, c, child); err == nil && cs.task != nil {
 				state = string(cs.task.Phase)
 				if cs.task.Phase == workflow.TaskAwaitingApproval {

@@ -7,10 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/fleetlift/fleetlift/internal/devserver"
 )
 
 // demoRepos makes n bare repositories with a go.mod saying go 1.21 and
@@ -93,7 +98,8 @@ repositories:
   - url: %s
   - url: %s
 `, urls[0], urls[1], urls[2]))
-	out, code := runCLI(t, "run", "--file", def, "--temporal-address", freeAddr(t), "--state-dir", filepath.Join(root, "state"))
+	addr, state := freeAddr(t), filepath.Join(root, "state")
+	out, code := runCLI(t, "run", "--file", def, "--temporal-address", addr, "--state-dir", state)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -108,6 +114,19 @@ repositories:
 		if err != nil || !strings.Contains(string(got), "go 1.26") {
 			t.Errorf("%s: branch auto/bump/bump missing or unchanged: %v", bare, err)
 		}
+	}
+
+	// Run it again: the embedded server restarts from its database, the
+	// finished campaign runs anew (idempotently: the branches are there)
+	// and the run records generation 2 with the definition's digest.
+	out, code = runCLI(t, "run", "--file", def, "--temporal-address", addr, "--state-dir", state)
+	if code != 0 || !strings.Contains(out, "3 repositories: 3 completed") {
+		t.Fatalf("second run: exit %d:\n%s", code, out)
+	}
+	startServer(t, addr, state)
+	memo := describeMemo(t, addr, "campaign/bump")
+	if memo[memoGeneration] != "2" || !strings.HasPrefix(memo[memoDigest], `"sha256:`) || !strings.Contains(memo[memoSpec], `"id":"bump"`) {
+		t.Errorf("memo of the second run: %v", memo)
 	}
 }
 
@@ -163,4 +182,37 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 	if b, _ := exec.Command("git", "-C", bare, "branch", "--list", "auto/*").Output(); !strings.Contains(string(b), "auto/ok/needs-ok") {
 		t.Errorf("no branch after approval: %q", b)
 	}
+}
+
+// startServer starts the embedded server on the run's database, as a
+// later `fleetlift server` would, and stops it when the test ends.
+func startServer(t *testing.T, addr, state string) *devserver.Server {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(state, "temporal.db"), IP: host, Port: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
+// describeMemo returns a workflow's memo fields as JSON text.
+func describeMemo(t *testing.T, addr, id string) map[string]string {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d, err := c.DescribeWorkflowExecution(t.Context(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for k, p := range d.WorkflowExecutionInfo.GetMemo().GetFields() {
+		out[k] = string(p.GetData())
+	}
+	return out
 }

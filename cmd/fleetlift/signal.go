@@ -72,13 +72,10 @@ func awaitingTasks(ctx context.Context, c client.Client, id, unit string) ([]str
 	}
 	var out []string
 	for _, u := range st.campaign.Units {
-		if u.Phase != workflow.TaskRunning || (unit != "" && u.Key != unit) {
+		if u.Phase != workflow.TaskRunning || u.WorkflowID == "" || (unit != "" && u.Key != unit) {
 			continue
 		}
-		child := id + "/" + u.Key
-		if u.Attempts > 1 {
-			child = fmt.Sprintf("%s/retry-%d", child, u.Attempts-1)
-		}
+		child := u.WorkflowID
 		cs, err := readState(ctx, c, child)
 		if err == nil && cs.task != nil && cs.task.Phase == workflow.TaskAwaitingApproval {
 			out = append(out, child)

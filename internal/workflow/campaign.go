@@ -59,6 +59,8 @@ type UnitResult struct {
 	Error   string                     `json:"error,omitempty"`
 	// Attempts counts runs of the unit (retries add one).
 	Attempts int `json:"attempts"`
+	// WorkflowID is the unit's latest Task workflow.
+	WorkflowID string `json:"workflow_id,omitempty"`
 }
 
 // Skipped is the phase of units the campaign never started.
@@ -247,10 +249,17 @@ func (c *campaignRun) startChild(key string) workflow.Future {
 	m.Repositories = slices.Clone(c.units[key].Repositories)
 	in.Manifest = m
 
-	id := workflow.GetInfo(c.ctx).WorkflowExecution.ID + "/" + key
+	// Child ids are deterministic within a run of the campaign (a replay
+	// or a retried workflow task never starts a second child) and new for
+	// each new run of the same campaign id (whose earlier children have
+	// finished and keep their ids).
+	info := workflow.GetInfo(c.ctx)
+	id := fmt.Sprintf("%s/%s@%s", info.WorkflowExecution.ID, key, shortRunID(info.FirstRunID))
 	if r.Attempts > 1 {
 		id = fmt.Sprintf("%s/retry-%d", id, r.Attempts-1)
 	}
+	r.WorkflowID = id
+	c.p.Results[key] = r
 	cctx := workflow.WithChildOptions(c.ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            id,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
@@ -290,6 +299,16 @@ func (c *campaignRun) record(key string, f workflow.Future) {
 		}
 	}
 	c.p.Results[key] = r
+}
+
+// shortRunID keeps the random tail of a run id: run ids are UUIDv7,
+// whose leading characters are a timestamp shared by runs started close
+// together.
+func shortRunID(runID string) string {
+	if len(runID) > 12 {
+		return runID[len(runID)-12:]
+	}
+	return runID
 }
 
 // waitForBudget takes a token from the pull-request budget before a unit

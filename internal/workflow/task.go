@@ -217,6 +217,11 @@ func failedOrCancelled(ctx workflow.Context) TaskPhase {
 }
 
 func errText(err error) string {
+	// A child's failure wraps its cause: say the cause.
+	var ce *temporal.ChildWorkflowExecutionError
+	if errors.As(err, &ce) && errors.Unwrap(ce) != nil {
+		err = errors.Unwrap(ce)
+	}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		return ae.Message()
@@ -225,8 +230,8 @@ func errText(err error) string {
 	if errors.As(err, &te) {
 		return "timed out (" + te.TimeoutType().String() + ")"
 	}
-	var ce *temporal.CanceledError
-	if errors.As(err, &ce) {
+	var cancelled *temporal.CanceledError
+	if errors.As(err, &cancelled) {
 		return "cancelled"
 	}
 	return err.Error()
@@ -246,15 +251,12 @@ func repoResults(r protocol.Result) []RepoResult {
 var unsafeIDChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // sandboxID derives the sandbox's name from the workflow execution, so a
-// retried provisioning finds the sandbox it made and a new run gets a new
-// one.
+// retried provisioning finds the sandbox it made and a new run, however
+// soon after, gets a new one.
 func sandboxID(workflowID, runID string) string {
 	id := strings.Trim(unsafeIDChars.ReplaceAllString(workflowID, "-"), "-.")
 	if len(id) > 80 {
 		id = id[:80]
 	}
-	if len(runID) > 8 {
-		runID = runID[:8]
-	}
-	return id + "-" + runID
+	return id + "-" + shortRunID(runID)
 }
