@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fleetlift/fleetlift/internal/spec"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -147,17 +148,6 @@ func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Defin
 	return run, nil
 }
 
-// Memo keys a run records about the definition it runs: what `fleetlift
-// plan` compares the desired state with.
-const (
-	memoKind       = "fleetlift.kind"
-	memoID         = "fleetlift.id"
-	memoDigest     = "fleetlift.digest"
-	memoFile       = "fleetlift.file"
-	memoSpec       = "fleetlift.spec"
-	memoGeneration = "fleetlift.generation"
-)
-
 // runMemo is the memo of a new run of d: its identity, digest, normalised
 // spec and generation (one more than the last run of the same workflow id).
 func runMemo(ctx context.Context, c client.Client, workflowID string, d spec.Definition) (map[string]any, error) {
@@ -173,7 +163,7 @@ func runMemo(ctx context.Context, c client.Client, workflowID string, d spec.Def
 	}
 	gen := int64(1)
 	if prev, err := c.DescribeWorkflowExecution(ctx, workflowID, ""); err == nil {
-		if p, ok := prev.WorkflowExecutionInfo.GetMemo().GetFields()[memoGeneration]; ok {
+		if p, ok := prev.WorkflowExecutionInfo.GetMemo().GetFields()[statetemporal.MemoGeneration]; ok {
 			var last int64
 			if converterFor().FromPayload(p, &last) == nil {
 				gen = last + 1
@@ -181,8 +171,8 @@ func runMemo(ctx context.Context, c client.Client, workflowID string, d spec.Def
 		}
 	}
 	return map[string]any{
-		memoKind: string(d.Kind), memoID: d.ID, memoDigest: d.Digest, memoFile: d.File,
-		memoSpec: json.RawMessage(specJSON), memoGeneration: gen,
+		statetemporal.MemoKind: string(d.Kind), statetemporal.MemoID: d.ID, statetemporal.MemoDigest: d.Digest, statetemporal.MemoFile: d.File,
+		statetemporal.MemoSpec: json.RawMessage(specJSON), statetemporal.MemoGeneration: gen,
 	}, nil
 }
 

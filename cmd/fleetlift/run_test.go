@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 )
 
 // demoRepos makes n bare repositories with a go.mod saying go 1.21 and
@@ -125,7 +126,7 @@ repositories:
 	}
 	startServer(t, addr, state)
 	memo := describeMemo(t, addr, "campaign/bump")
-	if memo[memoGeneration] != "2" || !strings.HasPrefix(memo[memoDigest], `"sha256:`) || !strings.Contains(memo[memoSpec], `"id":"bump"`) {
+	if memo[statetemporal.MemoGeneration] != "2" || !strings.HasPrefix(memo[statetemporal.MemoDigest], `"sha256:`) || !strings.Contains(memo[statetemporal.MemoSpec], `"id":"bump"`) {
 		t.Errorf("memo of the second run: %v", memo)
 	}
 }

@@ -2,6 +2,8 @@ package devserver_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -22,6 +24,8 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
+	"github.com/fleetlift/fleetlift/internal/state"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -316,5 +320,54 @@ func TestTaskApprovalOnServer(t *testing.T) {
 		if err := os.WriteFile(*recordHistory, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestStateFromTemporal reads recorded state back from a finished
+// campaign's memo and result, as `fleetlift plan --state temporal` does.
+func TestStateFromTemporal(t *testing.T) {
+	e := start(t)
+	urls := bareRepos(t, e.root, 2)
+	w := e.newWorker(t)
+	defer w.Stop()
+	in := campaignOf("recorded", urls, "0")
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: "campaign/recorded", TaskQueue: workflow.TaskQueue,
+		Memo: map[string]any{
+			statetemporal.MemoID: "recorded", statetemporal.MemoKind: "Campaign", statetemporal.MemoFile: "campaigns/recorded.yaml",
+			statetemporal.MemoDigest: "sha256:abc", statetemporal.MemoGeneration: int64(3),
+			statetemporal.MemoSpec: json.RawMessage(`{"id":"recorded","suspend":false,"sync_policy":{"prune":true,"update":"in_place"}}`),
+		},
+	}, workflow.Campaign, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := &statetemporal.Reader{Client: e.c, Namespace: devserver.Namespace}
+	all, err := r.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 {
+		t.Fatalf("want the one campaign, got %+v", all)
+	}
+	c := all[0]
+	if c.ID != "recorded" || c.Kind != state.KindCampaign || c.SpecDigest != "sha256:abc" || c.Generation != 3 ||
+		c.Phase != state.PhaseCompleted || !c.Prune || c.File != "campaigns/recorded.yaml" || c.WorkflowID != "campaign/recorded" {
+		t.Errorf("recorded campaign: %+v", c)
+	}
+	if len(c.Repos) != 2 || c.Repos[0].Status != state.RepoCompleted || !strings.HasSuffix(c.Repos[0].PullRequestURL, "#auto/bump/recorded") {
+		t.Errorf("repos: %+v", c.Repos)
+	}
+	got, err := r.Get(ctx, "recorded")
+	if err != nil || got.SpecDigest != c.SpecDigest || string(got.Spec) != string(c.Spec) {
+		t.Errorf("Get: %+v %v", got, err)
+	}
+	if _, err := r.Get(ctx, "missing"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Get(missing): %v", err)
 	}
 }

@@ -1,0 +1,282 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/fleetlift/fleetlift/internal/state"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// Memo keys the runs record (see cmd/fleetlift run).
+const (
+	MemoKind       = "fleetlift.kind"
+	MemoID         = "fleetlift.id"
+	MemoDigest     = "fleetlift.digest"
+	MemoFile       = "fleetlift.file"
+	MemoSpec       = "fleetlift.spec"
+	MemoGeneration = "fleetlift.generation"
+	MemoRevision   = "fleetlift.revision"
+	MemoPhase      = "fleetlift.phase"
+)
+
+// Reader reads state from a Temporal namespace.
+type Reader struct {
+	Client    client.Client
+	Namespace string
+}
+
+var _ state.Reader = (*Reader)(nil)
+
+// Get returns the latest run of the definition id.
+func (r *Reader) Get(ctx context.Context, id string) (state.Campaign, error) {
+	for _, wid := range []string{"campaign/" + id, "task/" + id} {
+		d, err := r.Client.DescribeWorkflowExecution(ctx, wid, "")
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			continue
+		}
+		if err != nil {
+			return state.Campaign{}, fmt.Errorf("describe %s: %w", wid, err)
+		}
+		info := d.WorkflowExecutionInfo
+		return r.campaign(ctx, info.Execution.WorkflowId, info.Execution.RunId, info.Type.Name, info.Status, info.GetMemo().GetFields())
+	}
+	return state.Campaign{}, fmt.Errorf("%s: %w", id, state.ErrNotFound)
+}
+
+// List returns the latest run of every definition, sorted by id.
+func (r *Reader) List(ctx context.Context) ([]state.Campaign, error) {
+	latest := map[string]int{}
+	var runs []runRef
+	var token []byte
+	for {
+		resp, err := r.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: r.Namespace, PageSize: 1000, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		for _, e := range resp.Executions {
+			wid := e.Execution.WorkflowId
+			if e.ParentExecution != nil || !(strings.HasPrefix(wid, "campaign/") || strings.HasPrefix(wid, "task/")) {
+				continue
+			}
+			if _, ok := e.GetMemo().GetFields()[MemoID]; !ok {
+				continue
+			}
+			ref := runRef{wid: wid, run: e.Execution.RunId, typ: e.Type.Name, status: e.Status, memo: e.GetMemo().GetFields(), start: e.StartTime.AsTime().UnixNano()}
+			if i, ok := latest[wid]; ok {
+				if runs[i].start >= ref.start {
+					continue
+				}
+				runs[i] = ref
+				continue
+			}
+			latest[wid] = len(runs)
+			runs = append(runs, ref)
+		}
+		token = resp.NextPageToken
+		if len(token) == 0 {
+			break
+		}
+	}
+	out := make([]state.Campaign, 0, len(runs))
+	for _, ref := range runs {
+		c, err := r.campaign(ctx, ref.wid, ref.run, ref.typ, ref.status, ref.memo)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b state.Campaign) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+type runRef struct {
+	wid, run, typ string
+	status        enumspb.WorkflowExecutionStatus
+	memo          map[string]*commonpb.Payload
+	start         int64
+}
+
+func (r *Reader) campaign(ctx context.Context, wid, runID, typ string, status enumspb.WorkflowExecutionStatus, memo map[string]*commonpb.Payload) (state.Campaign, error) {
+	dc := converter.GetDefaultDataConverter()
+	str := func(k string) string {
+		var s string
+		if p, ok := memo[k]; ok {
+			_ = dc.FromPayload(p, &s)
+		}
+		return s
+	}
+	c := state.Campaign{
+		ID: str(MemoID), Kind: state.Kind(str(MemoKind)), File: str(MemoFile), SpecDigest: str(MemoDigest),
+		SourceRevision: str(MemoRevision), WorkflowID: wid, RunID: runID,
+	}
+	if p, ok := memo[MemoGeneration]; ok {
+		_ = dc.FromPayload(p, &c.Generation)
+	}
+	if p, ok := memo[MemoSpec]; ok {
+		var raw json.RawMessage
+		if err := dc.FromPayload(p, &raw); err == nil {
+			c.Spec = raw
+			var policy struct {
+				Suspend    bool `json:"suspend"`
+				SyncPolicy struct {
+					Prune bool `json:"prune"`
+				} `json:"sync_policy"`
+			}
+			if json.Unmarshal(raw, &policy) == nil {
+				c.Suspended, c.Prune = policy.Suspend, policy.SyncPolicy.Prune
+			}
+		}
+	}
+	c.Phase = phaseOf(status, str(MemoPhase))
+	if err := r.repos(ctx, &c, typ, status); err != nil {
+		return state.Campaign{}, err
+	}
+	return c, c.Validate()
+}
+
+// repos fills in per-repository outcomes: from the status query of a
+// running workflow, or the result of a completed one.
+func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, status enumspb.WorkflowExecutionStatus) error {
+	var get func(any) error
+	switch status {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		v, err := r.Client.QueryWorkflow(ctx, c.WorkflowID, c.RunID, workflow.QueryStatus)
+		if err != nil {
+			// No worker to answer: the phase is still known.
+			return nil
+		}
+		get = v.Get
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		run := r.Client.GetWorkflow(ctx, c.WorkflowID, c.RunID)
+		get = func(v any) error { return run.Get(ctx, v) }
+	default:
+		return nil
+	}
+	if typ == "Campaign" {
+		var st workflow.CampaignState
+		if err := get(&st); err != nil {
+			return fmt.Errorf("read %s: %w", c.WorkflowID, err)
+		}
+		if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			c.Phase = campaignPhase(st.Phase)
+		}
+		for _, u := range st.Units {
+			repo := state.Repo{Name: u.Key, Status: unitStatus(u.Phase)}
+			if len(u.PRs) > 0 {
+				repo.Branch, repo.PullRequestURL, repo.PullRequestState = u.PRs[0].Branch, u.PRs[0].URL, state.PullRequestOpen
+			}
+			c.Repos = append(c.Repos, repo)
+		}
+	} else {
+		var repos []workflow.RepoResult
+		if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			var st workflow.TaskState
+			if err := get(&st); err != nil {
+				return fmt.Errorf("read %s: %w", c.WorkflowID, err)
+			}
+			if st.Phase == workflow.TaskAwaitingApproval {
+				c.Phase = state.PhaseAwaitingApproval
+			}
+			if st.Result != nil {
+				for _, rr := range st.Result.Repositories {
+					repos = append(repos, workflow.RepoResult{Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest})
+				}
+			}
+		} else {
+			var res workflow.TaskResult
+			if err := get(&res); err != nil {
+				return fmt.Errorf("read %s: %w", c.WorkflowID, err)
+			}
+			repos = res.Repositories
+			if res.Phase == workflow.TaskFailed {
+				c.Phase = state.PhaseFailed
+			} else if res.Phase == workflow.TaskCancelled {
+				c.Phase = state.PhaseCancelled
+			}
+		}
+		for _, rr := range repos {
+			repo := state.Repo{Name: rr.Name, Status: agentStatus(rr.Status)}
+			if rr.PullRequest != nil {
+				repo.Branch, repo.PullRequestURL, repo.PullRequestState = rr.PullRequest.Branch, rr.PullRequest.URL, state.PullRequestOpen
+			}
+			c.Repos = append(c.Repos, repo)
+		}
+	}
+	slices.SortFunc(c.Repos, func(a, b state.Repo) int { return strings.Compare(a.Name, b.Name) })
+	return nil
+}
+
+func phaseOf(s enumspb.WorkflowExecutionStatus, memoPhase string) state.Phase {
+	switch s {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		if memoPhase == string(workflow.CampaignPaused) {
+			return state.PhasePaused
+		}
+		return state.PhaseRunning
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		if memoPhase == string(workflow.CampaignAborted) {
+			return state.PhaseAborted
+		}
+		return state.PhaseCompleted
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return state.PhaseFailed
+	}
+	return state.PhaseCancelled
+}
+
+func campaignPhase(p workflow.CampaignPhase) state.Phase {
+	switch p {
+	case workflow.CampaignPaused:
+		return state.PhasePaused
+	case workflow.CampaignAborted:
+		return state.PhaseAborted
+	case workflow.CampaignCompleted:
+		return state.PhaseCompleted
+	}
+	return state.PhaseRunning
+}
+
+func unitStatus(p workflow.TaskPhase) state.RepoStatus {
+	switch p {
+	case workflow.TaskCompleted:
+		return state.RepoCompleted
+	case workflow.TaskFailed:
+		return state.RepoFailed
+	case workflow.TaskCancelled:
+		return state.RepoCancelled
+	case workflow.Skipped:
+		return state.RepoSkipped
+	case workflow.TaskAwaitingApproval:
+		return state.RepoAwaitingApproval
+	case "pending":
+		return state.RepoPending
+	}
+	return state.RepoRunning
+}
+
+// agentStatus maps the agent's per-repository status (success, failed,
+// skipped) to the recorded one.
+func agentStatus(s string) state.RepoStatus {
+	switch s {
+	case "success":
+		return state.RepoCompleted
+	case "failed":
+		return state.RepoFailed
+	case "skipped":
+		return state.RepoSkipped
+	}
+	return state.RepoRunning
+}
