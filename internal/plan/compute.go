@@ -1,0 +1,189 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/state"
+)
+
+// Compute pairs desired with recorded, by id, and returns the plan. It is
+// pure and deterministic. recorded holds unique ids (if not, the first
+// wins).
+func Compute(desired Desired, recorded []state.Campaign, policy Policy) Plan {
+	defs := make(map[string]*spec.Definition, len(desired.Definitions))
+	for i := range desired.Definitions {
+		d := &desired.Definitions[i]
+		if _, dup := defs[d.ID]; !dup {
+			defs[d.ID] = d
+		}
+	}
+	recs := make(map[string]*state.Campaign, len(recorded))
+	for i := range recorded {
+		r := &recorded[i]
+		if _, dup := recs[r.ID]; !dup {
+			recs[r.ID] = r
+		}
+	}
+	ids := make([]string, 0, len(defs)+len(recs))
+	for id := range defs {
+		ids = append(ids, id)
+	}
+	for id := range recs {
+		if _, ok := defs[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+
+	invalid := invalidFiles(desired.Errors)
+	df := newDiffer()
+	p := Plan{Changes: make([]Change, 0, len(ids))}
+	for _, id := range ids {
+		d, r := defs[id], recs[id]
+		var c Change
+		switch {
+		case r == nil:
+			c = create(d)
+		case d == nil:
+			c = missing(r, invalid, policy)
+		default:
+			c = compare(df, d, r)
+		}
+		p.Changes = append(p.Changes, c)
+	}
+	p.Approvals = decideApprovals(desired.Approvals, recs, p.Changes)
+	for _, e := range desired.Errors {
+		if e != nil {
+			p.Errors = append(p.Errors, e)
+		}
+	}
+	slices.SortStableFunc(p.Errors, func(a, b *spec.Error) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column),
+			cmp.Compare(a.Field, b.Field), cmp.Compare(a.Msg, b.Msg))
+	})
+	return p
+}
+
+func create(d *spec.Definition) Change {
+	return Change{
+		ID:           d.ID,
+		Kind:         d.Kind,
+		Action:       Create,
+		File:         d.File,
+		NewDigest:    d.Digest,
+		Suspend:      suspended(d),
+		Repositories: RepoDiff{Added: unitsOfDefinition(d)},
+	}
+}
+
+func compare(df *differ, d *spec.Definition, r *state.Campaign) Change {
+	c := Change{
+		ID:        d.ID,
+		Kind:      d.Kind,
+		Action:    Unchanged,
+		File:      d.File,
+		OldDigest: r.SpecDigest,
+		NewDigest: d.Digest,
+		Suspend:   suspended(d),
+		Phase:     r.Phase,
+	}
+	if r.File != "" && r.File != d.File {
+		c.PreviousFile = r.File
+	}
+	changed := d.Digest != r.SpecDigest
+	switch {
+	case c.Suspend && !r.Suspended:
+		c.Action = Suspend
+	case !c.Suspend && r.Suspended:
+		c.Action = Resume
+	case changed:
+		c.Action = Update
+	}
+	if changed {
+		c.Strategy = strategy(d)
+		if string(r.Kind) != string(d.Kind) {
+			// A Task's run cannot take a Campaign's spec, nor the reverse.
+			c.Strategy = spec.UpdateRestart
+		}
+		df.diffSpecs(&c, r, d)
+	}
+	return c
+}
+
+// missing plans a recorded campaign that is not among the desired
+// definitions.
+func missing(r *state.Campaign, invalid map[string]bool, policy Policy) Change {
+	c := Change{
+		ID:        r.ID,
+		Kind:      spec.Kind(r.Kind),
+		File:      r.File,
+		OldDigest: r.SpecDigest,
+		Phase:     r.Phase,
+	}
+	switch {
+	case r.File != "" && invalid[r.File]:
+		c.Action = Unknown
+		c.Reason = fmt.Sprintf("its definition file %s is invalid; the run is left as it is", r.File)
+		return c
+	case r.File == "" && len(invalid) > 0:
+		c.Action = Unknown
+		c.Reason = fmt.Sprintf("not among the loaded definitions, but %s invalid and may define it; the run is left as it is", countFiles(len(invalid)))
+		return c
+	}
+	var why []string
+	if !policy.Prune {
+		why = append(why, "the repository config does not allow pruning")
+	}
+	if !r.Prune {
+		if r.Kind == state.KindTask {
+			why = append(why, "a Task is never pruned")
+		} else {
+			why = append(why, "it was applied with sync_policy.prune false")
+		}
+	}
+	if len(invalid) > 0 {
+		why = append(why, fmt.Sprintf("%s invalid and may hold it, renamed", countFiles(len(invalid))))
+	}
+	if len(why) == 0 {
+		c.Action = Prune
+		return c
+	}
+	c.Action = Orphaned
+	c.Reason = "removed from Git; not pruned: " + strings.Join(why, "; ")
+	return c
+}
+
+func countFiles(n int) string {
+	if n == 1 {
+		return "1 definition file is"
+	}
+	return fmt.Sprintf("%d definition files are", n)
+}
+
+func invalidFiles(errs []*spec.Error) map[string]bool {
+	m := make(map[string]bool, len(errs))
+	for _, e := range errs {
+		if e != nil {
+			m[e.File] = true
+		}
+	}
+	return m
+}
+
+func suspended(d *spec.Definition) bool {
+	return d.Campaign != nil && d.Campaign.Suspend
+}
+
+func strategy(d *spec.Definition) spec.UpdateStrategy {
+	if d.Campaign == nil {
+		return spec.UpdateRestart
+	}
+	if d.Campaign.SyncPolicy.Update == "" {
+		return spec.UpdateInPlace
+	}
+	return d.Campaign.SyncPolicy.Update
+}

@@ -1,0 +1,231 @@
+package plan
+
+import (
+	"encoding/json"
+
+	"github.com/fleetlift/fleetlift/internal/approval"
+	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/state"
+)
+
+// Desired is the state read from the campaigns repository at a revision.
+type Desired struct {
+	// Definitions are the valid Task and Campaign definitions, unique by
+	// ID (if not, the first wins).
+	Definitions []spec.Definition
+	// Errors are the problems with definition files that did not load.
+	// Each appears in the plan, and keeps any recorded campaign that may
+	// be defined in its file from being orphaned.
+	Errors []*spec.Error
+	// Approvals are the approval records.
+	Approvals []approval.Record
+}
+
+// Policy is what the repository config allows.
+type Policy struct {
+	// Prune allows campaigns removed from Git to be cancelled; each
+	// campaign must allow it too (sync_policy.prune).
+	Prune bool
+}
+
+// Action is what reconciling does to one campaign.
+type Action string
+
+const (
+	// Unchanged: the recorded spec is the desired one.
+	Unchanged Action = "unchanged"
+	// Create: defined in Git, never applied; a run starts.
+	Create Action = "create"
+	// Update: the spec changed; the run takes it as Change.Strategy says.
+	Update Action = "update"
+	// Suspend: the spec now says suspend; no new task starts.
+	Suspend Action = "suspend"
+	// Resume: the spec no longer says suspend; tasks start again.
+	Resume Action = "resume"
+	// Orphaned: recorded, gone from Git, and not allowed to be pruned;
+	// nothing is done to it (Change.Reason says why).
+	Orphaned Action = "orphaned"
+	// Prune: recorded, gone from Git, and allowed to be pruned; its run
+	// is cancelled.
+	Prune Action = "prune"
+	// Unknown: recorded, not among the loaded definitions, and its
+	// definition file is invalid (or may be); the run is left as it is.
+	Unknown Action = "unknown"
+)
+
+func (a Action) String() string { return string(a) }
+
+// Changes reports whether the action does something to a run.
+func (a Action) Changes() bool {
+	switch a {
+	case Create, Update, Suspend, Resume, Prune:
+		return true
+	}
+	return false
+}
+
+// Change is the plan for one campaign or task id.
+type Change struct {
+	ID     string
+	Kind   spec.Kind
+	Action Action
+	// File is the definition file: the desired one, or for a campaign
+	// missing from Git the recorded one (which may be unknown).
+	File string
+	// PreviousFile is the recorded file when the definition now lives in
+	// another file under the same id (a rename).
+	PreviousFile string
+	// OldDigest is the recorded spec digest ("" on Create); NewDigest the
+	// desired one ("" when the campaign is missing from Git).
+	OldDigest, NewDigest string
+	// Strategy is how the run takes a changed spec: the spec's
+	// sync_policy.update for a Campaign; a Task, or a definition whose
+	// kind changed, always restarts. Empty when the spec did not change.
+	Strategy spec.UpdateStrategy
+	// Suspend is the desired spec's suspend: a Create with it set starts
+	// no task.
+	Suspend bool
+	// Fields is the per-field diff of the spec, sorted by path. It is
+	// empty when the spec did not change, or when the recorded spec is
+	// unknown (then only the digests tell the change).
+	Fields []FieldDiff
+	// FieldsKnown reports whether the recorded spec was known, so that
+	// Fields is the whole diff. When the spec changed and it is false,
+	// only the digests tell what changed.
+	FieldsKnown bool
+	// Repositories are the repositories added and removed: on Create,
+	// every repository; on a change, those added or removed by it.
+	Repositories RepoDiff
+	// Phase is the recorded run's phase ("" on Create).
+	Phase state.Phase
+	// Reason says why a campaign is Orphaned rather than pruned, or why
+	// its action is Unknown.
+	Reason string
+}
+
+// SpecChanged reports whether an id both desired and recorded has a new
+// spec (a recorded digest that is unknown counts as changed).
+func (c Change) SpecChanged() bool {
+	switch c.Action {
+	case Update, Suspend, Resume, Unchanged:
+		return c.OldDigest != c.NewDigest
+	}
+	return false
+}
+
+// FieldDiff is one changed field of a spec. Old and New are JSON values;
+// nil means the field is absent on that side.
+type FieldDiff struct {
+	// Path names the field by its JSON keys, with list elements by name
+	// where they have one: "template.execution.agentic.prompt",
+	// "repositories[ledger-svc].branch", "sync_policy.update".
+	Path string
+	Old  json.RawMessage
+	New  json.RawMessage
+}
+
+// RepoDiff lists repositories by name ("group/name" for a repository in a
+// group), sorted.
+type RepoDiff struct {
+	Added   []string
+	Removed []string
+}
+
+// Empty reports whether no repository was added or removed.
+func (d RepoDiff) Empty() bool { return len(d.Added) == 0 && len(d.Removed) == 0 }
+
+// ApprovalStatus says whether an approval record takes effect.
+type ApprovalStatus string
+
+const (
+	// ApprovalApply: the record takes effect; its action is sent to the run.
+	ApprovalApply ApprovalStatus = "apply"
+	// ApprovalIgnored: the record does not apply (ApprovalChange.Reason).
+	ApprovalIgnored ApprovalStatus = "ignored"
+)
+
+func (s ApprovalStatus) String() string { return string(s) }
+
+// ApprovalChange is the plan for one approval record.
+type ApprovalChange struct {
+	Record approval.Record
+	Status ApprovalStatus
+	// Reason says why the record is ignored.
+	Reason string
+	// Current is the digest of the result awaiting approval for the
+	// record's target now, if any.
+	Current string
+}
+
+// Summary counts a plan's actions.
+type Summary struct {
+	Create, Update, Suspend, Resume, Unchanged int
+	Prune, Orphaned, Unknown                   int
+	// ApprovalsApplied and ApprovalsIgnored count approval records.
+	ApprovalsApplied, ApprovalsIgnored int
+	// Errors counts problems with definition files.
+	Errors int
+}
+
+// Plan is what reconciling the desired state with the recorded state
+// would do.
+type Plan struct {
+	// Changes has one entry per id, desired or recorded, sorted by ID,
+	// including unchanged ones.
+	Changes []Change
+	// Approvals has one entry per approval record, sorted by target and
+	// file.
+	Approvals []ApprovalChange
+	// Errors are the invalid definition files' problems, sorted by file
+	// and position.
+	Errors []*spec.Error
+}
+
+// HasChanges reports whether carrying out the plan would do anything:
+// create, update, suspend, resume or prune a campaign, or apply an
+// approval. Orphaned and unknown campaigns are reported but left alone.
+func (p Plan) HasChanges() bool {
+	s := p.Summary()
+	return s.Create+s.Update+s.Suspend+s.Resume+s.Prune+s.ApprovalsApplied > 0
+}
+
+// Empty reports whether there is nothing to show: no changes, nothing
+// orphaned or unknown, no approval records and no errors.
+func (p Plan) Empty() bool {
+	s := p.Summary()
+	return !p.HasChanges() && s.Orphaned+s.Unknown+s.ApprovalsIgnored+s.Errors == 0
+}
+
+// Summary counts the plan's actions and approvals.
+func (p Plan) Summary() Summary {
+	var s Summary
+	for _, c := range p.Changes {
+		switch c.Action {
+		case Create:
+			s.Create++
+		case Update:
+			s.Update++
+		case Suspend:
+			s.Suspend++
+		case Resume:
+			s.Resume++
+		case Unchanged:
+			s.Unchanged++
+		case Prune:
+			s.Prune++
+		case Orphaned:
+			s.Orphaned++
+		case Unknown:
+			s.Unknown++
+		}
+	}
+	for _, a := range p.Approvals {
+		if a.Status == ApprovalApply {
+			s.ApprovalsApplied++
+		} else {
+			s.ApprovalsIgnored++
+		}
+	}
+	s.Errors = len(p.Errors)
+	return s
+}

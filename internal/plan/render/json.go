@@ -1,0 +1,149 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+
+	"github.com/fleetlift/fleetlift/internal/plan"
+)
+
+// FormatVersion is the version of the JSON view's format.
+const FormatVersion = 1
+
+type jsonPlan struct {
+	FormatVersion int            `json:"format_version"`
+	HasChanges    bool           `json:"has_changes"`
+	Summary       jsonSummary    `json:"summary"`
+	Campaigns     []jsonCampaign `json:"campaigns"`
+	Approvals     []jsonApproval `json:"approvals"`
+	Errors        []jsonError    `json:"errors"`
+}
+
+type jsonSummary struct {
+	Create           int `json:"create"`
+	Update           int `json:"update"`
+	Suspend          int `json:"suspend"`
+	Resume           int `json:"resume"`
+	Unchanged        int `json:"unchanged"`
+	Prune            int `json:"prune"`
+	Orphaned         int `json:"orphaned"`
+	Unknown          int `json:"unknown"`
+	ApprovalsApplied int `json:"approvals_applied"`
+	ApprovalsIgnored int `json:"approvals_ignored"`
+	Errors           int `json:"errors"`
+}
+
+type jsonCampaign struct {
+	ID           string      `json:"id"`
+	Kind         string      `json:"kind"`
+	Action       string      `json:"action"`
+	File         string      `json:"file"`
+	PreviousFile string      `json:"previous_file,omitempty"`
+	OldDigest    string      `json:"old_digest,omitempty"`
+	NewDigest    string      `json:"new_digest,omitempty"`
+	Strategy     string      `json:"strategy,omitempty"`
+	Suspend      bool        `json:"suspend"`
+	Phase        string      `json:"phase,omitempty"`
+	Reason       string      `json:"reason,omitempty"`
+	FieldsKnown  bool        `json:"fields_known"`
+	Fields       []jsonField `json:"fields"`
+	Repositories jsonRepos   `json:"repositories"`
+}
+
+type jsonField struct {
+	Path string          `json:"path"`
+	Old  json.RawMessage `json:"old,omitempty"`
+	New  json.RawMessage `json:"new,omitempty"`
+}
+
+type jsonRepos struct {
+	Added   []string `json:"added"`
+	Removed []string `json:"removed"`
+}
+
+type jsonApproval struct {
+	File          string `json:"file"`
+	Target        string `json:"target"`
+	Action        string `json:"action"`
+	By            string `json:"by"`
+	ResultDigest  string `json:"result_digest,omitempty"`
+	Prompt        string `json:"prompt,omitempty"`
+	Status        string `json:"status"`
+	Reason        string `json:"reason,omitempty"`
+	CurrentDigest string `json:"current_digest,omitempty"`
+}
+
+type jsonError struct {
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// JSON writes the plan in the documented JSON format (see the package
+// comment), indented, with a trailing newline.
+func JSON(w io.Writer, p plan.Plan) error {
+	s := p.Summary()
+	out := jsonPlan{
+		FormatVersion: FormatVersion,
+		HasChanges:    p.HasChanges(),
+		Summary: jsonSummary{
+			Create: s.Create, Update: s.Update, Suspend: s.Suspend, Resume: s.Resume, Unchanged: s.Unchanged,
+			Prune: s.Prune, Orphaned: s.Orphaned, Unknown: s.Unknown,
+			ApprovalsApplied: s.ApprovalsApplied, ApprovalsIgnored: s.ApprovalsIgnored, Errors: s.Errors,
+		},
+		Campaigns: make([]jsonCampaign, 0, len(p.Changes)),
+		Approvals: make([]jsonApproval, 0, len(p.Approvals)),
+		Errors:    make([]jsonError, 0, len(p.Errors)),
+	}
+	for _, c := range p.Changes {
+		jc := jsonCampaign{
+			ID: c.ID, Kind: string(c.Kind), Action: string(c.Action), File: c.File, PreviousFile: c.PreviousFile,
+			OldDigest: c.OldDigest, NewDigest: c.NewDigest, Strategy: string(c.Strategy), Suspend: c.Suspend,
+			Phase: string(c.Phase), Reason: c.Reason, FieldsKnown: c.FieldsKnown,
+			Fields:       make([]jsonField, 0, len(c.Fields)),
+			Repositories: jsonRepos{Added: nonNil(c.Repositories.Added), Removed: nonNil(c.Repositories.Removed)},
+		}
+		for _, f := range c.Fields {
+			jc.Fields = append(jc.Fields, jsonField{Path: f.Path, Old: f.Old, New: f.New})
+		}
+		out.Campaigns = append(out.Campaigns, jc)
+	}
+	for _, a := range p.Approvals {
+		r := a.Record
+		out.Approvals = append(out.Approvals, jsonApproval{
+			File: r.File, Target: r.Target, Action: string(r.Action), By: r.By, ResultDigest: r.ResultDigest,
+			Prompt: r.Prompt, Status: string(a.Status), Reason: a.Reason, CurrentDigest: a.Current,
+		})
+	}
+	for _, e := range p.Errors {
+		out.Errors = append(out.Errors, jsonError{File: e.File, Line: e.Line, Column: e.Column, Field: e.Field, Message: e.Msg})
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// quote is s as a JSON string, without HTML escaping.
+func quote(s string) json.RawMessage {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}

@@ -1,0 +1,211 @@
+package render
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/plan"
+)
+
+// markdownWidth is how many characters of a value a field diff shows.
+const markdownWidth = 100
+
+// markdownRepos is how many repositories a list shows before "… and N
+// more", so that a comment stays within a forge's size limit.
+const markdownRepos = 50
+
+// Markdown writes the plan as a pull-request comment.
+func Markdown(w io.Writer, p plan.Plan) error {
+	var b strings.Builder
+	b.WriteString("### fleetlift plan\n\n")
+	b.WriteString("**" + SummaryLine(p) + "**\n")
+	for _, l := range []string{approvalsLine(p), errorsLine(p)} {
+		if l != "" {
+			b.WriteString("\n" + text(l) + "\n")
+		}
+	}
+
+	var listed []plan.Change
+	for _, c := range p.Changes {
+		if shown(c) {
+			listed = append(listed, c)
+		}
+	}
+	if len(listed) > 0 {
+		b.WriteString("\n| | Campaign | Kind | Action | File |\n|:-:|---|---|---|---|\n")
+		for _, c := range listed {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", code(symbol(c.Action)), cell(code(c.ID)), c.Kind, action(c), cell(code(c.File)))
+		}
+		if n := p.Summary().Unchanged - renamedUnchanged(listed); n > 0 {
+			fmt.Fprintf(&b, "\n%s unchanged.\n", plural(n, "other campaign"))
+		}
+		for _, c := range listed {
+			details(&b, c)
+		}
+	}
+
+	if len(p.Errors) > 0 {
+		b.WriteString("\n#### Errors\n\n")
+		for _, e := range p.Errors {
+			loc := e.File
+			if e.Line > 0 {
+				loc = fmt.Sprintf("%s:%d:%d", e.File, e.Line, max(e.Column, 1))
+			}
+			msg := e.Msg
+			if e.Field != "" {
+				msg = e.Field + ": " + msg
+			}
+			fmt.Fprintf(&b, "- %s: %s\n", code(loc), text(msg))
+		}
+	}
+
+	if len(p.Approvals) > 0 {
+		b.WriteString("\n#### Approvals\n\n| | Target | Action | By | File | Result |\n|:-:|---|---|---|---|---|\n")
+		for _, a := range p.Approvals {
+			r := a.Record
+			mark, result := "✓", "applies"
+			if a.Status != plan.ApprovalApply {
+				mark, result = "✗", "ignored: "+a.Reason
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mark, cell(code(r.Target)), r.Action, cell(text(r.By)), cell(code(r.File)), cell(text(result)))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func renamedUnchanged(cs []plan.Change) int {
+	n := 0
+	for _, c := range cs {
+		if c.Action == plan.Unchanged {
+			n++
+		}
+	}
+	return n
+}
+
+// action names the action in the table: "update (in_place)".
+func action(c plan.Change) string {
+	switch {
+	case c.Action == plan.Update, c.SpecChanged() && (c.Action == plan.Suspend || c.Action == plan.Resume):
+		return fmt.Sprintf("%s (%s)", c.Action, c.Strategy)
+	case c.Action == plan.Create && c.Suspend:
+		return "create (suspended)"
+	case c.Action == plan.Unchanged && c.PreviousFile != "":
+		return "unchanged (renamed)"
+	}
+	return string(c.Action)
+}
+
+func details(b *strings.Builder, c plan.Change) {
+	fmt.Fprintf(b, "\n<details><summary><code>%s %s</code> %s</summary>\n\n",
+		html.EscapeString(symbol(c.Action)), html.EscapeString(c.ID), html.EscapeString(headline(c)))
+	about := origin(c)
+	if e := effect(c); e != "" {
+		about += ": " + e
+	}
+	b.WriteString(text(about) + "\n")
+	if c.PreviousFile != "" {
+		b.WriteString("\nFile renamed from " + code(c.PreviousFile) + ".\n")
+	}
+	if l := digestLine(c); l != "" {
+		b.WriteString("\n" + text(l) + "\n")
+	}
+	if len(c.Fields) > 0 {
+		var d strings.Builder
+		for _, f := range c.Fields {
+			old, cur := shorten(f.Old, f.New, markdownWidth)
+			if f.Old != nil {
+				d.WriteString("- " + f.Path + ": " + old + "\n")
+			}
+			if f.New != nil {
+				d.WriteString("+ " + f.Path + ": " + cur + "\n")
+			}
+		}
+		b.WriteString("\n" + fence(d.String(), "diff"))
+	}
+	if r := c.Repositories; !r.Empty() {
+		if c.Action == plan.Create {
+			fmt.Fprintf(b, "\nRepositories (%d):\n\n", len(r.Added))
+		} else {
+			fmt.Fprintf(b, "\nRepositories: %d added, %d removed\n\n", len(r.Added), len(r.Removed))
+		}
+		var d strings.Builder
+		list := func(sym string, names []string) {
+			for i, n := range names {
+				if i == markdownRepos && len(names) > markdownRepos+1 {
+					fmt.Fprintf(&d, "%s … and %d more\n", sym, len(names)-markdownRepos)
+					return
+				}
+				d.WriteString(sym + " " + n + "\n")
+			}
+		}
+		list("+", r.Added)
+		list("-", r.Removed)
+		b.WriteString(fence(d.String(), "diff"))
+	}
+	b.WriteString("\n</details>\n")
+}
+
+// code is s as inline code, with a fence longer than any run of
+// backticks in it.
+func code(s string) string {
+	if s == "" {
+		return ""
+	}
+	ticks := strings.Repeat("`", longestRun(s, '`')+1)
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		s = " " + s + " "
+	}
+	return ticks + s + ticks
+}
+
+// fence is s as a fenced code block in language lang.
+func fence(s, lang string) string {
+	ticks := strings.Repeat("`", max(3, longestRun(s, '`')+1))
+	return ticks + lang + "\n" + s + ticks + "\n"
+}
+
+func longestRun(s string, c byte) int {
+	best, run := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			run++
+			best = max(best, run)
+		} else {
+			run = 0
+		}
+	}
+	return best
+}
+
+// text escapes what Markdown or HTML would read as markup in plain text.
+func text(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '\\', '`', '*', '_', '[', ']', '#', '~':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '&':
+			b.WriteString("&amp;")
+		case '\n':
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// cell makes s safe inside a table cell: a pipe would end the cell, even
+// inside code.
+func cell(s string) string {
+	return strings.ReplaceAll(s, "|", `\|`)
+}

@@ -1,0 +1,216 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// ErrNotFound is returned (wrapped) by Reader.Get for an id with no
+// recorded state.
+var ErrNotFound = errors.New("no recorded state")
+
+// Reader reads recorded state. It is all the plan needs.
+type Reader interface {
+	// Get returns the state recorded for id, or an error wrapping
+	// ErrNotFound.
+	Get(ctx context.Context, id string) (Campaign, error)
+	// List returns every recorded campaign, sorted by ID.
+	List(ctx context.Context) ([]Campaign, error)
+}
+
+// Writer records state. Both methods are idempotent: putting the same
+// value twice, or deleting an id that is not there, is not an error.
+type Writer interface {
+	// Put records c, replacing what was recorded for c.ID. It refuses a
+	// campaign that does not Validate.
+	Put(ctx context.Context, c Campaign) error
+	// Delete forgets id.
+	Delete(ctx context.Context, id string) error
+}
+
+// Store reads and writes recorded state.
+type Store interface {
+	Reader
+	Writer
+}
+
+// Kind says whether a definition is a Task or a Campaign. Its values are
+// those of spec.Kind.
+type Kind string
+
+const (
+	KindTask     Kind = "Task"
+	KindCampaign Kind = "Campaign"
+)
+
+func (k Kind) String() string { return string(k) }
+
+// Phase is where a run is.
+type Phase string
+
+const (
+	// PhasePending: recorded, not started yet.
+	PhasePending Phase = "pending"
+	// PhaseRunning: tasks are running or about to start.
+	PhaseRunning Phase = "running"
+	// PhaseAwaitingApproval: a result waits for an approval.
+	PhaseAwaitingApproval Phase = "awaiting_approval"
+	// PhasePaused: a campaign passed its failure threshold and waits for
+	// continue, abort or retry.
+	PhasePaused Phase = "paused"
+	// PhaseSuspended: the spec says suspend; no new task starts.
+	PhaseSuspended Phase = "suspended"
+	// PhaseCompleted: every task finished.
+	PhaseCompleted Phase = "completed"
+	// PhaseFailed: the run failed.
+	PhaseFailed Phase = "failed"
+	// PhaseAborted: a campaign was stopped by abort or its threshold.
+	PhaseAborted Phase = "aborted"
+	// PhaseCancelled: the run was cancelled (pruned, or restarted).
+	PhaseCancelled Phase = "cancelled"
+)
+
+func (p Phase) String() string { return string(p) }
+
+// Done reports whether the run has finished: nothing more happens in it.
+func (p Phase) Done() bool {
+	switch p {
+	case PhaseCompleted, PhaseFailed, PhaseAborted, PhaseCancelled:
+		return true
+	}
+	return false
+}
+
+// Known reports whether p is one of the phases above.
+func (p Phase) Known() bool {
+	switch p {
+	case PhasePending, PhaseRunning, PhaseAwaitingApproval, PhasePaused, PhaseSuspended,
+		PhaseCompleted, PhaseFailed, PhaseAborted, PhaseCancelled:
+		return true
+	}
+	return false
+}
+
+// RepoStatus is where one repository of a run is.
+type RepoStatus string
+
+const (
+	RepoPending          RepoStatus = "pending"
+	RepoRunning          RepoStatus = "running"
+	RepoAwaitingApproval RepoStatus = "awaiting_approval"
+	RepoCompleted        RepoStatus = "completed"
+	RepoFailed           RepoStatus = "failed"
+	RepoSkipped          RepoStatus = "skipped"
+	RepoCancelled        RepoStatus = "cancelled"
+)
+
+func (s RepoStatus) String() string { return string(s) }
+
+// PullRequestState is the state of a pull request on its forge.
+type PullRequestState string
+
+const (
+	PullRequestOpen   PullRequestState = "open"
+	PullRequestMerged PullRequestState = "merged"
+	PullRequestClosed PullRequestState = "closed"
+)
+
+func (s PullRequestState) String() string { return string(s) }
+
+// Repo is what happened in one repository of a run.
+type Repo struct {
+	// Name identifies the repository within the definition: its name, or
+	// "group/name" for a repository in a group.
+	Name             string           `json:"name"`
+	Status           RepoStatus       `json:"status"`
+	Branch           string           `json:"branch,omitempty"`
+	PullRequestURL   string           `json:"pull_request_url,omitempty"`
+	PullRequestState PullRequestState `json:"pull_request_state,omitempty"`
+}
+
+// PendingApproval is a result waiting for an approval.
+type PendingApproval struct {
+	// Target names the task waiting: the task id, or the campaign id and
+	// the repository or group ("slog-rollout/payments").
+	Target string `json:"target"`
+	// ResultDigest identifies the result waiting; an approval applies only
+	// when it names this digest.
+	ResultDigest string    `json:"result_digest"`
+	Since        time.Time `json:"since"`
+}
+
+// Campaign is the recorded state of one Task or Campaign definition.
+type Campaign struct {
+	// ID is the definition's id.
+	ID   string `json:"id"`
+	Kind Kind   `json:"kind"`
+	// File is the definition file the spec was applied from, relative to
+	// the campaigns root. The plan uses it to tell a file that became
+	// invalid from a definition removed from Git. Optional.
+	File string `json:"file,omitempty"`
+	// SpecDigest is spec.Definition.Digest of the spec as applied.
+	SpecDigest string `json:"spec_digest"`
+	// Spec is the normalised spec as applied (the JSON of spec.Task or
+	// spec.Campaign), for per-field diffs. Optional: without it the plan
+	// can only say that the digest changed.
+	Spec json.RawMessage `json:"spec,omitempty"`
+	// SourceRevision is the campaigns repository commit it was applied from.
+	SourceRevision string `json:"source_revision,omitempty"`
+	// Generation counts the specs applied to this id; it grows by one with
+	// each new spec.
+	Generation int64  `json:"generation"`
+	WorkflowID string `json:"workflow_id,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	Phase      Phase  `json:"phase"`
+	// Prune is the spec's sync_policy.prune as applied: whether removing
+	// the definition from Git may cancel the run.
+	Prune bool `json:"prune,omitempty"`
+	// Suspended is the spec's suspend as applied.
+	Suspended bool `json:"suspended,omitempty"`
+	// Repos lists every repository of the run, started or not, sorted by
+	// Name.
+	Repos []Repo `json:"repos,omitempty"`
+	// PendingApprovals lists the results waiting for approval, sorted by
+	// Target.
+	PendingApprovals []PendingApproval `json:"pending_approvals,omitempty"`
+}
+
+// Validate reports what makes c unfit to record: no id, an unknown kind or
+// phase, or a spec that is not JSON.
+func (c Campaign) Validate() error {
+	if c.ID == "" {
+		return errors.New("campaign has no id")
+	}
+	if c.Kind != KindTask && c.Kind != KindCampaign {
+		return fmt.Errorf("campaign %s: kind %q is neither Task nor Campaign", c.ID, string(c.Kind))
+	}
+	if c.Phase != "" && !c.Phase.Known() {
+		return fmt.Errorf("campaign %s: unknown phase %q", c.ID, string(c.Phase))
+	}
+	if len(c.Spec) > 0 && !json.Valid(c.Spec) {
+		return fmt.Errorf("campaign %s: spec is not valid JSON", c.ID)
+	}
+	return nil
+}
+
+// Clone returns a deep copy of c: changing one never changes the other.
+func (c Campaign) Clone() Campaign {
+	c.Spec = slices.Clone(c.Spec)
+	c.Repos = slices.Clone(c.Repos)
+	c.PendingApprovals = slices.Clone(c.PendingApprovals)
+	return c
+}
+
+// Pending returns the approval pending for target, if any.
+func (c Campaign) Pending(target string) (PendingApproval, bool) {
+	for _, p := range c.PendingApprovals {
+		if p.Target == target {
+			return p, true
+		}
+	}
+	return PendingApproval{}, false
+}
