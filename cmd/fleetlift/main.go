@@ -56,6 +56,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(
 		newValidateCmd(),
+		newPlanCmd(),
 		newRunCmd(),
 		newStatusCmd(),
 		newServerCmd(),

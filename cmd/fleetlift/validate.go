@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -95,25 +96,15 @@ func validate(cmd *cobra.Command, dir string) (*validateReport, error) {
 	loader := &spec.Loader{Eval: pool}
 	fsys := os.DirFS(dir)
 	rep := &validateReport{Definitions: []validateDefinition{}, Errors: []*spec.Error{}}
-	defsDir := "."
-	for _, name := range configNames {
-		if _, err := fs.Stat(fsys, name); err != nil {
-			continue
-		}
-		rep.Config = filepath.Join(dir, name)
-		defsDir = "campaigns"
-		cfg, err := loader.LoadConfig(cmd.Context(), fsys, name)
-		if err != nil {
-			var es spec.Errors
-			if !asErrors(err, &es) {
-				return nil, err
-			}
-			rep.Errors = append(rep.Errors, es...)
-		} else {
-			defsDir = path.Clean(cfg.Watch.Path)
-		}
-		break
+	cfg, cfgName, cfgErrs, err := repoConfig(cmd.Context(), loader, fsys)
+	if err != nil {
+		return nil, err
 	}
+	if cfgName != "" {
+		rep.Config = filepath.Join(dir, cfgName)
+	}
+	rep.Errors = append(rep.Errors, cfgErrs...)
+	defsDir := definitionsDir(cfg, cfgErrs)
 	res := &spec.Result{}
 	if _, err := fs.Stat(fsys, defsDir); err == nil || defsDir == "." {
 		res, err = loader.Load(cmd.Context(), fsys, defsDir)
@@ -135,12 +126,32 @@ func validate(cmd *cobra.Command, dir string) (*validateReport, error) {
 	return rep, nil
 }
 
-func asErrors(err error, es *spec.Errors) bool {
-	e, ok := err.(spec.Errors)
-	if ok {
-		*es = e
+// repoConfig reads a campaigns repository's config when root has one:
+// the config (nil when missing or invalid), its file name, and its errors.
+func repoConfig(ctx context.Context, loader *spec.Loader, root fs.FS) (*spec.Config, string, []*spec.Error, error) {
+	for _, name := range configNames {
+		if _, err := fs.Stat(root, name); err != nil {
+			continue
+		}
+		cfg, err := loader.LoadConfig(ctx, root, name)
+		if es, ok := err.(spec.Errors); ok {
+			return nil, name, es, nil
+		}
+		return cfg, name, nil, err
 	}
-	return ok
+	return nil, "", nil, nil
+}
+
+// definitionsDir is where a repository's definitions are: the config's
+// watch.path, campaigns/ when the config is invalid, else the root.
+func definitionsDir(cfg *spec.Config, cfgErrs []*spec.Error) string {
+	switch {
+	case cfg != nil:
+		return path.Clean(cfg.Watch.Path)
+	case len(cfgErrs) > 0:
+		return "campaigns"
+	}
+	return "."
 }
 
 func (r *validateReport) writeHuman(w io.Writer) {

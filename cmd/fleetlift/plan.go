@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetlift/fleetlift/internal/plan"
+	"github.com/fleetlift/fleetlift/internal/plan/render"
+	"github.com/fleetlift/fleetlift/internal/source"
+	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/state"
+	"github.com/fleetlift/fleetlift/internal/state/file"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+)
+
+func newPlanCmd() *cobra.Command {
+	var f temporalFlags
+	var repo, ref, base, sub, stateArg, output string
+	var detailed bool
+	cmd := &cobra.Command{
+		Use:   "plan --repo PATH|URL",
+		Short: "Show what applying the campaigns repository at a revision would change",
+		Long: `Plan reads the campaigns repository at --ref (default HEAD), validates every
+definition, and compares them with the recorded run state (--state): what would
+be created, updated (with a per-field diff), suspended or resumed, and what is
+orphaned or would be pruned. Invalid definitions show as errors for their file;
+every other campaign is still planned.
+
+With --base, it plans what merging --ref into --base would change: the check
+for a pull request on the campaigns repository. Without recorded state, the
+base's definitions count as applied.
+
+Exit status: 0 success; 1 error (including invalid definitions); with
+--detailed-exitcode, 2 when there are changes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if repo == "" {
+				return fmt.Errorf("--repo is required")
+			}
+			switch output {
+			case "human", "json", "markdown":
+			default:
+				return fmt.Errorf("unknown output format %q: use human, json or markdown", output)
+			}
+			ctx := cmd.Context()
+			src, err := source.Open(ctx, source.Options{URL: repo, CacheDir: filepath.Join(f.stateDir, "source")})
+			if err != nil {
+				return err
+			}
+			head, err := loadRevision(ctx, src, ref, sub)
+			if err != nil {
+				return err
+			}
+			recorded, err := readRecorded(ctx, &f, stateArg)
+			if err != nil {
+				return err
+			}
+			if base != "" {
+				prior, err := loadRevision(ctx, src, base, sub)
+				if err != nil {
+					return err
+				}
+				recorded = overlayApplied(recorded, prior.desired.Definitions)
+			}
+			p := plan.Compute(head.desired, recorded, plan.Policy{Prune: head.prune})
+			w := cmd.OutOrStdout()
+			switch output {
+			case "json":
+				err = render.JSON(w, p)
+			case "markdown":
+				err = render.Markdown(w, p)
+			default:
+				err = render.Human(w, p, render.Options{Color: isTerminal(w)})
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case len(p.Errors) > 0:
+				return exitError{code: 1}
+			case detailed && p.HasChanges():
+				return exitError{code: 2}
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&repo, "repo", "", "the campaigns repository: a path, file://, https:// or ssh URL")
+	cmd.Flags().StringVar(&ref, "ref", "HEAD", "the revision to plan: branch, tag or commit")
+	cmd.Flags().StringVar(&base, "base", "", "plan what merging --ref into this revision would change")
+	cmd.Flags().StringVar(&sub, "path", "", "the definitions directory inside the repository (default: the config's watch.path, else the root)")
+	cmd.Flags().StringVar(&stateArg, "state", "temporal", "recorded state: temporal, file:PATH or none")
+	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human, json or markdown")
+	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when there are changes, as terraform plan does")
+	return cmd
+}
+
+// revision is the desired state read from one revision.
+type revision struct {
+	sha     string
+	desired plan.Desired
+	prune   bool
+}
+
+// loadRevision reads the config and definitions at ref.
+func loadRevision(ctx context.Context, src *source.Repo, ref, sub string) (*revision, error) {
+	sha, err := src.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	root, err := src.FS(ctx, sha, "")
+	if err != nil {
+		return nil, err
+	}
+	pool, err := spec.NewSelfPool()
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	loader := &spec.Loader{Eval: pool}
+	rev := &revision{sha: sha}
+	cfg, _, cfgErrs, err := repoConfig(ctx, loader, root)
+	if err != nil {
+		return nil, err
+	}
+	rev.desired.Errors = append(rev.desired.Errors, cfgErrs...)
+	dir := definitionsDir(cfg, cfgErrs)
+	if cfg != nil {
+		rev.prune = cfg.Prune
+	}
+	if sub != "" {
+		dir = path.Clean(sub)
+	}
+	if _, err := fs.Stat(root, dir); err != nil {
+		return nil, fmt.Errorf("the campaigns repository has no directory %s at %s", dir, shortSHA(sha))
+	}
+	res, err := loader.Load(ctx, root, dir)
+	if err != nil {
+		return nil, err
+	}
+	rev.desired.Definitions = res.Definitions
+	rev.desired.Errors = append(rev.desired.Errors, res.Errors...)
+	return rev, nil
+}
+
+// readRecorded reads the recorded run state named by --state.
+func readRecorded(ctx context.Context, f *temporalFlags, arg string) ([]state.Campaign, error) {
+	switch {
+	case arg == "none":
+		return nil, nil
+	case strings.HasPrefix(arg, "file:"):
+		return file.New(strings.TrimPrefix(arg, "file:")).List(ctx)
+	case arg == "temporal":
+		c, err := f.dial(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w (or plan offline with --state none or --state file:PATH)", err)
+		}
+		defer c.Close()
+		return (&statetemporal.Reader{Client: c, Namespace: f.namespace}).List(ctx)
+	}
+	return nil, fmt.Errorf("unknown --state %q: use temporal, file:PATH or none", arg)
+}
+
+// overlayApplied adds the base revision's definitions to the recorded
+// state as if applied, where nothing is recorded for them: the plan then
+// shows what merging changes.
+func overlayApplied(recorded []state.Campaign, defs []spec.Definition) []state.Campaign {
+	have := map[string]bool{}
+	for _, c := range recorded {
+		have[c.ID] = true
+	}
+	for _, d := range defs {
+		if have[d.ID] {
+			continue
+		}
+		c := state.Campaign{ID: d.ID, Kind: state.Kind(d.Kind), File: d.File, SpecDigest: d.Digest, Phase: state.PhaseRunning}
+		var v any = d.Task
+		if d.Campaign != nil {
+			v = d.Campaign
+			c.Prune, c.Suspended = d.Campaign.SyncPolicy.Prune, d.Campaign.Suspend
+			if c.Suspended {
+				c.Phase = state.PhaseSuspended
+			}
+		}
+		if b, err := json.Marshal(v); err == nil {
+			c.Spec = b
+		}
+		recorded = append(recorded, c)
+	}
+	return recorded
+}
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fleetlift/fleetlift/internal/spec"
+)
+
+// TestPlanExamplesAllCreate: with no recorded state every example in the
+// repository would be created.
+func TestPlanExamplesAllCreate(t *testing.T) {
+	res, err := (&spec.Loader{}).Load(context.Background(), os.DirFS("../../examples"), ".")
+	if err != nil || len(res.Errors) > 0 {
+		t.Fatalf("load examples: %v %v", err, res.Errors)
+	}
+	out, code := runCLI(t, "plan", "--repo", "../..", "--path", "examples", "--state", "none", "-o", "json", "--state-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	var p struct {
+		Campaigns []struct{ ID, Action string }
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	// The plan reads HEAD: examples added since the last commit are not in it.
+	if len(p.Campaigns) == 0 || len(p.Campaigns) > len(res.Definitions) {
+		t.Fatalf("%d campaigns planned, %d examples", len(p.Campaigns), len(res.Definitions))
+	}
+	for _, c := range p.Campaigns {
+		if c.Action != "create" {
+			t.Errorf("%s: %s, want create", c.ID, c.Action)
+		}
+	}
+}
+
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+func campaignYAML(id, prompt string) string {
+	return `version: 1
+kind: Campaign
+id: ` + id + `
+title: ` + id + `
+template:
+  execution:
+    agentic:
+      prompt: ` + prompt + `
+  pull_request: {branch_prefix: auto/` + id + `, title: ` + id + `}
+repositories:
+  - url: https://github.com/acme/payments.git
+  - url: https://github.com/acme/ledger.git
+`
+}
+
+// campaignsRepo makes a campaigns repository: main with three campaigns;
+// feature adds one and edits another.
+func campaignsRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	files := map[string]string{
+		"fleetlift.yaml":       "version: 1\n",
+		"campaigns/alpha.yaml": campaignYAML("alpha", "migrate logging"),
+		"campaigns/beta.yaml":  campaignYAML("beta", "bump go"),
+		"campaigns/gamma.yaml": campaignYAML("gamma", "add license headers"),
+	}
+	for name, body := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, dir, "add", ".")
+	git(t, dir, "commit", "-qm", "three campaigns")
+	git(t, dir, "checkout", "-q", "-b", "feature")
+	if err := os.WriteFile(filepath.Join(dir, "campaigns/delta.yaml"), []byte(campaignYAML("delta", "remove dead code")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "campaigns/beta.yaml"), []byte(campaignYAML("beta", "bump go to 1.26")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "add", ".")
+	git(t, dir, "commit", "-qm", "add delta, edit beta")
+	git(t, dir, "checkout", "-q", "main")
+	return dir
+}
+
+// TestPlanPullRequest: planning feature against main shows exactly the
+// added campaign and the edited one, with its field diff.
+func TestPlanPullRequest(t *testing.T) {
+	repo := campaignsRepo(t)
+	out, code := runCLI(t, "plan", "--repo", repo, "--ref", "feature", "--base", "main", "--state", "none", "-o", "markdown", "--detailed-exitcode", "--state-dir", t.TempDir())
+	if code != 2 {
+		t.Fatalf("exit %d, want 2 (changes):\n%s", code, out)
+	}
+	for _, want := range []string{"Plan: 1 to create, 1 to update, 0 to prune, 0 orphaned.", "delta", "beta", "template.execution.agentic.prompt", "bump go to 1.26"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, code = runCLI(t, "plan", "--repo", repo, "--ref", "feature", "--base", "main", "--state", "none", "-o", "json", "--state-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("json: exit %d:\n%s", code, out)
+	}
+	var p struct {
+		Campaigns []struct{ ID, Action string }
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]string{}
+	for _, c := range p.Campaigns {
+		actions[c.ID] = c.Action
+	}
+	want := map[string]string{"alpha": "unchanged", "beta": "update", "gamma": "unchanged", "delta": "create"}
+	for id, a := range want {
+		if actions[id] != a {
+			t.Errorf("%s: %q, want %q (all: %v)", id, actions[id], a, actions)
+		}
+	}
+
+	// The same revision against itself: no changes, exit 0.
+	out, code = runCLI(t, "plan", "--repo", repo, "--ref", "main", "--base", "main", "--state", "none", "--detailed-exitcode", "--state-dir", t.TempDir())
+	if code != 0 || !strings.Contains(out, "No changes.") {
+		t.Errorf("main against main: exit %d:\n%s", code, out)
+	}
+}
+
+// TestPlanInvalidFile: a broken definition is an error for its file, every
+// other campaign is still planned, and the exit status is 1.
+func TestPlanInvalidFile(t *testing.T) {
+	repo := campaignsRepo(t)
+	if err := os.WriteFile(filepath.Join(repo, "campaigns/broken.yaml"), []byte("version: 1\nkind: Campaign\nid: Broken\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-qm", "broken")
+	out, code := runCLI(t, "plan", "--repo", repo, "--state", "none", "--state-dir", t.TempDir())
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, want := range []string{"campaigns/broken.yaml:3:5", "alpha", "beta", "gamma", "3 to create"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}
