@@ -60,6 +60,10 @@ bench-run: ## A deterministic change across 200 local repos: fleetlift vs a shel
 	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
 	$(GO) run ./bench/run -repos 200 -parallel 8 -agent $(BIN)/fleetlift-agent
 
+.PHONY: bench-plan
+bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorded state; compare with cue export
+	$(GO) run ./bench/plan -cue $(BIN)/cue
+
 .PHONY: bench-spec
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
 	$(GO) run ./bench/spec -cue $(BIN)/cue
