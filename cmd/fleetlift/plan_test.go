@@ -162,3 +162,62 @@ func TestPlanInvalidFile(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanAgainstTemporal: after a campaign has run, planning its
+// definition against the state recorded in Temporal shows it unchanged;
+// after an edit, as an update with the field diff.
+func TestPlanAgainstTemporal(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 2)
+	repo := filepath.Join(root, "campaigns-repo")
+	if err := os.MkdirAll(filepath.Join(repo, "campaigns"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "init", "-q", "-b", "main")
+	def := func(title string) string {
+		return `version: 1
+kind: Campaign
+id: bump
+title: ` + title + `
+template:
+  execution:
+    deterministic: {image: golang, command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]}
+  pull_request: {branch_prefix: auto/bump, title: Bump go}
+repositories:
+  - url: ` + urls[0] + `
+  - url: ` + urls[1] + `
+`
+	}
+	file := filepath.Join(repo, "campaigns", "bump.yaml")
+	if err := os.WriteFile(file, []byte(def("Bump go")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-qm", "bump")
+
+	addr, state := freeAddr(t), filepath.Join(root, "state")
+	if out, code := runCLI(t, "run", "--file", file, "--temporal-address", addr, "--state-dir", state); code != 0 {
+		t.Fatalf("run: exit %d:\n%s", code, out)
+	}
+	startServer(t, addr, state)
+	plan := func() (string, int) {
+		return runCLI(t, "plan", "--repo", repo, "--path", "campaigns", "--state", "temporal", "--temporal-address", addr, "--state-dir", state, "--detailed-exitcode")
+	}
+	if out, code := plan(); code != 0 || !strings.Contains(out, "No changes.") {
+		t.Fatalf("plan after the run: exit %d, want no changes:\n%s", code, out)
+	}
+
+	if err := os.WriteFile(file, []byte(def("Bump go to 1.26")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "commit", "-qam", "retitle")
+	out, code := plan()
+	if code != 2 {
+		t.Fatalf("plan after an edit: exit %d, want 2:\n%s", code, out)
+	}
+	for _, want := range []string{"~ bump", `title: "Bump go" → "Bump go to 1.26"`, "Plan: 0 to create, 1 to update"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}
