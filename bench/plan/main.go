@@ -13,15 +13,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/fleetlift/fleetlift/bench/internal/baseline"
 	"github.com/fleetlift/fleetlift/bench/internal/gen"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/plan/render"
@@ -78,23 +77,14 @@ func run(n, repos, runs int, cueBin string) error {
 		summary = render.SummaryLine(p)
 	}
 
-	var ce []time.Duration
-	args := append([]string{"export", "--with-context", "-l", "path.Base(filename)", "--out", "json"}, names...)
-	for range runs {
-		cmd := exec.Command(cueBin, args...)
-		cmd.Dir = defs
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s export: %v: %s", cueBin, err, stderr.String())
-		}
-		ce = append(ce, time.Since(start))
+	cue, err := baseline.CueExport(cueBin, defs, names, runs)
+	if err != nil {
+		return err
 	}
 	var self, children syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
-	best, cue := slices.Min(times), slices.Min(ce)
+	best, cue := slices.Min(times), cue
 	fmt.Printf("bench-plan: %d campaigns x %d repositories against recorded state of the same size, %d CPUs, best of %d\n", n, repos, runtime.NumCPU(), runs)
 	fmt.Printf("  %s\n", summary)
 	fmt.Printf("  fleetlift plan (load, validate, read state, compute, render): %7.0f ms (goal <= 1000 ms)\n", ms(best))

@@ -1,0 +1,30 @@
+// Package baseline measures the yardsticks the benchmarks compare
+// fleetlift with, in the same run.
+package baseline
+
+import (
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+)
+
+// CueExport is the best of runs timings of `cue export` over the named
+// YAML files in dir, each placed under its file name (no schema).
+func CueExport(cueBin, dir string, names []string, runs int) (time.Duration, error) {
+	args := append([]string{"export", "--with-context", "-l", "path.Base(filename)", "--out", "json"}, names...)
+	var times []time.Duration
+	for range max(runs, 1) {
+		cmd := exec.Command(cueBin, args...)
+		cmd.Dir = dir
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			return 0, fmt.Errorf("%s export: %v: %s", cueBin, err, stderr.String())
+		}
+		times = append(times, time.Since(start))
+	}
+	return slices.Min(times), nil
+}
