@@ -5,6 +5,7 @@ package baseline
 import (
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -13,10 +14,18 @@ import (
 // CueExport is the best of runs timings of `cue export` over the named
 // YAML files in dir, each placed under its file name (no schema).
 func CueExport(cueBin, dir string, names []string, runs int) (time.Duration, error) {
+	// The command runs in dir: resolve a relative path from here first.
+	bin, err := exec.LookPath(cueBin)
+	if err != nil {
+		return 0, fmt.Errorf("cue CLI %s: %w (make tools installs it into ./bin)", cueBin, err)
+	}
+	if bin, err = filepath.Abs(bin); err != nil {
+		return 0, err
+	}
 	args := append([]string{"export", "--with-context", "-l", "path.Base(filename)", "--out", "json"}, names...)
 	var times []time.Duration
 	for range max(runs, 1) {
-		cmd := exec.Command(cueBin, args...)
+		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
