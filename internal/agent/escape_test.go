@@ -137,6 +137,30 @@ echo changed >> README.md`)
 				}
 			}
 		}},
+		{"a steering.json still being written is not lost, and is discarded with a word", func(t *testing.T) {
+			o := options(t)
+			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+			m := manifest(repo("svc", remote))
+			m.RequireApproval = true
+			// Half the file, a pause over several steering polls, the rest:
+			// taking the half-written file for garbage and deleting it would
+			// leave the agent's approval unseen and unreported.
+			m.Execution.Command = sh(`echo change >> README.md
+exec 3> "$FLEETLIFT_WORKSPACE/.fleetlift/steering.json"
+printf '{"action":' >&3
+sleep 1
+printf '"approve","iteration":0}' >&3
+exec 3>&-`)
+			wait := startRun(t, o, m)
+			st := waitStatus(t, o.Workspace, "awaiting input", awaitingInput(0))
+			if !strings.Contains(st.Message, "discarded a steering.json") {
+				t.Errorf("status message %q does not say the agent's steering was discarded", st.Message)
+			}
+			steer(t, o.Workspace, protocol.Steering{Action: protocol.ActionReject})
+			if res := wait(); res.Status != protocol.PhaseCancelled {
+				t.Fatalf("phase %s after reject", res.Status)
+			}
+		}},
 		{"an agent cannot approve its own work", func(t *testing.T) {
 			o := options(t)
 			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})

@@ -87,7 +87,7 @@ func (r *runner) nextSteering(ctx context.Context) (protocol.Steering, error) {
 	t := time.NewTicker(r.o.SteeringPoll)
 	defer t.Stop()
 	for {
-		s, ok, err := r.takeSteering(func(protocol.Steering) bool { return true })
+		s, ok, err := r.takeSteering(func(protocol.Steering) bool { return true }, true)
 		if ok || err != nil {
 			return s, err
 		}
@@ -99,9 +99,12 @@ func (r *runner) nextSteering(ctx context.Context) (protocol.Steering, error) {
 	}
 }
 
-// takeSteering reads steering.json and, when want accepts it (or it is
-// invalid), deletes it. ok reports an accepted instruction.
-func (r *runner) takeSteering(want func(protocol.Steering) bool) (s protocol.Steering, ok bool, err error) {
+// takeSteering reads steering.json and, when want accepts it, deletes it.
+// An invalid file is deleted too when removeInvalid is set; while work runs
+// it is left alone, since it may be a write still in progress (the worker
+// writes atomically; an agent command may not), and awaitSteering discards
+// and reports it. ok reports an accepted instruction.
+func (r *runner) takeSteering(want func(protocol.Steering) bool, removeInvalid bool) (s protocol.Steering, ok bool, err error) {
 	path := filepath.Join(r.pdir, protocol.SteeringFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -111,7 +114,9 @@ func (r *runner) takeSteering(want func(protocol.Steering) bool) (s protocol.Ste
 		return s, false, fmt.Errorf("unreadable steering.json: %v", err)
 	}
 	if err := json.Unmarshal(data, &s); err != nil {
-		os.Remove(path)
+		if removeInvalid {
+			os.Remove(path)
+		}
 		return s, false, fmt.Errorf("invalid steering.json: %v", err)
 	}
 	if !want(s) {
@@ -145,7 +150,7 @@ func (r *runner) watchCancel(ctx context.Context, cancel context.CancelCauseFunc
 		}
 		_, ok, _ := r.takeSteering(func(s protocol.Steering) bool {
 			return s.Action == protocol.ActionCancel || s.Action == protocol.ActionReject
-		})
+		}, false)
 		if ok {
 			cancel(errCancelled)
 			return
