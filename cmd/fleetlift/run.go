@@ -249,13 +249,14 @@ func progressRows(ctx context.Context, c client.Client, st *runState) (rows []pr
 	rows = append(rows, progressRow{"campaign", string(st.campaign.Phase) + suffix(st.campaign.Message)})
 	for _, u := range units {
 		state := string(u.Phase)
-		if u.Phase == workflow.TaskRunning && !st.closed && u.WorkflowID != "" {
-			child := u.WorkflowID
-			if cs, err := readState(ctx, c, child); err == nil && cs.task != nil {
-				state = string(cs.task.Phase)
-				if cs.task.Phase == workflow.TaskAwaitingApproval {
-					waiting = append(waiting, child)
-				}
+		var t *workflow.TaskState
+		if !st.closed {
+			t = unitTask(ctx, c, u)
+		}
+		if t != nil {
+			state = string(t.Phase)
+			if t.Phase == workflow.TaskAwaitingApproval {
+				waiting = append(waiting, u.WorkflowID)
 			}
 		}
 		rows = append(rows, progressRow{u.Key, state})

@@ -72,13 +72,11 @@ func awaitingTasks(ctx context.Context, c client.Client, id, unit string) ([]str
 	}
 	var out []string
 	for _, u := range st.campaign.Units {
-		if u.Phase != workflow.TaskRunning || u.WorkflowID == "" || (unit != "" && u.Key != unit) {
+		if unit != "" && u.Key != unit {
 			continue
 		}
-		child := u.WorkflowID
-		cs, err := readState(ctx, c, child)
-		if err == nil && cs.task != nil && cs.task.Phase == workflow.TaskAwaitingApproval {
-			out = append(out, child)
+		if t := unitTask(ctx, c, u); t != nil && t.Phase == workflow.TaskAwaitingApproval {
+			out = append(out, u.WorkflowID)
 		}
 	}
 	return out, nil

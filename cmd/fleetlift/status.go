@@ -133,6 +133,20 @@ func readState(ctx context.Context, c client.Client, id string) (*runState, erro
 	return st, err
 }
 
+// unitTask is the live state of a campaign unit's task while it runs
+// (awaiting approval, say), or nil when the unit is not running or its task
+// cannot be read.
+func unitTask(ctx context.Context, c client.Client, u workflow.UnitResult) *workflow.TaskState {
+	if u.Phase != workflow.TaskRunning || u.WorkflowID == "" {
+		return nil
+	}
+	st, err := readState(ctx, c, u.WorkflowID)
+	if err != nil || st.task == nil {
+		return nil
+	}
+	return st.task
+}
+
 func (s *runState) write(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
