@@ -1,6 +1,9 @@
 package forge
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Forge opens pull requests. CreatePullRequest must be idempotent: called
 // again for the same repository and branch it returns the pull request it
@@ -36,4 +39,93 @@ type PullRequest struct {
 	Commit string
 	// State is open, merged or closed.
 	State string
+	// Base is the branch the pull request targets; HeadSHA the commit at
+	// its head; Author who opened it. Filled by Hub methods.
+	Base    string
+	HeadSHA string
+	Author  string
+	Title   string
+	Body    string
+	Labels  []string
+}
+
+// Pull request states, as PullRequest.State holds them.
+const (
+	StateOpen   = "open"
+	StateMerged = "merged"
+	StateClosed = "closed"
+)
+
+// Hub is a forge with pull requests people review: what the reconciler
+// needs on the campaigns repository (approval pull requests, plan
+// comments, the status mirror's commit statuses) and to follow the pull
+// requests it opened on targets. GitHub and Gitea implement it; the local
+// forge does not (approvals there come as commits).
+//
+// Every repository argument is a clone URL, as in PullRequestRequest;
+// adapters derive owner and name from it and refuse a URL that is not on
+// their host. Errors never carry the token.
+type Hub interface {
+	Forge
+	// FindPullRequest returns the most recent pull request from head in
+	// repository (open first, then merged or closed), or nil, nil when
+	// there is none.
+	FindPullRequest(ctx context.Context, repository, head string) (*PullRequest, error)
+	// GetPullRequest returns pull request number of repository, with its
+	// state, head commit and author.
+	GetPullRequest(ctx context.Context, repository string, number int) (*PullRequest, error)
+	// UpdatePullRequest sets the title and body of an open pull request.
+	UpdatePullRequest(ctx context.Context, repository string, number int, title, body string) error
+	// ClosePullRequest closes an open pull request without merging it.
+	ClosePullRequest(ctx context.Context, repository string, number int) error
+	// ListReviews returns every review of a pull request, oldest first,
+	// with states normalised to the Review* constants.
+	ListReviews(ctx context.Context, repository string, number int) ([]Review, error)
+	// UpsertComment keeps one comment per marker on a pull request: the
+	// comment whose body contains marker is edited to body (which must
+	// contain marker), or a new one is made.
+	UpsertComment(ctx context.Context, repository string, number int, marker, body string) error
+	// SetCommitStatus sets the status named s.Context on commit s.SHA.
+	SetCommitStatus(ctx context.Context, repository string, s CommitStatus) error
+	// IsMember reports whether user belongs to team ("org/team").
+	IsMember(ctx context.Context, team, user string) (bool, error)
+}
+
+// Review states, normalised across forges (GitHub's names).
+const (
+	ReviewApproved         = "APPROVED"
+	ReviewChangesRequested = "CHANGES_REQUESTED"
+	ReviewCommented        = "COMMENTED"
+	ReviewDismissed        = "DISMISSED"
+	ReviewPending          = "PENDING"
+)
+
+// Review is one review of a pull request.
+type Review struct {
+	ID int64
+	// User is the reviewer's login.
+	User  string
+	State string
+	Body  string
+	// CommitID is the head commit the review was given on; a review on
+	// an older commit is stale.
+	CommitID    string
+	SubmittedAt time.Time
+}
+
+// Commit status states.
+const (
+	StatusPending = "pending"
+	StatusSuccess = "success"
+	StatusFailure = "failure"
+	StatusError   = "error"
+)
+
+// CommitStatus is a status check on a commit.
+type CommitStatus struct {
+	SHA         string
+	Context     string
+	State       string
+	Description string
+	TargetURL   string
 }
