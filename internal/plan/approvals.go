@@ -110,6 +110,10 @@ func decide(r approval.Record, recs map[string]*state.Campaign) ApprovalChange {
 		if p, ok := rec.Pending(r.Target); ok {
 			a.Current = p.ResultDigest
 		}
+		if slices.Contains(rec.AppliedApprovals, r.ID()) {
+			a.Reason = "already carried out by the current run"
+			return a
+		}
 	}
 	if r.Action.BindsResult() {
 		switch {

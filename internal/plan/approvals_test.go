@@ -24,7 +24,8 @@ func approvalState() []state.Campaign {
 				{Name: "search", Status: state.RepoCompleted},
 			},
 			PendingApprovals: []state.PendingApproval{{Target: "slog-rollout/payments", ResultDigest: resultNow}}},
-		{ID: "paused", Kind: state.KindCampaign, Phase: state.PhasePaused, Repos: []state.Repo{{Name: "a", Status: state.RepoFailed}}},
+		{ID: "paused", Kind: state.KindCampaign, Phase: state.PhasePaused, Repos: []state.Repo{{Name: "a", Status: state.RepoFailed}},
+			AppliedApprovals: []string{approval.Record{File: "approvals/done.yaml", Target: "paused", By: "alice", Action: approval.Continue}.ID()}},
 		{ID: "finished", Kind: state.KindCampaign, Phase: state.PhaseCompleted, Repos: []state.Repo{{Name: "a", Status: state.RepoCompleted}}},
 		{ID: "go-bump", Kind: state.KindTask, Phase: state.PhaseAwaitingApproval,
 			PendingApprovals: []state.PendingApproval{{Target: "go-bump", ResultDigest: taskResult}}},
@@ -130,6 +131,16 @@ func TestApprovals(t *testing.T) {
 			name:    "continue a paused campaign",
 			records: []approval.Record{rec("approvals/c.yaml", "paused", "", approval.Continue)},
 			want:    []want{{"approvals/c.yaml", plan.ApprovalApply, ""}},
+		},
+		{
+			name:    "a record the run already carried out",
+			records: []approval.Record{rec("approvals/done.yaml", "paused", "", approval.Continue)},
+			want:    []want{{"approvals/done.yaml", plan.ApprovalIgnored, "already carried out by the current run"}},
+		},
+		{
+			name:    "a record edited after it was carried out applies again",
+			records: []approval.Record{{File: "approvals/done.yaml", Target: "paused", By: "bob", Action: approval.Continue}},
+			want:    []want{{"approvals/done.yaml", plan.ApprovalApply, ""}},
 		},
 		{
 			name:    "continue a campaign that is not paused",

@@ -140,7 +140,27 @@ type PendingApproval struct {
 	// ResultDigest identifies the result waiting; an approval applies only
 	// when it names this digest.
 	ResultDigest string    `json:"result_digest"`
-	Since        time.Time `json:"since"`
+	Since        time.Time `json:"since,omitzero"`
+	// WorkflowID is the task workflow waiting, to send the decision to.
+	WorkflowID string `json:"workflow_id,omitempty"`
+	// Repos summarises the result per repository: the files changed and
+	// lines added and removed.
+	Repos []PendingRepo `json:"repos,omitempty"`
+}
+
+// PendingRepo is one repository's part of a result awaiting approval.
+type PendingRepo struct {
+	Name  string        `json:"name"`
+	Files []PendingFile `json:"files,omitempty"`
+	// Report says the repository produced a report (report mode).
+	Report bool `json:"report,omitempty"`
+}
+
+// PendingFile is one changed file of a result awaiting approval.
+type PendingFile struct {
+	Path      string `json:"path"`
+	Additions int    `json:"additions"`
+	Deletions int    `json:"deletions"`
 }
 
 // Campaign is the recorded state of one Task or Campaign definition.
@@ -177,6 +197,9 @@ type Campaign struct {
 	// PendingApprovals lists the results waiting for approval, sorted by
 	// Target.
 	PendingApprovals []PendingApproval `json:"pending_approvals,omitempty"`
+	// AppliedApprovals lists the approval records (approval.Record.ID)
+	// the run has carried out; such a record is never carried out again.
+	AppliedApprovals []string `json:"applied_approvals,omitempty"`
 }
 
 // Validate reports what makes c unfit to record: no id, an unknown kind or
@@ -202,6 +225,7 @@ func (c Campaign) Clone() Campaign {
 	c.Spec = slices.Clone(c.Spec)
 	c.Repos = slices.Clone(c.Repos)
 	c.PendingApprovals = slices.Clone(c.PendingApprovals)
+	c.AppliedApprovals = slices.Clone(c.AppliedApprovals)
 	return c
 }
 

@@ -46,7 +46,9 @@ type CampaignInput struct {
 	// new at the next batch boundary (default 500: each unit adds a few
 	// events to the campaign's history).
 	UnitsPerRun int
-	Progress    *CampaignProgress
+	// Suspend starts the campaign suspended (the spec's suspend).
+	Suspend  bool
+	Progress *CampaignProgress
 }
 
 // UnitResult is the compact outcome of one unit, kept in the campaign's
@@ -96,6 +98,11 @@ type CampaignProgress struct {
 	// Acknowledged is the number of failures a human has seen and
 	// continued past: the campaign pauses again only on new ones.
 	Acknowledged int `json:"acknowledged,omitempty"`
+	// Suspended: no unit starts until resumed.
+	Suspended bool `json:"suspended,omitempty"`
+	// Applied lists the approval records carried out, so that a record
+	// still in Git is never carried out twice.
+	Applied []string `json:"applied,omitempty"`
 }
 
 // Summary counts a campaign's units.
@@ -119,6 +126,10 @@ type CampaignState struct {
 	Units   []UnitResult  `json:"units"`
 	// Message says why a campaign paused or stopped.
 	Message string `json:"message,omitempty"`
+	// Suspended: no new unit starts until the campaign is resumed.
+	Suspended bool `json:"suspended,omitempty"`
+	// Applied lists the approval records the campaign carried out.
+	Applied []string `json:"applied,omitempty"`
 }
 
 // Campaign runs a campaign's units as child Task workflows in batches.
@@ -129,6 +140,10 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 	}
 	for {
 		c.drainSignals()
+		c.waitWhileSuspended()
+		if ctx.Err() != nil {
+			return c.finish(), ctx.Err()
+		}
 		switch {
 		case len(c.p.Retry) > 0:
 			keys := c.p.Retry
@@ -171,7 +186,7 @@ type campaignRun struct {
 func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	p := in.Progress
 	if p == nil {
-		p = &CampaignProgress{Results: map[string]UnitResult{}, Phase: CampaignRunning, Tokens: float64(max(in.Burst, 1)), Refilled: workflow.Now(ctx)}
+		p = &CampaignProgress{Results: map[string]UnitResult{}, Phase: CampaignRunning, Tokens: float64(max(in.Burst, 1)), Refilled: workflow.Now(ctx), Suspended: in.Suspend}
 	}
 	if p.Results == nil {
 		p.Results = map[string]UnitResult{}
@@ -211,7 +226,7 @@ func (c *campaignRun) runBatch(keys []string) {
 	inFlight := 0
 	next := 0
 	for next < len(keys) || inFlight > 0 {
-		for inFlight < parallel && next < len(keys) && !c.p.Stop && c.ctx.Err() == nil {
+		for inFlight < parallel && next < len(keys) && !c.p.Stop && !c.p.Suspended && c.ctx.Err() == nil {
 			key := keys[next]
 			next++
 			c.waitForBudget()
@@ -226,10 +241,33 @@ func (c *campaignRun) runBatch(keys []string) {
 			})
 		}
 		if inFlight == 0 {
+			if c.p.Suspended && next < len(keys) && !c.p.Stop && c.ctx.Err() == nil {
+				// Suspended mid-batch: wait, then start the rest.
+				c.waitWhileSuspended()
+				continue
+			}
 			break
 		}
 		sel.Select(c.ctx)
 		c.drainSignals()
+	}
+}
+
+// waitWhileSuspended blocks, handling signals, until the campaign is
+// resumed, stopped or cancelled.
+func (c *campaignRun) waitWhileSuspended() {
+	if !c.p.Suspended {
+		return
+	}
+	c.message = "suspended: no new repository starts until resumed"
+	sel := workflow.NewSelector(c.ctx)
+	c.addSignalHandlers(sel)
+	sel.AddReceive(c.ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	for c.p.Suspended && !c.p.Stop && c.ctx.Err() == nil {
+		sel.Select(c.ctx)
+	}
+	if c.message == "suspended: no new repository starts until resumed" {
+		c.message = ""
 	}
 }
 
@@ -368,11 +406,29 @@ func (c *campaignRun) checkThreshold() {
 	c.upsertPhase()
 }
 
-// addSignalHandlers handles continue, abort and retry-failed.
+// applyOnce reports whether the approval record (if any) has not been
+// carried out yet, and remembers it.
+func (c *campaignRun) applyOnce(record string) bool {
+	if record == "" {
+		return true
+	}
+	if slices.Contains(c.p.Applied, record) {
+		workflow.GetLogger(c.ctx).Info("approval record already carried out", "record", record)
+		return false
+	}
+	c.p.Applied = append(c.p.Applied, record)
+	return true
+}
+
+// addSignalHandlers handles continue, abort, retry-failed, suspend,
+// resume and update.
 func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalContinue), func(ch workflow.ReceiveChannel, _ bool) {
 		var s ContinueSignal
 		ch.Receive(c.ctx, &s)
+		if !c.applyOnce(s.Record) {
+			return
+		}
 		if s.SkipRemaining {
 			c.p.Stop = true
 			c.message = "continued with --skip-remaining"
@@ -385,19 +441,98 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 		}
 	})
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalAbort), func(ch workflow.ReceiveChannel, _ bool) {
-		ch.Receive(c.ctx, nil)
+		var s RecordSignal
+		ch.Receive(c.ctx, &s)
+		if !c.applyOnce(s.Record) {
+			return
+		}
 		c.p.Stop = true
 		c.p.Phase = CampaignAborted
 		c.message = "aborted"
 	})
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalRetryFailed), func(ch workflow.ReceiveChannel, _ bool) {
-		ch.Receive(c.ctx, nil)
+		var s RecordSignal
+		ch.Receive(c.ctx, &s)
+		if !c.applyOnce(s.Record) {
+			return
+		}
 		for _, u := range c.in.Units {
+			if s.Unit != "" && u.Key != s.Unit {
+				continue
+			}
 			if r, ok := c.p.Results[u.Key]; ok && r.Phase == TaskFailed && !slices.Contains(c.p.Retry, u.Key) {
 				c.p.Retry = append(c.p.Retry, u.Key)
 			}
 		}
 	})
+	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalSuspend), func(ch workflow.ReceiveChannel, _ bool) {
+		ch.Receive(c.ctx, nil)
+		c.p.Suspended = true
+	})
+	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalResume), func(ch workflow.ReceiveChannel, _ bool) {
+		ch.Receive(c.ctx, nil)
+		c.p.Suspended = false
+	})
+	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalUpdate), func(ch workflow.ReceiveChannel, _ bool) {
+		var u UpdateSignal
+		ch.Receive(c.ctx, &u)
+		c.update(u)
+	})
+}
+
+// update takes a new spec in place: the template and unit list are
+// replaced; units already started keep their results (and a unit removed
+// from the spec after it started stays in the results); units not yet
+// started run the new template. The memo is updated so that the recorded
+// state shows the spec now applied.
+func (c *campaignRun) update(u UpdateSignal) {
+	in := u.Input
+	started := map[string]bool{}
+	for k := range c.p.Results {
+		started[k] = true
+	}
+	// Keep the started units first, in their order, then the rest of the
+	// new units in the spec's order: Next counts started units.
+	var units []Unit
+	seen := map[string]bool{}
+	for _, old := range c.in.Units[:min(c.p.Next, len(c.in.Units))] {
+		if nu, ok := findUnit(in.Units, old.Key); ok {
+			units = append(units, nu)
+		} else {
+			units = append(units, old)
+		}
+		seen[old.Key] = true
+	}
+	next := len(units)
+	for _, nu := range in.Units {
+		if !seen[nu.Key] {
+			units = append(units, nu)
+		}
+	}
+	c.in.Units = units
+	c.p.Next = next
+	c.in.Template = in.Template
+	c.in.BatchSize, c.in.MaxParallel = in.BatchSize, in.MaxParallel
+	c.in.ThresholdPercent, c.in.FailureAction = in.ThresholdPercent, in.FailureAction
+	c.in.PullRequestsPerHour, c.in.Burst = in.PullRequestsPerHour, in.Burst
+	c.units = make(map[string]Unit, len(units))
+	for _, un := range units {
+		c.units[un.Key] = un
+	}
+	if len(u.Memo) > 0 {
+		if err := workflow.UpsertMemo(c.ctx, u.Memo); err != nil {
+			workflow.GetLogger(c.ctx).Error("record updated spec", "error", err)
+		}
+	}
+}
+
+func findUnit(units []Unit, key string) (Unit, bool) {
+	for _, u := range units {
+		if u.Key == key {
+			return u, true
+		}
+	}
+	return Unit{}, false
 }
 
 // drainSignals handles signals that arrived while children ran.
@@ -413,7 +548,7 @@ func (c *campaignRun) drainSignals() {
 }
 
 func (c *campaignRun) upsertPhase() {
-	_ = workflow.UpsertMemo(c.ctx, map[string]any{"fleetlift.phase": string(c.p.Phase)})
+	_ = workflow.UpsertMemo(c.ctx, map[string]any{MemoPhase: string(c.p.Phase)})
 }
 
 func (c *campaignRun) summary() Summary {
@@ -442,7 +577,8 @@ func (c *campaignRun) summary() Summary {
 }
 
 func (c *campaignRun) state() CampaignState {
-	st := CampaignState{ID: c.in.ID, Phase: c.p.Phase, Summary: c.summary(), Message: c.message}
+	st := CampaignState{ID: c.in.ID, Phase: c.p.Phase, Summary: c.summary(), Message: c.message,
+		Suspended: c.p.Suspended, Applied: slices.Clone(c.p.Applied)}
 	for _, u := range c.in.Units {
 		r, ok := c.p.Results[u.Key]
 		if !ok {

@@ -63,6 +63,7 @@ func ForDefinition(d spec.Definition, opts Options) (Start, error) {
 			ID: c.ID, Template: tmpl, BatchSize: c.BatchSize, MaxParallel: c.MaxParallel,
 			ThresholdPercent: c.Failure.ThresholdPercent, FailureAction: string(c.Failure.Action),
 			PullRequestsPerHour: c.RateLimit.PullRequestsPerHour, Burst: c.RateLimit.Burst,
+			Suspend: c.Suspend,
 		}
 		for _, r := range c.Repositories {
 			in.Units = append(in.Units, Unit{Key: r.Name, Repositories: repositories([]spec.Repository{r})})

@@ -1,6 +1,9 @@
 package workflow
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -120,7 +123,9 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}
 		// awaiting_input: the approval loop.
 		st.Phase = TaskAwaitingApproval
-		act, prompt, timedOut := awaitDecision(ctx, in.ApprovalTimeout)
+		st.ResultDigest = ResultDigest(iteration, r)
+		act, prompt, timedOut := awaitDecision(ctx, in.ApprovalTimeout, st)
+		st.ResultDigest = ""
 		if ctx.Err() != nil || timedOut {
 			// Cancelled or no decision in time: tell the agent to stop,
 			// on a context that survives the cancellation.
@@ -175,38 +180,90 @@ func shortOptions(attempts int32) workflow.LocalActivityOptions {
 }
 
 // awaitDecision waits for approve, steer, reject or cancel, the approval
-// timeout, or the workflow's cancellation.
-func awaitDecision(ctx workflow.Context, timeout time.Duration) (act protocol.Action, prompt string, timedOut bool) {
+// timeout, or the workflow's cancellation. A decision that names a result
+// other than the one awaiting approval (st.ResultDigest) is recorded as
+// ignored and the wait goes on.
+func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState) (act protocol.Action, prompt string, timedOut bool) {
 	sel := workflow.NewSelector(ctx)
+	decided := false
+	current := func(name string, d DecisionSignal) bool {
+		if d.ResultDigest == "" || d.ResultDigest == st.ResultDigest {
+			return true
+		}
+		note := fmt.Sprintf("%s for result %s ignored: the result awaiting approval is %s", name, d.ResultDigest, st.ResultDigest)
+		if d.Record != "" {
+			note += " (" + d.Record + ")"
+		}
+		st.Ignored = append(st.Ignored, note)
+		if len(st.Ignored) > 20 {
+			st.Ignored = st.Ignored[len(st.Ignored)-20:]
+		}
+		workflow.GetLogger(ctx).Info("stale decision ignored", "signal", name, "digest", d.ResultDigest, "current", st.ResultDigest)
+		return false
+	}
 	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalApprove), func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		act = protocol.ActionApprove
+		var d DecisionSignal
+		c.Receive(ctx, &d)
+		if current(SignalApprove, d) {
+			act, decided = protocol.ActionApprove, true
+		}
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalSteer), func(c workflow.ReceiveChannel, _ bool) {
 		var s SteerSignal
 		c.Receive(ctx, &s)
-		act, prompt = protocol.ActionSteer, s.Prompt
+		if current(SignalSteer, s.DecisionSignal) {
+			act, prompt, decided = protocol.ActionSteer, s.Prompt, true
+		}
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalReject), func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		act = protocol.ActionReject
+		var d DecisionSignal
+		c.Receive(ctx, &d)
+		if current(SignalReject, d) {
+			act, decided = protocol.ActionReject, true
+		}
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalCancel), func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
-		act = protocol.ActionCancel
+		act, decided = protocol.ActionCancel, true
 	})
-	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { decided = true })
 	if timeout > 0 {
 		tctx, cancel := workflow.WithCancel(ctx)
 		defer cancel()
 		sel.AddFuture(workflow.NewTimer(tctx, timeout), func(f workflow.Future) {
 			if f.Get(tctx, nil) == nil {
-				timedOut = true
+				timedOut, decided = true, true
 			}
 		})
 	}
-	sel.Select(ctx)
+	for !decided {
+		sel.Select(ctx)
+	}
 	return act, prompt, timedOut
+}
+
+// ResultDigest identifies a result awaiting approval: the steering
+// iteration and what the agent changed or reported in each repository.
+// The same result read twice has the same digest; a result after a steer
+// has another, even when the diffs came out the same, so an approval
+// given for the earlier one never carries over.
+func ResultDigest(iteration int, r *protocol.Result) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "fleetlift result v1\niteration %d\n", iteration)
+	if r != nil {
+		enc := json.NewEncoder(h)
+		for _, rr := range r.Repositories {
+			_ = enc.Encode(struct {
+				Name    string                   `json:"name"`
+				Status  string                   `json:"status"`
+				Diffs   []protocol.FileDiff      `json:"diffs"`
+				Report  *protocol.Report         `json:"report"`
+				ForEach []protocol.ForEachResult `json:"for_each"`
+				Error   string                   `json:"error"`
+			}{rr.Name, rr.Status, rr.Diffs, rr.Report, rr.ForEach, rr.Error})
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 func failedOrCancelled(ctx workflow.Context) TaskPhase {

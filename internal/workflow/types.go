@@ -20,6 +20,27 @@ const (
 	SignalContinue    = "continue"
 	SignalAbort       = "abort"
 	SignalRetryFailed = "retry-failed"
+	// SignalSuspend and SignalResume stop and restart the starting of
+	// new units of a campaign (the spec's suspend).
+	SignalSuspend = "suspend"
+	SignalResume  = "resume"
+	// SignalUpdate hands a running campaign a new spec (UpdateSignal):
+	// units not yet started take it; started ones keep what they ran.
+	SignalUpdate = "update"
+)
+
+// Memo keys every run records when it starts; a campaign updated in
+// place records the new spec's under the same keys. The state reader
+// (package state/temporal) reads them.
+const (
+	MemoKind       = "fleetlift.kind"
+	MemoID         = "fleetlift.id"
+	MemoDigest     = "fleetlift.digest"
+	MemoFile       = "fleetlift.file"
+	MemoSpec       = "fleetlift.spec"
+	MemoGeneration = "fleetlift.generation"
+	MemoRevision   = "fleetlift.revision"
+	MemoPhase      = "fleetlift.phase"
 )
 
 // QueryStatus is the query both workflows answer with their state.
@@ -95,12 +116,32 @@ type TaskState struct {
 	// Result is the agent's latest result, with the diffs awaiting
 	// approval.
 	Result *protocol.Result `json:"result,omitempty"`
-	Final  *TaskResult      `json:"final,omitempty"`
+	// ResultDigest identifies the result awaiting approval (set while
+	// Phase is awaiting_approval): a decision naming another digest is
+	// about a result that has since changed, and is ignored.
+	ResultDigest string      `json:"result_digest,omitempty"`
+	Final        *TaskResult `json:"final,omitempty"`
+	// Ignored lists the decisions ignored because they named a result
+	// that was no longer the one awaiting approval (the latest 20).
+	Ignored []string `json:"ignored,omitempty"`
+}
+
+// DecisionSignal is the payload of SignalApprove and SignalReject (and,
+// through SteerSignal, of SignalSteer). Every field is optional: a
+// decision without a digest applies to whatever result awaits approval,
+// as `fleetlift approve` sends it after showing that result.
+type DecisionSignal struct {
+	// ResultDigest is the digest of the result decided about.
+	ResultDigest string `json:"result_digest,omitempty"`
+	// By is who decided; Record the approval record or review it came from.
+	By     string `json:"by,omitempty"`
+	Record string `json:"record,omitempty"`
 }
 
 // SteerSignal is the payload of SignalSteer.
 type SteerSignal struct {
 	Prompt string `json:"prompt"`
+	DecisionSignal
 }
 
 // ContinueSignal is the payload of SignalContinue.
@@ -108,4 +149,22 @@ type ContinueSignal struct {
 	// SkipRemaining finishes the campaign without starting the tasks not
 	// yet started.
 	SkipRemaining bool `json:"skip_remaining"`
+	// Record identifies the approval record the signal carries out, if
+	// any: a campaign acts on each record once (CampaignState.Applied).
+	Record string `json:"record,omitempty"`
+}
+
+// RecordSignal is the payload of SignalAbort and SignalRetryFailed: the
+// approval record carried out, if any.
+type RecordSignal struct {
+	Record string `json:"record,omitempty"`
+	// Unit limits retry-failed to one unit; empty retries every failed one.
+	Unit string `json:"unit,omitempty"`
+}
+
+// UpdateSignal is the payload of SignalUpdate: the campaign's new spec,
+// already translated (ForDefinition), and the memo describing it.
+type UpdateSignal struct {
+	Input CampaignInput  `json:"input"`
+	Memo  map[string]any `json:"memo"`
 }

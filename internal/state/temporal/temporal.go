@@ -19,16 +19,16 @@ import (
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
-// Memo keys the runs record (see cmd/fleetlift run).
+// Memo keys the runs record (workflow.Memo*).
 const (
-	MemoKind       = "fleetlift.kind"
-	MemoID         = "fleetlift.id"
-	MemoDigest     = "fleetlift.digest"
-	MemoFile       = "fleetlift.file"
-	MemoSpec       = "fleetlift.spec"
-	MemoGeneration = "fleetlift.generation"
-	MemoRevision   = "fleetlift.revision"
-	MemoPhase      = "fleetlift.phase"
+	MemoKind       = workflow.MemoKind
+	MemoID         = workflow.MemoID
+	MemoDigest     = workflow.MemoDigest
+	MemoFile       = workflow.MemoFile
+	MemoSpec       = workflow.MemoSpec
+	MemoGeneration = workflow.MemoGeneration
+	MemoRevision   = workflow.MemoRevision
+	MemoPhase      = workflow.MemoPhase
 )
 
 // Reader reads state from a Temporal namespace.
@@ -170,15 +170,28 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 		if err := get(&st); err != nil {
 			return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 		}
-		if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		running := status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		if running {
 			c.Phase = campaignPhase(st.Phase)
+			c.Suspended = st.Suspended
 		}
+		c.AppliedApprovals = st.Applied
 		for _, u := range st.Units {
 			repo := state.Repo{Name: u.Key, Status: unitStatus(u.Phase)}
 			if len(u.PRs) > 0 {
 				repo.Branch, repo.PullRequestURL, repo.PullRequestState = u.PRs[0].Branch, u.PRs[0].URL, state.PullRequestOpen
 			}
+			if running && u.Phase == workflow.TaskRunning && u.WorkflowID != "" {
+				// A running unit may be waiting for approval: ask it.
+				if p, ok := r.pending(ctx, c.ID+"/"+u.Key, u.WorkflowID); ok {
+					repo.Status = state.RepoAwaitingApproval
+					c.PendingApprovals = append(c.PendingApprovals, p)
+				}
+			}
 			c.Repos = append(c.Repos, repo)
+		}
+		if running && len(c.PendingApprovals) > 0 && c.Phase == state.PhaseRunning {
+			c.Phase = state.PhaseAwaitingApproval
 		}
 	} else {
 		var repos []workflow.RepoResult
@@ -187,8 +200,9 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 			if err := get(&st); err != nil {
 				return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 			}
-			if st.Phase == workflow.TaskAwaitingApproval {
+			if st.Phase == workflow.TaskAwaitingApproval && st.ResultDigest != "" {
 				c.Phase = state.PhaseAwaitingApproval
+				c.PendingApprovals = append(c.PendingApprovals, pendingOf(c.ID, c.WorkflowID, st))
 			}
 			if st.Result != nil {
 				for _, rr := range st.Result.Repositories {
@@ -216,7 +230,35 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 		}
 	}
 	slices.SortFunc(c.Repos, func(a, b state.Repo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(c.PendingApprovals, func(a, b state.PendingApproval) int { return strings.Compare(a.Target, b.Target) })
 	return nil
+}
+
+// pending asks the task workflow wid whether it awaits approval.
+func (r *Reader) pending(ctx context.Context, target, wid string) (state.PendingApproval, bool) {
+	v, err := r.Client.QueryWorkflow(ctx, wid, "", workflow.QueryStatus)
+	if err != nil {
+		return state.PendingApproval{}, false
+	}
+	var st workflow.TaskState
+	if v.Get(&st) != nil || st.Phase != workflow.TaskAwaitingApproval || st.ResultDigest == "" {
+		return state.PendingApproval{}, false
+	}
+	return pendingOf(target, wid, st), true
+}
+
+func pendingOf(target, wid string, st workflow.TaskState) state.PendingApproval {
+	p := state.PendingApproval{Target: target, ResultDigest: st.ResultDigest, WorkflowID: wid}
+	if st.Result != nil {
+		for _, rr := range st.Result.Repositories {
+			pr := state.PendingRepo{Name: rr.Name, Report: rr.Report != nil}
+			for _, d := range rr.Diffs {
+				pr.Files = append(pr.Files, state.PendingFile{Path: d.Path, Additions: d.Additions, Deletions: d.Deletions})
+			}
+			p.Repos = append(p.Repos, pr)
+		}
+	}
+	return p
 }
 
 func phaseOf(s enumspb.WorkflowExecutionStatus, memoPhase string) state.Phase {

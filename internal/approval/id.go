@@ -1,0 +1,21 @@
+package approval
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// ID identifies a record for carrying it out once: its file and a digest
+// of what it says. The same record read again at a later revision has the
+// same ID (and a workflow that carried it out ignores it); a record
+// edited in place has a new one.
+func (r Record) ID() string {
+	b, _ := json.Marshal(struct {
+		Target, ResultDigest, By string
+		Action                   Action
+		Prompt                   string
+	}{r.Target, r.ResultDigest, r.By, r.Action, r.Prompt})
+	sum := sha256.Sum256(b)
+	return r.File + "@" + hex.EncodeToString(sum[:6])
+}

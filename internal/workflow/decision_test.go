@@ -1,0 +1,167 @@
+package workflow_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+func queryTask(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflow.TaskState {
+	t.Helper()
+	v, err := env.QueryWorkflow(workflow.QueryStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st workflow.TaskState
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestTaskStaleDecisionIgnored: an approval naming a result that has
+// since changed (here: the result before a steer) does nothing; one
+// naming the current result approves.
+func TestTaskStaleDecisionIgnored(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
+	var first, second string
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			first = queryTask(t, env).ResultDigest
+			env.SignalWorkflow(workflow.SignalSteer, workflow.SteerSignal{Prompt: "again", DecisionSignal: workflow.DecisionSignal{ResultDigest: first}})
+		}, time.Minute)
+		env.RegisterDelayedCallback(func() {
+			st := queryTask(t, env)
+			second = st.ResultDigest
+			// The same steer, delivered again (a reconciler retrying), and
+			// an approval of the old result: both stale.
+			env.SignalWorkflow(workflow.SignalSteer, workflow.SteerSignal{Prompt: "again", DecisionSignal: workflow.DecisionSignal{ResultDigest: first}})
+			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: first, Record: "approvals/old.yaml"})
+		}, 2*time.Minute)
+		env.RegisterDelayedCallback(func() {
+			st := queryTask(t, env)
+			if st.Phase != workflow.TaskAwaitingApproval || len(st.Ignored) != 2 || !strings.Contains(st.Ignored[1], "approvals/old.yaml") {
+				t.Errorf("after stale decisions: phase %s, ignored %q", st.Phase, st.Ignored)
+			}
+			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: second, By: "alice"})
+		}, 3*time.Minute)
+	})
+	if first == "" || second == "" || first == second {
+		t.Fatalf("digests before and after a steer: %q, %q (want two different ones)", first, second)
+	}
+	if res.Phase != workflow.TaskCompleted || res.Steers != 1 {
+		t.Errorf("result: phase %s, %d steers; want completed after exactly 1 steer", res.Phase, res.Steers)
+	}
+}
+
+func TestResultDigest(t *testing.T) {
+	r := &protocol.Result{Repositories: []protocol.RepositoryResult{{Name: "svc", Status: "success",
+		Diffs: []protocol.FileDiff{{Path: "main.go", Diff: "+x", Additions: 1}}}}}
+	same := &protocol.Result{Repositories: []protocol.RepositoryResult{{Name: "svc", Status: "success",
+		Diffs: []protocol.FileDiff{{Path: "main.go", Diff: "+x", Additions: 1}}}}, Status: "awaiting_input"}
+	other := &protocol.Result{Repositories: []protocol.RepositoryResult{{Name: "svc", Status: "success",
+		Diffs: []protocol.FileDiff{{Path: "main.go", Diff: "+y", Additions: 1}}}}}
+	d := workflow.ResultDigest(0, r)
+	if !strings.HasPrefix(d, "sha256:") || len(d) != len("sha256:")+64 {
+		t.Fatalf("digest %q", d)
+	}
+	if workflow.ResultDigest(0, same) != d {
+		t.Error("the same diffs must have the same digest")
+	}
+	if workflow.ResultDigest(0, other) == d {
+		t.Error("other diffs must have another digest")
+	}
+	if workflow.ResultDigest(1, r) == d {
+		t.Error("the same diffs after a steer must have another digest")
+	}
+}
+
+func TestCampaignSuspendResume(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(4)
+	in.Suspend = true
+	env.RegisterDelayedCallback(func() {
+		st := queryState(t, env)
+		if !st.Suspended || len(f.started) != 0 {
+			t.Errorf("a campaign started suspended started %v (suspended=%v)", f.started, st.Suspended)
+		}
+		env.SignalWorkflow(workflow.SignalResume, nil)
+	}, time.Hour)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if st.Summary.Completed != 4 || st.Suspended {
+		t.Errorf("after resume: %s suspended=%v", phases(st), st.Suspended)
+	}
+}
+
+// TestCampaignUpdateInPlace: units not yet started take the new spec; a
+// new unit is added; a removed unit that never started is dropped.
+func TestCampaignUpdateInPlace(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(4)
+	in.BatchSize, in.MaxParallel = 1, 1
+	in.Suspend = true
+	env.RegisterDelayedCallback(func() {
+		nu := campaignInput(4)
+		nu.Units = slices.Delete(nu.Units, 3, 4) // r3 removed
+		nu.Units = append(nu.Units, workflow.Unit{Key: "r9", Repositories: []protocol.Repository{{Name: "r9"}}})
+		nu.Template.Manifest.Title = "new title"
+		env.SignalWorkflow(workflow.SignalUpdate, workflow.UpdateSignal{Input: nu})
+		env.SignalWorkflow(workflow.SignalResume, nil)
+	}, time.Hour)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	var keys []string
+	for _, u := range st.Units {
+		keys = append(keys, u.Key)
+	}
+	if strings.Join(keys, ",") != "r0,r1,r2,r9" || st.Summary.Completed != 4 {
+		t.Errorf("units after update: %v (%s)", keys, phases(st))
+	}
+	slices.Sort(f.started)
+	if strings.Join(f.started, ",") != "r0,r1,r2,r9" {
+		t.Errorf("started %v", f.started)
+	}
+}
+
+// TestCampaignRecordAppliedOnce: the same approval record signalled twice
+// (a reconciler re-reading Git) retries the failed units once.
+func TestCampaignRecordAppliedOnce(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r1": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(4)
+	in.ThresholdPercent = 10
+	env.RegisterDelayedCallback(func() {
+		st := queryState(t, env)
+		if st.Phase != workflow.CampaignPaused {
+			t.Errorf("want paused, got %s", st.Phase)
+		}
+		f.mu.Lock()
+		f.fail = nil
+		f.mu.Unlock()
+		rec := workflow.RecordSignal{Record: "approvals/retry.yaml@abc"}
+		env.SignalWorkflow(workflow.SignalRetryFailed, rec)
+		env.SignalWorkflow(workflow.SignalRetryFailed, rec)
+		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{Record: "approvals/continue.yaml@abc"})
+	}, time.Hour)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	attempts := map[string]int{}
+	for _, u := range st.Units {
+		attempts[u.Key] = u.Attempts
+	}
+	if attempts["r1"] != 2 || st.Summary.Completed != 4 {
+		t.Errorf("r1 ran %d times (want 2: once, then one retry), %s", attempts["r1"], phases(st))
+	}
+	if strings.Join(st.Applied, ",") != "approvals/retry.yaml@abc,approvals/continue.yaml@abc" {
+		t.Errorf("applied %v", st.Applied)
+	}
+}
