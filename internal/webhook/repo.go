@@ -1,0 +1,64 @@
+package webhook
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// repoKey reduces a repository URL to host/path, lower-cased, without
+// scheme, user, port or .git suffix, so every way of naming one repository
+// on one forge gives the same key: https://GitHub.com/Acme/Camp.git,
+// ssh://git@github.com:22/acme/camp and git@github.com:acme/camp all give
+// github.com/acme/camp.
+func repoKey(raw string) (string, error) {
+	host, path, err := split(raw)
+	if err != nil {
+		return "", err
+	}
+	path = strings.ToLower(strings.Trim(path, "/"))
+	path = strings.Trim(strings.TrimSuffix(path, ".git"), "/")
+	if host == "" || !strings.Contains(path, "/") {
+		return "", fmt.Errorf("repository %q: want https://host/owner/name or git@host:owner/name", redact(raw))
+	}
+	return host + "/" + path, nil
+}
+
+// split returns the lower-cased host (without port) and the path of an
+// https, ssh or scp-like URL.
+func split(raw string) (host, path string, err error) {
+	s := strings.TrimSpace(raw)
+	if scheme, _, ok := strings.Cut(s, "://"); ok && scheme != "" && !strings.ContainsAny(scheme, "/:@") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return "", "", fmt.Errorf("repository %q is not a valid URL", redact(raw))
+		}
+		switch strings.ToLower(u.Scheme) {
+		case "https", "http", "ssh", "git+ssh", "ssh+git", "git":
+		default:
+			return "", "", fmt.Errorf("repository %q: scheme %q is not a forge's (https, ssh)", redact(raw), u.Scheme)
+		}
+		return strings.ToLower(u.Hostname()), u.Path, nil
+	}
+	// scp-like: [user@]host:owner/name, the colon before any slash.
+	host, path, ok := strings.Cut(s, ":")
+	if !ok || strings.Contains(host, "/") {
+		return "", "", fmt.Errorf("repository %q is not a URL: want https://host/owner/name or git@host:owner/name", raw)
+	}
+	if at := strings.LastIndexByte(host, '@'); at >= 0 {
+		host = host[at+1:]
+	}
+	return strings.ToLower(host), path, nil
+}
+
+// redact hides the user-info of scheme://user:token@host URLs in errors.
+func redact(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	if at := strings.IndexByte(rest, '@'); at >= 0 && !strings.ContainsAny(rest[:at], "/?#") {
+		return scheme + "://REDACTED@" + rest[at+1:]
+	}
+	return raw
+}
