@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/plan/render"
 	"github.com/fleetlift/fleetlift/internal/source"
@@ -67,9 +66,9 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 				if err != nil {
 					return err
 				}
-				recorded = overlayApplied(recorded, prior.desired.Definitions)
+				recorded = overlayApplied(recorded, prior.Desired.Definitions)
 			}
-			p := plan.Compute(head.desired, recorded, plan.Policy{Prune: head.prune})
+			p := plan.Compute(head.Desired, recorded, head.Policy())
 			w := cmd.OutOrStdout()
 			switch output {
 			case "json":
@@ -102,15 +101,8 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 	return cmd
 }
 
-// revision is the desired state read from one revision.
-type revision struct {
-	sha     string
-	desired plan.Desired
-	prune   bool
-}
-
-// loadRevision reads the config and definitions at ref.
-func loadRevision(ctx context.Context, src *source.Repo, ref, sub string) (*revision, error) {
+// loadRevision reads the desired state at ref.
+func loadRevision(ctx context.Context, src *source.Repo, ref, sub string) (*desired.Revision, error) {
 	sha, err := src.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -124,30 +116,7 @@ func loadRevision(ctx context.Context, src *source.Repo, ref, sub string) (*revi
 		return nil, err
 	}
 	defer pool.Close()
-	loader := &spec.Loader{Eval: pool}
-	rev := &revision{sha: sha}
-	cfg, _, cfgErrs, err := repoConfig(ctx, loader, root)
-	if err != nil {
-		return nil, err
-	}
-	rev.desired.Errors = append(rev.desired.Errors, cfgErrs...)
-	dir := definitionsDir(cfg, cfgErrs)
-	if cfg != nil {
-		rev.prune = cfg.Prune
-	}
-	if sub != "" {
-		dir = path.Clean(sub)
-	}
-	if _, err := fs.Stat(root, dir); err != nil {
-		return nil, fmt.Errorf("the campaigns repository has no directory %s at %s", dir, shortSHA(sha))
-	}
-	res, err := loader.Load(ctx, root, dir)
-	if err != nil {
-		return nil, err
-	}
-	rev.desired.Definitions = res.Definitions
-	rev.desired.Errors = append(rev.desired.Errors, res.Errors...)
-	return rev, nil
+	return desired.Read(ctx, &spec.Loader{Eval: pool}, root, sha, sub)
 }
 
 // readRecorded reads the recorded run state named by --state.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,13 +13,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/term"
 
+	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/spec"
-	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -51,7 +48,8 @@ A run that needs approval waits: approve it from another terminal with
 			if err != nil {
 				return err
 			}
-			start, err := workflow.ForDefinition(*def, workflow.Options{ApprovalTimeout: approvalTimeout})
+			opts := workflow.Options{ApprovalTimeout: approvalTimeout}
+			start, err := workflow.ForDefinition(*def, opts)
 			if err != nil {
 				return err
 			}
@@ -71,7 +69,7 @@ A run that needs approval waits: approve it from another terminal with
 				}
 				defer w.Stop()
 			}
-			run, err := submit(ctx, c, start, *def)
+			run, err := submit(ctx, c, start, *def, opts)
 			if err != nil {
 				return err
 			}
@@ -119,61 +117,22 @@ func loadOne(ctx context.Context, file string) (*spec.Definition, error) {
 }
 
 // submit starts the workflow; a run already going for the same id is an
-// error, a finished one is started again.
-func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Definition) (client.WorkflowRun, error) {
-	memo, err := runMemo(ctx, c, s.WorkflowID, d)
-	if err != nil {
-		return nil, err
-	}
-	opts := client.StartWorkflowOptions{
-		ID:                       s.WorkflowID,
-		TaskQueue:                workflow.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		Memo:                     memo,
-	}
-	var run client.WorkflowRun
-	if s.Campaign != nil {
-		run, err = c.ExecuteWorkflow(ctx, opts, workflow.Campaign, *s.Campaign)
-	} else {
-		run, err = c.ExecuteWorkflow(ctx, opts, workflow.Task, *s.Task)
-	}
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
-		return nil, fmt.Errorf("%s is already running: follow it with `fleetlift status %s`", s.WorkflowID, s.WorkflowID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", s.WorkflowID, err)
-	}
-	return run, nil
-}
-
-// runMemo is the memo of a new run of d: its identity, digest, normalised
-// spec and generation (one more than the last run of the same workflow id).
-func runMemo(ctx context.Context, c client.Client, workflowID string, d spec.Definition) (map[string]any, error) {
-	var specJSON []byte
-	var err error
-	if d.Campaign != nil {
-		specJSON, err = json.Marshal(d.Campaign)
-	} else {
-		specJSON, err = json.Marshal(d.Task)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("encode spec %s: %w", d.ID, err)
-	}
+// error, a finished one is started again with the next generation.
+func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Definition, opts workflow.Options) (client.WorkflowRun, error) {
 	gen := int64(1)
-	if prev, err := c.DescribeWorkflowExecution(ctx, workflowID, ""); err == nil {
-		if p, ok := prev.WorkflowExecutionInfo.GetMemo().GetFields()[statetemporal.MemoGeneration]; ok {
+	if prev, err := c.DescribeWorkflowExecution(ctx, s.WorkflowID, ""); err == nil {
+		if p, ok := prev.WorkflowExecutionInfo.GetMemo().GetFields()[workflow.MemoGeneration]; ok {
 			var last int64
 			if converterFor().FromPayload(p, &last) == nil {
 				gen = last + 1
 			}
 		}
 	}
-	return map[string]any{
-		statetemporal.MemoKind: string(d.Kind), statetemporal.MemoID: d.ID, statetemporal.MemoDigest: d.Digest, statetemporal.MemoFile: d.File,
-		statetemporal.MemoSpec: json.RawMessage(specJSON), statetemporal.MemoGeneration: gen,
-	}, nil
+	run, err := dispatch.StartRun(ctx, c, d, opts, "", gen)
+	if errors.Is(err, dispatch.ErrAlreadyRunning) {
+		return nil, fmt.Errorf("%s is already running: follow it with `fleetlift status %s`", s.WorkflowID, s.WorkflowID)
+	}
+	return run, err
 }
 
 // follow prints progress until the run ends, then the result table. On a

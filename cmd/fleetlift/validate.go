@@ -1,23 +1,19 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/spec"
 )
-
-// configNames are the names a campaigns repository's config may have.
-var configNames = []string{"fleetlift.yaml", "fleetlift.yml", "fleetlift.cue"}
 
 func newValidateCmd() *cobra.Command {
 	var output string
@@ -96,7 +92,7 @@ func validate(cmd *cobra.Command, dir string) (*validateReport, error) {
 	loader := &spec.Loader{Eval: pool}
 	fsys := os.DirFS(dir)
 	rep := &validateReport{Definitions: []validateDefinition{}, Errors: []*spec.Error{}}
-	cfg, cfgName, cfgErrs, err := repoConfig(cmd.Context(), loader, fsys)
+	cfg, cfgName, cfgErrs, err := desired.Config(cmd.Context(), loader, fsys)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +100,7 @@ func validate(cmd *cobra.Command, dir string) (*validateReport, error) {
 		rep.Config = filepath.Join(dir, cfgName)
 	}
 	rep.Errors = append(rep.Errors, cfgErrs...)
-	defsDir := definitionsDir(cfg, cfgErrs)
+	defsDir := desired.DefinitionsDir(cfg, cfgErrs)
 	res := &spec.Result{}
 	if _, err := fs.Stat(fsys, defsDir); err == nil || defsDir == "." {
 		res, err = loader.Load(cmd.Context(), fsys, defsDir)
@@ -124,34 +120,6 @@ func validate(cmd *cobra.Command, dir string) (*validateReport, error) {
 	}
 	rep.Valid = len(rep.Errors) == 0
 	return rep, nil
-}
-
-// repoConfig reads a campaigns repository's config when root has one:
-// the config (nil when missing or invalid), its file name, and its errors.
-func repoConfig(ctx context.Context, loader *spec.Loader, root fs.FS) (*spec.Config, string, []*spec.Error, error) {
-	for _, name := range configNames {
-		if _, err := fs.Stat(root, name); err != nil {
-			continue
-		}
-		cfg, err := loader.LoadConfig(ctx, root, name)
-		if es, ok := err.(spec.Errors); ok {
-			return nil, name, es, nil
-		}
-		return cfg, name, nil, err
-	}
-	return nil, "", nil, nil
-}
-
-// definitionsDir is where a repository's definitions are: the config's
-// watch.path, campaigns/ when the config is invalid, else the root.
-func definitionsDir(cfg *spec.Config, cfgErrs []*spec.Error) string {
-	switch {
-	case cfg != nil:
-		return path.Clean(cfg.Watch.Path)
-	case len(cfgErrs) > 0:
-		return "campaigns"
-	}
-	return "."
 }
 
 func (r *validateReport) writeHuman(w io.Writer) {

@@ -1,0 +1,112 @@
+// Package desired reads the desired state from one revision of a campaigns
+// repository: its config (fleetlift.yaml or fleetlift.cue), the Task and
+// Campaign definitions under the config's watch path, and the approval
+// records under approvals/. The plan command and the reconciler both read
+// revisions through it, so that what a pull request's plan shows is what
+// the reconciler applies after the merge.
+//
+// desired imports spec, plan and approval; it does no I/O beyond the fs.FS
+// it is given.
+package desired
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path"
+
+	"github.com/fleetlift/fleetlift/internal/plan"
+	"github.com/fleetlift/fleetlift/internal/spec"
+)
+
+// ConfigNames are the names a campaigns repository's config may have, in
+// the order they are looked for.
+var ConfigNames = []string{"fleetlift.yaml", "fleetlift.yml", "fleetlift.cue"}
+
+// ApprovalsDir is where approval records live.
+const ApprovalsDir = "approvals"
+
+// Revision is the desired state at one revision.
+type Revision struct {
+	// SHA is the commit read.
+	SHA string
+	// Config is the repository config; nil when there is none or it is
+	// invalid (its problems are then in Desired.Errors).
+	Config *spec.Config
+	// ConfigFile is the config's file name, "" when there is none.
+	ConfigFile string
+	// Dir is the directory the definitions were read from.
+	Dir string
+	// Desired is what the plan takes.
+	Desired plan.Desired
+}
+
+// Policy is the plan policy the config sets.
+func (r *Revision) Policy() plan.Policy {
+	if r.Config == nil {
+		return plan.Policy{}
+	}
+	return plan.Policy{Prune: r.Config.Prune}
+}
+
+// Config reads a repository's config when root has one: the config (nil
+// when missing or invalid), its file name, and its problems. err is for
+// failures to read, not for invalid content.
+func Config(ctx context.Context, loader *spec.Loader, root fs.FS) (cfg *spec.Config, name string, problems []*spec.Error, err error) {
+	for _, name := range ConfigNames {
+		if _, err := fs.Stat(root, name); err != nil {
+			continue
+		}
+		cfg, err := loader.LoadConfig(ctx, root, name)
+		if es, ok := err.(spec.Errors); ok {
+			return nil, name, es, nil
+		}
+		return cfg, name, nil, err
+	}
+	return nil, "", nil, nil
+}
+
+// DefinitionsDir is where a repository's definitions are: the config's
+// watch.path, campaigns/ when the config is invalid, else the root.
+func DefinitionsDir(cfg *spec.Config, problems []*spec.Error) string {
+	switch {
+	case cfg != nil:
+		return path.Clean(cfg.Watch.Path)
+	case len(problems) > 0:
+		return "campaigns"
+	}
+	return "."
+}
+
+// Read reads the revision sha whose tree is root. sub, when not empty,
+// overrides the definitions directory.
+func Read(ctx context.Context, loader *spec.Loader, root fs.FS, sha, sub string) (*Revision, error) {
+	rev := &Revision{SHA: sha}
+	cfg, name, problems, err := Config(ctx, loader, root)
+	if err != nil {
+		return nil, err
+	}
+	rev.Config, rev.ConfigFile = cfg, name
+	rev.Desired.Errors = append(rev.Desired.Errors, problems...)
+	rev.Dir = DefinitionsDir(cfg, problems)
+	if sub != "" {
+		rev.Dir = path.Clean(sub)
+	}
+	if _, err := fs.Stat(root, rev.Dir); err != nil {
+		return nil, fmt.Errorf("the campaigns repository has no directory %s at %s", rev.Dir, short(sha))
+	}
+	res, err := loader.Load(ctx, root, rev.Dir)
+	if err != nil {
+		return nil, err
+	}
+	rev.Desired.Definitions = res.Definitions
+	rev.Desired.Errors = append(rev.Desired.Errors, res.Errors...)
+	return rev, nil
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

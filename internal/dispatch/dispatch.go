@@ -1,0 +1,195 @@
+// Package dispatch carries plans out on Temporal: it starts Task and
+// Campaign workflows under their deterministic IDs with the memo the state
+// reader reads back, signals running ones (in-place updates, suspend and
+// resume, approval decisions) and cancels them. Every operation is
+// idempotent, so the reconciler may repeat it: a start finds the run it
+// already started, a decision names the result or record it is about.
+//
+// dispatch imports the Temporal SDK client, spec, state, plan and
+// workflow; never the server.
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/fleetlift/fleetlift/internal/approval"
+	"github.com/fleetlift/fleetlift/internal/plan"
+	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/state"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// Temporal is a reconcile.Dispatcher over a Temporal client.
+type Temporal struct {
+	Client client.Client
+	// Options carry what definitions do not say (forge, approval timeout).
+	Options workflow.Options
+}
+
+var _ reconcile.Dispatcher = (*Temporal)(nil)
+
+// ErrAlreadyRunning is returned (wrapped) by Start when a run of the same
+// workflow ID is going: the start is refused, not repeated.
+var ErrAlreadyRunning = errors.New("already running")
+
+// Memo is the memo a run of d records: identity, digest, normalised spec,
+// generation and the campaigns revision it came from.
+func Memo(d spec.Definition, rev string, generation int64) (map[string]any, error) {
+	var specJSON []byte
+	var err error
+	if d.Campaign != nil {
+		specJSON, err = json.Marshal(d.Campaign)
+	} else {
+		specJSON, err = json.Marshal(d.Task)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode spec %s: %w", d.ID, err)
+	}
+	m := map[string]any{
+		workflow.MemoKind: string(d.Kind), workflow.MemoID: d.ID, workflow.MemoDigest: d.Digest, workflow.MemoFile: d.File,
+		workflow.MemoSpec: json.RawMessage(specJSON), workflow.MemoGeneration: generation,
+	}
+	if rev != "" {
+		m[workflow.MemoRevision] = rev
+	}
+	return m, nil
+}
+
+// StartRun starts a run of d and returns it. A run of the same ID that is
+// still going makes it fail with ErrAlreadyRunning; a finished one is
+// followed by the new run.
+func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts workflow.Options, rev string, generation int64) (client.WorkflowRun, error) {
+	s, err := workflow.ForDefinition(d, opts)
+	if err != nil {
+		return nil, err
+	}
+	memo, err := Memo(d, rev, generation)
+	if err != nil {
+		return nil, err
+	}
+	so := client.StartWorkflowOptions{
+		ID:                       s.WorkflowID,
+		TaskQueue:                workflow.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		Memo:                     memo,
+	}
+	var run client.WorkflowRun
+	if s.Campaign != nil {
+		run, err = c.ExecuteWorkflow(ctx, so, workflow.Campaign, *s.Campaign)
+	} else {
+		run, err = c.ExecuteWorkflow(ctx, so, workflow.Task, *s.Task)
+	}
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, fmt.Errorf("%s: %w", s.WorkflowID, ErrAlreadyRunning)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", s.WorkflowID, err)
+	}
+	return run, nil
+}
+
+// Start starts a run of d; a run already going under its ID counts as
+// started (another pass, or another replica, got there first).
+func (t *Temporal) Start(ctx context.Context, d spec.Definition, rev string, generation int64) error {
+	_, err := StartRun(ctx, t.Client, d, t.Options, rev, generation)
+	if errors.Is(err, ErrAlreadyRunning) {
+		return nil
+	}
+	return err
+}
+
+// UpdateInPlace signals a running campaign its new spec and memo.
+func (t *Temporal) UpdateInPlace(ctx context.Context, d spec.Definition, rec state.Campaign, rev string) error {
+	s, err := workflow.ForDefinition(d, t.Options)
+	if err != nil {
+		return err
+	}
+	if s.Campaign == nil {
+		return fmt.Errorf("%s: only a campaign takes a new spec in place", d.ID)
+	}
+	memo, err := Memo(d, rev, rec.Generation+1)
+	if err != nil {
+		return err
+	}
+	in := *s.Campaign
+	in.Suspend = false // suspension follows the spec through Suspend
+	return t.signal(ctx, rec, workflow.SignalUpdate, workflow.UpdateSignal{Input: in, Memo: memo})
+}
+
+// Cancel asks the run to stop; its tasks clean up their sandboxes.
+func (t *Temporal) Cancel(ctx context.Context, rec state.Campaign, reason string) error {
+	err := t.Client.CancelWorkflow(ctx, rec.WorkflowID, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cancel %s (%s): %w", rec.WorkflowID, reason, err)
+	}
+	return nil
+}
+
+// Suspend suspends or resumes a running campaign. A task has nothing to
+// suspend once started.
+func (t *Temporal) Suspend(ctx context.Context, rec state.Campaign, suspend bool) error {
+	if rec.Kind != state.KindCampaign {
+		return nil
+	}
+	name := workflow.SignalResume
+	if suspend {
+		name = workflow.SignalSuspend
+	}
+	return t.signal(ctx, rec, name, nil)
+}
+
+// Decide sends an applying approval record to the run it is about.
+func (t *Temporal) Decide(ctx context.Context, a plan.ApprovalChange, rec state.Campaign) error {
+	r := a.Record
+	d := workflow.DecisionSignal{ResultDigest: r.ResultDigest, By: r.By, Record: r.ID()}
+	if r.Action.BindsResult() {
+		p, ok := rec.Pending(r.Target)
+		if !ok || p.WorkflowID == "" {
+			return fmt.Errorf("nothing awaits approval for %s", r.Target)
+		}
+		var name string
+		var arg any = d
+		switch r.Action {
+		case approval.Approve:
+			name = workflow.SignalApprove
+		case approval.Reject:
+			name = workflow.SignalReject
+		case approval.Steer:
+			name, arg = workflow.SignalSteer, workflow.SteerSignal{Prompt: r.Prompt, DecisionSignal: d}
+		}
+		if err := t.Client.SignalWorkflow(ctx, p.WorkflowID, "", name, arg); err != nil {
+			return fmt.Errorf("%s %s: %w", r.Action, p.WorkflowID, err)
+		}
+		return nil
+	}
+	switch r.Action {
+	case approval.Continue:
+		return t.signal(ctx, rec, workflow.SignalContinue, workflow.ContinueSignal{Record: d.Record})
+	case approval.Abort:
+		return t.signal(ctx, rec, workflow.SignalAbort, workflow.RecordSignal{Record: d.Record})
+	case approval.Retry:
+		return t.signal(ctx, rec, workflow.SignalRetryFailed, workflow.RecordSignal{Record: d.Record, Unit: r.Unit()})
+	}
+	return fmt.Errorf("unknown action %q", r.Action)
+}
+
+func (t *Temporal) signal(ctx context.Context, rec state.Campaign, name string, arg any) error {
+	if err := t.Client.SignalWorkflow(ctx, rec.WorkflowID, "", name, arg); err != nil {
+		return fmt.Errorf("signal %s to %s: %w", name, rec.WorkflowID, err)
+	}
+	return nil
+}

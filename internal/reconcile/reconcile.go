@@ -1,0 +1,327 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/desired"
+	"github.com/fleetlift/fleetlift/internal/plan"
+	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/state"
+)
+
+// Source is the campaigns repository at the watched branch.
+type Source interface {
+	// Head returns the commit the watched branch is at. It is called on
+	// every pass and must be cheap when nothing moved.
+	Head(ctx context.Context) (string, error)
+	// Read returns the desired state at a commit Head returned.
+	Read(ctx context.Context, sha string) (*desired.Revision, error)
+}
+
+// Dispatcher carries out a plan's actions on the runs. Every method must
+// be idempotent: the loop calls it again on its next pass when the
+// recorded state does not show the effect yet.
+type Dispatcher interface {
+	// Start starts a run of d: a Create, or an Update of a finished run.
+	// generation is the run's generation; rev the campaigns commit.
+	Start(ctx context.Context, d spec.Definition, rev string, generation int64) error
+	// UpdateInPlace hands a running campaign its new spec.
+	UpdateInPlace(ctx context.Context, d spec.Definition, rec state.Campaign, rev string) error
+	// Cancel asks a run to stop (prune, or an update that restarts).
+	Cancel(ctx context.Context, rec state.Campaign, reason string) error
+	// Suspend stops (or, with suspend false, resumes) starting new tasks.
+	Suspend(ctx context.Context, rec state.Campaign, suspend bool) error
+	// Decide carries out an applying approval record.
+	Decide(ctx context.Context, a plan.ApprovalChange, rec state.Campaign) error
+}
+
+// Mirror writes the readable status back to Git.
+type Mirror interface {
+	Write(ctx context.Context, s Status) error
+}
+
+// Status is what the mirror shows after a pass.
+type Status struct {
+	// Revision is the campaigns commit the pass applied.
+	Revision string
+	// Time is when the pass ended.
+	Time time.Time
+	// Campaigns is the recorded state after the pass.
+	Campaigns []state.Campaign
+	// Plan is what the pass found to do.
+	Plan plan.Plan
+	// Outcomes says what came of each action.
+	Outcomes []Outcome
+}
+
+// Reconciler runs passes of the loop.
+type Reconciler struct {
+	Source   Source
+	State    state.Reader
+	Dispatch Dispatcher
+	// Mirror, when set, is written after each pass that changed anything
+	// or found the recorded state changed.
+	Mirror Mirror
+	// Branch is the branch watched, for messages and the launch gate.
+	Branch string
+	Log    *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu   sync.Mutex
+	last *desired.Revision
+	// lastStatus is a fingerprint of the last mirrored status.
+	lastStatus string
+}
+
+// Outcome is what came of one action of a pass.
+type Outcome struct {
+	// ID is the campaign or task id; Approval the approval record's file
+	// for an approval.
+	ID       string
+	Approval string
+	Action   string
+	// Err is why the action failed; nil when it was carried out.
+	Err error
+}
+
+func (o Outcome) String() string {
+	s := o.Action + " " + o.ID
+	if o.Approval != "" {
+		s += " (" + o.Approval + ")"
+	}
+	if o.Err != nil {
+		s += ": " + o.Err.Error()
+	}
+	return s
+}
+
+// Result is one pass.
+type Result struct {
+	Revision string
+	// Read reports whether the revision was read in this pass (false
+	// when it was the same as the last pass's).
+	Read     bool
+	Plan     plan.Plan
+	Outcomes []Outcome
+}
+
+// Failed returns the outcomes that failed.
+func (r *Result) Failed() []Outcome {
+	var out []Outcome
+	for _, o := range r.Outcomes {
+		if o.Err != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// ErrWrongBranch is returned when the config at the watched head names
+// another branch to watch: nothing is launched from a branch the
+// repository does not say is the one.
+var ErrWrongBranch = errors.New("the config names another branch to watch")
+
+// Once runs one pass: head → desired state → recorded state → plan →
+// carry out → mirror. An error is returned only when the pass could not
+// plan at all (the repository or the recorded state could not be read);
+// actions that fail are in Result.Outcomes and the others are carried out.
+func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sha, err := r.Source.Head(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the head of %s: %w", r.branch(), err)
+	}
+	res := &Result{Revision: sha}
+	rev := r.last
+	if rev == nil || rev.SHA != sha {
+		if rev, err = r.Source.Read(ctx, sha); err != nil {
+			return nil, fmt.Errorf("read the campaigns repository at %s: %w", short(sha), err)
+		}
+		r.last, res.Read = rev, true
+		r.log().Info("read campaigns repository", "revision", short(sha), "definitions", len(rev.Desired.Definitions),
+			"errors", len(rev.Desired.Errors), "approvals", len(rev.Desired.Approvals))
+	}
+	if r.Branch != "" && rev.Config != nil && rev.Config.Watch.Branch != "" && rev.Config.Watch.Branch != r.Branch {
+		return nil, fmt.Errorf("%w: %s at %s says watch.branch %q, but this reconciler watches %q; nothing is launched",
+			ErrWrongBranch, rev.ConfigFile, short(sha), rev.Config.Watch.Branch, r.Branch)
+	}
+	recorded, err := r.State.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read recorded state: %w", err)
+	}
+	p := plan.Compute(rev.Desired, recorded, rev.Policy())
+	res.Plan = p
+	for _, e := range p.Errors {
+		r.log().Warn("invalid definition", "error", e.Error())
+	}
+	res.Outcomes = r.apply(ctx, sha, rev, p, recorded)
+	for _, o := range res.Outcomes {
+		if o.Err != nil {
+			r.log().Error("apply failed", "id", o.ID, "action", o.Action, "approval", o.Approval, "error", o.Err)
+		} else {
+			r.log().Info("applied", "id", o.ID, "action", o.Action, "approval", o.Approval, "revision", short(sha))
+		}
+	}
+	if r.Mirror != nil {
+		r.mirror(ctx, sha, p, res.Outcomes, recorded)
+	}
+	return res, nil
+}
+
+func (r *Reconciler) branch() string {
+	if r.Branch == "" {
+		return "the watched branch"
+	}
+	return r.Branch
+}
+
+// apply carries out every change and applying approval of p, each on its
+// own: a failure is recorded and the rest go on.
+func (r *Reconciler) apply(ctx context.Context, sha string, rev *desired.Revision, p plan.Plan, recorded []state.Campaign) []Outcome {
+	defs := map[string]spec.Definition{}
+	for _, d := range rev.Desired.Definitions {
+		if _, ok := defs[d.ID]; !ok {
+			defs[d.ID] = d
+		}
+	}
+	recs := map[string]state.Campaign{}
+	for _, c := range recorded {
+		recs[c.ID] = c
+	}
+	var out []Outcome
+	for _, c := range p.Changes {
+		if !c.Action.Changes() || ctx.Err() != nil {
+			continue
+		}
+		o := Outcome{ID: c.ID, Action: string(c.Action)}
+		o.Err = r.applyChange(ctx, sha, c, defs[c.ID], recs[c.ID])
+		out = append(out, o)
+	}
+	for _, a := range p.Approvals {
+		if a.Status != plan.ApprovalApply || ctx.Err() != nil {
+			continue
+		}
+		o := Outcome{ID: a.Record.Target, Approval: a.Record.File, Action: string(a.Record.Action)}
+		o.Err = r.Dispatch.Decide(ctx, a, recs[a.Record.Campaign()])
+		out = append(out, o)
+	}
+	return out
+}
+
+func (r *Reconciler) applyChange(ctx context.Context, sha string, c plan.Change, d spec.Definition, rec state.Campaign) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error: %v", p)
+		}
+	}()
+	switch c.Action {
+	case plan.Create:
+		return r.Dispatch.Start(ctx, d, sha, 1)
+	case plan.Update, plan.Suspend, plan.Resume:
+		if rec.Phase.Done() {
+			// A finished run takes a new spec as a new run.
+			if !c.SpecChanged() {
+				return nil
+			}
+			return r.Dispatch.Start(ctx, d, sha, rec.Generation+1)
+		}
+		if c.SpecChanged() {
+			if c.Strategy == spec.UpdateRestart || d.Campaign == nil {
+				// The run stops; a later pass starts the new one when the
+				// recorded state shows it finished.
+				return r.Dispatch.Cancel(ctx, rec, fmt.Sprintf("restarting with the spec at %s", short(sha)))
+			}
+			if err := r.Dispatch.UpdateInPlace(ctx, d, rec, sha); err != nil {
+				return err
+			}
+		}
+		if c.Action == plan.Suspend || c.Action == plan.Resume {
+			return r.Dispatch.Suspend(ctx, rec, c.Action == plan.Suspend)
+		}
+		return nil
+	case plan.Prune:
+		if rec.Phase.Done() {
+			return nil
+		}
+		return r.Dispatch.Cancel(ctx, rec, "pruned: removed from the campaigns repository")
+	}
+	return nil
+}
+
+// mirror writes the status when it changed since the last write. A
+// failure is logged: the mirror is a view, never a reason to stop.
+func (r *Reconciler) mirror(ctx context.Context, sha string, p plan.Plan, outcomes []Outcome, before []state.Campaign) {
+	after := before
+	if len(outcomes) > 0 {
+		if now, err := r.State.List(ctx); err == nil {
+			after = now
+		}
+	}
+	s := Status{Revision: sha, Time: r.now().UTC(), Campaigns: after, Plan: p, Outcomes: outcomes}
+	fp := fingerprint(s)
+	if fp == r.lastStatus {
+		return
+	}
+	if err := r.Mirror.Write(ctx, s); err != nil {
+		r.log().Error("write status mirror", "error", err)
+		return
+	}
+	r.lastStatus = fp
+}
+
+// fingerprint says what of a status is worth a new mirror commit: not the
+// time.
+func fingerprint(s Status) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", s.Revision)
+	for _, c := range s.Campaigns {
+		fmt.Fprintf(&b, "%s %s %s %d %s %v\n", c.ID, c.Phase, c.SpecDigest, c.Generation, c.RunID, c.Suspended)
+		for _, rp := range c.Repos {
+			fmt.Fprintf(&b, " %s %s %s %s\n", rp.Name, rp.Status, rp.PullRequestURL, rp.PullRequestState)
+		}
+		for _, pa := range c.PendingApprovals {
+			fmt.Fprintf(&b, " ? %s %s\n", pa.Target, pa.ResultDigest)
+		}
+	}
+	for _, e := range s.Plan.Errors {
+		fmt.Fprintf(&b, "! %s\n", e.Error())
+	}
+	for _, a := range s.Plan.Approvals {
+		fmt.Fprintf(&b, "a %s %s %s\n", a.Record.File, a.Status, a.Reason)
+	}
+	for _, o := range s.Outcomes {
+		if o.Err != nil {
+			fmt.Fprintf(&b, "x %s\n", o)
+		}
+	}
+	return b.String()
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
