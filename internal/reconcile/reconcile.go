@@ -173,8 +173,11 @@ func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
 	}
 	p := plan.Compute(rev.Desired, recorded, rev.Policy())
 	res.Plan = p
-	for _, e := range p.Errors {
-		r.log().Warn("invalid definition", "error", e.Error())
+	if res.Read {
+		// Said once per revision, not on every pass.
+		for _, e := range p.Errors {
+			r.log().Warn("invalid definition", "revision", short(sha), "error", e.Error())
+		}
 	}
 	res.Outcomes = r.apply(ctx, sha, rev, p, recorded)
 	for _, o := range res.Outcomes {

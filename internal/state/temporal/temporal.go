@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -35,6 +37,20 @@ const (
 type Reader struct {
 	Client    client.Client
 	Namespace string
+	// QueryTimeout bounds each status query of a running workflow
+	// (default 5s): with no worker to answer, the phase from the memo
+	// is all there is, and a pass must not wait for it.
+	QueryTimeout time.Duration
+}
+
+func (r *Reader) query(ctx context.Context, wid, runID string) (converter.EncodedValue, error) {
+	t := r.QueryTimeout
+	if t <= 0 {
+		t = 5 * time.Second
+	}
+	qctx, cancel := context.WithTimeout(ctx, t)
+	defer cancel()
+	return r.Client.QueryWorkflow(qctx, wid, runID, workflow.QueryStatus)
 }
 
 var _ state.Reader = (*Reader)(nil)
@@ -90,13 +106,24 @@ func (r *Reader) List(ctx context.Context) ([]state.Campaign, error) {
 			break
 		}
 	}
-	out := make([]state.Campaign, 0, len(runs))
-	for _, ref := range runs {
-		c, err := r.campaign(ctx, ref.wid, ref.run, ref.typ, ref.status, ref.memo)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
+	// Each running run is asked for its status (and each of its waiting
+	// tasks for theirs): ask several at once.
+	out := make([]state.Campaign, len(runs))
+	errs := make([]error, len(runs))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, ref := range runs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i], errs[i] = r.campaign(ctx, ref.wid, ref.run, ref.typ, ref.status, ref.memo)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b state.Campaign) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
@@ -153,7 +180,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 	var get func(any) error
 	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		v, err := r.Client.QueryWorkflow(ctx, c.WorkflowID, c.RunID, workflow.QueryStatus)
+		v, err := r.query(ctx, c.WorkflowID, c.RunID)
 		if err != nil {
 			// No worker to answer: the phase is still known.
 			return nil
@@ -236,7 +263,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 
 // pending asks the task workflow wid whether it awaits approval.
 func (r *Reader) pending(ctx context.Context, target, wid string) (state.PendingApproval, bool) {
-	v, err := r.Client.QueryWorkflow(ctx, wid, "", workflow.QueryStatus)
+	v, err := r.query(ctx, wid, "")
 	if err != nil {
 		return state.PendingApproval{}, false
 	}
