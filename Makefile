@@ -9,7 +9,7 @@ FUZZTIME ?= 20s
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_\/-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/fleetlift and bin/fleetlift-agent (the slim agent local sandboxes run)
@@ -17,12 +17,11 @@ build: ## Build bin/fleetlift and bin/fleetlift-agent (the slim agent local sand
 	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
 
 .PHONY: demo
-demo: build ## Make three local repositories and run a campaign on them (embedded Temporal, local sandboxes)
-	examples/local/setup.sh
-	$(BIN)/fleetlift run --file examples/local/go-version.yaml
+demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit approvals, branches appear, status mirror
+	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint check-generated ## Run every test: vet, format, generated files, unit tests, a short fuzz run
+test: lint check-generated bin/gitea ## Run every test: vet, format, generated files, unit tests, a short fuzz run
 	$(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 
@@ -67,3 +66,7 @@ bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorde
 .PHONY: bench-spec
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
 	$(GO) run ./bench/spec -cue $(BIN)/cue
+
+.PHONY: bin/gitea
+bin/gitea: ## Build the pinned Gitea the end-to-end tests run (~6.5 min cold; a no-op when up to date)
+	tools/gitea/build.sh
