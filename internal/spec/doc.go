@@ -1,7 +1,8 @@
 // Package spec loads Task, Campaign and Config definitions written in CUE or
 // YAML from an fs.FS, unifies them with the CUE schema in package schemas,
 // applies its defaults, decodes them into Go types and gives each a stable
-// digest.
+// digest. LoadApprovals reads approval records (approvals/**.yaml) the same
+// way, against the schema's #Approval; package approval gives them meaning.
 //
 // Loading is bounded: file size, file count and per-file evaluation time are
 // limited, and evaluation can run in separate worker processes (see Pool) so

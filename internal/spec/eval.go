@@ -31,6 +31,8 @@ type Input struct {
 	// Config asks for the file to be read as a repository Config rather
 	// than a Task or Campaign.
 	Config bool `json:"config,omitempty"`
+	// Approval asks for the file to be read as an approval record.
+	Approval bool `json:"approval,omitempty"`
 }
 
 // Output is the result of evaluating one Input: the normalised definition
@@ -75,7 +77,7 @@ func newCompiler() (*compiler, error) {
 		return nil, fmt.Errorf("compile schema: %w", err)
 	}
 	c := &compiler{ctx: ctx, defs: map[Kind]cue.Value{}}
-	for k, def := range map[Kind]string{KindTask: "#Task", KindCampaign: "#Campaign", KindConfig: "#Config"} {
+	for k, def := range map[Kind]string{KindTask: "#Task", KindCampaign: "#Campaign", KindConfig: "#Config", KindApproval: "#Approval"} {
 		v := s.LookupPath(cue.ParsePath(def))
 		if !v.Exists() {
 			return nil, fmt.Errorf("schema has no %s", def)
@@ -144,6 +146,9 @@ func (c *compiler) evaluate(in Input) (out Output) {
 		return out
 	}
 	if blankRe.Match(in.Data) {
+		if in.Approval {
+			return fail("", "the file is empty; an approval record needs at least version, kind, target, action and by")
+		}
 		return fail("", "the file is empty; a definition needs at least version, kind, id and title")
 	}
 	var f *ast.File
@@ -172,6 +177,9 @@ func (c *compiler) evaluate(in Input) (out Output) {
 	case cue.StructKind:
 	case cue.ListKind:
 		if path.Ext(in.Name) != ".cue" && docSeparatorRe.Match(in.Data) {
+			if in.Approval {
+				return fail("", "the file holds several YAML documents; put one approval record in each file")
+			}
 			return fail("", "the file holds several YAML documents; put one definition in each file")
 		}
 		return fail("", "the top level is a list; a definition is a mapping of fields such as version, kind and id")
@@ -218,7 +226,7 @@ func (c *compiler) evaluate(in Input) (out Output) {
 func repositoryNames(kind Kind, data cue.Value) any {
 	lists := [][]string{{"repositories"}, {"targets"}}
 	singles := [][]string{{"transformation"}, {"template", "transformation"}}
-	if kind == KindConfig {
+	if kind == KindConfig || kind == KindApproval {
 		return nil
 	}
 	patch := map[string]any{}
@@ -348,6 +356,9 @@ func (c *compiler) checkVersion(name string, data cue.Value) *Error {
 }
 
 func (c *compiler) kind(in Input, data cue.Value) (Kind, *Error) {
+	if in.Approval {
+		return approvalKind(in, data)
+	}
 	want := KindTask
 	if in.Config {
 		want = KindConfig
@@ -376,6 +387,8 @@ func (c *compiler) kind(in Input, data cue.Value) (Kind, *Error) {
 	}
 	if in.Config {
 		e.Msg = fmt.Sprintf("unknown kind %s: a repository config has kind Config", got)
+	} else if k == KindApproval {
+		e.Msg = fmt.Sprintf("kind %s is an approval record, not a definition: records belong under approvals/ at the repository root; a definition has kind Task or Campaign", got)
 	} else {
 		e.Msg = fmt.Sprintf("unknown kind %s: must be Task or Campaign", got)
 	}

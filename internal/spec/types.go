@@ -16,6 +16,7 @@ const (
 	KindTask     Kind = "Task"
 	KindCampaign Kind = "Campaign"
 	KindConfig   Kind = "Config"
+	KindApproval Kind = "Approval"
 )
 
 func (k Kind) String() string { return string(k) }
@@ -316,4 +317,30 @@ type Config struct {
 	Forge      Forge          `json:"forge"`
 	Prune      bool           `json:"prune,omitempty"`
 	Status     StatusMirror   `json:"status"`
+}
+
+// Approval is an approval record: one YAML file under approvals/ in a
+// campaigns repository saying who decided what about which result. The
+// schema (#Approval) has checked it: Action is one of approve, reject,
+// steer, continue, abort and retry; approve, reject and steer name a
+// ResultDigest; steer has a Prompt. Package approval gives the record its
+// meaning (approval.Record) and decides who may make it.
+type Approval struct {
+	// File is the record's path relative to the load root; it is not
+	// part of the record.
+	File    string `json:"-"`
+	Version int    `json:"version"`
+	Kind    Kind   `json:"kind"`
+	// Target is a campaign or task id, optionally followed by
+	// "/<repository or group>" ("slog-rollout/payments").
+	Target string `json:"target"`
+	Action string `json:"action"`
+	// ResultDigest is the "sha256:<hex>" digest of the result the
+	// approver saw.
+	ResultDigest string `json:"result_digest,omitempty"`
+	// By is the forge login of who decided.
+	By     string `json:"by"`
+	Prompt string `json:"prompt,omitempty"`
+	// Comment is for people; fleetlift does not act on it.
+	Comment string `json:"comment,omitempty"`
 }

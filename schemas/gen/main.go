@@ -42,6 +42,7 @@ func run(out string) error {
 		"#Task":     "task.schema.json",
 		"#Campaign": "campaign.schema.json",
 		"#Config":   "config.schema.json",
+		"#Approval": "approval.schema.json",
 	} {
 		expr, err := jsonschema.Generate(root.LookupPath(cue.ParsePath(def)), &jsonschema.GenerateConfig{})
 		if err != nil {
