@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -121,7 +122,7 @@ func TestCreatePullRequest(t *testing.T) {
 			ref := gittest.Run(t, fx.remote, "rev-parse", local.RecordRefPrefix+branch)
 			fx.clock = fx.clock.Add(time.Hour)
 			second := fx.open(t)
-			if *second != *first {
+			if !reflect.DeepEqual(*second, *first) {
 				t.Errorf("second pull request %+v, want %+v", second, first)
 			}
 			if again := gittest.Run(t, fx.remote, "rev-parse", local.RecordRefPrefix+branch); again != ref {

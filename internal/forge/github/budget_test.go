@@ -1,0 +1,328 @@
+package github_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/forge/github"
+)
+
+// hits counts requests per path.
+type hits struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *hits) add(path string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil {
+		h.n = map[string]int{}
+	}
+	h.n[path]++
+	return h.n[path]
+}
+
+func (h *hits) get(path string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[path]
+}
+
+// budgetServer answers with answer(path, nth request to path).
+func budgetServer(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, n int)) (*httptest.Server, *hits) {
+	h := &hits{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answer(w, r, h.add(r.URL.Path))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, h
+}
+
+func get(ctx context.Context, c *http.Client, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+func secondaryLimit(w http.ResponseWriter, retryAfter string) {
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	writeJSON(w, http.StatusForbidden, map[string]any{
+		"message":           "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+		"documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
+	})
+}
+
+func TestSecondaryLimitHoldsBackEveryCaller(t *testing.T) {
+	srv, h := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.URL.Path == "/a" && n == 1 {
+			secondaryLimit(w, "2")
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	clk := newClock()
+	sleeping := make(chan time.Duration)
+	release := make(chan struct{})
+	logs := &bytes.Buffer{}
+	b := github.NewBudget(github.BudgetOptions{
+		Rate: -1, WriteRate: -1, Now: clk.Now,
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			sleeping <- d
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	})
+	c := &http.Client{Transport: b.Transport(nil)}
+	ctx := context.Background()
+
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	first, second := make(chan result, 1), make(chan result, 1)
+	go func() {
+		resp, err := get(ctx, c, srv.URL+"/a")
+		first <- result{resp, err}
+	}()
+	if d := <-sleeping; d != 2*time.Second {
+		t.Errorf("the limited caller waits %v, want 2s", d)
+	}
+	// A second caller on the same budget, to another path, waits too
+	// and sends nothing meanwhile.
+	go func() {
+		resp, err := get(ctx, c, srv.URL+"/b")
+		second <- result{resp, err}
+	}()
+	if d := <-sleeping; d != 2*time.Second {
+		t.Errorf("the other caller waits %v, want 2s", d)
+	}
+	if n := h.get("/b"); n != 0 {
+		t.Errorf("the other caller was sent during the wait (%d requests)", n)
+	}
+	clk.advance(2 * time.Second)
+	close(release)
+	for name, ch := range map[string]chan result{"first": first, "second": second} {
+		r := <-ch
+		if r.err != nil || r.resp.StatusCode != http.StatusOK {
+			t.Errorf("%s caller: %v, %v", name, r.resp, r.err)
+		}
+	}
+	if h.get("/a") != 2 || h.get("/b") != 1 {
+		t.Errorf("requests: /a %d (want 2), /b %d (want 1)", h.get("/a"), h.get("/b"))
+	}
+	if !strings.Contains(logs.String(), "rate limit") {
+		t.Errorf("the wait was not logged:\n%s", logs)
+	}
+}
+
+func TestPrimaryLimitWaitsForReset(t *testing.T) {
+	clk := newClock()
+	srv, h := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		now := clk.Now()
+		w.Header().Set("Date", now.Format(http.TimeFormat))
+		w.Header().Set("X-RateLimit-Limit", "5000")
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(30*time.Second).Unix(), 10))
+		if n == 1 {
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			writeJSON(w, http.StatusForbidden, map[string]any{"message": "API rate limit exceeded for user ID 1."})
+			return
+		}
+		w.Header().Set("X-RateLimit-Remaining", "4999")
+		w.Write([]byte("ok"))
+	})
+	b := github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1, Now: clk.Now, Sleep: clk.Sleep})
+	c := &http.Client{Transport: b.Transport(nil)}
+	resp, err := get(context.Background(), c, srv.URL+"/x")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("get: %v, %v", resp, err)
+	}
+	if got := clk.slept(); !slices.Equal(got, []time.Duration{30 * time.Second}) {
+		t.Errorf("waited %v, want [30s]", got)
+	}
+	if h.get("/x") != 2 {
+		t.Errorf("%d requests, want 2", h.get("/x"))
+	}
+	if resp.Header.Get("X-RateLimit-Reset") != "" {
+		t.Error("the reset header the budget acted on reached the client")
+	}
+}
+
+func TestPrimaryLimitUsedUpByASuccessPausesTheNextRequest(t *testing.T) {
+	clk := newClock()
+	srv, _ := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		now := clk.Now()
+		w.Header().Set("Date", now.Format(http.TimeFormat))
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(10*time.Second).Unix(), 10))
+		w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(1-n))
+		w.Write([]byte("ok"))
+	})
+	b := github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1, Now: clk.Now, Sleep: clk.Sleep})
+	c := &http.Client{Transport: b.Transport(nil)}
+	for range 2 {
+		if _, err := get(context.Background(), c, srv.URL+"/x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := clk.slept(); !slices.Equal(got, []time.Duration{10 * time.Second}) {
+		t.Errorf("waited %v, want [10s] before the second request", got)
+	}
+}
+
+func TestServerErrorsAreRetriedThenFail(t *testing.T) {
+	clk := newClock()
+	srv, h := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		http.Error(w, "upstream failed", http.StatusBadGateway)
+	})
+	b := github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1, MaxRetries: 3, Backoff: time.Second, Now: clk.Now, Sleep: clk.Sleep})
+	c := &http.Client{Transport: b.Transport(nil)}
+	_, err := get(context.Background(), c, srv.URL+"/x")
+	if !errors.Is(err, github.ErrUnavailable) || !strings.Contains(err.Error(), "502 Bad Gateway after 4 attempts") {
+		t.Fatalf("error = %v, want forge unavailable: 502 Bad Gateway after 4 attempts", err)
+	}
+	if h.get("/x") != 4 {
+		t.Errorf("%d requests, want 4", h.get("/x"))
+	}
+	waits := clk.slept()
+	if len(waits) != 3 {
+		t.Fatalf("waited %v, want 3 backoffs", waits)
+	}
+	for i, d := range waits {
+		lo := time.Second << i
+		if d < lo || d > lo+lo/2 {
+			t.Errorf("backoff %d = %v, want between %v and %v", i, d, lo, lo+lo/2)
+		}
+	}
+}
+
+func TestRetryReplaysTheBody(t *testing.T) {
+	var bodies []string
+	var mu sync.Mutex
+	srv, _ := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		data, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(data))
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	clk := newClock()
+	b := github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1, Now: clk.Now, Sleep: clk.Sleep})
+	c := &http.Client{Transport: b.Transport(nil)}
+	resp, err := c.Post(srv.URL+"/comments", "application/json", strings.NewReader(`{"body":"hello"}`))
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("post: %v, %v", resp, err)
+	}
+	resp.Body.Close()
+	if !slices.Equal(bodies, []string{`{"body":"hello"}`, `{"body":"hello"}`}) {
+		t.Errorf("bodies = %q", bodies)
+	}
+}
+
+func TestPermissionDeniedIsNotRetried(t *testing.T) {
+	srv, h := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("X-RateLimit-Remaining", "4000")
+		writeJSON(w, http.StatusForbidden, map[string]any{"message": "Resource not accessible by integration"})
+	})
+	b := github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1})
+	resp, err := get(context.Background(), &http.Client{Transport: b.Transport(nil)}, srv.URL+"/x")
+	if err != nil || resp.StatusCode != http.StatusForbidden || h.get("/x") != 1 {
+		t.Errorf("got %v, %v after %d requests; want one 403", resp, err, h.get("/x"))
+	}
+}
+
+func TestWaitRespectsTheContext(t *testing.T) {
+	srv, _ := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+
+	t.Run("cancelled while waiting", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var slept atomic.Bool
+		b := github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1, Sleep: func(ctx context.Context, d time.Duration) error {
+			slept.Store(true)
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		}})
+		_, err := get(ctx, &http.Client{Transport: b.Transport(nil)}, srv.URL+"/x")
+		if !errors.Is(err, context.Canceled) || !slept.Load() {
+			t.Errorf("error = %v, want context canceled during the wait", err)
+		}
+	})
+	t.Run("a wait past the deadline fails at once", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var slept atomic.Bool
+		b := github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1, Sleep: func(context.Context, time.Duration) error {
+			slept.Store(true)
+			return nil
+		}})
+		_, err := get(ctx, &http.Client{Transport: b.Transport(nil)}, srv.URL+"/x")
+		if !errors.Is(err, github.ErrRateLimited) || slept.Load() {
+			t.Errorf("error = %v (slept %v), want forge rate limit exceeded without a wait", err, slept.Load())
+		}
+	})
+}
+
+func TestTokenBucketSpacesRequests(t *testing.T) {
+	srv, _ := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusOK) })
+	tests := []struct {
+		name   string
+		opts   github.BudgetOptions
+		method string
+		want   []time.Duration
+	}{
+		{"reads at 2 per second", github.BudgetOptions{Rate: 2, Burst: 1, WriteRate: -1}, http.MethodGet, []time.Duration{500 * time.Millisecond, 500 * time.Millisecond}},
+		{"writes at 1 per second", github.BudgetOptions{Rate: -1, WriteRate: 1}, http.MethodPost, []time.Duration{time.Second, time.Second}},
+		{"reads are not writes", github.BudgetOptions{Rate: -1, WriteRate: 1}, http.MethodGet, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newClock()
+			tt.opts.Now, tt.opts.Sleep = clk.Now, clk.Sleep
+			c := &http.Client{Transport: github.NewBudget(tt.opts).Transport(nil)}
+			for range 3 {
+				req, _ := http.NewRequest(tt.method, srv.URL+"/x", nil)
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			if got := clk.slept(); !slices.Equal(got, tt.want) {
+				t.Errorf("waited %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
