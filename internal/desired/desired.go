@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"path"
 
+	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/spec"
 )
@@ -37,8 +38,14 @@ type Revision struct {
 	ConfigFile string
 	// Dir is the directory the definitions were read from.
 	Dir string
-	// Desired is what the plan takes.
+	// Desired is what the plan takes. Its Approvals are every record read
+	// (valid ones): a caller with the repository's history gates them
+	// (see package reconcile's GateApprovals) before planning.
 	Desired plan.Desired
+	// Approvers says who may approve what: the config's approver rules
+	// and, when the config says so, CODEOWNERS. Nil when there is no
+	// valid config: then nobody may approve.
+	Approvers *approval.Policy
 }
 
 // Policy is the plan policy the config sets.
@@ -101,7 +108,47 @@ func Read(ctx context.Context, loader *spec.Loader, root fs.FS, sha, sub string)
 	}
 	rev.Desired.Definitions = res.Definitions
 	rev.Desired.Errors = append(rev.Desired.Errors, res.Errors...)
+
+	recs, err := loader.LoadApprovals(ctx, root, ApprovalsDir)
+	if err != nil {
+		return nil, err
+	}
+	rev.Desired.Errors = append(rev.Desired.Errors, recs.Errors...)
+	for _, a := range recs.Approvals {
+		rev.Desired.Approvals = append(rev.Desired.Approvals, approval.Record{
+			File: a.File, Target: a.Target, ResultDigest: a.ResultDigest, By: a.By, Action: approval.Action(a.Action), Prompt: a.Prompt,
+		})
+	}
+	if cfg != nil {
+		p, perr := approvers(root, cfg, name)
+		if perr != nil {
+			rev.Desired.Errors = append(rev.Desired.Errors, perr)
+		} else {
+			rev.Approvers = p
+		}
+	}
 	return rev, nil
+}
+
+// approvers builds the approval policy the config describes.
+func approvers(root fs.FS, cfg *spec.Config, cfgName string) (*approval.Policy, *spec.Error) {
+	rules := make([]approval.Rule, len(cfg.Approvers))
+	for i, r := range cfg.Approvers {
+		rules[i] = approval.Rule(r)
+	}
+	var owners *approval.CodeOwners
+	if cfg.CodeOwners {
+		o, err := approval.ReadCodeOwners(root)
+		if err != nil {
+			return nil, &spec.Error{File: "CODEOWNERS", Msg: err.Error()}
+		}
+		owners = o
+	}
+	p, err := approval.NewPolicy(rules, owners)
+	if err != nil {
+		return nil, &spec.Error{File: cfgName, Field: "approvers", Msg: err.Error()}
+	}
+	return p, nil
 }
 
 func short(s string) string {

@@ -19,7 +19,7 @@ import (
 // one result; continue and abort of one campaign) are all ignored; exact
 // duplicates apply once. Nothing applies to a run this plan cancels
 // (prune, or an update that restarts it).
-func decideApprovals(records []approval.Record, recs map[string]*state.Campaign, changes []Change) []ApprovalChange {
+func decideApprovals(records []approval.Record, refused []Refusal, recs map[string]*state.Campaign, changes []Change) []ApprovalChange {
 	ending := map[string]string{}
 	for _, c := range changes {
 		switch {
@@ -29,12 +29,21 @@ func decideApprovals(records []approval.Record, recs map[string]*state.Campaign,
 			ending[c.ID] = "its run is cancelled: the campaign restarts with its new spec"
 		}
 	}
-	out := make([]ApprovalChange, len(records))
+	out := make([]ApprovalChange, len(records), len(records)+len(refused))
 	for i, r := range records {
 		out[i] = decide(r, recs)
 		if why, ok := ending[r.Campaign()]; ok && out[i].Status == ApprovalApply {
 			out[i].Status, out[i].Reason = ApprovalIgnored, why
 		}
+	}
+	for _, r := range refused {
+		a := ApprovalChange{Record: r.Record, Status: ApprovalIgnored, Reason: r.Reason}
+		if rec := recs[r.Record.Campaign()]; rec != nil {
+			if p, ok := rec.Pending(r.Record.Target); ok {
+				a.Current = p.ResultDigest
+			}
+		}
+		out = append(out, a)
 	}
 	slices.SortStableFunc(out, func(a, b ApprovalChange) int {
 		return cmp.Or(cmp.Compare(a.Record.Target, b.Record.Target), cmp.Compare(a.Record.File, b.Record.File),

@@ -254,3 +254,23 @@ func TestApprovalCurrentDigest(t *testing.T) {
 		t.Errorf("Current = %q, want the digest awaiting approval now, %q", got, resultNow)
 	}
 }
+
+// TestRefusedApprovals: a record the approval gate refused shows as
+// ignored with the gate's reason, even when it names the current result,
+// and it does not conflict with a record that counts.
+func TestRefusedApprovals(t *testing.T) {
+	ok := approval.Record{File: "approvals/a.yaml", Target: "slog-rollout/payments", ResultDigest: resultNow, By: "alice", Action: approval.Approve}
+	bad := approval.Record{File: "approvals/b.yaml", Target: "slog-rollout/payments", ResultDigest: resultNow, By: "mallory", Action: approval.Reject}
+	p := plan.Compute(plan.Desired{Approvals: []approval.Record{ok}, Refused: []plan.Refusal{{Record: bad, Reason: "mallory may not approve campaigns/slog.yaml"}}},
+		approvalState(), plan.Policy{})
+	got := map[string]plan.ApprovalChange{}
+	for _, a := range p.Approvals {
+		got[a.Record.File] = a
+	}
+	if a := got["approvals/a.yaml"]; a.Status != plan.ApprovalApply {
+		t.Errorf("the record that counts: %s (%s)", a.Status, a.Reason)
+	}
+	if a := got["approvals/b.yaml"]; a.Status != plan.ApprovalIgnored || a.Reason != "mallory may not approve campaigns/slog.yaml" || a.Current != resultNow {
+		t.Errorf("the refused record: %+v", a)
+	}
+}

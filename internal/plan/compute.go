@@ -55,7 +55,7 @@ func Compute(desired Desired, recorded []state.Campaign, policy Policy) Plan {
 		}
 		p.Changes = append(p.Changes, c)
 	}
-	p.Approvals = decideApprovals(desired.Approvals, recs, p.Changes)
+	p.Approvals = decideApprovals(desired.Approvals, desired.Refused, recs, p.Changes)
 	for _, e := range desired.Errors {
 		if e != nil {
 			p.Errors = append(p.Errors, e)
@@ -110,8 +110,22 @@ func compare(df *differ, d *spec.Definition, r *state.Campaign) Change {
 			c.Strategy = spec.UpdateRestart
 		}
 		df.diffSpecs(&c, r, d)
+		if c.FieldsKnown && onlySuspend(c.Fields) {
+			// Suspending or resuming is not a new spec to restart with:
+			// the run stops or goes on starting tasks, as it is. A
+			// finished run has nothing to suspend.
+			c.Strategy = spec.UpdateInPlace
+			if r.Phase.Done() {
+				c.Action = Unchanged
+			}
+		}
 	}
 	return c
+}
+
+// onlySuspend reports whether the only field that changed is suspend.
+func onlySuspend(fields []FieldDiff) bool {
+	return len(fields) == 1 && fields[0].Path == "suspend"
 }
 
 // missing plans a recorded campaign that is not among the desired

@@ -169,6 +169,24 @@ func TestCompute(t *testing.T) {
 				Fields: []string{"suspend: ∅ → true"}}},
 		},
 		{
+			name:   "suspended with the restart strategy: in place all the same",
+			before: files{"campaigns/slog.yaml": slogRollout.with(func(c *camp) { c.update = "restart" }).yaml()},
+			after:  files{"campaigns/slog.yaml": slogRollout.with(func(c *camp) { c.update = "restart"; c.suspend = true }).yaml()},
+			want: []view{{ID: "slog-rollout", Action: plan.Suspend, Strategy: spec.UpdateInPlace, Suspend: true,
+				Fields: []string{"suspend: ∅ → true"}}},
+		},
+		{
+			name:   "suspending a finished run: nothing to do",
+			before: files{"campaigns/slog.yaml": slogRollout.yaml()},
+			recorded: func(cs []state.Campaign) []state.Campaign {
+				cs[0].Phase = state.PhaseCompleted
+				return cs
+			},
+			after: files{"campaigns/slog.yaml": slogRollout.with(func(c *camp) { c.suspend = true }).yaml()},
+			want: []view{{ID: "slog-rollout", Action: plan.Unchanged, Strategy: spec.UpdateInPlace, Suspend: true,
+				Fields: []string{"suspend: ∅ → true"}}},
+		},
+		{
 			name:   "resumed",
 			before: files{"campaigns/slog.yaml": slogRollout.with(func(c *camp) { c.suspend = true }).yaml()},
 			after:  files{"campaigns/slog.yaml": edited.yaml()},

@@ -17,8 +17,19 @@ type Desired struct {
 	// Each appears in the plan, and keeps any recorded campaign that may
 	// be defined in its file from being orphaned.
 	Errors []*spec.Error
-	// Approvals are the approval records.
+	// Approvals are the approval records that count: read from Git and,
+	// for committed records, passed by the approval gate (who may
+	// approve; the author of a change never approves it alone).
 	Approvals []approval.Record
+	// Refused are the records the approval gate refused, each with why;
+	// the plan shows them as ignored.
+	Refused []Refusal
+}
+
+// Refusal is an approval record that does not count, and why.
+type Refusal struct {
+	Record approval.Record
+	Reason string
 }
 
 // Policy is what the repository config allows.

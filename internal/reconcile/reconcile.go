@@ -50,6 +50,9 @@ type Mirror interface {
 type Status struct {
 	// Revision is the campaigns commit the pass applied.
 	Revision string
+	// StatusBranch is the status branch the repository config names
+	// (status.branch); empty without a valid config.
+	StatusBranch string
 	// Time is when the pass ended.
 	Time time.Time
 	// Campaigns is the recorded state after the pass.
@@ -188,7 +191,11 @@ func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
 		}
 	}
 	if r.Mirror != nil {
-		r.mirror(ctx, sha, p, res.Outcomes, recorded)
+		statusBranch := ""
+		if rev.Config != nil {
+			statusBranch = rev.Config.Status.Branch
+		}
+		r.mirror(ctx, sha, statusBranch, p, res.Outcomes, recorded)
 	}
 	return res, nil
 }
@@ -275,14 +282,14 @@ func (r *Reconciler) applyChange(ctx context.Context, sha string, c plan.Change,
 
 // mirror writes the status when it changed since the last write. A
 // failure is logged: the mirror is a view, never a reason to stop.
-func (r *Reconciler) mirror(ctx context.Context, sha string, p plan.Plan, outcomes []Outcome, before []state.Campaign) {
+func (r *Reconciler) mirror(ctx context.Context, sha, statusBranch string, p plan.Plan, outcomes []Outcome, before []state.Campaign) {
 	after := before
 	if len(outcomes) > 0 {
 		if now, err := r.State.List(ctx); err == nil {
 			after = now
 		}
 	}
-	s := Status{Revision: sha, Time: r.now().UTC(), Campaigns: after, Plan: p, Outcomes: outcomes}
+	s := Status{Revision: sha, StatusBranch: statusBranch, Time: r.now().UTC(), Campaigns: after, Plan: p, Outcomes: outcomes}
 	fp := fingerprint(s)
 	if fp == r.lastStatus {
 		return
@@ -298,7 +305,7 @@ func (r *Reconciler) mirror(ctx context.Context, sha string, p plan.Plan, outcom
 // time.
 func fingerprint(s Status) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n", s.Revision)
+	fmt.Fprintf(&b, "%s %s\n", s.Revision, s.StatusBranch)
 	for _, c := range s.Campaigns {
 		fmt.Fprintf(&b, "%s %s %s %d %s %v\n", c.ID, c.Phase, c.SpecDigest, c.Generation, c.RunID, c.Suspended)
 		for _, rp := range c.Repos {

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 
+	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
@@ -18,6 +19,9 @@ type GitSource struct {
 	// Path overrides the config's watch.path when set.
 	Path   string
 	Loader *spec.Loader
+	// IsMember answers whether a user is in a team, for approver rules
+	// that name teams; nil when there is no forge to ask.
+	IsMember approval.IsMember
 }
 
 var _ Source = (*GitSource)(nil)
@@ -31,5 +35,12 @@ func (s *GitSource) Read(ctx context.Context, sha string) (*desired.Revision, er
 	if err != nil {
 		return nil, err
 	}
-	return desired.Read(ctx, s.Loader, root, sha, s.Path)
+	rev, err := desired.Read(ctx, s.Loader, root, sha, s.Path)
+	if err != nil {
+		return nil, err
+	}
+	if err := GateApprovals(ctx, s.Repo, rev, s.IsMember); err != nil {
+		return nil, err
+	}
+	return rev, nil
 }

@@ -1,0 +1,93 @@
+package mirror_test
+
+import (
+	"errors"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/approval"
+	"github.com/fleetlift/fleetlift/internal/plan"
+	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/state"
+)
+
+const (
+	revision = "4d816c4e0b5a9f3c2d1e8f7a6b5c4d3e2f1a0b9c"
+	digest   = "sha256:9f2c4e1a7b3d5f60182a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f8a0c2e4b6d"
+	stale    = "sha256:0000000000005f60182a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f8a0c2e4b6d"
+	apiPR    = "https://github.com/acme/api/pull/7"
+)
+
+var clock = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// everything is a status with a bit of everything: a campaign awaiting
+// approval with repositories in every state, a finished task with a pull
+// request on the local forge, an orphaned campaign, an approval record
+// that does not apply, an invalid definition file and a failed action.
+func everything() reconcile.Status {
+	return reconcile.Status{
+		Revision: revision,
+		Time:     clock,
+		Campaigns: []state.Campaign{
+			{
+				ID: "slog-rollout", Kind: state.KindCampaign, File: "campaigns/slog.yaml",
+				SpecDigest:     "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+				Spec:           []byte(`{"repositories":[{"url":"https://github.com/acme/api"}]}`),
+				SourceRevision: revision, Generation: 2,
+				WorkflowID: "campaign/slog-rollout", RunID: "run-2", Phase: state.PhaseAwaitingApproval, Prune: true,
+				Repos: []state.Repo{
+					{Name: "api", Status: state.RepoCompleted, Branch: "fleetlift/slog", PullRequestURL: apiPR, PullRequestState: state.PullRequestOpen},
+					{Name: "billing", Status: state.RepoFailed},
+					{Name: "payments", Status: state.RepoAwaitingApproval, Branch: "fleetlift/slog"},
+					{Name: "search", Status: state.RepoPending},
+				},
+				PendingApprovals: []state.PendingApproval{{
+					Target: "slog-rollout/payments", ResultDigest: digest, Since: clock.Add(-time.Hour),
+					WorkflowID: "task/slog-rollout/payments",
+					Repos: []state.PendingRepo{{Name: "payments", Files: []state.PendingFile{
+						{Path: "main.go", Additions: 10, Deletions: 4},
+						{Path: "go.mod", Additions: 3, Deletions: 1},
+					}}},
+				}},
+				AppliedApprovals: []string{"approvals/slog-rollout-api.yaml@" + digest},
+			},
+			{
+				ID: "version-bump", Kind: state.KindTask, File: "campaigns/bump.yaml",
+				SpecDigest: "sha256:2222222222222222222222222222222222222222222222222222222222222222",
+				Generation: 1, WorkflowID: "task/version-bump", Phase: state.PhaseCompleted, Suspended: true,
+				Repos: []state.Repo{{Name: "ledger", Status: state.RepoCompleted, Branch: "fleetlift/release",
+					PullRequestURL: "/srv/git/ledger.git#fleetlift/release", PullRequestState: state.PullRequestMerged}},
+			},
+		},
+		Plan: plan.Plan{
+			Changes: []plan.Change{
+				{ID: "old-cleanup", Kind: spec.KindCampaign, Action: plan.Orphaned, File: "campaigns/old.yaml",
+					Reason: "removed from Git; prune is off in fleetlift.yaml"},
+				{ID: "slog-rollout", Kind: spec.KindCampaign, Action: plan.Unchanged},
+				{ID: "version-bump", Kind: spec.KindTask, Action: plan.Unchanged},
+			},
+			Approvals: []plan.ApprovalChange{{
+				Record: approval.Record{File: "approvals/slog-rollout-payments.yaml", Target: "slog-rollout/payments",
+					ResultDigest: stale, By: "alice", Action: approval.Approve},
+				Status: plan.ApprovalIgnored, Reason: "the result changed since it was approved", Current: digest,
+			}},
+			Errors: []*spec.Error{{File: "campaigns/broken.yaml", Line: 4, Column: 8, Field: "title", Msg: "must be a string"}},
+		},
+		Outcomes: []reconcile.Outcome{
+			{ID: "search-cleanup", Action: "create", Err: errors.New("start workflow: deadline exceeded")},
+			{ID: "slog-rollout", Action: "update"},
+		},
+	}
+}
+
+// one is a status with one running campaign and nothing else.
+func one() reconcile.Status {
+	return reconcile.Status{
+		Revision: revision,
+		Time:     clock,
+		Campaigns: []state.Campaign{{
+			ID: "slog-rollout", Kind: state.KindCampaign, Generation: 1, Phase: state.PhaseRunning,
+			Repos: []state.Repo{{Name: "api", Status: state.RepoRunning}},
+		}},
+	}
+}

@@ -1,0 +1,175 @@
+package mirror_test
+
+import (
+	"encoding/json"
+	"flag"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fleetlift/fleetlift/internal/mirror"
+	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/state"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// TestRenderGolden compares every file of a status branch with
+// testdata/<case>/<path>; the set of files must match too.
+func TestRenderGolden(t *testing.T) {
+	tests := []struct {
+		name   string
+		status reconcile.Status
+	}{
+		{"everything", everything()},
+		{"no campaigns", reconcile.Status{Revision: revision, Time: clock}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := mirror.Render(tt.status, "main")
+			root := filepath.Join("testdata", strings.ReplaceAll(tt.name, " ", "-"))
+			if *update {
+				os.RemoveAll(root)
+				for p, data := range got {
+					path := filepath.Join(root, filepath.FromSlash(p))
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, data, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			want := map[string][]byte{}
+			err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				data, err := os.ReadFile(path)
+				rel, _ := filepath.Rel(root, path)
+				want[filepath.ToSlash(rel)] = data
+				return err
+			})
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create the golden files)", err)
+			}
+			if g, w := slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)); !slices.Equal(g, w) {
+				t.Fatalf("files %q, want %q (go test -update rewrites them)", g, w)
+			}
+			for p := range want {
+				if string(got[p]) != string(want[p]) {
+					t.Errorf("%s differs from %s (go test -update rewrites it):\n%s", p, filepath.Join(root, p), got[p])
+				}
+			}
+		})
+	}
+}
+
+func TestRenderWhatAUserReads(t *testing.T) {
+	files := mirror.Render(everything(), "main")
+	readme, page := string(files["README.md"]), string(files["campaigns/slog-rollout.md"])
+	for _, want := range []string{
+		"| [`slog-rollout`](campaigns/slog-rollout.md) | Campaign | awaiting_approval | 2 | 1 / 1 / 4 | 1 open | 1 |",
+		"| [`version-bump`](campaigns/version-bump.md) | Task | completed (suspended) | 1 | 1 / 0 / 1 | 1 merged | 0 |",
+		"commit this file as `approvals/slog-rollout-payments.yaml` to `main`",
+		"target: slog-rollout/payments\naction: approve\nresult_digest: " + digest + "\nby: <you>\n",
+		"| `payments` | 2 | 13 | 5 |",
+		"- create `search-cleanup`: start workflow: deadline exceeded",
+		"- `campaigns/broken.yaml:4:8`: title: must be a string",
+		"the result changed since it was approved",
+		"`old-cleanup` is orphaned",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md lacks %q:\n%s", want, readme)
+		}
+	}
+	for _, want := range []string{
+		"| `api` | completed | `fleetlift/slog` | <" + apiPR + "> | open |",
+		"| `payments` | `go.mod` | 3 | 1 |",
+		"result_digest: " + digest,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("campaigns/slog-rollout.md lacks %q:\n%s", want, page)
+		}
+	}
+	var st struct {
+		FormatVersion int              `json:"format_version"`
+		Revision      string           `json:"revision"`
+		Campaigns     []state.Campaign `json:"campaigns"`
+		Errors        []struct{ File string }
+		Outcomes      []struct{ ID, Error string }
+	}
+	if err := json.Unmarshal(files["status.json"], &st); err != nil {
+		t.Fatalf("status.json: %v", err)
+	}
+	if st.FormatVersion != 1 || st.Revision != revision || len(st.Campaigns) != 2 || st.Campaigns[0].Phase != state.PhaseAwaitingApproval ||
+		len(st.Errors) != 1 || len(st.Outcomes) != 2 || st.Outcomes[0].Error == "" {
+		t.Errorf("status.json = %+v", st)
+	}
+	if len(st.Campaigns[0].Spec) != 0 {
+		t.Errorf("status.json carries the spec: %s", st.Campaigns[0].Spec)
+	}
+}
+
+// The same status with its lists in another order gives the same files,
+// and rendering leaves the status as it was.
+func TestRenderIsDeterministic(t *testing.T) {
+	a := everything()
+	b := everything()
+	slices.Reverse(b.Campaigns)
+	slices.Reverse(b.Campaigns[1].Repos)
+	slices.Reverse(b.Campaigns[1].PendingApprovals[0].Repos[0].Files)
+	slices.Reverse(b.Outcomes)
+	before, _ := json.Marshal(b.Campaigns)
+
+	fa, fb := mirror.Render(a, "main"), mirror.Render(b, "main")
+	if !maps.EqualFunc(fa, fb, func(x, y []byte) bool { return string(x) == string(y) }) {
+		t.Errorf("reordered status renders differently")
+	}
+	if after, _ := json.Marshal(b.Campaigns); string(after) != string(before) {
+		t.Errorf("Render changed the status it was given")
+	}
+}
+
+func TestPaths(t *testing.T) {
+	tests := []struct{ name, got, prefix, suffix string }{
+		{"campaign page", mirror.PagePath("slog-rollout"), "campaigns/slog-rollout.md", ""},
+		// Hashed so that two such ids never share a page.
+		{"id that is no file name", mirror.PagePath("../etc/passwd"), "campaigns/etc-passwd-", ".md"},
+		{"approval of a campaign", mirror.ApprovalPath("slog-rollout"), "approvals/slog-rollout.yaml", ""},
+		{"approval of a task in a campaign", mirror.ApprovalPath("slog-rollout/payments"), "approvals/slog-rollout-payments.yaml", ""},
+		{"approval of a repository in a group", mirror.ApprovalPath("slog-rollout/backend/api"), "approvals/slog-rollout-backend-api.yaml", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, name, _ := strings.Cut(tt.got, "/")
+			if !strings.HasPrefix(tt.got, tt.prefix) || !strings.HasSuffix(tt.got, tt.suffix) ||
+				strings.Contains(name, "/") || strings.Contains(name, "..") || (tt.suffix == "" && tt.got != tt.prefix) {
+				t.Errorf("got %q (in %s), want %q…%q", tt.got, dir, tt.prefix, tt.suffix)
+			}
+		})
+	}
+}
+
+func TestMessage(t *testing.T) {
+	tests := []struct {
+		name   string
+		status reconcile.Status
+		want   string
+	}{
+		{"everything", everything(), "fleetlift status at 4d816c4e0b5a: 2 campaigns, 1 awaiting approval\n"},
+		{"one", one(), "fleetlift status at 4d816c4e0b5a: 1 campaign, 0 awaiting approval\n"},
+		{"no campaigns", reconcile.Status{Revision: revision}, "fleetlift status at 4d816c4e0b5a: 0 campaigns, 0 awaiting approval\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := mirror.Message(tt.status); got != tt.want {
+				t.Errorf("Message = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
