@@ -12,6 +12,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/plan/render"
+	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -116,7 +117,15 @@ func loadRevision(ctx context.Context, src *source.Repo, ref, sub string) (*desi
 		return nil, err
 	}
 	defer pool.Close()
-	return desired.Read(ctx, &spec.Loader{Eval: pool}, root, sha, sub)
+	rev, err := desired.Read(ctx, &spec.Loader{Eval: pool}, root, sha, sub)
+	if err != nil {
+		return nil, err
+	}
+	// The plan shows approval records as the reconciler would take them.
+	if err := reconcile.GateApprovals(ctx, src, rev, nil); err != nil {
+		return nil, err
+	}
+	return rev, nil
 }
 
 // readRecorded reads the recorded run state named by --state.

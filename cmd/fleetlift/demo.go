@@ -1,0 +1,414 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/state"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+)
+
+// The demo's people: who writes the campaign and who approves it (the
+// author of a change cannot approve it alone).
+const (
+	demoAuthor   = "casey"
+	demoApprover = "robin"
+)
+
+func newDemoCmd() *cobra.Command {
+	var dir string
+	var keep bool
+	var timeout time.Duration
+	var wf workerFlags
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Show the GitOps loop end to end on this machine, with no external service",
+		Long: `Demo makes a campaigns repository and three target repositories under --dir,
+starts what ` + "`fleetlift up`" + ` starts (embedded Temporal, a worker, local sandboxes,
+the reconciler watching the campaigns repository), and then walks the loop:
+
+  1. commits a campaign to the campaigns repository's main branch;
+  2. the reconciler sees the commit and starts it; each repository's change
+     waits for approval;
+  3. commits approval records, as the approver;
+  4. the reconciler hands them to the waiting tasks; branches appear on the
+     target repositories;
+  5. prints the status mirror the reconciler wrote to the fleetlift/status
+     branch.
+
+Everything it makes stays under --dir for you to look at.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			return runDemo(ctx, cmd, dir, keep, &wf)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", filepath.Join(os.TempDir(), "fleetlift-loop-demo"), "where to make the repositories (a directory an earlier demo made is emptied first)")
+	cmd.Flags().BoolVar(&keep, "keep-running", false, "after the walk-through, keep running the loop until interrupted")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
+	wf.register(cmd)
+	return cmd
+}
+
+func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf *workerFlags) error {
+	out := cmd.OutOrStdout()
+	step := func(format string, args ...any) { fmt.Fprintf(out, "\n==> "+format+"\n", args...) }
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := resetDemoDir(dir); err != nil {
+		return err
+	}
+	step("making a campaigns repository and three target repositories under %s", dir)
+	targets, err := demoTargets(ctx, dir)
+	if err != nil {
+		return err
+	}
+	campaigns := filepath.Join(dir, "campaigns")
+	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "campaigns repository: %s\ntargets: %s\n", campaigns, strings.Join(targets, ", "))
+
+	// What `fleetlift up` runs, on a port of its own so that a server the
+	// user already runs is left alone.
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	f := &temporalFlags{address: fmt.Sprintf("127.0.0.1:%d", port), namespace: devserver.Namespace, stateDir: filepath.Join(dir, "state")}
+	step("starting the embedded Temporal server, a worker and the reconciler (fleetlift up)")
+	c, closeAll, err := f.dialOrEmbed(ctx, out)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	w, err := newWorker(c, f.stateDir, wf)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	defer w.Stop()
+	rf := &reconcileFlags{repo: campaigns, branch: "main", interval: 2 * time.Second, watch: true}
+	logs := &lockedWriter{w: &bytes.Buffer{}}
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
+	loopDone := make(chan error, 1)
+	go func() {
+		sub := &cobra.Command{}
+		sub.SetOut(io.Discard)
+		sub.SetErr(logs)
+		loopDone <- runReconciler(loopCtx, sub, c, f, rf)
+	}()
+
+	step("committing campaigns/go-version.yaml to main, as %s", demoAuthor)
+	if err := os.WriteFile(filepath.Join(campaigns, "campaigns", "go-version.yaml"), []byte(demoCampaign(targets)), 0o644); err != nil {
+		return err
+	}
+	if err := demoGit(ctx, campaigns, demoAuthor, "add", "campaigns/go-version.yaml"); err != nil {
+		return err
+	}
+	if err := demoGit(ctx, campaigns, demoAuthor, "commit", "-q", "-m", "Raise the go directive everywhere"); err != nil {
+		return err
+	}
+
+	reader := &statetemporal.Reader{Client: c, Namespace: f.namespace}
+	step("waiting for the reconciler to start it and for each repository's change to await approval")
+	var rec state.Campaign
+	err = waitFor(ctx, func() (bool, error) {
+		got, err := reader.Get(ctx, "demo-go-version")
+		if errors.Is(err, state.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		rec = got
+		return len(got.PendingApprovals) == len(targets), nil
+	})
+	if err != nil {
+		return demoFailed(out, logs, err)
+	}
+	for _, p := range rec.PendingApprovals {
+		var files []string
+		for _, r := range p.Repos {
+			for _, fl := range r.Files {
+				files = append(files, fmt.Sprintf("%s/%s +%d -%d", r.Name, fl.Path, fl.Additions, fl.Deletions))
+			}
+		}
+		fmt.Fprintf(out, "awaiting approval: %s (%s) %s\n", p.Target, shortDigest(p.ResultDigest), strings.Join(files, ", "))
+	}
+
+	step("committing approval records to main, as %s", demoApprover)
+	for _, p := range rec.PendingApprovals {
+		name := filepath.Join("approvals", strings.ReplaceAll(p.Target, "/", "-")+".yaml")
+		body := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\nby: %s\n", p.Target, p.ResultDigest, demoApprover)
+		if err := os.WriteFile(filepath.Join(campaigns, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+		if err := demoGit(ctx, campaigns, demoApprover, "add", name); err != nil {
+			return err
+		}
+	}
+	if err := demoGit(ctx, campaigns, demoApprover, "commit", "-q", "-m", "Approve the go directive changes"); err != nil {
+		return err
+	}
+
+	step("waiting for the approved changes to be pushed")
+	err = waitFor(ctx, func() (bool, error) {
+		got, err := reader.Get(ctx, "demo-go-version")
+		if err != nil {
+			return false, err
+		}
+		rec = got
+		return got.Phase.Done(), nil
+	})
+	if err != nil {
+		return demoFailed(out, logs, err)
+	}
+	fmt.Fprintf(out, "campaign %s\n", rec.Phase)
+	for _, r := range rec.Repos {
+		fmt.Fprintf(out, "  %-10s %-10s %s\n", r.Name, r.Status, r.PullRequestURL)
+	}
+	for _, t := range targets {
+		branches, _ := demoOutput(ctx, "", "ls-remote", "--heads", t, "fleetlift/*")
+		fmt.Fprintf(out, "%s: %s", filepath.Base(t), branches)
+	}
+
+	step("the status mirror on the campaigns repository's fleetlift/status branch")
+	err = waitFor(ctx, func() (bool, error) {
+		readme, err := demoOutput(ctx, campaigns, "show", "fleetlift/status:README.md")
+		if err != nil {
+			return false, nil
+		}
+		if strings.Contains(readme, "| Campaign | completed |") {
+			fmt.Fprint(out, readme)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return demoFailed(out, logs, err)
+	}
+	fmt.Fprintf(out, "\nThe demo's repositories are under %s; see `git -C %s log --oneline main fleetlift/status`.\n", dir, campaigns)
+	if keep {
+		fmt.Fprintf(out, "The loop keeps running: commit to %s and watch. Ctrl-C stops it.\n", campaigns)
+		<-ctx.Done()
+	}
+	stopLoop()
+	if err := <-loopDone; err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// demoMarker marks a directory the demo made, so that only such a
+// directory is ever emptied.
+const demoMarker = ".fleetlift-demo"
+
+// resetDemoDir empties dir for a new demo: only when it is missing, empty,
+// or made by an earlier demo.
+func resetDemoDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return err
+	case len(entries) == 0:
+	default:
+		if _, err := os.Stat(filepath.Join(dir, demoMarker)); err != nil {
+			return fmt.Errorf("%s is not empty and was not made by `fleetlift demo`: choose another --dir", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, demoMarker), []byte("made by fleetlift demo; emptied by the next one\n"), 0o644)
+}
+
+// demoFailed prints the reconciler's log, which says why.
+func demoFailed(out io.Writer, logs *lockedWriter, err error) error {
+	fmt.Fprintf(out, "\nthe reconciler's log:\n%s\n", logs.String())
+	return err
+}
+
+// waitFor polls cond every 200ms until it holds, fails, or ctx ends.
+func waitFor(ctx context.Context, cond func() (bool, error)) error {
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up waiting: %w", context.Cause(ctx))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func demoTargets(ctx context.Context, dir string) ([]string, error) {
+	var out []string
+	for _, name := range []string{"payments", "ledger", "search"} {
+		src := filepath.Join(dir, "src", name)
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module example.com/acme/"+name+"\n\ngo 1.21\n"), 0o644); err != nil {
+			return nil, err
+		}
+		bare := filepath.Join(dir, "targets", name+".git")
+		for _, args := range [][]string{
+			{"init", "-q", "-b", "main", src},
+			{"-C", src, "add", "go.mod"},
+			{"-C", src, "commit", "-q", "-m", "Initial commit"},
+			{"clone", "-q", "--bare", src, bare},
+		} {
+			if err := demoGit(ctx, "", demoAuthor, args...); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, bare)
+	}
+	return out, nil
+}
+
+func demoCampaignsRepo(ctx context.Context, dir string) error {
+	for _, d := range []string{"campaigns", "approvals"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, d, ".gitkeep"), nil, 0o644); err != nil {
+			return err
+		}
+	}
+	cfg := `version: 1
+kind: Config
+watch:
+  branch: main
+  path: campaigns
+approvers:
+  - path: "campaigns/**"
+    users: [` + demoApprover + `]
+forge:
+  type: local
+prune: true
+status:
+  branch: fleetlift/status
+`
+	if err := os.WriteFile(filepath.Join(dir, "fleetlift.yaml"), []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if err := demoGit(ctx, "", demoAuthor, "init", "-q", "-b", "main", dir); err != nil {
+		return err
+	}
+	if err := demoGit(ctx, dir, demoAuthor, "add", "."); err != nil {
+		return err
+	}
+	return demoGit(ctx, dir, demoAuthor, "commit", "-q", "-m", "Start the campaigns repository")
+}
+
+func demoCampaign(targets []string) string {
+	var repos strings.Builder
+	for _, t := range targets {
+		fmt.Fprintf(&repos, "  - url: file://%s\n", t)
+	}
+	return `version: 1
+kind: Campaign
+id: demo-go-version
+title: Raise the go directive to 1.26
+template:
+  execution:
+    deterministic:
+      image: alpine
+      command: [sed, -i, "s/^go 1\\.21$/go 1.26/", go.mod]
+      verifiers:
+        - name: go-directive
+          command: [grep, -q, "^go 1.26$", go.mod]
+  require_approval: true
+  pull_request:
+    branch_prefix: fleetlift/go-version
+    title: Raise the go directive to 1.26
+repositories:
+` + repos.String() + `max_parallel: 3
+`
+}
+
+// demoGit runs git as who, with no system or global config.
+func demoGit(ctx context.Context, dir, who string, args ...string) error {
+	_, err := demoGitOutput(ctx, dir, who, args...)
+	return err
+}
+
+func demoOutput(ctx context.Context, dir string, args ...string) (string, error) {
+	return demoGitOutput(ctx, dir, demoAuthor, args...)
+}
+
+func demoGitOutput(ctx context.Context, dir, who string, args ...string) (string, error) {
+	c := exec.CommandContext(ctx, "git", args...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME="+who, "GIT_AUTHOR_EMAIL="+who+"@example.com",
+		"GIT_COMMITTER_NAME="+who, "GIT_COMMITTER_EMAIL="+who+"@example.com")
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	b, err := c.Output()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return string(b), nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// lockedWriter serialises writes from the reconciler's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s, ok := l.w.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return ""
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/fleetlift/fleetlift/internal/dispatch"
+	gitx "github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/mirror"
+	"github.com/fleetlift/fleetlift/internal/plan"
+	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/source"
+	"github.com/fleetlift/fleetlift/internal/spec"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/webhook"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// reconcileFlags configure the reconciler.
+type reconcileFlags struct {
+	repo, branch, path string
+	interval           time.Duration
+	watch              bool
+	once               bool
+	webhookListen      string
+	webhookSecretEnv   string
+	webhookRepos       []string
+	noStatus           bool
+	statusBranch       string
+	approvalTimeout    time.Duration
+}
+
+func (r *reconcileFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&r.repo, "repo", "", "the campaigns repository: a path, file://, https:// or ssh URL")
+	fl.StringVar(&r.branch, "branch", "main", "the branch to launch from; the repository config's watch.branch must agree")
+	fl.StringVar(&r.path, "path", "", "the definitions directory (default: the config's watch.path)")
+	fl.DurationVar(&r.interval, "interval", 30*time.Second, "poll interval: a pass runs at least this often")
+	fl.BoolVar(&r.watch, "watch", true, "for a local repository, also react to commits as they happen (fsnotify)")
+	fl.BoolVar(&r.once, "once", false, "run one pass, print what it did, and exit")
+	fl.StringVar(&r.webhookListen, "webhook-listen", "", "address for the GitHub/Gitea webhook receiver, e.g. :8080 (off when empty)")
+	fl.StringVar(&r.webhookSecretEnv, "webhook-secret-env", "FLEETLIFT_WEBHOOK_SECRET", "environment variable holding the webhook secret")
+	fl.StringSliceVar(&r.webhookRepos, "webhook-repo", nil, "clone URL of the campaigns repository as the forge knows it (default: --repo when it is a URL)")
+	fl.BoolVar(&r.noStatus, "no-status", false, "do not write the status mirror branch")
+	fl.StringVar(&r.statusBranch, "status-branch", "", "branch of the campaigns repository the status mirror is written to (default: the config's status.branch)")
+	fl.DurationVar(&r.approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
+}
+
+func newReconcileCmd() *cobra.Command {
+	var f temporalFlags
+	var rf reconcileFlags
+	cmd := &cobra.Command{
+		Use:   "reconcile --repo PATH|URL",
+		Short: "Watch a campaigns repository and make the runs in Temporal follow it",
+		Long: `Reconcile watches the campaigns repository's branch (--branch) and, on each
+pass, plans the definitions there against the runs recorded in Temporal and
+carries the plan out: new campaigns start, changed ones update or restart as
+their sync_policy says, suspended ones stop starting tasks, removed ones are
+cancelled where pruning is allowed, and approval records are handed to the
+runs waiting for them. A pass runs every --interval, on each commit to a local
+repository, and on each verified webhook delivery (--webhook-listen).
+
+It needs a Temporal server (--temporal-address) and workers; ` + "`fleetlift up`" + ` runs
+all of it in one process.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			c, err := f.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return runReconciler(ctx, cmd, c, &f, &rf)
+		},
+	}
+	f.register(cmd)
+	rf.register(cmd)
+	return cmd
+}
+
+func newUpCmd() *cobra.Command {
+	var f temporalFlags
+	var rf reconcileFlags
+	var wf workerFlags
+	cmd := &cobra.Command{
+		Use:   "up --repo PATH|URL",
+		Short: "Run everything in one process: embedded Temporal, a worker and the reconciler",
+		Long: `Up runs fleetlift's whole loop on this machine with no external service: the
+embedded Temporal server (persisting under --state-dir), a worker with local
+sandboxes, and the reconciler watching the campaigns repository (--repo).
+Commit a campaign to the watched branch and it starts; commit an approval
+record and the waiting task goes on. Stop it with Ctrl-C; runs resume where
+they were when it starts again.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			c, closeAll, err := f.dialOrEmbed(ctx, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			w, err := newWorker(c, f.stateDir, &wf)
+			if err != nil {
+				return err
+			}
+			if err := w.Start(); err != nil {
+				return fmt.Errorf("start worker: %w", err)
+			}
+			defer w.Stop()
+			return runReconciler(ctx, cmd, c, &f, &rf)
+		},
+	}
+	f.register(cmd)
+	rf.register(cmd)
+	wf.register(cmd)
+	return cmd
+}
+
+// runReconciler builds the reconciler and runs it until ctx is done (or,
+// with --once, for one pass).
+func runReconciler(ctx context.Context, cmd *cobra.Command, c client.Client, f *temporalFlags, rf *reconcileFlags) error {
+	if rf.repo == "" {
+		return errors.New("--repo is required")
+	}
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	src, err := source.Open(ctx, source.Options{URL: rf.repo, CacheDir: filepath.Join(f.stateDir, "source")})
+	if err != nil {
+		return err
+	}
+	pool, err := spec.NewSelfPool()
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	r := &reconcile.Reconciler{
+		Source:   &reconcile.GitSource{Repo: src, Ref: rf.branch, Path: rf.path, Loader: &spec.Loader{Eval: pool}},
+		State:    &statetemporal.Reader{Client: c, Namespace: f.namespace},
+		Dispatch: &dispatch.Temporal{Client: c, Options: workflow.Options{ApprovalTimeout: rf.approvalTimeout}},
+		Branch:   rf.branch,
+		Log:      logger,
+	}
+	if !rf.noStatus {
+		m, err := newStatusMirror(rf.repo, rf.branch, rf.statusBranch)
+		if err != nil {
+			return err
+		}
+		r.Mirror = m
+	}
+	if rf.once {
+		res, err := r.Once(ctx)
+		if err != nil {
+			return err
+		}
+		printPass(cmd.OutOrStdout(), res)
+		if len(res.Failed()) > 0 {
+			return exitError{code: 1}
+		}
+		return nil
+	}
+
+	var hints []reconcile.Hints
+	if local := localRepoDir(rf.repo); local != "" && rf.watch {
+		h, err := reconcile.WatchRepository(ctx, local, rf.branch)
+		if err != nil {
+			return err
+		}
+		hints = append(hints, h)
+	}
+	if rf.webhookListen != "" {
+		h, stopHooks, err := serveWebhooks(ctx, rf, logger)
+		if err != nil {
+			return err
+		}
+		defer stopHooks()
+		hints = append(hints, h)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "reconciling %s (branch %s) every %s\n", gitx.Redact(rf.repo), rf.branch, rf.interval)
+	return r.Run(ctx, reconcile.LoopOptions{Interval: rf.interval, Hints: reconcile.Merge(ctx, hints...)})
+}
+
+// printPass says what one pass did.
+func printPass(w io.Writer, res *reconcile.Result) {
+	s := res.Plan.Summary()
+	fmt.Fprintf(w, "revision %s: %d created, %d updated, %d suspended, %d resumed, %d pruned, %d approvals applied, %d errors\n",
+		shortSHA(res.Revision), s.Create, s.Update, s.Suspend, s.Resume, s.Prune, s.ApprovalsApplied, s.Errors)
+	for _, e := range res.Plan.Errors {
+		fmt.Fprintf(w, "error: %s\n", e)
+	}
+	for _, o := range res.Outcomes {
+		mark := "ok"
+		if o.Err != nil {
+			mark = "failed"
+		}
+		fmt.Fprintf(w, "%s\t%s\n", mark, o)
+	}
+	for _, a := range res.Plan.Approvals {
+		if a.Status == plan.ApprovalIgnored {
+			fmt.Fprintf(w, "ignored\t%s: %s\n", a.Record.File, a.Reason)
+		}
+	}
+}
+
+// localRepoDir returns the directory of a campaigns repository given as a
+// path or file:// URL, or "" for a remote one.
+func localRepoDir(repo string) string {
+	switch {
+	case strings.HasPrefix(repo, "file://"):
+		return strings.TrimPrefix(repo, "file://")
+	case strings.Contains(repo, "://"), isSCP(repo):
+		return ""
+	}
+	return repo
+}
+
+func isSCP(s string) bool {
+	at, colon := strings.Index(s, "@"), strings.Index(s, ":")
+	return at > 0 && colon > at && !strings.Contains(s[:colon], "/")
+}
+
+// serveWebhooks starts the webhook receiver; each verified delivery for
+// the campaigns repository is a hint.
+func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger) (reconcile.Hints, func(), error) {
+	secret := os.Getenv(rf.webhookSecretEnv)
+	if secret == "" {
+		return nil, nil, fmt.Errorf("--webhook-listen needs a secret in $%s", rf.webhookSecretEnv)
+	}
+	repos := rf.webhookRepos
+	if len(repos) == 0 && localRepoDir(rf.repo) == "" {
+		repos = []string{rf.repo}
+	}
+	if len(repos) == 0 {
+		return nil, nil, errors.New("--webhook-listen needs --webhook-repo: the campaigns repository's clone URL on the forge")
+	}
+	hints := make(chan struct{}, 1)
+	h, err := webhook.New(webhook.Options{
+		Secret: []byte(secret),
+		Repos:  repos,
+		Log:    logger,
+		Hint: func(webhook.Event) {
+			select {
+			case hints <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", rf.webhookListen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("webhook receiver: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/webhook", h)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	logger.Info("webhook receiver listening", "address", ln.Addr().String(), "path", "/webhook")
+	return hints, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}
+
+// newStatusMirror writes the status to the campaigns repository's status
+// branch (--status-branch, else the config's status.branch), never to the
+// watched one.
+func newStatusMirror(repo, watched, branch string) (reconcile.Mirror, error) {
+	m := &mirror.Branch{Git: &gitx.Git{}, Repository: repo, Branch: branch, Watched: watched}
+	if branch != "" {
+		if _, err := m.Ref(); err != nil {
+			return nil, err
+		}
+	} else if watched == mirror.DefaultBranch {
+		return nil, fmt.Errorf("the watched branch %s is the default status branch: set --status-branch", watched)
+	}
+	return m, nil
+}

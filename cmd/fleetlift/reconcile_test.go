@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/state"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+)
+
+// TestDemo is the README's first command: the whole loop on this
+// machine, from a commit of a campaign to branches on the targets and the
+// status mirror.
+func TestDemo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	out, code := runCLI(t, "demo", "--dir", dir, "--timeout", "3m")
+	if code != 0 {
+		t.Fatalf("demo exited %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"awaiting approval: demo-go-version/payments",
+		"campaign completed",
+		"payments.git: ", "refs/heads/fleetlift/go-version/demo-go-version",
+		"| Campaign | completed | 1 | 3 / 0 / 3 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, name := range []string{"payments", "ledger", "search"} {
+		b, err := exec.Command("git", "-C", filepath.Join(dir, "targets", name+".git"), "show", "fleetlift/go-version/demo-go-version:go.mod").Output()
+		if err != nil || !strings.Contains(string(b), "go 1.26") {
+			t.Errorf("%s: the pushed branch's go.mod = %q (%v), want go 1.26", name, b, err)
+		}
+	}
+}
+
+// upProcess is `fleetlift up` running in the test, stoppable like Ctrl-C.
+type upProcess struct {
+	cancel context.CancelFunc
+	done   chan int
+	out    *syncBuffer
+}
+
+func startUp(t *testing.T, args ...string) *upProcess {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &upProcess{cancel: cancel, done: make(chan int, 1), out: &syncBuffer{}}
+	go func() {
+		root := newRootCmd(p.out, p.out)
+		root.SetArgs(append([]string{"up"}, args...))
+		if err := root.ExecuteContext(ctx); err != nil {
+			fmt.Fprintln(p.out, "fleetlift:", err)
+			p.done <- 1
+			return
+		}
+		p.done <- 0
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+func (p *upProcess) stop(t *testing.T) {
+	p.cancel()
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("fleetlift up did not stop:\n%s", p.out.String())
+	}
+	p.done <- 0 // for a second stop
+}
+
+// TestUpRestartMidFlow: the local forge with commit-based approvals, and
+// the reconciler restarted while a campaign awaits approval and while the
+// approval is committed. It ends with one run, one task per repository,
+// one branch per repository, and the approvals carried out.
+func TestUpRestartMidFlow(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	targets, err := demoTargets(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	campaigns := filepath.Join(root, "campaigns")
+	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+		t.Fatal(err)
+	}
+	addr, stateDir := freeAddr(t), filepath.Join(root, "state")
+	startServer(t, addr, stateDir)
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reader := &statetemporal.Reader{Client: c, Namespace: devserver.Namespace}
+	upArgs := []string{"--repo", campaigns, "--temporal-address", addr, "--state-dir", stateDir, "--interval", "1s"}
+
+	up := startUp(t, upArgs...)
+	write := func(name, body, who, msg string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(campaigns, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := demoGit(ctx, campaigns, who, "add", name); err != nil {
+			t.Fatal(err)
+		}
+		if err := demoGit(ctx, campaigns, who, "commit", "-q", "-m", msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("campaigns/go-version.yaml", demoCampaign(targets), demoAuthor, "Raise the go directive")
+
+	wait := func(what string, cond func(state.Campaign) bool) state.Campaign {
+		t.Helper()
+		var got state.Campaign
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			rec, err := reader.Get(ctx, "demo-go-version")
+			if err == nil && cond(rec) {
+				return rec
+			}
+			if err != nil && !errors.Is(err, state.ErrNotFound) {
+				t.Fatal(err)
+			}
+			got = rec
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("%s: gave up; last state %+v\n%s", what, got, up.out.String())
+		return got
+	}
+	rec := wait("awaiting approval", func(c state.Campaign) bool { return len(c.PendingApprovals) == 3 })
+
+	// Restart while the tasks wait; then commit the approvals while no
+	// reconciler runs: nothing is lost, the next one carries them out.
+	up.stop(t)
+	up = startUp(t, upArgs...)
+	up.stop(t)
+	for _, p := range rec.PendingApprovals {
+		// The approver, and a record by someone who may not approve.
+		write("approvals/"+strings.ReplaceAll(p.Target, "/", "-")+".yaml",
+			fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\nby: %s\n", p.Target, p.ResultDigest, demoApprover),
+			demoApprover, "Approve "+p.Target)
+	}
+	write("approvals/mallory.yaml", fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: reject\nresult_digest: %s\nby: mallory\n",
+		rec.PendingApprovals[0].Target, rec.PendingApprovals[0].ResultDigest), "mallory", "Reject it")
+	up = startUp(t, upArgs...)
+	done := wait("completed", func(c state.Campaign) bool { return c.Phase.Done() })
+	if done.Phase != state.PhaseCompleted {
+		t.Fatalf("campaign %s, want completed:\n%s", done.Phase, up.out.String())
+	}
+	for _, r := range done.Repos {
+		if r.Status != state.RepoCompleted || r.PullRequestURL == "" {
+			t.Errorf("%s: %s, pull request %q; want completed with a branch (mallory's reject must not count)", r.Name, r.Status, r.PullRequestURL)
+		}
+	}
+
+	// Exactly one campaign run and one task per repository, however many
+	// reconcilers came and went.
+	count := func(query string) int {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: devserver.Namespace, Query: query})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(resp.Executions)
+	}
+	if n := count(`WorkflowType = "Campaign"`); n != 1 {
+		t.Errorf("%d campaign runs, want 1", n)
+	}
+	if n := count(`WorkflowType = "Task"`); n != 3 {
+		t.Errorf("%d task runs, want 3", n)
+	}
+	for _, tgt := range targets {
+		b, err := exec.Command("git", "-C", tgt, "for-each-ref", "--format=%(refname)", "refs/heads/fleetlift/").Output()
+		if err != nil || strings.Count(string(b), "\n") != 1 {
+			t.Errorf("%s: branches %q (%v), want exactly one", tgt, b, err)
+		}
+	}
+	// The plan of the campaigns repository shows why mallory's record did
+	// not count.
+	out, _ := runCLI(t, "plan", "--repo", campaigns, "--state", "none")
+	if !strings.Contains(out, "mallory") || !strings.Contains(out, "may not approve") {
+		t.Errorf("plan does not say why mallory's record is ignored:\n%s", out)
+	}
+}
+
+// TestDemoLeavesOtherDirectoriesAlone: --dir pointing at a directory the
+// demo did not make is refused, not emptied.
+func TestDemoLeavesOtherDirectoriesAlone(t *testing.T) {
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "precious.txt")
+	if err := os.WriteFile(keep, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCLI(t, "demo", "--dir", dir)
+	if code == 0 || !strings.Contains(out, "was not made by `fleetlift demo`") {
+		t.Errorf("demo in a foreign directory: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("the demo removed a file it did not make: %v", err)
+	}
+}
