@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/leader"
 	"github.com/fleetlift/fleetlift/internal/mirror"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
@@ -42,6 +43,7 @@ type reconcileFlags struct {
 	noStatus           bool
 	statusBranch       string
 	approvalTimeout    time.Duration
+	leaderElect        bool
 }
 
 func (r *reconcileFlags) register(cmd *cobra.Command) {
@@ -58,6 +60,7 @@ func (r *reconcileFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&r.noStatus, "no-status", false, "do not write the status mirror branch")
 	fl.StringVar(&r.statusBranch, "status-branch", "", "branch of the campaigns repository the status mirror is written to (default: the config's status.branch)")
 	fl.DurationVar(&r.approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
+	fl.BoolVar(&r.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a lease in Temporal reconciles (workers must be running)")
 }
 
 func newReconcileCmd() *cobra.Command {
@@ -115,6 +118,11 @@ they were when it starts again.`,
 				return err
 			}
 			defer closeAll()
+			src, fs, err := openCampaigns(ctx, &f, &rf)
+			if err != nil {
+				return err
+			}
+			wf.extraEnv = fs.sandboxEnv()
 			w, err := newWorker(c, f.stateDir, &wf)
 			if err != nil {
 				return err
@@ -123,7 +131,7 @@ they were when it starts again.`,
 				return fmt.Errorf("start worker: %w", err)
 			}
 			defer w.Stop()
-			return runReconciler(ctx, cmd, c, &f, &rf)
+			return runReconcilerOn(ctx, cmd, c, &f, &rf, src, fs)
 		},
 	}
 	f.register(cmd)
@@ -135,14 +143,31 @@ they were when it starts again.`,
 // runReconciler builds the reconciler and runs it until ctx is done (or,
 // with --once, for one pass).
 func runReconciler(ctx context.Context, cmd *cobra.Command, c client.Client, f *temporalFlags, rf *reconcileFlags) error {
-	if rf.repo == "" {
-		return errors.New("--repo is required")
-	}
-	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	src, err := source.Open(ctx, source.Options{URL: rf.repo, CacheDir: filepath.Join(f.stateDir, "source")})
+	src, fs, err := openCampaigns(ctx, f, rf)
 	if err != nil {
 		return err
 	}
+	return runReconcilerOn(ctx, cmd, c, f, rf, src, fs)
+}
+
+// openCampaigns opens the campaigns repository and reads its forge.
+func openCampaigns(ctx context.Context, f *temporalFlags, rf *reconcileFlags) (*source.Repo, *forgeSetup, error) {
+	if rf.repo == "" {
+		return nil, nil, errors.New("--repo is required")
+	}
+	src, err := source.Open(ctx, source.Options{URL: rf.repo, CacheDir: filepath.Join(f.stateDir, "source")})
+	if err != nil {
+		return nil, nil, err
+	}
+	fs, err := readForge(ctx, src, rf.branch)
+	if err != nil {
+		return nil, nil, err
+	}
+	return src, fs, nil
+}
+
+func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f *temporalFlags, rf *reconcileFlags, src *source.Repo, fs *forgeSetup) error {
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	pool, err := spec.NewSelfPool()
 	if err != nil {
 		return err
@@ -151,9 +176,19 @@ func runReconciler(ctx context.Context, cmd *cobra.Command, c client.Client, f *
 	r := &reconcile.Reconciler{
 		Source:   &reconcile.GitSource{Repo: src, Ref: rf.branch, Path: rf.path, Loader: &spec.Loader{Eval: pool}},
 		State:    &statetemporal.Reader{Client: c, Namespace: f.namespace},
-		Dispatch: &dispatch.Temporal{Client: c, Options: workflow.Options{ApprovalTimeout: rf.approvalTimeout}},
+		Dispatch: &dispatch.Temporal{Client: c, Options: workflow.Options{ApprovalTimeout: rf.approvalTimeout, Forge: fs.Type}},
 		Branch:   rf.branch,
 		Log:      logger,
+	}
+	if fs.Hub != nil {
+		// Approvals are reviews of approval pull requests, besides
+		// committed records; teams in approver rules are asked of the forge.
+		r.Source.(*reconcile.GitSource).IsMember = fs.Hub.IsMember
+		r.Reviews = &reconcile.ApprovalPullRequests{
+			Hub: fs.Hub, Repository: rf.repo, Base: rf.branch, History: src, Log: logger,
+			Git: &gitx.Git{TokenEnv: fs.TokenEnv},
+		}
+		logger.Info("forge", "type", fs.Type, "url", fs.URL)
 	}
 	if !rf.noStatus {
 		m, err := newStatusMirror(rf.repo, rf.branch, rf.statusBranch)
@@ -191,7 +226,18 @@ func runReconciler(ctx context.Context, cmd *cobra.Command, c client.Client, f *
 		hints = append(hints, h)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "reconciling %s (branch %s) every %s\n", gitx.Redact(rf.repo), rf.branch, rf.interval)
-	return r.Run(ctx, reconcile.LoopOptions{Interval: rf.interval, Hints: reconcile.Merge(ctx, hints...)})
+	loop := reconcile.LoopOptions{Interval: rf.interval, Hints: reconcile.Merge(ctx, hints...)}
+	if !rf.leaderElect {
+		return r.Run(ctx, loop)
+	}
+	// Several replicas: only the one holding the lease reconciles; it
+	// stops the moment it may have lost it.
+	e := &leader.Elector{Client: c, Log: logger}
+	return e.Run(ctx, func(lctx context.Context) {
+		if err := r.Run(lctx, loop); err != nil {
+			logger.Error("reconcile loop", "error", err)
+		}
+	})
 }
 
 // printPass says what one pass did.

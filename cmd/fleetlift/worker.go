@@ -22,12 +22,15 @@ import (
 type workerFlags struct {
 	agentCLI string
 	passEnv  []string
+	// extraEnv is set by the command, not a flag: what the forge needs
+	// in sandboxes (see forgeSetup.sandboxEnv).
+	extraEnv map[string]string
 }
 
 func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&w.agentCLI, "agent-cli", os.Getenv("FLEETLIFT_AGENT_CLI"),
 		`agent CLI for agentic tasks, as a JSON argv (default: Claude Code, "claude -p")`)
-	cmd.Flags().StringSliceVar(&w.passEnv, "sandbox-env", []string{"ANTHROPIC_API_KEY", "GITHUB_TOKEN"},
+	cmd.Flags().StringSliceVar(&w.passEnv, "sandbox-env", []string{"ANTHROPIC_API_KEY", "GITHUB_TOKEN", "FLEETLIFT_FORGE_URL", "FLEETLIFT_FORGE_TOKEN", "FLEETLIFT_GIT_TOKEN"},
 		"names of this process's environment variables passed into sandboxes (only when set)")
 }
 
@@ -46,6 +49,9 @@ func (w *workerFlags) sandboxEnv() (map[string]string, error) {
 		if v, ok := os.LookupEnv(name); ok {
 			env[name] = v
 		}
+	}
+	for k, v := range w.extraEnv {
+		env[k] = v
 	}
 	return env, nil
 }
@@ -71,6 +77,8 @@ func newWorker(c client.Client, stateDir string, wf *workerFlags) (worker.Worker
 	w := worker.New(c, workflow.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
+	// The lease reconciler replicas elect their leader with.
+	w.RegisterWorkflow(workflow.Lease)
 	w.RegisterActivity(&activity.Activities{Sandbox: provider, SandboxEnv: env})
 	return w, nil
 }

@@ -80,7 +80,10 @@ func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts work
 		TaskQueue:                workflow.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		Memo:                     memo,
+		// Without it the SDK hands back the running workflow's handle
+		// and no error.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		Memo:                                     memo,
 	}
 	var run client.WorkflowRun
 	if s.Campaign != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +72,10 @@ type Reconciler struct {
 	// Mirror, when set, is written after each pass that changed anything
 	// or found the recorded state changed.
 	Mirror Mirror
+	// Reviews, when set, keeps approval pull requests for the results
+	// awaiting approval and adds the decisions of their reviews to the
+	// approval records.
+	Reviews Reviews
 	// Branch is the branch watched, for messages and the launch gate.
 	Branch string
 	Log    *slog.Logger
@@ -174,7 +179,17 @@ func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read recorded state: %w", err)
 	}
-	p := plan.Compute(rev.Desired, recorded, rev.Policy())
+	want := rev.Desired
+	if r.Reviews != nil {
+		reviewed, err := r.Reviews.Approvals(ctx, rev, recorded)
+		if err != nil {
+			r.log().Error("read approval reviews", "error", err)
+		}
+		if len(reviewed) > 0 {
+			want.Approvals = append(slices.Clip(want.Approvals), reviewed...)
+		}
+	}
+	p := plan.Compute(want, recorded, rev.Policy())
 	res.Plan = p
 	if res.Read {
 		// Said once per revision, not on every pass.

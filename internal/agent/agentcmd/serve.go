@@ -11,6 +11,8 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/forge/gitea"
+	"github.com/fleetlift/fleetlift/internal/forge/github"
 	"github.com/fleetlift/fleetlift/internal/forge/local"
 	"github.com/fleetlift/fleetlift/internal/git"
 )
@@ -69,14 +71,40 @@ func NewAgentCommand() *cobra.Command {
 	return cmd
 }
 
-// Forges returns the forges the agent can open pull requests with.
+// Environment variables that configure the agent's forge when a
+// manifest names github or gitea. The worker passes them into the sandbox
+// (they are never in a manifest or in workflow history).
+const (
+	// EnvForgeURL is the forge's root: Gitea's ROOT_URL, or GitHub's API
+	// root (empty means https://api.github.com/).
+	EnvForgeURL = "FLEETLIFT_FORGE_URL"
+	// EnvForgeToken is the forge token, for the API and for pushes.
+	EnvForgeToken = "FLEETLIFT_FORGE_TOKEN"
+)
+
+// Forges returns the forges the agent can open pull requests with: the
+// local forge, and GitHub or Gitea configured from EnvForgeURL and
+// EnvForgeToken.
 func Forges(g *git.Git) func(name string) (forge.Forge, error) {
 	return func(name string) (forge.Forge, error) {
 		switch name {
 		case "", "local":
 			return local.New(g), nil
+		case "github", "gitea":
+			token := os.Getenv(EnvForgeToken)
+			if token == "" {
+				return nil, fmt.Errorf("forge %s needs a token in %s", name, EnvForgeToken)
+			}
+			url := os.Getenv(EnvForgeURL)
+			if name == "gitea" {
+				if url == "" {
+					return nil, fmt.Errorf("forge gitea needs its URL in %s", EnvForgeURL)
+				}
+				return gitea.New(gitea.Options{URL: url, Token: token, Git: g})
+			}
+			return github.New(github.Options{BaseURL: url, Token: token, Git: g})
 		default:
-			return nil, fmt.Errorf("forge %q is not available in the agent (only local)", name)
+			return nil, fmt.Errorf("forge %q is not available in the agent: use local, github or gitea", name)
 		}
 	}
 }

@@ -1,0 +1,359 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/fleetlift/fleetlift/internal/approval"
+	"github.com/fleetlift/fleetlift/internal/desired"
+	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/state"
+)
+
+// Reviews turns reviews into approval records: for each result awaiting
+// approval it keeps an approval pull request on the campaigns repository
+// and reads its reviews. The records it returns join the committed ones
+// in the plan.
+type Reviews interface {
+	Approvals(ctx context.Context, rev *desired.Revision, recorded []state.Campaign) ([]approval.Record, error)
+}
+
+// ApprovalPullRequests is Reviews on a forge with reviews. For each result
+// awaiting approval it opens a pull request on the campaigns repository,
+// from the branch fleetlift/approval/<target>, whose body summarises the
+// result (per repository: the files, lines added and removed) and names
+// its digest. A review APPROVED by an allowed reviewer on the pull
+// request's current head approves; CHANGES_REQUESTED with a body steers
+// with that text; closing the pull request unmerged rejects. The author
+// of the pull request (fleetlift) and the author of the campaign's
+// definition never approve alone. When the result changes (after a
+// steer), the branch gets a new commit and the body the new summary, so
+// earlier reviews are stale and stop counting. When nothing awaits
+// approval for a target any more, its pull request is closed with a note.
+type ApprovalPullRequests struct {
+	Hub forge.Hub
+	// Repository is the campaigns repository's clone URL on the forge.
+	Repository string
+	// Base is the watched branch the pull requests target.
+	Base string
+	// Git fetches the base and pushes approval branches; its token comes
+	// through its credential helper.
+	Git    *git.Git
+	Author git.Identity
+	// History tells who last changed each definition: that author's
+	// reviews never count. Nil skips the check.
+	History History
+	Log     *slog.Logger
+
+	mu sync.Mutex
+	// open are the approval pull requests this process opened or found
+	// open, by target, to close them once their target is decided.
+	open map[string]int
+}
+
+var _ Reviews = (*ApprovalPullRequests)(nil)
+
+// ApprovalBranchPrefix starts the branches of approval pull requests.
+const ApprovalBranchPrefix = "fleetlift/approval/"
+
+var digestMarker = regexp.MustCompile(`<!-- fleetlift:approval target=(\S+) digest=(sha256:[0-9a-f]{64}) -->`)
+
+func (a *ApprovalPullRequests) log() *slog.Logger {
+	if a.Log != nil {
+		return a.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Approvals keeps the approval pull requests in step with the results
+// awaiting approval and returns the decisions their reviews make. A
+// failure for one target is logged and the others go on.
+func (a *ApprovalPullRequests) Approvals(ctx context.Context, rev *desired.Revision, recorded []state.Campaign) ([]approval.Record, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.open == nil {
+		a.open = map[string]int{}
+	}
+	defs := map[string]string{}
+	for _, d := range rev.Desired.Definitions {
+		defs[d.ID] = d.File
+	}
+	var authors map[string]approval.Identity
+	pending := map[string]bool{}
+	var out []approval.Record
+	for _, c := range recorded {
+		for _, p := range c.PendingApprovals {
+			pending[p.Target] = true
+			if authors == nil {
+				authors = a.definitionAuthors(ctx, rev, defs)
+			}
+			rec, err := a.sync(ctx, rev, c, p, defs[c.ID], authors[defs[c.ID]])
+			if err != nil {
+				a.log().Error("approval pull request", "target", p.Target, "error", err)
+				continue
+			}
+			if rec != nil {
+				out = append(out, *rec)
+			}
+		}
+	}
+	// Close the pull requests whose target no longer waits: decided.
+	for target, n := range a.open {
+		if pending[target] {
+			continue
+		}
+		msg := fmt.Sprintf("<!-- fleetlift:approval-closed -->\nNothing awaits approval for `%s` any more: the decision was carried out, or the run ended. Closing.", target)
+		if err := a.Hub.UpsertComment(ctx, a.Repository, n, "<!-- fleetlift:approval-closed -->", msg); err != nil {
+			a.log().Warn("comment on approval pull request", "target", target, "error", err)
+		}
+		if err := a.Hub.ClosePullRequest(ctx, a.Repository, n); err != nil {
+			a.log().Error("close approval pull request", "target", target, "error", err)
+			continue
+		}
+		delete(a.open, target)
+	}
+	return out, nil
+}
+
+// definitionAuthors reads who last changed each definition file, when the
+// source can tell.
+func (a *ApprovalPullRequests) definitionAuthors(ctx context.Context, rev *desired.Revision, defs map[string]string) map[string]approval.Identity {
+	out := map[string]approval.Identity{}
+	h := a.History
+	if h == nil {
+		return out
+	}
+	var files []string
+	for _, f := range defs {
+		files = append(files, f)
+	}
+	changes, err := h.LastChanges(ctx, rev.SHA, files)
+	if err != nil {
+		a.log().Warn("read definition authors", "error", err)
+		return out
+	}
+	for f, c := range changes {
+		out[f] = approval.Identity{Name: c.AuthorName, Email: c.AuthorEmail}
+	}
+	return out
+}
+
+// sync brings one target's approval pull request in step and returns the
+// decision its reviews make, if any.
+func (a *ApprovalPullRequests) sync(ctx context.Context, rev *desired.Revision, c state.Campaign, p state.PendingApproval, defFile string, defAuthor approval.Identity) (*approval.Record, error) {
+	branch := ApprovalBranchPrefix + slug(p.Target)
+	pr, err := a.Hub.FindPullRequest(ctx, a.Repository, branch)
+	if err != nil {
+		return nil, err
+	}
+	body := approvalBody(c, p, defFile)
+	target, digest := markerOf(pr)
+	switch {
+	case pr == nil || (pr.State != forge.StateOpen && (target != p.Target || digest != p.ResultDigest)):
+		// None yet, or only one for an earlier result: open one.
+		pr, err = a.openPR(ctx, rev, p, branch, body)
+		if err != nil {
+			return nil, err
+		}
+		a.open[p.Target] = pr.Number
+		a.log().Info("opened approval pull request", "target", p.Target, "url", pr.URL)
+		return nil, nil
+	case pr.State == forge.StateOpen && digest != p.ResultDigest:
+		// The result changed: a new head makes earlier reviews stale.
+		if _, err := a.openPR(ctx, rev, p, branch, body); err != nil {
+			return nil, err
+		}
+		if err := a.Hub.UpdatePullRequest(ctx, a.Repository, pr.Number, title(p), body); err != nil {
+			return nil, err
+		}
+		a.open[p.Target] = pr.Number
+		a.log().Info("updated approval pull request for a new result", "target", p.Target, "url", pr.URL)
+		return nil, nil
+	}
+	if pr.State == forge.StateOpen {
+		a.open[p.Target] = pr.Number
+	}
+	// The pull request is about the current result: read the reviews,
+	// fresh, just before deciding.
+	if rev.Approvers == nil {
+		return nil, fmt.Errorf("nobody may approve %s: the repository has no valid fleetlift.yaml with approvers", p.Target)
+	}
+	raw, err := a.Hub.ListReviews(ctx, a.Repository, pr.Number)
+	if err != nil {
+		return nil, err
+	}
+	reviews := make([]approval.Review, len(raw))
+	for i, r := range raw {
+		reviews[i] = approval.Review(r)
+	}
+	allowed := func(user string) (bool, error) {
+		if defAuthor.Is(user) {
+			// The author of the change never approves it alone; here
+			// their review does not count at all.
+			return false, nil
+		}
+		ok, _, err := rev.Approvers.Allowed(ctx, defFile, user, a.Hub.IsMember)
+		return ok, err
+	}
+	d, err := approval.DecideReviews(approval.PullRequestView{State: pr.State, HeadSHA: pr.HeadSHA, Author: pr.Author}, reviews, allowed)
+	if err != nil {
+		return nil, err
+	}
+	if d.Action == "" {
+		return nil, nil
+	}
+	file := pr.URL
+	if d.ReviewID != 0 {
+		file = fmt.Sprintf("%s#review-%d", pr.URL, d.ReviewID)
+	}
+	return &approval.Record{File: file, Target: p.Target, ResultDigest: p.ResultDigest, By: d.By, Action: d.Action, Prompt: d.Prompt}, nil
+}
+
+// openPR pushes the approval branch (the watched head plus a summary
+// file) and opens or updates its pull request.
+func (a *ApprovalPullRequests) openPR(ctx context.Context, rev *desired.Revision, p state.PendingApproval, branch, body string) (*forge.PullRequest, error) {
+	s, err := a.Git.NewScratch(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	base := "refs/heads/" + a.Base
+	if err := s.Fetch(ctx, a.Repository, "+"+base+":refs/remotes/origin/"+a.Base); err != nil {
+		return nil, err
+	}
+	head, err := s.Run(ctx, "rev-parse", "--verify", "refs/remotes/origin/"+a.Base+"^{commit}")
+	if err != nil {
+		return nil, err
+	}
+	head = strings.TrimSpace(head)
+	// The summary file, under .fleetlift/approvals/ of the base tree.
+	blob, err := s.RunInput(ctx, strings.NewReader(body), "hash-object", "-w", "--stdin")
+	if err != nil {
+		return nil, err
+	}
+	tree, err := a.treeWith(ctx, s, head, []string{".fleetlift", "approvals", slug(p.Target) + ".md"}, strings.TrimSpace(blob))
+	if err != nil {
+		return nil, err
+	}
+	msg := fmt.Sprintf("Approval requested: %s (%s)\n", p.Target, shortDigest(p.ResultDigest))
+	commit, err := s.CommitTree(ctx, tree, msg, a.Author, head)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Run(ctx, "update-ref", "refs/heads/"+branch, commit); err != nil {
+		return nil, err
+	}
+	return a.Hub.CreatePullRequest(ctx, forge.PullRequestRequest{
+		Repository: a.Repository, Dir: s.Dir(), Base: a.Base, Head: branch,
+		Title: title(p), Body: body, Labels: []string{"fleetlift-approval"},
+	})
+}
+
+// treeWith returns the tree of commit with blob at path (directories
+// made as needed).
+func (a *ApprovalPullRequests) treeWith(ctx context.Context, s *git.Scratch, commit string, path []string, blob string) (string, error) {
+	var walk func(tree string, path []string) (string, error)
+	walk = func(tree string, path []string) (string, error) {
+		var entries []string
+		if tree != "" {
+			out, err := s.Run(ctx, "ls-tree", tree)
+			if err != nil {
+				return "", err
+			}
+			for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+				if l == "" {
+					continue
+				}
+				if _, name, _ := strings.Cut(l, "\t"); name != path[0] {
+					entries = append(entries, l)
+				}
+			}
+		}
+		if len(path) == 1 {
+			entries = append(entries, fmt.Sprintf("100644 blob %s\t%s", blob, path[0]))
+		} else {
+			sub := ""
+			if tree != "" {
+				if out, err := s.Run(ctx, "rev-parse", "--verify", "--quiet", tree+":"+path[0]); err == nil {
+					sub = strings.TrimSpace(out)
+				}
+			}
+			t, err := walk(sub, path[1:])
+			if err != nil {
+				return "", err
+			}
+			entries = append(entries, fmt.Sprintf("040000 tree %s\t%s", t, path[0]))
+		}
+		out, err := s.RunInput(ctx, strings.NewReader(strings.Join(entries, "\n")+"\n"), "mktree")
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimSpace(out), nil
+	}
+	return walk(commit+"^{tree}", path)
+}
+
+func title(p state.PendingApproval) string {
+	return "Approve " + p.Target + " (" + shortDigest(p.ResultDigest) + ")"
+}
+
+// approvalBody is the approval pull request's description.
+func approvalBody(c state.Campaign, p state.PendingApproval, defFile string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<!-- fleetlift:approval target=%s digest=%s -->\n", p.Target, p.ResultDigest)
+	fmt.Fprintf(&b, "## `%s` awaits approval\n\n", p.Target)
+	fmt.Fprintf(&b, "%s `%s` (from `%s`, generation %d) produced the result below, digest `%s`.\n\n", c.Kind, c.ID, defFile, c.Generation, p.ResultDigest)
+	b.WriteString("| Repository | File | + | − |\n|---|---|--:|--:|\n")
+	repos := slices.Clone(p.Repos)
+	slices.SortFunc(repos, func(x, y state.PendingRepo) int { return strings.Compare(x.Name, y.Name) })
+	for _, r := range repos {
+		if len(r.Files) == 0 {
+			what := "no changes"
+			if r.Report {
+				what = "a report"
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | | |\n", r.Name, what)
+		}
+		for _, f := range r.Files {
+			fmt.Fprintf(&b, "| `%s` | `%s` | %d | %d |\n", r.Name, f.Path, f.Additions, f.Deletions)
+		}
+	}
+	b.WriteString("\n**Review this pull request to decide:** *Approve* opens the pull requests on the target repositories; " +
+		"*Request changes* with a comment sends the agent back to work with your comment; closing the pull request rejects the result. " +
+		"Only reviews on the current head by allowed approvers count; the author of the campaign's definition cannot approve it alone. " +
+		"Do not merge: fleetlift closes this pull request once the decision is carried out.\n")
+	return b.String()
+}
+
+// markerOf reads the target and digest a pull request's body names.
+func markerOf(pr *forge.PullRequest) (target, digest string) {
+	if pr == nil {
+		return "", ""
+	}
+	m := digestMarker.FindStringSubmatch(pr.Body)
+	if m == nil {
+		return "", ""
+	}
+	return m[1], m[2]
+}
+
+var unsafeSlug = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// slug makes a target a branch and file name component.
+func slug(target string) string {
+	return strings.Trim(unsafeSlug.ReplaceAllString(strings.ReplaceAll(target, "/", "--"), "-"), "-.")
+}
+
+func shortDigest(d string) string {
+	d = strings.TrimPrefix(d, "sha256:")
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	return "sha256:" + d
+}
