@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,7 @@ func newPlanCmd() *cobra.Command {
 	var f temporalFlags
 	var repo, ref, base, sub, stateArg, output string
 	var detailed bool
+	var commentOn int
 	cmd := &cobra.Command{
 		Use:   "plan --repo PATH|URL",
 		Short: "Show what applying the campaigns repository at a revision would change",
@@ -82,6 +84,12 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 			if err != nil {
 				return err
 			}
+			if commentOn > 0 {
+				if err := commentPlan(ctx, src, repo, base, ref, commentOn, p); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "plan commented on pull request %d\n", commentOn)
+			}
 			switch {
 			case len(p.Errors) > 0:
 				return exitError{code: 1}
@@ -99,6 +107,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 	cmd.Flags().StringVar(&stateArg, "state", "temporal", "recorded state: temporal, file:PATH or none")
 	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human, json or markdown")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when there are changes, as terraform plan does")
+	cmd.Flags().IntVar(&commentOn, "comment-on", 0, "also post the plan (markdown) as a comment on this pull request of --repo, editing fleetlift's earlier plan comment (forge from the config; token in its token_env)")
 	return cmd
 }
 
@@ -180,4 +189,31 @@ func shortSHA(s string) string {
 		return s[:12]
 	}
 	return s
+}
+
+// planMarker marks fleetlift's plan comment on a pull request, so that a
+// new plan edits it instead of adding another.
+const planMarker = "<!-- fleetlift:plan -->"
+
+// commentPlan posts the plan as markdown on pull request number of repo,
+// on the forge the config names (read at base when given: the branch
+// people trust, not the proposed change).
+func commentPlan(ctx context.Context, src *source.Repo, repo, base, ref string, number int, p plan.Plan) error {
+	at := base
+	if at == "" {
+		at = ref
+	}
+	fs, err := readForge(ctx, src, at)
+	if err != nil {
+		return err
+	}
+	if fs.Hub == nil {
+		return fmt.Errorf("--comment-on needs a forge with pull requests: the config at %s says forge %s", at, fs.Type)
+	}
+	var b bytes.Buffer
+	b.WriteString(planMarker + "\n")
+	if err := render.Markdown(&b, p); err != nil {
+		return err
+	}
+	return fs.Hub.UpsertComment(ctx, repo, number, planMarker, b.String())
 }

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
+	"github.com/fleetlift/fleetlift/internal/state"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+)
+
+type giteaPR struct {
+	Number int    `json:"number"`
+	State  string `json:"state"`
+	Title  string `json:"title"`
+	Body   string `json:"body"`
+	Merged bool   `json:"merged"`
+	Head   struct {
+		Ref string `json:"ref"`
+		Sha string `json:"sha"`
+	} `json:"head"`
+	Labels []struct {
+		Name string `json:"name"`
+	} `json:"labels"`
+}
+
+// TestGiteaEndToEnd is the loop against a real Gitea: a pull request on
+// the campaigns repository gets the plan as a comment; after the merge the
+// campaign starts; an approval pull request appears; a review by someone
+// who may not approve does nothing; CHANGES_REQUESTED by an approver steers
+// the agent with its text; APPROVED by the approver on the new head opens
+// the pull request on the target, with its labels.
+func TestGiteaEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	g := giteatest.Start(t)
+	bot := g.Admin()
+	alice, mallory := g.CreateUser(t, "alice"), g.CreateUser(t, "mallory")
+	casey := g.CreateUser(t, "casey")
+
+	// The target repository: a Go module on go 1.21.
+	target := g.CreateRepo(t, bot.Name, "svc", false)
+	work := t.TempDir()
+	g.Git(t, bot, work, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(work, "go.mod"), []byte("module example.com/svc\n\ngo 1.21\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.Git(t, bot, work, "add", "go.mod")
+	g.Git(t, bot, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "init")
+	g.Git(t, bot, work, "push", "-q", target, "main")
+
+	// The campaigns repository: config on main; casey may push branches.
+	campaigns := g.CreateRepo(t, bot.Name, "campaigns", false)
+	g.AddCollaborator(t, bot.Name, "campaigns", casey.Name, "write")
+	cw := t.TempDir()
+	g.Git(t, bot, cw, "init", "-q", "-b", "main")
+	writeFile(t, cw, "fleetlift.yaml", fmt.Sprintf(`version: 1
+kind: Config
+watch: {branch: main, path: campaigns}
+approvers:
+  - path: "campaigns/**"
+    users: [alice]
+forge:
+  type: gitea
+  url: %s
+  token_env: FLEETLIFT_FORGE_TOKEN
+`, g.URL()))
+	writeFile(t, cw, "campaigns/.gitkeep", "")
+	g.Git(t, bot, cw, "add", ".")
+	g.Git(t, bot, cw, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "config")
+	g.Git(t, bot, cw, "push", "-q", campaigns, "main")
+
+	// fleetlift up against the Gitea campaigns repository.
+	t.Setenv("FLEETLIFT_FORGE_TOKEN", bot.Token)
+	t.Setenv("FLEETLIFT_GIT_TOKEN", bot.Token)
+	addr, stateDir := freeAddr(t), filepath.Join(t.TempDir(), "state")
+	startServer(t, addr, stateDir)
+	agentCLI, err := filepath.Abs("../../internal/agent/testdata/stand-in-agent.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := startUp(t, "--repo", campaigns, "--temporal-address", addr, "--state-dir", stateDir, "--interval", "1s",
+		"--agent-cli", fmt.Sprintf(`[%q]`, agentCLI))
+
+	// casey proposes a campaign in a pull request; its plan is commented.
+	g.Git(t, casey, cw, "checkout", "-q", "-b", "add-campaign")
+	writeFile(t, cw, "campaigns/go-version.yaml", fmt.Sprintf(`version: 1
+kind: Campaign
+id: go-version
+title: Raise the go directive
+template:
+  execution:
+    agentic:
+      prompt: "Raise the go directive to 1.26."
+  require_approval: true
+  pull_request:
+    branch_prefix: fleetlift/go-version
+    title: Raise the go directive
+    labels: [automated, go]
+repositories:
+  - url: %s
+`, target))
+	g.Git(t, casey, cw, "add", ".")
+	g.Git(t, casey, cw, "-c", "user.name=casey", "-c", "user.email=casey@example.com", "commit", "-q", "-m", "Add go-version")
+	g.Git(t, casey, cw, "push", "-q", campaigns, "add-campaign")
+	var pr giteaPR
+	g.Do(t, casey.Token, "POST", "repos/"+bot.Name+"/campaigns/pulls", map[string]string{"head": "add-campaign", "base": "main", "title": "Add go-version"}, &pr)
+	out, code := runCLI(t, "plan", "--repo", campaigns, "--ref", "add-campaign", "--base", "main", "-o", "markdown",
+		"--state", "none", "--comment-on", fmt.Sprint(pr.Number))
+	if code != 0 {
+		t.Fatalf("plan --comment-on exited %d:\n%s", code, out)
+	}
+	var comments []struct{ Body string }
+	g.Do(t, bot.Token, "GET", fmt.Sprintf("repos/%s/campaigns/issues/%d/comments", bot.Name, pr.Number), nil, &comments)
+	if len(comments) != 1 || !strings.Contains(comments[0].Body, "go-version") || !strings.Contains(comments[0].Body, "1 to create") {
+		t.Fatalf("plan comment on the pull request: %+v", comments)
+	}
+	// Nothing starts from a pull request's branch.
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reader := &statetemporal.Reader{Client: c, Namespace: devserver.Namespace}
+	time.Sleep(2 * time.Second)
+	if _, err := reader.Get(ctx, "go-version"); err == nil {
+		t.Fatal("a campaign started from an unmerged pull request")
+	}
+
+	g.Do(t, bot.Token, "POST", fmt.Sprintf("repos/%s/campaigns/pulls/%d/merge", bot.Name, pr.Number), map[string]string{"Do": "merge"}, nil)
+
+	// The campaign starts and its result awaits approval in a pull request.
+	approvalPR := func(want func(giteaPR) bool) giteaPR {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			var prs []giteaPR
+			g.Do(t, bot.Token, "GET", "repos/"+bot.Name+"/campaigns/pulls?state=all", nil, &prs)
+			for _, p := range prs {
+				if strings.HasPrefix(p.Head.Ref, "fleetlift/approval/") && want(p) {
+					return p
+				}
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		t.Fatalf("no such approval pull request\n%s", up.out.String())
+		return giteaPR{}
+	}
+	first := approvalPR(func(p giteaPR) bool { return p.State == "open" })
+	if !strings.Contains(first.Body, "`svc` | `AGENT_LOG.md` | 2 | 0 |") {
+		t.Errorf("the approval pull request does not show the diff summary:\n%s", first.Body)
+	}
+	review := func(u giteaUser, p giteaPR, event, body string) {
+		g.Do(t, u.Token, "POST", fmt.Sprintf("repos/%s/campaigns/pulls/%d/reviews", bot.Name, p.Number),
+			map[string]string{"event": event, "body": body, "commit_id": p.Head.Sha}, nil)
+	}
+
+	// mallory may not approve: nothing happens.
+	review(mallory, first, "APPROVED", "lgtm")
+	time.Sleep(3 * time.Second)
+	if rec, err := reader.Get(ctx, "go-version"); err != nil || len(rec.PendingApprovals) != 1 {
+		t.Fatalf("after mallory's approval: %+v, %v (want still awaiting approval)", rec, err)
+	}
+
+	// alice requests changes: the agent goes back to work with her text.
+	review(alice, first, "REQUEST_CHANGES", "Also note the toolchain-please-steer change.")
+	second := approvalPR(func(p giteaPR) bool {
+		return p.State == "open" && p.Number == first.Number && p.Head.Sha != first.Head.Sha
+	})
+
+	// alice approves the new result.
+	review(alice, second, "APPROVED", "")
+	deadline := time.Now().Add(2 * time.Minute)
+	var rec state.Campaign
+	for time.Now().Before(deadline) {
+		if rec, err = reader.Get(ctx, "go-version"); err == nil && rec.Phase.Done() {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if rec.Phase != state.PhaseCompleted {
+		t.Fatalf("campaign %s, want completed\n%s", rec.Phase, up.out.String())
+	}
+
+	// The target has the pull request, with its labels and the agent's
+	// log showing the steer reached it.
+	var prs []giteaPR
+	g.Do(t, bot.Token, "GET", "repos/"+bot.Name+"/svc/pulls?state=open", nil, &prs)
+	if len(prs) != 1 || prs[0].Head.Ref != "fleetlift/go-version/go-version" {
+		t.Fatalf("pull requests on the target: %+v", prs)
+	}
+	var labels []string
+	for _, l := range prs[0].Labels {
+		labels = append(labels, l.Name)
+	}
+	if strings.Join(labels, ",") != "automated,go" {
+		t.Errorf("labels %v, want automated, go", labels)
+	}
+	var raw struct {
+		Content string `json:"content"`
+	}
+	g.Do(t, bot.Token, "GET", "repos/"+bot.Name+"/svc/contents/AGENT_LOG.md?ref="+url.QueryEscape(prs[0].Head.Ref), nil, &raw)
+	if log := decodeB64(t, raw.Content); !strings.Contains(log, "toolchain-please-steer") {
+		t.Errorf("the agent never saw alice's request:\n%s", log)
+	}
+	// The approval pull request is closed once carried out.
+	approvalPR(func(p giteaPR) bool { return p.Number == first.Number && p.State == "closed" })
+}
+
+type giteaUser = giteatest.User
+
+func writeFile(t *testing.T, dir, name, body string) {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func decodeB64(t *testing.T, s string) string {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return string(b)
+}
