@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/fleetlift/fleetlift/internal/markdown"
 	"regexp"
 	"slices"
 	"strings"
@@ -593,79 +594,13 @@ func link(u string) string {
 	return code(u)
 }
 
-// code is s as inline code, with a fence longer than any run of
-// backticks in it.
-func code(s string) string {
-	if s == "" {
-		return ""
-	}
-	s = strings.ReplaceAll(s, "\n", " ")
-	ticks := strings.Repeat("`", longestRun(s, '`')+1)
-	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
-		s = " " + s + " "
-	}
-	return ticks + s + ticks
-}
-
-// fence is s as a fenced code block in language lang.
-func fence(s, lang string) string {
-	ticks := strings.Repeat("`", max(3, longestRun(s, '`')+1))
-	return ticks + lang + "\n" + s + ticks + "\n"
-}
-
-func longestRun(s string, c byte) int {
-	best, run := 0, 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			run++
-			best = max(best, run)
-		} else {
-			run = 0
-		}
-	}
-	return best
-}
-
-// text escapes what Markdown or HTML would read as markup in plain text.
-func text(s string) string {
-	var b strings.Builder
-	rs := []rune(s)
-	for i, r := range rs {
-		switch r {
-		case '_':
-			// Inside a word (awaiting_approval) it is no emphasis.
-			if i > 0 && i < len(rs)-1 && alnum(rs[i-1]) && alnum(rs[i+1]) {
-				b.WriteRune(r)
-				continue
-			}
-			b.WriteString(`\_`)
-		case '\\', '`', '*', '[', ']', '#', '~':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '&':
-			b.WriteString("&amp;")
-		case '\n', '\r':
-			b.WriteByte(' ')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func alnum(r rune) bool {
-	return r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
-}
-
-// cell makes s safe inside a table cell: a pipe would end the cell, even
-// inside code.
-func cell(s string) string {
-	return strings.ReplaceAll(s, "|", `\|`)
-}
+// The Markdown quoting every renderer shares.
+var (
+	code  = markdown.Code
+	fence = markdown.Fence
+	text  = markdown.Text
+	cell  = markdown.Cell
+)
 
 var plainYAML = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._/:-]*$`)
 

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/markdown"
 	"github.com/fleetlift/fleetlift/internal/state"
 )
 
@@ -307,8 +308,9 @@ func title(p state.PendingApproval) string {
 func approvalBody(c state.Campaign, p state.PendingApproval, defFile string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<!-- fleetlift:approval target=%s digest=%s -->\n", p.Target, p.ResultDigest)
-	fmt.Fprintf(&b, "## `%s` awaits approval\n\n", p.Target)
-	fmt.Fprintf(&b, "%s `%s` (from `%s`, generation %d) produced the result below, digest `%s`.\n\n", c.Kind, c.ID, defFile, c.Generation, p.ResultDigest)
+	fmt.Fprintf(&b, "## %s awaits approval\n\n", markdown.Code(p.Target))
+	fmt.Fprintf(&b, "%s %s (from %s, generation %d) produced the result below, digest %s.\n\n",
+		c.Kind, markdown.Code(c.ID), markdown.Code(defFile), c.Generation, markdown.Code(p.ResultDigest))
 	b.WriteString("| Repository | File | + | − |\n|---|---|--:|--:|\n")
 	repos := slices.Clone(p.Repos)
 	slices.SortFunc(repos, func(x, y state.PendingRepo) int { return strings.Compare(x.Name, y.Name) })
@@ -318,10 +320,10 @@ func approvalBody(c state.Campaign, p state.PendingApproval, defFile string) str
 			if r.Report {
 				what = "a report"
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | | |\n", r.Name, what)
+			fmt.Fprintf(&b, "| %s | %s | | |\n", markdown.Cell(markdown.Code(r.Name)), what)
 		}
 		for _, f := range r.Files {
-			fmt.Fprintf(&b, "| `%s` | `%s` | %d | %d |\n", r.Name, f.Path, f.Additions, f.Deletions)
+			fmt.Fprintf(&b, "| %s | %s | %d | %d |\n", markdown.Cell(markdown.Code(r.Name)), markdown.Cell(markdown.Code(f.Path)), f.Additions, f.Deletions)
 		}
 	}
 	b.WriteString("\n**Review this pull request to decide:** *Approve* opens the pull requests on the target repositories; " +

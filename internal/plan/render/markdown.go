@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"github.com/fleetlift/fleetlift/internal/markdown"
 	"html"
 	"io"
 	"strings"
@@ -149,63 +150,10 @@ func details(b *strings.Builder, c plan.Change) {
 	b.WriteString("\n</details>\n")
 }
 
-// code is s as inline code, with a fence longer than any run of
-// backticks in it.
-func code(s string) string {
-	if s == "" {
-		return ""
-	}
-	ticks := strings.Repeat("`", longestRun(s, '`')+1)
-	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
-		s = " " + s + " "
-	}
-	return ticks + s + ticks
-}
-
-// fence is s as a fenced code block in language lang.
-func fence(s, lang string) string {
-	ticks := strings.Repeat("`", max(3, longestRun(s, '`')+1))
-	return ticks + lang + "\n" + s + ticks + "\n"
-}
-
-func longestRun(s string, c byte) int {
-	best, run := 0, 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			run++
-			best = max(best, run)
-		} else {
-			run = 0
-		}
-	}
-	return best
-}
-
-// text escapes what Markdown or HTML would read as markup in plain text.
-func text(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '\\', '`', '*', '_', '[', ']', '#', '~':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '&':
-			b.WriteString("&amp;")
-		case '\n':
-			b.WriteByte(' ')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// cell makes s safe inside a table cell: a pipe would end the cell, even
-// inside code.
-func cell(s string) string {
-	return strings.ReplaceAll(s, "|", `\|`)
-}
+// The Markdown quoting every renderer shares.
+var (
+	code  = markdown.Code
+	fence = markdown.Fence
+	text  = markdown.Text
+	cell  = markdown.Cell
+)
