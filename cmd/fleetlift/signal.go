@@ -13,17 +13,30 @@ import (
 
 // newTaskSignalCmd makes approve, reject and steer: for a task they signal
 // it; for a campaign they signal each of its tasks awaiting approval (or
-// only --repository).
+// only --repository). With --git they commit approval records to a clone
+// of the campaigns repository instead (approvegit.go).
 func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 	var f temporalFlags
+	var g gitFlags
 	var prompt, unit string
 	cmd := &cobra.Command{
-		Use:   name + " ID",
+		Use:   name + " ID | " + name + " --git CLONE [ID | --target T --digest D]",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Long:  taskSignalLong(name),
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if signal == workflow.SignalSteer && prompt == "" {
 				return fmt.Errorf("steer needs --prompt: what the agent should do differently")
+			}
+			if g.clone != "" {
+				d := &gitDecision{action: name, prompt: prompt, unit: unit, flags: &g, out: cmd.OutOrStdout()}
+				return d.run(cmd.Context(), &f, args)
+			}
+			if err := onlyWithGit(cmd); err != nil {
+				return err
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("%s needs the run's ID", name)
 			}
 			c, id, err := f.dialRun(cmd.Context(), args[0])
 			if err != nil {
@@ -51,11 +64,40 @@ func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	g.register(cmd)
 	cmd.Flags().StringVar(&unit, "repository", "", "only this repository (or group) of a campaign")
 	if signal == workflow.SignalSteer {
 		cmd.Flags().StringVar(&prompt, "prompt", "", "feedback for the agent (required)")
 	}
 	return cmd
+}
+
+func taskSignalLong(name string) string {
+	return `Without --git, ` + name + ` signals the run in Temporal directly: a task, or each
+task of a campaign that awaits approval (only --repository's with that flag).
+
+With --git CLONE, a local clone of the campaigns repository, ` + name + ` decides
+the GitOps way: for each result awaiting approval it writes an approval record
+(approvals/<target>.yaml), checks it as the reconciler will, and commits it to
+the clone's current branch with your own Git configuration and identity. The
+results and their digests come from Temporal (the run ID; --repository picks
+one); offline, name one with --target and --digest, as ` + "`fleetlift status`" + ` or the
+approval pull request shows them. A different record already at that path is
+replaced only with --force.
+
+The record's by, your forge login, is --by, else
+` + "`git config fleetlift.login`" + `, else ` + "`git config user.name`" + `. The reconciler counts a
+record only when the commit that brings it onto the watched branch is by that
+login (Git name, e-mail or the e-mail's local part) and the login may approve
+the campaign.
+
+--push then pushes the current branch to its upstream. --pull-request pushes
+the commit (made on the current branch all the same) to
+fleetlift/approval-record/<target>-<digest> on the branch's remote and opens a
+pull request against the watched branch, on the forge the clone's
+fleetlift.yaml names (github or gitea), with the token in $` + envForgeToken + `
+(or the variable forge.token_env names). With neither, it commits and says how
+to push.`
 }
 
 // awaitingTasks lists the task workflows under id that await approval.
