@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/webhook"
 )
 
 // TestDemo is the README's first command: the whole loop on this
@@ -209,4 +212,88 @@ func TestDemoLeavesOtherDirectoriesAlone(t *testing.T) {
 	if _, err := os.Stat(keep); err != nil {
 		t.Errorf("the demo removed a file it did not make: %v", err)
 	}
+}
+
+// TestUpWebhookWakesTheLoop: with an hour between polls and no file
+// watching, a verified push delivery makes the reconciler read Git at
+// once; a delivery with a wrong signature does not.
+func TestUpWebhookWakesTheLoop(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	targets, err := demoTargets(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	campaigns := filepath.Join(root, "campaigns")
+	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+		t.Fatal(err)
+	}
+	addr, stateDir := freeAddr(t), filepath.Join(root, "state")
+	startServer(t, addr, stateDir)
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reader := &statetemporal.Reader{Client: c, Namespace: devserver.Namespace}
+	t.Setenv("FLEETLIFT_WEBHOOK_SECRET", "s3cret")
+	hook := freeAddr(t)
+	const forgeURL = "https://git.example.com/acme/campaigns.git"
+	up := startUp(t, "--repo", campaigns, "--temporal-address", addr, "--state-dir", stateDir,
+		"--interval", "1h", "--watch=false", "--webhook-listen", hook, "--webhook-repo", forgeURL)
+	waitListening(t, hook)
+
+	if err := os.WriteFile(filepath.Join(campaigns, "campaigns", "go-version.yaml"), []byte(demoCampaign(targets)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := demoGit(ctx, campaigns, demoAuthor, "add", "."); err != nil {
+		t.Fatal(err)
+	}
+	if err := demoGit(ctx, campaigns, demoAuthor, "commit", "-q", "-m", "Add a campaign"); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"ref":"refs/heads/main","after":"0000000000000000000000000000000000000000","repository":{"full_name":"acme/campaigns","clone_url":"` + forgeURL + `"}}`)
+	send := func(id, sig string) int {
+		req, _ := http.NewRequest("POST", "http://"+hook+"/webhook", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-GitHub-Delivery", id)
+		req.Header.Set("X-Hub-Signature-256", "sha256="+sig)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := send("d-1", webhook.Sign([]byte("wrong"), body)); code != http.StatusUnauthorized {
+		t.Errorf("forged delivery: status %d, want 401", code)
+	}
+	time.Sleep(2 * time.Second)
+	if _, err := reader.Get(ctx, "demo-go-version"); err == nil {
+		t.Fatal("a forged delivery made the reconciler start the campaign")
+	}
+	if code := send("d-2", webhook.Sign([]byte("s3cret"), body)); code != http.StatusAccepted {
+		t.Fatalf("signed delivery: status %d, want 202\n%s", code, up.out.String())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := reader.Get(ctx, "demo-go-version"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the signed delivery did not wake the reconciler\n%s", up.out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if listening(addr) {
+			return
+		}
+	}
+	t.Fatalf("nothing listens at %s", addr)
 }
