@@ -63,6 +63,10 @@ bench-run: ## A deterministic change across 200 local repos: fleetlift vs a shel
 bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorded state; compare with cue export
 	$(GO) run ./bench/plan -cue $(BIN)/cue
 
+.PHONY: bench-reconcile
+bench-reconcile: ## Commit to workflow started, via fsnotify and via webhook, 50 commits each; floor: git fetch of the same change
+	$(GO) run ./bench/reconcile -commits 50
+
 .PHONY: bench-spec
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
 	$(GO) run ./bench/spec -cue $(BIN)/cue

@@ -157,6 +157,19 @@ var ErrWrongBranch = errors.New("the config names another branch to watch")
 func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// The recorded state is read while Git is: neither needs the other,
+	// and each costs round trips.
+	type listed struct {
+		recorded []state.Campaign
+		err      error
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	list := make(chan listed, 1)
+	go func() {
+		rec, err := r.State.List(lctx)
+		list <- listed{rec, err}
+	}()
 	sha, err := r.Source.Head(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the head of %s: %w", r.branch(), err)
@@ -175,10 +188,11 @@ func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("%w: %s at %s says watch.branch %q, but this reconciler watches %q; nothing is launched",
 			ErrWrongBranch, rev.ConfigFile, short(sha), rev.Config.Watch.Branch, r.Branch)
 	}
-	recorded, err := r.State.List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read recorded state: %w", err)
+	got := <-list
+	if got.err != nil {
+		return nil, fmt.Errorf("read recorded state: %w", got.err)
 	}
+	recorded := got.recorded
 	want := rev.Desired
 	if r.Reviews != nil {
 		reviewed, err := r.Reviews.Approvals(ctx, rev, recorded)

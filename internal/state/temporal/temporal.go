@@ -41,6 +41,11 @@ type Reader struct {
 	// (default 5s): with no worker to answer, the phase from the memo
 	// is all there is, and a pass must not wait for it.
 	QueryTimeout time.Duration
+
+	mu sync.Mutex
+	// closed caches what was read of finished runs, by run id: a finished
+	// run never changes, and reading its result costs a round trip.
+	closed map[string]state.Campaign
 }
 
 func (r *Reader) query(ctx context.Context, wid, runID string) (converter.EncodedValue, error) {
@@ -110,7 +115,7 @@ func (r *Reader) List(ctx context.Context) ([]state.Campaign, error) {
 	// tasks for theirs): ask several at once.
 	out := make([]state.Campaign, len(runs))
 	errs := make([]error, len(runs))
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	for i, ref := range runs {
 		wg.Add(1)
@@ -137,6 +142,28 @@ type runRef struct {
 }
 
 func (r *Reader) campaign(ctx context.Context, wid, runID, typ string, status enumspb.WorkflowExecutionStatus, memo map[string]*commonpb.Payload) (state.Campaign, error) {
+	finished := status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && status != enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
+	if finished {
+		r.mu.Lock()
+		c, ok := r.closed[runID]
+		r.mu.Unlock()
+		if ok {
+			return c.Clone(), nil
+		}
+	}
+	c, err := r.read(ctx, wid, runID, typ, status, memo)
+	if err == nil && finished {
+		r.mu.Lock()
+		if r.closed == nil {
+			r.closed = map[string]state.Campaign{}
+		}
+		r.closed[runID] = c.Clone()
+		r.mu.Unlock()
+	}
+	return c, err
+}
+
+func (r *Reader) read(ctx context.Context, wid, runID, typ string, status enumspb.WorkflowExecutionStatus, memo map[string]*commonpb.Payload) (state.Campaign, error) {
 	dc := converter.GetDefaultDataConverter()
 	str := func(k string) string {
 		var s string
