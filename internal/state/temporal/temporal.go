@@ -42,20 +42,64 @@ type Reader struct {
 	// is all there is, and a pass must not wait for it.
 	QueryTimeout time.Duration
 
+	// QueryCache is how long a running workflow's status answer is
+	// reused (default 2s; negative: never). Each pass of the reconciler
+	// reads every running run; within this window a burst of passes asks
+	// each run once. What is reused can be that much behind, which the
+	// reconciler tolerates: decisions name the result or record they are
+	// about, and starts are refused for a running id.
+	QueryCache time.Duration
+
 	mu sync.Mutex
+	// answers caches status answers of running workflows.
+	answers map[string]answer
 	// closed caches what was read of finished runs, by run id: a finished
 	// run never changes, and reading its result costs a round trip.
 	closed map[string]state.Campaign
 }
 
+type answer struct {
+	v  converter.EncodedValue
+	at time.Time
+}
+
 func (r *Reader) query(ctx context.Context, wid, runID string) (converter.EncodedValue, error) {
+	ttl := r.QueryCache
+	if ttl == 0 {
+		ttl = 2 * time.Second
+	}
+	key := wid + "\x00" + runID
+	if ttl > 0 {
+		r.mu.Lock()
+		a, ok := r.answers[key]
+		r.mu.Unlock()
+		if ok && time.Since(a.at) < ttl {
+			return a.v, nil
+		}
+	}
 	t := r.QueryTimeout
 	if t <= 0 {
 		t = 5 * time.Second
 	}
 	qctx, cancel := context.WithTimeout(ctx, t)
 	defer cancel()
-	return r.Client.QueryWorkflow(qctx, wid, runID, workflow.QueryStatus)
+	at := time.Now()
+	v, err := r.Client.QueryWorkflow(qctx, wid, runID, workflow.QueryStatus)
+	if err != nil || ttl < 0 {
+		return v, err
+	}
+	r.mu.Lock()
+	if r.answers == nil {
+		r.answers = map[string]answer{}
+	}
+	for k, a := range r.answers {
+		if time.Since(a.at) >= ttl {
+			delete(r.answers, k)
+		}
+	}
+	r.answers[key] = answer{v: v, at: at}
+	r.mu.Unlock()
+	return v, nil
 }
 
 var _ state.Reader = (*Reader)(nil)
