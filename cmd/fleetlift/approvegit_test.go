@@ -133,7 +133,7 @@ func TestApproveGitPush(t *testing.T) {
 	}
 	for _, r := range done.Repos {
 		if r.Status != state.RepoCompleted || r.PullRequestURL == "" {
-			t.Errorf("%s: %s, pull request %q; want completed with a branch", r.Name, r.Status, r.PullRequestURL)
+			t.Errorf("%s: %s, pull request %q; want completed with a branch\n%s", r.Name, r.Status, r.PullRequestURL, unitErrors(t, c, "campaign/demo-go-version"))
 		}
 	}
 

@@ -20,6 +20,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/webhook"
+	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // TestDemo is the README's first command: the whole loop on this
@@ -164,7 +165,7 @@ func TestUpRestartMidFlow(t *testing.T) {
 	}
 	for _, r := range done.Repos {
 		if r.Status != state.RepoCompleted || r.PullRequestURL == "" {
-			t.Errorf("%s: %s, pull request %q; want completed with a branch (mallory's reject must not count)", r.Name, r.Status, r.PullRequestURL)
+			t.Errorf("%s: %s, pull request %q; want completed with a branch (mallory's reject must not count)\n%s", r.Name, r.Status, r.PullRequestURL, unitErrors(t, c, "campaign/demo-go-version"))
 		}
 	}
 
@@ -296,4 +297,21 @@ func waitListening(t *testing.T, addr string) {
 		}
 	}
 	t.Fatalf("nothing listens at %s", addr)
+}
+
+// unitErrors says why a campaign's units failed, for a test's failure
+// message.
+func unitErrors(t *testing.T, c client.Client, workflowID string) string {
+	t.Helper()
+	var st workflow.CampaignState
+	if err := c.GetWorkflow(context.Background(), workflowID, "").Get(context.Background(), &st); err != nil {
+		return "(no result: " + err.Error() + ")"
+	}
+	var b strings.Builder
+	for _, u := range st.Units {
+		if u.Error != "" {
+			fmt.Fprintf(&b, "%s: %s\n", u.Key, u.Error)
+		}
+	}
+	return b.String()
 }
