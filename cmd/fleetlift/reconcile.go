@@ -180,7 +180,13 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 		Branch:   rf.branch,
 		Log:      logger,
 	}
+	// watch.require_reviewed_merge: only commits merged from reviewed pull
+	// requests launch. Wired without a forge too, so that such a config
+	// launches nothing rather than everything.
+	gate := &reconcile.ReviewedMergeGate{Repository: rf.repo, Branch: rf.branch, Log: logger}
+	r.Gate = gate
 	if fs.Hub != nil {
+		gate.Hub = fs.Hub
 		// Approvals are reviews of approval pull requests, besides
 		// committed records; teams in approver rules are asked of the forge.
 		r.Source.(*reconcile.GitSource).IsMember = fs.Hub.IsMember

@@ -81,6 +81,13 @@ type Hub interface {
 	// ListReviews returns every review of a pull request, oldest first,
 	// with states normalised to the Review* constants.
 	ListReviews(ctx context.Context, repository string, number int) ([]Review, error)
+	// MergedPullRequest returns the merged pull request of repository
+	// whose merge commit is sha (the merge commit, the squashed commit,
+	// or the last commit a rebase merge made), with its reviews as
+	// ListReviews returns them; nil, nil, nil when sha did not come from
+	// a merged pull request (it was pushed directly, or only belongs to
+	// one).
+	MergedPullRequest(ctx context.Context, repository, sha string) (*PullRequest, []Review, error)
 	// UpsertComment keeps one comment per marker on a pull request: the
 	// comment whose body contains marker is edited to body (which must
 	// contain marker), or a new one is made.

@@ -42,6 +42,13 @@ type Dispatcher interface {
 	Decide(ctx context.Context, a plan.ApprovalChange, rec state.Campaign) error
 }
 
+// LaunchGate decides whether the watched head may launch anything.
+type LaunchGate interface {
+	// Check returns nil when rev may be carried out, else why not: a
+	// refusal, or a failure to decide that the next pass retries.
+	Check(ctx context.Context, rev *desired.Revision) error
+}
+
 // Mirror writes the readable status back to Git.
 type Mirror interface {
 	Write(ctx context.Context, s Status) error
@@ -76,6 +83,11 @@ type Reconciler struct {
 	// awaiting approval and adds the decisions of their reviews to the
 	// approval records.
 	Reviews Reviews
+	// Gate, when set, is asked about each pass's revision before
+	// anything else happens: when it says no, the pass carries out
+	// nothing (no run, approval, approval pull request or mirror write)
+	// and Once returns its error.
+	Gate LaunchGate
 	// Branch is the branch watched, for messages and the launch gate.
 	Branch string
 	Log    *slog.Logger
@@ -152,7 +164,8 @@ var ErrWrongBranch = errors.New("the config names another branch to watch")
 
 // Once runs one pass: head → desired state → recorded state → plan →
 // carry out → mirror. An error is returned only when the pass could not
-// plan at all (the repository or the recorded state could not be read);
+// plan at all (the repository or the recorded state could not be read)
+// or must not launch anything (ErrWrongBranch, a refusal of the Gate);
 // actions that fail are in Result.Outcomes and the others are carried out.
 func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
 	r.mu.Lock()
@@ -187,6 +200,11 @@ func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
 	if r.Branch != "" && rev.Config != nil && rev.Config.Watch.Branch != "" && rev.Config.Watch.Branch != r.Branch {
 		return nil, fmt.Errorf("%w: %s at %s says watch.branch %q, but this reconciler watches %q; nothing is launched",
 			ErrWrongBranch, rev.ConfigFile, short(sha), rev.Config.Watch.Branch, r.Branch)
+	}
+	if r.Gate != nil {
+		if err := r.Gate.Check(ctx, rev); err != nil {
+			return nil, fmt.Errorf("%w; nothing is launched", err)
+		}
 	}
 	got := <-list
 	if got.err != nil {

@@ -286,6 +286,11 @@ type Campaign struct {
 type Watch struct {
 	Branch string `json:"branch"`
 	Path   string `json:"path"`
+	// RequireReviewedMerge launches only from a head commit that is the
+	// merge (or squash or rebase result) of a pull request approved by
+	// someone other than its author. The schema refuses it with the
+	// local forge.
+	RequireReviewedMerge bool `json:"require_reviewed_merge,omitempty"`
 }
 
 // ApproverRule lists who may approve the definitions under a path glob.

@@ -14,7 +14,13 @@
 //   - labels added by id, looked up among the repository's and the
 //     organization's labels and created when missing;
 //   - team membership through the organization's teams and
-//     /teams/{id}/members/{user}.
+//     /teams/{id}/members/{user};
+//   - the pull request a commit was merged from at
+//     /repos/{owner}/{repo}/commits/{sha}/pull (GitHub lists the pull
+//     requests of a commit at .../commits/{sha}/pulls), and the head it
+//     was merged at from refs/pull/{number}/head: Gitea reports a merged
+//     pull request's head as its branch's current commit while the
+//     branch exists.
 //
 // It shares the github package's Budget, push through the git package's
 // credential helper and refusal of repositories on another host. The

@@ -48,6 +48,15 @@ type fakePull struct {
 	Merged                  bool
 	LabelIDs                []int64
 	Reviewers, Teams        []string
+	// Author opened the pull request; empty means the token's user.
+	Author string
+	// HeadSHA is the head commit; empty means headSHA(Head).
+	HeadSHA string
+	// MergeSHA is merge_commit_sha, set once merged.
+	MergeSHA string
+	// MergedHead is refs/pull/{number}/head, the head the pull request
+	// was merged at; empty means the head commit.
+	MergedHead string
 }
 
 type fakeComment struct {
@@ -87,6 +96,8 @@ func (s *fakeGitea) handler() http.Handler {
 	mux.HandleFunc("POST /repos/acme/svc/statuses/{sha}", s.createStatus)
 	mux.HandleFunc("GET /orgs/acme/teams", s.listTeams)
 	mux.HandleFunc("GET /teams/{id}/members/{user}", s.teamMember)
+	mux.HandleFunc("GET /repos/acme/svc/commits/{sha}/pull", s.commitPull)
+	mux.HandleFunc("GET /repos/acme/svc/git/refs/pull/{number}/head", s.pullHeadRef)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
@@ -197,9 +208,17 @@ func (s *fakeGitea) pullJSON(p *fakePull) map[string]any {
 	repo := map[string]any{"id": 1, "owner": s.user("acme"), "name": "svc", "full_name": "acme/svc", "private": false,
 		"html_url": "http://gitea.example/acme/svc", "clone_url": "http://gitea.example/acme/svc.git", "default_branch": "main",
 		"permissions": map[string]any{"admin": true, "push": true, "pull": true}, "internal_tracker": map[string]any{"enable_time_tracker": true}}
-	sha := ""
-	if s.headSHA != nil {
+	sha := p.HeadSHA
+	if sha == "" && s.headSHA != nil {
 		sha = s.headSHA(p.Head)
+	}
+	author := p.Author
+	if author == "" {
+		author = s.author
+	}
+	var mergeSHA any
+	if p.MergeSHA != "" {
+		mergeSHA = p.MergeSHA
 	}
 	labels := []any{}
 	for _, id := range p.LabelIDs {
@@ -223,12 +242,12 @@ func (s *fakeGitea) pullJSON(p *fakePull) map[string]any {
 	}
 	return map[string]any{
 		"id": 500 + p.Number, "url": fmt.Sprintf("http://gitea.example/acme/svc/pulls/%d", p.Number), "number": p.Number,
-		"user": s.user(s.author), "title": p.Title, "body": p.Body, "labels": labels, "milestone": nil, "assignee": nil, "assignees": nil,
+		"user": s.user(author), "title": p.Title, "body": p.Body, "labels": labels, "milestone": nil, "assignee": nil, "assignees": nil,
 		"requested_reviewers": reviewers, "requested_reviewers_teams": teams, "state": p.State,
 		"draft": strings.HasPrefix(p.Title, "WIP:"), "is_locked": false, "comments": 0,
 		"html_url":  fmt.Sprintf("http://gitea.example/acme/svc/pulls/%d", p.Number),
 		"diff_url":  fmt.Sprintf("http://gitea.example/acme/svc/pulls/%d.diff", p.Number),
-		"mergeable": true, "merged": p.Merged, "merged_at": mergedAt, "merge_commit_sha": nil, "merged_by": nil,
+		"mergeable": true, "merged": p.Merged, "merged_at": mergedAt, "merge_commit_sha": mergeSHA, "merged_by": nil,
 		"allow_maintainer_edit": false,
 		"base":                  map[string]any{"label": p.Base, "ref": p.Base, "sha": strings.Repeat("b", 40), "repo_id": 1, "repo": repo},
 		"head":                  map[string]any{"label": p.Head, "ref": p.Head, "sha": sha, "repo_id": 1, "repo": repo},
@@ -514,4 +533,41 @@ func (s *fakeGitea) teamMember(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	notFound(w)
+}
+
+// commitPull answers GET .../commits/{sha}/pull as Gitea does: the pull
+// request whose merge commit is sha, else 404.
+func (s *fakeGitea) commitPull(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pulls {
+		if p.Merged && p.MergeSHA == r.PathValue("sha") {
+			writeJSON(w, http.StatusOK, s.pullJSON(p))
+			return
+		}
+	}
+	writeJSON(w, http.StatusNotFound, map[string]any{
+		"message": "pull request does not exist [id: 0, issue_id: 0, head_repo_id: 0, base_repo_id: 1, head_branch: , base_branch: ]",
+		"url":     "https://gitea.example/api/swagger"})
+}
+
+// pullHeadRef answers GET .../git/refs/pull/{number}/head as Gitea does:
+// a list of the references under that name.
+func (s *fakeGitea) pullHeadRef(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pull(r)
+	if p == nil {
+		notFound(w)
+		return
+	}
+	sha := p.MergedHead
+	if sha == "" {
+		sha = p.HeadSHA
+	}
+	name := "refs/pull/" + strconv.Itoa(p.Number) + "/head"
+	writeJSON(w, http.StatusOK, []any{map[string]any{
+		"ref": name, "url": "http://gitea.example/api/v1/repos/acme/svc/git/" + name,
+		"object": map[string]any{"type": "commit", "sha": sha, "url": "http://gitea.example/api/v1/repos/acme/svc/git/commits/" + sha},
+	}})
 }

@@ -2,6 +2,7 @@ package gitea
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,7 +94,9 @@ func New(opts Options) (*Forge, error) {
 // authorization, "limit" pages, pull requests listed by base branch (the
 // list has no head filter), review states REQUEST_CHANGES, COMMENT and
 // REQUEST_REVIEW, drafts marked by a WIP prefix, labels added by id
-// (created when missing) and team membership by team id. labelColor is
+// (created when missing), team membership by team id, and the merged pull
+// request of a commit at commits/{sha}/pull with the head it was merged
+// at from refs/pull/{number}/head. labelColor is
 // the color of labels it creates; empty means DefaultLabelColor.
 func Dialect(labelColor string) *github.Dialect {
 	if labelColor == "" {
@@ -109,8 +112,17 @@ func Dialect(labelColor string) *github.Dialect {
 		AddLabels: func(ctx context.Context, api *github.API, owner, repo string, number int, labels []string) error {
 			return addLabels(ctx, api, owner, repo, number, labels, labelColor)
 		},
-		IsMember: isMember,
+		IsMember:       isMember,
+		MergedPullPath: mergedPullPath,
+		MergedHead:     mergedHead,
 	}
+}
+
+// mergedPullPath is Gitea's GET .../commits/{sha}/pull: the pull request
+// whose merge commit is sha (for squash and rebase merges too, the commit
+// the base branch was moved to), 404 when there is none.
+func mergedPullPath(owner, repo, sha string) string {
+	return github.PathEscape("repos", owner, repo, "commits", sha, "pull")
 }
 
 // pullsQuery lists pull requests by base branch, newest first (Gitea's
@@ -231,4 +243,39 @@ func isMember(ctx context.Context, api *github.API, org, team, user string) (boo
 		return false, err
 	}
 	return true, nil
+}
+
+// reference is a git reference as Gitea's API shows it.
+type reference struct {
+	Ref    string `json:"ref"`
+	Object struct {
+		SHA string `json:"sha"`
+	} `json:"object"`
+}
+
+// mergedHead reads refs/pull/{number}/head, which Gitea moves with the
+// pull request's branch only while the pull request is open: the head it
+// was merged at. The pull request's head.sha is the branch's current
+// commit while the branch exists, and its owner may push or reset it
+// after the merge.
+func mergedHead(ctx context.Context, api *github.API, owner, repo string, number int) (string, error) {
+	name := "refs/pull/" + strconv.Itoa(number) + "/head"
+	var raw json.RawMessage
+	if _, err := api.Do(ctx, http.MethodGet, github.PathEscape("repos", owner, repo, "git", "refs", "pull", strconv.Itoa(number), "head"), nil, &raw); err != nil {
+		return "", err
+	}
+	// One reference matching the filter exactly comes as an object,
+	// others as a list.
+	var refs []reference
+	if one := (reference{}); json.Unmarshal(raw, &one) == nil && one.Ref != "" {
+		refs = append(refs, one)
+	} else if err := json.Unmarshal(raw, &refs); err != nil {
+		return "", fmt.Errorf("read %s: %w", name, err)
+	}
+	for _, r := range refs {
+		if r.Ref == name && r.Object.SHA != "" {
+			return r.Object.SHA, nil
+		}
+	}
+	return "", fmt.Errorf("read %s: Gitea has no such reference", name)
 }

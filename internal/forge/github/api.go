@@ -45,6 +45,19 @@ type Dialect struct {
 	// IsMember reports whether user is a member of team in org; nil
 	// means GitHub's team membership by slug (state active).
 	IsMember func(ctx context.Context, api *API, org, team, user string) (bool, error)
+	// MergedPullPath is the path (relative to the API root, escaped) of
+	// the one pull request of owner/repo merged as commit sha, which the
+	// forge answers with 404 when there is none (Gitea's
+	// .../commits/{sha}/pull). Nil means GitHub's list of the pull
+	// requests associated with the commit, .../commits/{sha}/pulls,
+	// searched for the merged one whose merge commit is sha.
+	MergedPullPath func(owner, repo, sha string) string
+	// MergedHead returns the head commit pull request number of
+	// owner/repo was merged at, for a forge whose pull request reports
+	// its head branch's current commit instead, which the branch's
+	// owner may move after the merge (Gitea). Nil means GitHub's
+	// head.sha, which a merged pull request keeps.
+	MergedHead func(ctx context.Context, api *API, owner, repo string, number int) (string, error)
 }
 
 // API calls a forge's REST API through the Forge's client: its root URL,

@@ -2,8 +2,9 @@
 // Enterprise), built on go-github v60: it pushes the head branch with the
 // git package, opens or finds the pull request from it (branch names are
 // deterministic, so a retry finds the one it opened), adds labels,
-// requests user and team reviewers, lists reviews, keeps one comment per
-// marker and sets commit statuses.
+// requests user and team reviewers, lists reviews, finds the pull request
+// a commit was merged from, keeps one comment per marker and sets commit
+// statuses.
 //
 // Repository arguments are clone URLs (https, ssh or scp-like); owner and
 // name come from the URL, and a URL on another host than the forge's is
@@ -25,7 +26,7 @@
 // Forges that speak GitHub's REST API with differences (Gitea) reuse the
 // Forge through a Dialect: its name, auth scheme, page-size parameter,
 // how to list pull requests by head, review state names, draft marking,
-// labels and team membership.
+// labels, team membership and the merged pull request of a commit.
 //
 // github imports go-github, the forge and git packages and the standard
 // library; it must not import other adapters, agent, sandbox or Temporal.

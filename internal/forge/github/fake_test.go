@@ -53,6 +53,13 @@ type fakePull struct {
 	Merged, Draft            bool
 	Labels, Reviewers, Teams []string
 	Created                  time.Time
+	// Author opened the pull request; empty means the token's user.
+	Author string
+	// HeadSHA is the head commit; empty means headSHA(Head).
+	HeadSHA string
+	// MergeSHA is merge_commit_sha: the merge commit once merged, a test
+	// merge commit before.
+	MergeSHA string
 }
 
 type fakeComment struct {
@@ -83,6 +90,7 @@ func (s *fakeGitHub) handler() http.Handler {
 	mux.HandleFunc("PATCH /repos/acme/svc/issues/comments/{id}", s.editComment)
 	mux.HandleFunc("POST /repos/acme/svc/statuses/{sha}", s.createStatus)
 	mux.HandleFunc("GET /orgs/{org}/teams/{team}/memberships/{user}", s.membership)
+	mux.HandleFunc("GET /repos/acme/svc/commits/{sha}/pulls", s.commitPulls)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
@@ -172,9 +180,17 @@ func (s *fakeGitHub) pull(r *http.Request) *fakePull {
 // only GET /pulls/{number} has.
 func (s *fakeGitHub) pullJSON(p *fakePull, single bool) map[string]any {
 	repo := map[string]any{"id": 1, "name": "svc", "full_name": "acme/svc", "owner": map[string]any{"login": "acme"}}
-	sha := ""
-	if s.headSHA != nil {
+	sha := p.HeadSHA
+	if sha == "" && s.headSHA != nil {
 		sha = s.headSHA(p.Head)
+	}
+	author := p.Author
+	if author == "" {
+		author = s.author
+	}
+	var mergeSHA any
+	if p.MergeSHA != "" {
+		mergeSHA = p.MergeSHA
 	}
 	labels := []any{}
 	for i, l := range p.Labels {
@@ -195,8 +211,8 @@ func (s *fakeGitHub) pullJSON(p *fakePull, single bool) map[string]any {
 	m := map[string]any{
 		"id": 100 + p.Number, "number": p.Number, "state": p.State, "title": p.Title, "body": p.Body,
 		"html_url": fmt.Sprintf("https://github.com/acme/svc/pull/%d", p.Number), "draft": p.Draft,
-		"created_at": p.Created.Format(time.RFC3339), "merged_at": mergedAt,
-		"user":   map[string]any{"login": s.author, "type": "Bot"},
+		"created_at": p.Created.Format(time.RFC3339), "merged_at": mergedAt, "merge_commit_sha": mergeSHA,
+		"user":   map[string]any{"login": author, "type": "Bot"},
 		"head":   map[string]any{"label": "acme:" + p.Head, "ref": p.Head, "sha": sha, "repo": repo},
 		"base":   map[string]any{"label": "acme:" + p.Base, "ref": p.Base, "sha": "b" + strings.Repeat("0", 39), "repo": repo},
 		"labels": labels, "requested_reviewers": reviewers, "requested_teams": teams,
@@ -461,4 +477,23 @@ func (s *fakeGitHub) membership(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"state": state, "role": "member", "url": "https://api.github.com/teams/1/memberships/" + r.PathValue("user")})
+}
+
+// commitPulls lists the pull requests associated with a commit, as
+// GitHub does: the one merged as the commit, and those whose head is it.
+func (s *fakeGitHub) commitPulls(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sha := r.PathValue("sha")
+	items := []any{}
+	for _, p := range slices.Backward(s.pulls) {
+		head := p.HeadSHA
+		if head == "" && s.headSHA != nil {
+			head = s.headSHA(p.Head)
+		}
+		if p.MergeSHA == sha || head == sha {
+			items = append(items, s.pullJSON(p, false))
+		}
+	}
+	s.page(w, r, items)
 }

@@ -247,6 +247,9 @@ type pull struct {
 	RequestedTeams     []team     `json:"requested_teams"`
 	// RequestedReviewersTeams is Gitea's name for RequestedTeams.
 	RequestedReviewersTeams []team `json:"requested_reviewers_teams"`
+	// MergeCommitSHA is, once merged, the commit the merge made on the
+	// base branch (with a rebase merge, the last one).
+	MergeCommitSHA string `json:"merge_commit_sha"`
 }
 
 type account struct {
@@ -673,6 +676,70 @@ func (f *Forge) neutralReview(rv review) forge.Review {
 		out.SubmittedAt = rv.SubmittedAt.UTC()
 	}
 	return out
+}
+
+// MergedPullRequest returns the merged pull request of repository whose
+// merge commit is commit, with every review of it (as ListReviews), or
+// nil when commit did not come from a merged pull request.
+func (f *Forge) MergedPullRequest(ctx context.Context, repository, commit string) (*forge.PullRequest, []forge.Review, error) {
+	r, err := f.repository(repository)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !sha.MatchString(commit) {
+		return nil, nil, fmt.Errorf("find the pull request merged as %q in %s: invalid commit", commit, r)
+	}
+	p, err := f.mergedPull(ctx, r, commit)
+	if err != nil {
+		return nil, nil, f.fail(err, "find the pull request merged as %s in %s", commit, r)
+	}
+	if p == nil {
+		return nil, nil, nil
+	}
+	if f.dialect.MergedHead != nil {
+		head, err := f.dialect.MergedHead(ctx, f.api, r.owner, r.name, p.Number)
+		if err != nil {
+			return nil, nil, f.fail(err, "read the head pull request %d of %s was merged at", p.Number, r)
+		}
+		p.Head.SHA = head
+	}
+	reviews, err := f.listReviews(ctx, r, p.Number)
+	if err != nil {
+		return nil, nil, f.fail(err, "list reviews of pull request %d of %s", p.Number, r)
+	}
+	return p.neutral(), reviews, nil
+}
+
+// mergedPull returns the merged pull request whose merge commit is
+// commit, or nil.
+func (f *Forge) mergedPull(ctx context.Context, r ownerRepo, commit string) (*pull, error) {
+	// A commit also belongs to the pull requests whose branches hold it;
+	// only the one merged as this very commit counts.
+	mergedAs := func(p *pull) bool {
+		return p != nil && p.state() == forge.StateMerged && p.MergeCommitSHA == commit
+	}
+	if f.dialect.MergedPullPath != nil {
+		var p pull
+		_, err := f.api.Do(ctx, http.MethodGet, f.dialect.MergedPullPath(r.owner, r.name, commit), nil, &p)
+		switch {
+		case IsNotFound(err):
+			return nil, nil
+		case err != nil:
+			return nil, err
+		case !mergedAs(&p):
+			return nil, nil
+		}
+		return &p, nil
+	}
+	var found *pull
+	err := List(ctx, f.api, r.path("commits", commit, "pulls"), nil, func(p *pull) bool {
+		if mergedAs(p) {
+			found = p
+			return false
+		}
+		return true
+	})
+	return found, err
 }
 
 // UpsertComment edits the comment of pull request number whose body
