@@ -162,6 +162,11 @@ func (r *Reconciler) now() time.Time {
 // repository does not say is the one.
 var ErrWrongBranch = errors.New("the config names another branch to watch")
 
+// ErrInvalidConfig is returned when the repository config at the watched
+// head does not load: what it would allow (the branch, approvers, pruning,
+// the launch gate) is unknown, so nothing is launched until it is fixed.
+var ErrInvalidConfig = errors.New("the repository config is invalid")
+
 // Once runs one pass: head → desired state → recorded state → plan →
 // carry out → mirror. An error is returned only when the pass could not
 // plan at all (the repository or the recorded state could not be read)
@@ -196,6 +201,15 @@ func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
 		r.last, res.Read = rev, true
 		r.log().Info("read campaigns repository", "revision", short(sha), "definitions", len(rev.Desired.Definitions),
 			"errors", len(rev.Desired.Errors), "approvals", len(rev.Desired.Approvals))
+	}
+	if rev.ConfigFile != "" && rev.Config == nil {
+		var problems []string
+		for _, e := range rev.Desired.Errors {
+			if e.File == rev.ConfigFile {
+				problems = append(problems, e.Error())
+			}
+		}
+		return nil, fmt.Errorf("%w: %s at %s: %s; nothing is launched", ErrInvalidConfig, rev.ConfigFile, short(sha), strings.Join(problems, "; "))
 	}
 	if r.Branch != "" && rev.Config != nil && rev.Config.Watch.Branch != "" && rev.Config.Watch.Branch != r.Branch {
 		return nil, fmt.Errorf("%w: %s at %s says watch.branch %q, but this reconciler watches %q; nothing is launched",

@@ -682,3 +682,22 @@ func TestMirror(t *testing.T) {
 		t.Errorf("after a failed write: %d mirror writes, want 3 showing slog completed", len(w))
 	}
 }
+
+// TestInvalidConfigLaunchesNothing: a config that does not load leaves
+// unknown what it allows, so the pass launches nothing and says why; once
+// fixed, the campaign starts.
+func TestInvalidConfigLaunchesNothing(t *testing.T) {
+	h := newHarness()
+	h.r.Branch = "main"
+	h.src.push(revision(t, "c1", files{"fleetlift.yaml": "version: 1\nkind: Config\nwatch: {branch: main}\nprune: maybe\n", "campaigns/slog.yaml": camp{id: "slog"}.yaml()}))
+	_, err := h.r.Once(context.Background())
+	if !errors.Is(err, reconcile.ErrInvalidConfig) || !strings.Contains(err.Error(), "fleetlift.yaml:4") {
+		t.Fatalf("Once() error = %v; want ErrInvalidConfig naming fleetlift.yaml:4", err)
+	}
+	h.wantCalls(t, "invalid config")
+	h.src.push(revision(t, "c2", files{"fleetlift.yaml": config("main", false), "campaigns/slog.yaml": camp{id: "slog"}.yaml()}))
+	if _, err := h.r.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.wantCalls(t, "fixed config", "start slog gen=1 rev=c2")
+}
