@@ -228,7 +228,12 @@ func TestReviewedMergeGateOverPasses(t *testing.T) {
 	push("c3", "", "Use slog everywhere.")
 	pass("config deleted by a direct push", true, []string{"c3"})
 	push("c4", "version: 1\nwatch: {require_reviewed_merge: maybe}\n", "Use slog everywhere.")
-	pass("config broken by a direct push", true, []string{"c4"})
+	// A config that does not load launches nothing before the gate is
+	// even asked.
+	if _, err := h.r.Once(context.Background()); !errors.Is(err, reconcile.ErrInvalidConfig) {
+		t.Errorf("config broken by a direct push: Once() error = %v, want ErrInvalidConfig", err)
+	}
+	h.wantCalls(t, "config broken by a direct push")
 
 	push("c5", reviewedConfig(false), "Use slog everywhere.")
 	approve("c5", 2)
