@@ -130,3 +130,71 @@ func TestSteeringReachesTheSandbox(t *testing.T) {
 		t.Errorf("steering.json: %q %v", buf.String(), err)
 	}
 }
+
+// The local provider tells the wait when status.json changes.
+var _ activity.ChangeNotifier = (*local.Provider)(nil)
+
+func TestWaitWithinGivesUpWithTheLatestStatus(t *testing.T) {
+	a, env := newActivities(t)
+	ref := start(t, a, env, "wait-within", "complete")
+	in := activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete}, Within: 100 * time.Millisecond}
+	v, err := env.ExecuteActivity(a.WaitForAgentPhase, in)
+	if err != nil {
+		t.Fatalf("a bounded wait that runs out is no error: %v", err)
+	}
+	var st protocol.Status
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	// The stand-in agent says "executing" for 300ms before "complete".
+	if activity.Reached(st, in) || (st.Phase != "" && st.Phase != protocol.PhaseExecuting) {
+		t.Errorf("status %+v: want executing or none yet", st)
+	}
+	in.Within = 10 * time.Second
+	if v, err = env.ExecuteActivity(a.WaitForAgentPhase, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Get(&st); err != nil || !activity.Reached(st, in) {
+		t.Errorf("a long enough bounded wait must see complete: %+v %v", st, err)
+	}
+}
+
+// With inotify the wait does not depend on its poll to see a new status.
+func TestWaitWakesWhenTheStatusChanges(t *testing.T) {
+	a, env := newActivities(t)
+	ref := start(t, a, env, "wait-woken", "complete")
+	a.PollInterval = time.Hour
+	began := time.Now()
+	v, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.Status
+	if err := v.Get(&st); err != nil || st.Phase != protocol.PhaseComplete {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("the wait took %s with an hour's poll: notifications do not reach it", took)
+	}
+}
+
+func TestReached(t *testing.T) {
+	in := activity.WaitInput{Phases: []protocol.Phase{protocol.PhaseAwaitingInput}, MinIteration: 1}
+	for _, tc := range []struct {
+		name string
+		st   protocol.Status
+		want bool
+	}{
+		{"no status yet", protocol.Status{}, false},
+		{"still working", protocol.Status{Phase: protocol.PhaseExecuting, Iteration: 1}, false},
+		{"wanted phase", protocol.Status{Phase: protocol.PhaseAwaitingInput, Iteration: 1}, true},
+		{"wanted phase from before the steer", protocol.Status{Phase: protocol.PhaseAwaitingInput, Iteration: 0}, false},
+		{"terminal phase not asked for", protocol.Status{Phase: protocol.PhaseFailed}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := activity.Reached(tc.st, in); got != tc.want {
+				t.Errorf("Reached(%+v) = %v, want %v", tc.st, got, tc.want)
+			}
+		})
+	}
+}

@@ -84,3 +84,65 @@ func TestServe(t *testing.T) {
 		})
 	}
 }
+
+// The agent sees the manifest when it is written, not at its next poll.
+func TestServeSeesTheManifestArrive(t *testing.T) {
+	o := options(t)
+	o.ManifestPoll = time.Hour
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	data, _ := json.Marshal(manifest(repo("svc", remote)))
+	done := serve(t, o)
+	time.Sleep(100 * time.Millisecond)
+	writeManifest(t, o.Workspace, data)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the manifest was not picked up: only the (hour-long) poll would see it")
+	}
+	if st := status(t, o.Workspace); st.Phase != protocol.PhaseComplete {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// A manifest written in place, in steps, is not failed on what a look
+// between the steps saw: only looks a poll apart count.
+func TestServeWaitsForAManifestBeingWritten(t *testing.T) {
+	o := options(t)
+	o.ManifestPoll = time.Hour
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	data, _ := json.Marshal(manifest(repo("svc", remote)))
+	dir := filepath.Join(o.Workspace, protocol.Dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	done := serve(t, o)
+	time.Sleep(100 * time.Millisecond)
+	path := filepath.Join(dir, protocol.ManifestFile)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two changes that leave the same (empty, undecodable) content.
+	time.Sleep(50 * time.Millisecond)
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if st := status(t, o.Workspace); st.Phase != protocol.PhaseComplete {
+		t.Fatalf("status %s %q: a half-written manifest failed the run", st.Phase, st.Message)
+	}
+}

@@ -58,6 +58,8 @@ type Provider struct {
 	mu    sync.Mutex
 	boxes map[string]*box
 	locks map[string]*idLock
+
+	notify notifier
 }
 
 // box is what this Provider knows about one sandbox beyond its record on
@@ -424,7 +426,9 @@ func (p *Provider) stop(ctx context.Context, b *box) error {
 		return p.reaped(b)
 	}
 	signal(syscall.SIGTERM)
-	if !poll(ctx, p.grace, gone) {
+	// Look again as soon as the agent has been reaped, not only every
+	// few milliseconds.
+	if !poll(ctx, p.grace, b.done, gone) {
 		deadline := time.Now().Add(killWait)
 		for !gone() {
 			if time.Now().After(deadline) {
@@ -451,10 +455,12 @@ func (p *Provider) reaped(b *box) error {
 	}
 }
 
-// poll reports whether cond became true within d; it gives up early when
-// ctx ends.
-func poll(ctx context.Context, d time.Duration, cond func() bool) bool {
+// poll reports whether cond became true within d, checking every 10ms and
+// when wake (which may be nil) closes; it gives up early when ctx ends.
+func poll(ctx context.Context, d time.Duration, wake <-chan struct{}, cond func() bool) bool {
 	deadline := time.Now().Add(d)
+	t := time.NewTimer(10 * time.Millisecond)
+	defer t.Stop()
 	for {
 		if cond() {
 			return true
@@ -462,7 +468,12 @@ func poll(ctx context.Context, d time.Duration, cond func() bool) bool {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		t.Reset(10 * time.Millisecond)
+		select {
+		case <-wake:
+			wake = nil // closed: once is enough
+		case <-t.C:
+		}
 	}
 }
 
@@ -524,6 +535,20 @@ func (p *Provider) find(id string) (*box, *record, error) {
 	p.boxes[id] = b
 	p.armTimer(b, rec)
 	return b, rec, nil
+}
+
+// box returns the sandbox id as find does, but without reading its record
+// when this Provider knows it already: file operations need only its
+// directories, and those of a sandbox removed meanwhile are simply gone.
+func (p *Provider) box(id string) (*box, error) {
+	p.mu.Lock()
+	b := p.boxes[id]
+	p.mu.Unlock()
+	if b != nil {
+		return b, nil
+	}
+	b, _, err := p.find(id)
+	return b, err
 }
 
 func (p *Provider) newBox(id string) *box {

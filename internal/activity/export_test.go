@@ -1,0 +1,4 @@
+package activity
+
+// ChangeNotifier lets the tests check which providers notify.
+type ChangeNotifier = changeNotifier
