@@ -90,34 +90,11 @@ type WaitInput struct {
 	// MinIteration ignores statuses from before a steer: the agent must
 	// have reached at least this iteration.
 	MinIteration int
-	// Within, when set, bounds the wait: after it WaitForAgentPhase
-	// returns the latest status (see Reached) without error. Zero waits
-	// until the agent gets there.
-	Within time.Duration
 }
 
-// Reached reports whether st ends the wait in: one of in.Phases at
-// in.MinIteration or later, or a terminal phase (the workflow then reads
-// the result to say what happened).
-func Reached(st protocol.Status, in WaitInput) bool {
-	return slices.Contains(in.Phases, st.Phase) && st.Iteration >= in.MinIteration || st.Phase.Terminal()
-}
-
-// changeNotifier is a sandbox.Provider that can tell when a file in a
-// sandbox's workspace may have changed (the local provider, through
-// inotify). WaitForAgentPhase then reads status.json as soon as the agent
-// replaces it; the poll stays, as the fallback and to notice an agent
-// that exited without a word.
-type changeNotifier interface {
-	NotifyChanges(ctx context.Context, id, path string) (<-chan struct{}, error)
-}
-
-// WaitForAgentPhase reads status.json until the agent reaches one of the
-// phases (see Reached), heartbeating as it goes: every PollInterval, and
-// at once when the provider says the file changed. A retried attempt (a
-// new worker after the old one died) simply watches the same sandbox
-// again. With in.Within set it gives up waiting after that long and
-// returns the latest status, or the zero Status when there is none yet.
+// WaitForAgentPhase polls status.json until the agent reaches one of the
+// phases, heartbeating as it goes. A retried attempt (a new worker after
+// the old one died) simply polls the same sandbox again.
 func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (protocol.Status, error) {
 	every := a.PollInterval
 	if every <= 0 {
@@ -125,28 +102,17 @@ func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (proto
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	var changed <-chan struct{}
-	if n, ok := a.Sandbox.(changeNotifier); ok {
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		// Without notifications the poll alone does the job.
-		changed, _ = n.NotifyChanges(wctx, in.Sandbox.ID, path.Join(protocol.Dir, protocol.StatusFile))
-	}
-	var deadline <-chan time.Time
-	if in.Within > 0 {
-		d := time.NewTimer(in.Within)
-		defer d.Stop()
-		deadline = d.C
-	}
-	var last protocol.Status
-	expired, woken := false, false
 	for {
 		st, err := a.readStatus(ctx, in.Sandbox.ID)
 		switch {
 		case err == nil:
-			last = st
 			sdkactivity.RecordHeartbeat(ctx, st.Phase)
-			if Reached(st, in) {
+			if slices.Contains(in.Phases, st.Phase) && st.Iteration >= in.MinIteration {
+				return st, nil
+			}
+			if st.Phase.Terminal() {
+				// Terminal but not wanted (failed while waiting for
+				// awaiting_input, say): the workflow reads the result.
 				return st, nil
 			}
 		case errors.Is(err, sandbox.ErrNotFound):
@@ -154,25 +120,12 @@ func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (proto
 		default:
 			return protocol.Status{}, err
 		}
-		// A status just written says the agent lives: whether it still
-		// does is a question for the poll.
-		if !woken {
-			if err := a.checkAlive(ctx, in.Sandbox.ID); err != nil {
-				return protocol.Status{}, err
-			}
+		if err := a.checkAlive(ctx, in.Sandbox.ID); err != nil {
+			return protocol.Status{}, err
 		}
-		if expired {
-			return last, nil
-		}
-		woken = false
 		select {
 		case <-ctx.Done():
 			return protocol.Status{}, ctx.Err()
-		case <-deadline:
-			// One last look, then give up.
-			expired = true
-		case <-changed:
-			woken = true
 		case <-t.C:
 		}
 	}

@@ -55,8 +55,8 @@
 // *SECRET*, *PASSWORD*, *API_KEY*, ...) and URL user-info are replaced by
 // REDACTED in status, results and logs.
 //
-// agent imports protocol, forge (the interface only), git, a YAML parser,
-// a JSON Schema validator and fsnotify (to see the manifest arrive). It must not import Temporal, the sandbox
+// agent imports protocol, forge (the interface only), git, a YAML parser
+// and a JSON Schema validator. It must not import Temporal, the sandbox
 // providers or forge adapters: the command wires forges through
 // Options.Forges (see agentcmd).
 package agent

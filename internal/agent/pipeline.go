@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
@@ -41,28 +39,13 @@ func Serve(ctx context.Context, opts Options) error {
 	return err
 }
 
-// waitManifest waits for manifest.json: it looks whenever something
-// changes in the protocol directory (inotify, where there is one) and
-// every ManifestPoll. A manifest that does not decode at two looks a poll
-// apart with the same content fails the run: then ok is false. (Looks on
-// a change do not count: a writer may still be busy with the file.)
+// waitManifest polls for manifest.json. A manifest that does not decode
+// twice in a row with the same content fails the run: then ok is false.
 func waitManifest(ctx context.Context, o Options, pdir string) (_ protocol.Manifest, ok bool, _ error) {
 	path := filepath.Join(pdir, protocol.ManifestFile)
 	var lastBad string
-	haveBad := false
-	counted := true // the first look, then each tick's
 	t := time.NewTicker(o.ManifestPoll)
 	defer t.Stop()
-	// Watch before the first look, so that a manifest written in between
-	// is not missed until the next tick.
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if w, err := fsnotify.NewWatcher(); err == nil {
-		defer w.Close()
-		if w.Add(pdir) == nil {
-			events, errs = w.Events, w.Errors
-		}
-	}
 	for {
 		data, err := os.ReadFile(path)
 		if err == nil {
@@ -71,29 +54,17 @@ func waitManifest(ctx context.Context, o Options, pdir string) (_ protocol.Manif
 			if derr == nil {
 				return m, true, nil
 			}
-			if counted && haveBad && string(data) == lastBad {
+			if string(data) == lastBad {
 				r := &runner{o: o, pdir: pdir}
 				r.result = protocol.Result{Repositories: []protocol.RepositoryResult{}, SteeringHistory: []protocol.SteeringRecord{}, StartedAt: o.Now().UTC()}
 				return protocol.Manifest{}, false, r.end(protocol.PhaseFailed, fmt.Sprintf("invalid manifest: %v", derr))
 			}
-			if counted {
-				lastBad, haveBad = string(data), true
-			}
+			lastBad = string(data)
 		}
-		counted = false
 		select {
 		case <-ctx.Done():
 			return protocol.Manifest{}, false, ctx.Err()
 		case <-t.C:
-			counted = true
-		case _, open := <-events:
-			if !open {
-				events = nil
-			}
-		case _, open := <-errs:
-			if !open {
-				errs = nil
-			}
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -49,11 +48,9 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	ref := activity.SandboxRef{ID: sandboxID(info.WorkflowExecution.ID, info.WorkflowExecution.RunID)}
 	// The short sandbox steps (provision, write a file, read a file, clean
 	// up) run as local activities: in the workflow task that needs them,
-	// without a round trip through the server each. So do the first
-	// seconds of each wait for a deterministic command (see wait): most
-	// are done by then, and the whole task is one workflow task. Only a
-	// longer wait, which can take an hour and must move to another worker
-	// if this one dies, is a regular activity.
+	// without a round trip through the server each. Only the wait for the
+	// agent, which can take an hour and must move to another worker if
+	// this one dies, is a regular activity.
 	short := workflow.WithLocalActivityOptions(ctx, shortOptions(5))
 
 	// Cleanup runs on a disconnected context: it must happen even when
@@ -86,44 +83,16 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	if heartbeat <= 0 {
 		heartbeat = 30 * time.Second
 	}
-	// A deterministic command is usually done in a second: its waits
-	// start inline (see wait). An agent CLI takes minutes: its waits go
-	// to the activity at once rather than hold the workflow task (and the
-	// signals and queries that queue behind it) for nothing.
-	quick := in.Manifest.Execution.Type == protocol.ExecutionDeterministic
-	// wait waits for the agent and reads its result. For a quick agent
-	// the first inlineWait of it runs as a local activity in the current
-	// workflow task: an agent that is done by then costs no activity and
-	// no further workflow task. A longer wait moves to the activity.
+	// wait waits for the agent and reads its result.
 	wait := func(budget time.Duration, minIteration int, phases ...protocol.Phase) (*protocol.Result, error) {
-		win := activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration}
+		wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: budget,
+			HeartbeatTimeout:    heartbeat,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activity.ErrAgentExited, activity.ErrSandboxGone}},
+		})
 		var s protocol.Status
-		reached := false
-		if quick && workflow.GetVersion(ctx, changeInlineWait, workflow.DefaultVersion, 1) == 1 {
-			bounded := win
-			bounded.Within = inlineWait
-			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-				StartToCloseTimeout: inlineWait + time.Minute,
-				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-			})
-			err := workflow.ExecuteLocalActivity(lctx, a.WaitForAgentPhase, bounded).Get(ctx, &s)
-			switch {
-			case err == nil:
-				reached = activity.Reached(s, win)
-			case isAppError(err, activity.ErrAgentExited, activity.ErrSandboxGone) || ctx.Err() != nil:
-				return nil, err
-			}
-			// Otherwise the activity waits on, and says what went wrong.
-		}
-		if !reached {
-			wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-				StartToCloseTimeout: budget,
-				HeartbeatTimeout:    heartbeat,
-				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activity.ErrAgentExited, activity.ErrSandboxGone}},
-			})
-			if err := workflow.ExecuteActivity(wctx, a.WaitForAgentPhase, win).Get(ctx, &s); err != nil {
-				return nil, err
-			}
+		if err := workflow.ExecuteActivity(wctx, a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration}).Get(ctx, &s); err != nil {
+			return nil, err
 		}
 		st.AgentPhase, st.Message, st.Iteration = s.Phase, s.Message, s.Iteration
 		var r protocol.Result
@@ -200,27 +169,6 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			return finish(TaskCancelled, msg, r)
 		}
 	}
-}
-
-// changeInlineWait versions the first stretch of each wait for the agent
-// running as a local activity (runs recorded before it wait in the
-// activity only).
-const changeInlineWait = "inline-wait"
-
-// inlineWait is how long a wait for a quick agent runs inside the
-// workflow task before it moves to a heartbeating activity: long enough
-// for most deterministic changes (a sed across a repository takes well
-// under a second, even on a busy machine), short enough that a signal,
-// a cancellation or a status query that arrives meanwhile, and waits for
-// the workflow task, is answered well within a query's timeout (5s in
-// package state/temporal) and the workflow task timeout (10s).
-const inlineWait = 2 * time.Second
-
-// isAppError reports whether err is an application error of one of the
-// types.
-func isAppError(err error, types ...string) bool {
-	var ae *temporal.ApplicationError
-	return errors.As(err, &ae) && slices.Contains(types, ae.Type())
 }
 
 // shortOptions are the options of the short sandbox steps.

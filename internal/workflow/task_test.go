@@ -29,11 +29,6 @@ type agentScript struct {
 	iteration int
 	cleaned   int
 	waitErr   error
-	// slow: the agent is still executing when a bounded (inline) wait
-	// gives up; it reaches its phase by the time the activity looks.
-	slow bool
-	// inline and activity count bounded and unbounded waits.
-	inline, activity int
 }
 
 func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
@@ -50,16 +45,8 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 	env.OnActivity(a.WaitForAgentPhase, mockAny, mockAny).Return(func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if in.Within > 0 {
-			s.inline++
-		} else {
-			s.activity++
-		}
 		if s.waitErr != nil {
 			return protocol.Status{}, s.waitErr
-		}
-		if s.slow && in.Within > 0 {
-			return protocol.Status{Phase: protocol.PhaseExecuting, Iteration: s.iteration}, nil
 		}
 		return protocol.Status{Phase: s.current, Iteration: s.iteration}, nil
 	})
@@ -144,86 +131,6 @@ func TestTaskWithoutApprovalCompletes(t *testing.T) {
 	}
 	if len(s.steerings) != 0 {
 		t.Errorf("no steering expected, got %+v", s.steerings)
-	}
-}
-
-// deterministic is a task running a deterministic command.
-func deterministic() workflow.TaskInput {
-	in := taskInput()
-	in.Manifest.RequireApproval = false
-	in.Manifest.Execution = protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"true"}}
-	return in
-}
-
-// A quick agent is waited for inside the workflow task: no activity.
-func TestTaskQuickAgentWaitsInline(t *testing.T) {
-	s := &agentScript{first: protocol.PhaseComplete}
-	res, _ := runTask(t, s, deterministic(), nil)
-	if res.Phase != workflow.TaskCompleted {
-		t.Errorf("result: %+v", res)
-	}
-	if s.inline != 1 || s.activity != 0 {
-		t.Errorf("waits: %d inline, %d in the activity; want 1 and 0", s.inline, s.activity)
-	}
-}
-
-// A slow agent is waited for in the heartbeating activity once the inline
-// wait gives up.
-func TestTaskSlowAgentWaitMovesToActivity(t *testing.T) {
-	s := &agentScript{first: protocol.PhaseComplete, slow: true}
-	res, _ := runTask(t, s, deterministic(), nil)
-	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
-		t.Errorf("result: %+v", res)
-	}
-	if s.inline != 1 || s.activity != 1 {
-		t.Errorf("waits: %d inline, %d in the activity; want 1 and 1", s.inline, s.activity)
-	}
-}
-
-// An agent that exited fails the task at once, without the activity.
-func TestTaskAgentExitedDuringInlineWait(t *testing.T) {
-	s := &agentScript{first: protocol.PhaseExecuting,
-		waitErr: temporal.NewNonRetryableApplicationError("agent in sandbox x exited (code 2) without finishing", activity.ErrAgentExited, nil)}
-	res, _ := runTask(t, s, deterministic(), nil)
-	if res.Phase != workflow.TaskFailed || !strings.Contains(res.Error, "exited (code 2)") {
-		t.Errorf("result: %+v", res)
-	}
-	if s.activity != 0 {
-		t.Errorf("the activity ran %d times after the agent exited", s.activity)
-	}
-}
-
-// An agent CLI takes minutes: its wait goes to the activity at once,
-// also after approval.
-func TestTaskAgenticWaitsInTheActivity(t *testing.T) {
-	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
-	in := taskInput()
-	in.Manifest.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "do it"}
-	res, _ := runTask(t, s, in, func(env *testsuite.TestWorkflowEnvironment) {
-		signalAt(env, time.Minute, workflow.SignalApprove, nil)
-	})
-	if res.Phase != workflow.TaskCompleted {
-		t.Errorf("result: %+v", res)
-	}
-	if s.inline != 0 || s.activity != 2 {
-		t.Errorf("waits: %d inline, %d in the activity; want 0 and 2", s.inline, s.activity)
-	}
-}
-
-// A deterministic task that needs approval waits inline for its result
-// and, after approval, for the push.
-func TestTaskDeterministicApprovalWaitsInline(t *testing.T) {
-	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
-	in := deterministic()
-	in.Manifest.RequireApproval = true
-	res, _ := runTask(t, s, in, func(env *testsuite.TestWorkflowEnvironment) {
-		signalAt(env, time.Minute, workflow.SignalApprove, nil)
-	})
-	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
-		t.Errorf("result: %+v", res)
-	}
-	if s.inline != 2 || s.activity != 0 {
-		t.Errorf("waits: %d inline, %d in the activity; want 2 and 0", s.inline, s.activity)
 	}
 }
 

@@ -16,7 +16,6 @@
 // Resources (CPU and memory) and the Kubernetes fields are ignored. Use the
 // docker or kubernetes provider to confine untrusted code.
 //
-// local imports package sandbox, the standard library and fsnotify (to
-// say when a file in a sandbox changed) only; never another provider, an
-// SDK, or package sandboxtest outside its tests.
+// local imports package sandbox and the standard library only; never
+// another provider, an SDK, or package sandboxtest outside its tests.
 package local

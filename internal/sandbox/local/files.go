@@ -21,7 +21,7 @@ import (
 // file gets mode 0644, a replaced one keeps its mode. It refuses absolute
 // paths and paths that leave the workspace by ".." or by a symbolic link.
 func (p *Provider) CopyTo(ctx context.Context, id string, src io.Reader, destPath string) error {
-	b, err := p.box(id)
+	b, _, err := p.find(id)
 	if err != nil {
 		return fmt.Errorf("copy %s to sandbox: %w", destPath, err)
 	}
@@ -81,7 +81,7 @@ func copyTo(ctx context.Context, workspace string, src io.Reader, rel string) er
 // non-regular files are refused, as are absolute paths and paths that leave
 // the workspace by ".." or by a symbolic link.
 func (p *Provider) CopyFrom(ctx context.Context, id string, srcPath string) (io.ReadCloser, error) {
-	b, err := p.box(id)
+	b, _, err := p.find(id)
 	if err != nil {
 		return nil, fmt.Errorf("copy %s from sandbox: %w", srcPath, err)
 	}

@@ -58,8 +58,6 @@ type Provider struct {
 	mu    sync.Mutex
 	boxes map[string]*box
 	locks map[string]*idLock
-
-	notify notifier
 }
 
 // box is what this Provider knows about one sandbox beyond its record on
@@ -426,9 +424,7 @@ func (p *Provider) stop(ctx context.Context, b *box) error {
 		return p.reaped(b)
 	}
 	signal(syscall.SIGTERM)
-	// Look again as soon as the agent has been reaped, not only every
-	// few milliseconds.
-	if !poll(ctx, p.grace, b.done, gone) {
+	if !poll(ctx, p.grace, gone) {
 		deadline := time.Now().Add(killWait)
 		for !gone() {
 			if time.Now().After(deadline) {
@@ -455,12 +451,10 @@ func (p *Provider) reaped(b *box) error {
 	}
 }
 
-// poll reports whether cond became true within d, checking every 10ms and
-// when wake (which may be nil) closes; it gives up early when ctx ends.
-func poll(ctx context.Context, d time.Duration, wake <-chan struct{}, cond func() bool) bool {
+// poll reports whether cond became true within d; it gives up early when
+// ctx ends.
+func poll(ctx context.Context, d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
-	t := time.NewTimer(10 * time.Millisecond)
-	defer t.Stop()
 	for {
 		if cond() {
 			return true
@@ -468,12 +462,7 @@ func poll(ctx context.Context, d time.Duration, wake <-chan struct{}, cond func(
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
-		t.Reset(10 * time.Millisecond)
-		select {
-		case <-wake:
-			wake = nil // closed: once is enough
-		case <-t.C:
-		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -535,20 +524,6 @@ func (p *Provider) find(id string) (*box, *record, error) {
 	p.boxes[id] = b
 	p.armTimer(b, rec)
 	return b, rec, nil
-}
-
-// box returns the sandbox id as find does, but without reading its record
-// when this Provider knows it already: file operations need only its
-// directories, and those of a sandbox removed meanwhile are simply gone.
-func (p *Provider) box(id string) (*box, error) {
-	p.mu.Lock()
-	b := p.boxes[id]
-	p.mu.Unlock()
-	if b != nil {
-		return b, nil
-	}
-	b, _, err := p.find(id)
-	return b, err
 }
 
 func (p *Provider) newBox(id string) *box {

@@ -1,4 +1,0 @@
-package activity
-
-// ChangeNotifier lets the tests check which providers notify.
-type ChangeNotifier = changeNotifier
