@@ -30,7 +30,14 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TaskState, error) { return *st, nil }); err != nil {
 		return res, err
 	}
+	// finished is set when the workflow ends (every return but one goes
+	// through finish). The deferred cleanup runs only then: when a worker
+	// stops, the SDK unwinds cached workflows with runtime.Goexit, which
+	// runs deferred functions too, and a cleanup run then would remove the
+	// sandbox of a task that is still going on elsewhere.
+	finished := false
 	finish := func(p TaskPhase, msg string, r *protocol.Result) (TaskResult, error) {
+		finished = true
 		st.Phase = p
 		res.Phase = p
 		res.Error = msg
@@ -56,6 +63,9 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// Cleanup runs on a disconnected context: it must happen even when
 	// the workflow is cancelled.
 	defer func() {
+		if !finished {
+			return
+		}
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
 		dctx = workflow.WithLocalActivityOptions(dctx, shortOptions(10))
 		if err := workflow.ExecuteLocalActivity(dctx, a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}).Get(dctx, nil); err != nil {
