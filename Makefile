@@ -24,6 +24,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 test: lint check-generated bin/gitea ## Run every test: vet, format, generated files, unit tests, a short fuzz run
 	$(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
+	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
 
 .PHONY: lint
 lint: ## go vet and gofmt

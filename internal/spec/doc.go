@@ -4,6 +4,12 @@
 // digest. LoadApprovals reads approval records (approvals/**.yaml) the same
 // way, against the schema's #Approval; package approval gives them meaning.
 //
+// A YAML Task or Campaign that is plain data and plainly valid is read
+// without evaluating CUE (see decodeDirect): checked against the same
+// constraints, with the same defaults, to the same definition and digest.
+// Anything else, and every file with an error, is evaluated with CUE, whose
+// verdict and messages are the reference.
+//
 // Loading is bounded: file size, file count and per-file evaluation time are
 // limited, and evaluation can run in separate worker processes (see Pool) so
 // that a CUE definition that never ends, or grows without end, is stopped

@@ -45,6 +45,10 @@ type Output struct {
 	// IDLine and IDColumn locate the definition's id field.
 	IDLine   int `json:"id_line,omitempty"`
 	IDColumn int `json:"id_column,omitempty"`
+
+	// def is the decoded definition, when the direct path (see
+	// decodeDirect) read the file in this process.
+	def *Definition
 }
 
 // compiler evaluates definition files against the schema. It owns a

@@ -23,10 +23,18 @@ func InProcess(n int) Evaluator {
 type inProcess struct{ workers int }
 
 func (p inProcess) Evaluate(ctx context.Context, timeout time.Duration, in []Input) ([]Output, error) {
+	direct := directEnabled()
 	return fanOut(ctx, p.workers, in, func() (func(Input) Output, func(), error) {
 		var c *compiler
 		var used int
 		eval := func(i Input) Output {
+			// Plain, valid YAML needs no CUE (see decodeDirect); all else
+			// does, and gets the schema's own verdict and messages.
+			if direct {
+				if o, ok := decodeDirect(i); ok {
+					return o
+				}
+			}
 			// A cue.Context only grows: start a fresh one now and then so
 			// that memory stays bounded however many files are loaded.
 			if used++; used > recycleAfter {

@@ -371,6 +371,9 @@ func size(n int64) string {
 }
 
 func decodeDefinition(o Output) (Definition, *Error) {
+	if o.def != nil {
+		return *o.def, nil
+	}
 	d := Definition{Kind: o.Kind, File: o.Name, idLine: o.IDLine, idColumn: o.IDColumn}
 	var v any
 	switch o.Kind {
@@ -425,6 +428,11 @@ func Digest(spec any) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("digest: %w", err)
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return digestOf(b), nil
+}
+
+// digestOf returns the digest of a spec's canonical JSON.
+func digestOf(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -22,7 +22,7 @@ func CueExport(cueBin, dir string, names []string, runs int) (time.Duration, err
 	if bin, err = filepath.Abs(bin); err != nil {
 		return 0, err
 	}
-	args := append([]string{"export", "--with-context", "-l", "path.Base(filename)", "--out", "json"}, names...)
+	args := cueExportArgs(names)
 	var times []time.Duration
 	for range max(runs, 1) {
 		cmd := exec.Command(bin, args...)
@@ -36,4 +36,21 @@ func CueExport(cueBin, dir string, names []string, runs int) (time.Duration, err
 		times = append(times, time.Since(start))
 	}
 	return slices.Min(times), nil
+}
+
+// CueExportPeakRSS runs `cue export` as CueExport does, once, and returns
+// its peak RSS in bytes (see PeakRSS).
+func CueExportPeakRSS(cueBin, dir string, names []string) (int64, error) {
+	bin, err := exec.LookPath(cueBin)
+	if err != nil {
+		return 0, fmt.Errorf("cue CLI %s: %w (make tools installs it into ./bin)", cueBin, err)
+	}
+	if bin, err = filepath.Abs(bin); err != nil {
+		return 0, err
+	}
+	return PeakRSS(dir, append([]string{bin}, cueExportArgs(names)...)...)
+}
+
+func cueExportArgs(names []string) []string {
+	return append([]string{"export", "--with-context", "-l", "path.Base(filename)", "--out", "json"}, names...)
 }

@@ -1,0 +1,669 @@
+package spec
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/literal"
+	cueyaml "cuelang.org/go/encoding/yaml"
+	"gopkg.in/yaml.v3"
+
+	"github.com/fleetlift/fleetlift/schemas"
+)
+
+var directVariants = flag.Int("direct.variants", 1500, "generated variations TestDirectMatchesCUE compares")
+
+func TestDirectSchemaDigest(t *testing.T) {
+	sum, err := directSchemaDigest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum != directSchemaSHA256 {
+		t.Fatalf("the schema's Task and Campaign changed, so the direct path is off and every YAML file is evaluated with CUE:\n"+
+			"bring decodeDirect (direct.go) in line with schemas/%s, make TestDirectMatchesCUE pass, then set directSchemaSHA256 = %q",
+			schemas.CUEFile, sum)
+	}
+}
+
+// directSchemas are the schema's named string definitions and the direct
+// path's regular expressions for them.
+var directSchemas = []struct {
+	def      string
+	patterns []*regexp.Regexp
+}{
+	{"#ID", []*regexp.Regexp{idRe}},
+	{"#Name", []*regexp.Regexp{nameRe, nameNotRe}},
+	{"#GitURL", []*regexp.Regexp{gitURLRe, gitURLNotRe}},
+	{"#RefName", []*regexp.Regexp{refNameRe, refNameNotRe}},
+	{"#Duration", []*regexp.Regexp{durationRe}},
+	{"#Quantity", []*regexp.Regexp{quantityRe}},
+}
+
+// TestDirectPatterns checks that the direct path's regular expressions
+// are the schema's.
+func TestDirectPatterns(t *testing.T) {
+	c, err := newCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.defs[KindTask].Context().CompileBytes(mustSchema(t))
+	for _, d := range directSchemas {
+		var want []string
+		for i, re := range d.patterns {
+			op := "=~"
+			if i > 0 {
+				op = "!~"
+			}
+			want = append(want, op+literal.String.Quote(re.String()))
+		}
+		got := patterns(s.LookupPath(cue.ParsePath(d.def)))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: schema has %q, direct path %q", d.def, got, want)
+		}
+	}
+	// The inline patterns appear in the schema as written.
+	src := string(mustSchema(t))
+	for _, re := range []string{envNameRe.String(), secretKeyRe.String()} {
+		if q := literal.String.Quote(re); !strings.Contains(src, "=~"+q) {
+			t.Errorf("schema has no =~%s", q)
+		}
+	}
+}
+
+func mustSchema(t *testing.T) []byte {
+	t.Helper()
+	b, err := fs.ReadFile(schemas.FS, schemas.CUEFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDirectMatchesCUE runs the direct path and CUE over the examples,
+// every invalid input and generated variations of them: whatever the
+// direct path accepts, CUE must accept too, with the same definition,
+// digest and id position.
+func TestDirectMatchesCUE(t *testing.T) {
+	if !directEnabled() {
+		t.Skip("direct path off: see TestDirectSchemaDigest")
+	}
+	seeds := directSeeds(t)
+	inputs := slices.Clone(seeds)
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]bool{}
+	for _, in := range inputs {
+		seen[string(in.Data)] = true
+	}
+	for len(inputs) < len(seeds)+*directVariants {
+		base := seeds[rng.IntN(len(seeds))]
+		data, ok := mutateYAML(rng, base.Data)
+		if !ok || seen[string(data)] {
+			continue
+		}
+		seen[string(data)] = true
+		inputs = append(inputs, Input{Name: base.Name, Data: data})
+	}
+	c, err := newCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted, valid int
+	for i, in := range inputs {
+		if i%recycleAfter == 0 {
+			if c, err = newCompiler(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if compareDirect(t, c, in) {
+			accepted++
+		}
+		if o := c.evaluate(in); len(o.Errors) == 0 {
+			valid++
+			if _, ok := decodeDirect(in); !ok && testing.Verbose() {
+				t.Logf("valid, not read by the direct path:\n%s", in.Data)
+			}
+		}
+	}
+	t.Logf("%d inputs, %d valid, %d of them read by the direct path", len(inputs), valid, accepted)
+	if accepted < 10 || accepted*2 < valid {
+		t.Errorf("the direct path read only %d of %d valid inputs", accepted, valid)
+	}
+}
+
+// TestPlainYAMLMatchesCUE compares parsePlainYAML with CUE's YAML decoder
+// over the same inputs as TestDirectMatchesCUE and edits of their text:
+// whatever parsePlainYAML reads, the decoder must read the same.
+func TestPlainYAMLMatchesCUE(t *testing.T) {
+	seeds := directSeeds(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var inputs [][]byte
+	for _, in := range seeds {
+		inputs = append(inputs, in.Data)
+	}
+	for range *directVariants * 4 {
+		base := seeds[rng.IntN(len(seeds))].Data
+		if rng.IntN(2) == 0 {
+			if data, ok := mutateYAML(rng, base); ok {
+				inputs = append(inputs, data)
+			}
+			continue
+		}
+		inputs = append(inputs, mutateText(rng, base))
+	}
+	var read int
+	for _, data := range inputs {
+		if comparePlain(t, data) {
+			read++
+		}
+	}
+	t.Logf("%d inputs, %d read by parsePlainYAML", len(inputs), read)
+	if read < len(seeds)/2 {
+		t.Errorf("parsePlainYAML read only %d inputs", read)
+	}
+}
+
+// comparePlain reports whether parsePlainYAML read data, failing t when
+// CUE's decoder reads it differently.
+func comparePlain(t *testing.T, data []byte) bool {
+	t.Helper()
+	got, ok := parsePlainYAML(data)
+	if !ok {
+		return false
+	}
+	f, err := cueyaml.Extract("f.yaml", data)
+	if err != nil {
+		t.Errorf("parsePlainYAML read what CUE's decoder refuses (%v):\n%q", err, data)
+		return true
+	}
+	want, ok := fromCUE("f.yaml", f)
+	if !ok {
+		t.Errorf("parsePlainYAML read what is not plain data to CUE:\n%q", data)
+		return true
+	}
+	if dumpNode(got) != dumpNode(want) {
+		t.Errorf("parsePlainYAML and CUE's decoder differ:\nplain %s\ncue   %s\ninput:\n%q", dumpNode(got), dumpNode(want), data)
+	}
+	return true
+}
+
+func dumpNode(n *node) string {
+	switch n.kind {
+	case nMap:
+		var parts []string
+		for _, f := range n.fields {
+			parts = append(parts, fmt.Sprintf("%q@%d:%d: %s", f.name, f.line, f.col, dumpNode(f.value)))
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case nList:
+		var parts []string
+		for _, it := range n.list {
+			parts = append(parts, dumpNode(it))
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case nString:
+		return fmt.Sprintf("%q", n.str)
+	}
+	return fmt.Sprintf("<kind %d: %d>", n.kind, n.num)
+}
+
+// mutateText makes one to three small edits to the text of a YAML file:
+// characters that matter to YAML inserted, lines removed, doubled or
+// re-indented.
+func mutateText(rng *rand.Rand, src []byte) []byte {
+	lines := strings.SplitAfter(string(src), "\n")
+	bits := []string{" ", "  ", "-", "- ", ":", ": ", "#", " #", "|", "|-", "|+", ">", "[", "]", ",", "{", "}", "\"", "'", "\\",
+		"\t", "\r", "\n", "\n\n", "&a ", "*a", "!", "?", "%", "@", "`", "~", "0", "1.5", "\u00a0", "\u0085", "\u2028", "\ufeff", "é", "---", "..."}
+	for range 1 + rng.IntN(3) {
+		if len(lines) == 0 {
+			break
+		}
+		i := rng.IntN(len(lines))
+		switch rng.IntN(5) {
+		case 0, 1:
+			l := lines[i]
+			at := rng.IntN(len(l) + 1)
+			lines[i] = l[:at] + bits[rng.IntN(len(bits))] + l[at:]
+		case 2:
+			lines = slices.Delete(lines, i, i+1)
+		case 3:
+			lines = slices.Insert(lines, i, lines[i])
+		case 4:
+			if rng.IntN(2) == 0 {
+				lines[i] = "  " + lines[i]
+			} else {
+				lines[i] = strings.TrimPrefix(lines[i], " ")
+			}
+		}
+	}
+	return []byte(strings.Join(lines, ""))
+}
+
+// FuzzPlainYAML compares parsePlainYAML with CUE's YAML decoder on
+// arbitrary input.
+func FuzzPlainYAML(f *testing.F) {
+	for _, in := range directSeeds(f) {
+		f.Add(in.Data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		comparePlain(t, data)
+	})
+}
+
+// compareDirect reports whether the direct path read in, failing t when
+// it did so differently from CUE.
+func compareDirect(t *testing.T, c *compiler, in Input) bool {
+	t.Helper()
+	got, ok := decodeDirect(in)
+	if !ok {
+		return false
+	}
+	want := c.evaluate(in)
+	if len(want.Errors) > 0 {
+		t.Errorf("%s: the direct path accepted what CUE refuses (%v):\n%s", in.Name, Errors(want.Errors), in.Data)
+		return true
+	}
+	wantDef, e := decodeDefinition(want)
+	if e != nil {
+		t.Errorf("%s: the direct path accepted what the loader refuses (%v):\n%s", in.Name, e, in.Data)
+		return true
+	}
+	if !reflect.DeepEqual(*got.def, wantDef) || got.Kind != want.Kind || got.IDLine != want.IDLine || got.IDColumn != want.IDColumn {
+		t.Errorf("%s: direct path and CUE differ:\ndirect %+v %d:%d\ncue    %+v %d:%d\ndirect JSON %s\ncue JSON    %s\ninput:\n%s",
+			in.Name, *got.def, got.IDLine, got.IDColumn, wantDef, want.IDLine, want.IDColumn, got.JSON, want.JSON, in.Data)
+		return true
+	}
+	// The JSON the direct path gives decodes to a definition of the
+	// same meaning (empty lists left out).
+	again, e := decodeDefinition(Output{Name: got.Name, Kind: got.Kind, JSON: got.JSON, IDLine: got.IDLine, IDColumn: got.IDColumn})
+	if e != nil || again.Digest != wantDef.Digest {
+		t.Errorf("%s: the direct path's JSON decodes differently: %v", in.Name, e)
+	}
+	return true
+}
+
+// directSeeds are the YAML examples, invalid inputs, the benchmark's
+// campaigns and definitions that use every field of the schema.
+func directSeeds(t testing.TB) []Input {
+	t.Helper()
+	var in []Input
+	for _, dir := range []string{"../../examples", "../../testdata/invalid", "../../campaigns-template"} {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !(strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && len(b) < 64<<10 {
+				in = append(in, Input{Name: filepath.Base(p), Data: b})
+			}
+			return nil
+		})
+	}
+	if len(in) < 20 {
+		t.Fatalf("only %d seed files found", len(in))
+	}
+	for _, s := range []string{kitchenSinkTask, kitchenSinkCampaign, reportTask, groupsTask} {
+		in = append(in, Input{Name: "sink.yaml", Data: []byte(s)})
+	}
+	var b strings.Builder
+	b.WriteString("version: 1\nkind: Campaign\nid: campaign-0007\ntitle: Campaign 7\n")
+	b.WriteString("template:\n  execution:\n    agentic:\n      prompt: |\n        Migrate logging in this repository to log/slog (7).\n")
+	b.WriteString("      verifiers:\n        - name: build\n          command: [go, build, ./...]\n")
+	b.WriteString("  pull_request:\n    branch_prefix: auto/campaign-7\n    title: Migrate to slog\n    labels: [automated]\n")
+	b.WriteString("batch_size: 10\nmax_parallel: 4\nfailure:\n  threshold_percent: 20\nrepositories:\n")
+	for j := range 6 {
+		fmt.Fprintf(&b, "  - url: https://github.com/acme/service-7-%d.git\n", j)
+		if j%5 == 0 {
+			fmt.Fprintf(&b, "    branch: release/v%d\n    name: svc-7-%d\n", j, j)
+		}
+	}
+	in = append(in, Input{Name: "bench.yaml", Data: []byte(b.String())})
+	return in
+}
+
+const kitchenSinkTask = `version: 1
+kind: Task
+id: sink-task
+title: "Every field"
+description: |
+  Two lines
+  of description.
+mode: transform
+transformation:
+  url: ssh://git@example.com:2222/acme/recipes.git
+  branch: v1.2
+  setup: ["make deps"]
+  submodules: true
+targets:
+  - url: git@github.com:acme/a.git
+  - url: http://127.0.0.1:3000/acme/b.git
+    name: b_2
+    branch: feature/x-1
+  - url: file:///srv/git/c.git
+    setup: [a, b]
+    submodules: false
+execution:
+  deterministic:
+    image: ghcr.io/acme/tool:1
+    command: [tool, "--flag", ""]
+    args: ['x', "y z", "\t"]
+    env:
+      GOFLAGS: -mod=mod
+      _X1: ""
+    verifiers: []
+timeout: 1h30m
+require_approval: true
+pull_request:
+  branch_prefix: auto/sink
+  title: Sink
+  body: ""
+  labels: []
+  reviewers: [alice, "bob"]
+  draft: false
+sandbox:
+  namespace: ns-1
+  runtime_class: gvisor
+  node_selector: {"kubernetes.io/arch": amd64, pool: "batch"}
+  resources:
+    limits: {cpu: "2", memory: 4Gi}
+    requests: {cpu: 500m}
+credentials:
+  github: {secret_ref: {name: gh, key: token}}
+  anthropic:
+    secret_ref:
+      name: anthropic
+      key: api.key-1
+max_parallel: 1000
+failure:
+  threshold_percent: 0
+  action: abort
+`
+
+const kitchenSinkCampaign = `version: 1
+kind: Campaign
+id: sink-campaign
+title: Sink campaign
+description: ""
+template:
+  mode: transform
+  transformation:
+    url: https://example.com/recipes
+  execution:
+    agentic:
+      prompt: "Do it.\n"
+      verifiers:
+        - name: v.1
+          command: ["make", "test"]
+      limits:
+        max_iterations: 1000
+        max_tokens: 1000
+        max_verifier_retries: 0
+        max_steering_iterations: 100
+      output:
+        capture: stdout
+      agent: codex
+  timeout: 90s
+  require_approval: false
+  pull_request:
+    branch_prefix: a/b/c
+    title: T
+    draft: true
+  sandbox: {}
+  credentials: {}
+groups:
+  - name: one
+    repositories:
+      - url: https://github.com/acme/x.git
+      - url: https://github.com/acme/y.git
+        name: y
+  - name: two
+    repositories:
+      - url: https://github.com/acme/x.git
+batch_size: 10000
+max_parallel: 1
+failure: {}
+rate_limit:
+  pull_requests_per_hour: 10000
+  burst: 1
+suspend: true
+sync_policy:
+  prune: true
+  update: restart
+`
+
+const reportTask = `version: 1
+id: report
+title: Report
+mode: report
+repositories:
+  - url: https://github.com/acme/a.git
+for_each:
+  - name: api
+    context: services/api
+  - name: web
+    context: ""
+execution:
+  agentic:
+    prompt: Report.
+    output:
+      schema:
+        type: object
+        required: [a, "b"]
+        properties:
+          a: {type: integer, minimum: 1, maximum: 10}
+          "#b": {enum: [x, 'y', null, true, 0]}
+          _c: []
+`
+
+const groupsTask = `version: 1
+kind: Task
+id: groups
+title: Groups
+groups:
+  - name: g
+    repositories:
+      - url: https://github.com/acme/a.git
+      - url: https://github.com/acme/b.git
+execution:
+  agentic:
+    prompt: p
+    limits: {}
+    output: {}
+max_parallel: 7
+`
+
+// trickyScalars are values at the edges of what YAML and the schema
+// accept: YAML 1.1 and 1.2 booleans, octal and float forms, empty and
+// null, strings that look like numbers, bounds and bad patterns.
+var trickyScalars = []string{
+	"", `""`, "''", "~", "null", "Null", "true", "True", "yes", "no", "on", "off", "y", "n",
+	"0", "1", "-1", "01", "010", "0o10", "0x10", "1_000", "1.0", "1e3", ".5", ".inf", "-.inf", ".nan",
+	"5", "20", "99", "100", "101", "999", "1000", "1001", "9999", "10000", "10001", "100000", "99999999999999999999",
+	`"1"`, `"10"`, `'true'`, "!!str 1", "!!int 3", "!!float 1", "!!binary aGVsbG8=", "!!bool true", "2001-12-14", "2001-12-14t21:59:43.10-05:00",
+	"main", "develop", "a..b", "-x", "x/", "x.lock", "x.", "a//b", "@{x", "release/v1", "_x", ".x", "x y", "X", "a-", "-a", "ab-c", strings.Repeat("a", 63), strings.Repeat("a", 64),
+	strings.Repeat("b", 100), strings.Repeat("b", 101),
+	"https://github.com/acme/x.git", "https://u:p@github.com/acme/x.git", "http://example.com/x", "http://localhost:8080/x", "git://h/x",
+	"https://github.com/acme/.git", "https://github.com/acme/../x", "git@github.com:acme/x.git", "ext::sh -c x", "file:///x", "https://h/", "https://h/a%20b",
+	"30m", "1h30m", "1.5h", "90", "90s", "1d", "10µs", "9999999999h", "0s",
+	"500m", "2", "4Gi", "1.5", "1Gb", "transform", "report", "pause", "abort", "file", "stdout", "in_place", "restart",
+	"Task", "Campaign", "Approval", "Config", "claude-code", "token", "api.key", "key with space",
+	`"tab\there"`, `"nl\nhere"`, `"\u00e9"`, "e\u0301", "\u212a", `"\x00"`, `"\ud800"`, "|\n  block\n  text", ">\n  folded\n  text",
+	"[]", "{}", "[a]", "[\"\"]", "[1]", "[a, a]", "{a: b}", "{url: https://github.com/acme/z.git}", "&a x", "*a", "<<: {a: b}",
+}
+
+// fieldNames are every field the schema knows, and some it does not.
+var fieldNames = []string{
+	"version", "kind", "id", "title", "description", "template", "mode", "transformation", "for_each", "execution",
+	"agentic", "deterministic", "timeout", "require_approval", "pull_request", "sandbox", "credentials", "repositories",
+	"targets", "groups", "max_parallel", "failure", "batch_size", "rate_limit", "suspend", "sync_policy", "url", "branch",
+	"name", "setup", "submodules", "context", "prompt", "verifiers", "limits", "output", "agent", "image", "command",
+	"args", "env", "max_iterations", "max_tokens", "max_verifier_retries", "max_steering_iterations", "schema", "capture",
+	"threshold_percent", "action", "branch_prefix", "body", "labels", "reviewers", "draft", "secret_ref", "key",
+	"namespace", "runtime_class", "node_selector", "resources", "memory", "cpu", "github", "anthropic",
+	"pull_requests_per_hour", "burst", "prune", "update",
+	"_check_repositories", "_sources", "#Task", "Kind", "unknown", "kind ", "\u212aind", "ñ", "1", "true", "null", "",
+}
+
+// mutateYAML applies one to three random edits to a YAML document.
+func mutateYAML(rng *rand.Rand, src []byte) ([]byte, bool) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil || len(doc.Content) != 1 {
+		return nil, false
+	}
+	var nodes []*yaml.Node
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		nodes = append(nodes, n)
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(doc.Content[0])
+	for range 1 + rng.IntN(3) {
+		n := nodes[rng.IntN(len(nodes))]
+		switch rng.IntN(7) {
+		case 0, 1: // replace a value with a tricky scalar (or snippet)
+			var v yaml.Node
+			s := trickyScalars[rng.IntN(len(trickyScalars))]
+			if err := yaml.Unmarshal([]byte("v: "+s), &v); err != nil || len(v.Content) == 0 || len(v.Content[0].Content) < 2 {
+				*n = yaml.Node{Kind: yaml.ScalarNode, Value: s}
+				continue
+			}
+			*n = *v.Content[0].Content[1]
+		case 2: // delete a mapping entry or list item
+			if len(n.Content) > 0 {
+				i := rng.IntN(len(n.Content))
+				if n.Kind == yaml.MappingNode {
+					i &^= 1
+					n.Content = slices.Delete(n.Content, i, i+2)
+				} else {
+					n.Content = slices.Delete(n.Content, i, i+1)
+				}
+			}
+		case 3: // add a field, known or not
+			if n.Kind == yaml.MappingNode {
+				k := fieldNames[rng.IntN(len(fieldNames))]
+				v := nodes[rng.IntN(len(nodes))]
+				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, cloneNode(v))
+			}
+		case 4: // duplicate a list item or mapping entry
+			if len(n.Content) > 0 {
+				i := rng.IntN(len(n.Content))
+				if n.Kind == yaml.MappingNode {
+					i &^= 1
+					n.Content = append(n.Content, cloneNode(n.Content[i]), cloneNode(n.Content[i+1]))
+				} else {
+					n.Content = append(n.Content, cloneNode(n.Content[i]))
+				}
+			}
+		case 5: // rename a key
+			if n.Kind == yaml.MappingNode && len(n.Content) > 0 {
+				i := rng.IntN(len(n.Content)) &^ 1
+				n.Content[i] = &yaml.Node{Kind: yaml.ScalarNode, Value: fieldNames[rng.IntN(len(fieldNames))]}
+			}
+		case 6: // change a scalar's style
+			if n.Kind == yaml.ScalarNode {
+				styles := []yaml.Style{0, yaml.DoubleQuotedStyle, yaml.SingleQuotedStyle, yaml.LiteralStyle, yaml.FoldedStyle, yaml.FlowStyle}
+				n.Style = styles[rng.IntN(len(styles))]
+				n.Tag = ""
+			}
+		}
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, false
+	}
+	return buf.Bytes(), true
+}
+
+func cloneNode(n *yaml.Node) *yaml.Node {
+	c := *n
+	c.Content = nil
+	for _, x := range n.Content {
+		c.Content = append(c.Content, cloneNode(x))
+	}
+	return &c
+}
+
+// FuzzDirect compares the direct path with CUE on arbitrary input.
+func FuzzDirect(f *testing.F) {
+	if !directEnabled() {
+		f.Skip("direct path off")
+	}
+	for _, in := range directSeeds(f) {
+		f.Add(in.Data)
+	}
+	c, err := newCompiler()
+	if err != nil {
+		f.Fatal(err)
+	}
+	used := 0
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if used++; used > recycleAfter {
+			c, _ = newCompiler()
+			used = 0
+		}
+		compareDirect(t, c, Input{Name: "f.yaml", Data: data})
+	})
+}
+
+// TestQuickChecks checks that a value a constraint's quick check accepts
+// always meets the constraint's regular expressions, over the tricky
+// values and random strings of the characters that matter to them.
+func TestQuickChecks(t *testing.T) {
+	values := slices.Concat(trickyScalars, fieldNames, []string{
+		"https://github.com/acme/service-1-0.git", "https://h/", "https://h//", "https://h/a b", "https://h/a@b", "https://h:80/x",
+		"https:///x", "https://-/x", "https://h/../x", "https://h/..", "https://h/x\u00e9", "https://h/x\u2028", "https://h/\x00",
+		"release/v0", "a.lock", "a.lockx", "a/.b", "a@{b", "a@b", "_", "0", "a--b", "ab", "a-b-c",
+	})
+	rng := rand.New(rand.NewPCG(5, 6))
+	alphabet := []string{"a", "Z", "0", "9", "_", "-", ".", "/", ":", "@", "{", " ", "\t", "\n", "\u00e9", "https://", "h", ".lock", ".."}
+	for i := range 200000 {
+		var b strings.Builder
+		if i%4 == 0 {
+			b.WriteString("https://")
+		}
+		for range rng.IntN(12) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		values = append(values, b.String())
+	}
+	values = append(values, strings.Repeat("a", 63), strings.Repeat("a", 64), strings.Repeat("a", 100), strings.Repeat("a", 101),
+		strings.Repeat("a", 200), strings.Repeat("a", 201))
+	for _, c := range []struct {
+		name  string
+		check *constraint
+		want  string
+	}{
+		{"#ID", idCheck, "campaign-0001"},
+		{"#Name", nameCheck, "svc-1_0.x"},
+		{"#GitURL", gitURLCheck, "https://github.com/acme/service-1-0.git"},
+		{"#RefName", refNameCheck, "release/v0"},
+	} {
+		if !c.check.quick(c.want) {
+			t.Errorf("%s: quick check refuses %q", c.name, c.want)
+		}
+		quick := 0
+		for _, v := range values {
+			if !c.check.quick(v) {
+				continue
+			}
+			quick++
+			if !c.check.re.MatchString(v) || (c.check.not != nil && c.check.not.MatchString(v)) {
+				t.Errorf("%s: quick check accepts %q, which the schema refuses", c.name, v)
+			}
+		}
+		t.Logf("%s: %d values passed the quick check", c.name, quick)
+	}
+}
