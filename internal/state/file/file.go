@@ -146,23 +146,28 @@ func Decode(data []byte) ([]state.Campaign, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf(`file is empty (a truncated write?); for empty state write {"version": %d, "campaigns": []} or remove the file`, Version)
 	}
-	var head struct {
-		Version *int `json:"version"`
+	// One pass reads a well-formed file; only a file that fails it is
+	// read again, for the version first and then what is wrong.
+	var doc struct {
+		Version   *int             `json:"version"`
+		Campaigns []state.Campaign `json:"campaigns"`
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("not valid JSON: %s", jsonError(data, err))
-	}
-	switch {
-	case head.Version == nil:
-		return nil, fmt.Errorf("no \"version\" field; this build reads version %d", Version)
-	case *head.Version != Version:
-		return nil, fmt.Errorf("format version %d; this build reads version %d", *head.Version, Version)
-	}
-	var doc document
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
+		var head struct {
+			Version *int `json:"version"`
+		}
+		if herr := json.Unmarshal(data, &head); herr != nil {
+			return nil, fmt.Errorf("not valid JSON: %s", jsonError(data, herr))
+		}
+		if verr := checkVersion(head.Version); verr != nil {
+			return nil, verr
+		}
 		return nil, fmt.Errorf("not a valid state file: %s", jsonError(data, err))
+	}
+	if err := checkVersion(doc.Version); err != nil {
+		return nil, err
 	}
 	seen := make(map[string]int, len(doc.Campaigns))
 	for i := range doc.Campaigns {
@@ -183,6 +188,16 @@ func Decode(data []byte) ([]state.Campaign, error) {
 	}
 	sortByID(doc.Campaigns)
 	return doc.Campaigns, nil
+}
+
+func checkVersion(v *int) error {
+	switch {
+	case v == nil:
+		return fmt.Errorf("no \"version\" field; this build reads version %d", Version)
+	case *v != Version:
+		return fmt.Errorf("format version %d; this build reads version %d", *v, Version)
+	}
+	return nil
 }
 
 // Encode writes campaigns in the documented format, sorted by ID, with a
