@@ -74,4 +74,4 @@ bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue expor
 
 .PHONY: bin/gitea
 bin/gitea: ## Build the pinned Gitea the end-to-end tests run (~6.5 min cold; a no-op when up to date)
-	tools/gitea/build.sh
+	internal/forge/giteatest/gitea/build.sh

@@ -1,7 +1,7 @@
 // Package giteatest runs a real Gitea server for end-to-end tests of the
 // gitea forge adapter and of the flows that review pull requests.
 //
-// Start runs bin/gitea (built by `make bin/gitea`, see tools/gitea) on
+// Start runs bin/gitea (built by `make bin/gitea`, see internal/forge/giteatest/gitea) on
 // 127.0.0.1 with a free port, SQLite and everything in t.TempDir(), and
 // stops it when the test ends. It creates a site administrator; the other
 // helpers (CreateUser, CreateOrg, CreateTeam, CreateRepo, AddCollaborator,

@@ -24,7 +24,7 @@ import (
 )
 
 const (
-	// pinnedVersion is the Gitea version tools/gitea pins, used to find
+	// pinnedVersion is the Gitea version internal/forge/giteatest/gitea pins, used to find
 	// Gitea's source in the module cache when bin/gitea.version does not
 	// say.
 	pinnedVersion = "v1.26.0"

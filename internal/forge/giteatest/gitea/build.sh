@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds bin/gitea (relative to the repository root) from the Gitea version
-# pinned in tools/gitea/go.mod. It does nothing when bin/gitea.version already
+# pinned in this directory's go.mod. It does nothing when bin/gitea.version already
 # records the same version and build tags, so it is cheap to call from make.
 # A cold build takes about 6.5 minutes on 2 cores; it needs CGO (gcc,
 # libc6-dev) for SQLite, whose C source comes with the Go module.
@@ -12,7 +12,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
+root="$(cd "$here/../../../.." && pwd)"
 out="$root/bin/gitea"
 stamp="$root/bin/gitea.version"
 tags="sqlite sqlite_unlock_notify"

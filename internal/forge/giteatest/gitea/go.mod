@@ -2,7 +2,7 @@
 // against. It has no code of its own: build.sh builds the tool below into
 // bin/gitea. The replace lines are copied from Gitea's own go.mod at the
 // pinned version, because replace directives of a dependency do not apply.
-module github.com/fleetlift/fleetlift/tools/gitea
+module github.com/fleetlift/fleetlift/internal/forge/giteatest/gitea
 
 go 1.26.8
 
