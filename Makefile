@@ -21,7 +21,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint check-generated bin/gitea ## Run every test: vet, format, generated files, unit tests, a short fuzz run
+test: lint check-generated check-tidy bin/gitea ## Run every test: vet, format, generated files, go.mod tidy, unit tests, short fuzz runs
 	$(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
@@ -43,6 +43,10 @@ check-generated: ## Fail when the generated JSON Schema files are stale
 	for f in $$tmp/*.json; do \
 		diff -u schemas/$$(basename $$f) $$f || { echo "schemas/$$(basename $$f) is stale: run make generate"; exit 1; }; \
 	done
+
+.PHONY: check-tidy
+check-tidy: ## Fail when go.mod or go.sum is not tidy
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 .PHONY: verify
 verify: generate ## Regenerate and tidy, then fail if anything changed
