@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 )
 
@@ -46,62 +45,79 @@ type DiffOptions struct {
 // links (their target path is the content); what they point at is never
 // read.
 func (g *Git) Diff(ctx context.Context, dir string, o DiffOptions) ([]FileDiff, error) {
+	c, err := g.Changes(ctx, dir, o)
+	return c.Files, err
+}
+
+// Changes is what Changes found: the files, and the tree the work tree
+// amounted to when they were read.
+type Changes struct {
+	// Tree is the id of the staged tree the files describe: committing it
+	// (see CommitTree) records exactly the changes shown, whatever
+	// happens in the work tree afterwards.
+	Tree  string
+	Files []FileDiff
+}
+
+// Changes is Diff that also returns the tree it described.
+func (g *Git) Changes(ctx context.Context, dir string, o DiffOptions) (Changes, error) {
 	w, err := g.worktree(ctx, dir)
 	if err != nil {
-		return nil, err
+		return Changes{}, err
 	}
 	if err := w.stage(ctx); err != nil {
-		return nil, err
+		return Changes{}, err
 	}
+	out, err := w.run(ctx, invocation{args: []string{"write-tree"}})
+	if err != nil {
+		return Changes{}, fmt.Errorf("record staged tree: %w", err)
+	}
+	c := Changes{Tree: strings.TrimSpace(out)}
 	base, err := g.diffBase(ctx, dir, o.Base)
 	if err != nil {
-		return nil, err
+		return Changes{}, err
 	}
-	common := []string{"diff", "--cached", "--no-ext-diff", "--no-textconv", "--no-color", "--find-renames", "--ignore-submodules=none"}
-
-	out, err := w.run(ctx, invocation{args: append(common, "--name-status", "-z", base, "--")})
-	if err != nil {
-		return nil, fmt.Errorf("list changed files: %w", err)
-	}
-	files, sections, err := parseNameStatus(out)
-	if err != nil {
-		return nil, err
-	}
-	if len(files) == 0 {
-		return nil, nil
-	}
-	out, err = w.run(ctx, invocation{args: append(common, "--numstat", "-z", base, "--")})
-	if err != nil {
-		return nil, fmt.Errorf("count changed lines: %w", err)
-	}
-	if err := parseNumstat(out, files); err != nil {
-		return nil, err
-	}
-
 	maxLines := o.MaxLines
 	if maxLines <= 0 {
 		maxLines = DefaultMaxLines
 	}
+	// One diff of the staged tree (what a commit records) gives the list
+	// of changed files (--raw) and then their patch, read in one pass:
+	// each file's part, and its line counts (what --numstat would say,
+	// counted on the whole part, not only on what is kept).
+	var files []FileDiff
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := splitPatch(pr, files, sections, maxLines)
+		br := bufio.NewReaderSize(pr, 64*1024)
+		var sections []int
+		var err error
+		files, sections, err = readRaw(br)
+		if err == nil && len(files) > 0 {
+			err = splitPatch(br, files, sections, maxLines)
+		}
 		pr.CloseWithError(err)
 		done <- err
 	}()
-	_, runErr := w.run(ctx, invocation{args: append(common, "--patch", base, "--"), stdout: pw})
+	args := []string{"diff", "--no-ext-diff", "--no-textconv", "--no-color", "--find-renames", "--ignore-submodules=none", "--raw", "--patch", "-z", base, c.Tree, "--"}
+	_, runErr := w.run(ctx, invocation{args: args, stdout: pw})
 	pw.Close()
-	splitErr := <-done
+	readErr := <-done
 	if runErr != nil {
-		return nil, fmt.Errorf("diff: %w", runErr)
+		return Changes{}, fmt.Errorf("diff: %w", runErr)
 	}
-	if splitErr != nil {
-		return nil, fmt.Errorf("read diff: %w", splitErr)
+	if readErr != nil {
+		return Changes{}, fmt.Errorf("read diff: %w", readErr)
 	}
-	return files, nil
+	c.Files = files
+	return c, nil
 }
 
 func (g *Git) diffBase(ctx context.Context, dir, base string) (string, error) {
+	if IsObjectID(base) {
+		// git diff fails on its own when the id names no commit here.
+		return base, nil
+	}
 	if base != "" {
 		return g.RevParse(ctx, dir, base)
 	}
@@ -130,29 +146,48 @@ func statusName(code string) string {
 	}
 }
 
-// parseNameStatus reads `diff --name-status -z`. sections is how many
+// readRaw reads the --raw -z part of a diff: one record per file,
+// ":<modes> <ids> <status>\0<path>\0" (a rename or copy has two paths),
+// ended by an empty record when a patch follows. sections is how many
 // "diff --git" parts each file has in the patch: a type change (file to
 // symbolic link) is shown as a deletion and an addition.
-func parseNameStatus(out string) (files []FileDiff, sections []int, err error) {
-	fields := strings.Split(strings.TrimSuffix(out, "\x00"), "\x00")
-	for i := 0; i < len(fields); i++ {
-		code := fields[i]
-		if code == "" {
-			continue
+func readRaw(br *bufio.Reader) (files []FileDiff, sections []int, err error) {
+	field := func() (string, error) {
+		f, err := br.ReadString(0)
+		if err != nil {
+			if err == io.EOF {
+				err = errors.New("truncated list of changed files")
+			}
+			return "", err
 		}
+		return f[:len(f)-1], nil
+	}
+	for {
+		meta, err := br.ReadString(0)
+		if err == io.EOF && meta == "" {
+			return files, sections, nil // no patch follows
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read changed files: %w", err)
+		}
+		meta = meta[:len(meta)-1]
+		if meta == "" {
+			return files, sections, nil // the patch follows
+		}
+		i := strings.LastIndexByte(meta, ' ')
+		if meta[0] != ':' || i < 0 || i == len(meta)-1 {
+			return nil, nil, fmt.Errorf("read changed files: unexpected %q", meta)
+		}
+		code := meta[i+1:]
 		f := FileDiff{Status: statusName(code)}
+		if f.Path, err = field(); err != nil {
+			return nil, nil, fmt.Errorf("read changed files: %w", err)
+		}
 		if code[0] == 'R' || code[0] == 'C' {
-			if i+2 >= len(fields) {
-				return nil, nil, errors.New("read changed files: truncated rename")
+			f.OldPath = f.Path
+			if f.Path, err = field(); err != nil {
+				return nil, nil, fmt.Errorf("read changed files: %w", err)
 			}
-			f.OldPath, f.Path = fields[i+1], fields[i+2]
-			i += 2
-		} else {
-			if i+1 >= len(fields) {
-				return nil, nil, errors.New("read changed files: truncated entry")
-			}
-			f.Path = fields[i+1]
-			i++
 		}
 		files = append(files, f)
 		if code[0] == 'T' {
@@ -161,48 +196,22 @@ func parseNameStatus(out string) (files []FileDiff, sections []int, err error) {
 			sections = append(sections, 1)
 		}
 	}
-	return files, sections, nil
-}
-
-// parseNumstat reads `diff --numstat -z` into files, which are in the same
-// order.
-func parseNumstat(out string, files []FileDiff) error {
-	fields := strings.Split(strings.TrimSuffix(out, "\x00"), "\x00")
-	n := 0
-	for i := 0; i < len(fields); i++ {
-		if fields[i] == "" {
-			continue
-		}
-		parts := strings.SplitN(fields[i], "\t", 3)
-		if len(parts) != 3 {
-			return fmt.Errorf("read line counts: unexpected %q", fields[i])
-		}
-		if parts[2] == "" { // rename: old and new paths follow
-			i += 2
-		}
-		if n >= len(files) {
-			return errors.New("read line counts: more entries than files")
-		}
-		if parts[0] == "-" {
-			files[n].Binary = true
-		} else {
-			files[n].Additions, _ = strconv.Atoi(parts[0])
-			files[n].Deletions, _ = strconv.Atoi(parts[1])
-		}
-		n++
-	}
-	return nil
 }
 
 // splitPatch reads a multi-file patch and stores each file's part, cut at
 // maxLines lines, in files (same order as the patch; file i has
-// sections[i] "diff --git" parts).
+// sections[i] "diff --git" parts), with its added and deleted lines and
+// whether git found it binary.
 func splitPatch(r io.Reader, files []FileDiff, sections []int, maxLines int) error {
 	br := bufio.NewReaderSize(r, 64*1024)
 	idx := -1
 	left := 0 // "diff --git" parts still to come for files[idx]
 	var b strings.Builder
 	lines := 0
+	// hunk is set from a part's first "@@" line: before it come headers
+	// ("--- a/x", "+++ b/x", "Binary files ... differ"), after it only
+	// lines of content, each starting with ' ', '+', '-' or a backslash.
+	hunk := false
 	flush := func() {
 		if idx >= 0 && idx < len(files) {
 			files[idx].Patch = b.String()
@@ -214,6 +223,7 @@ func splitPatch(r io.Reader, files []FileDiff, sections []int, maxLines int) err
 		line, cut, err := readLine(br)
 		if len(line) > 0 || err == nil {
 			if strings.HasPrefix(line, "diff --git ") {
+				hunk = false
 				if left > 0 {
 					left--
 				} else {
@@ -225,15 +235,26 @@ func splitPatch(r io.Reader, files []FileDiff, sections []int, maxLines int) err
 				}
 			}
 			if idx >= 0 && idx < len(files) {
+				f := &files[idx]
+				switch {
+				case strings.HasPrefix(line, "@@"):
+					hunk = true
+				case hunk && line != "" && line[0] == '+':
+					f.Additions++
+				case hunk && line != "" && line[0] == '-':
+					f.Deletions++
+				case !hunk && strings.HasPrefix(line, "Binary files ") || line == "GIT binary patch\n":
+					f.Binary = true
+				}
 				if lines < maxLines {
 					b.WriteString(line)
 					if cut {
 						b.WriteString("...\n")
-						files[idx].Truncated = true
+						f.Truncated = true
 					}
 					lines++
 				} else {
-					files[idx].Truncated = true
+					f.Truncated = true
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package git_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ func TestDiff(t *testing.T) {
 		"remove.txt": "bye\n",
 		"move.txt":   "a fairly long line so that rename detection has something to match\n",
 		"image.bin":  "\x00\x01\x02",
+		"edges.txt":  "-- a line that starts like a header\n++ another\nno newline at the end",
 	})
 
 	tests := []struct {
@@ -60,6 +62,13 @@ func TestDiff(t *testing.T) {
 			want:   []git.FileDiff{{Path: "image.bin", Status: "modified", Binary: true}},
 		},
 		{
+			name: "lines like headers, no final newline",
+			change: func(dir string) {
+				gittest.WriteFiles(t, dir, map[string]string{"edges.txt": "+++ b/edges.txt\n--- a/x\n@@ -1 +1 @@\nno newline at the end\n"})
+			},
+			want: []git.FileDiff{{Path: "edges.txt", Status: "modified", Additions: 4, Deletions: 3}},
+		},
+		{
 			name:     "truncated at the line limit",
 			change:   func(dir string) { gittest.WriteFiles(t, dir, map[string]string{"big.txt": long}) },
 			want:     []git.FileDiff{{Path: "big.txt", Status: "added", Additions: 1500, Truncated: true}},
@@ -90,6 +99,24 @@ func TestDiff(t *testing.T) {
 			got, err := g.Diff(ctx, dir, git.DiffOptions{MaxLines: 1000})
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The counts read from the patch are what git's own
+			// --numstat says.
+			numstat := gittest.Run(t, dir, "diff", "--cached", "--numstat", "--find-renames", "HEAD")
+			for i, line := range strings.Split(strings.TrimSpace(numstat), "\n") {
+				if line == "" {
+					continue
+				}
+				if i >= len(got) {
+					t.Fatalf("git --numstat lists more files than Diff: %q", numstat)
+				}
+				want := fmt.Sprintf("%d\t%d\t", got[i].Additions, got[i].Deletions)
+				if got[i].Binary {
+					want = "-\t-\t"
+				}
+				if !strings.HasPrefix(line, want) {
+					t.Errorf("%s: git --numstat says %q, Diff +%d -%d (binary %v)", got[i].Path, line, got[i].Additions, got[i].Deletions, got[i].Binary)
+				}
 			}
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d files %+v, want %d", len(got), got, len(tt.want))

@@ -2,7 +2,11 @@ package git
 
 import (
 	"bytes"
+	"cmp"
+	"compress/zlib"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Scratch is a temporary bare repository whose configuration fleetlift
@@ -31,7 +36,7 @@ func (g *Git) NewScratch(ctx context.Context, borrow string) (*Scratch, error) {
 		return nil, fmt.Errorf("create scratch repository: %w", err)
 	}
 	s := &Scratch{g: g, dir: dir}
-	if _, err := g.run(ctx, invocation{dir: dir, args: []string{"init", "--quiet", "--bare", "--template=", dir}}); err != nil {
+	if err := initBare(dir); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("create scratch repository: %w", err)
 	}
@@ -44,44 +49,75 @@ func (g *Git) NewScratch(ctx context.Context, borrow string) (*Scratch, error) {
 	return s, nil
 }
 
+// initBare lays out an empty bare SHA-1 repository, what `git init --bare
+// --template=` makes, without running git: a scratch is made for every
+// push.
+func initBare(dir string) error {
+	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+}
+
 func (s *Scratch) borrow(ctx context.Context, clone string) error {
 	clone, err := filepath.Abs(clone)
 	if err != nil {
 		return fmt.Errorf("borrow objects: %w", err)
 	}
-	// --path-format=absolute needs git 2.31; relative answers are
-	// relative to the clone.
-	paths, err := s.g.Run(ctx, clone, "rev-parse", "--git-path", "objects", "--git-path", "shallow")
+	objects, shallow, err := s.g.gitPaths(ctx, clone)
 	if err != nil {
-		return fmt.Errorf("find objects of %s: %w", clone, err)
+		return err
 	}
-	lines := strings.Split(strings.TrimSpace(paths), "\n")
-	if len(lines) != 2 {
-		return fmt.Errorf("find objects of %s: unexpected %q", clone, paths)
-	}
-	for i, p := range lines {
-		if !filepath.IsAbs(p) {
-			lines[i] = filepath.Join(clone, p)
-		}
-	}
-	info := filepath.Join(s.dir, "objects", "info")
-	if err := os.MkdirAll(info, 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(s.dir, "objects", "info", "alternates"), []byte(objects+"\n"), 0o644); err != nil {
 		return fmt.Errorf("borrow objects: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(info, "alternates"), []byte(lines[0]+"\n"), 0o644); err != nil {
-		return fmt.Errorf("borrow objects: %w", err)
-	}
-	shallow, err := os.ReadFile(lines[1])
+	data, err := os.ReadFile(shallow)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return fmt.Errorf("read shallow commits of %s: %w", clone, err)
 	default:
-		if err := os.WriteFile(filepath.Join(s.dir, "shallow"), shallow, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(s.dir, "shallow"), data, 0o644); err != nil {
 			return fmt.Errorf("copy shallow commits: %w", err)
 		}
 	}
 	return nil
+}
+
+// gitPaths returns where the clone at dir (an absolute path) keeps its
+// objects and its list of shallow commits. A plain clone keeps them in its
+// .git directory; for anything else (a .git file, a linked work tree, a
+// symbolic link) git is asked.
+func (g *Git) gitPaths(ctx context.Context, dir string) (objects, shallow string, _ error) {
+	gd := filepath.Join(dir, ".git")
+	if fi, err := os.Lstat(gd); err == nil && fi.IsDir() {
+		if _, err := os.Lstat(filepath.Join(gd, "commondir")); errors.Is(err, fs.ErrNotExist) {
+			if fi, err := os.Lstat(filepath.Join(gd, "objects")); err == nil && fi.IsDir() {
+				return filepath.Join(gd, "objects"), filepath.Join(gd, "shallow"), nil
+			}
+		}
+	}
+	// --path-format=absolute needs git 2.31; relative answers are
+	// relative to the clone.
+	paths, err := g.Run(ctx, dir, "rev-parse", "--git-path", "objects", "--git-path", "shallow")
+	if err != nil {
+		return "", "", fmt.Errorf("find objects of %s: %w", dir, err)
+	}
+	lines := strings.Split(strings.TrimSpace(paths), "\n")
+	if len(lines) != 2 {
+		return "", "", fmt.Errorf("find objects of %s: unexpected %q", dir, paths)
+	}
+	for i, p := range lines {
+		if !filepath.IsAbs(p) {
+			lines[i] = filepath.Join(dir, p)
+		}
+	}
+	return lines[0], lines[1], nil
 }
 
 // Dir is the scratch repository's directory.
@@ -188,11 +224,13 @@ func (s *Scratch) Push(ctx context.Context, url string, updates ...RefUpdate) er
 func (g *Git) Push(ctx context.Context, dir, url string, updates ...RefUpdate) error {
 	resolved := make([]RefUpdate, len(updates))
 	for i, u := range updates {
-		id, err := g.RevParse(ctx, dir, u.Src)
-		if err != nil {
-			return fmt.Errorf("push %s: %w", u.Src, err)
+		if !IsObjectID(u.Src) {
+			id, err := g.RevParse(ctx, dir, u.Src)
+			if err != nil {
+				return fmt.Errorf("push %s: %w", u.Src, err)
+			}
+			u.Src = id
 		}
-		u.Src = id
 		resolved[i] = u
 	}
 	s, err := g.NewScratch(ctx, dir)
@@ -218,51 +256,95 @@ func (g *Git) LsRemote(ctx context.Context, url string, refs ...string) (map[str
 func (s *Scratch) WriteTree(ctx context.Context, files map[string][]byte) (string, error) {
 	names := make([]string, 0, len(files))
 	for name := range files {
-		if name == "" || strings.ContainsAny(name, "/\t\n\x00") {
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\t\n\x00") {
 			return "", fmt.Errorf("write tree: invalid file name %q", name)
 		}
 		names = append(names, name)
 	}
+	// Entries of a tree of files only are in byte order of their names.
 	slices.Sort(names)
-	var tree strings.Builder
+	var tree bytes.Buffer
 	for _, name := range names {
-		out, err := s.RunInput(ctx, bytes.NewReader(files[name]), "hash-object", "-w", "--stdin")
+		id, err := s.writeObject("blob", files[name])
 		if err != nil {
 			return "", fmt.Errorf("write %s: %w", name, err)
 		}
-		fmt.Fprintf(&tree, "100644 blob %s\t%s\n", strings.TrimSpace(out), name)
+		raw, _ := hex.DecodeString(id)
+		fmt.Fprintf(&tree, "100644 %s\x00", name)
+		tree.Write(raw)
 	}
-	out, err := s.RunInput(ctx, strings.NewReader(tree.String()), "mktree")
+	id, err := s.writeObject("tree", tree.Bytes())
 	if err != nil {
 		return "", fmt.Errorf("write tree: %w", err)
 	}
-	return strings.TrimSpace(out), nil
+	return id, nil
 }
 
-// CommitTree makes a commit of tree with parents and returns its id.
+// CommitTree makes a commit of tree with parents, authored and committed
+// now by author, and returns its id.
 func (s *Scratch) CommitTree(ctx context.Context, tree, message string, author Identity, parents ...string) (string, error) {
-	name, email := author.Name, author.Email
-	if name == "" {
-		name = "fleetlift"
+	if _, err := author.env(); err != nil {
+		return "", err
 	}
-	if email == "" {
-		email = "fleetlift@localhost"
+	name, email := cmp.Or(author.Name, "fleetlift"), cmp.Or(author.Email, "fleetlift@localhost")
+	var c bytes.Buffer
+	for _, id := range append([]string{tree}, parents...) {
+		if len(id) != 40 || !IsObjectID(id) {
+			return "", fmt.Errorf("commit tree: %q is not a SHA-1 object id", id)
+		}
 	}
-	args := []string{"commit-tree", tree}
+	fmt.Fprintf(&c, "tree %s\n", tree)
 	for _, p := range parents {
-		args = append(args, "-p", p)
+		fmt.Fprintf(&c, "parent %s\n", p)
 	}
-	out, err := s.g.run(ctx, invocation{
-		dir: s.dir, gitDir: s.dir, args: args, stdin: strings.NewReader(message),
-		env: []string{
-			"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email,
-			"GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email,
-		},
-	})
+	sig := fmt.Sprintf("%s <%s> %d +0000", name, email, time.Now().Unix())
+	fmt.Fprintf(&c, "author %s\ncommitter %s\n\n%s", sig, sig, message)
+	id, err := s.writeObject("commit", c.Bytes())
 	if err != nil {
 		return "", fmt.Errorf("commit tree: %w", err)
 	}
-	return strings.TrimSpace(out), nil
+	return id, nil
+}
+
+// writeObject stores a loose object in the scratch repository and returns
+// its id, as `git hash-object -w` does, without running git.
+func (s *Scratch) writeObject(typ string, data []byte) (string, error) {
+	header := fmt.Sprintf("%s %d\x00", typ, len(data))
+	h := sha1.New()
+	h.Write([]byte(header))
+	h.Write(data)
+	id := hex.EncodeToString(h.Sum(nil))
+	dir := filepath.Join(s.dir, "objects", id[:2])
+	path := filepath.Join(dir, id[2:])
+	if _, err := os.Stat(path); err == nil {
+		return id, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, "tmp_obj_")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(f.Name())
+	zw := zlib.NewWriter(f)
+	_, err = io.WriteString(zw, header)
+	if err == nil {
+		_, err = zw.Write(data)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // ReadFile returns the content of path at rev in the scratch repository.

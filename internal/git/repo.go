@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -79,6 +80,68 @@ func (g *Git) RevParse(ctx context.Context, dir, rev string) (string, error) {
 		return "", fmt.Errorf("resolve %s: %w", rev, err)
 	}
 	return strings.TrimSpace(out), nil
+}
+
+// Head returns the commit checked out at dir and its branch ("" when
+// HEAD is detached), as RevParse and CurrentBranch would. A plain clone's
+// HEAD is read from its files without running git; anything else is asked
+// of git.
+func (g *Git) Head(ctx context.Context, dir string) (commit, branch string, _ error) {
+	if id, br, ok := readHead(filepath.Join(dir, ".git")); ok {
+		return id, br, nil
+	}
+	commit, err := g.RevParse(ctx, dir, "HEAD")
+	if err != nil {
+		return "", "", err
+	}
+	if branch, err = g.CurrentBranch(ctx, dir); err != nil {
+		return "", "", err
+	}
+	return commit, branch, nil
+}
+
+// readHead reads HEAD from the files of the git directory gd: a detached
+// id, or a branch whose id is a loose ref or in packed-refs. ok is false
+// for anything else (symbolic links, other ref storage, odd content).
+func readHead(gd string) (id, branch string, ok bool) {
+	if fi, err := os.Lstat(gd); err != nil || !fi.IsDir() {
+		return "", "", false
+	}
+	read := func(name string) (string, bool) {
+		p := filepath.Join(gd, name)
+		if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() || fi.Size() > 64<<10 {
+			return "", false
+		}
+		b, err := os.ReadFile(p)
+		return string(b), err == nil
+	}
+	head, ok := read("HEAD")
+	if !ok {
+		return "", "", false
+	}
+	head = strings.TrimSuffix(head, "\n")
+	if IsObjectID(head) {
+		return head, "", true
+	}
+	ref, isRef := strings.CutPrefix(head, "ref: ")
+	branch, isBranch := strings.CutPrefix(ref, "refs/heads/")
+	if !isRef || !isBranch || CheckBranch(branch) != nil {
+		return "", "", false
+	}
+	if v, ok := read(ref); ok {
+		v = strings.TrimSuffix(v, "\n")
+		return v, branch, IsObjectID(v)
+	}
+	packed, ok := read("packed-refs")
+	if !ok {
+		return "", "", false
+	}
+	for _, line := range strings.Split(packed, "\n") {
+		if v, name, found := strings.Cut(line, " "); found && name == ref && IsObjectID(v) {
+			return v, branch, true
+		}
+	}
+	return "", "", false
 }
 
 // CurrentBranch is the branch checked out at dir, or "" when HEAD is
@@ -209,15 +272,9 @@ var ErrNoChanges = errors.New("no changes to commit")
 // without running hooks or signing. It returns the new commit id, or
 // ErrNoChanges.
 func (g *Git) Commit(ctx context.Context, dir string, o CommitOptions) (string, error) {
-	name, email := o.Author.Name, o.Author.Email
-	if name == "" {
-		name = "fleetlift"
-	}
-	if email == "" {
-		email = "fleetlift@localhost"
-	}
-	if strings.ContainsAny(name+email, "<>\n\x00") {
-		return "", fmt.Errorf("invalid commit identity %q <%s>", name, email)
+	env, err := o.Author.env()
+	if err != nil {
+		return "", err
 	}
 	w, err := g.worktree(ctx, dir)
 	if err != nil {
@@ -246,13 +303,79 @@ func (g *Git) Commit(ctx context.Context, dir string, o CommitOptions) (string, 
 	_, err = w.run(ctx, invocation{
 		args:  []string{"commit", "--quiet", "--no-verify", "--no-gpg-sign", "--file=-"},
 		stdin: strings.NewReader(msg),
-		env: []string{
-			"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email,
-			"GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email,
-		},
+		env:   env,
 	})
 	if err != nil {
 		return "", fmt.Errorf("commit: %w", err)
 	}
 	return g.RevParse(ctx, dir, "HEAD")
+}
+
+// env is the environment that makes id the author and committer of a
+// commit; the zero Identity is fleetlift.
+func (id Identity) env() ([]string, error) {
+	name, email := id.Name, id.Email
+	if name == "" {
+		name = "fleetlift"
+	}
+	if email == "" {
+		email = "fleetlift@localhost"
+	}
+	if strings.ContainsAny(name+email, "<>\n\x00") {
+		return nil, fmt.Errorf("invalid commit identity %q <%s>", name, email)
+	}
+	return []string{
+		"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email,
+		"GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email,
+	}, nil
+}
+
+// TreeCommit describes a commit of a tree already recorded (see Changes).
+type TreeCommit struct {
+	Tree    string
+	Parent  string
+	Message string
+	Author  Identity
+}
+
+// CommitTree records o.Tree as a commit on o.Parent, without running
+// hooks or signing, and returns its id. The work tree, the index and HEAD
+// are left as they are: the commit is exactly the tree, whatever the work
+// tree holds now. Push it by id.
+func (g *Git) CommitTree(ctx context.Context, dir string, o TreeCommit) (string, error) {
+	env, err := o.Author.env()
+	if err != nil {
+		return "", err
+	}
+	if !IsObjectID(o.Tree) || !IsObjectID(o.Parent) {
+		return "", fmt.Errorf("commit tree: tree %q and parent %q must be object ids", o.Tree, o.Parent)
+	}
+	msg := o.Message
+	if strings.TrimSpace(msg) == "" {
+		msg = "fleetlift changes"
+	}
+	out, err := g.run(ctx, invocation{
+		dir:   dir,
+		args:  []string{"commit-tree", "--no-gpg-sign", o.Tree, "-p", o.Parent},
+		stdin: strings.NewReader(msg),
+		env:   env,
+	})
+	if err != nil {
+		return "", fmt.Errorf("commit: %w", err)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// IsObjectID reports whether s is a full object id (SHA-1 or SHA-256, in
+// lower-case hex), which needs no lookup to be used as a revision.
+func IsObjectID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

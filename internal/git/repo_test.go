@@ -1,8 +1,10 @@
 package git_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,5 +231,136 @@ func TestRunRefusesGlobalOptions(t *testing.T) {
 				t.Fatalf("Run(%q) = %v, want ok=%v", tt.args, err, tt.ok)
 			}
 		})
+	}
+}
+
+func TestCommitTreeRecordsTheChangesShown(t *testing.T) {
+	ctx := context.Background()
+	g := newGit()
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"go.mod": "go 1.21\n"})
+	dir := clone(t, g, remote, git.CloneOptions{})
+	base, err := g.RevParse(ctx, dir, "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gittest.WriteFiles(t, dir, map[string]string{"go.mod": "go 1.26\n"})
+	c, err := g.Changes(ctx, dir, git.DiffOptions{Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Files) != 1 || c.Files[0].Path != "go.mod" || !git.IsObjectID(c.Tree) {
+		t.Fatalf("changes = %+v", c)
+	}
+	// What happens in the work tree after the changes were shown is not
+	// committed.
+	gittest.WriteFiles(t, dir, map[string]string{"go.mod": "go 9.99\n", "later.txt": "x\n"})
+	id, err := g.CommitTree(ctx, dir, git.TreeCommit{Tree: c.Tree, Parent: base, Message: "Bump go", Author: git.Identity{Name: "Bot", Email: "bot@example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gittest.Run(t, dir, "show", id+":go.mod"); got != "go 1.26" {
+		t.Errorf("committed go.mod = %q, want the version shown", got)
+	}
+	if got := gittest.Run(t, dir, "ls-tree", "--name-only", id); got != "go.mod" {
+		t.Errorf("committed files = %q", got)
+	}
+	if got := gittest.Run(t, dir, "log", "-1", "--format=%P|%an <%ae>|%cn|%s", id); got != base+"|Bot <bot@example.com>|Bot|Bump go" {
+		t.Errorf("commit = %q", got)
+	}
+	if head, _ := g.RevParse(ctx, dir, "HEAD"); head != base {
+		t.Errorf("HEAD moved to %s", head)
+	}
+	if _, err := g.CommitTree(ctx, dir, git.TreeCommit{Tree: "HEAD", Parent: base}); err == nil {
+		t.Error("CommitTree took a revision that is not an object id")
+	}
+}
+
+func TestScratchObjectsAreGits(t *testing.T) {
+	ctx := context.Background()
+	g := newGit()
+	s, err := g.NewScratch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	files := map[string][]byte{"pr.json": []byte("{\"title\": \"x\"}\n"), "README.md": []byte("# status\n"), "b": {0, 1, 2}}
+	tree, err := s.WriteTree(ctx, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same files written by git itself give the same tree id.
+	var listing strings.Builder
+	for _, name := range []string{"README.md", "b", "pr.json"} {
+		blob, err := s.RunInput(ctx, bytes.NewReader(files[name]), "hash-object", "--stdin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&listing, "100644 blob %s\t%s\n", strings.TrimSpace(blob), name)
+	}
+	want, err := s.RunInput(ctx, strings.NewReader(listing.String()), "mktree", "--missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tree != strings.TrimSpace(want) {
+		t.Errorf("tree %s, git makes %s", tree, strings.TrimSpace(want))
+	}
+	first, err := s.CommitTree(ctx, tree, "first\n", git.Identity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.CommitTree(ctx, tree, "second\n", git.Identity{Name: "Bot", Email: "bot@example.com"}, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Run(ctx, "fsck", "--strict", "--no-dangling", second); err != nil {
+		t.Fatalf("git fsck: %v\n%s", err, out)
+	}
+	if got, _ := s.ReadFile(ctx, second, "pr.json"); string(got) != string(files["pr.json"]) {
+		t.Errorf("pr.json = %q", got)
+	}
+	if got, _ := s.Run(ctx, "log", "--format=%an <%ae> %s", second); got != "Bot <bot@example.com> second\nfleetlift <fleetlift@localhost> first\n" {
+		t.Errorf("log = %q", got)
+	}
+	if _, err := s.CommitTree(ctx, tree, "x", git.Identity{Name: "a>b"}); err == nil {
+		t.Error("an identity with '>' was accepted")
+	}
+}
+
+func TestHeadReadsWhatGitSays(t *testing.T) {
+	ctx := context.Background()
+	g := newGit()
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"a.txt": "a\n"})
+	for name, setup := range map[string]func(dir string){
+		"fresh clone":    func(string) {},
+		"packed refs":    func(dir string) { gittest.Run(t, dir, "pack-refs", "--all") },
+		"detached":       func(dir string) { gittest.Run(t, dir, "checkout", "--quiet", "--detach") },
+		"other branch":   func(dir string) { gittest.Run(t, dir, "checkout", "--quiet", "-b", "dev") },
+		"gitfile (asks)": func(dir string) { moveGitDir(t, dir) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := clone(t, g, remote, git.CloneOptions{})
+			setup(dir)
+			id, branch, err := g.Head(ctx, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantID := gittest.Run(t, dir, "rev-parse", "HEAD")
+			wantBranch, _ := g.CurrentBranch(ctx, dir)
+			if id != wantID || branch != wantBranch {
+				t.Errorf("Head = %s %q, git says %s %q", id, branch, wantID, wantBranch)
+			}
+		})
+	}
+}
+
+// moveGitDir turns dir/.git into a .git file pointing elsewhere.
+func moveGitDir(t *testing.T, dir string) {
+	t.Helper()
+	elsewhere := filepath.Join(t.TempDir(), "gitdir")
+	if err := os.Rename(filepath.Join(dir, ".git"), elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".git"), []byte("gitdir: "+elsewhere+"\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
