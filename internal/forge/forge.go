@@ -20,9 +20,13 @@ type PullRequestRequest struct {
 	// Repository is the clone URL of the target repository.
 	Repository string
 	// Dir is the local clone holding Head.
-	Dir       string
-	Base      string
-	Head      string
+	Dir  string
+	Base string
+	// Head is the branch to propose, in Dir and in Repository.
+	Head string
+	// Commit, when set, is the commit to propose (an object id in Dir),
+	// which need not be Head in Dir; otherwise Head's commit in Dir is.
+	Commit    string
 	Title     string
 	Body      string
 	Labels    []string

@@ -75,15 +75,29 @@ func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequ
 	if err := git.CheckBranch(req.Head); err != nil {
 		return nil, fmt.Errorf("open pull request: %w", err)
 	}
-	head, err := f.Git.RevParse(ctx, req.Dir, req.Head)
-	if err != nil {
-		return nil, fmt.Errorf("open pull request for %s: %w", req.Head, err)
+	head := req.Commit
+	if head == "" {
+		var err error
+		if head, err = f.Git.RevParse(ctx, req.Dir, req.Head); err != nil {
+			return nil, fmt.Errorf("open pull request for %s: %w", req.Head, err)
+		}
+	} else if !git.IsObjectID(head) {
+		return nil, fmt.Errorf("open pull request for %s: commit %q is not an object id", req.Head, head)
 	}
 	s, err := f.Git.NewScratch(ctx, req.Dir)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
+	pr := &forge.PullRequest{URL: URL(req.Repository, req.Head), Branch: req.Head, Commit: head, State: "open"}
+
+	// Most branches are new: one push proposes them, and it succeeds only
+	// if neither the branch nor a record exists yet. Whatever stops it
+	// (the branch is there from an earlier attempt, or moved since) is
+	// looked at below.
+	if err := f.propose(ctx, s, req, head, nil, nil); err == nil {
+		return pr, nil
+	}
 
 	branchRef, recordRef := "refs/heads/"+req.Head, RecordRefPrefix+req.Head
 	refs, err := s.LsRemote(ctx, req.Repository, branchRef, recordRef)
@@ -96,27 +110,35 @@ func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequ
 			return nil, err
 		}
 	}
-	url := URL(req.Repository, req.Head)
-	pr := &forge.PullRequest{URL: url, Branch: req.Head, Commit: head, State: "open"}
 	if refs[branchRef] == head && old != nil && old.Commit == head {
 		return pr, nil
 	}
+	if err := f.propose(ctx, s, req, head, refs, old); err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
 
+// propose pushes head to req.Head in req.Repository with a new record,
+// atomically, provided the remote's refs are still refs (full name ->
+// id; nil: neither exists) and old is the record there.
+func (f *Forge) propose(ctx context.Context, s *git.Scratch, req forge.PullRequestRequest, head string, refs map[string]string, old *Record) error {
+	branchRef, recordRef := "refs/heads/"+req.Head, RecordRefPrefix+req.Head
 	now := f.now()
 	rec := Record{
 		Title: req.Title, Body: req.Body, Labels: req.Labels, Reviewers: req.Reviewers, Draft: req.Draft,
-		Base: req.Base, Head: req.Head, Commit: head, URL: url, CreatedAt: now, UpdatedAt: now,
+		Base: req.Base, Head: req.Head, Commit: head, URL: URL(req.Repository, req.Head), CreatedAt: now, UpdatedAt: now,
 	}
 	if old != nil {
 		rec.CreatedAt = old.CreatedAt
 	}
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
-		return nil, fmt.Errorf("encode record: %w", err)
+		return fmt.Errorf("encode record: %w", err)
 	}
 	tree, err := s.WriteTree(ctx, map[string][]byte{RecordFile: append(data, '\n')})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var parents []string
 	if refs[recordRef] != "" {
@@ -125,7 +147,7 @@ func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequ
 	msg := fmt.Sprintf("fleetlift: pull request %s at %s\n", req.Head, head)
 	commit, err := s.CommitTree(ctx, tree, msg, f.Author, parents...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 
 	var updates []git.RefUpdate
@@ -134,9 +156,9 @@ func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequ
 	}
 	updates = append(updates, git.RefUpdate{Src: commit, Dst: recordRef, Lease: true, Expect: refs[recordRef]})
 	if err := s.Push(ctx, req.Repository, updates...); err != nil {
-		return nil, fmt.Errorf("push branch %s: %w", req.Head, err)
+		return fmt.Errorf("push branch %s: %w", req.Head, err)
 	}
-	return pr, nil
+	return nil
 }
 
 // Record reads the record of branch in repository, or ErrNoRecord.

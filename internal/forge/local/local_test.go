@@ -187,3 +187,45 @@ func equalRecords(a, b local.Record) bool {
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
 }
+
+// The agent proposes a commit by id, made from the changes it showed,
+// without a branch in its clone.
+func TestCreatePullRequestOfACommitByID(t *testing.T) {
+	fx := newFixture(t, true)
+	base, err := fx.g.RevParse(fx.ctx, fx.dir, "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gittest.WriteFiles(t, fx.dir, map[string]string{"main.go": "package main // by id"})
+	c, err := fx.g.Changes(fx.ctx, fx.dir, git.DiffOptions{Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := fx.g.CommitTree(fx.ctx, fx.dir, git.TreeCommit{Tree: c.Tree, Parent: base, Message: "change"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := forge.PullRequestRequest{Repository: fx.url, Dir: fx.dir, Base: "main", Head: branch, Commit: id, Title: "By id"}
+	for range 2 { // the second call finds it done
+		pr, err := fx.f.CreatePullRequest(fx.ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.Commit != id {
+			t.Errorf("pull request commit = %s, want %s", pr.Commit, id)
+		}
+	}
+	if got := gittest.Run(t, fx.remote, "show", "refs/heads/"+branch+":main.go"); got != "package main // by id" {
+		t.Errorf("pushed main.go = %q", got)
+	}
+	if rec := fx.record(t); rec.Commit != id || rec.Title != "By id" {
+		t.Errorf("record = %+v", rec)
+	}
+	if n := gittest.Run(t, fx.remote, "rev-list", "--count", local.RecordRefPrefix+branch); n != "1" {
+		t.Errorf("record has %s commits, want 1: the second call changed nothing", n)
+	}
+	req.Commit = "HEAD"
+	if _, err := fx.f.CreatePullRequest(fx.ctx, req); err == nil {
+		t.Error("a commit that is not an object id was accepted")
+	}
+}
