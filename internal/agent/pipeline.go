@@ -127,10 +127,13 @@ type runner struct {
 
 // unit is one repository the pipeline changes or reports on.
 type unit struct {
-	repo       protocol.Repository
-	dir        string
-	elems      []string // dir below the workspace
-	base       string   // commit cloned
+	repo  protocol.Repository
+	dir   string
+	elems []string // dir below the workspace
+	base  string   // commit cloned
+	// tree is the tree whose changes were last collected: what a pull
+	// request proposes, exactly what the result showed.
+	tree       string
 	baseBranch string
 	res        *protocol.RepositoryResult
 	// broken is set when clone or setup failed: nothing more happens here.

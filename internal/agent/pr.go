@@ -47,7 +47,9 @@ func (r *runner) openPullRequests(ctx context.Context) error {
 }
 
 func (r *runner) openPullRequest(ctx context.Context, u *unit, branch, message string, author git.Identity) (*protocol.PullRequestInfo, error) {
-	commit, err := r.g.Commit(ctx, u.dir, git.CommitOptions{Branch: branch, Message: message, Author: author})
+	// The commit is of the tree collected: what the result showed, and
+	// what an approval approved.
+	commit, err := r.g.CommitTree(ctx, u.dir, git.TreeCommit{Tree: u.tree, Parent: u.base, Message: message, Author: author})
 	if err != nil {
 		return nil, fmt.Errorf("commit on %s: %w", branch, err)
 	}
@@ -57,6 +59,7 @@ func (r *runner) openPullRequest(ctx context.Context, u *unit, branch, message s
 		Dir:        u.dir,
 		Base:       u.baseBranch,
 		Head:       branch,
+		Commit:     commit,
 		Title:      pr.Title,
 		Body:       pr.Body,
 		Labels:     pr.Labels,

@@ -114,7 +114,9 @@ func (r *runner) collect(ctx context.Context) error {
 			continue
 		}
 		if transform {
-			diffs, err := r.g.Diff(ctx, u.dir, git.DiffOptions{Base: u.base, MaxLines: r.o.MaxDiffLines})
+			changes, err := r.g.Changes(ctx, u.dir, git.DiffOptions{Base: u.base, MaxLines: r.o.MaxDiffLines})
+			diffs := changes.Files
+			u.tree = changes.Tree
 			if err != nil {
 				if ctx.Err() != nil {
 					return context.Cause(ctx)

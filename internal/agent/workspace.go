@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -65,15 +66,11 @@ func (r *runner) checkoutUnit(ctx context.Context, u *unit) error {
 	if err != nil {
 		return fmt.Errorf("%s", r.redact(err.Error()))
 	}
-	if u.base, err = r.g.RevParse(ctx, u.dir, "HEAD"); err != nil {
+	var current string
+	if u.base, current, err = r.g.Head(ctx, u.dir); err != nil {
 		return err
 	}
-	u.baseBranch = u.repo.Branch
-	if u.baseBranch == "" {
-		if u.baseBranch, err = r.g.CurrentBranch(ctx, u.dir); err != nil {
-			return err
-		}
-	}
+	u.baseBranch = cmp.Or(u.repo.Branch, current)
 	for _, line := range u.repo.Setup {
 		r.setStep("setup", fmt.Sprintf("%s: %s", u.repo.Name, line))
 		out := newTail(outputTail)
