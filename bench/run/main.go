@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -43,8 +44,10 @@ func main() {
 	parallel := flag.Int("parallel", 8, "repositories worked on at once, by both")
 	poll := flag.Duration("poll", 0, "how often the worker reads an agent's status (0: fleetlift's default)")
 	agentBin := flag.String("agent", "", "the agent binary sandboxes run (default: this binary's agent command)")
+	group := flag.Int("group", 25, "repositories per task in the grouped run (one sandbox each, worked on one after another)")
+	rounds := flag.Int("rounds", 3, "rounds; each runs all three in a rotating order on fresh repositories, and medians are reported")
 	flag.Parse()
-	if err := run(*repos, *parallel, *poll, *agentBin); err != nil {
+	if err := run(*repos, *parallel, *group, *rounds, *poll, *agentBin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-run:", err)
 		os.Exit(1)
 	}
@@ -52,39 +55,106 @@ func main() {
 
 const change = `sed -i 's/^go 1.21$/go 1.26/' go.mod`
 
-func run(n, parallel int, poll time.Duration, agentBin string) error {
+// The three ways of making the change that each round times.
+const (
+	shell = iota
+	grouped
+	perRepo
+)
+
+var labels = [...]string{
+	shell:   "shell loop (git clone, sed, git commit, git push)",
+	grouped: "fleetlift campaign, grouped (%d repositories per task)",
+	perRepo: "fleetlift campaign, one task per repository",
+}
+
+func run(n, parallel, group, rounds int, poll time.Duration, agentBin string) error {
 	root, err := os.MkdirTemp("", "fleetlift-bench-run-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(root)
-	bares, err := makeRepos(root, n)
-	if err != nil {
-		return err
-	}
 
-	baseline, err := shellLoop(root, bares, parallel)
-	if err != nil {
-		return err
-	}
-	fl, err := fleetlift(root, bares, parallel, poll, agentBin)
-	if err != nil {
-		return err
-	}
-	for _, b := range bares {
-		out, err := exec.Command("git", "-C", b, "show", "auto/bench/bench:go.mod").Output()
-		if err != nil || !strings.Contains(string(out), "go 1.26") {
-			return fmt.Errorf("%s: fleetlift's branch is missing or unchanged", b)
+	rounds = max(rounds, 1)
+	times := make([][]time.Duration, 3)
+	cpus := make([][]time.Duration, 3)
+	for round := range rounds {
+		dir := filepath.Join(root, fmt.Sprint(round))
+		bares, err := makeRepos(dir, n)
+		if err != nil {
+			return err
+		}
+		// A rotating order, so that no way always runs first or last on
+		// a machine whose speed drifts.
+		for k := range 3 {
+			var took time.Duration
+			before := cpuTime()
+			switch way := (round + k) % 3; way {
+			case shell:
+				took, err = shellLoop(dir, bares, parallel)
+			case grouped:
+				took, err = fleetlift(dir, bares, parallel, group, poll, agentBin, "grouped")
+			case perRepo:
+				took, err = fleetlift(dir, bares, parallel, 1, poll, agentBin, "per-repo")
+			}
+			if err != nil {
+				return err
+			}
+			times[(round+k)%3] = append(times[(round+k)%3], took)
+			cpus[(round+k)%3] = append(cpus[(round+k)%3], cpuTime()-before)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return err
 		}
 	}
+
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	fmt.Printf("bench-run: %d repositories, parallelism %d, %d CPUs\n", n, parallel, runtime.NumCPU())
-	fmt.Printf("  shell loop (git clone, sed, git commit, git push): %8.1f s\n", baseline.Seconds())
-	fmt.Printf("  fleetlift campaign (embedded Temporal, local sandboxes): %8.1f s\n", fl.Seconds())
-	fmt.Printf("  ratio fleetlift / shell loop: %.2fx (goal <= 1.20x)\n", fl.Seconds()/baseline.Seconds())
+	fmt.Printf("bench-run: %d repositories, parallelism %d, %d CPUs, median of %d rounds\n", n, parallel, runtime.NumCPU(), rounds)
+	for way, ts := range times {
+		label := labels[way]
+		if way == grouped {
+			label = fmt.Sprintf(label, group)
+		}
+		fmt.Printf("  %-58s %6.1f s  (rounds: %s; CPU %.1f s)\n", label+":", median(ts).Seconds(), seconds(ts), median(cpus[way]).Seconds())
+	}
+	ratio := func(way int) float64 {
+		var rs []float64
+		for i := range times[way] {
+			rs = append(rs, times[way][i].Seconds()/times[shell][i].Seconds())
+		}
+		slices.Sort(rs)
+		return rs[len(rs)/2]
+	}
+	fmt.Printf("  ratio fleetlift grouped / shell loop: %.2fx (goal <= 1.20x)\n", ratio(grouped))
+	fmt.Printf("  ratio fleetlift one task per repository / shell loop: %.2fx\n", ratio(perRepo))
 	fmt.Printf("  peak RSS of the bench process (server, worker): %d MiB\n", ru.Maxrss>>10)
 	return nil
+}
+
+// cpuTime is the CPU time, user and system, of this process and of its
+// children that have ended: the shell loop's processes, or the embedded
+// server, the worker and the agents.
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
+}
+
+func median(ts []time.Duration) time.Duration {
+	s := slices.Clone(ts)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func seconds(ts []time.Duration) string {
+	var parts []string
+	for _, t := range ts {
+		parts = append(parts, fmt.Sprintf("%.1f", t.Seconds()))
+	}
+	return strings.Join(parts, " ")
 }
 
 func makeRepos(root string, n int) ([]string, error) {
@@ -98,6 +168,9 @@ for i in $(seq 0 $(($N-1))); do
   git -C $d -c user.email=b@example.com -c user.name=bench commit -qm init
   git clone -q --bare $d svc-$i.git
 done`
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), fmt.Sprintf("N=%d", n))
@@ -135,8 +208,10 @@ git push -q origin HEAD:refs/heads/baseline/bench`
 	return time.Since(start), nil
 }
 
-func fleetlift(root string, bares []string, parallel int, poll time.Duration, agentBin string) (time.Duration, error) {
-	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(root, "temporal.db")})
+// fleetlift runs the change as a campaign, id "bench-"+name, whose
+// branch is auto/bench/<id>, and checks that every repository has it.
+func fleetlift(root string, bares []string, parallel, group int, poll time.Duration, agentBin, name string) (time.Duration, error) {
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(root, name+".db")})
 	if err != nil {
 		return 0, err
 	}
@@ -154,7 +229,7 @@ func fleetlift(root string, bares []string, parallel int, poll time.Duration, ag
 		}
 		agent = []string{exe, "agent"}
 	}
-	p, err := local.New(local.Options{Root: filepath.Join(root, "sandboxes"), AgentCommand: agent})
+	p, err := local.New(local.Options{Root: filepath.Join(root, "sandboxes-"+name), AgentCommand: agent})
 	if err != nil {
 		return 0, err
 	}
@@ -168,7 +243,7 @@ func fleetlift(root string, bares []string, parallel int, poll time.Duration, ag
 	defer w.Stop()
 
 	in := workflow.CampaignInput{
-		ID: "bench", BatchSize: len(bares), MaxParallel: parallel, ThresholdPercent: 100,
+		ID: "bench-" + name, BatchSize: len(bares), MaxParallel: parallel, ThresholdPercent: 100,
 		Template: workflow.TaskInput{Timeout: 10 * time.Minute, Manifest: protocol.Manifest{
 			Mode: protocol.ModeTransform, Title: "Bump go", TimeoutSeconds: 600,
 			Execution:   protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"sh", "-c", change}},
@@ -179,10 +254,15 @@ func fleetlift(root string, bares []string, parallel int, poll time.Duration, ag
 	}
 	for i, b := range bares {
 		name := fmt.Sprintf("svc-%d", i)
-		in.Units = append(in.Units, workflow.Unit{Key: name, Repositories: []protocol.Repository{{URL: "file://" + b, Branch: "main", Name: name}}})
+		repo := protocol.Repository{URL: "file://" + b, Branch: "main", Name: name}
+		if i%max(group, 1) == 0 {
+			in.Units = append(in.Units, workflow.Unit{Key: name})
+		}
+		u := &in.Units[len(in.Units)-1]
+		u.Repositories = append(u.Repositories, repo)
 	}
 	start := time.Now()
-	run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "campaign/bench", TaskQueue: workflow.TaskQueue}, workflow.Campaign, in)
+	run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "campaign/bench-" + name, TaskQueue: workflow.TaskQueue}, workflow.Campaign, in)
 	if err != nil {
 		return 0, err
 	}
@@ -191,8 +271,14 @@ func fleetlift(root string, bares []string, parallel int, poll time.Duration, ag
 		return 0, err
 	}
 	took := time.Since(start)
-	if st.Summary.Completed != len(bares) {
-		return 0, fmt.Errorf("fleetlift completed %d of %d: %+v", st.Summary.Completed, len(bares), st.Units[0])
+	if st.Summary.Completed != len(in.Units) {
+		return 0, fmt.Errorf("fleetlift completed %d of %d tasks: %+v", st.Summary.Completed, len(in.Units), st.Units[0])
+	}
+	for _, b := range bares {
+		out, err := exec.Command("git", "-C", b, "show", "auto/bench/bench-"+name+":go.mod").Output()
+		if err != nil || !strings.Contains(string(out), "go 1.26") {
+			return 0, fmt.Errorf("%s: fleetlift's branch is missing or unchanged", b)
+		}
 	}
 	return took, nil
 }
