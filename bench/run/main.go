@@ -248,8 +248,9 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 			Mode: protocol.ModeTransform, Title: "Bump go", TimeoutSeconds: 600,
 			Execution:   protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"sh", "-c", change}},
 			PullRequest: &protocol.PullRequest{BranchPrefix: "auto/bench", Title: "Bump go"},
-			GitConfig:   protocol.GitConfig{UserEmail: "b@example.com", UserName: "bench", CloneDepth: 1},
-			Forge:       "local",
+			// A full clone, as the shell loop makes.
+			GitConfig: protocol.GitConfig{UserEmail: "b@example.com", UserName: "bench"},
+			Forge:     "local",
 		}},
 	}
 	for i, b := range bares {
