@@ -2,7 +2,6 @@ package git
 
 import (
 	"bytes"
-	"cmp"
 	"compress/zlib"
 	"context"
 	"crypto/sha1"
@@ -283,10 +282,10 @@ func (s *Scratch) WriteTree(ctx context.Context, files map[string][]byte) (strin
 // CommitTree makes a commit of tree with parents, authored and committed
 // now by author, and returns its id.
 func (s *Scratch) CommitTree(ctx context.Context, tree, message string, author Identity, parents ...string) (string, error) {
-	if _, err := author.env(); err != nil {
+	author, err := author.resolved()
+	if err != nil {
 		return "", err
 	}
-	name, email := cmp.Or(author.Name, "fleetlift"), cmp.Or(author.Email, "fleetlift@localhost")
 	var c bytes.Buffer
 	for _, id := range append([]string{tree}, parents...) {
 		if len(id) != 40 || !IsObjectID(id) {
@@ -297,7 +296,7 @@ func (s *Scratch) CommitTree(ctx context.Context, tree, message string, author I
 	for _, p := range parents {
 		fmt.Fprintf(&c, "parent %s\n", p)
 	}
-	sig := fmt.Sprintf("%s <%s> %d +0000", name, email, time.Now().Unix())
+	sig := fmt.Sprintf("%s <%s> %d +0000", author.Name, author.Email, time.Now().Unix())
 	fmt.Fprintf(&c, "author %s\ncommitter %s\n\n%s", sig, sig, message)
 	id, err := s.writeObject("commit", c.Bytes())
 	if err != nil {

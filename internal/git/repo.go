@@ -1,6 +1,7 @@
 package git
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -142,6 +143,18 @@ func readHead(gd string) (id, branch string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// Proposed is the commit to propose: id when set (it must be a full
+// object id), otherwise rev resolved in the clone at dir.
+func (g *Git) Proposed(ctx context.Context, dir, id, rev string) (string, error) {
+	if id == "" {
+		return g.RevParse(ctx, dir, rev)
+	}
+	if !IsObjectID(id) {
+		return "", fmt.Errorf("commit %q is not an object id", id)
+	}
+	return id, nil
 }
 
 // CurrentBranch is the branch checked out at dir, or "" when HEAD is
@@ -311,19 +324,24 @@ func (g *Git) Commit(ctx context.Context, dir string, o CommitOptions) (string, 
 	return g.RevParse(ctx, dir, "HEAD")
 }
 
+// resolved is id with the zero fields filled (the zero Identity is
+// fleetlift), or an error when it cannot sign a commit.
+func (id Identity) resolved() (Identity, error) {
+	id.Name, id.Email = cmp.Or(id.Name, "fleetlift"), cmp.Or(id.Email, "fleetlift@localhost")
+	if strings.ContainsAny(id.Name+id.Email, "<>\n\x00") {
+		return Identity{}, fmt.Errorf("invalid commit identity %q <%s>", id.Name, id.Email)
+	}
+	return id, nil
+}
+
 // env is the environment that makes id the author and committer of a
-// commit; the zero Identity is fleetlift.
+// commit.
 func (id Identity) env() ([]string, error) {
+	id, err := id.resolved()
+	if err != nil {
+		return nil, err
+	}
 	name, email := id.Name, id.Email
-	if name == "" {
-		name = "fleetlift"
-	}
-	if email == "" {
-		email = "fleetlift@localhost"
-	}
-	if strings.ContainsAny(name+email, "<>\n\x00") {
-		return nil, fmt.Errorf("invalid commit identity %q <%s>", name, email)
-	}
 	return []string{
 		"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email,
 		"GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email,

@@ -363,9 +363,9 @@ func (f *Forge) push(ctx context.Context, req forge.PullRequestRequest) (string,
 	if f.pushURL != nil {
 		target = f.pushURL(req.Repository)
 	}
-	head, err := commitOf(ctx, f.git, req)
+	head, err := f.git.Proposed(ctx, req.Dir, req.Commit, req.Head)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("push branch %s: %w", req.Head, err)
 	}
 	ref := "refs/heads/" + req.Head
 	refs, err := f.git.LsRemote(ctx, target, ref)
@@ -377,21 +377,6 @@ func (f *Forge) push(ctx context.Context, req forge.PullRequestRequest) (string,
 	}
 	update := git.RefUpdate{Src: head, Dst: ref, Lease: true, Expect: refs[ref]}
 	if err := f.git.Push(ctx, req.Dir, target, update); err != nil {
-		return "", fmt.Errorf("push branch %s: %w", req.Head, err)
-	}
-	return head, nil
-}
-
-// commitOf is the commit req proposes: req.Commit, or req.Head in req.Dir.
-func commitOf(ctx context.Context, g *git.Git, req forge.PullRequestRequest) (string, error) {
-	if req.Commit != "" {
-		if !git.IsObjectID(req.Commit) {
-			return "", fmt.Errorf("push branch %s: commit %q is not an object id", req.Head, req.Commit)
-		}
-		return req.Commit, nil
-	}
-	head, err := g.RevParse(ctx, req.Dir, req.Head)
-	if err != nil {
 		return "", fmt.Errorf("push branch %s: %w", req.Head, err)
 	}
 	return head, nil

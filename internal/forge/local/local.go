@@ -75,14 +75,9 @@ func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequ
 	if err := git.CheckBranch(req.Head); err != nil {
 		return nil, fmt.Errorf("open pull request: %w", err)
 	}
-	head := req.Commit
-	if head == "" {
-		var err error
-		if head, err = f.Git.RevParse(ctx, req.Dir, req.Head); err != nil {
-			return nil, fmt.Errorf("open pull request for %s: %w", req.Head, err)
-		}
-	} else if !git.IsObjectID(head) {
-		return nil, fmt.Errorf("open pull request for %s: commit %q is not an object id", req.Head, head)
+	head, err := f.Git.Proposed(ctx, req.Dir, req.Commit, req.Head)
+	if err != nil {
+		return nil, fmt.Errorf("open pull request for %s: %w", req.Head, err)
 	}
 	s, err := f.Git.NewScratch(ctx, req.Dir)
 	if err != nil {
