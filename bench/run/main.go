@@ -89,7 +89,8 @@ func run(n, parallel, group, rounds int, poll time.Duration, agentBin string) er
 		for k := range 3 {
 			var took time.Duration
 			before := cpuTime()
-			switch way := (round + k) % 3; way {
+			way := (round + k) % 3
+			switch way {
 			case shell:
 				took, err = shellLoop(dir, bares, parallel)
 			case grouped:
@@ -100,8 +101,8 @@ func run(n, parallel, group, rounds int, poll time.Duration, agentBin string) er
 			if err != nil {
 				return err
 			}
-			times[(round+k)%3] = append(times[(round+k)%3], took)
-			cpus[(round+k)%3] = append(cpus[(round+k)%3], cpuTime()-before)
+			times[way] = append(times[way], took)
+			cpus[way] = append(cpus[way], cpuTime()-before)
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			return err
