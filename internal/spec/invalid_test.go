@@ -78,32 +78,38 @@ func TestInvalidInputs(t *testing.T) {
 			if len(res.Errors) == 0 {
 				t.Fatalf("no error for an invalid input; loaded %d definitions", len(res.Definitions))
 			}
-			var got bytes.Buffer
-			for _, e := range res.Errors {
-				if e.File == "" || e.Line == 0 {
-					t.Errorf("error does not name its file and line: %q", e)
-				}
-				got.WriteString(e.Error() + "\n")
-			}
-			golden := filepath.Join(src, "want.txt")
-			if *update {
-				if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got.String() != string(want) {
-				t.Errorf("errors differ from %s\n--- got\n%s--- want\n%s", golden, got.String(), want)
-			}
-			for _, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
-				if !strings.Contains(line, ":") {
-					t.Errorf("golden line without a position: %q", line)
-				}
-			}
+			checkGoldenErrors(t, res.Errors, filepath.Join(src, "want.txt"))
 		})
+	}
+}
+
+// checkGoldenErrors compares errs, one per line, with the golden file
+// (rewritten with -update): every error must name its file and line.
+func checkGoldenErrors(t *testing.T, errs spec.Errors, golden string) {
+	t.Helper()
+	var got bytes.Buffer
+	for _, e := range errs {
+		if e.File == "" || e.Line == 0 {
+			t.Errorf("error does not name its file and line: %q", e)
+		}
+		got.WriteString(e.Error() + "\n")
+	}
+	if *update {
+		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("errors differ from %s\n--- got\n%s--- want\n%s", golden, got.String(), want)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+		if !strings.Contains(line, ":") {
+			t.Errorf("golden line without a position: %q", line)
+		}
 	}
 }
