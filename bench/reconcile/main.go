@@ -94,6 +94,7 @@ func main() {
 	if spec.IsWorker() {
 		os.Exit(spec.RunWorker())
 	}
+	workflow.IdentifyBinary()
 	// As cmd/fleetlift does.
 	debug.SetGCPercent(400)
 	commits := flag.Int("commits", 50, "timed commits per mode")

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -40,14 +41,28 @@ func main() {
 		}
 		return
 	}
+	workflow.IdentifyBinary()
 	repos := flag.Int("repos", 200, "repositories")
 	parallel := flag.Int("parallel", 8, "repositories worked on at once, by both")
 	poll := flag.Duration("poll", 0, "how often the worker reads an agent's status (0: fleetlift's default)")
 	agentBin := flag.String("agent", "", "the agent binary sandboxes run (default: this binary's agent command)")
 	group := flag.Int("group", 25, "repositories per task in the grouped run (one sandbox each, worked on one after another)")
 	rounds := flag.Int("rounds", 3, "rounds; each runs all three in a rotating order on fresh repositories, and medians are reported")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the embedded server and the worker) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-run:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*repos, *parallel, *group, *rounds, *poll, *agentBin); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench-run:", err)
 		os.Exit(1)
 	}
@@ -78,6 +93,7 @@ func run(n, parallel, group, rounds int, poll time.Duration, agentBin string) er
 	rounds = max(rounds, 1)
 	times := make([][]time.Duration, 3)
 	cpus := make([][]time.Duration, 3)
+	selfs := make([][]time.Duration, 3)
 	for round := range rounds {
 		dir := filepath.Join(root, fmt.Sprint(round))
 		bares, err := makeRepos(dir, n)
@@ -88,7 +104,7 @@ func run(n, parallel, group, rounds int, poll time.Duration, agentBin string) er
 		// a machine whose speed drifts.
 		for k := range 3 {
 			var took time.Duration
-			before := cpuTime()
+			before, beforeSelf := cpuTime()
 			way := (round + k) % 3
 			switch way {
 			case shell:
@@ -102,7 +118,9 @@ func run(n, parallel, group, rounds int, poll time.Duration, agentBin string) er
 				return err
 			}
 			times[way] = append(times[way], took)
-			cpus[way] = append(cpus[way], cpuTime()-before)
+			after, afterSelf := cpuTime()
+			cpus[way] = append(cpus[way], after-before)
+			selfs[way] = append(selfs[way], afterSelf-beforeSelf)
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			return err
@@ -117,7 +135,7 @@ func run(n, parallel, group, rounds int, poll time.Duration, agentBin string) er
 		if way == grouped {
 			label = fmt.Sprintf(label, group)
 		}
-		fmt.Printf("  %-58s %6.1f s  (rounds: %s; CPU %.1f s)\n", label+":", median(ts).Seconds(), seconds(ts), median(cpus[way]).Seconds())
+		fmt.Printf("  %-58s %6.1f s  (rounds: %s; CPU %.1f s, of it in this process %.1f s)\n", label+":", median(ts).Seconds(), seconds(ts), median(cpus[way]).Seconds(), median(selfs[way]).Seconds())
 	}
 	ratio := func(way int) float64 {
 		var rs []float64
@@ -134,14 +152,16 @@ func run(n, parallel, group, rounds int, poll time.Duration, agentBin string) er
 }
 
 // cpuTime is the CPU time, user and system, of this process and of its
-// children that have ended: the shell loop's processes, or the embedded
-// server, the worker and the agents.
-func cpuTime() time.Duration {
-	var self, children syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+// children that have ended (the shell loop's processes, or the agents and
+// their git and commands), and of this process alone (the embedded
+// server and the worker).
+func cpuTime() (all, self time.Duration) {
+	var own, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &own)
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
 	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
-	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
+	self = tv(own.Utime) + tv(own.Stime)
+	return self + tv(children.Utime) + tv(children.Stime), self
 }
 
 func median(ts []time.Duration) time.Duration {

@@ -28,6 +28,7 @@ func main() {
 	// fleetlift's commands are short-lived and allocation-heavy (CUE
 	// evaluation): collect garbage less often.
 	debug.SetGCPercent(400)
+	workflow.IdentifyBinary()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
