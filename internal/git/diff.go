@@ -68,11 +68,11 @@ func (g *Git) Changes(ctx context.Context, dir string, o DiffOptions) (Changes, 
 	if err := w.stage(ctx); err != nil {
 		return Changes{}, err
 	}
-	out, err := w.run(ctx, invocation{args: []string{"write-tree"}})
+	tree, err := w.writeTree(ctx)
 	if err != nil {
 		return Changes{}, fmt.Errorf("record staged tree: %w", err)
 	}
-	c := Changes{Tree: strings.TrimSpace(out)}
+	c := Changes{Tree: tree}
 	base, err := g.diffBase(ctx, dir, o.Base)
 	if err != nil {
 		return Changes{}, err

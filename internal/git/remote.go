@@ -2,9 +2,7 @@ package git
 
 import (
 	"bytes"
-	"compress/zlib"
 	"context"
-	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -93,13 +91,8 @@ func (s *Scratch) borrow(ctx context.Context, clone string) error {
 // .git directory; for anything else (a .git file, a linked work tree, a
 // symbolic link) git is asked.
 func (g *Git) gitPaths(ctx context.Context, dir string) (objects, shallow string, _ error) {
-	gd := filepath.Join(dir, ".git")
-	if fi, err := os.Lstat(gd); err == nil && fi.IsDir() {
-		if _, err := os.Lstat(filepath.Join(gd, "commondir")); errors.Is(err, fs.ErrNotExist) {
-			if fi, err := os.Lstat(filepath.Join(gd, "objects")); err == nil && fi.IsDir() {
-				return filepath.Join(gd, "objects"), filepath.Join(gd, "shallow"), nil
-			}
-		}
+	if gd, _, ok := plainGitDir(dir); ok {
+		return filepath.Join(gd, "objects"), filepath.Join(gd, "shallow"), nil
 	}
 	// --path-format=absolute needs git 2.31; relative answers are
 	// relative to the clone.
@@ -282,23 +275,16 @@ func (s *Scratch) WriteTree(ctx context.Context, files map[string][]byte) (strin
 // CommitTree makes a commit of tree with parents, authored and committed
 // now by author, and returns its id.
 func (s *Scratch) CommitTree(ctx context.Context, tree, message string, author Identity, parents ...string) (string, error) {
-	author, err := author.resolved()
-	if err != nil {
-		return "", err
-	}
-	var c bytes.Buffer
 	for _, id := range append([]string{tree}, parents...) {
 		if len(id) != 40 || !IsObjectID(id) {
 			return "", fmt.Errorf("commit tree: %q is not a SHA-1 object id", id)
 		}
 	}
-	fmt.Fprintf(&c, "tree %s\n", tree)
-	for _, p := range parents {
-		fmt.Fprintf(&c, "parent %s\n", p)
+	data, err := commitObject(tree, parents, author, message, time.Now())
+	if err != nil {
+		return "", err
 	}
-	sig := fmt.Sprintf("%s <%s> %d +0000", author.Name, author.Email, time.Now().Unix())
-	fmt.Fprintf(&c, "author %s\ncommitter %s\n\n%s", sig, sig, message)
-	id, err := s.writeObject("commit", c.Bytes())
+	id, err := s.writeObject("commit", data)
 	if err != nil {
 		return "", fmt.Errorf("commit tree: %w", err)
 	}
@@ -308,42 +294,7 @@ func (s *Scratch) CommitTree(ctx context.Context, tree, message string, author I
 // writeObject stores a loose object in the scratch repository and returns
 // its id, as `git hash-object -w` does, without running git.
 func (s *Scratch) writeObject(typ string, data []byte) (string, error) {
-	header := fmt.Sprintf("%s %d\x00", typ, len(data))
-	h := sha1.New()
-	h.Write([]byte(header))
-	h.Write(data)
-	id := hex.EncodeToString(h.Sum(nil))
-	dir := filepath.Join(s.dir, "objects", id[:2])
-	path := filepath.Join(dir, id[2:])
-	if _, err := os.Stat(path); err == nil {
-		return id, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	f, err := os.CreateTemp(dir, "tmp_obj_")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(f.Name())
-	zw := zlib.NewWriter(f)
-	_, err = io.WriteString(zw, header)
-	if err == nil {
-		_, err = zw.Write(data)
-	}
-	if err == nil {
-		err = zw.Close()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return "", err
-	}
-	return id, nil
+	return writeLooseObject(filepath.Join(s.dir, "objects"), typ, data)
 }
 
 // ReadFile returns the content of path at rev in the scratch repository.

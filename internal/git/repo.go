@@ -1,6 +1,7 @@
 package git
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // CloneOptions say what to clone.
@@ -174,6 +176,11 @@ func (g *Git) CurrentBranch(ctx context.Context, dir string) (string, error) {
 // configuration defines, so staging or checking out never runs a command
 // that an agent wrote into .git/config.
 func (g *Git) neutralFilters(ctx context.Context, dir string) ([]string, error) {
+	// A plain clone whose configuration never mentions a filter defines
+	// none: there is nothing to ask git.
+	if _, cfg, ok := plainGitDir(dir); ok && !bytes.Contains(bytes.ToLower(cfg), []byte("filter")) {
+		return nil, nil
+	}
 	out, err := g.Run(ctx, dir, "config", "--null", "--name-only", "--get-regexp", `^filter\.`)
 	if err != nil {
 		if exitCode(err) == 1 {
@@ -235,6 +242,22 @@ func (w *worktree) stage(ctx context.Context) error {
 	return nil
 }
 
+// writeTree records the index as a tree and returns its id: in Go for a
+// plain clone whose index it reads, otherwise with git write-tree.
+func (w *worktree) writeTree(ctx context.Context) (string, error) {
+	if gd, _, ok := plainGitDir(w.dir); ok {
+		id, ok, err := indexTree(gd)
+		if err != nil || ok {
+			return id, err
+		}
+	}
+	out, err := w.run(ctx, invocation{args: []string{"write-tree"}})
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(out), nil
+}
+
 // Stage records the whole work tree in the index (git add -A), with
 // filter drivers switched off. Symbolic links are staged as links; their
 // targets are never read.
@@ -256,11 +279,11 @@ func (g *Git) Snapshot(ctx context.Context, dir string) (string, error) {
 	if err := w.stage(ctx); err != nil {
 		return "", err
 	}
-	out, err := w.run(ctx, invocation{args: []string{"write-tree"}})
+	id, err := w.writeTree(ctx)
 	if err != nil {
 		return "", fmt.Errorf("snapshot work tree: %w", err)
 	}
-	return strings.TrimSpace(out), nil
+	return id, nil
 }
 
 // Identity is who commits.
@@ -359,7 +382,8 @@ type TreeCommit struct {
 // CommitTree records o.Tree as a commit on o.Parent, without running
 // hooks or signing, and returns its id. The work tree, the index and HEAD
 // are left as they are: the commit is exactly the tree, whatever the work
-// tree holds now. Push it by id.
+// tree holds now. Push it by id. In a plain clone the commit is written
+// without running git.
 func (g *Git) CommitTree(ctx context.Context, dir string, o TreeCommit) (string, error) {
 	env, err := o.Author.env()
 	if err != nil {
@@ -371,6 +395,17 @@ func (g *Git) CommitTree(ctx context.Context, dir string, o TreeCommit) (string,
 	msg := o.Message
 	if strings.TrimSpace(msg) == "" {
 		msg = "fleetlift changes"
+	}
+	if gd, _, ok := plainGitDir(dir); ok && len(o.Tree) == 40 && len(o.Parent) == 40 {
+		data, err := commitObject(o.Tree, []string{o.Parent}, o.Author, msg, time.Now())
+		if err != nil {
+			return "", err
+		}
+		id, err := writeLooseObject(filepath.Join(gd, "objects"), "commit", data)
+		if err != nil {
+			return "", fmt.Errorf("commit: %w", err)
+		}
+		return id, nil
 	}
 	out, err := g.run(ctx, invocation{
 		dir:   dir,

@@ -155,6 +155,42 @@ func TestCommitAndPushRunNoHooksOrFilters(t *testing.T) {
 	}
 }
 
+func TestFiltersStayOffHoweverTheConfigurationDefinesThem(t *testing.T) {
+	ctx := context.Background()
+	g := newGit()
+	remote := gittest.NewRemote(t, "", "api", map[string]string{"a.txt": "a\n"})
+	for name, define := range map[string]func(dir, cmd string){
+		"in an included file": func(dir, cmd string) {
+			gittest.WriteFiles(t, dir, map[string]string{".git/evil.cfg": "[filter \"evil\"]\n\tclean = " + cmd + "\n"})
+			gittest.Run(t, dir, "config", "include.path", "evil.cfg")
+		},
+		"with an upper-case section name": func(dir, cmd string) {
+			f, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(f, "[FILTER \"evil\"]\n\tclean = %s\n", cmd)
+			f.Close()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := clone(t, g, remote, git.CloneOptions{})
+			marker := filepath.Join(t.TempDir(), "pwned")
+			define(dir, "touch "+marker+"; cat")
+			if got := gittest.Run(t, dir, "config", "filter.evil.clean"); !strings.Contains(got, marker) {
+				t.Fatalf("the filter is not defined: %q", got)
+			}
+			gittest.WriteFiles(t, dir, map[string]string{".gitattributes": "* filter=evil\n", "a.txt": "changed\n"})
+			if _, err := g.Changes(ctx, dir, git.DiffOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the clone's filter ran while its changes were read")
+			}
+		})
+	}
+}
+
 func TestPushWithLease(t *testing.T) {
 	ctx := context.Background()
 	g := newGit()
