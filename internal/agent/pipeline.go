@@ -123,6 +123,8 @@ type runner struct {
 	outputs   map[string]string // latest output per scope
 	status    protocol.Status
 	result    protocol.Result
+	// statusFile writes status; nil until the first write.
+	statusFile *statusFile
 }
 
 // unit is one repository the pipeline changes or reports on.
@@ -407,13 +409,13 @@ func (r *runner) end(phase protocol.Phase, msg string) error {
 		return err
 	}
 	r.o.Log.Info("finished", "phase", phase, "message", msg)
-	return r.writeStatus(phase, "done", msg)
+	return r.writeStatus(phase, "done", msg, true)
 }
 
 // setPhase moves to phase and writes status.json.
 func (r *runner) setPhase(phase protocol.Phase, step, msg string) {
 	r.status.Progress = protocol.Progress{TotalRepos: len(r.units)}
-	if err := r.writeStatus(phase, step, msg); err != nil {
+	if err := r.writeStatus(phase, step, msg, true); err != nil {
 		r.o.Log.Error("write status", "err", err)
 	}
 	r.o.Log.Info("phase", "phase", phase, "step", step, "message", r.redact(msg))
@@ -421,7 +423,7 @@ func (r *runner) setPhase(phase protocol.Phase, step, msg string) {
 
 // setStep updates the step within the current phase.
 func (r *runner) setStep(step, msg string) {
-	if err := r.writeStatus(r.status.Phase, step, msg); err != nil {
+	if err := r.writeStatus(r.status.Phase, step, msg, false); err != nil {
 		r.o.Log.Error("write status", "err", err)
 	}
 }
@@ -432,7 +434,13 @@ func (r *runner) progressed(n int) {
 	r.setStep(r.status.Step, r.status.Message)
 }
 
-func (r *runner) writeStatus(phase protocol.Phase, step, msg string) error {
+// writeStatus records the phase and step in status.json: at once when
+// urgent (a new phase, the end), otherwise soon (see statusFile).
+func (r *runner) writeStatus(phase protocol.Phase, step, msg string, urgent bool) error {
+	if r.statusFile == nil {
+		r.statusFile = &statusFile{path: filepath.Join(r.pdir, protocol.StatusFile), log: r.o.Log}
+	}
+	urgent = urgent || phase != r.status.Phase || r.iteration != r.status.Iteration
 	r.status.Phase = phase
 	r.status.Step = step
 	r.status.Message = r.redact(msg)
@@ -441,7 +449,7 @@ func (r *runner) writeStatus(phase protocol.Phase, step, msg string) error {
 	if r.status.Progress.TotalRepos == 0 {
 		r.status.Progress.TotalRepos = len(r.units)
 	}
-	return writeJSON(filepath.Join(r.pdir, protocol.StatusFile), r.status)
+	return r.statusFile.write(r.status, urgent)
 }
 
 func (r *runner) writeResult() error {

@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+)
+
+func readStatusFile(t *testing.T, path string) protocol.Status {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.Status
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestStatusFileWritesPhasesAtOnceAndTheLatestStep(t *testing.T) {
+	path := filepath.Join(t.TempDir(), protocol.StatusFile)
+	s := &statusFile{path: path, log: slog.New(slog.DiscardHandler)}
+	write := func(phase protocol.Phase, step string, urgent bool) {
+		t.Helper()
+		if err := s.write(protocol.Status{Phase: phase, Step: step}, urgent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(protocol.PhaseExecuting, "first", true)
+	if st := readStatusFile(t, path); st.Step != "first" {
+		t.Fatalf("a new phase is not written at once: %+v", st)
+	}
+	// A burst of steps: the last one reaches the file without another
+	// write to push it out.
+	for _, step := range []string{"a", "b", "c", "last"} {
+		write(protocol.PhaseExecuting, step, false)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for readStatusFile(t, path).Step != "last" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the latest step never reached status.json: %+v", readStatusFile(t, path))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A step waiting behind a phase change is dropped: the phase, written
+	// at once, is the newer news.
+	write(protocol.PhaseVerifying, "stale", false)
+	write(protocol.PhaseComplete, "done", true)
+	if st := readStatusFile(t, path); st.Phase != protocol.PhaseComplete {
+		t.Fatalf("the final phase is not written at once: %+v", st)
+	}
+	time.Sleep(2 * stepEvery)
+	if st := readStatusFile(t, path); st.Phase != protocol.PhaseComplete || st.Step != "done" {
+		t.Fatalf("a step written before the end replaced it: %+v", st)
+	}
+}
