@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -65,6 +66,8 @@ func readSmallRegular(path string, max int64) ([]byte, bool) {
 	return b, err == nil
 }
 
+var zlibWriters sync.Pool
+
 // writeLooseObject stores an object in the objects directory as git does
 // (zlib-compressed, read-only, renamed into place) and returns its SHA-1
 // id. An object already stored is left as it is.
@@ -87,7 +90,14 @@ func writeLooseObject(objects, typ string, data []byte) (string, error) {
 		return "", err
 	}
 	defer os.Remove(f.Name())
-	zw := zlib.NewWriter(f)
+	// A compressor holds about a megabyte of state: reuse them.
+	zw, _ := zlibWriters.Get().(*zlib.Writer)
+	if zw == nil {
+		zw = zlib.NewWriter(f)
+	} else {
+		zw.Reset(f)
+	}
+	defer zlibWriters.Put(zw)
 	_, err = io.WriteString(zw, header)
 	if err == nil {
 		_, err = zw.Write(data)
