@@ -102,6 +102,10 @@ func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (proto
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// Whether the agent still runs is asked less often than its status
+	// is read: an agent that exits without a word is rare, and noticed
+	// within a second.
+	var alive time.Time
 	for {
 		st, err := a.readStatus(ctx, in.Sandbox.ID)
 		switch {
@@ -120,8 +124,11 @@ func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (proto
 		default:
 			return protocol.Status{}, err
 		}
-		if err := a.checkAlive(ctx, in.Sandbox.ID); err != nil {
-			return protocol.Status{}, err
+		if time.Since(alive) >= max(every, time.Second) {
+			if err := a.checkAlive(ctx, in.Sandbox.ID); err != nil {
+				return protocol.Status{}, err
+			}
+			alive = time.Now()
 		}
 		select {
 		case <-ctx.Done():

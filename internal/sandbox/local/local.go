@@ -77,6 +77,8 @@ type box struct {
 	done chan struct{}
 
 	stateMu sync.Mutex // serialises read-modify-write of sandbox.json
+	// cache is the record as last read by find.
+	cache recordCache
 
 	timer *time.Timer // guarded by Provider.mu
 }
@@ -508,7 +510,7 @@ func (p *Provider) find(id string) (*box, *record, error) {
 	if b == nil {
 		b = p.newBox(id)
 	}
-	rec, err := readRecord(b.dir)
+	rec, err := b.cache.read(b.dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotFound)
 	}

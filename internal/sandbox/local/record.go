@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -31,6 +32,36 @@ type record struct {
 type exitRecord struct {
 	Code        int    `json:"code"`
 	Description string `json:"description"`
+}
+
+// recordCache keeps the last record read from a sandbox's directory with
+// the file's identity: a worker asks for it on every status poll, and it
+// changes only when replaced (writeRecord renames a new file into place).
+type recordCache struct {
+	mu  sync.Mutex
+	fi  os.FileInfo
+	rec record
+}
+
+// read returns the record in dir, read again only when the file is not
+// the one read last time.
+func (c *recordCache) read(dir string) (*record, error) {
+	fi, err := os.Stat(filepath.Join(dir, recordFile))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fi != nil && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
+		rec := c.rec
+		return &rec, nil
+	}
+	rec, err := readRecord(dir)
+	if err != nil {
+		return nil, err
+	}
+	c.fi, c.rec = fi, *rec
+	return rec, nil
 }
 
 func readRecord(dir string) (*record, error) {
