@@ -157,7 +157,8 @@ func readRecorded(ctx context.Context, f *temporalFlags, arg string) ([]state.Ca
 
 // overlayApplied adds the base revision's definitions to the recorded
 // state as if applied, where nothing is recorded for them: the plan then
-// shows what merging changes.
+// shows what merging changes. Their runs' phase is not known, so none is
+// claimed.
 func overlayApplied(recorded []state.Campaign, defs []spec.Definition) []state.Campaign {
 	have := map[string]bool{}
 	for _, c := range recorded {
@@ -167,14 +168,11 @@ func overlayApplied(recorded []state.Campaign, defs []spec.Definition) []state.C
 		if have[d.ID] {
 			continue
 		}
-		c := state.Campaign{ID: d.ID, Kind: state.Kind(d.Kind), File: d.File, SpecDigest: d.Digest, Phase: state.PhaseRunning}
+		c := state.Campaign{ID: d.ID, Kind: state.Kind(d.Kind), File: d.File, SpecDigest: d.Digest}
 		var v any = d.Task
 		if d.Campaign != nil {
 			v = d.Campaign
 			c.Prune, c.Suspended = d.Campaign.SyncPolicy.Prune, d.Campaign.Suspend
-			if c.Suspended {
-				c.Phase = state.PhaseSuspended
-			}
 		}
 		if b, err := json.Marshal(v); err == nil {
 			c.Spec = b

@@ -114,6 +114,11 @@ func TestPlanPullRequest(t *testing.T) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
 		}
 	}
+	// Nothing is recorded: the plan does not claim the base's runs are
+	// running.
+	if strings.Contains(out, "(running)") {
+		t.Errorf("markdown says a run of the base is running although no state was read:\n%s", out)
+	}
 
 	out, code = runCLI(t, "plan", "--repo", repo, "--ref", "feature", "--base", "main", "--state", "none", "-o", "json", "--state-dir", t.TempDir())
 	if code != 0 {

@@ -114,10 +114,14 @@ func effect(c plan.Change) string {
 		}
 		return ""
 	case plan.Update:
-		if c.Strategy == "restart" {
-			return "its run is cancelled and started again with the new spec"
+		switch {
+		case c.Strategy != "restart":
+			return "repositories not yet started take the new spec"
+		case c.Phase == "":
+			// Nothing recorded: the old spec is the base's (plan --base).
+			return "a run of the old spec is cancelled and started again with the new spec"
 		}
-		return "repositories not yet started take the new spec"
+		return "its run is cancelled and started again with the new spec"
 	case plan.Suspend:
 		return "running tasks finish; no new task starts"
 	case plan.Resume:

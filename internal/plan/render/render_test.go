@@ -237,3 +237,17 @@ func TestMarkdownEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartWithoutRecordedRun: with nothing recorded (plan --base and
+// --state none), a restarting update says what happens to a run of the
+// old spec, not that "its run" is running.
+func TestRestartWithoutRecordedRun(t *testing.T) {
+	p := plan.Plan{Changes: []plan.Change{{ID: "beta", Kind: "Campaign", File: "campaigns/beta.yaml", Action: plan.Update, Strategy: "restart"}}}
+	var b bytes.Buffer
+	if err := render.Human(&b, p, render.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "a run of the old spec is cancelled and started again") || strings.Contains(out, "its run") || strings.Contains(out, "(running)") {
+		t.Errorf("human output:\n%s", out)
+	}
+}
