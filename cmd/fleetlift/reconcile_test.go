@@ -169,6 +169,13 @@ func TestUpRestartMidFlow(t *testing.T) {
 		}
 	}
 
+	// The approver's records count as carried out (the plan and the
+	// status mirror say so); mallory's does not.
+	applied := strings.Join(done.AppliedApprovals, " ")
+	if len(done.AppliedApprovals) != 3 || strings.Contains(applied, "mallory") {
+		t.Errorf("approval records carried out: %q, want the approver's three", done.AppliedApprovals)
+	}
+
 	// Exactly one campaign run and one task per repository, however many
 	// reconcilers came and went.
 	count := func(query string) int {

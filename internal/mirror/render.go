@@ -215,7 +215,7 @@ func (v *view) failed() []jsonOutcome {
 func (v *view) ignored() []jsonApproval {
 	var out []jsonApproval
 	for _, a := range v.approvals {
-		if a.Status != string(plan.ApprovalApply) {
+		if a.Status == string(plan.ApprovalIgnored) {
 			out = append(out, a)
 		}
 	}

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/mirror"
+	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/state"
 )
@@ -171,5 +173,19 @@ func TestMessage(t *testing.T) {
 				t.Errorf("Message = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRenderCarriedOutRecordsApply: approval records the runs carried
+// out are not listed among those that do not apply.
+func TestRenderCarriedOutRecordsApply(t *testing.T) {
+	s := one()
+	s.Plan.Approvals = []plan.ApprovalChange{{
+		Record: approval.Record{File: "approvals/ledger.yaml", Target: "demo/ledger", Action: approval.Approve, By: "robin"},
+		Status: plan.ApprovalDone, Reason: "carried out by the current run",
+	}}
+	readme := string(mirror.Render(s, "main")["README.md"])
+	if strings.Contains(readme, "do not apply") || strings.Contains(readme, "approvals/ledger.yaml") {
+		t.Errorf("a carried-out record is listed as not applying:\n%s", readme)
 	}
 }

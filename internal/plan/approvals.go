@@ -120,7 +120,7 @@ func decide(r approval.Record, recs map[string]*state.Campaign) ApprovalChange {
 			a.Current = p.ResultDigest
 		}
 		if slices.Contains(rec.AppliedApprovals, r.ID()) {
-			a.Reason = "already carried out by the current run"
+			a.Status, a.Reason = ApprovalDone, "carried out by the current run"
 			return a
 		}
 	}

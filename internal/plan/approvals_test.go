@@ -135,7 +135,7 @@ func TestApprovals(t *testing.T) {
 		{
 			name:    "a record the run already carried out",
 			records: []approval.Record{rec("approvals/done.yaml", "paused", "", approval.Continue)},
-			want:    []want{{"approvals/done.yaml", plan.ApprovalIgnored, "already carried out by the current run"}},
+			want:    []want{{"approvals/done.yaml", plan.ApprovalDone, "carried out by the current run"}},
 		},
 		{
 			name:    "a record edited after it was carried out applies again",
@@ -199,14 +199,18 @@ func TestApprovals(t *testing.T) {
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("approvals:\n got %+v\nwant %+v", got, c.want)
 			}
-			applied := 0
+			applied, done := 0, 0
 			for _, w := range c.want {
-				if w.Status == plan.ApprovalApply {
+				switch w.Status {
+				case plan.ApprovalApply:
 					applied++
+				case plan.ApprovalDone:
+					done++
 				}
 			}
-			if p.Summary().ApprovalsApplied != applied || p.Summary().ApprovalsIgnored != len(c.want)-applied {
-				t.Errorf("summary: %d applied, %d ignored; want %d, %d", p.Summary().ApprovalsApplied, p.Summary().ApprovalsIgnored, applied, len(c.want)-applied)
+			s := p.Summary()
+			if s.ApprovalsApplied != applied || s.ApprovalsDone != done || s.ApprovalsIgnored != len(c.want)-applied-done {
+				t.Errorf("summary: %d applied, %d done, %d ignored; want %d, %d, %d", s.ApprovalsApplied, s.ApprovalsDone, s.ApprovalsIgnored, applied, done, len(c.want)-applied-done)
 			}
 			if p.HasChanges() != (applied > 0) {
 				t.Errorf("HasChanges() = %t with %d approvals applied", p.HasChanges(), applied)

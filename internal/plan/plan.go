@@ -153,6 +153,8 @@ const (
 	ApprovalApply ApprovalStatus = "apply"
 	// ApprovalIgnored: the record does not apply (ApprovalChange.Reason).
 	ApprovalIgnored ApprovalStatus = "ignored"
+	// ApprovalDone: the run has carried the record out already.
+	ApprovalDone ApprovalStatus = "done"
 )
 
 func (s ApprovalStatus) String() string { return string(s) }
@@ -172,8 +174,9 @@ type ApprovalChange struct {
 type Summary struct {
 	Create, Update, Suspend, Resume, Unchanged int
 	Prune, Orphaned, Unknown                   int
-	// ApprovalsApplied and ApprovalsIgnored count approval records.
-	ApprovalsApplied, ApprovalsIgnored int
+	// ApprovalsApplied, ApprovalsIgnored and ApprovalsDone count
+	// approval records.
+	ApprovalsApplied, ApprovalsIgnored, ApprovalsDone int
 	// Errors counts problems with definition files.
 	Errors int
 }
@@ -231,9 +234,12 @@ func (p Plan) Summary() Summary {
 		}
 	}
 	for _, a := range p.Approvals {
-		if a.Status == ApprovalApply {
+		switch a.Status {
+		case ApprovalApply:
 			s.ApprovalsApplied++
-		} else {
+		case ApprovalDone:
+			s.ApprovalsDone++
+		default:
 			s.ApprovalsIgnored++
 		}
 	}

@@ -63,6 +63,8 @@ type UnitResult struct {
 	Attempts int `json:"attempts"`
 	// WorkflowID is the unit's latest Task workflow.
 	WorkflowID string `json:"workflow_id,omitempty"`
+	// Applied lists the approval records the unit's tasks carried out.
+	Applied []string `json:"applied,omitempty"`
 }
 
 // Skipped is the phase of units the campaign never started.
@@ -322,6 +324,7 @@ func (c *campaignRun) record(key string, f workflow.Future) {
 	}
 	r.Phase = tr.Phase
 	r.Error = tr.Error
+	r.Applied = append(r.Applied, tr.Applied...)
 	r.PRs, r.Reports = nil, 0
 	for _, rr := range tr.Repositories {
 		if rr.PullRequest != nil {

@@ -34,14 +34,14 @@ func TestTaskStaleDecisionIgnored(t *testing.T) {
 	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(func() {
 			first = queryTask(t, env).ResultDigest
-			env.SignalWorkflow(workflow.SignalSteer, workflow.SteerSignal{Prompt: "again", DecisionSignal: workflow.DecisionSignal{ResultDigest: first}})
+			env.SignalWorkflow(workflow.SignalSteer, workflow.SteerSignal{Prompt: "again", DecisionSignal: workflow.DecisionSignal{ResultDigest: first, Record: "approvals/steer.yaml"}})
 		}, time.Minute)
 		env.RegisterDelayedCallback(func() {
 			st := queryTask(t, env)
 			second = st.ResultDigest
 			// The same steer, delivered again (a reconciler retrying), and
 			// an approval of the old result: both stale.
-			env.SignalWorkflow(workflow.SignalSteer, workflow.SteerSignal{Prompt: "again", DecisionSignal: workflow.DecisionSignal{ResultDigest: first}})
+			env.SignalWorkflow(workflow.SignalSteer, workflow.SteerSignal{Prompt: "again", DecisionSignal: workflow.DecisionSignal{ResultDigest: first, Record: "approvals/steer.yaml"}})
 			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: first, Record: "approvals/old.yaml"})
 		}, 2*time.Minute)
 		env.RegisterDelayedCallback(func() {
@@ -49,7 +49,7 @@ func TestTaskStaleDecisionIgnored(t *testing.T) {
 			if st.Phase != workflow.TaskAwaitingApproval || len(st.Ignored) != 2 || !strings.Contains(st.Ignored[1], "approvals/old.yaml") {
 				t.Errorf("after stale decisions: phase %s, ignored %q", st.Phase, st.Ignored)
 			}
-			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: second, By: "alice"})
+			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: second, By: "alice", Record: "approvals/new.yaml"})
 		}, 3*time.Minute)
 	})
 	if first == "" || second == "" || first == second {
@@ -57,6 +57,10 @@ func TestTaskStaleDecisionIgnored(t *testing.T) {
 	}
 	if res.Phase != workflow.TaskCompleted || res.Steers != 1 {
 		t.Errorf("result: phase %s, %d steers; want completed after exactly 1 steer", res.Phase, res.Steers)
+	}
+	// The records carried out, once each; the stale ones are not.
+	if strings.Join(res.Applied, ",") != "approvals/steer.yaml,approvals/new.yaml" {
+		t.Errorf("applied records %q, want the steer and the approval of the current result", res.Applied)
 	}
 }
 

@@ -47,6 +47,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 				res.Error = r.Error
 			}
 		}
+		res.Applied = st.Applied
 		st.Final = &res
 		return res, nil
 	}
@@ -198,6 +199,9 @@ func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState) (
 	decided := false
 	current := func(name string, d DecisionSignal) bool {
 		if d.ResultDigest == "" || d.ResultDigest == st.ResultDigest {
+			if d.Record != "" {
+				st.Applied = append(st.Applied, d.Record)
+			}
 			return true
 		}
 		note := fmt.Sprintf("%s for result %s ignored: the result awaiting approval is %s", name, d.ResultDigest, st.ResultDigest)

@@ -104,6 +104,9 @@ type TaskResult struct {
 	Error        string       `json:"error,omitempty"`
 	// Steers counts the steering rounds.
 	Steers int `json:"steers,omitempty"`
+	// Applied lists the approval records the task carried out (approve,
+	// steer or reject), in order.
+	Applied []string `json:"applied,omitempty"`
 }
 
 // TaskState answers QueryStatus on a Task workflow.
@@ -124,6 +127,8 @@ type TaskState struct {
 	// Ignored lists the decisions ignored because they named a result
 	// that was no longer the one awaiting approval (the latest 20).
 	Ignored []string `json:"ignored,omitempty"`
+	// Applied lists the approval records carried out so far.
+	Applied []string `json:"applied,omitempty"`
 }
 
 // DecisionSignal is the payload of SignalApprove and SignalReject (and,

@@ -30,7 +30,8 @@
 //	  "summary": {
 //	    "create": 1, "update": 1, "suspend": 0, "resume": 0,
 //	    "unchanged": 3, "prune": 0, "orphaned": 1, "unknown": 0,
-//	    "approvals_applied": 1, "approvals_ignored": 1, "errors": 0
+//	    "approvals_applied": 1, "approvals_ignored": 1, "approvals_done": 0,
+//	    "errors": 0
 //	  },
 //	  "campaigns": [                  // every id, desired or recorded, sorted by id
 //	    {
@@ -63,8 +64,8 @@
 //	      "by": "alice",
 //	      "result_digest": "sha256:…", // optional
 //	      "prompt": "…",              // optional (steer)
-//	      "status": "apply",          // apply | ignored
-//	      "reason": "…",              // optional: why ignored
+//	      "status": "apply",          // apply | ignored | done (carried out already)
+//	      "reason": "…",              // optional: why ignored, or done
 //	      "current_digest": "sha256:…" // optional: the result awaiting approval now
 //	    }
 //	  ],

@@ -162,10 +162,14 @@ func (h *human) approval(a plan.ApprovalChange) {
 		q := clip([]rune(r.Prompt), 0, humanWidth)
 		s += ": " + q
 	}
-	if a.Status == plan.ApprovalApply {
+	switch a.Status {
+	case plan.ApprovalApply:
 		h.line(2, h.mark("✓")+" "+s)
-		return
+	case plan.ApprovalDone:
+		h.line(2, h.mark("✓")+" "+s)
+		h.line(6, "done: "+a.Reason)
+	default:
+		h.line(2, h.mark("✗")+" "+s)
+		h.line(6, "ignored: "+a.Reason)
 	}
-	h.line(2, h.mark("✗")+" "+s)
-	h.line(6, "ignored: "+a.Reason)
 }

@@ -31,6 +31,7 @@ type jsonSummary struct {
 	Unknown          int `json:"unknown"`
 	ApprovalsApplied int `json:"approvals_applied"`
 	ApprovalsIgnored int `json:"approvals_ignored"`
+	ApprovalsDone    int `json:"approvals_done"`
 	Errors           int `json:"errors"`
 }
 
@@ -92,7 +93,7 @@ func JSON(w io.Writer, p plan.Plan) error {
 		Summary: jsonSummary{
 			Create: s.Create, Update: s.Update, Suspend: s.Suspend, Resume: s.Resume, Unchanged: s.Unchanged,
 			Prune: s.Prune, Orphaned: s.Orphaned, Unknown: s.Unknown,
-			ApprovalsApplied: s.ApprovalsApplied, ApprovalsIgnored: s.ApprovalsIgnored, Errors: s.Errors,
+			ApprovalsApplied: s.ApprovalsApplied, ApprovalsIgnored: s.ApprovalsIgnored, ApprovalsDone: s.ApprovalsDone, Errors: s.Errors,
 		},
 		Campaigns: make([]jsonCampaign, 0, len(p.Changes)),
 		Approvals: make([]jsonApproval, 0, len(p.Approvals)),

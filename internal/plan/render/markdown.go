@@ -67,7 +67,10 @@ func Markdown(w io.Writer, p plan.Plan) error {
 		for _, a := range p.Approvals {
 			r := a.Record
 			mark, result := "✓", "applies"
-			if a.Status != plan.ApprovalApply {
+			switch a.Status {
+			case plan.ApprovalDone:
+				result = "done: " + a.Reason
+			case plan.ApprovalIgnored:
 				mark, result = "✗", "ignored: "+a.Reason
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mark, cell(code(r.Target)), r.Action, cell(text(r.By)), cell(code(r.File)), cell(text(result)))

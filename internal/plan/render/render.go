@@ -31,8 +31,11 @@ func SummaryLine(p plan.Plan) string {
 // approvalsLine counts approval records, or is "" when there are none.
 func approvalsLine(p plan.Plan) string {
 	s := p.Summary()
-	if s.ApprovalsApplied+s.ApprovalsIgnored == 0 {
+	if s.ApprovalsApplied+s.ApprovalsIgnored+s.ApprovalsDone == 0 {
 		return ""
+	}
+	if s.ApprovalsDone > 0 {
+		return fmt.Sprintf("Approvals: %d to apply, %d ignored, %d carried out.", s.ApprovalsApplied, s.ApprovalsIgnored, s.ApprovalsDone)
 	}
 	return fmt.Sprintf("Approvals: %d to apply, %d ignored.", s.ApprovalsApplied, s.ApprovalsIgnored)
 }

@@ -251,3 +251,27 @@ func TestRestartWithoutRecordedRun(t *testing.T) {
 		t.Errorf("human output:\n%s", out)
 	}
 }
+
+// TestApprovalCarriedOut: a record the run has carried out is shown as
+// done, counted apart from ignored ones, and is no change.
+func TestApprovalCarriedOut(t *testing.T) {
+	p := plan.Plan{Approvals: []plan.ApprovalChange{{
+		Record: approval.Record{File: "approvals/ledger.yaml", Target: "go-bump/ledger", Action: approval.Approve, By: "robin"},
+		Status: plan.ApprovalDone, Reason: "carried out by the current run",
+	}}}
+	if p.HasChanges() || !p.Empty() {
+		t.Errorf("a carried-out record: HasChanges %t, Empty %t; want no change and nothing to show", p.HasChanges(), p.Empty())
+	}
+	var h, m bytes.Buffer
+	if err := render.Human(&h, p, render.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := render.Markdown(&m, p); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"human": h.String(), "markdown": m.String()} {
+		if !strings.Contains(out, "done: carried out by the current run") || strings.Contains(out, "ignored:") {
+			t.Errorf("%s output:\n%s", name, out)
+		}
+	}
+}

@@ -273,17 +273,25 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 			c.Phase = campaignPhase(st.Phase)
 			c.Suspended = st.Suspended
 		}
-		c.AppliedApprovals = st.Applied
+		// The records carried out: the campaign's own (continue, abort,
+		// retry) and its units' (approve, steer, reject).
+		c.AppliedApprovals = slices.Clone(st.Applied)
 		for _, u := range st.Units {
 			repo := state.Repo{Name: u.Key, Status: unitStatus(u.Phase)}
 			if len(u.PRs) > 0 {
 				repo.Branch, repo.PullRequestURL, repo.PullRequestState = u.PRs[0].Branch, u.PRs[0].URL, state.PullRequestOpen
 			}
+			c.AppliedApprovals = append(c.AppliedApprovals, u.Applied...)
 			if running && u.Phase == workflow.TaskRunning && u.WorkflowID != "" {
-				// A running unit may be waiting for approval: ask it.
-				if p, ok := r.pending(ctx, c.ID+"/"+u.Key, u.WorkflowID); ok {
-					repo.Status = state.RepoAwaitingApproval
-					c.PendingApprovals = append(c.PendingApprovals, p)
+				// A running unit may be waiting for approval, or have
+				// carried out records the campaign hears of only when it
+				// ends: ask it.
+				if ts, ok := r.task(ctx, u.WorkflowID); ok {
+					c.AppliedApprovals = append(c.AppliedApprovals, ts.Applied...)
+					if p, ok := pending(c.ID+"/"+u.Key, u.WorkflowID, ts); ok {
+						repo.Status = state.RepoAwaitingApproval
+						c.PendingApprovals = append(c.PendingApprovals, p)
+					}
 				}
 			}
 			c.Repos = append(c.Repos, repo)
@@ -298,10 +306,11 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 			if err := get(&st); err != nil {
 				return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 			}
-			if st.Phase == workflow.TaskAwaitingApproval && st.ResultDigest != "" {
+			if p, ok := pending(c.ID, c.WorkflowID, st); ok {
 				c.Phase = state.PhaseAwaitingApproval
-				c.PendingApprovals = append(c.PendingApprovals, pendingOf(c.ID, c.WorkflowID, st))
+				c.PendingApprovals = append(c.PendingApprovals, p)
 			}
+			c.AppliedApprovals = st.Applied
 			if st.Result != nil {
 				for _, rr := range st.Result.Repositories {
 					repos = append(repos, workflow.RepoResult{Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest})
@@ -313,6 +322,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 				return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 			}
 			repos = res.Repositories
+			c.AppliedApprovals = res.Applied
 			if res.Phase == workflow.TaskFailed {
 				c.Phase = state.PhaseFailed
 			} else if res.Phase == workflow.TaskCancelled {
@@ -333,13 +343,21 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 }
 
 // pending asks the task workflow wid whether it awaits approval.
-func (r *Reader) pending(ctx context.Context, target, wid string) (state.PendingApproval, bool) {
+func (r *Reader) task(ctx context.Context, wid string) (workflow.TaskState, bool) {
 	v, err := r.query(ctx, wid, "")
 	if err != nil {
-		return state.PendingApproval{}, false
+		return workflow.TaskState{}, false
 	}
 	var st workflow.TaskState
-	if v.Get(&st) != nil || st.Phase != workflow.TaskAwaitingApproval || st.ResultDigest == "" {
+	if v.Get(&st) != nil {
+		return workflow.TaskState{}, false
+	}
+	return st, true
+}
+
+// pending is what the task in st awaits approval for, if anything.
+func pending(target, wid string, st workflow.TaskState) (state.PendingApproval, bool) {
+	if st.Phase != workflow.TaskAwaitingApproval || st.ResultDigest == "" {
 		return state.PendingApproval{}, false
 	}
 	return pendingOf(target, wid, st), true
