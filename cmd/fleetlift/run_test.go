@@ -169,6 +169,11 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 	if code != 0 || !strings.Contains(status, "awaiting_approval") || !strings.Contains(status, "go.mod") {
 		t.Fatalf("status while waiting (exit %d):\n%s", code, status)
 	}
+	// --diff shows the patch an approval would push.
+	status, code = runCLI(t, "status", "needs-ok", "--diff", "--temporal-address", addr)
+	if code != 0 || !strings.Contains(status, "-go 1.21") || !strings.Contains(status, "+go 1.26") {
+		t.Fatalf("status --diff while waiting (exit %d):\n%s", code, status)
+	}
 	if msg, code := runCLI(t, "approve", "needs-ok", "--temporal-address", addr); code != 0 {
 		t.Fatalf("approve: exit %d: %s", code, msg)
 	}

@@ -19,11 +19,14 @@ import (
 
 func newStatusCmd() *cobra.Command {
 	var f temporalFlags
+	var diff bool
 	cmd := &cobra.Command{
 		Use:   "status [ID]",
 		Short: "Show runs, or one run's state per repository",
 		Long: `Without ID, lists fleetlift's runs. With ID (campaign/<id>, task/<id>, or a bare
-definition id), shows the run's phase, summary and per-repository results.`,
+definition id), shows the run's phase, summary and per-repository results.
+With --diff, also the patches of every result awaiting approval: what an
+approval would push.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -44,11 +47,50 @@ definition id), shows the run's phase, summary and per-repository results.`,
 				return err
 			}
 			st.write(cmd.OutOrStdout())
+			if diff {
+				st.writeDiffs(cmd.Context(), c, cmd.OutOrStdout())
+			}
 			return nil
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&diff, "diff", false, "print the patches awaiting approval")
 	return cmd
+}
+
+// writeDiffs prints the patches of the results awaiting approval: the
+// task's, or those of a campaign's running units.
+func (s *runState) writeDiffs(ctx context.Context, c client.Client, w io.Writer) {
+	var waiting []*workflow.TaskState
+	switch {
+	case s.task != nil:
+		waiting = append(waiting, s.task)
+	case s.campaign != nil:
+		for _, u := range s.campaign.Units {
+			if t := unitTask(ctx, c, u); t != nil {
+				waiting = append(waiting, t)
+			}
+		}
+	}
+	shown := 0
+	for _, t := range waiting {
+		if t.Phase != workflow.TaskAwaitingApproval || t.Result == nil {
+			continue
+		}
+		for _, r := range t.Result.Repositories {
+			for _, d := range r.Diffs {
+				fmt.Fprintf(w, "\n=== %s: %s/%s (%s, +%d -%d)\n", t.ID, r.Name, d.Path, d.Status, d.Additions, d.Deletions)
+				io.WriteString(w, strings.TrimRight(d.Diff, "\n")+"\n")
+				if d.Truncated {
+					fmt.Fprintln(w, "[the patch is cut here: it is longer than the agent keeps]")
+				}
+				shown++
+			}
+		}
+	}
+	if shown == 0 {
+		fmt.Fprintln(w, "\nno changes await approval")
+	}
 }
 
 func listRuns(ctx context.Context, c client.Client, ns string, w io.Writer) error {
