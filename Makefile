@@ -62,7 +62,7 @@ tools: $(BIN)/cue ## Install pinned tools into ./bin
 .PHONY: bench-run
 bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push
 	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
-	$(GO) run ./bench/run -repos 200 -parallel 8 -group 25 -rounds 3 -agent $(BIN)/fleetlift-agent
+	$(GO) run ./bench/run -repos 200 -parallel 8 -group 25 -rounds 5 -agent $(BIN)/fleetlift-agent
 
 .PHONY: bench-plan
 bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorded state; compare with cue export
