@@ -10,16 +10,8 @@ import (
 	"path/filepath"
 )
 
-// writeJSON writes v to path atomically (a temporary file renamed over
-// it), so a poller never reads half a file.
-func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
-	}
-	return writeFileAtomic(path, append(data, '\n'))
-}
-
+// writeFileAtomic writes data to path atomically (a temporary file renamed
+// over it), so a poller never reads half a file.
 func writeFileAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {

@@ -123,8 +123,9 @@ type runner struct {
 	outputs   map[string]string // latest output per scope
 	status    protocol.Status
 	result    protocol.Result
-	// statusFile writes status; nil until the first write.
-	statusFile *statusFile
+	// statusFile and resultFile write status.json and result.json; nil
+	// until the first write.
+	statusFile, resultFile *protocolFile
 }
 
 // unit is one repository the pipeline changes or reports on.
@@ -437,9 +438,6 @@ func (r *runner) progressed(n int) {
 // writeStatus records the phase and step in status.json: at once when
 // urgent (a new phase, the end), otherwise soon (see statusFile).
 func (r *runner) writeStatus(phase protocol.Phase, step, msg string, urgent bool) error {
-	if r.statusFile == nil {
-		r.statusFile = &statusFile{path: filepath.Join(r.pdir, protocol.StatusFile), log: r.o.Log}
-	}
 	urgent = urgent || phase != r.status.Phase || r.iteration != r.status.Iteration
 	r.status.Phase = phase
 	r.status.Step = step
@@ -449,11 +447,20 @@ func (r *runner) writeStatus(phase protocol.Phase, step, msg string, urgent bool
 	if r.status.Progress.TotalRepos == 0 {
 		r.status.Progress.TotalRepos = len(r.units)
 	}
-	return r.statusFile.write(r.status, urgent)
+	return r.file(&r.statusFile, protocol.StatusFile).write(r.status, urgent)
 }
 
+// writeResult writes result.json now: before a new phase or the end.
 func (r *runner) writeResult() error {
-	return writeJSON(filepath.Join(r.pdir, protocol.ResultFile), r.result)
+	return r.file(&r.resultFile, protocol.ResultFile).write(r.result, true)
+}
+
+// file is the protocol file name, made on first use.
+func (r *runner) file(f **protocolFile, name string) *protocolFile {
+	if *f == nil {
+		*f = &protocolFile{path: filepath.Join(r.pdir, name), log: r.o.Log}
+	}
+	return *f
 }
 
 // redact removes URL user-info and secret values from text the agent

@@ -1,61 +1,66 @@
 package agent
 
 import (
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
-
-	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
-// stepEvery is how often, at most, status.json is rewritten for a new step
-// or progress within a phase. The worker reads it every 100ms; a task
-// over many repositories moves on in milliseconds, and every rewrite is a
-// new file.
+// stepEvery is how often, at most, status.json and result.json are
+// rewritten within a phase. The worker reads status.json every 100ms; a
+// task over many repositories moves on in milliseconds, and every rewrite
+// is a new file.
 const stepEvery = 200 * time.Millisecond
 
-// statusFile writes status.json: a new phase at once, a new step or
-// progress within a phase at most every stepEvery, the latest one last.
-type statusFile struct {
+// protocolFile writes one of the agent's JSON files: at once when urgent
+// (a new phase, the end), otherwise at most every stepEvery, the latest
+// content last.
+type protocolFile struct {
 	path string
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	last    time.Time        // when status.json was last written
-	pending *protocol.Status // a step waiting for its turn
-	timer   *time.Timer      // writes pending
+	last    time.Time   // when the file was last written
+	pending []byte      // content waiting for its turn
+	timer   *time.Timer // writes pending
 }
 
-// write writes st now when urgent (a new phase) or when the last write is
-// long enough ago; otherwise st waits for the next write, at most until
-// stepEvery after the last.
-func (s *statusFile) write(st protocol.Status, urgent bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !urgent && time.Since(s.last) < stepEvery {
-		s.pending = &st
-		if s.timer == nil {
-			s.timer = time.AfterFunc(stepEvery-time.Since(s.last), s.flush)
+// write records v (encoded now, so later changes to it do not count).
+func (f *protocolFile) write(v any, urgent bool) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", filepath.Base(f.path), err)
+	}
+	data = append(data, '\n')
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !urgent && time.Since(f.last) < stepEvery {
+		f.pending = data
+		if f.timer == nil {
+			f.timer = time.AfterFunc(stepEvery-time.Since(f.last), f.flush)
 		}
 		return nil
 	}
-	s.pending = nil
-	s.last = time.Now()
-	return writeJSON(s.path, st)
+	f.pending = nil
+	f.last = time.Now()
+	return writeFileAtomic(f.path, data)
 }
 
-// flush writes the step waiting, if any.
-func (s *statusFile) flush() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.timer = nil
-	if s.pending == nil {
+// flush writes the content waiting, if any.
+func (f *protocolFile) flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.timer = nil
+	if f.pending == nil {
 		return
 	}
-	st := *s.pending
-	s.pending = nil
-	s.last = time.Now()
-	if err := writeJSON(s.path, st); err != nil {
-		s.log.Error("write status", "err", err)
+	data := f.pending
+	f.pending = nil
+	f.last = time.Now()
+	if err := writeFileAtomic(f.path, data); err != nil {
+		f.log.Error("write "+filepath.Base(f.path), "err", err)
 	}
 }

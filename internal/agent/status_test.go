@@ -26,7 +26,7 @@ func readStatusFile(t *testing.T, path string) protocol.Status {
 
 func TestStatusFileWritesPhasesAtOnceAndTheLatestStep(t *testing.T) {
 	path := filepath.Join(t.TempDir(), protocol.StatusFile)
-	s := &statusFile{path: path, log: slog.New(slog.DiscardHandler)}
+	s := &protocolFile{path: path, log: slog.New(slog.DiscardHandler)}
 	write := func(phase protocol.Phase, step string, urgent bool) {
 		t.Helper()
 		if err := s.write(protocol.Status{Phase: phase, Step: step}, urgent); err != nil {

@@ -335,9 +335,10 @@ func (r *runner) reportScope(ctx context.Context, sc *scope, steer string) error
 	return nil
 }
 
-// writeResultQuietly writes result.json mid-phase, logging a failure.
+// writeResultQuietly writes result.json mid-phase, soon rather than at
+// once (see protocolFile), logging a failure.
 func (r *runner) writeResultQuietly() {
-	if err := r.writeResult(); err != nil {
+	if err := r.file(&r.resultFile, protocol.ResultFile).write(r.result, false); err != nil {
 		r.o.Log.Error("write result", "err", err)
 	}
 }
