@@ -51,6 +51,9 @@ func safeConfig() []string {
 		"core.pager=cat",
 		"advice.detachedHead=false",
 		"init.defaultBranch=main",
+		// No reflogs: nobody reads them in a sandbox or a scratch, and
+		// each is files and directories to write and remove.
+		"core.logAllRefUpdates=false",
 	}
 }
 

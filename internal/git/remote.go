@@ -46,11 +46,12 @@ func (g *Git) NewScratch(ctx context.Context, borrow string) (*Scratch, error) {
 	return s, nil
 }
 
-// initBare lays out an empty bare SHA-1 repository, what `git init --bare
-// --template=` makes, without running git: a scratch is made for every
-// push.
+// initBare lays out an empty bare SHA-1 repository, the least of what
+// `git init --bare --template=` makes that git takes for one (HEAD,
+// config, objects, refs; git adds the rest when it needs it), without
+// running git: a scratch is made for every push.
 func initBare(dir string) error {
-	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags"} {
+	for _, d := range []string{"objects/info", "refs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
