@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -42,6 +43,8 @@ func main() {
 		return
 	}
 	workflow.IdentifyBinary()
+	// As cmd/fleetlift does: `fleetlift run` and `up` run this way.
+	debug.SetGCPercent(400)
 	repos := flag.Int("repos", 200, "repositories")
 	parallel := flag.Int("parallel", 8, "repositories worked on at once, by both")
 	poll := flag.Duration("poll", 0, "how often the worker reads an agent's status (0: fleetlift's default)")
