@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,6 +168,14 @@ var (
 )
 
 func (r *runner) run(ctx context.Context) error {
+	defer func() {
+		// A forge may keep things between pull requests.
+		if c, ok := r.forge.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				r.o.Log.Error("close forge", "err", err)
+			}
+		}
+	}()
 	r.setPhase(protocol.PhaseInitializing, "validating", "checking the manifest")
 	if err := r.prepare(); err != nil {
 		return r.end(protocol.PhaseFailed, err.Error())

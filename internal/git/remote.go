@@ -38,7 +38,7 @@ func (g *Git) NewScratch(ctx context.Context, borrow string) (*Scratch, error) {
 		return nil, fmt.Errorf("create scratch repository: %w", err)
 	}
 	if borrow != "" {
-		if err := s.borrow(ctx, borrow); err != nil {
+		if err := s.Borrow(ctx, borrow); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -62,7 +62,10 @@ func initBare(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
 }
 
-func (s *Scratch) borrow(ctx context.Context, clone string) error {
+// Borrow makes the clone's objects (and its list of shallow commits) the
+// ones the scratch reads besides its own, in place of any it borrowed
+// before: a scratch can serve one clone after another.
+func (s *Scratch) Borrow(ctx context.Context, clone string) error {
 	clone, err := filepath.Abs(clone)
 	if err != nil {
 		return fmt.Errorf("borrow objects: %w", err)
@@ -77,6 +80,9 @@ func (s *Scratch) borrow(ctx context.Context, clone string) error {
 	data, err := os.ReadFile(shallow)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Remove(filepath.Join(s.dir, "shallow")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("forget shallow commits: %w", err)
+		}
 	case err != nil:
 		return fmt.Errorf("read shallow commits of %s: %w", clone, err)
 	default:

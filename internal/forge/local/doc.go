@@ -15,6 +15,9 @@
 //
 // The URL of a pull request is "<repository url>#<branch>"; Number is 0.
 //
+// Pushes go through a scratch repository (see git.Scratch); a Forge keeps
+// one from one pull request to the next and Close removes it.
+//
 // local imports the forge and git packages and the standard library; it
 // must not import agent, sandbox or any SDK.
 package local

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/forge"
@@ -42,6 +43,12 @@ type Forge struct {
 	Author git.Identity
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	mu sync.Mutex
+	// idle is a scratch repository kept from one pull request to the
+	// next (an agent opens one per repository); Close removes it.
+	idle   *git.Scratch
+	closed bool
 }
 
 var _ forge.Forge = (*Forge)(nil)
@@ -79,11 +86,11 @@ func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequ
 	if err != nil {
 		return nil, fmt.Errorf("open pull request for %s: %w", req.Head, err)
 	}
-	s, err := f.Git.NewScratch(ctx, req.Dir)
+	s, err := f.scratch(ctx, req.Dir)
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
+	defer f.release(s)
 	pr := &forge.PullRequest{URL: URL(req.Repository, req.Head), Branch: req.Head, Commit: head, State: "open"}
 
 	// Most branches are new: one push proposes them, and it succeeds only
@@ -112,6 +119,50 @@ func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequ
 		return nil, err
 	}
 	return pr, nil
+}
+
+// scratch is the idle scratch repository, or a new one, borrowing the
+// objects of the clone at dir.
+func (f *Forge) scratch(ctx context.Context, dir string) (*git.Scratch, error) {
+	f.mu.Lock()
+	s := f.idle
+	f.idle = nil
+	f.mu.Unlock()
+	if s == nil {
+		return f.Git.NewScratch(ctx, dir)
+	}
+	if err := s.Borrow(ctx, dir); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// release keeps s for the next pull request, or removes it when one is
+// kept already or the forge is closed.
+func (f *Forge) release(s *git.Scratch) {
+	f.mu.Lock()
+	keep := f.idle == nil && !f.closed
+	if keep {
+		f.idle = s
+	}
+	f.mu.Unlock()
+	if !keep {
+		s.Close()
+	}
+}
+
+// Close removes the scratch repository kept between pull requests. The
+// forge stays usable; it just keeps nothing any more.
+func (f *Forge) Close() error {
+	f.mu.Lock()
+	s := f.idle
+	f.idle, f.closed = nil, true
+	f.mu.Unlock()
+	if s != nil {
+		return s.Close()
+	}
+	return nil
 }
 
 // propose pushes head to req.Head in req.Repository with a new record,

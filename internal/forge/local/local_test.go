@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +229,45 @@ func TestCreatePullRequestOfACommitByID(t *testing.T) {
 	req.Commit = "HEAD"
 	if _, err := fx.f.CreatePullRequest(fx.ctx, req); err == nil {
 		t.Error("a commit that is not an object id was accepted")
+	}
+}
+
+// TestOneForgeManyRepositories: one forge opens pull requests for one
+// clone after another (a shallow one, then a full one), as an agent does;
+// each repository gets its own branch and record, and Close leaves no
+// scratch repository behind.
+func TestOneForgeManyRepositories(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ctx := context.Background()
+	g := &git.Git{Env: gittest.Env()}
+	f := local.New(g)
+	for i, depth := range []int{1, 0, 1} {
+		remote := gittest.NewRemote(t, "", fmt.Sprintf("svc%d", i), map[string]string{"main.go": "package main\n"})
+		gittest.Commit(t, remote, "main", map[string]string{"main.go": "package main // two\n"})
+		dir := filepath.Join(t.TempDir(), "svc")
+		if err := g.Clone(ctx, "file://"+remote, dir, git.CloneOptions{Depth: depth}); err != nil {
+			t.Fatal(err)
+		}
+		gittest.WriteFiles(t, dir, map[string]string{"main.go": fmt.Sprintf("package main // change %d\n", i)})
+		id, err := g.Commit(ctx, dir, git.CommitOptions{Branch: branch, Message: "change"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.CreatePullRequest(ctx, forge.PullRequestRequest{Repository: remote, Dir: dir, Base: "main", Head: branch, Title: "t"}); err != nil {
+			t.Fatalf("repository %d (depth %d): %v", i, depth, err)
+		}
+		if got := gittest.Run(t, remote, "rev-parse", "refs/heads/"+branch); got != id {
+			t.Errorf("repository %d: branch at %s, want %s", i, got, id)
+		}
+		if rec := gittest.Run(t, remote, "show", local.RecordRefPrefix+branch+":"+local.RecordFile); !strings.Contains(rec, id) {
+			t.Errorf("repository %d: record %s does not name %s", i, rec, id)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "fleetlift-git-*")); len(left) != 0 {
+		t.Errorf("scratch repositories left behind: %v", left)
 	}
 }
