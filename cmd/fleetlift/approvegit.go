@@ -517,11 +517,19 @@ func (u *userClone) config(ctx context.Context) *spec.Config {
 }
 
 // compare reports which records change their file; a file holding a
-// different record is replaced only with force.
+// different record is replaced only with force. An approval of the same
+// result by another approver is no different record to replace: the new
+// one goes beside it (mirror.SecondApprovalPath), so both count.
 func (u *userClone) compare(records []record, force bool) (map[string]bool, error) {
 	changed := map[string]bool{}
-	for _, r := range records {
+	for i := range records {
+		r := &records[i]
 		old, err := os.ReadFile(filepath.Join(u.dir, filepath.FromSlash(r.path)))
+		if err == nil && !bytes.Equal(old, r.body) && !force && approvesSameResult(old, r) {
+			r.path = mirror.SecondApprovalPath(r.Target, r.By)
+			r.File = r.path
+			old, err = os.ReadFile(filepath.Join(u.dir, filepath.FromSlash(r.path)))
+		}
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			changed[r.path] = true
@@ -535,6 +543,18 @@ func (u *userClone) compare(records []record, force bool) (map[string]bool, erro
 		}
 	}
 	return changed, nil
+}
+
+// approvesSameResult reports whether the record file old approves what r
+// approves, as another approver.
+func approvesSameResult(old []byte, r *record) bool {
+	var o recordYAML
+	if yaml.Unmarshal(old, &o) != nil {
+		return false
+	}
+	approve := string(approval.Approve)
+	return r.Action == approve && o.Action == approve && o.Target == r.Target &&
+		o.ResultDigest == r.ResultDigest && o.By != "" && o.By != r.By
 }
 
 // describeRecord says what a record file holds, as far as it can be read.

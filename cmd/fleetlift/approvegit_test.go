@@ -424,3 +424,35 @@ func TestSelectPending(t *testing.T) {
 		})
 	}
 }
+
+// TestApproveGitSecondApprover: a second approver of the same result gets
+// a record of their own beside the first one's, which stays, so that both
+// count (an author's approval needs another approver's).
+func TestApproveGitSecondApprover(t *testing.T) {
+	userGitEnv(t)
+	const (
+		target = "demo-go-version/payments"
+		first  = "approvals/demo-go-version-payments.yaml"
+		second = "approvals/demo-go-version-payments.robin.yaml"
+		digest = "sha256:9f2c4e1a7b3d5f60182a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f8a0c2e4b6d"
+	)
+	_, work := campaignsRemote(t, t.TempDir(), "")
+	alice := "version: 1\nkind: Approval\ntarget: " + target + "\naction: approve\nresult_digest: " + digest + "\nby: alice\n"
+	writeRecord(t, work, first, alice)
+	out, code := runCLI(t, "approve", "--git", work, "--by", "robin", "--target", target, "--digest", digest)
+	if code != 0 || !strings.Contains(out, "wrote "+second) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(work, first)); string(got) != alice {
+		t.Errorf("the first approver's record changed:\n%s", got)
+	}
+	got, err := os.ReadFile(filepath.Join(work, second))
+	if err != nil || !strings.Contains(string(got), "by: robin") || !strings.Contains(string(got), "action: approve") {
+		t.Errorf("%s (%v):\n%s", second, err, got)
+	}
+	// Run again: nothing new.
+	out, code = runCLI(t, "approve", "--git", work, "--by", "robin", "--target", target, "--digest", digest)
+	if code != 0 || !strings.Contains(out, second+" already holds this record") {
+		t.Errorf("again: exit %d:\n%s", code, out)
+	}
+}

@@ -65,6 +65,14 @@ func ApprovalPath(target string) string {
 	return "approvals/" + fileName(strings.ReplaceAll(target, "/", "-")) + ".yaml"
 }
 
+// SecondApprovalPath is where the record of another approver of the same
+// result goes when ApprovalPath holds one already (a change whose author
+// approves counts only with a second approver):
+// approvals/<target>.<by>.yaml.
+func SecondApprovalPath(target, by string) string {
+	return "approvals/" + fileName(strings.ReplaceAll(target, "/", "-")+"."+by) + ".yaml"
+}
+
 var plainName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$`)
 
 func fileName(s string) string {
