@@ -45,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 	fx := &fixture{ctx: context.Background(), g: &git.Git{Env: gittest.Env()}, logs: &bytes.Buffer{}}
 	fx.fake = newFakeGitea(t, token)
 	fx.bare = gittest.NewRemote(t, "", "svc", map[string]string{"main.go": "package main\n"})
-	fx.fake.headSHA = func(b string) string {
+	fx.fake.HeadSHA = func(b string) string {
 		out, err := exec.Command("git", "--git-dir", fx.bare, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Output()
 		if err != nil {
 			return ""
@@ -103,9 +103,9 @@ func TestCreatePullRequest(t *testing.T) {
 	fx.fake.labels = []fakeLabel{{ID: 3, Name: "automated", Color: "#00aabb"}, {ID: 4, Name: "bug", Color: "#ee0701"}}
 	fx.fake.orgLabels = []fakeLabel{{ID: 50, Name: "Deps", Color: "#0000ff"}}
 	// Other pull requests into main, spanning pages.
-	fx.fake.maxPerPage = 2
+	fx.fake.MaxPerPage = 2
 	for _, h := range []string{"a", "b", "c"} {
-		fx.fake.addPull(&fakePull{Head: h, Base: "main", Title: h})
+		fx.fake.AddPull(&fakePull{Head: h, Base: "main", Title: h})
 	}
 	head := fx.change(t, "package main // slog\n")
 
@@ -124,30 +124,30 @@ func TestCreatePullRequest(t *testing.T) {
 		t.Errorf("branch at %s, want %s", got, head)
 	}
 	// The missing label was created, then every label added by id.
-	created := fx.fake.bodies("POST", "/repos/acme/svc/labels")
+	created := fx.fake.Bodies("POST", "/repos/acme/svc/labels")
 	if len(created) != 1 || created[0]["name"] != "slog" || created[0]["color"] != gitea.DefaultLabelColor {
 		t.Errorf("labels created: %v", created)
 	}
-	added := fx.fake.bodies("POST", "/repos/acme/svc/issues/4/labels")
+	added := fx.fake.Bodies("POST", "/repos/acme/svc/issues/4/labels")
 	if len(added) != 1 || !slices.Equal(numbers(added[0]["labels"]), []int64{3, 50, fx.fake.labels[2].ID}) {
 		t.Errorf("labels added: %v", added)
 	}
 	if !slices.Equal(pr.Labels, []string{"automated", "deps", "slog"}) {
 		t.Errorf("labels = %q", pr.Labels)
 	}
-	reviewers := fx.fake.bodies("POST", pulls+"/4/requested_reviewers")
+	reviewers := fx.fake.Bodies("POST", pulls+"/4/requested_reviewers")
 	if len(reviewers) != 1 || !slices.Equal(strs(reviewers[0]["reviewers"]), []string{"alice"}) ||
 		!slices.Equal(strs(reviewers[0]["team_reviewers"]), []string{"platform"}) {
 		t.Errorf("reviewers requested: %v", reviewers)
 	}
-	for _, c := range fx.fake.calls {
+	for _, c := range fx.fake.Calls {
 		if c.Method == "GET" && c.Path == pulls && !strings.Contains(c.Query, "limit=") {
 			t.Errorf("pull requests listed without Gitea's page size: %s", c.Query)
 		}
 	}
 
 	// Again: the same pull request, nothing written.
-	calls := len(fx.fake.calls)
+	calls := len(fx.fake.Calls)
 	again, err := fx.f.CreatePullRequest(fx.ctx, fx.request())
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestCreatePullRequest(t *testing.T) {
 	if again.Number != pr.Number || again.Title != pr.Title {
 		t.Errorf("second = %+v, want #%d", again, pr.Number)
 	}
-	for _, c := range fx.fake.calls[calls:] {
+	for _, c := range fx.fake.Calls[calls:] {
 		if c.Method != "GET" {
 			t.Errorf("second call wrote: %s %s %s", c.Method, c.Path, c.Body)
 		}
@@ -164,9 +164,9 @@ func TestCreatePullRequest(t *testing.T) {
 
 func TestPullRequestStates(t *testing.T) {
 	fx := newFixture(t)
-	fx.fake.addPull(&fakePull{Head: branch, Base: "main", State: "closed"})
-	fx.fake.addPull(&fakePull{Head: branch, Base: "main", State: "closed", Merged: true})
-	fx.fake.addPull(&fakePull{Head: "other", Base: "main"})
+	fx.fake.AddPull(&fakePull{Head: branch, Base: "main", State: "closed"})
+	fx.fake.AddPull(&fakePull{Head: branch, Base: "main", State: "closed", Merged: true})
+	fx.fake.AddPull(&fakePull{Head: "other", Base: "main"})
 	for number, want := range map[int]string{1: forge.StateClosed, 2: forge.StateMerged, 3: forge.StateOpen} {
 		pr, err := fx.f.GetPullRequest(fx.ctx, fx.url, number)
 		if err != nil || pr.State != want {
@@ -180,7 +180,7 @@ func TestPullRequestStates(t *testing.T) {
 	if err := fx.f.ClosePullRequest(fx.ctx, fx.url, 3); err != nil {
 		t.Fatal(err)
 	}
-	if fx.fake.pulls[2].State != "closed" {
+	if fx.fake.Pulls[2].State != "closed" {
 		t.Error("pull request 3 is still open")
 	}
 }
@@ -197,9 +197,9 @@ func giteaReview(id int64, user, state string, dismissed bool) map[string]any {
 
 func TestListReviewsNormalisesStates(t *testing.T) {
 	fx := newFixture(t)
-	fx.fake.maxPerPage = 3
-	fx.fake.addPull(&fakePull{Head: branch, Base: "main"})
-	fx.fake.reviews[1] = []map[string]any{
+	fx.fake.MaxPerPage = 3
+	fx.fake.AddPull(&fakePull{Head: branch, Base: "main"})
+	fx.fake.Reviews[1] = []map[string]any{
 		giteaReview(1, "alice", "COMMENT", false),
 		giteaReview(2, "bob", "REQUEST_CHANGES", false),
 		giteaReview(3, "carol", "APPROVED", true),
@@ -219,7 +219,7 @@ func TestListReviewsNormalisesStates(t *testing.T) {
 		t.Errorf("reviews = %q, want %q", got, want)
 	}
 	// Two pages, found by X-Total-Count: this list has no Link header.
-	if n := fx.fake.count("GET", pulls+"/1/reviews"); n != 2 {
+	if n := fx.fake.Count("GET", pulls+"/1/reviews"); n != 2 {
 		t.Errorf("%d pages fetched, want 2", n)
 	}
 	if reviews[0].CommitID != strings.Repeat("a", 40) || reviews[0].SubmittedAt != time.Date(2026, 1, 2, 3, 4, 1, 0, time.UTC) {
@@ -230,15 +230,15 @@ func TestListReviewsNormalisesStates(t *testing.T) {
 func TestUpsertComment(t *testing.T) {
 	const marker = "<!-- fleetlift:plan -->"
 	fx := newFixture(t)
-	fx.fake.addPull(&fakePull{Head: branch, Base: "main"})
-	fx.fake.addComment(1, "LGTM")
+	fx.fake.AddPull(&fakePull{Head: branch, Base: "main"})
+	fx.fake.AddComment(1, "LGTM")
 	for _, body := range []string{marker + " one", marker + " two"} {
 		if err := fx.f.UpsertComment(fx.ctx, fx.url, 1, marker, body); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var bodies []string
-	for _, c := range fx.fake.comments[1] {
+	for _, c := range fx.fake.Comments[1] {
 		bodies = append(bodies, c.Body)
 	}
 	if !slices.Equal(bodies, []string{"LGTM", marker + " two"}) {
@@ -253,7 +253,7 @@ func TestSetCommitStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fx.fake.bodies("POST", "/repos/acme/svc/statuses/"+sha)
+	got := fx.fake.Bodies("POST", "/repos/acme/svc/statuses/"+sha)
 	if len(got) != 1 || got[0]["state"] != "pending" || got[0]["context"] != "fleetlift/status" {
 		t.Errorf("statuses = %v", got)
 	}
@@ -261,7 +261,7 @@ func TestSetCommitStatus(t *testing.T) {
 
 func TestIsMember(t *testing.T) {
 	fx := newFixture(t)
-	fx.fake.maxPerPage = 1
+	fx.fake.MaxPerPage = 1
 	fx.fake.teams = map[int64]string{1: "Owners", 7: "Platform"}
 	fx.fake.members = map[int64][]string{1: {"root"}, 7: {"alice"}}
 	tests := []struct {
@@ -288,18 +288,18 @@ func TestRepositoryOnAnotherHostIsRefused(t *testing.T) {
 			t.Errorf("GetPullRequest(%s) error = %v", repo, err)
 		}
 	}
-	if len(fx.fake.calls) != 0 {
-		t.Errorf("requests made: %v", fx.fake.calls)
+	if len(fx.fake.Calls) != 0 {
+		t.Errorf("requests made: %v", fx.fake.Calls)
 	}
 }
 
 func TestTokenNeverAppears(t *testing.T) {
 	fx := newFixture(t)
-	fx.fake.before = func(w http.ResponseWriter, r *http.Request) bool {
+	fx.fake.Before = func(w http.ResponseWriter, r *http.Request) bool {
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"message": "bad header " + r.Header.Get("Authorization")})
 		return true
 	}
-	fx.fake.addPull(&fakePull{Head: branch, Base: "main"})
+	fx.fake.AddPull(&fakePull{Head: branch, Base: "main"})
 	f, err := gitea.New(gitea.Options{URL: fx.srv.URL, Token: token, Budget: github.NewBudget(github.BudgetOptions{MaxRetries: -1})})
 	if err != nil {
 		t.Fatal(err)

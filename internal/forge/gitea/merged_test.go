@@ -35,9 +35,9 @@ func TestMergedPullRequest(t *testing.T) {
 			fx := newFixture(t)
 			for i, p := range tt.pulls {
 				p.Head, p.Base = "change-"+string(rune('a'+i)), "main"
-				fx.fake.addPull(p)
+				fx.fake.AddPull(p)
 			}
-			fx.fake.reviews[tt.want] = []map[string]any{
+			fx.fake.Reviews[tt.want] = []map[string]any{
 				giteaReview(1, "bob", "COMMENT", false),
 				giteaReview(2, "carol", "APPROVED", true),
 				giteaReview(3, "alice", "APPROVED", false),
@@ -46,7 +46,7 @@ func TestMergedPullRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := fx.fake.count("GET", path); n != 1 {
+			if n := fx.fake.Count("GET", path); n != 1 {
 				t.Errorf("asked %s %d times, want once", path, n)
 			}
 			if tt.want == 0 {
@@ -75,7 +75,7 @@ func TestMergedPullRequest(t *testing.T) {
 
 func TestMergedPullRequestFailsWithAClearError(t *testing.T) {
 	fx := newFixture(t)
-	fx.fake.before = func(w http.ResponseWriter, r *http.Request) bool {
+	fx.fake.Before = func(w http.ResponseWriter, r *http.Request) bool {
 		if strings.Contains(r.URL.Path, "/commits/") {
 			writeJSON(w, http.StatusForbidden, map[string]any{"message": "token does not have at least one of required scope(s): [read:repository]"})
 			return true

@@ -36,12 +36,12 @@ func TestMergedPullRequest(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fx := newFixture(t)
-			fx.fake.maxPerPage = 1 // the one that counts may be on any page
+			fx.fake.MaxPerPage = 1 // the one that counts may be on any page
 			for i, p := range tt.pulls {
 				p.Head, p.Base = "change-"+string(rune('a'+i)), "main"
-				fx.fake.addPull(p)
+				fx.fake.AddPull(p)
 			}
-			fx.fake.reviews[tt.want] = []map[string]any{review(2, "bob", "COMMENTED"), approved}
+			fx.fake.Reviews[tt.want] = []map[string]any{review(2, "bob", "COMMENTED"), approved}
 			pr, reviews, err := fx.f.MergedPullRequest(fx.ctx, fx.url, merge)
 			if err != nil {
 				t.Fatal(err)
@@ -61,7 +61,7 @@ func TestMergedPullRequest(t *testing.T) {
 			if len(reviews) != 2 || reviews[1].User != "alice" || reviews[1].State != forge.ReviewApproved || reviews[1].CommitID != head {
 				t.Errorf("reviews = %+v, want bob's comment and alice's approval of %s", reviews, head)
 			}
-			if n := fx.fake.count("GET", commit); n < 1 {
+			if n := fx.fake.Count("GET", commit); n < 1 {
 				t.Errorf("asked %s %d times", commit, n)
 			}
 		})
@@ -75,16 +75,16 @@ func TestMergedPullRequestRefusesBadCommits(t *testing.T) {
 			t.Errorf("MergedPullRequest(%q): error %v, want invalid commit", c, err)
 		}
 	}
-	fx.fake.mu.Lock()
-	defer fx.fake.mu.Unlock()
-	if len(fx.fake.calls) != 0 {
-		t.Errorf("API calls for invalid commits: %+v, want none", fx.fake.calls)
+	fx.fake.Mu.Lock()
+	defer fx.fake.Mu.Unlock()
+	if len(fx.fake.Calls) != 0 {
+		t.Errorf("API calls for invalid commits: %+v, want none", fx.fake.Calls)
 	}
 }
 
 func TestMergedPullRequestFailsWithAClearError(t *testing.T) {
 	fx := newFixture(t)
-	fx.fake.before = func(w http.ResponseWriter, r *http.Request) bool {
+	fx.fake.Before = func(w http.ResponseWriter, r *http.Request) bool {
 		if strings.Contains(r.URL.Path, "/commits/") {
 			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "No commit found for SHA: " + r.PathValue("sha")})
 			return true
