@@ -68,8 +68,26 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			return
 		}
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		dctx = workflow.WithLocalActivityOptions(dctx, shortOptions(10))
-		if err := workflow.ExecuteLocalActivity(dctx, a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}).Get(dctx, nil); err != nil {
+		in := activity.CleanupInput{Sandbox: ref}
+		var err error
+		// Cleanup is a regular activity (version 1): it runs only once
+		// the workflow task that scheduled it is recorded, with the
+		// results of the local activities before it. As a local activity
+		// (runs before version 1) it removed the sandbox at once; when
+		// that workflow task then failed to complete (the server's
+		// database busy, say), its retry ran those local activities again
+		// and found the sandbox gone.
+		if workflow.GetVersion(dctx, cleanupChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			lctx := workflow.WithLocalActivityOptions(dctx, shortOptions(10))
+			err = workflow.ExecuteLocalActivity(lctx, a.CleanupSandbox, in).Get(lctx, nil)
+		} else {
+			actx := workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
+				StartToCloseTimeout: 2 * time.Minute,
+				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
+			})
+			err = workflow.ExecuteActivity(actx, a.CleanupSandbox, in).Get(actx, nil)
+		}
+		if err != nil {
 			workflow.GetLogger(ctx).Error("sandbox cleanup failed", "sandbox", ref.ID, "error", err)
 		}
 	}()
@@ -181,6 +199,10 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}
 	}
 }
+
+// cleanupChange names the change that made the sandbox cleanup a regular
+// activity (workflow.GetVersion).
+const cleanupChange = "cleanup-after-commit"
 
 // shortOptions are the options of the short sandbox steps.
 func shortOptions(attempts int32) workflow.LocalActivityOptions {
