@@ -16,11 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
-	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/state"
-	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 )
 
 // userGitEnv makes git in the test read no global or system config, as
@@ -76,19 +72,10 @@ func TestApproveGitPush(t *testing.T) {
 	userGitEnv(t)
 	ctx := context.Background()
 	root := t.TempDir()
-	targets, err := demoTargets(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets := demoTargetsForTest(t, root)
 	bare, work := campaignsRemote(t, root, demoCampaign(targets))
-	addr, stateDir := freeAddr(t), filepath.Join(root, "state")
-	startServer(t, addr, stateDir)
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	reader := &statetemporal.Reader{Client: c, Namespace: devserver.Namespace}
+	stateDir := filepath.Join(root, "state")
+	addr, c, reader := serverForTest(t, stateDir)
 	up := startUp(t, "--repo", bare, "--temporal-address", addr, "--state-dir", stateDir, "--interval", "1s")
 
 	wait := func(what string, cond func(state.Campaign) bool) state.Campaign {

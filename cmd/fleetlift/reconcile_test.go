@@ -92,22 +92,13 @@ func (p *upProcess) stop(t *testing.T) {
 func TestUpRestartMidFlow(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	targets, err := demoTargets(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets := demoTargetsForTest(t, root)
 	campaigns := filepath.Join(root, "campaigns")
 	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
 		t.Fatal(err)
 	}
-	addr, stateDir := freeAddr(t), filepath.Join(root, "state")
-	startServer(t, addr, stateDir)
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	reader := &statetemporal.Reader{Client: c, Namespace: devserver.Namespace}
+	stateDir := filepath.Join(root, "state")
+	addr, c, reader := serverForTest(t, stateDir)
 	upArgs := []string{"--repo", campaigns, "--temporal-address", addr, "--state-dir", stateDir, "--interval", "1s"}
 
 	up := startUp(t, upArgs...)
@@ -228,22 +219,13 @@ func TestDemoLeavesOtherDirectoriesAlone(t *testing.T) {
 func TestUpWebhookWakesTheLoop(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	targets, err := demoTargets(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets := demoTargetsForTest(t, root)
 	campaigns := filepath.Join(root, "campaigns")
 	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
 		t.Fatal(err)
 	}
-	addr, stateDir := freeAddr(t), filepath.Join(root, "state")
-	startServer(t, addr, stateDir)
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	reader := &statetemporal.Reader{Client: c, Namespace: devserver.Namespace}
+	stateDir := filepath.Join(root, "state")
+	addr, _, reader := serverForTest(t, stateDir)
 	t.Setenv("FLEETLIFT_WEBHOOK_SECRET", "s3cret")
 	hook := freeAddr(t)
 	const forgeURL = "https://git.example.com/acme/campaigns.git"
@@ -294,6 +276,31 @@ func TestUpWebhookWakesTheLoop(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// demoTargetsForTest makes the demo's target repositories under root.
+func demoTargetsForTest(t *testing.T, root string) []string {
+	t.Helper()
+	targets, err := demoTargets(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return targets
+}
+
+// serverForTest starts an embedded server keeping its state in stateDir,
+// for as long as the test runs, and returns its address, a client and a
+// reader of the runs it records.
+func serverForTest(t *testing.T, stateDir string) (string, client.Client, *statetemporal.Reader) {
+	t.Helper()
+	addr := freeAddr(t)
+	startServer(t, addr, stateDir)
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return addr, c, &statetemporal.Reader{Client: c, Namespace: devserver.Namespace}
 }
 
 func waitListening(t *testing.T, addr string) {
