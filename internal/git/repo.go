@@ -111,12 +111,8 @@ func readHead(gd string) (id, branch string, ok bool) {
 		return "", "", false
 	}
 	read := func(name string) (string, bool) {
-		p := filepath.Join(gd, name)
-		if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() || fi.Size() > 64<<10 {
-			return "", false
-		}
-		b, err := os.ReadFile(p)
-		return string(b), err == nil
+		b, ok := readSmallRegular(filepath.Join(gd, name), 64<<10)
+		return string(b), ok
 	}
 	head, ok := read("HEAD")
 	if !ok {
@@ -174,11 +170,12 @@ func (g *Git) CurrentBranch(ctx context.Context, dir string) (string, error) {
 
 // neutralFilters switches off every filter driver the repository's
 // configuration defines, so staging or checking out never runs a command
-// that an agent wrote into .git/config.
-func (g *Git) neutralFilters(ctx context.Context, dir string) ([]string, error) {
+// that an agent wrote into .git/config. plainConfig is the configuration
+// of a plain clone (see plainGitDir), nil for anything else.
+func (g *Git) neutralFilters(ctx context.Context, dir string, plainConfig []byte) ([]string, error) {
 	// A plain clone whose configuration never mentions a filter defines
 	// none: there is nothing to ask git.
-	if _, cfg, ok := plainGitDir(dir); ok && !bytes.Contains(bytes.ToLower(cfg), []byte("filter")) {
+	if plainConfig != nil && !bytes.Contains(bytes.ToLower(plainConfig), []byte("filter")) {
 		return nil, nil
 	}
 	out, err := g.Run(ctx, dir, "config", "--null", "--name-only", "--get-regexp", `^filter\.`)
@@ -219,14 +216,21 @@ type worktree struct {
 	g   *Git
 	dir string
 	cfg []string
+	// gitDir is the .git directory of a plain clone (see plainGitDir),
+	// "" for anything else.
+	gitDir string
 }
 
 func (g *Git) worktree(ctx context.Context, dir string) (*worktree, error) {
-	cfg, err := g.neutralFilters(ctx, dir)
+	gd, plainConfig, ok := plainGitDir(dir)
+	if ok && plainConfig == nil {
+		plainConfig = []byte{}
+	}
+	cfg, err := g.neutralFilters(ctx, dir, plainConfig)
 	if err != nil {
 		return nil, err
 	}
-	return &worktree{g: g, dir: dir, cfg: cfg}, nil
+	return &worktree{g: g, dir: dir, cfg: cfg, gitDir: gd}, nil
 }
 
 func (w *worktree) run(ctx context.Context, inv invocation) (string, error) {
@@ -245,8 +249,8 @@ func (w *worktree) stage(ctx context.Context) error {
 // writeTree records the index as a tree and returns its id: in Go for a
 // plain clone whose index it reads, otherwise with git write-tree.
 func (w *worktree) writeTree(ctx context.Context) (string, error) {
-	if gd, _, ok := plainGitDir(w.dir); ok {
-		id, ok, err := indexTree(gd)
+	if w.gitDir != "" {
+		id, ok, err := indexTree(w.gitDir)
 		if err != nil || ok {
 			return id, err
 		}
