@@ -445,7 +445,7 @@ func (r *runner) progressed(n int) {
 }
 
 // writeStatus records the phase and step in status.json: at once when
-// urgent (a new phase, the end), otherwise soon (see statusFile).
+// urgent (a new phase, the end), otherwise soon (see protocolFile).
 func (r *runner) writeStatus(phase protocol.Phase, step, msg string, urgent bool) error {
 	urgent = urgent || phase != r.status.Phase || r.iteration != r.status.Iteration
 	r.status.Phase = phase

@@ -115,7 +115,7 @@ func (r *runner) collect(ctx context.Context) error {
 		}
 		if transform {
 			changes, err := r.g.Changes(ctx, u.dir, git.DiffOptions{Base: u.base, MaxLines: r.o.MaxDiffLines})
-			diffs := changes.Files
+			// On error the tree is empty: no pull request is made of it.
 			u.tree = changes.Tree
 			if err != nil {
 				if ctx.Err() != nil {
@@ -125,7 +125,7 @@ func (r *runner) collect(ctx context.Context) error {
 					u.failure = "collect changes: " + r.redact(err.Error())
 				}
 			}
-			for _, d := range diffs {
+			for _, d := range changes.Files {
 				u.res.FilesModified = append(u.res.FilesModified, d.Path)
 				u.res.Diffs = append(u.res.Diffs, protocol.FileDiff{
 					Path: d.Path, Status: d.Status, Additions: d.Additions, Deletions: d.Deletions,
