@@ -102,6 +102,8 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 		return err
 	}
 	defer closeAll()
+	// The demo's repositories are local, under dir.
+	wf.fileRoots = append(wf.fileRoots, dir)
 	w, err := newWorker(c, f.stateDir, wf)
 	if err != nil {
 		return err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
+	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/forge"
@@ -66,7 +68,7 @@ func readForge(ctx context.Context, src *source.Repo, branch string) (*forgeSetu
 	if fs.Token == "" {
 		return nil, fmt.Errorf("%s says forge %s: its token must be in $%s", name, fs.Type, fs.TokenEnv)
 	}
-	g := &gitx.Git{TokenEnv: fs.TokenEnv}
+	g := &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}
 	switch fs.Type {
 	case "gitea":
 		fs.Hub, err = gitea.New(gitea.Options{URL: fs.URL, Token: fs.Token, Git: g})
@@ -81,16 +83,34 @@ func readForge(ctx context.Context, src *source.Repo, branch string) (*forgeSetu
 	return fs, nil
 }
 
-// sandboxEnv is what the agent in a sandbox needs to open pull requests
-// on the forge and to clone from it: the token under the agent's and
-// git's variables, and the forge's URL. It stays in the worker's memory.
-func (f *forgeSetup) sandboxEnv() map[string]string {
+// sandbox is what the agent in a sandbox needs to open pull requests on
+// the forge and to clone from it: env, the forge's URL and the only origin
+// git may send the token to, and secrets, the token under the agent's and
+// git's variables. Both stay in the worker's memory.
+func (f *forgeSetup) sandbox() (env, secrets map[string]string) {
 	if f == nil || f.Type == "local" {
-		return nil
+		return nil, nil
 	}
-	env := map[string]string{agentcmd.EnvForgeToken: f.Token, gitx.DefaultTokenEnv: f.Token}
+	env = map[string]string{agent.EnvGitTokenOrigins: strings.Join(f.gitOrigins(), ",")}
 	if f.URL != "" {
 		env[agentcmd.EnvForgeURL] = f.URL
 	}
-	return env
+	return env, map[string]string{agentcmd.EnvForgeToken: f.Token, gitx.DefaultTokenEnv: f.Token}
+}
+
+// gitOrigins are the origins git may send the forge's token to: the
+// forge's own web origin (GitHub's API at api.github.com serves git at
+// github.com).
+func (f *forgeSetup) gitOrigins() []string {
+	if f.Type == "github" && f.URL == "" {
+		return []string{"https://github.com"}
+	}
+	o, err := gitx.Origin(f.URL)
+	if err != nil {
+		return nil
+	}
+	if f.Type == "github" && o == "https://api.github.com" {
+		return []string{"https://github.com"}
+	}
+	return []string{o}
 }

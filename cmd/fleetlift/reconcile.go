@@ -122,7 +122,7 @@ they were when it starts again.`,
 			if err != nil {
 				return err
 			}
-			wf.extraEnv = fs.sandboxEnv()
+			wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
 			w, err := newWorker(c, f.stateDir, &wf)
 			if err != nil {
 				return err
@@ -192,7 +192,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 		r.Source.(*reconcile.GitSource).IsMember = fs.Hub.IsMember
 		r.Reviews = &reconcile.ApprovalPullRequests{
 			Hub: fs.Hub, Repository: rf.repo, Base: rf.branch, History: src, Log: logger,
-			Git: &gitx.Git{TokenEnv: fs.TokenEnv},
+			Git: &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: repoOrigins(rf.repo)},
 		}
 		logger.Info("forge", "type", fs.Type, "url", fs.URL)
 	}
@@ -335,7 +335,7 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger)
 // branch (--status-branch, else the config's status.branch), never to the
 // watched one.
 func newStatusMirror(repo, watched, branch string) (reconcile.Mirror, error) {
-	m := &mirror.Branch{Git: &gitx.Git{}, Repository: repo, Branch: branch, Watched: watched}
+	m := &mirror.Branch{Git: &gitx.Git{TokenOrigins: repoOrigins(repo)}, Repository: repo, Branch: branch, Watched: watched}
 	if branch != "" {
 		if _, err := m.Ref(); err != nil {
 			return nil, err
@@ -344,4 +344,13 @@ func newStatusMirror(repo, watched, branch string) (reconcile.Mirror, error) {
 		return nil, fmt.Errorf("the watched branch %s is the default status branch: set --status-branch", watched)
 	}
 	return m, nil
+}
+
+// repoOrigins is where git may send a token for the campaigns repository:
+// its own origin, which the operator chose with --repo.
+func repoOrigins(repo string) []string {
+	if o, err := gitx.Origin(repo); err == nil {
+		return []string{o}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,7 +175,18 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 	if code != 0 || !strings.Contains(status, "-go 1.21") || !strings.Contains(status, "+go 1.26") {
 		t.Fatalf("status --diff while waiting (exit %d):\n%s", code, status)
 	}
-	if msg, code := runCLI(t, "approve", "needs-ok", "--temporal-address", addr); code != 0 {
+	// A decision names the result it decides: the digest status shows.
+	if msg, code := runCLI(t, "approve", "needs-ok", "--temporal-address", addr); code == 0 || !strings.Contains(msg, "--digest") || !strings.Contains(msg, "fleetlift status needs-ok") {
+		t.Fatalf("approve without a digest: exit %d: %s", code, msg)
+	}
+	digest := regexp.MustCompile(`sha256:[0-9a-f]{64}`).FindString(status)
+	if digest == "" {
+		t.Fatalf("status shows no digest to approve:\n%s", status)
+	}
+	if msg, code := runCLI(t, "approve", "needs-ok", "--digest", "sha256:"+strings.Repeat("0", 64), "--temporal-address", addr); code == 0 || !strings.Contains(msg, "no result awaiting approval") {
+		t.Fatalf("approve of another result: exit %d: %s", code, msg)
+	}
+	if msg, code := runCLI(t, "approve", "needs-ok", "--digest", digest[:len("sha256:")+16], "--temporal-address", addr); code != 0 {
 		t.Fatalf("approve: exit %d: %s", code, msg)
 	}
 	select {
