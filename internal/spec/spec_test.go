@@ -129,6 +129,41 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
+// TestConfigFieldError: a problem found after loading (the operator does
+// not allow the forge a config selects) names the file, the line and
+// column of the field, and the field, in YAML as in CUE, and whether the
+// file was evaluated in this process or in a worker.
+func TestConfigFieldError(t *testing.T) {
+	evaluators := map[string]spec.Evaluator{"in process": spec.InProcess(1), "worker": newPool(t)}
+	tests := []struct {
+		name, file, body, field, want string
+	}{
+		{"yaml url", "fleetlift.yaml", "version: 1\nkind: Config\nforge:\n  type: gitea\n  url: https://attacker.example/\n",
+			"forge.url", "fleetlift.yaml:5:3: forge.url: not allowed"},
+		{"yaml flow url", "fleetlift.yml", "version: 1\nforge: {type: gitea, url: \"https://git.example.com/\"}\n",
+			"forge.url", "fleetlift.yml:2:22: forge.url: not allowed"},
+		{"cue type", "fleetlift.cue", "version: 1\nforge: type: \"github\"\n",
+			"forge.type", "fleetlift.cue:2:8: forge.type: not allowed"},
+		{"the forge section", "fleetlift.yaml", "version: 1\nforge:\n  type: github\n",
+			"forge", "fleetlift.yaml:2:1: forge: not allowed"},
+		{"no forge section", "fleetlift.yaml", "version: 1\n", "forge", "fleetlift.yaml: forge: not allowed"},
+	}
+	for _, tt := range tests {
+		for ename, eval := range evaluators {
+			t.Run(tt.name+"/"+ename, func(t *testing.T) {
+				fsys := fstest.MapFS{tt.file: {Data: []byte(tt.body)}}
+				cfg, err := (&spec.Loader{Eval: eval}).LoadConfig(context.Background(), fsys, tt.file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := cfg.FieldError(tt.field, "not allowed").Error(); got != tt.want {
+					t.Errorf("got %q, want %q", got, tt.want)
+				}
+			})
+		}
+	}
+}
+
 // TestConstraints changes one thing in a valid task and expects the error
 // to name the field and say what is wrong; "valid" cases must load.
 func TestConstraints(t *testing.T) {
