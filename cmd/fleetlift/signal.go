@@ -95,9 +95,11 @@ the campaign.
 the commit (made on the current branch all the same) to
 fleetlift/approval-record/<target>-<digest> on the branch's remote and opens a
 pull request against the watched branch, on the forge the clone's
-fleetlift.yaml names (github or gitea), with the token in $` + envForgeToken + `
-(or the variable forge.token_env names). With neither, it commits and says how
-to push.`
+fleetlift.yaml selects among those you allow: --forge-type and --forge-url
+(or $` + envForgeType + ` and $` + envForgeURL + `) with the token in $` + envForgeToken + `
+(or the variable --forge-token-env names), or --forge. The repository never
+says where a token goes. Without --push or --pull-request, it commits and says
+how to push.`
 }
 
 // awaitingTasks lists the task workflows under id that await approval.

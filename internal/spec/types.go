@@ -300,11 +300,14 @@ type ApproverRule struct {
 	Teams []string `json:"teams,omitempty"`
 }
 
-// Forge says where pull requests go.
+// Forge selects where pull requests go: the local forge, or one of the
+// forges the operator allows, by Name or by Type and URL. Which forges
+// fleetlift talks to, and with which tokens, is the operator's choice:
+// the schema refuses a token variable here.
 type Forge struct {
-	Type     ForgeType `json:"type"`
-	URL      string    `json:"url,omitempty"`
-	TokenEnv string    `json:"token_env,omitempty"`
+	Type ForgeType `json:"type"`
+	Name string    `json:"name,omitempty"`
+	URL  string    `json:"url,omitempty"`
 }
 
 // StatusMirror is where the readable status is written back to Git.
