@@ -72,14 +72,16 @@ approvers:
 forge:
   type: gitea
   url: %s
-  token_env: FLEETLIFT_FORGE_TOKEN
 `, g.URL()))
 	writeFile(t, cw, "campaigns/.gitkeep", "")
 	g.Git(t, bot, cw, "add", ".")
 	g.Git(t, bot, cw, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "config")
 	g.Git(t, bot, cw, "push", "-q", campaigns, "main")
 
-	// fleetlift up against the Gitea campaigns repository.
+	// fleetlift up against the Gitea campaigns repository, the forge the
+	// operator allows.
+	t.Setenv("FLEETLIFT_FORGE_TYPE", "gitea")
+	t.Setenv("FLEETLIFT_FORGE_URL", g.URL())
 	t.Setenv("FLEETLIFT_FORGE_TOKEN", bot.Token)
 	t.Setenv("FLEETLIFT_GIT_TOKEN", bot.Token)
 	addr, stateDir := freeAddr(t), filepath.Join(t.TempDir(), "state")

@@ -108,9 +108,11 @@ the campaign.
 the commit (made on the current branch all the same) to
 fleetlift/approval-record/<target>-<digest> on the branch's remote and opens a
 pull request against the watched branch, on the forge the clone's
-fleetlift.yaml names (github or gitea), with the token in $` + envForgeToken + `
-(or the variable forge.token_env names). With neither, it commits and says how
-to push.`
+fleetlift.yaml selects among those you allow: --forge-type and --forge-url
+(or $` + envForgeType + ` and $` + envForgeURL + `) with the token in $` + envForgeToken + `
+(or the variable --forge-token-env names), or --forge. The repository never
+says where a token goes. Without --push or --pull-request, it commits and says
+how to push.`
 }
 
 // awaiting is a task workflow awaiting approval of the result digest.

@@ -242,9 +242,33 @@ func agentCommand() ([]string, error) {
 	return []string{exe, "agent"}, nil
 }
 
+// workerForge is the forge a standalone worker's sandboxes open pull
+// requests on: the one forge the operator allows it, or none (the local
+// forge only). Tasks name the forge by type, so a worker serves one.
+func workerForge(forges *forgeFlags) (*forgeSetup, error) {
+	allowed, err := forges.allowed()
+	if err != nil {
+		return nil, err
+	}
+	switch len(allowed) {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, fmt.Errorf("a worker opens pull requests on one forge, and %d are allowed: run a worker per forge", len(allowed))
+	}
+	of := allowed[0]
+	fs := &forgeSetup{Name: of.Name, Type: string(of.Type), URL: of.URL, TokenEnv: of.TokenEnv, Token: os.Getenv(of.TokenEnv)}
+	if fs.Token == "" {
+		return nil, fmt.Errorf("forge %s needs a token in $%s", of.Forge, of.TokenEnv)
+	}
+	return fs, nil
+}
+
 func newWorkerCmd() *cobra.Command {
 	var f temporalFlags
 	var wf workerFlags
+	var ff forgeFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker: executes Task and Campaign workflows with local sandboxes",
@@ -257,6 +281,11 @@ func newWorkerCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			fs, err := workerForge(&ff)
+			if err != nil {
+				return err
+			}
+			wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
 			w, err := newWorker(c, f.stateDir, &wf)
 			if err != nil {
 				return err
@@ -267,6 +296,7 @@ func newWorkerCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	wf.register(cmd)
+	ff.register(cmd)
 	return cmd
 }
 
