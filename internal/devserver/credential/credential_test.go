@@ -91,8 +91,11 @@ func TestServerCertificateRefusesStrangers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherCert := other.ClientTLS()
-	otherCert.RootCAs = install.ClientTLS().RootCAs
+	// Sent even though the server asks for the install's authority (a
+	// Go client otherwise sends none), as a client trying its luck would.
+	otherCert := &tls.Config{RootCAs: install.ClientTLS().RootCAs, GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		return &other.ClientTLS().Certificates[0], nil
+	}}
 	for _, tc := range []struct {
 		name   string
 		client *tls.Config
