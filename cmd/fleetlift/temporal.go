@@ -233,36 +233,43 @@ func listening(addr string) bool {
 // listens there and the address is on this machine's loopback, it starts
 // the embedded server there first. The returned stop function stops what was started.
 func (f *temporalFlags) dialOrEmbed(ctx context.Context, logw io.Writer) (client.Client, func(), error) {
-	stop := func() {}
-	if !listening(f.address) {
-		host, port, err := net.SplitHostPort(f.address)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--temporal-address %q: %w", f.address, err)
-		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return nil, nil, fmt.Errorf("nothing listens at --temporal-address %s", f.address)
-		}
-		p, err := strconv.Atoi(port)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--temporal-address %q: bad port", f.address)
-		}
-		fmt.Fprintf(logw, "starting the embedded Temporal server on %s (database %s)\n", f.address, filepath.Join(f.stateDir, "temporal.db"))
-		srv, err := devserver.Start(devserver.Options{
-			DatabaseFile: filepath.Join(f.stateDir, "temporal.db"),
-			IP:           host, Port: p,
-			LogFile: filepath.Join(f.stateDir, "temporal.log"),
-		})
+	if listening(f.address) {
+		c, err := f.dial(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
-		stop = srv.Stop
+		return c, c.Close, nil
 	}
-	c, err := f.dial(ctx)
+	host, port, err := net.SplitHostPort(f.address)
 	if err != nil {
-		stop()
+		return nil, nil, fmt.Errorf("--temporal-address %q: %w", f.address, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, nil, fmt.Errorf("nothing listens at --temporal-address %s", f.address)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--temporal-address %q: bad port", f.address)
+	}
+	creds := credentialDir(f.stateDir)
+	fmt.Fprintf(logw, "starting the embedded Temporal server on %s (database %s, credentials %s)\n", f.address, filepath.Join(f.stateDir, "temporal.db"), creds)
+	srv, err := devserver.Start(devserver.Options{
+		DatabaseFile: filepath.Join(f.stateDir, "temporal.db"),
+		TLSDir:       creds,
+		IP:           host, Port: p,
+		LogFile: filepath.Join(f.stateDir, "temporal.log"),
+	})
+	if err != nil {
 		return nil, nil, err
 	}
-	return c, func() { c.Close(); stop() }, nil
+	// The server just started accepts the install's credential, whatever
+	// the flags name.
+	c, err := f.dialWith(ctx, temporalConn{tls: srv.ClientTLS(), source: "the install's credential in " + creds})
+	if err != nil {
+		srv.Stop()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); srv.Stop() }, nil
 }
 
 var errInterrupted = errors.New("interrupted")

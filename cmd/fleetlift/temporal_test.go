@@ -87,3 +87,47 @@ func TestTemporalFlagsChooseCredential(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandsPresentInstallCredential: a command pointed at the state
+// directory of the install whose embedded server runs gets in; without
+// it, or with another install's, it is refused, and the error says what
+// to pass.
+func TestCommandsPresentInstallCredential(t *testing.T) {
+	addr, state := freeAddr(t), filepath.Join(t.TempDir(), "state")
+	startServer(t, addr, state)
+	other := t.TempDir()
+	if _, err := credential.Ensure(credentialDir(other)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // in the output; empty: success
+	}{
+		{"the install's state directory", []string{"--state-dir", state}, nil},
+		{"no credential", []string{"--state-dir", t.TempDir()}, []string{"requires TLS and a client certificate", "--state-dir", "--temporal-tls-cert"}},
+		{"another install's credential", []string{"--state-dir", other}, []string{"with the install's credential in " + credentialDir(other), "--state-dir"}},
+		{"another install's certificate, the server unchecked", []string{"--state-dir", t.TempDir(),
+			"--temporal-tls-cert", filepath.Join(credentialDir(other), credential.ClientCertFile),
+			"--temporal-tls-key", filepath.Join(credentialDir(other), credential.ClientKeyFile),
+			"--temporal-tls-ca", filepath.Join(credentialDir(state), credential.CAFile)}, []string{"refused the client certificate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, code := runCLI(t, append([]string{"status", "--temporal-address", addr}, tc.args...)...)
+			if len(tc.want) == 0 {
+				if code != 0 {
+					t.Fatalf("exit %d:\n%s", code, out)
+				}
+				return
+			}
+			if code == 0 {
+				t.Fatalf("connected:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("error lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
