@@ -252,7 +252,8 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 		return 0, err
 	}
 	defer srv.Stop()
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace})
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
+		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
 	if err != nil {
 		return 0, err
 	}

@@ -96,7 +96,7 @@ func TestApproveGitPush(t *testing.T) {
 	}
 	rec := wait("awaiting approval", func(c state.Campaign) bool { return len(c.PendingApprovals) == len(targets) })
 
-	out, code := runCLI(t, "approve", "demo-go-version", "--git", work, "--by", demoApprover, "--push", "--temporal-address", addr)
+	out, code := runCLI(t, "approve", "demo-go-version", "--git", work, "--by", demoApprover, "--push", "--temporal-address", addr, "--state-dir", stateDir)
 	if code != 0 {
 		t.Fatalf("approve --git --push: exit %d\n%s", code, out)
 	}
@@ -125,7 +125,7 @@ func TestApproveGitPush(t *testing.T) {
 	}
 
 	// Nothing awaits approval any more: a clear error, nothing written.
-	out, code = runCLI(t, "reject", "demo-go-version", "--git", work, "--by", demoApprover, "--temporal-address", addr)
+	out, code = runCLI(t, "reject", "demo-go-version", "--git", work, "--by", demoApprover, "--temporal-address", addr, "--state-dir", stateDir)
 	if code == 0 || !strings.Contains(out, "nothing awaiting approval") {
 		t.Errorf("reject with nothing awaiting approval: exit %d\n%s", code, out)
 	}

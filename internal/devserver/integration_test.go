@@ -95,7 +95,8 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace})
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
+		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
 	if err != nil {
 		t.Fatal(err)
 	}
