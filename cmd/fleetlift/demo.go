@@ -104,7 +104,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 	defer closeAll()
 	// The demo's repositories are local, under dir.
 	wf.fileRoots = append(wf.fileRoots, dir)
-	w, err := newWorker(c, f.stateDir, wf)
+	w, err := newWorker(c, f, wf)
 	if err != nil {
 		return err
 	}

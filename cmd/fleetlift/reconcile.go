@@ -132,7 +132,7 @@ they were when it starts again.`,
 				return err
 			}
 			wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
-			w, err := newWorker(c, f.stateDir, &wf)
+			w, err := newWorker(c, &f, &wf)
 			if err != nil {
 				return err
 			}

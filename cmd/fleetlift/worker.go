@@ -143,14 +143,21 @@ var credentialPaths = []string{
 
 // hidden is what the work in local sandboxes must not see: the state
 // directory (the embedded server's database and credentials, every
-// sandbox), credentials in this user's home, container engines' sockets,
-// and --sandbox-hide.
-func (w *workerFlags) hidden(stateDir string) ([]string, error) {
-	state, err := filepath.Abs(stateDir)
+// sandbox), the Temporal client credential files, credentials in this
+// user's home, container engines' sockets, and --sandbox-hide.
+func (w *workerFlags) hidden(tf *temporalFlags) ([]string, error) {
+	state, err := filepath.Abs(tf.stateDir)
 	if err != nil {
 		return nil, err
 	}
 	out := []string{state}
+	for _, p := range []string{tf.tls.cert, tf.tls.key} {
+		if p != "" {
+			if abs, err := filepath.Abs(p); err == nil {
+				out = append(out, abs)
+			}
+		}
+	}
 	if home, err := os.UserHomeDir(); err == nil {
 		for _, p := range credentialPaths {
 			out = append(out, filepath.Join(home, p))
@@ -168,20 +175,20 @@ func (w *workerFlags) hidden(stateDir string) ([]string, error) {
 }
 
 // newWorker registers fleetlift's workflows and activities, with local
-// sandboxes under stateDir/sandboxes whose agent is fleetlift-agent (or
-// this executable). Unless --sandbox-isolation=none, it first makes sure
-// the agent can jail the work it runs, and refuses to start when it
-// cannot.
-func newWorker(c client.Client, stateDir string, wf *workerFlags) (worker.Worker, error) {
+// sandboxes under the state directory's sandboxes/ whose agent is
+// fleetlift-agent (or this executable). Unless --sandbox-isolation=none,
+// it first makes sure the agent can jail the work it runs, and refuses to
+// start when it cannot.
+func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (worker.Worker, error) {
 	agentArgv, err := agentCommand()
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Join(stateDir, "sandboxes")
+	root := filepath.Join(tf.stateDir, "sandboxes")
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("create sandbox directory: %w", err)
 	}
-	hidden, err := wf.hidden(stateDir)
+	hidden, err := wf.hidden(tf)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +293,7 @@ func newWorkerCmd() *cobra.Command {
 				return err
 			}
 			wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
-			w, err := newWorker(c, f.stateDir, &wf)
+			w, err := newWorker(c, &f, &wf)
 			if err != nil {
 				return err
 			}
