@@ -109,8 +109,9 @@ func TestRepoConfigCannotChooseWhereTheTokenGoes(t *testing.T) {
 	// environment.
 	t.Setenv("FLEETLIFT_FORGE_TYPE", "github")
 	t.Setenv("FLEETLIFT_FORGE_URL", operator.URL+"/api/v3/")
-	addr, _, _ := serverForTest(t, filepath.Join(t.TempDir(), "temporal"))
-	stateDir := t.TempDir()
+	// The commands use the server's state directory: its credential.
+	stateDir := filepath.Join(t.TempDir(), "temporal")
+	addr, _, _ := serverForTest(t, stateDir)
 
 	refused := []struct {
 		name, forge, want string
