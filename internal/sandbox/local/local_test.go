@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/git/gittest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/sandboxtest"
 )
@@ -47,6 +49,38 @@ func TestConformance(t *testing.T) {
 		},
 		Agents: func(t *testing.T, sb *sandbox.Sandbox) int {
 			return len(agentPIDs(t, sb.WorkingDir))
+		},
+	})
+}
+
+// The work the real agent runs in local sandboxes, as fleetlift's workers
+// start it (jailed), cannot act against the control plane.
+func TestUntrustedWork(t *testing.T) {
+	sandboxtest.RunUntrusted(t, sandboxtest.UntrustedHarness{
+		New: func(t *testing.T) sandbox.Provider {
+			root := t.TempDir()
+			p, err := New(Options{Root: root, AgentCommand: []string{os.Args[0], "agent"}, StopGrace: stopGrace,
+				ServeArgs: []string{"--hide", root, "--manifest-poll", "20ms", "--steering-poll", "50ms"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Options: func(t *testing.T, id string) sandbox.ProvisionOptions {
+			return sandbox.ProvisionOptions{ID: id, Env: map[string]string{
+				"FLEETLIFT_ALLOW_FILE_ROOTS": os.TempDir(),
+				"GIT_CONFIG_GLOBAL":          "/dev/null",
+			}}
+		},
+		Repository: func(t *testing.T) (string, func(branch, path string) string) {
+			bare := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+			return "file://" + bare, func(branch, path string) string {
+				out, err := exec.Command("git", "--git-dir", bare, "show", branch+":"+path).Output()
+				if err != nil {
+					return ""
+				}
+				return string(out)
+			}
 		},
 	})
 }

@@ -1,0 +1,252 @@
+package sandboxtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+)
+
+// UntrustedHarness tells RunUntrusted how to run fleetlift's own agent in
+// one provider's sandboxes, with its isolation on.
+type UntrustedHarness struct {
+	// New returns a provider whose sandboxes run fleetlift-agent.
+	// Required.
+	New func(t *testing.T) sandbox.Provider
+	// Options returns the options that provision sandbox id; the suite
+	// sets ID and adds Secrets. Required.
+	Options func(t *testing.T, id string) sandbox.ProvisionOptions
+	// Repository makes a git repository with a README.md on main that
+	// the sandbox's agent can clone and push to, and returns its URL and
+	// a way to read a file on one of its branches ("" when the branch or
+	// file is missing). Required.
+	Repository func(t *testing.T) (url string, show func(branch, path string) string)
+	// Processes is as in Harness; nil means this host's /proc.
+	Processes func(t *testing.T, marker string) []string
+}
+
+// RunUntrusted runs what the work in a sandbox (the transform, the agent
+// CLI, setup and verifiers) must not be able to do, against the real agent
+// in the provider's sandboxes, driven as the worker drives it: through
+// manifest.json, status.json, result.json and steering.json.
+func RunUntrusted(t *testing.T, h UntrustedHarness) {
+	if h.New == nil || h.Options == nil || h.Repository == nil {
+		t.Fatal("sandboxtest: UntrustedHarness needs New, Options and Repository")
+	}
+	if h.Processes == nil {
+		h.Processes = func(t *testing.T, marker string) []string { return hostProcesses(t, marker) }
+	}
+	u := &untrusted{h: h}
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"TransformCannotApproveItself", u.cannotApproveItself},
+		{"CommandsNeverSeeTokens", u.neverSeeTokens},
+		{"NothingOutlivesItsCommand", u.nothingOutlives},
+	} {
+		t.Run(c.name, c.run)
+	}
+}
+
+type untrusted struct {
+	h UntrustedHarness
+}
+
+// session is one sandbox running the agent, driven as the worker does.
+type session struct {
+	t   *testing.T
+	ctx context.Context
+	p   sandbox.Provider
+	id  string
+}
+
+func (u *untrusted) start(t *testing.T, name string, secrets map[string]string, m protocol.Manifest) *session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*opTimeout)
+	t.Cleanup(cancel)
+	p, id := u.h.New(t), newID(name)
+	opts := u.h.Options(t, id)
+	opts.ID, opts.Secrets = id, secrets
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		if err := p.Cleanup(ctx, id); err != nil {
+			t.Errorf("clean up sandbox %s: %v", id, err)
+		}
+	})
+	if _, err := p.Provision(ctx, opts); err != nil {
+		t.Fatalf("Provision(%s): %v", id, err)
+	}
+	s := &session{t: t, ctx: ctx, p: p, id: id}
+	s.write(protocol.ManifestFile, m)
+	return s
+}
+
+func (s *session) write(name string, v any) {
+	s.t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	copyTo(s.t, s.ctx, s.p, s.id, protocol.Dir+"/"+name, string(data))
+}
+
+// read decodes a protocol file; false when it is not there yet.
+func (s *session) read(name string, v any) bool {
+	s.t.Helper()
+	rc, err := s.p.CopyFrom(s.ctx, s.id, protocol.Dir+"/"+name)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return false
+	}
+	if err != nil {
+		s.t.Fatalf("CopyFrom(%s): %v", name, err)
+	}
+	defer rc.Close()
+	if err := json.NewDecoder(rc).Decode(v); err != nil {
+		return false // being replaced; read again
+	}
+	return true
+}
+
+// wait polls status.json until the agent is in one of phases, and returns
+// its result.
+func (s *session) wait(phases ...protocol.Phase) protocol.Result {
+	s.t.Helper()
+	deadline := time.Now().Add(opTimeout)
+	var st protocol.Status
+	for {
+		if s.read(protocol.StatusFile, &st) {
+			for _, p := range phases {
+				if st.Phase == p {
+					var r protocol.Result
+					if !s.read(protocol.ResultFile, &r) {
+						s.t.Fatalf("phase %s without a result", st.Phase)
+					}
+					return r
+				}
+			}
+			if st.Phase.Terminal() {
+				s.t.Fatalf("the agent ended %s (%s), want %v", st.Phase, st.Message, phases)
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the agent did not reach %v; last status %+v", phases, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// manifest is a deterministic transform of url, run in the sandbox.
+func manifest(url string, script string) protocol.Manifest {
+	return protocol.Manifest{
+		TaskID:         "untrusted",
+		Mode:           protocol.ModeTransform,
+		Title:          "untrusted work",
+		Repositories:   []protocol.Repository{{Name: "svc", URL: url, Branch: "main"}},
+		Execution:      protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"sh", "-c", script}},
+		TimeoutSeconds: 120,
+		PullRequest:    &protocol.PullRequest{BranchPrefix: "fleetlift", Title: "untrusted work"},
+		GitConfig:      protocol.GitConfig{UserName: "Fleetlift Bot", UserEmail: "bot@example.com"},
+		Forge:          "local",
+	}
+}
+
+const untrustedBranch = "fleetlift/untrusted"
+
+func diffOf(r protocol.Result, path string) string {
+	for _, rr := range r.Repositories {
+		for _, d := range rr.Diffs {
+			if d.Path == path {
+				return d.Diff
+			}
+		}
+	}
+	return ""
+}
+
+// cannotApproveItself: the transform writes every protocol file it can and
+// leaves a process in a session of its own to approve once the agent
+// waits. Nothing is written, nothing is left, and only the worker's reject
+// decides.
+func (u *untrusted) cannotApproveItself(t *testing.T) {
+	url, show := u.h.Repository(t)
+	marker := newMarker()
+	approve := `{"action":"approve","iteration":0}`
+	m := manifest(url, `echo change >> README.md
+for f in steering.json result.json status.json manifest.json; do
+	if printf '`+approve+`' > "$FLEETLIFT_WORKSPACE/.fleetlift/$f" 2>/dev/null; then echo "wrote $f"; else echo "refused $f"; fi >> ATTEMPTS
+done
+setsid sh -c 'sleep `+marker+` & sleep 2; printf %s > "$FLEETLIFT_WORKSPACE/.fleetlift/steering.json"' '`+approve+`' </dev/null >/dev/null 2>&1 &
+echo started >> ATTEMPTS`)
+	m.RequireApproval = true
+	s := u.start(t, "approve-itself", nil, m)
+	r := s.wait(protocol.PhaseAwaitingInput)
+	if left := u.h.Processes(t, marker); len(left) > 0 {
+		t.Fatalf("a process the transform started is alive while the agent awaits approval: %v", left)
+	}
+	attempts := diffOf(r, "ATTEMPTS")
+	for _, f := range []string{"steering.json", "result.json", "status.json", "manifest.json"} {
+		if !strings.Contains(attempts, "+refused "+f) {
+			t.Errorf("the transform could write .fleetlift/%s:\n%s", f, attempts)
+		}
+	}
+	if diffOf(r, "README.md") == "" {
+		t.Errorf("the result awaiting approval is not the transform's: %+v", r.Repositories)
+	}
+	s.write(protocol.SteeringFile, protocol.Steering{Action: protocol.ActionReject, Timestamp: time.Now().UTC()})
+	s.wait(protocol.PhaseCancelled)
+	if got := show(untrustedBranch, "README.md"); got != "" {
+		t.Errorf("a branch was pushed though the change was rejected:\n%s", got)
+	}
+}
+
+// neverSeeTokens: the agent's secrets reach neither a command's
+// environment nor any process's it can read, nor anything the agent
+// writes; the command's ordinary environment still works.
+func (u *untrusted) neverSeeTokens(t *testing.T) {
+	url, show := u.h.Repository(t)
+	canary := "canary-" + newMarker() + newMarker()
+	dump := `env > ENV.txt; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f"; done > PROC.txt 2>/dev/null; true`
+	m := manifest(url, dump)
+	m.Repositories[0].Setup = []string{`env > SETUP_ENV.txt`}
+	m.Verifiers = []protocol.Verifier{{Name: "env", Command: []string{"sh", "-c", "env > VERIFY_ENV.txt"}}}
+	s := u.start(t, "tokens", map[string]string{"FLEETLIFT_FORGE_TOKEN": canary, "FLEETLIFT_GIT_TOKEN": canary, "GITHUB_TOKEN": canary}, m)
+	r := s.wait(protocol.PhaseComplete)
+	for _, f := range []string{"ENV.txt", "PROC.txt", "SETUP_ENV.txt", "VERIFY_ENV.txt"} {
+		got := show(untrustedBranch, f)
+		if !strings.Contains(got, "PATH=") {
+			t.Errorf("%s was not pushed with the command's environment:\n%s", f, got)
+		}
+		if strings.Contains(got, canary) {
+			t.Errorf("%s: the work saw the agent's token:\n%s", f, got)
+		}
+	}
+	for _, name := range []string{protocol.StatusFile, protocol.ResultFile} {
+		if data := copyFrom(t, s.ctx, s.p, s.id, protocol.Dir+"/"+name); strings.Contains(data, canary) {
+			t.Errorf("%s holds the token", name)
+		}
+	}
+	if data, _ := json.Marshal(r); strings.Contains(string(data), canary) {
+		t.Error("the result holds the token")
+	}
+}
+
+// nothingOutlives: a process the transform leaves behind, in a session of
+// its own, is gone by the time the agent has moved on.
+func (u *untrusted) nothingOutlives(t *testing.T) {
+	url, _ := u.h.Repository(t)
+	marker := newMarker()
+	m := manifest(url, fmt.Sprintf(`setsid sleep %s </dev/null >/dev/null 2>&1 & sleep %s </dev/null >/dev/null 2>&1 & echo x >> README.md`, marker, marker))
+	s := u.start(t, "outlive", nil, m)
+	s.wait(protocol.PhaseComplete)
+	if left := u.h.Processes(t, marker); len(left) > 0 {
+		t.Fatalf("processes outlived the transform: %v", left)
+	}
+}
