@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +27,7 @@ func newPlanCmd() *cobra.Command {
 	var repo, ref, base, sub, stateArg, output string
 	var detailed bool
 	var commentOn int
+	var budget time.Duration
 	cmd := &cobra.Command{
 		Use:   "plan --repo PATH|URL",
 		Short: "Show what applying the campaigns repository at a revision would change",
@@ -56,7 +58,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 			if err != nil {
 				return err
 			}
-			head, err := loadRevision(ctx, src, ref, sub)
+			head, err := loadRevision(ctx, src, ref, sub, budget)
 			if err != nil {
 				return err
 			}
@@ -65,7 +67,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 				return err
 			}
 			if base != "" {
-				prior, err := loadRevision(ctx, src, base, sub)
+				prior, err := loadRevision(ctx, src, base, sub, budget)
 				if err != nil {
 					return err
 				}
@@ -107,12 +109,20 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 	cmd.Flags().StringVar(&stateArg, "state", "temporal", "recorded state: temporal, file:PATH or none")
 	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human, json or markdown")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when there are changes, as terraform plan does")
+	registerLoadBudget(cmd, &budget)
 	cmd.Flags().IntVar(&commentOn, "comment-on", 0, "also post the plan (markdown) as a comment on this pull request of --repo, editing fleetlift's earlier plan comment (forge from the config; token in its token_env)")
 	return cmd
 }
 
-// loadRevision reads the desired state at ref.
-func loadRevision(ctx context.Context, src *source.Repo, ref, sub string) (*desired.Revision, error) {
+// registerLoadBudget adds --load-budget, the spec.Limits.RevisionBudget
+// of reading one revision, to cmd.
+func registerLoadBudget(cmd *cobra.Command, budget *time.Duration) {
+	cmd.Flags().DurationVar(budget, "load-budget", spec.DefaultLimits.RevisionBudget,
+		"the most time reading one revision of the campaigns repository may take: files not loaded by then are errors, and what they define is left as it is")
+}
+
+// loadRevision reads the desired state at ref within budget.
+func loadRevision(ctx context.Context, src *source.Repo, ref, sub string, budget time.Duration) (*desired.Revision, error) {
 	sha, err := src.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -126,7 +136,7 @@ func loadRevision(ctx context.Context, src *source.Repo, ref, sub string) (*desi
 		return nil, err
 	}
 	defer pool.Close()
-	rev, err := desired.Read(ctx, &spec.Loader{Eval: pool}, root, sha, sub)
+	rev, err := desired.Read(ctx, &spec.Loader{Eval: pool, Limits: spec.Limits{RevisionBudget: budget}}, root, sha, sub)
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,7 @@ type reconcileFlags struct {
 	statusBranch       string
 	approvalTimeout    time.Duration
 	leaderElect        bool
+	loadBudget         time.Duration
 }
 
 func (r *reconcileFlags) register(cmd *cobra.Command) {
@@ -61,6 +62,7 @@ func (r *reconcileFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&r.statusBranch, "status-branch", "", "branch of the campaigns repository the status mirror is written to (default: the config's status.branch)")
 	fl.DurationVar(&r.approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
 	fl.BoolVar(&r.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a lease in Temporal reconciles (workers must be running)")
+	registerLoadBudget(cmd, &r.loadBudget)
 }
 
 func newReconcileCmd() *cobra.Command {
@@ -174,7 +176,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	}
 	defer pool.Close()
 	r := &reconcile.Reconciler{
-		Source:   &reconcile.GitSource{Repo: src, Ref: rf.branch, Path: rf.path, Loader: &spec.Loader{Eval: pool}},
+		Source:   &reconcile.GitSource{Repo: src, Ref: rf.branch, Path: rf.path, Loader: &spec.Loader{Eval: pool, Limits: spec.Limits{RevisionBudget: rf.loadBudget}}},
 		State:    &statetemporal.Reader{Client: c, Namespace: f.namespace},
 		Dispatch: &dispatch.Temporal{Client: c, Options: workflow.Options{ApprovalTimeout: rf.approvalTimeout, Forge: fs.Type}},
 		Branch:   rf.branch,
