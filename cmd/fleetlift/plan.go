@@ -20,6 +20,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/state/file"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/visible"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -79,7 +80,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 			case "json":
 				err = render.JSON(w, p)
 			case "markdown":
-				err = render.Markdown(w, p)
+				err = render.Markdown(visible.Writer(w), p)
 			default:
 				err = render.Human(w, p, render.Options{Color: isTerminal(w)})
 			}

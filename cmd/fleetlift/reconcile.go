@@ -27,6 +27,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/webhook"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -250,6 +251,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 
 // printPass says what one pass did.
 func printPass(w io.Writer, res *reconcile.Result) {
+	w = visible.Writer(w)
 	s := res.Plan.Summary()
 	fmt.Fprintf(w, "revision %s: %d created, %d updated, %d suspended, %d resumed, %d pruned, %d approvals applied, %d errors\n",
 		shortSHA(res.Revision), s.Create, s.Update, s.Suspend, s.Resume, s.Prune, s.ApprovalsApplied, s.Errors)

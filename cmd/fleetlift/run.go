@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -137,8 +138,9 @@ func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Defin
 
 // follow prints progress until the run ends, then the result table. On a
 // terminal the per-repository lines are redrawn in place; otherwise a line
-// is printed whenever a repository's state changes. It fails when the run
-// did not complete cleanly.
+// is printed whenever a repository's state changes. Text from the run is
+// shown through visible.String: the only escape sequences are follow's
+// own. It fails when the run did not complete cleanly.
 func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bool) error {
 	seen := map[string]string{}
 	hinted := map[string]bool{}
@@ -160,23 +162,23 @@ func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bo
 				fmt.Fprintf(w, "\x1b[%dA\x1b[J", drawn)
 			}
 			for _, r := range rows {
-				fmt.Fprintf(w, "%-24s %s\n", r.key, r.state)
+				fmt.Fprintf(w, "%-24s %s\n", visible.String(r.key), visible.String(r.state))
 			}
 			for _, t := range waiting {
-				fmt.Fprintf(w, "%s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", t, st.id)
+				fmt.Fprintf(w, "%s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", visible.String(t), visible.String(st.id))
 			}
 			drawn = len(rows) + len(waiting)
 		} else {
 			for _, r := range rows {
 				if seen[r.key] != r.state {
 					seen[r.key] = r.state
-					fmt.Fprintf(w, "%s  %-24s %s\n", time.Now().Format("15:04:05"), r.key, r.state)
+					fmt.Fprintf(w, "%s  %-24s %s\n", time.Now().Format("15:04:05"), visible.String(r.key), visible.String(r.state))
 				}
 			}
 			for _, t := range waiting {
 				if !hinted[t] {
 					hinted[t] = true
-					fmt.Fprintf(w, "          %s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", t, st.id)
+					fmt.Fprintf(w, "          %s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", visible.String(t), visible.String(st.id))
 				}
 			}
 		}

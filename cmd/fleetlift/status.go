@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -59,8 +60,11 @@ approval would push.`,
 }
 
 // writeDiffs prints the patches of the results awaiting approval: the
-// task's, or those of a campaign's running units.
+// task's, or those of a campaign's running units. A patch is what the
+// work wrote: its control characters are shown, not obeyed, so that no
+// line of it can hide another from the approver.
 func (s *runState) writeDiffs(ctx context.Context, c client.Client, w io.Writer) {
+	w = visible.Writer(w)
 	var waiting []*workflow.TaskState
 	switch {
 	case s.task != nil:
@@ -99,12 +103,13 @@ func listRuns(ctx context.Context, c client.Client, ns string, w io.Writer) erro
 		return fmt.Errorf("list runs: %w", err)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tSTARTED")
+	vw := visible.Writer(tw)
+	fmt.Fprintln(vw, "ID\tTYPE\tSTATUS\tSTARTED")
 	for _, e := range resp.Executions {
 		if e.ParentExecution != nil {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, e.Type.Name,
+		fmt.Fprintf(vw, "%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, e.Type.Name,
 			strings.ToLower(strings.TrimPrefix(e.Status.String(), "WORKFLOW_EXECUTION_STATUS_")), e.StartTime.AsTime().Local().Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()
@@ -189,9 +194,13 @@ func unitTask(ctx context.Context, c client.Client, u workflow.UnitResult) *work
 	return st.task
 }
 
+// write prints the run's state. Its messages, errors, repository names
+// and file paths come from the run: their control characters are shown,
+// not obeyed.
 func (s *runState) write(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	defer tw.Flush()
+	tabs := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tabs.Flush()
+	tw := visible.Writer(tabs)
 	if c := s.campaign; c != nil {
 		fmt.Fprintf(tw, "%s: %s", s.id, c.Phase)
 		if c.Message != "" {
