@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/term"
 
@@ -121,17 +122,17 @@ func loadOne(ctx context.Context, file string) (*spec.Definition, error) {
 // error, a finished one is started again with the next generation.
 func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Definition, opts workflow.Options) (client.WorkflowRun, error) {
 	gen := int64(1)
-	if prev, err := c.DescribeWorkflowExecution(ctx, s.WorkflowID, ""); err == nil {
-		if p, ok := prev.WorkflowExecutionInfo.GetMemo().GetFields()[workflow.MemoGeneration]; ok {
-			var last int64
-			if converterFor().FromPayload(p, &last) == nil {
-				gen = last + 1
-			}
-		}
+	prev, err := c.DescribeWorkflowExecution(ctx, s.WorkflowID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil:
+		gen = dispatch.Generation(prev.WorkflowExecutionInfo) + 1
+	case !errors.As(err, &nf):
+		return nil, fmt.Errorf("look up %s: %w", s.WorkflowID, err)
 	}
 	run, err := dispatch.StartRun(ctx, c, d, opts, "", gen)
-	if errors.Is(err, dispatch.ErrAlreadyRunning) {
-		return nil, fmt.Errorf("%s is already running: follow it with `fleetlift status %s`", s.WorkflowID, s.WorkflowID)
+	if errors.Is(err, dispatch.ErrAlreadyRunning) || errors.Is(err, dispatch.ErrAlreadyStarted) {
+		return nil, fmt.Errorf("%s is already running, or was started meanwhile: follow it with `fleetlift status %s`", s.WorkflowID, s.WorkflowID)
 	}
 	return run, err
 }
