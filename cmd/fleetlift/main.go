@@ -12,6 +12,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/jail"
 	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -46,7 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &ee) {
 			return ee.code
 		}
-		fmt.Fprintln(stderr, "fleetlift:", err)
+		// Errors quote definitions, runs and forges.
+		fmt.Fprintln(stderr, "fleetlift:", visible.String(err.Error()))
 		return 1
 	}
 	return 0

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/state/file"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/visible"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -27,6 +29,7 @@ func newPlanCmd() *cobra.Command {
 	var detailed bool
 	var commentOn int
 	var forges forgeFlags
+	var budget time.Duration
 	cmd := &cobra.Command{
 		Use:   "plan --repo PATH|URL",
 		Short: "Show what applying the campaigns repository at a revision would change",
@@ -57,7 +60,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 			if err != nil {
 				return err
 			}
-			head, err := loadRevision(ctx, src, ref, sub)
+			head, err := loadRevision(ctx, src, ref, sub, budget)
 			if err != nil {
 				return err
 			}
@@ -66,7 +69,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 				return err
 			}
 			if base != "" {
-				prior, err := loadRevision(ctx, src, base, sub)
+				prior, err := loadRevision(ctx, src, base, sub, budget)
 				if err != nil {
 					return err
 				}
@@ -78,7 +81,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 			case "json":
 				err = render.JSON(w, p)
 			case "markdown":
-				err = render.Markdown(w, p)
+				err = render.Markdown(visible.Writer(w), p)
 			default:
 				err = render.Human(w, p, render.Options{Color: isTerminal(w)})
 			}
@@ -108,13 +111,21 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 	cmd.Flags().StringVar(&stateArg, "state", "temporal", "recorded state: temporal, file:PATH or none")
 	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human, json or markdown")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when there are changes, as terraform plan does")
+	registerLoadBudget(cmd, &budget)
 	cmd.Flags().IntVar(&commentOn, "comment-on", 0, "also post the plan (markdown) as a comment on this pull request of --repo, editing fleetlift's earlier plan comment (on the forge the config selects among --forge-type/--forge-url and --forge)")
 	forges.register(cmd)
 	return cmd
 }
 
-// loadRevision reads the desired state at ref.
-func loadRevision(ctx context.Context, src *source.Repo, ref, sub string) (*desired.Revision, error) {
+// registerLoadBudget adds --load-budget, the spec.Limits.RevisionBudget
+// of reading one revision, to cmd.
+func registerLoadBudget(cmd *cobra.Command, budget *time.Duration) {
+	cmd.Flags().DurationVar(budget, "load-budget", spec.DefaultLimits.RevisionBudget,
+		"the most time reading one revision of the campaigns repository may take: files not loaded by then are errors, and what they define is left as it is")
+}
+
+// loadRevision reads the desired state at ref within budget.
+func loadRevision(ctx context.Context, src *source.Repo, ref, sub string, budget time.Duration) (*desired.Revision, error) {
 	sha, err := src.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -128,7 +139,7 @@ func loadRevision(ctx context.Context, src *source.Repo, ref, sub string) (*desi
 		return nil, err
 	}
 	defer pool.Close()
-	rev, err := desired.Read(ctx, &spec.Loader{Eval: pool}, root, sha, sub)
+	rev, err := desired.Read(ctx, &spec.Loader{Eval: pool, Limits: spec.Limits{RevisionBudget: budget}}, root, sha, sub)
 	if err != nil {
 		return nil, err
 	}

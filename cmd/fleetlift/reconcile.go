@@ -27,6 +27,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/webhook"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -45,7 +46,8 @@ type reconcileFlags struct {
 	approvalTimeout    time.Duration
 	leaderElect        bool
 	// forges are the forges the repository config may select.
-	forges forgeFlags
+	forges     forgeFlags
+	loadBudget time.Duration
 }
 
 func (r *reconcileFlags) register(cmd *cobra.Command) {
@@ -64,6 +66,7 @@ func (r *reconcileFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&r.approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
 	fl.BoolVar(&r.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a lease in Temporal reconciles (workers must be running)")
 	r.forges.register(cmd)
+	registerLoadBudget(cmd, &r.loadBudget)
 }
 
 func newReconcileCmd() *cobra.Command {
@@ -186,7 +189,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	}
 	defer pool.Close()
 	r := &reconcile.Reconciler{
-		Source:   &reconcile.GitSource{Repo: src, Ref: rf.branch, Path: rf.path, Loader: &spec.Loader{Eval: pool}},
+		Source:   &reconcile.GitSource{Repo: src, Ref: rf.branch, Path: rf.path, Loader: &spec.Loader{Eval: pool, Limits: spec.Limits{RevisionBudget: rf.loadBudget}}},
 		State:    &statetemporal.Reader{Client: c, Namespace: f.namespace},
 		Dispatch: &dispatch.Temporal{Client: c, Options: workflow.Options{ApprovalTimeout: rf.approvalTimeout, Forge: fs.Type}},
 		Branch:   rf.branch,
@@ -264,6 +267,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 
 // printPass says what one pass did.
 func printPass(w io.Writer, res *reconcile.Result) {
+	w = visible.Writer(w)
 	s := res.Plan.Summary()
 	fmt.Fprintf(w, "revision %s: %d created, %d updated, %d suspended, %d resumed, %d pruned, %d approvals applied, %d errors\n",
 		shortSHA(res.Revision), s.Create, s.Update, s.Suspend, s.Resume, s.Prune, s.ApprovalsApplied, s.Errors)

@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/term"
 
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -120,25 +122,26 @@ func loadOne(ctx context.Context, file string) (*spec.Definition, error) {
 // error, a finished one is started again with the next generation.
 func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Definition, opts workflow.Options) (client.WorkflowRun, error) {
 	gen := int64(1)
-	if prev, err := c.DescribeWorkflowExecution(ctx, s.WorkflowID, ""); err == nil {
-		if p, ok := prev.WorkflowExecutionInfo.GetMemo().GetFields()[workflow.MemoGeneration]; ok {
-			var last int64
-			if converterFor().FromPayload(p, &last) == nil {
-				gen = last + 1
-			}
-		}
+	prev, err := c.DescribeWorkflowExecution(ctx, s.WorkflowID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil:
+		gen = dispatch.Generation(prev.WorkflowExecutionInfo) + 1
+	case !errors.As(err, &nf):
+		return nil, fmt.Errorf("look up %s: %w", s.WorkflowID, err)
 	}
 	run, err := dispatch.StartRun(ctx, c, d, opts, "", gen)
-	if errors.Is(err, dispatch.ErrAlreadyRunning) {
-		return nil, fmt.Errorf("%s is already running: follow it with `fleetlift status %s`", s.WorkflowID, s.WorkflowID)
+	if errors.Is(err, dispatch.ErrAlreadyRunning) || errors.Is(err, dispatch.ErrAlreadyStarted) {
+		return nil, fmt.Errorf("%s is already running, or was started meanwhile: follow it with `fleetlift status %s`", s.WorkflowID, s.WorkflowID)
 	}
 	return run, err
 }
 
 // follow prints progress until the run ends, then the result table. On a
 // terminal the per-repository lines are redrawn in place; otherwise a line
-// is printed whenever a repository's state changes. It fails when the run
-// did not complete cleanly.
+// is printed whenever a repository's state changes. Text from the run is
+// shown through visible.String: the only escape sequences are follow's
+// own. It fails when the run did not complete cleanly.
 func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bool) error {
 	seen := map[string]string{}
 	hinted := map[string]bool{}
@@ -160,23 +163,23 @@ func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bo
 				fmt.Fprintf(w, "\x1b[%dA\x1b[J", drawn)
 			}
 			for _, r := range rows {
-				fmt.Fprintf(w, "%-24s %s\n", r.key, r.state)
+				fmt.Fprintf(w, "%-24s %s\n", visible.String(r.key), visible.String(r.state))
 			}
 			for _, t := range waiting {
-				fmt.Fprintf(w, "%s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", t, st.id)
+				fmt.Fprintf(w, "%s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", visible.String(t), visible.String(st.id))
 			}
 			drawn = len(rows) + len(waiting)
 		} else {
 			for _, r := range rows {
 				if seen[r.key] != r.state {
 					seen[r.key] = r.state
-					fmt.Fprintf(w, "%s  %-24s %s\n", time.Now().Format("15:04:05"), r.key, r.state)
+					fmt.Fprintf(w, "%s  %-24s %s\n", time.Now().Format("15:04:05"), visible.String(r.key), visible.String(r.state))
 				}
 			}
 			for _, t := range waiting {
 				if !hinted[t] {
 					hinted[t] = true
-					fmt.Fprintf(w, "          %s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", t, st.id)
+					fmt.Fprintf(w, "          %s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", visible.String(t), visible.String(st.id))
 				}
 			}
 		}

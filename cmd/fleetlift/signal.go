@@ -9,6 +9,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -30,7 +31,7 @@ func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 				return fmt.Errorf("steer needs --prompt: what the agent should do differently")
 			}
 			if g.clone != "" {
-				d := &gitDecision{action: name, prompt: prompt, unit: unit, flags: &g, out: cmd.OutOrStdout()}
+				d := &gitDecision{action: name, prompt: prompt, unit: unit, flags: &g, out: visible.Writer(cmd.OutOrStdout())}
 				return d.run(cmd.Context(), &f, args)
 			}
 			if err := onlyWithGit(cmd); err != nil {
@@ -68,7 +69,7 @@ func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 				if err := c.SignalWorkflow(cmd.Context(), t.id, "", signal, arg); err != nil {
 					return fmt.Errorf("%s %s: %w", name, t.id, err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: sent %s for result %s\n", t.id, name, t.digest)
+				fmt.Fprintf(visible.Writer(cmd.OutOrStdout()), "%s: sent %s for result %s\n", t.id, name, t.digest)
 			}
 			return nil
 		},

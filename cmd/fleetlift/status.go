@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -85,6 +86,7 @@ func (s *runState) waiting(ctx context.Context, c client.Client) []*workflow.Tas
 // writeAwaiting prints the digest of every result awaiting approval, what
 // a decision must name.
 func (s *runState) writeAwaiting(ctx context.Context, c client.Client, w io.Writer) {
+	w = visible.Writer(w)
 	waiting := s.waiting(ctx, c)
 	if len(waiting) == 0 {
 		return
@@ -96,8 +98,11 @@ func (s *runState) writeAwaiting(ctx context.Context, c client.Client, w io.Writ
 }
 
 // writeDiffs prints the patches of the results awaiting approval: the
-// task's, or those of a campaign's running units.
+// task's, or those of a campaign's running units. A patch is what the
+// work wrote: its control characters are shown, not obeyed, so that no
+// line of it can hide another from the approver.
 func (s *runState) writeDiffs(ctx context.Context, c client.Client, w io.Writer) {
+	w = visible.Writer(w)
 	shown := 0
 	for _, t := range s.waiting(ctx, c) {
 		for _, r := range t.Result.Repositories {
@@ -122,12 +127,13 @@ func listRuns(ctx context.Context, c client.Client, ns string, w io.Writer) erro
 		return fmt.Errorf("list runs: %w", err)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tSTARTED")
+	vw := visible.Writer(tw)
+	fmt.Fprintln(vw, "ID\tTYPE\tSTATUS\tSTARTED")
 	for _, e := range resp.Executions {
 		if e.ParentExecution != nil {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, e.Type.Name,
+		fmt.Fprintf(vw, "%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, e.Type.Name,
 			strings.ToLower(strings.TrimPrefix(e.Status.String(), "WORKFLOW_EXECUTION_STATUS_")), e.StartTime.AsTime().Local().Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()
@@ -212,9 +218,13 @@ func unitTask(ctx context.Context, c client.Client, u workflow.UnitResult) *work
 	return st.task
 }
 
+// write prints the run's state. Its messages, errors, repository names
+// and file paths come from the run: their control characters are shown,
+// not obeyed.
 func (s *runState) write(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	defer tw.Flush()
+	tabs := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tabs.Flush()
+	tw := visible.Writer(tabs)
 	if c := s.campaign; c != nil {
 		fmt.Fprintf(tw, "%s: %s", s.id, c.Phase)
 		if c.Message != "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/visible"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -122,12 +123,16 @@ func validate(cmd *cobra.Command, dir string) (*validateReport, error) {
 	return rep, nil
 }
 
-func (r *validateReport) writeHuman(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+// writeHuman prints the report; its ids, files and messages come from the
+// definitions, and are shown through package visible.
+func (r *validateReport) writeHuman(out io.Writer) {
+	tabs := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	tw := visible.Writer(tabs)
+	w := visible.Writer(out)
 	for _, d := range r.Definitions {
 		fmt.Fprintf(tw, "ok\t%s\t%s\t%s\t%s\n", d.Kind, d.ID, d.File, shortDigest(d.Digest))
 	}
-	tw.Flush()
+	tabs.Flush()
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}

@@ -87,8 +87,12 @@ func DefinitionsDir(cfg *spec.Config, problems []*spec.Error) string {
 }
 
 // Read reads the revision sha whose tree is root. sub, when not empty,
-// overrides the definitions directory.
+// overrides the definitions directory. Config, definitions and approval
+// records share one load budget (spec.Limits.RevisionBudget): a file not
+// loaded within it is an error in Desired.Errors, so that what it defines
+// is unknown to the plan, never removed.
 func Read(ctx context.Context, loader *spec.Loader, root fs.FS, sha, sub string) (*Revision, error) {
+	loader = loader.Revision()
 	rev := &Revision{SHA: sha}
 	cfg, name, problems, err := Config(ctx, loader, root)
 	if err != nil {

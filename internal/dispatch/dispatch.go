@@ -5,8 +5,15 @@
 // idempotent, so the reconciler may repeat it: a start finds the run it
 // already started, a decision names the result or record it is about.
 //
+// The reconciler plans from Temporal's visibility store, which lags: a
+// run it does not show yet may have started, even finished. So a start
+// never trusts the plan for what ran: it reads the workflow's current run
+// by ID (Temporal's own record, which does not lag) and starts a run only
+// for a generation newer than that run's, with ID policies that refuse a
+// second run beside a running one, or a first generation after any run.
+//
 // dispatch imports the Temporal SDK client, spec, state, plan and
-// workflow; never the server.
+// workflow; never the server (its tests start the embedded one).
 package dispatch
 
 import (
@@ -17,7 +24,9 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/plan"
@@ -36,9 +45,26 @@ type Temporal struct {
 
 var _ reconcile.Dispatcher = (*Temporal)(nil)
 
-// ErrAlreadyRunning is returned (wrapped) by Start when a run of the same
-// workflow ID is going: the start is refused, not repeated.
+// ErrAlreadyRunning is returned (wrapped) by StartRun when a run of the
+// same workflow ID is going: the start is refused, not repeated.
 var ErrAlreadyRunning = errors.New("already running")
+
+// ErrAlreadyStarted is returned (wrapped) by StartRun when the workflow
+// ID's current run, finished or not, is of the generation asked for or a
+// later one: that start happened already.
+var ErrAlreadyStarted = errors.New("already started")
+
+// Generation is the generation a run records in its memo; 0 when it
+// records none.
+func Generation(info *workflowpb.WorkflowExecutionInfo) int64 {
+	var g int64
+	if p, ok := info.GetMemo().GetFields()[workflow.MemoGeneration]; ok {
+		if converter.GetDefaultDataConverter().FromPayload(p, &g) != nil {
+			return 0
+		}
+	}
+	return g
+}
 
 // Memo is the memo a run of d records: identity, digest, normalised spec,
 // generation and the campaigns revision it came from.
@@ -63,9 +89,15 @@ func Memo(d spec.Definition, rev string, generation int64) (map[string]any, erro
 	return m, nil
 }
 
-// StartRun starts a run of d and returns it. A run of the same ID that is
-// still going makes it fail with ErrAlreadyRunning; a finished one is
-// followed by the new run.
+// StartRun starts run generation of d and returns it. It reads the
+// workflow ID's current run first, from Temporal's record of it rather
+// than from visibility: a run still going makes it fail with
+// ErrAlreadyRunning, a run of this generation or a later one, finished or
+// not, with ErrAlreadyStarted; a finished run of an earlier generation is
+// followed by the new run. The start itself refuses a run beside a
+// running one (conflict policy fail) and, for generation 1, a run after
+// any other (reuse policy reject duplicate), so that a start racing
+// another for the first generation starts one run.
 func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts workflow.Options, rev string, generation int64) (client.WorkflowRun, error) {
 	s, err := workflow.ForDefinition(d, opts)
 	if err != nil {
@@ -75,10 +107,28 @@ func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts work
 	if err != nil {
 		return nil, err
 	}
+	cur, err := c.DescribeWorkflowExecution(ctx, s.WorkflowID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+	case err != nil:
+		return nil, fmt.Errorf("start %s: read its current run: %w", s.WorkflowID, err)
+	case cur.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return nil, fmt.Errorf("%s: %w", s.WorkflowID, ErrAlreadyRunning)
+	default:
+		if g := Generation(cur.GetWorkflowExecutionInfo()); g >= generation {
+			return nil, fmt.Errorf("%s: generation %d: its run %s is of generation %d: %w",
+				s.WorkflowID, generation, cur.GetWorkflowExecutionInfo().GetExecution().GetRunId(), g, ErrAlreadyStarted)
+		}
+	}
+	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	if generation <= 1 {
+		reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	}
 	so := client.StartWorkflowOptions{
 		ID:                       s.WorkflowID,
 		TaskQueue:                workflow.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDReusePolicy:    reuse,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// Without it the SDK hands back the running workflow's handle
 		// and no error.
@@ -93,7 +143,9 @@ func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts work
 	}
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		return nil, fmt.Errorf("%s: %w", s.WorkflowID, ErrAlreadyRunning)
+		// Another start got there between the read and this one: a run
+		// is going, or (generation 1) one ran.
+		return nil, fmt.Errorf("%s: %w", s.WorkflowID, ErrAlreadyStarted)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", s.WorkflowID, err)
@@ -101,11 +153,13 @@ func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts work
 	return run, nil
 }
 
-// Start starts a run of d; a run already going under its ID counts as
-// started (another pass, or another replica, got there first).
+// Start starts a run of d; a run already going under its ID, or one of
+// this generation or a later one that finished, counts as started
+// (another pass, or another replica, got there first, and the recorded
+// state the plan came from did not show it yet).
 func (t *Temporal) Start(ctx context.Context, d spec.Definition, rev string, generation int64) error {
 	_, err := StartRun(ctx, t.Client, d, t.Options, rev, generation)
-	if errors.Is(err, ErrAlreadyRunning) {
+	if errors.Is(err, ErrAlreadyRunning) || errors.Is(err, ErrAlreadyStarted) {
 		return nil
 	}
 	return err

@@ -51,10 +51,15 @@ func (l *Loader) LoadApprovals(ctx context.Context, fsys fs.FS, dir string) (*Ap
 	if err != nil {
 		return nil, err
 	}
+	b := l.bounds()
 	res := &ApprovalResult{}
 	res.Errors = append(res.Errors, errs...)
 	var inputs []Input
 	for _, name := range names {
+		if b.spent() {
+			res.Errors = append(res.Errors, b.budgetError(name, false))
+			continue
+		}
 		if path.Ext(name) == ".cue" {
 			res.Errors = append(res.Errors, &Error{File: name, Line: 1, Column: 1,
 				Msg: "approval records are YAML files (.yaml or .yml); definitions in CUE belong with the other definitions (watch.path)"})
@@ -68,7 +73,7 @@ func (l *Loader) LoadApprovals(ctx context.Context, fsys fs.FS, dir string) (*Ap
 		inputs = append(inputs, Input{Name: name, Data: data, Approval: true})
 	}
 	res.Files = len(inputs)
-	outs, err := l.evaluate(ctx, lim.EvalTimeout, inputs)
+	outs, err := l.evaluate(ctx, b, inputs)
 	if err != nil {
 		return nil, err
 	}

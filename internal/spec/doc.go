@@ -10,8 +10,9 @@
 // Anything else, and every file with an error, is evaluated with CUE, whose
 // verdict and messages are the reference.
 //
-// Loading is bounded: file size, file count and per-file evaluation time are
-// limited, and evaluation can run in separate worker processes (see Pool) so
+// Loading is bounded: file size, file count, per-file evaluation time and
+// the wall time of loading one revision (Loader.Revision) are limited, and
+// evaluation can run in separate worker processes (see Pool) so
 // that a CUE definition that never ends, or grows without end, is stopped
 // without harming the caller.
 //

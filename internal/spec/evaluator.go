@@ -22,17 +22,17 @@ func InProcess(n int) Evaluator {
 
 type inProcess struct{ workers int }
 
-func (p inProcess) Evaluate(ctx context.Context, timeout time.Duration, in []Input) ([]Output, error) {
+func (p inProcess) Evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, error) {
 	direct := directEnabled()
-	return fanOut(ctx, p.workers, in, func() (func(Input) Output, func(), error) {
+	return fanOut(ctx, p.workers, b, in, func() (evalFunc, func(), error) {
 		var c *compiler
 		var used int
-		eval := func(i Input) Output {
+		eval := func(i Input, timeout time.Duration) (Output, bool) {
 			// Plain, valid YAML needs no CUE (see decodeDirect); all else
 			// does, and gets the schema's own verdict and messages.
 			if direct {
 				if o, ok := decodeDirect(i); ok {
-					return o
+					return o, false
 				}
 			}
 			// A cue.Context only grows: start a fresh one now and then so
@@ -43,7 +43,7 @@ func (p inProcess) Evaluate(ctx context.Context, timeout time.Duration, in []Inp
 			if c == nil {
 				var err error
 				if c, err = newCompiler(); err != nil {
-					return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Line: 1, Column: 1, Msg: err.Error()}}}
+					return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Line: 1, Column: 1, Msg: err.Error()}}}, false
 				}
 			}
 			done := make(chan Output, 1)
@@ -52,15 +52,15 @@ func (p inProcess) Evaluate(ctx context.Context, timeout time.Duration, in []Inp
 			defer t.Stop()
 			select {
 			case o := <-done:
-				return o
+				return o, false
 			case <-t.C:
 				// The evaluation goes on in the background; its compiler
 				// is abandoned with it.
 				c = nil
-				return timeoutOutput(i.Name, timeout)
+				return Output{}, true
 			case <-ctx.Done():
 				c = nil
-				return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Line: 1, Column: 1, Msg: ctx.Err().Error()}}}
+				return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Line: 1, Column: 1, Msg: ctx.Err().Error()}}}, false
 			}
 		}
 		return eval, func() {}, nil
@@ -76,8 +76,9 @@ func timeoutOutput(name string, d time.Duration) Output {
 		Msg: fmt.Sprintf("evaluation did not finish within %s; stopped (is there a definition that never ends?)", d)}}}
 }
 
-// fanOut runs in across n workers made by newWorker, keeping input order.
-func fanOut(ctx context.Context, n int, in []Input, newWorker func() (eval func(Input) Output, close func(), err error)) ([]Output, error) {
+// fanOut runs in across n workers made by newWorker, within b, keeping
+// input order.
+func fanOut(ctx context.Context, n int, b Bounds, in []Input, newWorker func() (eval evalFunc, close func(), err error)) ([]Output, error) {
 	outs := make([]Output, len(in))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -95,7 +96,7 @@ func fanOut(ctx context.Context, n int, in []Input, newWorker func() (eval func(
 			}
 			defer closeFn()
 			for i := range next {
-				outs[i] = eval(in[i])
+				outs[i] = b.run(in[i], eval)
 			}
 		}()
 	}

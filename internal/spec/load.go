@@ -24,10 +24,17 @@ type Limits struct {
 	MaxFiles int
 	// EvalTimeout bounds the evaluation of one file (default 10s).
 	EvalTimeout time.Duration
+	// RevisionBudget bounds the wall time of loading one revision: the
+	// LoadConfig, Load, LoadFiles and LoadApprovals calls of a loader
+	// from Revision together, or any one call of another loader
+	// (default 2m). A file not yet read or evaluated when the budget is
+	// spent is an error that names the file and the budget; what loaded
+	// before is kept.
+	RevisionBudget time.Duration
 }
 
 // DefaultLimits are the limits used when a Loader sets none.
-var DefaultLimits = Limits{MaxFileBytes: 1 << 20, MaxFiles: 10_000, EvalTimeout: 10 * time.Second}
+var DefaultLimits = Limits{MaxFileBytes: 1 << 20, MaxFiles: 10_000, EvalTimeout: 10 * time.Second, RevisionBudget: 2 * time.Minute}
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxFileBytes <= 0 {
@@ -39,15 +46,72 @@ func (l Limits) withDefaults() Limits {
 	if l.EvalTimeout <= 0 {
 		l.EvalTimeout = DefaultLimits.EvalTimeout
 	}
+	if l.RevisionBudget <= 0 {
+		l.RevisionBudget = DefaultLimits.RevisionBudget
+	}
 	return l
 }
 
 // Evaluator evaluates definition files against the schema. Outputs are in
-// the order of the inputs. An Evaluator enforces the per-file timeout it is
-// given; implementations differ in what else they can bound (see Pool).
+// the order of the inputs. An Evaluator enforces the Bounds it is given;
+// implementations differ in what else they can bound (see Pool).
 type Evaluator interface {
-	Evaluate(ctx context.Context, timeout time.Duration, in []Input) ([]Output, error)
+	Evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, error)
 }
+
+// Bounds are the time an evaluation may take.
+type Bounds struct {
+	// Timeout bounds the evaluation of one file.
+	Timeout time.Duration
+	// Until, unless zero, is when the load budget (Budget long) is
+	// spent: no file starts evaluating after it, one still evaluating is
+	// stopped, and each has an error that names the budget.
+	Until  time.Time
+	Budget time.Duration
+}
+
+// spent reports whether the budget is spent.
+func (b Bounds) spent() bool {
+	return !b.Until.IsZero() && !time.Now().Before(b.Until)
+}
+
+// budgetError says that file name was not loaded, or (stopped) that its
+// evaluation was stopped, because the load budget was spent.
+func (b Bounds) budgetError(name string, stopped bool) *Error {
+	what := "not loaded"
+	if stopped {
+		what = "evaluation stopped"
+	}
+	return &Error{File: name, Line: 1, Column: 1,
+		Msg: fmt.Sprintf("%s: loading this revision used up its budget of %s", what, b.Budget)}
+}
+
+// run evaluates in with eval within b: for the file's timeout, cut short
+// by the budget.
+func (b Bounds) run(in Input, eval evalFunc) Output {
+	timeout, cut := b.Timeout, false
+	if !b.Until.IsZero() {
+		left := time.Until(b.Until)
+		if left <= 0 {
+			return Output{Name: in.Name, Errors: []*Error{b.budgetError(in.Name, false)}}
+		}
+		if left < timeout {
+			timeout, cut = left, true
+		}
+	}
+	out, stopped := eval(in, timeout)
+	switch {
+	case stopped && cut:
+		return Output{Name: in.Name, Errors: []*Error{b.budgetError(in.Name, true)}}
+	case stopped:
+		return timeoutOutput(in.Name, timeout)
+	}
+	return out
+}
+
+// evalFunc evaluates one file, stopping after timeout; stopped reports
+// that it did.
+type evalFunc func(in Input, timeout time.Duration) (out Output, stopped bool)
 
 // Definition is a Task or Campaign loaded from one file.
 type Definition struct {
@@ -89,6 +153,29 @@ type Loader struct {
 	// in this process (see InProcess). YAML files are always evaluated in
 	// this process.
 	Eval Evaluator
+
+	// until is when the budget of a loader from Revision is spent; zero
+	// gives each call a budget of its own.
+	until time.Time
+}
+
+// Revision returns a copy of l for loading one revision of a campaigns
+// repository: its calls share one Limits.RevisionBudget, which starts
+// now.
+func (l *Loader) Revision() *Loader {
+	c := *l
+	c.until = time.Now().Add(l.Limits.withDefaults().RevisionBudget)
+	return &c
+}
+
+// bounds are the Bounds of a call that starts now.
+func (l *Loader) bounds() Bounds {
+	lim := l.Limits.withDefaults()
+	b := Bounds{Timeout: lim.EvalTimeout, Until: l.until, Budget: lim.RevisionBudget}
+	if b.Until.IsZero() {
+		b.Until = time.Now().Add(lim.RevisionBudget)
+	}
+	return b
 }
 
 // Load reads every .cue, .yaml and .yml file under dir in fsys (dir "."
@@ -126,10 +213,15 @@ func (l *Loader) LoadFiles(ctx context.Context, fsys fs.FS, names ...string) (*R
 
 func (l *Loader) load(ctx context.Context, fsys fs.FS, names []string, errs []*Error) (*Result, error) {
 	lim := l.Limits.withDefaults()
+	b := l.bounds()
 	res := &Result{}
 	res.Errors = append(res.Errors, errs...)
 	inputs := make([]Input, 0, len(names))
 	for _, name := range names {
+		if b.spent() {
+			res.Errors = append(res.Errors, b.budgetError(name, false))
+			continue
+		}
 		data, e := readLimited(fsys, name, lim.MaxFileBytes)
 		if e != nil {
 			res.Errors = append(res.Errors, e)
@@ -138,7 +230,7 @@ func (l *Loader) load(ctx context.Context, fsys fs.FS, names []string, errs []*E
 		inputs = append(inputs, Input{Name: name, Data: data})
 	}
 	res.Files = len(inputs)
-	outs, err := l.evaluate(ctx, lim.EvalTimeout, inputs)
+	outs, err := l.evaluate(ctx, b, inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +280,7 @@ func (l *Loader) LoadConfig(ctx context.Context, fsys fs.FS, name string) (*Conf
 	if e != nil {
 		return nil, Errors{e}
 	}
-	outs, err := l.evaluate(ctx, lim.EvalTimeout, []Input{{Name: name, Data: data, Config: true}})
+	outs, err := l.evaluate(ctx, l.bounds(), []Input{{Name: name, Data: data, Config: true}})
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +299,7 @@ func (l *Loader) LoadConfig(ctx context.Context, fsys fs.FS, name string) (*Conf
 // YAML files, which are data bounded by the size limit and by the YAML
 // decoder's cap on alias expansion, in this process: isolation costs
 // twice the time and buys nothing for data.
-func (l *Loader) evaluate(ctx context.Context, timeout time.Duration, in []Input) ([]Output, error) {
+func (l *Loader) evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, error) {
 	var code, data []int
 	for i, f := range in {
 		if path.Ext(f.Name) == ".cue" {
@@ -233,10 +325,10 @@ func (l *Loader) evaluate(ctx context.Context, timeout time.Duration, in []Input
 	go func() {
 		defer close(done)
 		if len(code) > 0 {
-			codeOuts, codeErr = codeEval.Evaluate(ctx, timeout, pick(code))
+			codeOuts, codeErr = codeEval.Evaluate(ctx, b, pick(code))
 		}
 	}()
-	dataOuts, err := InProcess(0).Evaluate(ctx, timeout, pick(data))
+	dataOuts, err := InProcess(0).Evaluate(ctx, b, pick(data))
 	<-done
 	if err != nil {
 		return nil, err

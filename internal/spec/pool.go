@@ -61,27 +61,27 @@ func NewSelfPool() (*Pool, error) {
 }
 
 // Evaluate implements Evaluator.
-func (p *Pool) Evaluate(ctx context.Context, timeout time.Duration, in []Input) ([]Output, error) {
+func (p *Pool) Evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, error) {
 	n := p.Workers
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	return fanOut(ctx, n, in, func() (func(Input) Output, func(), error) {
+	return fanOut(ctx, n, b, in, func() (evalFunc, func(), error) {
 		w, err := p.get()
 		if err != nil {
 			return nil, nil, err
 		}
-		eval := func(i Input) Output {
+		eval := func(i Input, timeout time.Duration) (Output, bool) {
 			if w == nil {
 				if w, err = p.start(); err != nil {
-					return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Line: 1, Column: 1, Msg: err.Error()}}}
+					return Output{Name: i.Name, Errors: []*Error{{File: i.Name, Line: 1, Column: 1, Msg: err.Error()}}}, false
 				}
 			}
-			o, ok := w.evaluate(ctx, timeout, i, p.memoryLimit())
+			o, ok, stopped := w.evaluate(ctx, timeout, i, p.memoryLimit())
 			if !ok {
 				w = nil
 			}
-			return o
+			return o, stopped
 		}
 		release := func() {
 			if w != nil {
@@ -165,8 +165,9 @@ func (p *Pool) start() (*worker, error) {
 }
 
 // evaluate sends one file and waits for its result; ok is false when the
-// worker had to be stopped and must not be used again.
-func (w *worker) evaluate(ctx context.Context, timeout time.Duration, in Input, memLimit int64) (Output, bool) {
+// worker had to be stopped and must not be used again, stopped is true
+// when that was for the timeout.
+func (w *worker) evaluate(ctx context.Context, timeout time.Duration, in Input, memLimit int64) (out Output, ok, stopped bool) {
 	type reply struct {
 		out Output
 		err error
@@ -186,7 +187,7 @@ func (w *worker) evaluate(ctx context.Context, timeout time.Duration, in Input, 
 	select {
 	case r := <-ch:
 		if r.err == nil {
-			return r.out, true
+			return r.out, true, false
 		}
 		w.stop()
 		msg := "evaluation stopped: the worker process failed"
@@ -195,13 +196,13 @@ func (w *worker) evaluate(ctx context.Context, timeout time.Duration, in Input, 
 		} else if tail != "" {
 			msg += ": " + firstLine(tail)
 		}
-		return Output{Name: in.Name, Errors: []*Error{{File: in.Name, Line: 1, Column: 1, Msg: msg}}}, false
+		return Output{Name: in.Name, Errors: []*Error{{File: in.Name, Line: 1, Column: 1, Msg: msg}}}, false, false
 	case <-t.C:
 		w.stop()
-		return timeoutOutput(in.Name, timeout), false
+		return Output{}, false, true
 	case <-ctx.Done():
 		w.stop()
-		return Output{Name: in.Name, Errors: []*Error{{File: in.Name, Line: 1, Column: 1, Msg: ctx.Err().Error()}}}, false
+		return Output{Name: in.Name, Errors: []*Error{{File: in.Name, Line: 1, Column: 1, Msg: ctx.Err().Error()}}}, false, false
 	}
 }
 

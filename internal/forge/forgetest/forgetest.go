@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"sync"
@@ -87,6 +88,12 @@ type Server struct {
 	HeadSHA func(branch string) string
 	// Before, when set, may answer a request itself and return true.
 	Before func(w http.ResponseWriter, r *http.Request) bool
+	// LoseAnswer, when set, may return a status (such as 502) to answer
+	// an authorised request with after serving it, as a proxy that gave
+	// up waiting for the forge does: the request takes effect, and the
+	// client learns nothing of it. 0 answers as usual. It runs with Mu
+	// held.
+	LoseAnswer func(r *http.Request) int
 
 	// Mu guards the fields below; Handler holds it while a route
 	// handler runs.
@@ -142,9 +149,9 @@ func (s *Server) Mux(routes Routes) *http.ServeMux {
 }
 
 // Handler serves api after what every request goes through: it is
-// recorded in Calls, Before may answer it, and a request without the
-// token is refused with 401 and Unauthorized. api serves one request at a
-// time, with Mu held.
+// recorded in Calls, Before may answer it, a request without the token is
+// refused with 401 and Unauthorized, and LoseAnswer may replace the
+// answer. api serves one request at a time, with Mu held.
 func (s *Server) Handler(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -161,6 +168,13 @@ func (s *Server) Handler(api http.Handler) http.Handler {
 		}
 		s.Mu.Lock()
 		defer s.Mu.Unlock()
+		if s.LoseAnswer != nil {
+			if status := s.LoseAnswer(r); status != 0 {
+				api.ServeHTTP(httptest.NewRecorder(), r)
+				http.Error(w, http.StatusText(status), status)
+				return
+			}
+		}
 		api.ServeHTTP(w, r)
 	})
 }

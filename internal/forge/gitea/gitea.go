@@ -184,7 +184,8 @@ func addLabels(ctx context.Context, api *github.API, owner, repo string, number 
 		}
 		return out
 	}
-	if err := github.List(ctx, api, github.PathEscape("repos", owner, repo, "labels"), nil, collect); err != nil {
+	repoLabels := github.PathEscape("repos", owner, repo, "labels")
+	if err := github.List(ctx, api, repoLabels, nil, collect); err != nil {
 		return fmt.Errorf("list labels: %w", err)
 	}
 	if len(missing()) > 0 {
@@ -195,12 +196,25 @@ func addLabels(ctx context.Context, api *github.API, owner, repo string, number 
 		}
 	}
 	for _, name := range missing() {
+		// Gitea lets a repository have two labels of one name: a label
+		// made by a write left unanswered is found, not made again.
 		var l label
 		in := map[string]string{"name": name, "color": color, "description": "Added by fleetlift"}
-		if _, err := api.Do(ctx, http.MethodPost, github.PathEscape("repos", owner, repo, "labels"), in, &l); err != nil {
+		post := func() error {
+			_, err := api.Do(ctx, http.MethodPost, repoLabels, in, &l)
+			return err
+		}
+		find := func() (bool, error) {
+			err := github.List(ctx, api, repoLabels, nil, collect)
+			_, ok := ids[strings.ToLower(name)]
+			return ok, err
+		}
+		if err := api.Create(ctx, post, find); err != nil {
 			return fmt.Errorf("create label %q: %w", name, err)
 		}
-		ids[strings.ToLower(name)] = l.ID
+		if _, ok := ids[strings.ToLower(name)]; !ok {
+			ids[strings.ToLower(name)] = l.ID
+		}
 	}
 	in := struct {
 		Labels []int64 `json:"labels"`
@@ -209,7 +223,8 @@ func addLabels(ctx context.Context, api *github.API, owner, repo string, number 
 		in.Labels = append(in.Labels, ids[strings.ToLower(name)])
 	}
 	path := github.PathEscape("repos", owner, repo, "issues", strconv.Itoa(number), "labels")
-	if _, err := api.Do(ctx, http.MethodPost, path, in, nil); err != nil {
+	// Adding labels an issue has changes nothing.
+	if _, err := api.Do(github.Idempotent(ctx), http.MethodPost, path, in, nil); err != nil {
 		return fmt.Errorf("add labels: %w", err)
 	}
 	return nil

@@ -67,7 +67,8 @@ func newFixture(t *testing.T) *fixture {
 			return fx.bare
 		},
 		Logger: slog.New(slog.NewTextHandler(fx.logs, nil)),
-		Budget: github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1}),
+		// Backoffs pass at once.
+		Budget: github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }}),
 	})
 	if err != nil {
 		t.Fatal(err)

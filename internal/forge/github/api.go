@@ -66,6 +66,7 @@ type Dialect struct {
 type API struct {
 	client   *gh.Client
 	pageSize string
+	budget   *Budget
 }
 
 // Do sends method to path (relative to the API root, already escaped,
@@ -78,6 +79,50 @@ func (a *API) Do(ctx context.Context, method, path string, in, out any) (*gh.Res
 		return nil, err
 	}
 	return a.client.Do(ctx, req, out)
+}
+
+// Create makes something the forge keeps no idempotency key for (a pull
+// request, a comment, a label) with post, which sends the write once.
+// When the outcome of a post is unknown (the forge answered with a server
+// error, or the connection broke: the forge may have acted), Create backs
+// off as the budget does and asks find whether what post makes exists,
+// and posts again only when find says it does not. It gives up after the
+// budget's retries with an error wrapping ErrUnavailable.
+func (a *API) Create(ctx context.Context, post func() error, find func() (bool, error)) error {
+	b := a.budget
+	for attempt := 0; ; attempt++ {
+		err := post()
+		if err == nil || !outcomeUnknown(ctx, err) {
+			return err
+		}
+		if attempt >= b.opts.MaxRetries {
+			return fmt.Errorf("%w: no answer after %d attempts: %w", ErrUnavailable, attempt+1, err)
+		}
+		if err := b.sleep(ctx, b.backoff(b.opts.Backoff, attempt, b.opts.MaxBackoff)); err != nil {
+			return err
+		}
+		found, ferr := find()
+		if ferr != nil {
+			return fmt.Errorf("look for what an unanswered write made (%v): %w", err, ferr)
+		}
+		if found {
+			return nil
+		}
+	}
+}
+
+// outcomeUnknown reports whether err leaves open whether the forge acted
+// on a write: a server error, or a connection that failed, rather than a
+// refusal or the caller giving up.
+func outcomeUnknown(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, ErrRateLimited) {
+		return false
+	}
+	if s := statusOf(err); s != 0 {
+		return s >= http.StatusInternalServerError
+	}
+	var ue *url.Error
+	return errors.As(err, &ue)
 }
 
 // maxPages bounds a listing, so a forge that ignores the page parameter

@@ -211,10 +211,13 @@ func (k *bucket) give() {
 
 // Transport returns a RoundTripper that sends every request through the
 // budget to next (nil means http.DefaultTransport). Requests that meet a
-// rate limit, a server error or (for idempotent methods) a failed
-// connection are retried; a request body is replayed with
-// Request.GetBody, and a request with a body but no GetBody is not
-// retried.
+// rate limit are retried: the forge refused them without acting. After a
+// server error or a failed connection, when the forge may have acted,
+// only requests that are safe to repeat are retried: GET, HEAD, OPTIONS,
+// PUT and DELETE, and writes whose context Idempotent marked; the answer
+// to any other write is returned as it came (see API.Create). A request
+// body is replayed with Request.GetBody, and a request with a body but no
+// GetBody is not retried.
 //
 // The transport consumes the rate-limit headers it acted on
 // (X-RateLimit-Reset, Retry-After) before handing a response up, so a
@@ -246,6 +249,26 @@ func isIdempotent(method string) bool {
 		return true
 	}
 	return false
+}
+
+type idempotentKey struct{}
+
+// Idempotent returns ctx marking the requests made with it as safe to
+// send again when their outcome is unknown: writes that leave the forge
+// the same however often they arrive, such as setting fields to values,
+// adding labels or requesting reviewers. The budget retries them after a
+// server error or a failed connection, as it does reads. A write that
+// makes something new each time it arrives (a pull request, a comment)
+// must not be marked: see API.Create.
+func Idempotent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, idempotentKey{}, true)
+}
+
+// repeatable reports whether req may be sent again after an answer that
+// leaves its outcome unknown.
+func repeatable(req *http.Request) bool {
+	marked, _ := req.Context().Value(idempotentKey{}).(bool)
+	return marked || isIdempotent(req.Method)
 }
 
 // verdict is what a response means for the budget.
@@ -283,7 +306,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		<-b.slots
 		last := attempt >= b.opts.MaxRetries || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil)
 		if err != nil {
-			if ctx.Err() != nil || last || !isIdempotent(req.Method) {
+			if ctx.Err() != nil || last || !repeatable(req) {
 				return nil, err
 			}
 			if err := b.sleep(ctx, b.backoff(b.opts.Backoff, attempt, b.opts.MaxBackoff)); err != nil {
@@ -306,6 +329,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			discard(resp)
 		case verdictServer:
+			if !repeatable(req) {
+				// The forge may have acted: whoever made the request
+				// finds out before sending it again.
+				consumeRateHeaders(resp)
+				return resp, nil
+			}
 			discard(resp)
 			if last {
 				return nil, fmt.Errorf("%w: %s after %d attempts", ErrUnavailable, resp.Status, attempt+1)

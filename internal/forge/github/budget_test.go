@@ -230,7 +230,9 @@ func TestRetryReplaysTheBody(t *testing.T) {
 		bodies = append(bodies, string(data))
 		mu.Unlock()
 		if n == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
+			// Refused for a rate limit: the forge did not act.
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
 			return
 		}
 		w.WriteHeader(http.StatusCreated)
@@ -245,6 +247,54 @@ func TestRetryReplaysTheBody(t *testing.T) {
 	resp.Body.Close()
 	if !slices.Equal(bodies, []string{`{"body":"hello"}`, `{"body":"hello"}`}) {
 		t.Errorf("bodies = %q", bodies)
+	}
+}
+
+// TestServerErrorsRetryOnlyRepeatableRequests: after a server error the
+// forge may have acted, so the budget sends a request again only when
+// repeating it changes nothing.
+func TestServerErrorsRetryOnlyRepeatableRequests(t *testing.T) {
+	tests := []struct {
+		name       string
+		method     string
+		idempotent bool
+		wantSent   int
+		wantStatus int
+	}{
+		{"a read is retried", http.MethodGet, false, 2, http.StatusOK},
+		{"a PUT is retried", http.MethodPut, false, 2, http.StatusOK},
+		{"a POST is answered as it came", http.MethodPost, false, 1, http.StatusBadGateway},
+		{"a PATCH is answered as it came", http.MethodPatch, false, 1, http.StatusBadGateway},
+		{"a POST marked idempotent is retried", http.MethodPost, true, 2, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, h := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				if n == 1 {
+					http.Error(w, "upstream timed out", http.StatusBadGateway)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			})
+			clk := newClock()
+			b := github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1, Now: clk.Now, Sleep: clk.Sleep})
+			ctx := context.Background()
+			if tt.idempotent {
+				ctx = github.Idempotent(ctx)
+			}
+			req, err := http.NewRequestWithContext(ctx, tt.method, srv.URL+"/x", strings.NewReader(`{"body":"hello"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := (&http.Client{Transport: b.Transport(nil)}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus || h.get("/x") != tt.wantSent {
+				t.Errorf("%s after %d requests, want %d after %d", resp.Status, h.get("/x"), tt.wantStatus, tt.wantSent)
+			}
+		})
 	}
 }
 

@@ -19,9 +19,14 @@
 // reports its primary rate limit used up (403/429 with
 // X-RateLimit-Remaining: 0) or a secondary rate limit (Retry-After, or
 // its message), a pause for every caller until the forge's time, after
-// which the request is retried. Server errors are retried with
-// exponential backoff and jitter. go-github never sees a rate-limit
-// header the budget acted on.
+// which the request is retried. After a server error or a broken
+// connection the forge may have acted, so only requests that change
+// nothing when repeated (reads, PUT, DELETE, and writes marked with
+// Idempotent: edits, labels, review requests, statuses) are retried, with
+// exponential backoff and jitter; a write that makes something new (a
+// pull request, a comment, a Gitea label) goes through API.Create, which
+// looks for what an unanswered attempt may have made before posting
+// again. go-github never sees a rate-limit header the budget acted on.
 //
 // Forges that speak GitHub's REST API with differences (Gitea) reuse the
 // Forge through a Dialect: its name, auth scheme, page-size parameter,

@@ -145,7 +145,7 @@ func New(opts Options) (*Forge, error) {
 	return &Forge{
 		name:    d.Name,
 		dialect: d,
-		api:     &API{client: client, pageSize: d.PageSizeParam},
+		api:     &API{client: client, pageSize: d.PageSizeParam, budget: budget},
 		web:     web,
 		token:   opts.Token,
 		git:     withToken(opts.Git, opts.Token),
@@ -425,7 +425,16 @@ func (f *Forge) createPull(ctx context.Context, r ownerRepo, req forge.PullReque
 		Draft bool   `json:"draft,omitempty"`
 	}{Title: f.title(req), Head: req.Head, Base: req.Base, Body: req.Body, Draft: req.Draft && f.dialect.DraftTitle == nil}
 	var p pull
-	if _, err := f.api.Do(ctx, http.MethodPost, r.path("pulls"), body, &p); err != nil {
+	var found *pull
+	err := f.api.Create(ctx, func() error {
+		_, err := f.api.Do(ctx, http.MethodPost, r.path("pulls"), body, &p)
+		return err
+	}, func() (bool, error) {
+		var err error
+		found, err = f.findPull(ctx, r, req.Head, req.Base, forge.StateOpen)
+		return found != nil, err
+	})
+	if err != nil {
 		// Someone (a retry of this very call) opened it meanwhile:
 		// GitHub says 422, Gitea 409.
 		if s := statusOf(err); s == http.StatusUnprocessableEntity || s == http.StatusConflict {
@@ -435,13 +444,18 @@ func (f *Forge) createPull(ctx context.Context, r ownerRepo, req forge.PullReque
 		}
 		return nil, false, err
 	}
+	if found != nil {
+		// A write left unanswered had opened it.
+		return found, false, nil
+	}
 	f.log.Info("opened pull request", "forge", f.name, "repository", r.String(), "number", p.Number, "url", p.HTMLURL)
 	return &p, true, nil
 }
 
 func (f *Forge) editPull(ctx context.Context, r ownerRepo, number int, fields map[string]string) (*pull, error) {
 	var p pull
-	if _, err := f.api.Do(ctx, http.MethodPatch, r.path("pulls", strconv.Itoa(number)), fields, &p); err != nil {
+	// Fields set to values: the same however often it arrives.
+	if _, err := f.api.Do(Idempotent(ctx), http.MethodPatch, r.path("pulls", strconv.Itoa(number)), fields, &p); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -492,7 +506,7 @@ func (f *Forge) ensureLabels(ctx context.Context, r ownerRepo, p *pull, labels [
 		if err := f.dialect.AddLabels(ctx, f.api, r.owner, r.name, p.Number, missing); err != nil {
 			return err
 		}
-	} else if _, _, err := f.api.client.Issues.AddLabelsToIssue(ctx, r.owner, r.name, p.Number, missing); err != nil {
+	} else if _, _, err := f.api.client.Issues.AddLabelsToIssue(Idempotent(ctx), r.owner, r.name, p.Number, missing); err != nil {
 		return err
 	}
 	for _, l := range missing {
@@ -560,8 +574,9 @@ func (f *Forge) ensureReviewers(ctx context.Context, r ownerRepo, p *pull, revie
 		TeamReviewers []string `json:"team_reviewers,omitempty"`
 	}{users, teams}
 	// GitHub answers with the pull request, Gitea with the review
-	// requests: nothing here needs either.
-	_, err := f.api.Do(ctx, http.MethodPost, r.path("pulls", strconv.Itoa(p.Number), "requested_reviewers"), body, nil)
+	// requests: nothing here needs either. Asking again for a review
+	// already asked for changes nothing.
+	_, err := f.api.Do(Idempotent(ctx), http.MethodPost, r.path("pulls", strconv.Itoa(p.Number), "requested_reviewers"), body, nil)
 	return err
 }
 
@@ -756,25 +771,35 @@ func (f *Forge) UpsertComment(ctx context.Context, repository string, number int
 		ID   int64  `json:"id"`
 		Body string `json:"body"`
 	}
+	comments := r.path("issues", strconv.Itoa(number), "comments")
 	var found *comment
-	err = List(ctx, f.api, r.path("issues", strconv.Itoa(number), "comments"), nil, func(c comment) bool {
-		if strings.Contains(c.Body, marker) {
-			found = &c
-			return false
-		}
-		return true
-	})
-	if err != nil {
+	find := func() (bool, error) {
+		found = nil
+		err := List(ctx, f.api, comments, nil, func(c comment) bool {
+			if strings.Contains(c.Body, marker) {
+				found = &c
+				return false
+			}
+			return true
+		})
+		return found != nil, err
+	}
+	if _, err := find(); err != nil {
 		return f.fail(err, "list comments of pull request %d of %s", number, r)
 	}
 	in := map[string]string{"body": body}
-	switch {
-	case found == nil:
-		if _, err := f.api.Do(ctx, http.MethodPost, r.path("issues", strconv.Itoa(number), "comments"), in, nil); err != nil {
+	if found == nil {
+		post := func() error {
+			_, err := f.api.Do(ctx, http.MethodPost, comments, in, nil)
+			return err
+		}
+		if err := f.api.Create(ctx, post, find); err != nil {
 			return f.fail(err, "comment on pull request %d of %s", number, r)
 		}
-	case found.Body != body:
-		if _, err := f.api.Do(ctx, http.MethodPatch, r.path("issues", "comments", strconv.FormatInt(found.ID, 10)), in, nil); err != nil {
+	}
+	if found != nil && found.Body != body {
+		// The body set: the same however often it arrives.
+		if _, err := f.api.Do(Idempotent(ctx), http.MethodPatch, r.path("issues", "comments", strconv.FormatInt(found.ID, 10)), in, nil); err != nil {
 			return f.fail(err, "edit comment %d on pull request %d of %s", found.ID, number, r)
 		}
 	}
@@ -811,7 +836,9 @@ func (f *Forge) SetCommitStatus(ctx context.Context, repository string, s forge.
 	if s.TargetURL != "" {
 		status.TargetURL = gh.String(s.TargetURL)
 	}
-	if _, _, err := f.api.client.Repositories.CreateStatus(ctx, r.owner, r.name, s.SHA, status); err != nil {
+	// Each call adds a status, and the newest of a context is the
+	// commit's: one sent twice leaves it as one sent once.
+	if _, _, err := f.api.client.Repositories.CreateStatus(Idempotent(ctx), r.owner, r.name, s.SHA, status); err != nil {
 		return f.fail(err, "set status %q on %s of %s", s.Context, s.SHA, r)
 	}
 	return nil

@@ -82,6 +82,9 @@
 // <details> per campaign with its field diff and its repositories (as
 // diff blocks), the errors as file:line:col, and the approvals.
 //
-// render imports plan and the standard library only: no SDK, no terminal
-// library (the caller says whether to colour), no state store.
+// Human shows text from the repository and the recorded state through
+// package visible: control characters are shown, never obeyed.
+//
+// render imports plan, visible and the standard library only: no SDK, no
+// terminal library (the caller says whether to colour), no state store.
 package render

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fleetlift/fleetlift/internal/plan"
+	"github.com/fleetlift/fleetlift/internal/visible"
 )
 
 // humanWidth is how many characters of a value a field diff shows.
@@ -52,7 +53,10 @@ func (h *human) line(indent int, s string) {
 	h.b.WriteByte('\n')
 }
 
-// Human writes the plan for people at a terminal.
+// Human writes the plan for people at a terminal. Text from the campaigns
+// repository and the recorded state (ids, files, values, errors, approval
+// records) is passed through visible.String, so that it cannot act on the
+// terminal; only the colours are Human's own.
 func Human(w io.Writer, p plan.Plan, o Options) error {
 	h := &human{color: o.Color}
 	var shownChanges []plan.Change
@@ -73,7 +77,7 @@ func Human(w io.Writer, p plan.Plan, o Options) error {
 		h.line(0, "Errors:")
 		h.line(0, "")
 		for _, e := range p.Errors {
-			h.line(2, h.mark("!")+" "+e.Error())
+			h.line(2, h.mark("!")+" "+visible.String(e.Error()))
 		}
 		h.line(0, "")
 	}
@@ -96,17 +100,17 @@ func Human(w io.Writer, p plan.Plan, o Options) error {
 }
 
 func (h *human) change(c plan.Change) {
-	h.line(2, h.mark(symbol(c.Action))+" "+h.paint(ansiBold, c.ID)+" "+headline(c))
+	h.line(2, h.mark(symbol(c.Action))+" "+h.paint(ansiBold, visible.String(c.ID))+" "+headline(c))
 	about := origin(c)
 	if e := effect(c); e != "" {
 		about += ": " + e
 	}
-	h.line(6, about)
+	h.line(6, visible.String(about))
 	if c.PreviousFile != "" {
-		h.line(6, "file renamed from "+c.PreviousFile)
+		h.line(6, "file renamed from "+visible.String(c.PreviousFile))
 	}
 	if l := digestLine(c); l != "" {
-		h.line(6, l)
+		h.line(6, visible.String(l))
 	}
 	for _, f := range c.Fields {
 		h.line(6, h.field(f))
@@ -118,11 +122,11 @@ func (h *human) field(f plan.FieldDiff) string {
 	old, cur := shorten(f.Old, f.New, humanWidth)
 	switch {
 	case f.Old == nil:
-		return h.mark("+") + " " + f.Path + ": " + cur
+		return h.mark("+") + " " + visible.String(f.Path+": "+cur)
 	case f.New == nil:
-		return h.mark("-") + " " + f.Path + ": " + old
+		return h.mark("-") + " " + visible.String(f.Path+": "+old)
 	}
-	return h.mark("~") + " " + f.Path + ": " + old + " → " + cur
+	return h.mark("~") + " " + visible.String(f.Path+": "+old+" → "+cur)
 }
 
 func (h *human) repos(c plan.Change) {
@@ -145,31 +149,33 @@ func (h *human) list(sym string, names []string) {
 			h.line(8, fmt.Sprintf("… and %d more (-o json lists them all)", len(names)-humanRepos))
 			return
 		}
-		h.line(8, h.mark(sym)+" "+n)
+		h.line(8, h.mark(sym)+" "+visible.String(n))
 	}
 }
 
 func (h *human) approval(a plan.ApprovalChange) {
 	r := a.Record
-	s := fmt.Sprintf("%s %s", r.Action, h.paint(ansiBold, r.Target))
+	s := fmt.Sprintf("%s %s", visible.String(string(r.Action)), h.paint(ansiBold, visible.String(r.Target)))
+	var more string
 	if r.By != "" {
-		s += " by " + r.By
+		more += " by " + r.By
 	}
 	if r.File != "" {
-		s += " (" + r.File + ")"
+		more += " (" + r.File + ")"
 	}
 	if r.Prompt != "" {
 		q := clip([]rune(r.Prompt), 0, humanWidth)
-		s += ": " + q
+		more += ": " + q
 	}
+	s += visible.String(more)
 	switch a.Status {
 	case plan.ApprovalApply:
 		h.line(2, h.mark("✓")+" "+s)
 	case plan.ApprovalDone:
 		h.line(2, h.mark("✓")+" "+s)
-		h.line(6, "done: "+a.Reason)
+		h.line(6, "done: "+visible.String(a.Reason))
 	default:
 		h.line(2, h.mark("✗")+" "+s)
-		h.line(6, "ignored: "+a.Reason)
+		h.line(6, "ignored: "+visible.String(a.Reason))
 	}
 }
