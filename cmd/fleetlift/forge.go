@@ -226,7 +226,8 @@ func (f *forgeFlags) setup(cfg *spec.Config) (*forgeSetup, error) {
 	if fs.Token == "" {
 		return nil, fmt.Errorf("forge %s needs a token in $%s", of.Forge, of.TokenEnv)
 	}
-	g := &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}
+	// The forge's adapter sends the token only to its own origin.
+	g := &gitx.Git{TokenEnv: fs.TokenEnv}
 	switch of.Type {
 	case spec.ForgeGitea:
 		fs.Hub, err = gitea.New(gitea.Options{URL: fs.URL, Token: fs.Token, Git: g})
@@ -286,15 +287,16 @@ func (f *forgeSetup) sandbox() (env, secrets map[string]string) {
 // forge's own web origin (GitHub's API at api.github.com serves git at
 // github.com).
 func (f *forgeSetup) gitOrigins() []string {
-	if f.Type == "github" && f.URL == "" {
-		return []string{"https://github.com"}
+	var o string
+	var err error
+	switch f.Type {
+	case string(spec.ForgeGitHub):
+		o, err = github.WebOrigin(f.URL)
+	default:
+		o, err = gitx.Origin(f.URL)
 	}
-	o, err := gitx.Origin(f.URL)
 	if err != nil {
 		return nil
-	}
-	if f.Type == "github" && o == "https://api.github.com" {
-		return []string{"https://github.com"}
 	}
 	return []string{o}
 }

@@ -37,8 +37,12 @@ end, printing per-repository progress and a result table. Without a Temporal
 server at --temporal-address (default 127.0.0.1:7233) it starts the embedded one,
 and it runs a worker in this process unless --no-worker is given.
 
-A run that needs approval waits: approve it from another terminal with
-` + "`fleetlift approve ID`" + ` (or reject, steer --prompt).`,
+A run that needs approval waits: see the result and its digest with
+` + "`fleetlift status ID --diff`" + ` from another terminal, then decide with
+` + "`fleetlift approve ID --digest D`" + ` (or reject, steer --prompt).
+
+Local repositories (file:// URLs and absolute paths) are cloned only from
+under a directory given with --allow-file-root.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -166,7 +170,7 @@ func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bo
 				fmt.Fprintf(w, "%-24s %s\n", visible.String(r.key), visible.String(r.state))
 			}
 			for _, t := range waiting {
-				fmt.Fprintf(w, "%s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", visible.String(t), visible.String(st.id))
+				fmt.Fprintln(w, awaitHint(t, st.id))
 			}
 			drawn = len(rows) + len(waiting)
 		} else {
@@ -179,7 +183,7 @@ func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bo
 			for _, t := range waiting {
 				if !hinted[t] {
 					hinted[t] = true
-					fmt.Fprintf(w, "          %s awaits approval: `fleetlift approve %s` (or reject, or steer --prompt \"...\")\n", visible.String(t), visible.String(st.id))
+					fmt.Fprintln(w, "          "+awaitHint(t, st.id))
 				}
 			}
 		}
@@ -255,4 +259,10 @@ func outcome(st *runState) error {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// awaitHint says how to decide on task t of run id, which awaits approval.
+func awaitHint(t, id string) string {
+	return fmt.Sprintf("%s awaits approval: `fleetlift status %s --diff` shows it and its digest D; then `fleetlift approve %s --digest D` (or reject, or steer --prompt \"...\")",
+		visible.String(t), visible.String(id), visible.String(id))
 }

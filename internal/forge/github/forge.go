@@ -148,7 +148,7 @@ func New(opts Options) (*Forge, error) {
 		api:     &API{client: client, pageSize: d.PageSizeParam, budget: budget},
 		web:     web,
 		token:   opts.Token,
-		git:     withToken(opts.Git, opts.Token),
+		git:     withToken(opts.Git, opts.Token, web),
 		pushURL: opts.PushURL,
 		log:     log,
 	}, nil
@@ -187,12 +187,17 @@ func isLoopback(host string) bool {
 }
 
 // withToken is a copy of g whose environment holds token in g's token
-// variable, so that git's credential helper hands it to HTTPS remotes.
-func withToken(g *git.Git, token string) *git.Git {
+// variable, so that git's credential helper hands it to HTTPS remotes at
+// the forge's web origin, and to no other.
+func withToken(g *git.Git, token string, web *url.URL) *git.Git {
 	if g == nil || token == "" {
 		return g
 	}
 	c := *g
+	c.TokenOrigins = nil
+	if o, err := git.Origin(web.String()); err == nil {
+		c.TokenOrigins = []string{o}
+	}
 	name := c.TokenVariable()
 	base := c.Env
 	if base == nil {

@@ -40,6 +40,20 @@ func checkName(kind, s string) error {
 // root: https://api.github.com/ serves github.com; GitHub Enterprise
 // (…/api/v3/) and Gitea (…/api/v1/) serve their repositories from the
 // root above.
+// WebOrigin is the origin of the web (and git) host of the GitHub whose
+// API root is apiRoot (empty: GitHub's), the one origin its token goes to
+// from git: https://github.com for https://api.github.com/.
+func WebOrigin(apiRoot string) (string, error) {
+	if apiRoot == "" {
+		apiRoot = DefaultBaseURL
+	}
+	u, err := url.Parse(apiRoot)
+	if err != nil {
+		return "", fmt.Errorf("forge API URL: %w", err)
+	}
+	return git.Origin(webRoot(u).String())
+}
+
 func webRoot(api *url.URL) *url.URL {
 	w := *api
 	w.RawQuery, w.Fragment = "", ""

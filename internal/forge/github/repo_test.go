@@ -80,3 +80,19 @@ func TestWebRoot(t *testing.T) {
 		}
 	}
 }
+
+// The forge's token goes from git only to the web origin of the GitHub the
+// operator named.
+func TestWebOrigin(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                    "https://github.com",
+		"https://api.github.com/":             "https://github.com",
+		"https://ghe.example.com/api/v3/":     "https://ghe.example.com",
+		"http://127.0.0.1:3000/api/v1/":       "http://127.0.0.1:3000",
+		"https://GHE.example.com:8443/api/v3": "https://ghe.example.com:8443",
+	} {
+		if got, err := WebOrigin(in); err != nil || got != want {
+			t.Errorf("WebOrigin(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
