@@ -7,13 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/fleetlift/fleetlift/internal/markdown"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/markdown"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -60,17 +61,21 @@ func PagePath(id string) string {
 }
 
 // ApprovalPath is where an approval record for target goes in the
-// campaigns repository: approvals/<target with / replaced by ->.yaml.
+// campaigns repository: approvals/<approval.PathName(target)>.yaml
+// ("slog-rollout/payments" goes to approvals/slog-rollout__payments.yaml).
+// No two targets share a path.
 func ApprovalPath(target string) string {
-	return "approvals/" + fileName(strings.ReplaceAll(target, "/", "-")) + ".yaml"
+	return "approvals/" + approval.PathName(target) + ".yaml"
 }
 
 // SecondApprovalPath is where the record of another approver of the same
 // result goes when ApprovalPath holds one already (a change whose author
 // approves counts only with a second approver):
-// approvals/<target>.<by>.yaml.
+// approvals/<target>+<by>.yaml, both named by approval.PathName. A "+" is
+// in no PathName, so no pair of target and approver shares a path, nor
+// with an ApprovalPath.
 func SecondApprovalPath(target, by string) string {
-	return "approvals/" + fileName(strings.ReplaceAll(target, "/", "-")+"."+by) + ".yaml"
+	return "approvals/" + approval.PathName(target) + "+" + approval.PathName(by) + ".yaml"
 }
 
 var plainName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$`)

@@ -77,7 +77,7 @@ func TestRenderWhatAUserReads(t *testing.T) {
 	for _, want := range []string{
 		"| [`slog-rollout`](campaigns/slog-rollout.md) | Campaign | awaiting_approval | 2 | 1 / 1 / 4 | 1 open | 1 |",
 		"| [`version-bump`](campaigns/version-bump.md) | Task | completed (suspended) | 1 | 1 / 0 / 1 | 1 merged | 0 |",
-		"commit this file as `approvals/slog-rollout-payments.yaml` to `main`",
+		"commit this file as `approvals/slog-rollout__payments.yaml` to `main`",
 		"target: slog-rollout/payments\naction: approve\nresult_digest: " + digest + "\nby: <you>\n",
 		"| `payments` | 2 | 13 | 5 |",
 		"- create `search-cleanup`: start workflow: deadline exceeded",
@@ -143,8 +143,9 @@ func TestPaths(t *testing.T) {
 		// Hashed so that two such ids never share a page.
 		{"id that is no file name", mirror.PagePath("../etc/passwd"), "campaigns/etc-passwd-", ".md"},
 		{"approval of a campaign", mirror.ApprovalPath("slog-rollout"), "approvals/slog-rollout.yaml", ""},
-		{"approval of a task in a campaign", mirror.ApprovalPath("slog-rollout/payments"), "approvals/slog-rollout-payments.yaml", ""},
-		{"approval of a repository in a group", mirror.ApprovalPath("slog-rollout/backend/api"), "approvals/slog-rollout-backend-api.yaml", ""},
+		{"approval of a task in a campaign", mirror.ApprovalPath("slog-rollout/payments"), "approvals/slog-rollout__payments.yaml", ""},
+		{"approval of a repository in a group", mirror.ApprovalPath("slog-rollout/backend/api"), "approvals/slog-rollout__backend__api.yaml", ""},
+		{"second approval", mirror.SecondApprovalPath("slog-rollout/payments", "robin"), "approvals/slog-rollout__payments+robin.yaml", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

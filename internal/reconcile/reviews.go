@@ -27,7 +27,7 @@ type Reviews interface {
 
 // ApprovalPullRequests is Reviews on a forge with reviews. For each result
 // awaiting approval it opens a pull request on the campaigns repository,
-// from the branch fleetlift/approval/<target>, whose body summarises the
+// from the branch fleetlift/approval/<target> (ApprovalBranch), whose body summarises the
 // result (per repository: the files, lines added and removed) and names
 // its digest. A review APPROVED by an allowed reviewer on the pull
 // request's current head approves; CHANGES_REQUESTED with a body steers
@@ -148,7 +148,7 @@ func (a *ApprovalPullRequests) definitionAuthors(ctx context.Context, rev *desir
 // sync brings one target's approval pull request in step and returns the
 // decision its reviews make, if any.
 func (a *ApprovalPullRequests) sync(ctx context.Context, rev *desired.Revision, c state.Campaign, p state.PendingApproval, defFile string, defAuthor approval.Identity) (*approval.Record, error) {
-	branch := ApprovalBranchPrefix + slug(p.Target)
+	branch := ApprovalBranch(p.Target)
 	pr, err := a.Hub.FindPullRequest(ctx, a.Repository, branch)
 	if err != nil {
 		return nil, err
@@ -238,7 +238,7 @@ func (a *ApprovalPullRequests) openPR(ctx context.Context, rev *desired.Revision
 	if err != nil {
 		return nil, err
 	}
-	tree, err := a.treeWith(ctx, s, head, []string{".fleetlift", "approvals", slug(p.Target) + ".md"}, strings.TrimSpace(blob))
+	tree, err := a.treeWith(ctx, s, head, []string{".fleetlift", "approvals", approval.PathName(p.Target) + ".md"}, strings.TrimSpace(blob))
 	if err != nil {
 		return nil, err
 	}
@@ -345,11 +345,12 @@ func markerOf(pr *forge.PullRequest) (target, digest string) {
 	return m[1], m[2]
 }
 
-var unsafeSlug = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-// slug makes a target a branch and file name component.
-func slug(target string) string {
-	return strings.Trim(unsafeSlug.ReplaceAllString(strings.ReplaceAll(target, "/", "--"), "-"), "-.")
+// ApprovalBranch is the branch of target's approval pull request:
+// ApprovalBranchPrefix and approval.PathName(target)
+// ("fleetlift/approval/slog-rollout__payments"). No two targets share a
+// branch.
+func ApprovalBranch(target string) string {
+	return ApprovalBranchPrefix + approval.PathName(target)
 }
 
 func shortDigest(d string) string {
