@@ -213,7 +213,8 @@ func (a *ApprovalPullRequests) sync(ctx context.Context, rev *desired.Revision, 
 	if d.ReviewID != 0 {
 		file = fmt.Sprintf("%s#review-%d", pr.URL, d.ReviewID)
 	}
-	return &approval.Record{File: file, Target: p.Target, ResultDigest: p.ResultDigest, By: d.By, Action: d.Action, Prompt: d.Prompt}, nil
+	return &approval.Record{File: file, Target: p.Target, ResultDigest: p.ResultDigest, Generation: c.Generation,
+		By: d.By, Action: d.Action, Prompt: d.Prompt}, nil
 }
 
 // openPR pushes the approval branch (the watched head plus a summary
