@@ -79,6 +79,8 @@ func newWorker(c client.Client, stateDir string, wf *workerFlags) (worker.Worker
 	w.RegisterWorkflow(workflow.Campaign)
 	// The lease reconciler replicas elect their leader with.
 	w.RegisterWorkflow(workflow.Lease)
+	// The latch the reconciler keeps watch.require_reviewed_merge in.
+	w.RegisterWorkflow(workflow.Latch)
 	w.RegisterActivity(&activity.Activities{Sandbox: provider, SandboxEnv: env})
 	return w, nil
 }

@@ -4,6 +4,8 @@
 // resume, approval decisions) and cancels them. Every operation is
 // idempotent, so the reconciler may repeat it: a start finds the run it
 // already started, a decision names the result or record it is about.
+// Latch keeps the reconciler's launch gate (watch.require_reviewed_merge)
+// in Temporal, so that it survives restarts.
 //
 // dispatch imports the Temporal SDK client, spec, state, plan and
 // workflow; never the server.
