@@ -143,7 +143,9 @@ func run(commits, warmup, pollers int, modes []string, verbose bool) error {
 		return err
 	}
 	defer srv.Stop()
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace, Logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
+		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()},
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
+	agentpkg "github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/devserver"
@@ -251,7 +252,8 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 		return 0, err
 	}
 	defer srv.Stop()
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace})
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
+		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
 	if err != nil {
 		return 0, err
 	}
@@ -271,7 +273,8 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 	w := worker.New(c, workflow.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: 4 * parallel})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
-	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: poll})
+	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: poll,
+		SandboxEnv: map[string]string{agentpkg.EnvAllowFileRoots: root}})
 	if err := w.Start(); err != nil {
 		return 0, err
 	}

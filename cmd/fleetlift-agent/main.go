@@ -8,9 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/jail"
 )
 
 func main() {
+	if args, ok := agentcmd.JailArgs(os.Args[1:]); ok {
+		os.Exit(jail.Main(args))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -23,7 +27,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(agentcmd.NewServeCommand())
+	root.AddCommand(agentcmd.NewServeCommand(), agentcmd.NewJailCommand())
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(stderr, "fleetlift-agent:", err)

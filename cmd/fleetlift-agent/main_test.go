@@ -10,9 +10,20 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
+	"github.com/fleetlift/fleetlift/internal/jail"
 )
+
+// TestMain lets the test binary be the jail the agent runs its commands
+// in, as fleetlift-agent is.
+func TestMain(m *testing.M) {
+	if args, ok := agentcmd.JailArgs(os.Args[1:]); ok {
+		os.Exit(jail.Main(args))
+	}
+	os.Exit(m.Run())
+}
 
 func writeAtomic(t *testing.T, path string, v any) {
 	t.Helper()
@@ -55,6 +66,7 @@ func TestServeAgenticRunWithSteering(t *testing.T) {
 	}
 	cli, _ := json.Marshal([]string{standIn})
 	t.Setenv(agent.EnvAgentCLI, string(cli))
+	t.Setenv(agent.EnvAllowFileRoots, os.TempDir())
 
 	ws := t.TempDir()
 	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})

@@ -22,8 +22,6 @@ import (
 	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/forge"
-	"github.com/fleetlift/fleetlift/internal/forge/gitea"
-	"github.com/fleetlift/fleetlift/internal/forge/github"
 	"github.com/fleetlift/fleetlift/internal/mirror"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -31,9 +29,9 @@ import (
 )
 
 // envForgeToken holds the forge token --pull-request opens the pull
-// request with, unless the repository config's forge.token_env names
+// request with, unless the operator's --forge-token-env or --forge names
 // another variable.
-const envForgeToken = "FLEETLIFT_FORGE_TOKEN"
+const envForgeToken = DefaultForgeTokenEnv
 
 // approvalBranchPrefix is where --pull-request pushes the records.
 const approvalBranchPrefix = "fleetlift/approval-record/"
@@ -49,10 +47,12 @@ type gitFlags struct {
 	force       bool
 	push        bool
 	pullRequest bool
+	// forges are the forges --pull-request may use.
+	forges forgeFlags
 }
 
 // gitOnlyFlags are the flags that mean something only with --git.
-var gitOnlyFlags = []string{"by", "comment", "target", "digest", "force", "push", "pull-request"}
+var gitOnlyFlags = []string{"by", "comment", "target", "force", "push", "pull-request", "forge", "forge-type", "forge-url", "forge-token-env"}
 
 func (g *gitFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
@@ -60,10 +60,11 @@ func (g *gitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&g.by, "by", "", "your forge login, as the record's by (default: git config fleetlift.login, else user.name)")
 	fl.StringVar(&g.comment, "comment", "", "a comment for people, kept in the record")
 	fl.StringVar(&g.target, "target", "", "offline: the target awaiting approval (campaign/repository or task id); needs --digest")
-	fl.StringVar(&g.digest, "digest", "", "offline: the digest of the result awaiting approval (sha256:...); needs --target")
+	fl.StringVar(&g.digest, "digest", "", "the digest of the result decided on (sha256:...), as `fleetlift status ID` shows it: a unique prefix of 12 or more hex digits will do, several comma-separated; with --git, only offline, with --target")
 	fl.BoolVar(&g.force, "force", false, "replace a different record already at the record's path")
 	fl.BoolVar(&g.push, "push", false, "push the current branch to its upstream after committing")
 	fl.BoolVar(&g.pullRequest, "pull-request", false, "push the commit to a branch of its own and open a pull request against the watched branch (forge github or gitea)")
+	g.forges.register(cmd)
 }
 
 // check refuses flag combinations that cannot work, before anything is
@@ -145,7 +146,7 @@ func (d *gitDecision) run(ctx context.Context, f *temporalFlags, args []string) 
 	case g.push:
 		dest, err = repo.upstream(ctx)
 	case g.pullRequest:
-		dest, err = repo.proposal(ctx, cfg, records)
+		dest, err = repo.proposal(ctx, cfg, &g.forges, records)
 	}
 	if err != nil {
 		return err
@@ -521,6 +522,21 @@ func (u *userClone) config(ctx context.Context) *spec.Config {
 	return cfg
 }
 
+// configProblems says why the work tree's config is not usable, as a
+// suffix for a message.
+func (u *userClone) configProblems(ctx context.Context) string {
+	pool, err := spec.NewSelfPool()
+	if err != nil {
+		return " (`fleetlift validate` says why)"
+	}
+	defer pool.Close()
+	_, _, problems, err := desired.Config(ctx, &spec.Loader{Eval: pool}, os.DirFS(u.dir))
+	if err != nil || len(problems) == 0 {
+		return " (`fleetlift validate` says why)"
+	}
+	return ": " + spec.Errors(problems).Error()
+}
+
 // compare reports which records change their file; a file holding a
 // different record is replaced only with force. An approval of the same
 // result by another approver is no different record to replace: the new
@@ -642,36 +658,16 @@ func (u *userClone) upstream(ctx context.Context) (destination, error) {
 
 // proposal is where --pull-request goes: a branch of its own on the
 // current branch's remote (else origin), proposed against the watched
-// branch on the config's forge.
-func (u *userClone) proposal(ctx context.Context, cfg *spec.Config, records []record) (destination, error) {
+// branch on the forge the config selects among the operator's.
+func (u *userClone) proposal(ctx context.Context, cfg *spec.Config, forges *forgeFlags, records []record) (destination, error) {
 	if cfg == nil {
-		return destination{}, fmt.Errorf("--pull-request needs the forge from the campaigns repository's config, and %s has no valid fleetlift.yaml (`fleetlift validate` says why)", u.dir)
+		return destination{}, fmt.Errorf("--pull-request needs the forge from the campaigns repository's config, and %s has no valid fleetlift.yaml%s", u.dir, u.configProblems(ctx))
 	}
-	tokenEnv := envForgeToken
-	if cfg.Forge.TokenEnv != "" && os.Getenv(cfg.Forge.TokenEnv) != "" {
-		tokenEnv = cfg.Forge.TokenEnv
+	fs, err := forges.setup(cfg)
+	if err != nil {
+		return destination{}, fmt.Errorf("--pull-request: %w", err)
 	}
-	token := os.Getenv(tokenEnv)
-	var f forge.Forge
-	var err error
-	switch cfg.Forge.Type {
-	case spec.ForgeGitHub, spec.ForgeGitea:
-		if token == "" {
-			where := "$" + envForgeToken
-			if cfg.Forge.TokenEnv != "" {
-				where = "$" + cfg.Forge.TokenEnv + " (forge.token_env) or " + where
-			}
-			return destination{}, fmt.Errorf("--pull-request on %s needs a token in %s", cfg.Forge.Type, where)
-		}
-		if cfg.Forge.Type == spec.ForgeGitea {
-			f, err = gitea.New(gitea.Options{URL: cfg.Forge.URL, Token: token})
-		} else {
-			f, err = github.New(github.Options{BaseURL: cfg.Forge.URL, Token: token})
-		}
-		if err != nil {
-			return destination{}, err
-		}
-	default:
+	if fs.Hub == nil {
 		return destination{}, fmt.Errorf("--pull-request needs a forge with pull requests (forge.type github or gitea), and the config says %s: commit to %s with --push", cfg.Forge.Type, cfg.Watch.Branch)
 	}
 	remote := "origin"
@@ -686,7 +682,7 @@ func (u *userClone) proposal(ctx context.Context, cfg *spec.Config, records []re
 	}
 	branch := proposalBranch(records)
 	return destination{remote: remote, ref: "refs/heads/" + branch, url: strings.TrimSpace(url),
-		branch: branch, base: cfg.Watch.Branch, forge: f}, nil
+		branch: branch, base: cfg.Watch.Branch, forge: fs.Hub}, nil
 }
 
 // propose pushes HEAD to the proposal branch and opens (or finds) its

@@ -97,7 +97,7 @@ func TestApproveGitPush(t *testing.T) {
 	}
 	rec := wait("awaiting approval", func(c state.Campaign) bool { return len(c.PendingApprovals) == len(targets) })
 
-	out, code := runCLI(t, "approve", "demo-go-version", "--git", work, "--by", demoApprover, "--push", "--temporal-address", addr)
+	out, code := runCLI(t, "approve", "demo-go-version", "--git", work, "--by", demoApprover, "--push", "--temporal-address", addr, "--state-dir", stateDir)
 	if code != 0 {
 		t.Fatalf("approve --git --push: exit %d\n%s", code, out)
 	}
@@ -126,7 +126,7 @@ func TestApproveGitPush(t *testing.T) {
 	}
 
 	// Nothing awaits approval any more: a clear error, nothing written.
-	out, code = runCLI(t, "reject", "demo-go-version", "--git", work, "--by", demoApprover, "--temporal-address", addr)
+	out, code = runCLI(t, "reject", "demo-go-version", "--git", work, "--by", demoApprover, "--temporal-address", addr, "--state-dir", stateDir)
 	if code == 0 || !strings.Contains(out, "nothing awaiting approval") {
 		t.Errorf("reject with nothing awaiting approval: exit %d\n%s", code, out)
 	}
@@ -288,7 +288,8 @@ func writeRecord(t *testing.T, work, name, body string) {
 
 // TestApproveGitPullRequest: --pull-request pushes the commit to a branch
 // of its own and opens a pull request against the watched branch on the
-// config's forge, here a GitHub API that answers from memory.
+// forge the config selects among those the flags allow, here a GitHub API
+// that answers from memory.
 func TestApproveGitPullRequest(t *testing.T) {
 	userGitEnv(t)
 	const digest = "sha256:9f2c4e1a7b3d5f60182a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f8a0c2e4b6d"
@@ -347,7 +348,8 @@ func TestApproveGitPullRequest(t *testing.T) {
 	}
 	gitIn(t, work, "commit", "-q", "-am", "Use GitHub")
 
-	args := []string{"approve", "--git", work, "--by", "robin", "--pull-request", "--target", "demo-go-version/payments", "--digest", digest}
+	args := []string{"approve", "--git", work, "--by", "robin", "--pull-request", "--target", "demo-go-version/payments", "--digest", digest,
+		"--forge-type", "github", "--forge-url", api.URL + "/api/v3/"}
 	out, code := runCLI(t, args...)
 	if code == 0 || !strings.Contains(out, "needs a token in $FLEETLIFT_FORGE_TOKEN") {
 		t.Fatalf("--pull-request without a token: exit %d\n%s", code, out)

@@ -102,7 +102,9 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 		return err
 	}
 	defer closeAll()
-	w, err := newWorker(c, f.stateDir, wf)
+	// The demo's repositories are local, under dir.
+	wf.fileRoots = append(wf.fileRoots, dir)
+	w, err := newWorker(c, f, wf)
 	if err != nil {
 		return err
 	}

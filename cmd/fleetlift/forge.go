@@ -2,95 +2,346 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"regexp"
+	"strings"
 
+	"github.com/spf13/cobra"
+
+	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/forge/gitea"
 	"github.com/fleetlift/fleetlift/internal/forge/github"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
 )
 
-// forgeSetup is the forge a campaigns repository's config names, as the
-// reconciler and its workers use it.
+// The operator's forge settings in the environment, for the flags'
+// defaults.
+const (
+	envForgeType     = "FLEETLIFT_FORGE_TYPE"
+	envForgeURL      = agentcmd.EnvForgeURL
+	envForgeTokenEnv = "FLEETLIFT_FORGE_TOKEN_ENV"
+)
+
+// DefaultForgeTokenEnv holds an allowed forge's token when the operator
+// names no other variable for it.
+const DefaultForgeTokenEnv = agentcmd.EnvForgeToken
+
+// forgeFlags are the forges the operator allows fleetlift to talk to,
+// each with the variable that holds its token: the one --forge-type and
+// --forge-url name (or FLEETLIFT_FORGE_TYPE and FLEETLIFT_FORGE_URL),
+// named after its type, and each --forge. A campaigns repository's config
+// only selects among them (desired.SelectForge): it never names a URL
+// fleetlift would otherwise not talk to, nor the variable a token is read
+// from.
+type forgeFlags struct {
+	typ, url, tokenEnv string
+	forges             []string
+}
+
+func (f *forgeFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.typ, "forge-type", os.Getenv(envForgeType),
+		"the forge fleetlift may talk to: github or gitea (env "+envForgeType+"); the repository config selects it with forge.type")
+	fl.StringVar(&f.url, "forge-url", os.Getenv(envForgeURL),
+		"that forge's root (Gitea) or API root (GitHub Enterprise; GitHub's when empty) (env "+envForgeURL+")")
+	fl.StringVar(&f.tokenEnv, "forge-token-env", envOr(envForgeTokenEnv, DefaultForgeTokenEnv),
+		"the environment variable holding that forge's token (env "+envForgeTokenEnv+")")
+	fl.StringArrayVar(&f.forges, "forge", nil,
+		"another forge fleetlift may talk to, as name=NAME,type=github|gitea,url=URL[,token-env=VAR] (token-env defaults to "+DefaultForgeTokenEnv+"); the repository config selects it with forge.name (repeatable)")
+}
+
+// operatorForge is a forge the operator allows, with the variable that
+// holds its token.
+type operatorForge struct {
+	desired.Forge
+	TokenEnv string
+}
+
+var (
+	forgeNameRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	envNameRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// allowed returns the forges the flags allow, checked.
+func (f *forgeFlags) allowed() ([]operatorForge, error) {
+	var out []operatorForge
+	if f.typ != "" || f.url != "" {
+		if f.typ == "" {
+			return nil, fmt.Errorf("--forge-url (or $%s) needs --forge-type (or $%s): github or gitea", envForgeURL, envForgeType)
+		}
+		of, err := newOperatorForge(f.typ, f.typ, f.url, f.tokenEnv)
+		if err != nil {
+			return nil, fmt.Errorf("--forge-type %s: %w", f.typ, err)
+		}
+		out = append(out, of)
+	}
+	for _, s := range f.forges {
+		of, err := parseForgeFlag(s)
+		if err != nil {
+			return nil, fmt.Errorf("--forge %q: %w", s, err)
+		}
+		out = append(out, of)
+	}
+	seen := map[string]bool{}
+	for _, of := range out {
+		if seen[of.Name] {
+			return nil, fmt.Errorf("two allowed forges are named %s: give each --forge its own name", of.Name)
+		}
+		seen[of.Name] = true
+	}
+	return out, nil
+}
+
+// parseForgeFlag reads one --forge: name=NAME,type=TYPE,url=URL,token-env=VAR.
+func parseForgeFlag(s string) (operatorForge, error) {
+	kv := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return operatorForge{}, fmt.Errorf("%q is not key=value", part)
+		}
+		switch k {
+		case "name", "type", "url", "token-env":
+		default:
+			return operatorForge{}, fmt.Errorf("unknown key %q: use name, type, url and token-env", k)
+		}
+		if _, dup := kv[k]; dup {
+			return operatorForge{}, fmt.Errorf("%s is given twice", k)
+		}
+		kv[k] = v
+	}
+	if kv["type"] == "" {
+		return operatorForge{}, errors.New("type is required: github or gitea")
+	}
+	name := kv["name"]
+	if name == "" {
+		name = kv["type"]
+	}
+	tokenEnv := kv["token-env"]
+	if tokenEnv == "" {
+		tokenEnv = DefaultForgeTokenEnv
+	}
+	return newOperatorForge(name, kv["type"], kv["url"], tokenEnv)
+}
+
+// newOperatorForge checks one allowed forge.
+func newOperatorForge(name, typ, rawURL, tokenEnv string) (operatorForge, error) {
+	of := operatorForge{Forge: desired.Forge{Name: name, Type: spec.ForgeType(typ), URL: rawURL}, TokenEnv: tokenEnv}
+	switch of.Type {
+	case spec.ForgeGitHub:
+		if of.URL == "" {
+			of.URL = github.DefaultBaseURL
+		}
+	case spec.ForgeGitea:
+		if of.URL == "" {
+			return operatorForge{}, errors.New("a gitea forge needs its url")
+		}
+	case spec.ForgeLocal:
+		return operatorForge{}, errors.New("the local forge is always allowed: allow github or gitea forges")
+	default:
+		return operatorForge{}, fmt.Errorf("unknown forge type %q: github or gitea", typ)
+	}
+	if !forgeNameRe.MatchString(name) {
+		return operatorForge{}, fmt.Errorf("name %q must be 1-63 lower-case letters, digits or '-', starting and ending with a letter or digit", name)
+	}
+	if !envNameRe.MatchString(tokenEnv) {
+		return operatorForge{}, fmt.Errorf("token variable %q is not an environment variable name", tokenEnv)
+	}
+	u, err := url.Parse(of.URL)
+	switch {
+	case err != nil:
+		return operatorForge{}, fmt.Errorf("url: %w", err)
+	case u.Scheme != "https" && u.Scheme != "http", u.Host == "":
+		return operatorForge{}, fmt.Errorf("url %q must be an http(s) URL", gitx.Redact(of.URL))
+	case u.User != nil:
+		return operatorForge{}, fmt.Errorf("url %q must not hold credentials: the token goes in $%s", gitx.Redact(of.URL), tokenEnv)
+	}
+	return of, nil
+}
+
+// forgeSetup is the forge a campaigns repository's config selects among
+// the operator's, as the reconciler and its workers use it.
 type forgeSetup struct {
-	// Type is local, github or gitea.
+	// Name is the operator's name for the forge; Type is local, github
+	// or gitea.
+	Name string
 	Type string
-	// URL is the forge's root (Gitea) or API root (GitHub Enterprise).
+	// URL is the forge's root (Gitea) or API root (GitHub).
 	URL string
-	// TokenEnv names the variable holding the token; Token is its value.
+	// TokenEnv names the operator's variable holding the token; Token is
+	// its value.
 	TokenEnv string
 	Token    string
 	// Hub talks to the forge; nil for the local forge.
 	Hub forge.Hub
 }
 
-// DefaultForgeTokenEnv holds the forge token when the config's
-// forge.token_env does not name another variable.
-const DefaultForgeTokenEnv = agentcmd.EnvForgeToken
+// localForge is the forge of a repository without a usable config or
+// that selects the local forge.
+func localForge() *forgeSetup {
+	return &forgeSetup{Name: desired.LocalForge.Name, Type: string(spec.ForgeLocal)}
+}
 
-// readForge reads the forge from the config at the head of branch. The
-// forge is chosen when the reconciler starts: a change to the config's
-// forge takes effect at the next start.
-func readForge(ctx context.Context, src *source.Repo, branch string) (*forgeSetup, error) {
-	sha, err := src.Resolve(ctx, branch)
+// selected is the forge as the config's selection names it.
+func (f *forgeSetup) selected() desired.Forge {
+	return desired.Forge{Name: f.Name, Type: spec.ForgeType(f.Type), URL: f.URL}
+}
+
+// setup is the forge cfg selects among the operator's, with its token
+// and a Hub to talk to it: a selection of a forge the operator did not
+// allow is an error naming the config's file, line and field, and
+// nothing talks to the forge it names.
+func (f *forgeFlags) setup(cfg *spec.Config) (*forgeSetup, error) {
+	allowed, err := f.allowed()
 	if err != nil {
 		return nil, err
 	}
-	root, err := src.FS(ctx, sha, "")
+	choices := make([]desired.Forge, len(allowed))
+	for i, of := range allowed {
+		choices[i] = of.Forge
+	}
+	sel, err := desired.SelectForge(cfg, choices)
 	if err != nil {
 		return nil, err
 	}
-	cfg, name, problems, err := desired.Config(ctx, &spec.Loader{}, root)
-	if err != nil {
-		return nil, err
+	if sel.Type == spec.ForgeLocal {
+		return localForge(), nil
 	}
-	if len(problems) > 0 || cfg == nil {
-		// No usable config: the local forge; the passes report the
-		// config's problems.
-		return &forgeSetup{Type: "local"}, nil
+	var of operatorForge
+	for _, a := range allowed {
+		if a.Name == sel.Name {
+			of = a
+		}
 	}
-	fs := &forgeSetup{Type: string(cfg.Forge.Type), URL: cfg.Forge.URL, TokenEnv: cfg.Forge.TokenEnv}
-	if fs.Type == "" || fs.Type == "local" {
-		fs.Type = "local"
-		return fs, nil
-	}
-	if fs.TokenEnv == "" {
-		fs.TokenEnv = DefaultForgeTokenEnv
-	}
-	fs.Token = os.Getenv(fs.TokenEnv)
+	fs := &forgeSetup{Name: of.Name, Type: string(of.Type), URL: of.URL, TokenEnv: of.TokenEnv, Token: os.Getenv(of.TokenEnv)}
 	if fs.Token == "" {
-		return nil, fmt.Errorf("%s says forge %s: its token must be in $%s", name, fs.Type, fs.TokenEnv)
+		return nil, fmt.Errorf("forge %s needs a token in $%s", of.Forge, of.TokenEnv)
 	}
-	g := &gitx.Git{TokenEnv: fs.TokenEnv}
-	switch fs.Type {
-	case "gitea":
+	g := &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}
+	switch of.Type {
+	case spec.ForgeGitea:
 		fs.Hub, err = gitea.New(gitea.Options{URL: fs.URL, Token: fs.Token, Git: g})
-	case "github":
+	case spec.ForgeGitHub:
 		fs.Hub, err = github.New(github.Options{BaseURL: fs.URL, Token: fs.Token, Git: g})
-	default:
-		err = fmt.Errorf("%s: unknown forge type %q", name, fs.Type)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("forge %s: %w", of.Forge, err)
 	}
 	return fs, nil
 }
 
-// sandboxEnv is what the agent in a sandbox needs to open pull requests
-// on the forge and to clone from it: the token under the agent's and
-// git's variables, and the forge's URL. It stays in the worker's memory.
-func (f *forgeSetup) sandboxEnv() map[string]string {
-	if f == nil || f.Type == "local" {
-		return nil
+// readForge reads the config at ref and returns the forge it selects
+// among the operator's. A config that does not load selects the local
+// forge, and its problems are returned. The reconciler chooses its forge
+// when it starts: a change to the config's forge section takes effect at
+// the next start (forgeGate holds launches until then).
+func readForge(ctx context.Context, src *source.Repo, ref string, forges *forgeFlags) (*forgeSetup, spec.Errors, error) {
+	sha, err := src.Resolve(ctx, ref)
+	if err != nil {
+		return nil, nil, err
 	}
-	env := map[string]string{agentcmd.EnvForgeToken: f.Token, gitx.DefaultTokenEnv: f.Token}
+	root, err := src.FS(ctx, sha, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, _, problems, err := desired.Config(ctx, &spec.Loader{}, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(problems) > 0 {
+		if _, err := forges.allowed(); err != nil {
+			return nil, nil, err
+		}
+		return localForge(), problems, nil
+	}
+	fs, err := forges.setup(cfg)
+	return fs, nil, err
+}
+
+// sandbox is what the agent in a sandbox needs to open pull requests on
+// the forge and to clone from it: env, the forge's URL and the only origin
+// git may send the token to, and secrets, the token under the agent's and
+// git's variables. Both stay in the worker's memory.
+func (f *forgeSetup) sandbox() (env, secrets map[string]string) {
+	if f == nil || f.Type == "local" {
+		return nil, nil
+	}
+	env = map[string]string{agent.EnvGitTokenOrigins: strings.Join(f.gitOrigins(), ",")}
 	if f.URL != "" {
 		env[agentcmd.EnvForgeURL] = f.URL
 	}
-	return env
+	return env, map[string]string{agentcmd.EnvForgeToken: f.Token, gitx.DefaultTokenEnv: f.Token}
+}
+
+// gitOrigins are the origins git may send the forge's token to: the
+// forge's own web origin (GitHub's API at api.github.com serves git at
+// github.com).
+func (f *forgeSetup) gitOrigins() []string {
+	if f.Type == "github" && f.URL == "" {
+		return []string{"https://github.com"}
+	}
+	o, err := gitx.Origin(f.URL)
+	if err != nil {
+		return nil
+	}
+	if f.Type == "github" && o == "https://api.github.com" {
+		return []string{"https://github.com"}
+	}
+	return []string{o}
+}
+
+// forgeGate asks next, then holds launches from a revision whose config
+// selects another forge than the one the reconciler started with (among
+// them, one the operator does not allow). next goes first so that it
+// sees every revision, as the reviewed-merge gate's memory needs.
+type forgeGate struct {
+	allowed []desired.Forge
+	using   desired.Forge
+	next    reconcile.LaunchGate
+}
+
+var _ reconcile.LaunchGate = (*forgeGate)(nil)
+
+func newForgeGate(forges *forgeFlags, using *forgeSetup, next reconcile.LaunchGate) (*forgeGate, error) {
+	allowed, err := forges.allowed()
+	if err != nil {
+		return nil, err
+	}
+	g := &forgeGate{using: using.selected(), next: next}
+	for _, of := range allowed {
+		g.allowed = append(g.allowed, of.Forge)
+	}
+	return g, nil
+}
+
+// Check refuses rev when its config selects a forge this reconciler does
+// not use: a forge section changed after the start, or one that selects
+// a forge the operator does not allow.
+func (g *forgeGate) Check(ctx context.Context, rev *desired.Revision) error {
+	if g.next != nil {
+		if err := g.next.Check(ctx, rev); err != nil {
+			return err
+		}
+	}
+	sel, err := desired.SelectForge(rev.Config, g.allowed)
+	if err != nil {
+		return err
+	}
+	if sel != g.using {
+		msg := fmt.Sprintf("selects forge %s, but this reconciler started with forge %s: restart it to change forges", sel, g.using)
+		if rev.Config == nil {
+			return fmt.Errorf("the repository has no config: it %s", msg)
+		}
+		return rev.Config.FieldError("forge", msg)
+	}
+	return nil
 }

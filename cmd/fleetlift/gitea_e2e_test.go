@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -72,18 +70,20 @@ approvers:
 forge:
   type: gitea
   url: %s
-  token_env: FLEETLIFT_FORGE_TOKEN
 `, g.URL()))
 	writeFile(t, cw, "campaigns/.gitkeep", "")
 	g.Git(t, bot, cw, "add", ".")
 	g.Git(t, bot, cw, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "config")
 	g.Git(t, bot, cw, "push", "-q", campaigns, "main")
 
-	// fleetlift up against the Gitea campaigns repository.
+	// fleetlift up against the Gitea campaigns repository, the forge the
+	// operator allows.
+	t.Setenv("FLEETLIFT_FORGE_TYPE", "gitea")
+	t.Setenv("FLEETLIFT_FORGE_URL", g.URL())
 	t.Setenv("FLEETLIFT_FORGE_TOKEN", bot.Token)
 	t.Setenv("FLEETLIFT_GIT_TOKEN", bot.Token)
 	addr, stateDir := freeAddr(t), filepath.Join(t.TempDir(), "state")
-	startServer(t, addr, stateDir)
+	srv := startServer(t, addr, stateDir)
 	agentCLI, err := filepath.Abs("../../internal/agent/testdata/stand-in-agent.sh")
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ repositories:
 		t.Fatalf("plan comment on the pull request: %+v", comments)
 	}
 	// Nothing starts from a pull request's branch.
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
+	c, err := dialServer(srv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/jail"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -21,6 +22,11 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
+	// fleetlift's hidden agent command jails the commands it runs in this
+	// executable (see package jail).
+	if args, ok := agentcmd.JailArgs(os.Args[1:], "agent"); ok {
+		os.Exit(jail.Main(args))
+	}
 	// fleetlift serves as its own sandboxed spec evaluator (see spec.Pool).
 	if spec.IsWorker() {
 		os.Exit(spec.RunWorker())

@@ -26,6 +26,7 @@ func newPlanCmd() *cobra.Command {
 	var repo, ref, base, sub, stateArg, output string
 	var detailed bool
 	var commentOn int
+	var forges forgeFlags
 	cmd := &cobra.Command{
 		Use:   "plan --repo PATH|URL",
 		Short: "Show what applying the campaigns repository at a revision would change",
@@ -85,7 +86,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 				return err
 			}
 			if commentOn > 0 {
-				if err := commentPlan(ctx, src, repo, base, ref, commentOn, p); err != nil {
+				if err := commentPlan(ctx, src, &forges, repo, base, ref, commentOn, p); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "plan commented on pull request %d\n", commentOn)
@@ -107,7 +108,8 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 	cmd.Flags().StringVar(&stateArg, "state", "temporal", "recorded state: temporal, file:PATH or none")
 	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human, json or markdown")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when there are changes, as terraform plan does")
-	cmd.Flags().IntVar(&commentOn, "comment-on", 0, "also post the plan (markdown) as a comment on this pull request of --repo, editing fleetlift's earlier plan comment (forge from the config; token in its token_env)")
+	cmd.Flags().IntVar(&commentOn, "comment-on", 0, "also post the plan (markdown) as a comment on this pull request of --repo, editing fleetlift's earlier plan comment (on the forge the config selects among --forge-type/--forge-url and --forge)")
+	forges.register(cmd)
 	return cmd
 }
 
@@ -194,19 +196,22 @@ func shortSHA(s string) string {
 const planMarker = "<!-- fleetlift:plan -->"
 
 // commentPlan posts the plan as markdown on pull request number of repo,
-// on the forge the config names (read at base when given: the branch
-// people trust, not the proposed change).
-func commentPlan(ctx context.Context, src *source.Repo, repo, base, ref string, number int, p plan.Plan) error {
+// on the forge the config selects among the operator's (read at base
+// when given: the branch people trust, not the proposed change).
+func commentPlan(ctx context.Context, src *source.Repo, forges *forgeFlags, repo, base, ref string, number int, p plan.Plan) error {
 	at := base
 	if at == "" {
 		at = ref
 	}
-	fs, err := readForge(ctx, src, at)
+	fs, problems, err := readForge(ctx, src, at, forges)
 	if err != nil {
 		return err
 	}
+	if len(problems) > 0 {
+		return fmt.Errorf("--comment-on needs the forge from the config at %s, which is invalid: %w", at, problems)
+	}
 	if fs.Hub == nil {
-		return fmt.Errorf("--comment-on needs a forge with pull requests: the config at %s says forge %s", at, fs.Type)
+		return fmt.Errorf("--comment-on needs a forge with pull requests: the config at %s selects forge %s", at, fs.Type)
 	}
 	var b bytes.Buffer
 	b.WriteString(planMarker + "\n")

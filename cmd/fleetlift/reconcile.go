@@ -44,6 +44,8 @@ type reconcileFlags struct {
 	statusBranch       string
 	approvalTimeout    time.Duration
 	leaderElect        bool
+	// forges are the forges the repository config may select.
+	forges forgeFlags
 }
 
 func (r *reconcileFlags) register(cmd *cobra.Command) {
@@ -61,6 +63,7 @@ func (r *reconcileFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&r.statusBranch, "status-branch", "", "branch of the campaigns repository the status mirror is written to (default: the config's status.branch)")
 	fl.DurationVar(&r.approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
 	fl.BoolVar(&r.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a lease in Temporal reconciles (workers must be running)")
+	r.forges.register(cmd)
 }
 
 func newReconcileCmd() *cobra.Command {
@@ -76,6 +79,12 @@ their sync_policy says, suspended ones stop starting tasks, removed ones are
 cancelled where pruning is allowed, and approval records are handed to the
 runs waiting for them. A pass runs every --interval, on each commit to a local
 repository, and on each verified webhook delivery (--webhook-listen).
+
+Approval pull requests, reviews and team membership go to a forge only when
+you allow it: --forge-type and --forge-url (or $` + envForgeType + ` and
+$` + envForgeURL + `), with its token in $` + DefaultForgeTokenEnv + ` (or the variable
+--forge-token-env names), or one --forge per forge. The repository config's
+forge section selects one of them; it never chooses a URL or a token.
 
 It needs a Temporal server (--temporal-address) and workers; ` + "`fleetlift up`" + ` runs
 all of it in one process.`,
@@ -122,8 +131,8 @@ they were when it starts again.`,
 			if err != nil {
 				return err
 			}
-			wf.extraEnv = fs.sandboxEnv()
-			w, err := newWorker(c, f.stateDir, &wf)
+			wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
+			w, err := newWorker(c, &f, &wf)
 			if err != nil {
 				return err
 			}
@@ -150,7 +159,8 @@ func runReconciler(ctx context.Context, cmd *cobra.Command, c client.Client, f *
 	return runReconcilerOn(ctx, cmd, c, f, rf, src, fs)
 }
 
-// openCampaigns opens the campaigns repository and reads its forge.
+// openCampaigns opens the campaigns repository and reads which of the
+// operator's forges its config selects.
 func openCampaigns(ctx context.Context, f *temporalFlags, rf *reconcileFlags) (*source.Repo, *forgeSetup, error) {
 	if rf.repo == "" {
 		return nil, nil, errors.New("--repo is required")
@@ -159,7 +169,9 @@ func openCampaigns(ctx context.Context, f *temporalFlags, rf *reconcileFlags) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	fs, err := readForge(ctx, src, rf.branch)
+	// A config that does not load: the local forge, and the passes
+	// report its problems and launch nothing.
+	fs, _, err := readForge(ctx, src, rf.branch, &rf.forges)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -187,7 +199,11 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	gate := &reconcile.ReviewedMergeGate{Repository: rf.repo, Branch: rf.branch, Log: logger,
 		Latch: &dispatch.Latch{Client: c, ID: workflow.ReviewedMergeLatchID(rf.repo, rf.branch),
 			Name: fmt.Sprintf("watch.require_reviewed_merge of %s, branch %s", gitx.Redact(rf.repo), rf.branch)}}
-	r.Gate = gate
+	// The forge is the one selected at the start: a revision that selects
+	// another launches nothing.
+	if r.Gate, err = newForgeGate(&rf.forges, fs, gate); err != nil {
+		return err
+	}
 	if fs.Hub != nil {
 		gate.Hub = fs.Hub
 		// Approvals are reviews of approval pull requests, besides
@@ -195,9 +211,9 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 		r.Source.(*reconcile.GitSource).IsMember = fs.Hub.IsMember
 		r.Reviews = &reconcile.ApprovalPullRequests{
 			Hub: fs.Hub, Repository: rf.repo, Base: rf.branch, History: src, Log: logger,
-			Git: &gitx.Git{TokenEnv: fs.TokenEnv},
+			Git: &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: repoOrigins(rf.repo)},
 		}
-		logger.Info("forge", "type", fs.Type, "url", fs.URL)
+		logger.Info("forge", "name", fs.Name, "type", fs.Type, "url", fs.URL)
 	}
 	if !rf.noStatus {
 		m, err := newStatusMirror(rf.repo, rf.branch, rf.statusBranch)
@@ -338,7 +354,7 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger)
 // branch (--status-branch, else the config's status.branch), never to the
 // watched one.
 func newStatusMirror(repo, watched, branch string) (reconcile.Mirror, error) {
-	m := &mirror.Branch{Git: &gitx.Git{}, Repository: repo, Branch: branch, Watched: watched}
+	m := &mirror.Branch{Git: &gitx.Git{TokenOrigins: repoOrigins(repo)}, Repository: repo, Branch: branch, Watched: watched}
 	if branch != "" {
 		if _, err := m.Ref(); err != nil {
 			return nil, err
@@ -347,4 +363,13 @@ func newStatusMirror(repo, watched, branch string) (reconcile.Mirror, error) {
 		return nil, fmt.Errorf("the watched branch %s is the default status branch: set --status-branch", watched)
 	}
 	return m, nil
+}
+
+// repoOrigins is where git may send a token for the campaigns repository:
+// its own origin, which the operator chose with --repo.
+func repoOrigins(repo string) []string {
+	if o, err := gitx.Origin(repo); err == nil {
+		return []string{o}
+	}
+	return nil
 }

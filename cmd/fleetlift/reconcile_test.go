@@ -294,8 +294,7 @@ func demoTargetsForTest(t *testing.T, root string) []string {
 func serverForTest(t *testing.T, stateDir string) (string, client.Client, *statetemporal.Reader) {
 	t.Helper()
 	addr := freeAddr(t)
-	startServer(t, addr, stateDir)
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
+	c, err := dialServer(startServer(t, addr, stateDir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ A run that needs approval waits: approve it from another terminal with
 			}
 			defer closeAll()
 			if !noWorker {
-				w, err := newWorker(c, f.stateDir, &wf)
+				w, err := newWorker(c, &f, &wf)
 				if err != nil {
 					return err
 				}

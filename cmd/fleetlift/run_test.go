@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,8 +125,8 @@ repositories:
 	if code != 0 || !strings.Contains(out, "3 repositories: 3 completed") {
 		t.Fatalf("second run: exit %d:\n%s", code, out)
 	}
-	startServer(t, addr, state)
-	memo := describeMemo(t, addr, "campaign/bump")
+	srv := startServer(t, addr, state)
+	memo := describeMemo(t, srv, "campaign/bump")
 	if memo[statetemporal.MemoGeneration] != "2" || !strings.HasPrefix(memo[statetemporal.MemoDigest], `"sha256:`) || !strings.Contains(memo[statetemporal.MemoSpec], `"id":"bump"`) {
 		t.Errorf("memo of the second run: %v", memo)
 	}
@@ -165,16 +166,27 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 	if b, _ := exec.Command("git", "-C", bare, "branch", "--list", "auto/*").Output(); len(bytes.TrimSpace(b)) != 0 {
 		t.Fatalf("pushed before approval: %s", b)
 	}
-	status, code := runCLI(t, "status", "needs-ok", "--temporal-address", addr)
+	status, code := runCLI(t, "status", "needs-ok", "--temporal-address", addr, "--state-dir", state)
 	if code != 0 || !strings.Contains(status, "awaiting_approval") || !strings.Contains(status, "go.mod") {
 		t.Fatalf("status while waiting (exit %d):\n%s", code, status)
 	}
 	// --diff shows the patch an approval would push.
-	status, code = runCLI(t, "status", "needs-ok", "--diff", "--temporal-address", addr)
+	status, code = runCLI(t, "status", "needs-ok", "--diff", "--temporal-address", addr, "--state-dir", state)
 	if code != 0 || !strings.Contains(status, "-go 1.21") || !strings.Contains(status, "+go 1.26") {
 		t.Fatalf("status --diff while waiting (exit %d):\n%s", code, status)
 	}
-	if msg, code := runCLI(t, "approve", "needs-ok", "--temporal-address", addr); code != 0 {
+	// A decision names the result it decides: the digest status shows.
+	if msg, code := runCLI(t, "approve", "needs-ok", "--temporal-address", addr, "--state-dir", state); code == 0 || !strings.Contains(msg, "--digest") || !strings.Contains(msg, "fleetlift status needs-ok") {
+		t.Fatalf("approve without a digest: exit %d: %s", code, msg)
+	}
+	digest := regexp.MustCompile(`sha256:[0-9a-f]{64}`).FindString(status)
+	if digest == "" {
+		t.Fatalf("status shows no digest to approve:\n%s", status)
+	}
+	if msg, code := runCLI(t, "approve", "needs-ok", "--digest", "sha256:"+strings.Repeat("0", 64), "--temporal-address", addr, "--state-dir", state); code == 0 || !strings.Contains(msg, "no result awaiting approval") {
+		t.Fatalf("approve of another result: exit %d: %s", code, msg)
+	}
+	if msg, code := runCLI(t, "approve", "needs-ok", "--digest", digest[:len("sha256:")+16], "--temporal-address", addr, "--state-dir", state); code != 0 {
 		t.Fatalf("approve: exit %d: %s", code, msg)
 	}
 	select {
@@ -190,13 +202,14 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 	}
 }
 
-// startServer starts the embedded server on the run's database, as a
-// later `fleetlift server` would, and stops it when the test ends.
+// startServer starts the embedded server on the run's database and with
+// its credentials, as a later `fleetlift server` would, and stops it when
+// the test ends.
 func startServer(t *testing.T, addr, state string) *devserver.Server {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(addr)
 	p, _ := strconv.Atoi(port)
-	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(state, "temporal.db"), IP: host, Port: p})
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(state, "temporal.db"), TLSDir: credentialDir(state), IP: host, Port: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,9 +218,9 @@ func startServer(t *testing.T, addr, state string) *devserver.Server {
 }
 
 // describeMemo returns a workflow's memo fields as JSON text.
-func describeMemo(t *testing.T, addr, id string) map[string]string {
+func describeMemo(t *testing.T, srv *devserver.Server, id string) map[string]string {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: devserver.Namespace})
+	c, err := dialServer(srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,4 +234,10 @@ func describeMemo(t *testing.T, addr, id string) map[string]string {
 		out[k] = string(p.GetData())
 	}
 	return out
+}
+
+// dialServer connects to srv with the install's credential.
+func dialServer(srv *devserver.Server) (client.Client, error) {
+	return client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
+		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/devserver/credential"
 )
 
 func newServerCmd() *cobra.Command {
@@ -20,7 +21,14 @@ func newServerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the embedded Temporal server (SQLite in --state-dir) until interrupted",
-		Args:  cobra.NoArgs,
+		Long: `Server runs the embedded Temporal server until interrupted, persisting to
+--state-dir/temporal.db. Every port it opens requires a client certificate
+from the install's own authority, made in --state-dir/tls on the first
+start and reused after: fleetlift commands run with the same --state-dir
+present it; a worker on another machine needs copies of tls/client.pem,
+tls/client-key.pem and tls/ca.pem (--temporal-tls-cert, -key, -ca). Keep
+tls/ private: whoever holds its files can start, signal and read every run.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			host, portS, err := net.SplitHostPort(f.address)
 			if err != nil {
@@ -30,13 +38,15 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--temporal-address %q: bad port", f.address)
 			}
-			db := filepath.Join(f.stateDir, "temporal.db")
-			srv, err := devserver.Start(devserver.Options{DatabaseFile: db, IP: host, Port: port, LogLevel: logLevel})
+			db, creds := filepath.Join(f.stateDir, "temporal.db"), credentialDir(f.stateDir)
+			srv, err := devserver.Start(devserver.Options{DatabaseFile: db, TLSDir: creds, IP: host, Port: port, LogLevel: logLevel})
 			if err != nil {
 				return err
 			}
 			defer srv.Stop()
 			fmt.Fprintf(cmd.OutOrStdout(), "Temporal listening on %s (namespace %s, database %s)\n", srv.Address(), devserver.Namespace, db)
+			fmt.Fprintf(cmd.OutOrStdout(), "clients must present the install's certificate: commands with --state-dir %s use it; elsewhere pass --temporal-tls-cert %s --temporal-tls-key %s --temporal-tls-ca %s\n",
+				f.stateDir, filepath.Join(creds, credential.ClientCertFile), filepath.Join(creds, credential.ClientKeyFile), filepath.Join(creds, credential.CAFile))
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 			select {

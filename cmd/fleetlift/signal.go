@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -20,7 +21,7 @@ func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 	var g gitFlags
 	var prompt, unit string
 	cmd := &cobra.Command{
-		Use:   name + " ID | " + name + " --git CLONE [ID | --target T --digest D]",
+		Use:   name + " ID --digest D | " + name + " --git CLONE [ID | --target T --digest D]",
 		Short: short,
 		Long:  taskSignalLong(name),
 		Args:  cobra.MaximumNArgs(1),
@@ -38,6 +39,10 @@ func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 			if len(args) != 1 {
 				return fmt.Errorf("%s needs the run's ID", name)
 			}
+			digests := commaList(g.digest)
+			if len(digests) == 0 {
+				return fmt.Errorf("%s needs --digest: the digest of the result you decide on, as `fleetlift status %s` shows it (a decision names exactly what it decides)", name, args[0])
+			}
 			c, id, err := f.dialRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -50,15 +55,20 @@ func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 			if len(targets) == 0 {
 				return fmt.Errorf("%s has no task awaiting approval", id)
 			}
-			var arg any
-			if signal == workflow.SignalSteer {
-				arg = workflow.SteerSignal{Prompt: prompt}
+			chosen, err := chooseByDigest(id, targets, digests)
+			if err != nil {
+				return err
 			}
-			for _, t := range targets {
-				if err := c.SignalWorkflow(cmd.Context(), t, "", signal, arg); err != nil {
-					return fmt.Errorf("%s %s: %w", name, t, err)
+			for _, t := range chosen {
+				d := workflow.DecisionSignal{ResultDigest: t.digest}
+				var arg any = d
+				if signal == workflow.SignalSteer {
+					arg = workflow.SteerSignal{Prompt: prompt, DecisionSignal: d}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: sent %s\n", t, name)
+				if err := c.SignalWorkflow(cmd.Context(), t.id, "", signal, arg); err != nil {
+					return fmt.Errorf("%s %s: %w", name, t.id, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: sent %s for result %s\n", t.id, name, t.digest)
 			}
 			return nil
 		},
@@ -73,8 +83,11 @@ func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 }
 
 func taskSignalLong(name string) string {
-	return `Without --git, ` + name + ` signals the run in Temporal directly: a task, or each
-task of a campaign that awaits approval (only --repository's with that flag).
+	return `Without --git, ` + name + ` signals the run in Temporal directly: the task, or the
+tasks of a campaign (only --repository's with that flag), whose result awaiting
+approval has the digest --digest names (repeat it for several); ` + "`fleetlift status ID`" + `
+shows each result's digest. A decision that names no result, or a result that
+has changed since, is refused.
 
 With --git CLONE, a local clone of the campaigns repository, ` + name + ` decides
 the GitOps way: for each result awaiting approval it writes an approval record
@@ -95,13 +108,20 @@ the campaign.
 the commit (made on the current branch all the same) to
 fleetlift/approval-record/<target>-<digest> on the branch's remote and opens a
 pull request against the watched branch, on the forge the clone's
-fleetlift.yaml names (github or gitea), with the token in $` + envForgeToken + `
-(or the variable forge.token_env names). With neither, it commits and says how
-to push.`
+fleetlift.yaml selects among those you allow: --forge-type and --forge-url
+(or $` + envForgeType + ` and $` + envForgeURL + `) with the token in $` + envForgeToken + `
+(or the variable --forge-token-env names), or --forge. The repository never
+says where a token goes. Without --push or --pull-request, it commits and says
+how to push.`
+}
+
+// awaiting is a task workflow awaiting approval of the result digest.
+type awaiting struct {
+	id, digest string
 }
 
 // awaitingTasks lists the task workflows under id that await approval.
-func awaitingTasks(ctx context.Context, c client.Client, id, unit string) ([]string, error) {
+func awaitingTasks(ctx context.Context, c client.Client, id, unit string) ([]awaiting, error) {
 	st, err := readState(ctx, c, id)
 	if err != nil {
 		return nil, err
@@ -110,18 +130,48 @@ func awaitingTasks(ctx context.Context, c client.Client, id, unit string) ([]str
 		if st.task.Phase != workflow.TaskAwaitingApproval {
 			return nil, fmt.Errorf("%s is %s, not awaiting approval", id, st.task.Phase)
 		}
-		return []string{id}, nil
+		return []awaiting{{id, st.task.ResultDigest}}, nil
 	}
-	var out []string
+	var out []awaiting
 	for _, u := range st.campaign.Units {
 		if unit != "" && u.Key != unit {
 			continue
 		}
 		if t := unitTask(ctx, c, u); t != nil && t.Phase == workflow.TaskAwaitingApproval {
-			out = append(out, u.WorkflowID)
+			out = append(out, awaiting{u.WorkflowID, t.ResultDigest})
 		}
 	}
 	return out, nil
+}
+
+// minDigestPrefix is the shortest digest prefix a decision may name.
+const minDigestPrefix = 12
+
+// chooseByDigest picks the tasks whose result the digests name: each digest
+// (or unique prefix of at least minDigestPrefix characters, "sha256:"
+// aside) must name a result awaiting approval, else nothing is decided.
+func chooseByDigest(id string, tasks []awaiting, digests []string) ([]awaiting, error) {
+	var chosen []awaiting
+	for _, want := range digests {
+		want = strings.TrimSpace(want)
+		if len(strings.TrimPrefix(want, "sha256:")) < minDigestPrefix {
+			return nil, fmt.Errorf("--digest %q is too short: give at least %d characters of the digest `fleetlift status %s` shows", want, minDigestPrefix, id)
+		}
+		var matched []awaiting
+		for _, t := range tasks {
+			if strings.HasPrefix(t.digest, want) || strings.HasPrefix(strings.TrimPrefix(t.digest, "sha256:"), want) {
+				matched = append(matched, t)
+			}
+		}
+		switch {
+		case len(matched) == 0:
+			return nil, fmt.Errorf("no result awaiting approval in %s has digest %s: it may have changed since you looked (`fleetlift status %s` shows the current ones)", id, want, id)
+		case len(matched) > 1:
+			return nil, fmt.Errorf("--digest %s names more than one result in %s: give more of it", want, id)
+		}
+		chosen = append(chosen, matched...)
+	}
+	return chosen, nil
 }
 
 // newCampaignSignalCmd makes continue and abort.

@@ -47,6 +47,7 @@ approval would push.`,
 				return err
 			}
 			st.write(cmd.OutOrStdout())
+			st.writeAwaiting(cmd.Context(), c, cmd.OutOrStdout())
 			if diff {
 				st.writeDiffs(cmd.Context(), c, cmd.OutOrStdout())
 			}
@@ -58,25 +59,47 @@ approval would push.`,
 	return cmd
 }
 
-// writeDiffs prints the patches of the results awaiting approval: the
-// task's, or those of a campaign's running units.
-func (s *runState) writeDiffs(ctx context.Context, c client.Client, w io.Writer) {
-	var waiting []*workflow.TaskState
+// waiting is the tasks under s that await approval: the task, or a
+// campaign's running units that do.
+func (s *runState) waiting(ctx context.Context, c client.Client) []*workflow.TaskState {
+	var tasks []*workflow.TaskState
 	switch {
 	case s.task != nil:
-		waiting = append(waiting, s.task)
+		tasks = append(tasks, s.task)
 	case s.campaign != nil:
 		for _, u := range s.campaign.Units {
 			if t := unitTask(ctx, c, u); t != nil {
-				waiting = append(waiting, t)
+				tasks = append(tasks, t)
 			}
 		}
 	}
-	shown := 0
-	for _, t := range waiting {
-		if t.Phase != workflow.TaskAwaitingApproval || t.Result == nil {
-			continue
+	var out []*workflow.TaskState
+	for _, t := range tasks {
+		if t.Phase == workflow.TaskAwaitingApproval && t.Result != nil {
+			out = append(out, t)
 		}
+	}
+	return out
+}
+
+// writeAwaiting prints the digest of every result awaiting approval, what
+// a decision must name.
+func (s *runState) writeAwaiting(ctx context.Context, c client.Client, w io.Writer) {
+	waiting := s.waiting(ctx, c)
+	if len(waiting) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nresults awaiting approval (decide with `fleetlift approve|reject|steer "+s.id+" --digest DIGEST`):")
+	for _, t := range waiting {
+		fmt.Fprintf(w, "  %s  %s\n", t.ID, t.ResultDigest)
+	}
+}
+
+// writeDiffs prints the patches of the results awaiting approval: the
+// task's, or those of a campaign's running units.
+func (s *runState) writeDiffs(ctx context.Context, c client.Client, w io.Writer) {
+	shown := 0
+	for _, t := range s.waiting(ctx, c) {
 		for _, r := range t.Result.Repositories {
 			for _, d := range r.Diffs {
 				fmt.Fprintf(w, "\n=== %s: %s/%s (%s, +%d -%d)\n", t.ID, r.Name, d.Path, d.Status, d.Additions, d.Deletions)

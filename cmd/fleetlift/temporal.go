@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +21,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/devserver/credential"
 )
 
 // DefaultAddress is where fleetlift looks for Temporal, and where the
@@ -30,12 +34,33 @@ type temporalFlags struct {
 	address   string
 	namespace string
 	stateDir  string
+	tls       temporalTLSFlags
+}
+
+// temporalTLSFlags say how a client proves itself to Temporal and checks
+// the server: the install's credential from the state directory by
+// default, or the operator's files and API key for an external cluster.
+type temporalTLSFlags struct {
+	cert, key, ca, serverName string
+	// mode is auto (TLS when a credential is found), true (TLS even
+	// without one: a server the system's authorities vouch for) or false
+	// (plaintext: an external cluster without TLS).
+	mode      string
+	apiKeyEnv string
 }
 
 func (f *temporalFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.address, "temporal-address", envOr("FLEETLIFT_TEMPORAL_ADDRESS", defaultAddress), "Temporal frontend host:port")
-	cmd.Flags().StringVar(&f.namespace, "namespace", envOr("FLEETLIFT_NAMESPACE", devserver.Namespace), "Temporal namespace")
-	cmd.Flags().StringVar(&f.stateDir, "state-dir", defaultStateDir(), "where the embedded server's database and local sandboxes live")
+	fl := cmd.Flags()
+	fl.StringVar(&f.address, "temporal-address", envOr("FLEETLIFT_TEMPORAL_ADDRESS", defaultAddress), "Temporal frontend host:port")
+	fl.StringVar(&f.namespace, "namespace", envOr("FLEETLIFT_NAMESPACE", devserver.Namespace), "Temporal namespace")
+	fl.StringVar(&f.stateDir, "state-dir", defaultStateDir(), "where the embedded server's database, its credentials (tls/) and local sandboxes live")
+	fl.StringVar(&f.tls.cert, "temporal-tls-cert", os.Getenv("FLEETLIFT_TEMPORAL_TLS_CERT"), "client certificate (PEM) for Temporal (default: the install's, in --state-dir/tls)")
+	fl.StringVar(&f.tls.key, "temporal-tls-key", os.Getenv("FLEETLIFT_TEMPORAL_TLS_KEY"), "the client certificate's private key (PEM)")
+	fl.StringVar(&f.tls.ca, "temporal-tls-ca", os.Getenv("FLEETLIFT_TEMPORAL_TLS_CA"), "authorities (PEM) trusted for the Temporal server's certificate (default: the system's)")
+	fl.StringVar(&f.tls.serverName, "temporal-tls-server-name", os.Getenv("FLEETLIFT_TEMPORAL_TLS_SERVER_NAME"), "name the Temporal server's certificate must carry (default: the host of --temporal-address)")
+	fl.StringVar(&f.tls.mode, "temporal-tls", envOr("FLEETLIFT_TEMPORAL_TLS", "auto"), "TLS to Temporal: auto (with a credential from the flags or --state-dir), true (also without a client certificate), false (plaintext, for a cluster without TLS)")
+	fl.Lookup("temporal-tls").NoOptDefVal = "true"
+	fl.StringVar(&f.tls.apiKeyEnv, "temporal-api-key-env", "FLEETLIFT_TEMPORAL_API_KEY", "environment variable holding an API key sent to Temporal as a bearer token (over TLS); unset or empty: none")
 }
 
 func envOr(key, def string) string {
@@ -59,17 +84,124 @@ func defaultStateDir() string {
 	return filepath.Join(os.TempDir(), "fleetlift")
 }
 
-// dial connects to Temporal.
+// credentialDir is where the embedded server started with stateDir keeps
+// the install's authority and client credential.
+func credentialDir(stateDir string) string { return filepath.Join(stateDir, "tls") }
+
+// temporalConn is how a client connects: its TLS configuration (nil:
+// plaintext), its credentials (an API key), and what they came from, for
+// error messages.
+type temporalConn struct {
+	tls    *tls.Config
+	creds  client.Credentials
+	source string
+}
+
+// conn decides how to connect, in this order: plaintext when
+// --temporal-tls=false; the operator's certificate files when given; TLS
+// with the system's authorities for an API key; the install's credential
+// when --state-dir holds one; TLS without a client certificate when
+// --temporal-tls=true; otherwise plaintext.
+func (f *temporalFlags) conn() (temporalConn, error) {
+	t := f.tls
+	var c temporalConn
+	if t.apiKeyEnv != "" {
+		if key := os.Getenv(t.apiKeyEnv); key != "" {
+			c.creds = client.NewAPIKeyStaticCredentials(key)
+		}
+	}
+	files := t.cert != "" || t.key != "" || t.ca != ""
+	switch t.mode {
+	case "false":
+		if files || t.serverName != "" {
+			return c, errors.New("--temporal-tls=false contradicts --temporal-tls-cert/-key/-ca/-server-name")
+		}
+		if c.creds != nil {
+			return c, fmt.Errorf("--temporal-tls=false: the API key in $%s is sent only over TLS", t.apiKeyEnv)
+		}
+		c.source = "plaintext (--temporal-tls=false)"
+		return c, nil
+	case "auto", "true":
+	default:
+		return c, fmt.Errorf("--temporal-tls %q: want auto, true or false", t.mode)
+	}
+	if files {
+		cfg, err := credential.ClientConfig(t.cert, t.key, t.ca, t.serverName)
+		if err != nil {
+			return c, fmt.Errorf("temporal TLS: %w", err)
+		}
+		c.tls, c.source = cfg, "the certificate files from --temporal-tls-*"
+		return c, nil
+	}
+	if c.creds != nil {
+		c.tls, c.source = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.serverName}, "the API key in $"+t.apiKeyEnv
+		return c, nil
+	}
+	dir := credentialDir(f.stateDir)
+	cfg, err := credential.LoadClient(dir)
+	switch {
+	case err == nil:
+		cfg.ServerName = t.serverName
+		c.tls, c.source = cfg, "the install's credential in "+dir
+		return c, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return c, err
+	}
+	if t.mode == "true" || t.serverName != "" {
+		c.tls, c.source = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.serverName}, "TLS without a client certificate"
+		return c, nil
+	}
+	c.source = "no credential (none in " + dir + ")"
+	return c, nil
+}
+
+// dial connects to Temporal with the credential the flags select.
 func (f *temporalFlags) dial(ctx context.Context) (client.Client, error) {
+	conn, err := f.conn()
+	if err != nil {
+		return nil, err
+	}
+	return f.dialWith(ctx, conn)
+}
+
+// dialWith connects to Temporal as conn says, and explains a refusal.
+func (f *temporalFlags) dialWith(ctx context.Context, conn temporalConn) (client.Client, error) {
 	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  f.address,
-		Namespace: f.namespace,
-		Logger:    sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		HostPort:          f.address,
+		Namespace:         f.namespace,
+		Credentials:       conn.creds,
+		ConnectionOptions: client.ConnectionOptions{TLS: conn.tls},
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s: %w (start one with `fleetlift server`, or pass --temporal-address)", f.address, err)
+		return nil, fmt.Errorf("connect to Temporal at %s with %s: %w (%s)", f.address, conn.source, err, dialHint(err, conn))
 	}
 	return c, nil
+}
+
+// dialHint says what to do about a failed connection, judged from the
+// error the TLS or gRPC layer gave.
+func dialHint(err error, conn temporalConn) string {
+	msg := err.Error()
+	has := func(parts ...string) bool {
+		for _, p := range parts {
+			if strings.Contains(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case conn.tls == nil && has("server preface", "connection reset", "EOF", "tls:"):
+		return "the server requires TLS and a client certificate, as fleetlift's embedded server does: run with --state-dir pointing at the install that started it (its tls/ holds the credential), or pass --temporal-tls-cert/--temporal-tls-key/--temporal-tls-ca"
+	case has("first record does not look like a TLS handshake"):
+		return "the server does not speak TLS: if it is not an embedded fleetlift server, pass --temporal-tls=false"
+	case has("certificate signed by unknown authority", "certificate is not valid for", "doesn't contain any IP SANs", "x509:"):
+		return "the server's certificate is not one this client trusts: for another install's embedded server pass that install's --state-dir; for an external cluster pass --temporal-tls-ca (and --temporal-tls-server-name if its certificate names another host)"
+	case has("certificate required", "bad certificate", "unknown certificate authority", "unknown certificate", "handshake failure"):
+		return "the server refused the client certificate: use the credential of the install that started the server (--state-dir), or the cluster's (--temporal-tls-cert/--temporal-tls-key)"
+	}
+	return "start one with `fleetlift server`, or pass --temporal-address"
 }
 
 // dialRun connects to Temporal and resolves a run id given by the user
@@ -101,36 +233,43 @@ func listening(addr string) bool {
 // listens there and the address is on this machine's loopback, it starts
 // the embedded server there first. The returned stop function stops what was started.
 func (f *temporalFlags) dialOrEmbed(ctx context.Context, logw io.Writer) (client.Client, func(), error) {
-	stop := func() {}
-	if !listening(f.address) {
-		host, port, err := net.SplitHostPort(f.address)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--temporal-address %q: %w", f.address, err)
-		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return nil, nil, fmt.Errorf("nothing listens at --temporal-address %s", f.address)
-		}
-		p, err := strconv.Atoi(port)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--temporal-address %q: bad port", f.address)
-		}
-		fmt.Fprintf(logw, "starting the embedded Temporal server on %s (database %s)\n", f.address, filepath.Join(f.stateDir, "temporal.db"))
-		srv, err := devserver.Start(devserver.Options{
-			DatabaseFile: filepath.Join(f.stateDir, "temporal.db"),
-			IP:           host, Port: p,
-			LogFile: filepath.Join(f.stateDir, "temporal.log"),
-		})
+	if listening(f.address) {
+		c, err := f.dial(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
-		stop = srv.Stop
+		return c, c.Close, nil
 	}
-	c, err := f.dial(ctx)
+	host, port, err := net.SplitHostPort(f.address)
 	if err != nil {
-		stop()
+		return nil, nil, fmt.Errorf("--temporal-address %q: %w", f.address, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, nil, fmt.Errorf("nothing listens at --temporal-address %s", f.address)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--temporal-address %q: bad port", f.address)
+	}
+	creds := credentialDir(f.stateDir)
+	fmt.Fprintf(logw, "starting the embedded Temporal server on %s (database %s, credentials %s)\n", f.address, filepath.Join(f.stateDir, "temporal.db"), creds)
+	srv, err := devserver.Start(devserver.Options{
+		DatabaseFile: filepath.Join(f.stateDir, "temporal.db"),
+		TLSDir:       creds,
+		IP:           host, Port: p,
+		LogFile: filepath.Join(f.stateDir, "temporal.log"),
+	})
+	if err != nil {
 		return nil, nil, err
 	}
-	return c, func() { c.Close(); stop() }, nil
+	// The server just started accepts the install's credential, whatever
+	// the flags name.
+	c, err := f.dialWith(ctx, temporalConn{tls: srv.ClientTLS(), source: "the install's credential in " + creds})
+	if err != nil {
+		srv.Stop()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); srv.Stop() }, nil
 }
 
 var errInterrupted = errors.New("interrupted")

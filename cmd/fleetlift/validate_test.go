@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/jail"
 	"github.com/fleetlift/fleetlift/internal/spec"
 )
 
@@ -18,10 +20,17 @@ func TestMain(m *testing.M) {
 	if spec.IsWorker() {
 		os.Exit(spec.RunWorker())
 	}
-	// Local sandboxes start this binary as `<exe> agent serve ...`.
+	// Local sandboxes start this binary as `<exe> agent serve ...`, and
+	// the agent jails its commands in `<exe> agent jail ...`.
+	if args, ok := agentcmd.JailArgs(os.Args[1:], "agent"); ok {
+		os.Exit(jail.Main(args))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// Tests' repositories are local, in temporary directories: the one
+	// place outside the demo where local repositories are allowed.
+	os.Setenv("FLEETLIFT_ALLOW_FILE_ROOTS", os.TempDir())
 	os.Exit(m.Run())
 }
 

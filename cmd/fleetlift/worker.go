@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -14,63 +15,209 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/jail"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // workerFlags configure the worker and its local sandboxes.
 type workerFlags struct {
-	agentCLI string
-	passEnv  []string
-	// extraEnv is set by the command, not a flag: what the forge needs
-	// in sandboxes (see forgeSetup.sandboxEnv).
-	extraEnv map[string]string
+	agentCLI  string
+	agentEnv  []string
+	passEnv   []string
+	fileRoots []string
+	isolation string
+	hide      []string
+	// forgeEnv and forgeSecrets are set by the command, not flags: what
+	// the operator's forge needs in sandboxes (see forgeSetup.sandbox).
+	forgeEnv, forgeSecrets map[string]string
 }
 
 func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&w.agentCLI, "agent-cli", os.Getenv("FLEETLIFT_AGENT_CLI"),
 		`agent CLI for agentic tasks, as a JSON argv (default: Claude Code, "claude -p")`)
-	cmd.Flags().StringSliceVar(&w.passEnv, "sandbox-env", []string{"ANTHROPIC_API_KEY", "GITHUB_TOKEN", "FLEETLIFT_FORGE_URL", "FLEETLIFT_FORGE_TOKEN", "FLEETLIFT_GIT_TOKEN"},
-		"names of this process's environment variables passed into sandboxes (only when set)")
+	cmd.Flags().StringSliceVar(&w.agentEnv, "agent-env", envList("FLEETLIFT_AGENT_ENV", []string{"ANTHROPIC_API_KEY"}),
+		"names of this process's environment variables that only the agent CLI sees in sandboxes, such as its model's API key (only when set)")
+	cmd.Flags().StringSliceVar(&w.passEnv, "sandbox-env", envList("FLEETLIFT_SANDBOX_ENV", nil),
+		"names of this process's environment variables every command in sandboxes sees (only when set; never a token)")
+	cmd.Flags().StringSliceVar(&w.fileRoots, "allow-file-root", envList("FLEETLIFT_ALLOW_FILE_ROOTS", nil),
+		"a directory local repositories (file:// URLs and absolute paths) may be cloned from and pushed to (repeatable); by default none may")
+	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", envOr("FLEETLIFT_SANDBOX_ISOLATION", agentcmd.IsolationNamespaces),
+		"how local sandboxes isolate the work they run: "+agentcmd.IsolationNamespaces+" (Linux user, mount and PID namespaces), or "+agentcmd.IsolationNone+" (none: the work can read tokens, approve itself and outlive its commands)")
+	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", envList("FLEETLIFT_SANDBOX_HIDE", nil),
+		"a directory or file the work in sandboxes must not see (repeatable), besides the state directory and the usual credential files")
 }
 
-// sandboxEnv is the environment every sandbox gets: the agent CLI setting
-// and the declared variables that are set. It stays in the worker's memory.
-func (w *workerFlags) sandboxEnv() (map[string]string, error) {
-	env := map[string]string{}
+// envList is a comma-separated list from the environment variable key, or
+// def.
+func envList(key string, def []string) []string {
+	if v := os.Getenv(key); v != "" {
+		return commaList(v)
+	}
+	return def
+}
+
+// commaList splits a comma-separated list, dropping blanks.
+func commaList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// secretName reports whether a variable's name says it holds a secret.
+func secretName(name string) bool {
+	up := strings.ToUpper(name)
+	for _, w := range []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"} {
+		if strings.Contains(up, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// sandbox is what every sandbox gets: env, the agent's settings and the
+// variables for its commands, and secrets, for the agent alone (the
+// forge's token, the agent CLI's key). Both stay in the worker's memory.
+func (w *workerFlags) sandbox() (env, secrets map[string]string, _ error) {
+	env, secrets = map[string]string{}, map[string]string{}
 	if w.agentCLI != "" {
 		var argv []string
 		if err := json.Unmarshal([]byte(w.agentCLI), &argv); err != nil || len(argv) == 0 {
-			return nil, fmt.Errorf(`--agent-cli must be a JSON array such as ["claude","-p"]`)
+			return nil, nil, fmt.Errorf(`--agent-cli must be a JSON array such as ["claude","-p"]`)
 		}
-		env["FLEETLIFT_AGENT_CLI"] = w.agentCLI
+		env[agent.EnvAgentCLI] = w.agentCLI
+	}
+	var cliOnly []string
+	for _, name := range w.agentEnv {
+		if strings.HasPrefix(name, "FLEETLIFT_") {
+			return nil, nil, fmt.Errorf("--agent-env %s: fleetlift's own variables are not for the agent CLI", name)
+		}
+		if v, ok := os.LookupEnv(name); ok {
+			secrets[name] = v
+			cliOnly = append(cliOnly, name)
+		}
+	}
+	if len(cliOnly) > 0 {
+		env[agent.EnvAgentCLIEnv] = strings.Join(cliOnly, ",")
 	}
 	for _, name := range w.passEnv {
+		if strings.HasPrefix(name, "FLEETLIFT_") || secretName(name) {
+			return nil, nil, fmt.Errorf("--sandbox-env %s: every command in a sandbox would see it; tokens and secrets never go to commands (give the agent CLI its key with --agent-env)", name)
+		}
 		if v, ok := os.LookupEnv(name); ok {
 			env[name] = v
 		}
 	}
-	for k, v := range w.extraEnv {
+	var roots []string
+	for _, r := range w.fileRoots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--allow-file-root %s: %w", r, err)
+		}
+		roots = append(roots, abs)
+	}
+	if len(roots) > 0 {
+		env[agent.EnvAllowFileRoots] = strings.Join(roots, string(filepath.ListSeparator))
+	}
+	for k, v := range w.forgeEnv {
 		env[k] = v
 	}
-	return env, nil
+	for k, v := range w.forgeSecrets {
+		secrets[k] = v
+	}
+	return env, secrets, nil
 }
 
-// newWorker registers fleetlift's workflows and activities, with local
-// sandboxes under stateDir/sandboxes whose agent is this executable.
-func newWorker(c client.Client, stateDir string, wf *workerFlags) (worker.Worker, error) {
-	agent, err := agentCommand()
+// credentialPaths are where tools keep credentials in a user's home: the
+// work in sandboxes never sees them.
+var credentialPaths = []string{
+	".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".config/gh", ".config/gcloud", ".config/hub",
+	".git-credentials", ".netrc", ".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+}
+
+// hidden is what the work in local sandboxes must not see: the state
+// directory (the embedded server's database and credentials, every
+// sandbox), the Temporal client credential files, credentials in this
+// user's home, container engines' sockets, and --sandbox-hide.
+func (w *workerFlags) hidden(tf *temporalFlags) ([]string, error) {
+	state, err := filepath.Abs(tf.stateDir)
 	if err != nil {
 		return nil, err
 	}
+	out := []string{state}
+	for _, p := range []string{tf.tls.cert, tf.tls.key} {
+		if p != "" {
+			if abs, err := filepath.Abs(p); err == nil {
+				out = append(out, abs)
+			}
+		}
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		for _, p := range credentialPaths {
+			out = append(out, filepath.Join(home, p))
+		}
+	}
+	out = append(out, "/run/docker.sock", "/var/run/docker.sock", "/run/containerd", "/run/user")
+	for _, p := range w.hide {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("--sandbox-hide %s: %w", p, err)
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
+// newWorker registers fleetlift's workflows and activities, with local
+// sandboxes under the state directory's sandboxes/ whose agent is
+// fleetlift-agent (or this executable). Unless --sandbox-isolation=none,
+// it first makes sure the agent can jail the work it runs, and refuses to
+// start when it cannot.
+func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (worker.Worker, error) {
+	agentArgv, err := agentCommand()
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(tf.stateDir, "sandboxes")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	hidden, err := wf.hidden(tf)
+	if err != nil {
+		return nil, err
+	}
+	var serve []string
+	switch wf.isolation {
+	case agentcmd.IsolationNamespaces:
+		j := &jail.Jail{Self: append(append([]string{}, agentArgv...), "jail"), Spec: jail.Spec{
+			Writable: []string{root}, Hidden: hidden, Scratch: jail.DefaultScratch,
+		}}
+		if err := j.Check(); err != nil {
+			return nil, fmt.Errorf("local sandboxes cannot isolate the work they run (%v): allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone), or accept running untrusted work unisolated with --sandbox-isolation=%s", err, agentcmd.IsolationNone)
+		}
+		for _, h := range hidden {
+			serve = append(serve, "--hide", h)
+		}
+	case agentcmd.IsolationNone:
+		serve = []string{"--isolation", agentcmd.IsolationNone}
+	default:
+		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", wf.isolation, agentcmd.IsolationNamespaces, agentcmd.IsolationNone)
+	}
 	provider, err := local.New(local.Options{
-		Root:         filepath.Join(stateDir, "sandboxes"),
-		AgentCommand: agent,
+		Root:         root,
+		AgentCommand: agentArgv,
+		ServeArgs:    serve,
 	})
 	if err != nil {
 		return nil, err
 	}
-	env, err := wf.sandboxEnv()
+	env, secrets, err := wf.sandbox()
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +228,7 @@ func newWorker(c client.Client, stateDir string, wf *workerFlags) (worker.Worker
 	w.RegisterWorkflow(workflow.Lease)
 	// The latch the reconciler keeps watch.require_reviewed_merge in.
 	w.RegisterWorkflow(workflow.Latch)
-	w.RegisterActivity(&activity.Activities{Sandbox: provider, SandboxEnv: env})
+	w.RegisterActivity(&activity.Activities{Sandbox: provider, SandboxEnv: env, SandboxSecrets: secrets})
 	return w, nil
 }
 
@@ -104,9 +251,33 @@ func agentCommand() ([]string, error) {
 	return []string{exe, "agent"}, nil
 }
 
+// workerForge is the forge a standalone worker's sandboxes open pull
+// requests on: the one forge the operator allows it, or none (the local
+// forge only). Tasks name the forge by type, so a worker serves one.
+func workerForge(forges *forgeFlags) (*forgeSetup, error) {
+	allowed, err := forges.allowed()
+	if err != nil {
+		return nil, err
+	}
+	switch len(allowed) {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, fmt.Errorf("a worker opens pull requests on one forge, and %d are allowed: run a worker per forge", len(allowed))
+	}
+	of := allowed[0]
+	fs := &forgeSetup{Name: of.Name, Type: string(of.Type), URL: of.URL, TokenEnv: of.TokenEnv, Token: os.Getenv(of.TokenEnv)}
+	if fs.Token == "" {
+		return nil, fmt.Errorf("forge %s needs a token in $%s", of.Forge, of.TokenEnv)
+	}
+	return fs, nil
+}
+
 func newWorkerCmd() *cobra.Command {
 	var f temporalFlags
 	var wf workerFlags
+	var ff forgeFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker: executes Task and Campaign workflows with local sandboxes",
@@ -119,7 +290,12 @@ func newWorkerCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			w, err := newWorker(c, f.stateDir, &wf)
+			fs, err := workerForge(&ff)
+			if err != nil {
+				return err
+			}
+			wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
+			w, err := newWorker(c, &f, &wf)
 			if err != nil {
 				return err
 			}
@@ -129,6 +305,7 @@ func newWorkerCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	wf.register(cmd)
+	ff.register(cmd)
 	return cmd
 }
 

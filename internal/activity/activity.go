@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -21,9 +22,13 @@ import (
 // Activities are fleetlift's activities and their dependencies.
 type Activities struct {
 	Sandbox sandbox.Provider
-	// SandboxEnv is added to every sandbox's environment: agent CLI
-	// settings and credentials. It stays in the worker.
+	// SandboxEnv is added to every sandbox's environment: the agent's
+	// settings and variables for its commands. It stays in the worker.
 	SandboxEnv map[string]string
+	// SandboxSecrets go to every sandbox's agent alone (the forge and git
+	// tokens, the agent CLI's key): never to disk, never to Exec'd
+	// commands, never into workflow history. They stay in the worker.
+	SandboxSecrets map[string]string
 	// PollInterval is how often WaitForAgentPhase reads status.json
 	// (default 100ms: a small file read).
 	PollInterval time.Duration
@@ -32,6 +37,24 @@ type Activities struct {
 	MaxResultBytes int
 }
 
+// Bounds on what a sandbox hands the worker: its files are written by
+// code the worker does not trust to be small.
+const (
+	// maxStatusBytes bounds status.json.
+	maxStatusBytes = 64 << 10
+	// maxResultFileBytes bounds result.json as read.
+	maxResultFileBytes = 64 << 20
+	// maxPayloadBytes bounds a result as ReadResult returns it, below
+	// Temporal's 2 MiB limit on a payload in workflow history.
+	maxPayloadBytes = 1536 << 10
+	// maxFilesListed bounds the files listed per repository.
+	maxFilesListed = 1000
+	// Text fields are cut at these lengths.
+	maxOutputBytes = 16 << 10
+	maxErrorBytes  = 4 << 10
+	maxReportBytes = 256 << 10
+)
+
 // Error types that the workflows see in ApplicationError.Type().
 const (
 	// ErrAgentExited: the agent stopped before reaching a phase the
@@ -39,6 +62,9 @@ const (
 	ErrAgentExited = "AgentExited"
 	// ErrSandboxGone: the sandbox no longer exists.
 	ErrSandboxGone = "SandboxGone"
+	// ErrResultTooLarge: a protocol file is larger than the worker reads
+	// or records.
+	ErrResultTooLarge = "ResultTooLarge"
 )
 
 // ProvisionInput asks for a sandbox.
@@ -64,7 +90,8 @@ func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (S
 		env[k] = v
 	}
 	sb, err := a.Sandbox.Provision(ctx, sandbox.ProvisionOptions{
-		ID: in.SandboxID, Image: in.Image, Env: env, Timeout: in.Timeout, Labels: in.Labels, Resources: in.Resources,
+		ID: in.SandboxID, Image: in.Image, Env: env, Secrets: a.SandboxSecrets,
+		Timeout: in.Timeout, Labels: in.Labels, Resources: in.Resources,
 	})
 	if err != nil {
 		return SandboxRef{}, fmt.Errorf("provision sandbox %s: %w", in.SandboxID, err)
@@ -162,7 +189,7 @@ func (a *Activities) checkAlive(ctx context.Context, id string) error {
 
 func (a *Activities) readStatus(ctx context.Context, id string) (protocol.Status, error) {
 	var st protocol.Status
-	err := a.readJSON(ctx, id, protocol.StatusFile, &st)
+	err := a.readJSON(ctx, id, protocol.StatusFile, &st, maxStatusBytes)
 	return st, err
 }
 
@@ -171,20 +198,76 @@ type ReadResultInput struct {
 	Sandbox SandboxRef
 }
 
-// ReadResult reads result.json, trimming diffs beyond MaxResultBytes.
+// ReadResult reads result.json and trims it to what workflow history can
+// hold: diffs beyond MaxResultBytes, files beyond a thousand per
+// repository (counted in FilesOmitted), long outputs, errors and reports.
+// A result that is still too large, or a result.json over 64 MiB, fails
+// without retry. What an approval approves is each repository's tree,
+// which trimming never touches.
 func (a *Activities) ReadResult(ctx context.Context, in ReadResultInput) (protocol.Result, error) {
 	var r protocol.Result
-	if err := a.readJSON(ctx, in.Sandbox.ID, protocol.ResultFile, &r); err != nil {
+	if err := a.readJSON(ctx, in.Sandbox.ID, protocol.ResultFile, &r, maxResultFileBytes); err != nil {
 		return r, err
 	}
 	limit := a.MaxResultBytes
 	if limit <= 0 {
 		limit = 1 << 20
 	}
+	trimResult(&r, limit)
+	b, err := json.Marshal(r)
+	if err == nil && len(b) > maxPayloadBytes {
+		// Drop every diff text, then every report body, before giving up.
+		for i := range r.Repositories {
+			rr := &r.Repositories[i]
+			for j := range rr.Diffs {
+				rr.Diffs[j].Diff, rr.Diffs[j].Truncated = "", true
+			}
+		}
+		if b, err = json.Marshal(r); err == nil && len(b) > maxPayloadBytes {
+			for i := range r.Repositories {
+				rr := &r.Repositories[i]
+				dropReportText(rr.Report)
+				for j := range rr.ForEach {
+					dropReportText(rr.ForEach[j].Report)
+				}
+			}
+			b, err = json.Marshal(r)
+		}
+	}
+	if err != nil {
+		return r, fmt.Errorf("encode result from sandbox %s: %w", in.Sandbox.ID, err)
+	}
+	if len(b) > maxPayloadBytes {
+		return protocol.Result{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("result.json from sandbox %s is too large to record: %d bytes after trimming, over %d", in.Sandbox.ID, len(b), maxPayloadBytes), ErrResultTooLarge, nil)
+	}
+	return r, nil
+}
+
+// trimResult cuts r's lists and texts to their bounds, and its diffs to
+// limit bytes in all.
+func trimResult(r *protocol.Result, limit int) {
+	r.AgentOutput = cut(r.AgentOutput, maxOutputBytes)
+	r.Error = cut(r.Error, maxErrorBytes)
 	used := 0
 	for i := range r.Repositories {
-		for j := range r.Repositories[i].Diffs {
-			d := &r.Repositories[i].Diffs[j]
+		rr := &r.Repositories[i]
+		rr.Error = cut(rr.Error, maxErrorBytes)
+		if n := max(len(rr.FilesModified), len(rr.Diffs)); n > maxFilesListed {
+			rr.FilesOmitted += n - maxFilesListed
+			rr.FilesModified = rr.FilesModified[:min(len(rr.FilesModified), maxFilesListed)]
+			rr.Diffs = rr.Diffs[:min(len(rr.Diffs), maxFilesListed)]
+		}
+		for j := range rr.VerifierResults {
+			rr.VerifierResults[j].Output = cut(rr.VerifierResults[j].Output, maxOutputBytes)
+		}
+		cutReport(rr.Report)
+		for j := range rr.ForEach {
+			rr.ForEach[j].Error = cut(rr.ForEach[j].Error, maxErrorBytes)
+			cutReport(rr.ForEach[j].Report)
+		}
+		for j := range rr.Diffs {
+			d := &rr.Diffs[j]
 			if used+len(d.Diff) > limit {
 				d.Diff = ""
 				d.Truncated = true
@@ -193,7 +276,32 @@ func (a *Activities) ReadResult(ctx context.Context, in ReadResultInput) (protoc
 			used += len(d.Diff)
 		}
 	}
-	return r, nil
+}
+
+func cutReport(rep *protocol.Report) {
+	if rep != nil {
+		rep.Body = cut(rep.Body, maxReportBytes)
+		rep.Raw = cut(rep.Raw, maxReportBytes)
+	}
+}
+
+func dropReportText(rep *protocol.Report) {
+	if rep != nil {
+		rep.Body, rep.Raw = "", ""
+	}
+}
+
+// cut shortens s to at most n bytes, on a rune boundary, saying so.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "\n[cut: too long]"
+	i := n - len(mark)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + mark
 }
 
 // SteeringInput is an instruction for a waiting agent.
@@ -231,15 +339,21 @@ func (a *Activities) writeJSON(ctx context.Context, id, name string, v any) erro
 	return nil
 }
 
-func (a *Activities) readJSON(ctx context.Context, id, name string, v any) error {
+// readJSON decodes the protocol file name, refusing one over limit bytes
+// without retry: reading it again would not make it smaller.
+func (a *Activities) readJSON(ctx context.Context, id, name string, v any, limit int64) error {
 	rc, err := a.Sandbox.CopyFrom(ctx, id, path.Join(protocol.Dir, name))
 	if err != nil {
 		return fmt.Errorf("read %s from sandbox %s: %w", name, id, err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(rc)
+	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
 	if err != nil {
 		return fmt.Errorf("read %s from sandbox %s: %w", name, id, err)
+	}
+	if int64(len(b)) > limit {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s in sandbox %s is over %d bytes: refused", name, id, limit), ErrResultTooLarge, nil)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("decode %s from sandbox %s: %w", name, id, err)

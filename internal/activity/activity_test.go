@@ -1,7 +1,10 @@
 package activity_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -128,5 +131,68 @@ func TestSteeringReachesTheSandbox(t *testing.T) {
 	buf := new(strings.Builder)
 	if _, err := io.Copy(buf, rc); err != nil || !strings.Contains(buf.String(), `"prompt": "also tests"`) {
 		t.Errorf("steering.json: %q %v", buf.String(), err)
+	}
+}
+
+// A sandbox's files are written by code the worker does not trust to keep
+// them small: the worker reads a bounded amount, and what it records in
+// workflow history fits there.
+func TestSandboxFilesAreReadWithinBounds(t *testing.T) {
+	a, env := newActivities(t)
+	ref := start(t, a, env, "bounds", "awaiting_input")
+	if _, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput}}); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) {
+		t.Helper()
+		if err := a.Sandbox.CopyTo(t.Context(), ref.ID, bytes.NewReader(data), ".fleetlift/"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nonRetryable := func(err error) bool {
+		var ae *temporal.ApplicationError
+		return errors.As(err, &ae) && ae.Type() == activity.ErrResultTooLarge && ae.NonRetryable()
+	}
+
+	// 300,000 changed files: recorded as the first thousand and a count.
+	many := protocol.Result{Status: protocol.PhaseAwaitingInput, AgentOutput: strings.Repeat("o", 1<<20)}
+	rr := protocol.RepositoryResult{Name: "svc", Status: "success", Tree: "4b825dc642cb6eb9a060e54bf8d69288fbee4904"}
+	for i := range 300_000 {
+		p := fmt.Sprintf("dir/file-%06d.go", i)
+		rr.FilesModified = append(rr.FilesModified, p)
+		rr.Diffs = append(rr.Diffs, protocol.FileDiff{Path: p, Status: "modified", Diff: "+x\n"})
+	}
+	many.Repositories = []protocol.RepositoryResult{rr}
+	data, _ := json.Marshal(many)
+	write(protocol.ResultFile, data)
+	v, err := env.ExecuteActivity(a.ReadResult, activity.ReadResultInput{Sandbox: ref})
+	if err != nil {
+		t.Fatalf("ReadResult of 300,000 files: %v", err)
+	}
+	var got protocol.Result
+	if err := v.Get(&got); err != nil {
+		t.Fatal(err)
+	}
+	enc, _ := json.Marshal(got)
+	r0 := got.Repositories[0]
+	if len(enc) > 2<<20 || len(r0.FilesModified) != 1000 || len(r0.Diffs) != 1000 || r0.FilesOmitted != 299_000 || r0.Tree != rr.Tree {
+		t.Errorf("recorded %d bytes, %d files, %d diffs, %d omitted, tree %q; want under 2 MiB, 1000, 1000, 299000 and the tree kept",
+			len(enc), len(r0.FilesModified), len(r0.Diffs), r0.FilesOmitted, r0.Tree)
+	}
+	if len(got.AgentOutput) > 20<<10 {
+		t.Errorf("agent output of %d bytes recorded", len(got.AgentOutput))
+	}
+
+	// A result.json past 64 MiB is refused, not read into memory.
+	huge := append([]byte(`{"status":"awaiting_input","agent_output":"`), bytes.Repeat([]byte("x"), 65<<20)...)
+	write(protocol.ResultFile, append(huge, `"}`...))
+	if _, err := env.ExecuteActivity(a.ReadResult, activity.ReadResultInput{Sandbox: ref}); !nonRetryable(err) {
+		t.Errorf("ReadResult of a 65 MiB result.json: %v; want a non-retryable %s", err, activity.ErrResultTooLarge)
+	}
+
+	// So is a status.json past 64 KiB.
+	write(protocol.StatusFile, append([]byte(`{"phase":"awaiting_input","message":"`), append(bytes.Repeat([]byte("m"), 1<<20), `"}`...)...))
+	if _, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput}}); !nonRetryable(err) {
+		t.Errorf("WaitForAgentPhase on a 1 MiB status.json: %v; want a non-retryable %s", err, activity.ErrResultTooLarge)
 	}
 }

@@ -11,9 +11,11 @@ import (
 var secretWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"}
 
 // secretValues are the values never written to status, result or logs:
-// the git token and every variable whose name says it is a secret.
+// the git token, the agent CLI's variables and every variable whose name
+// says it is a secret.
 func secretValues(env []string, g *git.Git) []string {
 	tokenVar := g.TokenVariable()
+	cliOnly := agentCLIVariables(env)
 	var out []string
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -21,7 +23,7 @@ func secretValues(env []string, g *git.Git) []string {
 			continue
 		}
 		up := strings.ToUpper(k)
-		secret := k == tokenVar
+		secret := k == tokenVar || cliOnly[k]
 		for _, w := range secretWords {
 			secret = secret || strings.Contains(up, w)
 		}
@@ -34,20 +36,52 @@ func secretValues(env []string, g *git.Git) []string {
 	return slices.Compact(out)
 }
 
-// commandEnv is the environment of every command the agent runs: its own
-// without the git token, which only git's remote operations see, and
-// without the agent CLI override.
-func commandEnv(env []string, g *git.Git) []string {
+// agentCLIVariables are the names EnvAgentCLIEnv lists: variables only the
+// agent CLI sees.
+func agentCLIVariables(env []string) map[string]bool {
+	names := map[string]bool{}
+	for _, n := range strings.Split(lookupEnv(env, EnvAgentCLIEnv), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names[n] = true
+		}
+	}
+	return names
+}
+
+// commandEnvs are the environments the agent's commands start from: base
+// for setup, deterministic commands and verifiers; cli for the agent CLI,
+// which also gets the variables EnvAgentCLIEnv names (its model's
+// credentials).
+//
+// Neither holds a variable that configures the agent (FLEETLIFT_*: the
+// forge and its token, the agent CLI, the file roots it may clone), the git
+// token, or any variable whose value is the git or forge token under
+// another name: only git's remote operations in the agent itself see
+// those.
+func commandEnvs(env []string, g *git.Git) (base, cli []string) {
 	tokenVar := g.TokenVariable()
-	out := make([]string, 0, len(env))
+	cliOnly := agentCLIVariables(env)
+	var credentials []string
+	for _, name := range []string{tokenVar, EnvForgeToken} {
+		if v := lookupEnv(env, name); v != "" {
+			credentials = append(credentials, v)
+		}
+	}
 	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if k == tokenVar || k == EnvAgentCLI {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case k == tokenVar, strings.HasPrefix(k, "FLEETLIFT_"):
+			continue
+		case v != "" && slices.Contains(credentials, v):
+			continue
+		case cliOnly[k]:
+			cli = append(cli, kv)
 			continue
 		}
-		out = append(out, kv)
+		base = append(base, kv)
+		cli = append(cli, kv)
 	}
-	return out
+	return base, cli
 }
 
 // withEnv returns env with kvs ("K=V") set, replacing earlier values.

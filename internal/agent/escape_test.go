@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -137,8 +136,9 @@ echo changed >> README.md`)
 				}
 			}
 		}},
-		{"a steering.json still being written is not lost, and is discarded with a word", func(t *testing.T) {
+		{"without isolation, a steering.json still being written is not lost, and is discarded with a word", func(t *testing.T) {
 			o := options(t)
+			o.Isolation = nil
 			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
 			m := manifest(repo("svc", remote))
 			m.RequireApproval = true
@@ -161,8 +161,9 @@ exec 3>&-`)
 				t.Fatalf("phase %s after reject", res.Status)
 			}
 		}},
-		{"an agent cannot approve its own work", func(t *testing.T) {
+		{"without isolation, an agent cannot approve its own work by writing steering.json while working", func(t *testing.T) {
 			o := options(t)
+			o.Isolation = nil
 			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
 			m := manifest(repo("svc", remote))
 			m.RequireApproval = true
@@ -180,38 +181,6 @@ printf '{"action":"approve","iteration":0}' > "$FLEETLIFT_WORKSPACE/.fleetlift/s
 			steer(t, o.Workspace, protocol.Steering{Action: protocol.ActionReject})
 			if res := wait(); res.Status != protocol.PhaseCancelled || remoteRef(t, remote, "refs/heads/"+branch) != "" {
 				t.Fatalf("phase %s after reject", res.Status)
-			}
-		}},
-		{"secrets stay out of commands, files and results", func(t *testing.T) {
-			const gitToken, apiKey = "git_token_0123456789", "sk-api-key-0123456789"
-			o := options(t, "FLEETLIFT_GIT_TOKEN="+gitToken, "ANTHROPIC_API_KEY="+apiKey)
-			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
-			m := manifest(repo("svc", remote))
-			m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "dump-env"}
-			m.Verifiers = []protocol.Verifier{{Name: "leak", Command: sh(`echo "key=$ANTHROPIC_API_KEY token=$FLEETLIFT_GIT_TOKEN"`)}}
-			res := run(t, o, m)
-			if res.Status != protocol.PhaseComplete {
-				t.Fatalf("phase %s %q", res.Status, res.Error)
-			}
-			env := gittest.Run(t, remote, "show", branch+":AGENT_ENV.txt")
-			if strings.Contains(env, gitToken) || strings.Contains(env, "FLEETLIFT_GIT_TOKEN") {
-				t.Fatal("the agent CLI saw the git token")
-			}
-			if !strings.Contains(env, "ANTHROPIC_API_KEY=") {
-				t.Fatal("the agent CLI did not get the variables it needs")
-			}
-			data, _ := json.Marshal(res)
-			for _, f := range []string{protocol.ResultFile, protocol.StatusFile} {
-				b, _ := os.ReadFile(filepath.Join(o.Workspace, protocol.Dir, f))
-				data = append(data, b...)
-			}
-			for _, secret := range []string{gitToken, apiKey} {
-				if strings.Contains(string(data), secret) {
-					t.Errorf("a secret reached the result or status files")
-				}
-			}
-			if v := repoResult(t, res, "svc").VerifierResults; len(v) != 1 || v[0].Output != "key=REDACTED token=\n" {
-				t.Errorf("verifier output %+v", v)
 			}
 		}},
 	}

@@ -35,10 +35,18 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
-// readJSON reads path into v; a missing file gives an error wrapping
-// fs.ErrNotExist.
-func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+// Bounds on the protocol files the agent reads: what the worker writes is
+// small, and nothing larger is read into memory.
+const (
+	maxManifestBytes = 16 << 20
+	maxSteeringBytes = 1 << 20
+	maxStatusBytes   = 1 << 20
+)
+
+// readJSON reads path, a regular file of at most limit bytes, into v; a
+// missing file gives an error wrapping fs.ErrNotExist.
+func readJSON(path string, v any, limit int64) error {
+	data, err := readRegular(path, limit)
 	if err != nil {
 		return err
 	}

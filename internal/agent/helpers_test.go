@@ -31,7 +31,8 @@ func standIn(t *testing.T) string {
 }
 
 // options runs the agent in a new workspace with the stand-in agent CLI
-// (through FLEETLIFT_AGENT_CLI), the local forge and fast polling.
+// (through FLEETLIFT_AGENT_CLI), the local forge, fast polling and its
+// commands jailed.
 func options(t *testing.T, extraEnv ...string) agent.Options {
 	t.Helper()
 	cli, _ := json.Marshal([]string{standIn(t)})
@@ -45,6 +46,9 @@ func options(t *testing.T, extraEnv ...string) agent.Options {
 		Forges:       func(string) (forge.Forge, error) { return local.New(g), nil },
 		ManifestPoll: 20 * time.Millisecond,
 		SteeringPoll: 50 * time.Millisecond,
+		Isolation:    &agent.Isolation{Self: []string{"/proc/self/exe", "jail"}},
+		// Test repositories live in temporary directories.
+		FileRoots: []string{os.TempDir()},
 	}
 }
 

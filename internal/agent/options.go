@@ -42,6 +42,18 @@ const (
 	// EnvSteeringPrompt is the reviewer's feedback when a deterministic
 	// command runs again after a steer.
 	EnvSteeringPrompt = "FLEETLIFT_STEERING_PROMPT"
+	// EnvAgentCLIEnv names, comma-separated, the agent's variables that
+	// only the agent CLI sees (its model's API key): never setup,
+	// deterministic commands or verifiers.
+	EnvAgentCLIEnv = "FLEETLIFT_AGENT_CLI_ENV"
+	// EnvForgeToken is the forge token, for the forge's API and git
+	// pushes; no command the agent runs sees it.
+	EnvForgeToken = "FLEETLIFT_FORGE_TOKEN"
+	// EnvGitTokenOrigins lists, comma-separated, the origins git may send
+	// the token to (git.Git.TokenOrigins): the operator's forge.
+	EnvGitTokenOrigins = "FLEETLIFT_GIT_TOKEN_ORIGINS"
+	// EnvAllowFileRoots lists, as a path list, Options.FileRoots.
+	EnvAllowFileRoots = "FLEETLIFT_ALLOW_FILE_ROOTS"
 )
 
 // DefaultAgent is the agent used when the manifest names none.
@@ -85,10 +97,20 @@ type Options struct {
 	Forges func(name string) (forge.Forge, error)
 	// Git runs git; nil means a git.Git with Env.
 	Git *git.Git
-	// Env is the environment commands start from; nil means
-	// os.Environ(). The git token variable is removed from it for every
-	// command but git's own remote operations.
+	// Env is the agent's environment; nil means os.Environ(). Commands
+	// start from it without the agent's own settings and credentials (see
+	// commandEnvs): only git's remote operations see the git token.
 	Env []string
+	// FileRoots are the directories local repositories (file:// URLs and
+	// absolute paths) may be cloned from and pushed to; a local
+	// repository anywhere else is refused, and with none, every one is.
+	// The operator's --allow-file-root sets them, never a definition.
+	FileRoots []string
+	// Isolation, when set, runs every command (setup, transform, agent
+	// CLI, verifiers) in a jail: see Isolation. Nil runs them as plain
+	// processes of the agent, able to read and write whatever the agent
+	// can; only an operator who accepts that opts into it.
+	Isolation *Isolation
 	// ManifestPoll and SteeringPoll are how often manifest.json and
 	// steering.json are looked for.
 	ManifestPoll time.Duration
@@ -99,6 +121,19 @@ type Options struct {
 	Now func() time.Time
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
+}
+
+// Isolation says how the agent jails the commands it runs (package jail):
+// each sees its workspace and HOME writable, the rest of the file system
+// read-only, the protocol directory and Hidden empty, a private /tmp and
+// no other process, and nothing it starts outlives it.
+type Isolation struct {
+	// Self runs this executable's jail entry point (jail.Main), such as
+	// ["/proc/self/exe", "jail"].
+	Self []string
+	// Hidden are directories and files no command sees: the worker's
+	// state, other sandboxes, credentials of the user the agent runs as.
+	Hidden []string
 }
 
 func (o Options) withDefaults() Options {

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/jail"
 )
 
 // Serve waits for the manifest in opts.Workspace, runs it (see Run) and
@@ -28,7 +29,7 @@ func Serve(ctx context.Context, opts Options) error {
 		return fmt.Errorf("create protocol directory: %w", err)
 	}
 	var st protocol.Status
-	if err := readJSON(filepath.Join(pdir, protocol.StatusFile), &st); err == nil && st.Phase.Terminal() {
+	if err := readJSON(filepath.Join(pdir, protocol.StatusFile), &st, maxStatusBytes); err == nil && st.Phase.Terminal() {
 		o.Log.Info("already finished", "phase", st.Phase)
 		return nil
 	}
@@ -48,7 +49,16 @@ func waitManifest(ctx context.Context, o Options, pdir string) (_ protocol.Manif
 	t := time.NewTicker(o.ManifestPoll)
 	defer t.Stop()
 	for {
-		data, err := os.ReadFile(path)
+		// fail ends the run on a manifest it cannot take.
+		fail := func(err error) (protocol.Manifest, bool, error) {
+			r := &runner{o: o, pdir: pdir}
+			r.result = protocol.Result{Repositories: []protocol.RepositoryResult{}, SteeringHistory: []protocol.SteeringRecord{}, StartedAt: o.Now().UTC()}
+			return protocol.Manifest{}, false, r.end(protocol.PhaseFailed, fmt.Sprintf("invalid manifest: %v", err))
+		}
+		data, err := readRegular(path, maxManifestBytes)
+		if errors.Is(err, errTooLarge) {
+			return fail(err)
+		}
 		if err == nil {
 			var m protocol.Manifest
 			derr := json.Unmarshal(data, &m)
@@ -56,9 +66,7 @@ func waitManifest(ctx context.Context, o Options, pdir string) (_ protocol.Manif
 				return m, true, nil
 			}
 			if string(data) == lastBad {
-				r := &runner{o: o, pdir: pdir}
-				r.result = protocol.Result{Repositories: []protocol.RepositoryResult{}, SteeringHistory: []protocol.SteeringRecord{}, StartedAt: o.Now().UTC()}
-				return protocol.Manifest{}, false, r.end(protocol.PhaseFailed, fmt.Sprintf("invalid manifest: %v", derr))
+				return fail(derr)
 			}
 			lastBad = string(data)
 		}
@@ -97,7 +105,7 @@ func Run(ctx context.Context, opts Options, m protocol.Manifest) (protocol.Resul
 		StartedAt:       o.Now().UTC(),
 	}
 	r.secrets = secretValues(o.Env, r.g)
-	r.env = commandEnv(o.Env, r.g)
+	r.env, r.cliEnv = commandEnvs(o.Env, r.g)
 	err = r.run(ctx)
 	return r.result, err
 }
@@ -111,6 +119,7 @@ type runner struct {
 	pdir string // protocol directory
 
 	env     []string // environment for commands
+	cliEnv  []string // environment for the agent CLI
 	secrets []string // values redacted from everything written
 	cli     []string // agent CLI argv
 	schema  *schema
@@ -199,6 +208,11 @@ func (r *runner) run(ctx context.Context) error {
 func (r *runner) prepare() error {
 	if err := validate(&r.m); err != nil {
 		return fmt.Errorf("invalid manifest: %w", err)
+	}
+	if j := r.jail(); j != nil {
+		if err := j.Check(); err != nil {
+			return fmt.Errorf("cannot isolate the work: %w", err)
+		}
 	}
 	if r.m.Execution.Type == protocol.ExecutionAgentic {
 		cli, err := r.o.agentCLI(r.m.Execution.Agent)
@@ -485,4 +499,26 @@ func (r *runner) redactSecrets(s string) string {
 		s = strings.ReplaceAll(s, v, "REDACTED")
 	}
 	return s
+}
+
+// jail is where a command runs, nil without Options.Isolation: the
+// workspace and HOME writable, the protocol directory hidden but for
+// readable.
+func (r *runner) jail(readable ...string) *jail.Jail {
+	iso := r.o.Isolation
+	if iso == nil {
+		return nil
+	}
+	spec := jail.Spec{
+		Writable: []string{r.ws},
+		Hidden:   append([]string{r.pdir}, iso.Hidden...),
+		Readable: readable,
+		Scratch:  jail.DefaultScratch,
+	}
+	if home := lookupEnv(r.o.Env, "HOME"); filepath.IsAbs(home) && filepath.Clean(home) != "/" {
+		if fi, err := os.Stat(home); err == nil && fi.IsDir() {
+			spec.Writable = append(spec.Writable, filepath.Clean(home))
+		}
+	}
+	return &jail.Jail{Self: iso.Self, Spec: spec}
 }

@@ -69,8 +69,16 @@ func (r *runner) openPullRequest(ctx context.Context, u *unit, branch, message s
 	if err != nil {
 		return nil, fmt.Errorf("open pull request for %s: %w", branch, err)
 	}
-	if got.Commit != "" {
+	tree := u.tree
+	if got.Commit != "" && got.Commit != commit {
+		// The forge proposes a commit other than the one made here: say
+		// its tree (none when unknown), which the worker compares with
+		// the approved one.
+		tree = ""
+		if out, err := r.g.Run(ctx, u.dir, "rev-parse", "--verify", "--quiet", got.Commit+"^{tree}"); err == nil {
+			tree = strings.TrimSpace(out)
+		}
 		commit = got.Commit
 	}
-	return &protocol.PullRequestInfo{URL: got.URL, Number: got.Number, Branch: got.Branch, Commit: commit}, nil
+	return &protocol.PullRequestInfo{URL: got.URL, Number: got.Number, Branch: got.Branch, Commit: commit, Tree: tree}, nil
 }

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/fleetlift/fleetlift/internal/jail"
 )
 
 // command is a process to run.
@@ -20,16 +22,20 @@ type command struct {
 	stdin *os.File
 	// stdout and stderr receive the output; nil discards it.
 	stdout, stderr io.Writer
+	// jail, when set, is where the command runs (Options.Isolation).
+	jail *jail.Jail
 }
 
 // pipeGrace is how long output is still read after the process group is
 // gone; something that escaped the group cannot hold run open longer.
 const pipeGrace = 2 * time.Second
 
-// run runs c in a new process group and returns its exit status. When the
-// command exits, and when ctx ends, the whole group is killed, so nothing
-// it started in the background survives it. The error is set when the
-// command could not start or ctx ended (then it is context.Cause(ctx)).
+// run runs c in a new process group (in its jail, when it has one) and
+// returns its exit status. When the command exits, and when ctx ends, the
+// whole group is killed, so nothing it started in the background survives
+// it; in a jail, the kernel also ends every process the command started,
+// whatever group or session it moved to. The error is set when the command
+// could not start or ctx ended (then it is context.Cause(ctx)).
 func (c command) run(ctx context.Context) (int, error) {
 	if len(c.argv) == 0 || c.argv[0] == "" {
 		return -1, errors.New("empty command")
@@ -37,7 +43,16 @@ func (c command) run(ctx context.Context) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, context.Cause(ctx)
 	}
-	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	var cmd *exec.Cmd
+	if c.jail != nil {
+		var err error
+		if cmd, err = c.jail.Command(c.argv); err != nil {
+			return -1, fmt.Errorf("start %s: %w", c.argv[0], err)
+		}
+	} else {
+		cmd = exec.Command(c.argv[0], c.argv[1:]...)
+		newProcessGroup(cmd)
+	}
 	cmd.Dir = c.dir
 	cmd.Env = c.env
 	if c.stdin != nil {
@@ -54,7 +69,6 @@ func (c command) run(ctx context.Context) (int, error) {
 		return -1, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	newProcessGroup(cmd)
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()

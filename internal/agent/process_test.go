@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,27 +14,33 @@ import (
 )
 
 // Nothing a command starts may outlive it: not on timeout, not on cancel,
-// not a background process of a command that finished.
+// not a background process of a command that finished, not one that left
+// its process group and session.
 func TestNoProcessOutlivesItsCommand(t *testing.T) {
+	// Each background process carries a marker in its command line, so
+	// the test finds it on the host whatever PID namespace it ran in.
+	background := func(marker string) string { return `(exec -a ` + marker + ` sleep 1000) </dev/null >/dev/null 2>&1 &` }
 	tests := []struct {
-		name    string
-		setup   func(pidFile string) []string
-		command func(pidFile string) []string
-		cancel  bool
-		timeout int
-		phase   protocol.Phase
-		message string
+		name      string
+		setup     func(marker string) []string
+		command   func(marker string) []string
+		cancel    bool
+		timeout   int
+		phase     protocol.Phase
+		message   string
+		unjailed  bool
+		holdsPipe bool
 	}{
 		{
 			name:    "timeout",
-			command: func(p string) []string { return sh(`sleep 1000 & echo $! > ` + p + `; sleep 1000`) },
+			command: func(m string) []string { return sh(background(m) + ` sleep 1000`) },
 			timeout: 1,
 			phase:   protocol.PhaseFailed,
 			message: "timed out after 1s",
 		},
 		{
 			name:    "cancel while running",
-			command: func(p string) []string { return sh(`sleep 1000 & echo $! > ` + p + `; sleep 1000`) },
+			command: func(m string) []string { return sh(background(m) + ` sleep 1000`) },
 			cancel:  true,
 			timeout: 60,
 			phase:   protocol.PhaseCancelled,
@@ -41,35 +48,55 @@ func TestNoProcessOutlivesItsCommand(t *testing.T) {
 		},
 		{
 			name:    "background process of a finished setup command",
-			setup:   func(p string) []string { return []string{`sleep 1000 > /dev/null 2>&1 & echo $! > ` + p} },
+			setup:   func(m string) []string { return []string{background(m)} },
 			command: func(string) []string { return []string{"true"} },
 			timeout: 60,
 			phase:   protocol.PhaseComplete,
 		},
 		{
 			name:    "background process holding the output pipe",
-			command: func(p string) []string { return sh(`sleep 1000 & echo $! > ` + p + `; echo started`) },
+			command: func(m string) []string { return sh(`(exec -a ` + m + ` sleep 1000) & echo started`) },
 			timeout: 60,
 			phase:   protocol.PhaseComplete,
+		},
+		{
+			name: "a new session outside its process group",
+			command: func(m string) []string {
+				return sh(`setsid sh -c 'exec -a ` + m + ` sleep 1000' </dev/null >/dev/null 2>&1 & echo started`)
+			},
+			timeout: 60,
+			phase:   protocol.PhaseComplete,
+		},
+		{
+			name:     "without isolation, the process group still goes",
+			command:  func(m string) []string { return sh(background(m) + ` echo started`) },
+			timeout:  60,
+			phase:    protocol.PhaseComplete,
+			unjailed: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := options(t)
-			pidFile := filepath.Join(t.TempDir(), "pid")
+			if tt.unjailed {
+				o.Isolation = nil
+			}
+			marker := "fleetlift-outlive-" + strconv.Itoa(os.Getpid()) + "-" + strings.ReplaceAll(tt.name, " ", "-")
 			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
 			r := repo("svc", remote)
 			if tt.setup != nil {
-				r.Setup = tt.setup(pidFile)
+				r.Setup = tt.setup(marker)
 			}
 			m := manifest(r)
-			m.Execution.Command = tt.command(pidFile)
+			m.Execution.Command = tt.command(marker)
 			m.TimeoutSeconds = tt.timeout
-			start := time.Now()
 			wait := startRun(t, o, m)
 			if tt.cancel {
 				waitStatus(t, o.Workspace, "executing", func(st protocol.Status) bool { return st.Phase == protocol.PhaseExecuting })
-				for !fileExists(pidFile) && time.Since(start) < 20*time.Second {
+				for deadline := time.Now().Add(20 * time.Second); len(processesWith(t, marker)) == 0; {
+					if time.Now().After(deadline) {
+						t.Fatal("the command did not start its background process")
+					}
 					time.Sleep(10 * time.Millisecond)
 				}
 				steer(t, o.Workspace, protocol.Steering{Action: protocol.ActionCancel})
@@ -78,29 +105,38 @@ func TestNoProcessOutlivesItsCommand(t *testing.T) {
 			if res.Status != tt.phase || !strings.Contains(status(t, o.Workspace).Message, tt.message) {
 				t.Fatalf("phase %s %q (%s), want %s %q", res.Status, status(t, o.Workspace).Message, res.Error, tt.phase, tt.message)
 			}
-			if took := time.Since(start); took > 20*time.Second {
-				t.Errorf("run took %s", took)
-			}
-			data, err := os.ReadFile(pidFile)
-			if err != nil {
-				t.Fatalf("the command did not start its background process: %v", err)
-			}
-			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			// The agent waits for its commands' processes to be gone
+			// before it moves on; a short grace covers the kernel reaping
+			// a killed group.
 			deadline := time.Now().Add(5 * time.Second)
-			for !processGone(pid) && time.Now().Before(deadline) {
+			for len(processesWith(t, marker)) > 0 && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
-			if !processGone(pid) {
-				t.Fatalf("background process %d is still running", pid)
+			if left := processesWith(t, marker); len(left) > 0 {
+				t.Fatalf("processes outlived the command: %v", left)
 			}
 		})
 	}
 }
 
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
+// processesWith lists the host's live processes whose command line
+// contains marker.
+func processesWith(t *testing.T, marker string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || processGone(pid) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(data, []byte(marker)) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(data), "\x00", " "))
+		}
+	}
+	return out
 }

@@ -106,7 +106,7 @@ func (r *runner) nextSteering(ctx context.Context) (protocol.Steering, error) {
 // and reports it. ok reports an accepted instruction.
 func (r *runner) takeSteering(want func(protocol.Steering) bool, removeInvalid bool) (s protocol.Steering, ok bool, err error) {
 	path := filepath.Join(r.pdir, protocol.SteeringFile)
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path, maxSteeringBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, false, nil
 	}

@@ -100,12 +100,13 @@ type run struct {
 
 // runIn runs argv for sc and records its output. A command that cannot
 // start counts as exit status 127; the error is set only when ctx ended.
-func (r *runner) runIn(ctx context.Context, sc *scope, argv, env []string, stdin *os.File) (run, error) {
+func (r *runner) runIn(ctx context.Context, sc *scope, argv, env []string, stdin *os.File, readable ...string) (run, error) {
 	stdout := &head{max: maxReportBytes}
 	outTail, errTail := newTail(agentOutputTail), newTail(agentOutputTail)
 	code, err := command{
 		argv: argv, dir: sc.dir, env: env, stdin: stdin,
 		stdout: io.MultiWriter(stdout, outTail), stderr: errTail,
+		jail: r.jail(readable...),
 	}.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -134,13 +135,14 @@ func (r *runner) recordOutput(name, out string) {
 	r.result.AgentOutput = b.String()
 }
 
-// baseEnv is the environment of every transform and verifier in sc.
-func (r *runner) scopeEnv(sc *scope, extra ...string) []string {
+// scopeEnv is the environment of a transform in sc: base (r.env, or
+// r.cliEnv for the agent CLI) with the run's context and extra.
+func (r *runner) scopeEnv(base []string, sc *scope, extra ...string) []string {
 	kv := []string{EnvWorkspace + "=" + r.ws, EnvRepository + "=" + sc.name, EnvIteration + "=" + strconv.Itoa(r.iteration)}
 	if r.recipe != nil {
 		kv = append(kv, EnvTransformationDir+"="+r.recipe.dir)
 	}
-	return withEnv(r.env, append(kv, extra...)...)
+	return withEnv(base, append(kv, extra...)...)
 }
 
 func forEachEnv(item *protocol.ForEachTarget) []string {
@@ -163,8 +165,8 @@ func (r *runner) runAgent(ctx context.Context, sc *scope, prompt string, attempt
 		return run{}, fmt.Errorf("open prompt: %w", err)
 	}
 	defer f.Close()
-	env := r.scopeEnv(sc, append([]string{EnvPromptFile + "=" + promptFile, EnvAttempt + "=" + strconv.Itoa(attempt)}, forEachEnv(item)...)...)
-	return r.runIn(ctx, sc, r.cli, env, f)
+	env := r.scopeEnv(r.cliEnv, sc, append([]string{EnvPromptFile + "=" + promptFile, EnvAttempt + "=" + strconv.Itoa(attempt)}, forEachEnv(item)...)...)
+	return r.runIn(ctx, sc, r.cli, env, f, promptFile)
 }
 
 // runCommand runs the deterministic command in sc.
@@ -178,7 +180,7 @@ func (r *runner) runCommand(ctx context.Context, sc *scope, steer string, item *
 	if steer != "" {
 		extra = append(extra, EnvSteeringPrompt+"="+steer)
 	}
-	env := r.scopeEnv(sc, append(extra, forEachEnv(item)...)...)
+	env := r.scopeEnv(r.env, sc, append(extra, forEachEnv(item)...)...)
 	return r.runIn(ctx, sc, argv, env, nil)
 }
 

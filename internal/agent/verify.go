@@ -23,6 +23,7 @@ func (r *runner) runVerifiers(ctx context.Context, u *unit) ([]protocol.Verifier
 			argv: v.Command, dir: u.dir,
 			env:    withEnv(r.env, EnvWorkspace+"="+r.ws, EnvRepository+"="+u.repo.Name),
 			stdout: out, stderr: out,
+			jail: r.jail(),
 		}.run(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -124,6 +125,9 @@ func (r *runner) collect(ctx context.Context) error {
 				if u.failure == "" {
 					u.failure = "collect changes: " + r.redact(err.Error())
 				}
+			}
+			if len(changes.Files) > 0 {
+				u.res.Tree = changes.Tree
 			}
 			for _, d := range changes.Files {
 				u.res.FilesModified = append(u.res.FilesModified, d.Path)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git"
@@ -57,8 +58,10 @@ func (r *runner) checkoutUnit(ctx context.Context, u *unit) error {
 	if _, err := git.SafeJoin(r.ws, u.elems...); err != nil {
 		return err
 	}
-	var err error
-	err = r.g.Clone(ctx, u.repo.URL, u.dir, git.CloneOptions{
+	if err := r.checkLocal(u.repo.URL); err != nil {
+		return err
+	}
+	err := r.g.Clone(ctx, u.repo.URL, u.dir, git.CloneOptions{
 		Branch:     u.repo.Branch,
 		Depth:      r.m.GitConfig.CloneDepth,
 		Submodules: u.repo.Submodules,
@@ -79,6 +82,7 @@ func (r *runner) checkoutUnit(ctx context.Context, u *unit) error {
 			dir:    u.dir,
 			env:    withEnv(r.env, EnvWorkspace+"="+r.ws, EnvRepository+"="+u.repo.Name),
 			stdout: out, stderr: out,
+			jail: r.jail(),
 		}.run(ctx)
 		if err != nil {
 			return fmt.Errorf("setup %q: %w", line, err)
@@ -88,4 +92,23 @@ func (r *runner) checkoutUnit(ctx context.Context, u *unit) error {
 		}
 	}
 	return nil
+}
+
+// checkLocal refuses a local repository (a file:// URL or an absolute
+// path) outside Options.FileRoots, symbolic links resolved: a definition
+// must not read, or push to, whatever the worker's user can.
+func (r *runner) checkLocal(raw string) error {
+	p, ok := git.LocalPath(raw)
+	if !ok {
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err == nil {
+		for _, root := range r.o.FileRoots {
+			if rr, err := filepath.EvalSymlinks(root); err == nil && (real == rr || strings.HasPrefix(real, rr+string(filepath.Separator))) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("local repository %s is outside the directories this worker may use: the operator allows them with --allow-file-root", raw)
 }

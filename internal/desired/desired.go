@@ -3,7 +3,8 @@
 // Campaign definitions under the config's watch path, and the approval
 // records under approvals/. The plan command and the reconciler both read
 // revisions through it, so that what a pull request's plan shows is what
-// the reconciler applies after the merge.
+// the reconciler applies after the merge. SelectForge says which of the
+// forges the operator allows a config selects.
 //
 // desired imports spec, plan and approval; it does no I/O beyond the fs.FS
 // it is given.

@@ -1,6 +1,8 @@
 package devserver
 
 import (
+	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +21,8 @@ import (
 	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+
+	"github.com/fleetlift/fleetlift/internal/devserver/credential"
 )
 
 // Namespace is the namespace fleetlift uses on its embedded server.
@@ -48,12 +52,20 @@ type Options struct {
 	LogLevel string
 	// LogFile receives the server's log; empty means stderr.
 	LogFile string
+	// TLSDir holds the install's credentials (package credential): made
+	// on the first start, reused on every later one. Empty means "tls"
+	// beside DatabaseFile or, with no DatabaseFile, an authority made in
+	// memory for this server alone. Every listener the server opens
+	// requires a client certificate this authority signed; there is no
+	// way to turn that off.
+	TLSDir string
 }
 
 // Server is a running embedded Temporal server.
 type Server struct {
 	server  temporal.Server
 	address string
+	creds   *credential.Authority
 }
 
 // Start starts the server and returns once it accepts connections.
@@ -64,7 +76,11 @@ func Start(opts Options) (*Server, error) {
 	if opts.LogLevel == "" {
 		opts.LogLevel = "error"
 	}
-	ports, err := freePorts(opts.IP, 5)
+	creds, err := authority(opts)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(opts.IP, 4, opts.Port)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +89,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	cfg, err := buildConfig(opts, ports)
 	if err != nil {
+		return nil, err
+	}
+	if cfg.Global.TLS, err = tlsConfig(creds, opts.IP); err != nil {
 		return nil, err
 	}
 	hosts := map[primitives.ServiceName]static.Hosts{}
@@ -105,7 +124,7 @@ func Start(opts Options) (*Server, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
-	s := &Server{server: srv, address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port))}
+	s := &Server{server: srv, address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), creds: creds}
 	if err := waitListening(s.address, 30*time.Second); err != nil {
 		srv.Stop()
 		return nil, err
@@ -118,6 +137,71 @@ func (s *Server) Address() string { return s.address }
 
 // Stop stops the server.
 func (s *Server) Stop() { s.server.Stop() }
+
+// ClientTLS is the TLS configuration a client of this server needs: the
+// install's client certificate, and its authority as the only one
+// trusted for the server's.
+func (s *Server) ClientTLS() *tls.Config { return s.creds.ClientTLS() }
+
+// authority reads or makes the install's credentials (see Options.TLSDir).
+func authority(opts Options) (*credential.Authority, error) {
+	dir := opts.TLSDir
+	if dir == "" && opts.DatabaseFile != "" {
+		dir = filepath.Join(filepath.Dir(opts.DatabaseFile), "tls")
+	}
+	if dir == "" {
+		return credential.New()
+	}
+	return credential.Ensure(dir)
+}
+
+// tlsConfig has every listener of the server (the frontend and the
+// history, matching and worker services) require a client certificate
+// from the install's authority, and the server's own connections (between
+// its services, and its system worker's to the frontend) present one. The
+// server's certificate is issued anew on each start, for the addresses
+// clients dial.
+func tlsConfig(creds *credential.Authority, ip string) (config.RootTLS, error) {
+	certPEM, keyPEM, err := creds.ServerCertificate(serverHosts(ip))
+	if err != nil {
+		return config.RootTLS{}, err
+	}
+	b64 := base64.StdEncoding.EncodeToString
+	ca := []string{b64(creds.CertificatePEM())}
+	server := config.ServerTLS{CertData: b64(certPEM), KeyData: b64(keyPEM), ClientCAData: ca, RequireClientAuth: true}
+	client := config.ClientTLS{RootCAData: ca}
+	group := config.GroupTLS{Server: server, Client: client}
+	return config.RootTLS{
+		Internode: group,
+		Frontend:  group,
+		SystemWorker: config.WorkerTLS{
+			CertData: server.CertData, KeyData: server.KeyData, Client: client,
+		},
+		// The cluster's own frontend address, should the server reach it
+		// as a cluster's rather than as its local frontend.
+		RemoteClusters: map[string]config.GroupTLS{ip: group},
+	}, nil
+}
+
+// serverHosts are the names the server's certificate carries: loopback
+// by every name, the address it binds, and when that is every interface,
+// each interface's address and the host name.
+func serverHosts(ip string) []string {
+	hosts := []string{"127.0.0.1", "::1", "localhost", ip}
+	if parsed := net.ParseIP(ip); parsed != nil && parsed.IsUnspecified() {
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok {
+					hosts = append(hosts, n.IP.String())
+				}
+			}
+		}
+		if name, err := os.Hostname(); err == nil {
+			hosts = append(hosts, name)
+		}
+	}
+	return hosts
+}
 
 func buildConfig(opts Options, ports []int) (*config.Config, error) {
 	sqlCfg := &config.SQL{PluginName: sqliteplugin.PluginName}
@@ -180,15 +264,15 @@ func buildConfig(opts Options, ports []int) (*config.Config, error) {
 	}
 	cfg.DCRedirectionPolicy.Policy = "noop"
 	cfg.Services = map[string]config.Service{}
-	// ports[0] may be the frontend's; ports[1] is its HTTP port, the rest
-	// go to the internal services.
+	// ports[0] may be the frontend's; the rest go to the internal
+	// services. The frontend's HTTP API stays off (HTTPPort 0): fleetlift
+	// speaks gRPC only, and a listener nobody uses is one more to guard.
 	for i, name := range []string{"frontend", "history", "matching", "worker"} {
 		var svc config.Service
 		svc.RPC.BindOnIP = opts.IP
-		svc.RPC.GRPCPort = ports[i+1]
+		svc.RPC.GRPCPort = ports[i]
 		if name == "frontend" {
 			svc.RPC.GRPCPort = opts.Port
-			svc.RPC.HTTPPort = ports[1]
 		}
 		cfg.Services[name] = svc
 	}
@@ -200,8 +284,8 @@ func buildConfig(opts Options, ports []int) (*config.Config, error) {
 	return cfg, nil
 }
 
-// freePorts finds n distinct free TCP ports on ip.
-func freePorts(ip string, n int) ([]int, error) {
+// freePorts finds n distinct free TCP ports on ip, none of them except.
+func freePorts(ip string, n int, except int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -209,13 +293,16 @@ func freePorts(ip string, n int) ([]int, error) {
 		}
 	}()
 	var ports []int
-	for range n {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 		if err != nil {
 			return nil, fmt.Errorf("find a free port on %s: %w", ip, err)
 		}
+		// Held open until the end, so the same port is not found twice.
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		if p := l.Addr().(*net.TCPAddr).Port; p != except {
+			ports = append(ports, p)
+		}
 	}
 	return ports, nil
 }

@@ -3,6 +3,15 @@
 // default ring discovery made the first workflow after a restart wait about
 // a minute; static hosts take about a second).
 //
+// Every listener it opens (the frontend and the history, matching and
+// worker services; the frontend's HTTP API is off) requires mutual TLS
+// with a client certificate from the install's own authority, which
+// package credential makes in the state directory on the first start and
+// reuses after; Server.ClientTLS is what a client in the same process
+// presents. There is no option to turn that off: a process on the same
+// machine without the install's files must not be able to start, signal
+// or read workflows.
+//
 // It is the only package that imports go.temporal.io/server. Linking the
 // server costs minutes of build time and a large binary, so only the
 // commands that start a server (`fleetlift server`, `fleetlift run`

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/devserver"
@@ -94,7 +95,8 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace})
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
+		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,9 @@ func (e *env) newWorker(t *testing.T) worker.Worker {
 	w := worker.New(e.c, workflow.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
-	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: 100 * time.Millisecond})
+	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: 100 * time.Millisecond,
+		// The test's repositories are local.
+		SandboxEnv: map[string]string{agent.EnvAllowFileRoots: os.TempDir()}})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -268,6 +272,7 @@ func TestTaskApprovalOnServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	var digest string
 	for {
 		v, err := e.c.QueryWorkflow(ctx, run.GetID(), "", workflow.QueryStatus)
 		if err != nil {
@@ -278,6 +283,7 @@ func TestTaskApprovalOnServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		if st.Phase == workflow.TaskAwaitingApproval {
+			digest = st.ResultDigest
 			if st.Result == nil || len(st.Result.Repositories[0].Diffs) != 1 || st.Result.Repositories[0].Diffs[0].Path != "go.mod" {
 				t.Fatalf("awaiting approval without the diff: %+v", st.Result)
 			}
@@ -292,7 +298,7 @@ func TestTaskApprovalOnServer(t *testing.T) {
 	if b := branches(t, bare); len(b) != 0 {
 		t.Fatalf("branches pushed before approval: %v", b)
 	}
-	if err := e.c.SignalWorkflow(ctx, run.GetID(), "", workflow.SignalApprove, nil); err != nil {
+	if err := e.c.SignalWorkflow(ctx, run.GetID(), "", workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: digest}); err != nil {
 		t.Fatal(err)
 	}
 	var res workflow.TaskResult

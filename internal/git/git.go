@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -33,6 +34,11 @@ type Git struct {
 	// TokenEnv names the variable holding an HTTPS token; empty means
 	// DefaultTokenEnv.
 	TokenEnv string
+	// TokenOrigins are the origins (scheme://host[:port], see Origin) the
+	// token may be sent to: the operator's forge and campaigns
+	// repository, never a host a definition names. The token reaches git
+	// only for remotes at one of them; with none, it reaches no remote.
+	TokenOrigins []string
 }
 
 // safeConfig is passed with -c to every invocation.
@@ -125,7 +131,7 @@ func (g *Git) environ(inv invocation) []string {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
 		case k == tokenEnv:
-			if inv.remote == "" || !isHTTP(inv.remote) {
+			if !g.tokenAllowed(inv.remote) {
 				continue
 			}
 		case strings.HasPrefix(k, "GIT_") && !keptGitEnv[k]:
@@ -160,10 +166,52 @@ func (g *Git) environ(inv invocation) []string {
 	return append(env, inv.env...)
 }
 
-// credentialConfig hands the token to git for remote's origin only, so a
-// URL rewritten elsewhere (url.*.insteadOf) never receives it.
+// tokenAllowed reports whether the token may go with a command that talks
+// to remote: an http(s) URL at one of TokenOrigins.
+func (g *Git) tokenAllowed(remote string) bool {
+	if remote == "" || !isHTTP(remote) {
+		return false
+	}
+	origin, err := Origin(remote)
+	if err != nil {
+		return false
+	}
+	for _, o := range g.TokenOrigins {
+		if allowed, err := Origin(o); err == nil && allowed == origin {
+			return true
+		}
+	}
+	return false
+}
+
+// Origin is the origin of an http(s) URL as the token check compares it:
+// the scheme and host in lower case, with the port unless it is the
+// scheme's default ("https://Git.Example.com:443/x" is
+// "https://git.example.com").
+func Origin(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("origin of %s: %w", Redact(raw), err)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if (scheme != "https" && scheme != "http") || u.Hostname() == "" {
+		return "", fmt.Errorf("origin of %s: not an http(s) URL with a host", Redact(raw))
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" || (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		return scheme + "://" + host, nil
+	}
+	return scheme + "://" + net.JoinHostPort(host, port), nil
+}
+
+// credentialConfig hands the token to git for remote's origin only, when
+// that is one of TokenOrigins, so neither a definition's repository
+// elsewhere nor a URL rewritten elsewhere (url.*.insteadOf) receives it.
 func (g *Git) credentialConfig(remote string) []string {
-	if !isHTTP(remote) || g.token() == "" {
+	if !g.tokenAllowed(remote) || g.token() == "" {
 		return nil
 	}
 	u, err := url.Parse(remote)

@@ -62,6 +62,7 @@ func TestTokenComesFromTheEnvironment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newGit(tt.env...)
+			g.TokenOrigins = []string{srv.URL}
 			dest := filepath.Join(t.TempDir(), "api")
 			err := g.Clone(ctx, url, dest, git.CloneOptions{})
 			if (err != nil) != tt.wantErr {
@@ -114,6 +115,7 @@ func TestPushIgnoresTheClonesCredentialConfiguration(t *testing.T) {
 	defer thief.Close()
 
 	g := newGit(git.DefaultTokenEnv + "=" + token)
+	g.TokenOrigins = []string{srv.URL}
 	dest := filepath.Join(t.TempDir(), "api")
 	if err := g.Clone(ctx, url, dest, git.CloneOptions{}); err != nil {
 		t.Fatal(err)
@@ -156,7 +158,7 @@ func TestTokenOnlyInRemoteCommands(t *testing.T) {
 	srv := serveGit(t, root, token)
 	url := srv.URL + "/api.git"
 
-	g := &git.Git{Binary: wrapper, Env: append(gittest.Env(), git.DefaultTokenEnv+"="+token)}
+	g := &git.Git{Binary: wrapper, Env: append(gittest.Env(), git.DefaultTokenEnv+"="+token), TokenOrigins: []string{srv.URL}}
 	dest := filepath.Join(t.TempDir(), "api")
 	if err := g.Clone(ctx, url, dest, git.CloneOptions{}); err != nil {
 		t.Fatal(err)
@@ -181,6 +183,79 @@ func TestTokenOnlyInRemoteCommands(t *testing.T) {
 		sub, seen, _ := strings.Cut(line, " ")
 		if remoteCommands[sub] != (seen == "token") {
 			t.Errorf("git %s ran with token=%v", sub, seen == "token")
+		}
+	}
+}
+
+// A definition names the repositories to clone, so it could name any
+// host: the token goes only to the origins the operator gave (the
+// forge's), never to another host, another port of the same host, or
+// plain http of the forge's https.
+func TestTokenNeverLeavesForgeHost(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	gittest.NewRemote(t, root, "api", map[string]string{"a.txt": "a\n"})
+	forge := serveGit(t, root, token)
+
+	var mu sync.Mutex
+	var seen []string
+	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}))
+	defer attacker.Close()
+
+	g := newGit(git.DefaultTokenEnv + "=" + token)
+	g.TokenOrigins = []string{forge.URL}
+	if err := g.Clone(ctx, attacker.URL+"/x.git", filepath.Join(t.TempDir(), "x"), git.CloneOptions{}); err == nil {
+		t.Fatal("clone from the attacker's server succeeded without credentials")
+	} else if strings.Contains(err.Error(), token) {
+		t.Fatalf("the error shows the token: %v", err)
+	}
+	if _, err := g.LsRemote(ctx, attacker.URL+"/x.git", "HEAD"); err == nil {
+		t.Fatal("ls-remote at the attacker's server succeeded without credentials")
+	}
+	mu.Lock()
+	for _, auth := range seen {
+		if auth != "" {
+			t.Errorf("the attacker's server received credentials: %q", auth)
+		}
+	}
+	mu.Unlock()
+	if len(seen) == 0 {
+		t.Fatal("git never asked the attacker's server: the test proves nothing")
+	}
+	// The forge itself still gets the token.
+	if err := g.Clone(ctx, forge.URL+"/api.git", filepath.Join(t.TempDir(), "api"), git.CloneOptions{}); err != nil {
+		t.Fatalf("clone from the forge: %v", err)
+	}
+	// With no origin given, the token goes nowhere, not even to the forge.
+	none := newGit(git.DefaultTokenEnv + "=" + token)
+	if err := none.Clone(ctx, forge.URL+"/api.git", filepath.Join(t.TempDir(), "api2"), git.CloneOptions{}); err == nil {
+		t.Fatal("the token was sent with no origin allowed")
+	}
+}
+
+func TestOrigin(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://Git.Example.com/acme/x.git", "https://git.example.com"},
+		{"https://git.example.com:443/x", "https://git.example.com"},
+		{"https://git.example.com:8443/x", "https://git.example.com:8443"},
+		{"http://127.0.0.1:3000/", "http://127.0.0.1:3000"},
+		{"http://[::1]:80/x", "http://[::1]"},
+		{"HTTPS://github.com", "https://github.com"},
+	}
+	for _, tt := range tests {
+		if got, err := git.Origin(tt.in); err != nil || got != tt.want {
+			t.Errorf("Origin(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"ssh://git@host/x", "file:///srv/x", "/srv/x", "https:///nohost"} {
+		if got, err := git.Origin(bad); err == nil {
+			t.Errorf("Origin(%q) = %q; want an error", bad, got)
 		}
 	}
 }

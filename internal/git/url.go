@@ -121,3 +121,20 @@ func isLoopbackHTTP(raw string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// LocalPath returns the directory a local repository location names: the
+// path of a file:// URL, or an absolute path. ok is false for anything
+// git reaches over a network (https, ssh, scp-like).
+func LocalPath(raw string) (path string, ok bool) {
+	if scheme, _, found := strings.Cut(raw, "://"); found && !strings.ContainsAny(scheme, "/:@") {
+		u, err := url.Parse(raw)
+		if err != nil || !strings.EqualFold(u.Scheme, "file") {
+			return "", false
+		}
+		return u.Path, true
+	}
+	if strings.HasPrefix(raw, "/") {
+		return raw, true
+	}
+	return "", false
+}

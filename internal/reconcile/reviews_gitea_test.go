@@ -68,11 +68,13 @@ func newApprovalsOnGitea(t *testing.T) *approvalsOnGitea {
 	g.Git(t, e.bot, work, "push", "-q", clone, "main")
 	e.rev = revision(t, strings.TrimSpace(g.Git(t, e.bot, work, "rev-parse", "HEAD")), fs)
 
-	hub, err := gitea.New(gitea.Options{URL: g.URL(), Token: e.bot.Token, Git: &git.Git{}})
+	// The token goes to this Gitea alone, as the operator's forge.
+	origins := []string{g.URL()}
+	hub, err := gitea.New(gitea.Options{URL: g.URL(), Token: e.bot.Token, Git: &git.Git{TokenOrigins: origins}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.a = &reconcile.ApprovalPullRequests{Hub: hub, Repository: clone, Base: "main", Git: &git.Git{},
+	e.a = &reconcile.ApprovalPullRequests{Hub: hub, Repository: clone, Base: "main", Git: &git.Git{TokenOrigins: origins},
 		Author: git.Identity{Name: "fleetlift", Email: "fleetlift@example.com"}}
 	return e
 }

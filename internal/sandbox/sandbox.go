@@ -41,9 +41,14 @@ type ProvisionOptions struct {
 	// that a retried Provision finds the sandbox it made.
 	ID    string
 	Image string
-	// Env is the whole environment the agent sees besides a minimal PATH
-	// and HOME: nothing else of the worker's environment passes.
-	Env       map[string]string
+	// Env is the whole environment the agent sees besides a minimal PATH,
+	// HOME and Secrets: nothing else of the worker's environment passes.
+	// Exec'd commands see it too.
+	Env map[string]string
+	// Secrets are more variables for the agent process alone (tokens): a
+	// provider never writes them to disk or into the sandbox's files,
+	// never hands them to Exec'd commands and never reports them.
+	Secrets   map[string]string
 	Resources Resources
 	// Timeout bounds the sandbox's life; zero means none.
 	Timeout time.Duration

@@ -45,6 +45,9 @@ type Output struct {
 	// IDLine and IDColumn locate the definition's id field.
 	IDLine   int `json:"id_line,omitempty"`
 	IDColumn int `json:"id_column,omitempty"`
+	// Positions locate a repository config's forge section and its
+	// fields ("forge", "forge.url"): line and column.
+	Positions map[string][2]int `json:"positions,omitempty"`
 
 	// def is the decoded definition, when the direct path (see
 	// decodeDirect) read the file in this process.
@@ -221,7 +224,29 @@ func (c *compiler) evaluate(in Input) (out Output) {
 	if p := data.LookupPath(cue.MakePath(cue.Str("id"))).Pos(); p.IsValid() && p.Filename() == in.Name {
 		out.IDLine, out.IDColumn = p.Line(), p.Column()
 	}
+	if kind == KindConfig {
+		out.Positions = forgePositions(in.Name, data)
+	}
 	return out
+}
+
+// forgePositions locates a config's forge section and the fields in it,
+// which are checked after loading against the forges the operator allows.
+func forgePositions(name string, data cue.Value) map[string][2]int {
+	pos := map[string][2]int{}
+	add := func(field string, p token.Pos) {
+		if p.IsValid() && p.Filename() == name {
+			pos[field] = [2]int{p.Line(), p.Column()}
+		}
+	}
+	f := data.LookupPath(cue.MakePath(cue.Str("forge")))
+	add("forge", f.Pos())
+	if it, err := f.Fields(); err == nil {
+		for it.Next() {
+			add("forge."+it.Selector().String(), it.Value().Pos())
+		}
+	}
+	return pos
 }
 
 // repositoryNames returns what must be added to data to name every

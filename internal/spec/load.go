@@ -199,6 +199,7 @@ func (l *Loader) LoadConfig(ctx context.Context, fsys fs.FS, name string) (*Conf
 	if err := strictDecode(outs[0].JSON, &c); err != nil {
 		return nil, Errors{{File: name, Msg: "decode: " + err.Error()}}
 	}
+	c.File, c.positions = name, outs[0].Positions
 	return &c, nil
 }
 

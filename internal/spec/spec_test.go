@@ -122,10 +122,85 @@ func TestConfigDefaults(t *testing.T) {
 	if cfg.Watch.Branch != "main" || cfg.Watch.Path != "campaigns" || cfg.Forge.Type != spec.ForgeLocal || cfg.Status.Branch != "fleetlift/status" {
 		t.Errorf("config defaults: %+v", cfg)
 	}
-	_, err = (&spec.Loader{Eval: spec.InProcess(1)}).LoadConfig(context.Background(),
-		fstest.MapFS{"fleetlift.yaml": {Data: []byte("version: 1\nforge: {type: gitea}\n")}}, "fleetlift.yaml")
-	if err == nil || !strings.Contains(err.Error(), "forge.url: a gitea forge needs its url") {
-		t.Errorf("gitea without url: got %v", err)
+}
+
+// TestConfigForge: a config's forge section only selects among the
+// operator's forges: it may name one, or give a type and a URL, but the
+// schema refuses a token variable; the fields checked after loading are
+// located in the file.
+func TestConfigForge(t *testing.T) {
+	tests := []struct {
+		name    string
+		file    string
+		body    string
+		want    spec.Forge
+		wantErr string
+	}{
+		{"no forge section", "fleetlift.yaml", "version: 1\n", spec.Forge{Type: spec.ForgeLocal}, ""},
+		{"type alone", "fleetlift.yaml", "version: 1\nforge: {type: gitea}\n", spec.Forge{Type: spec.ForgeGitea}, ""},
+		{"type and url", "fleetlift.yaml", "version: 1\nforge:\n  type: gitea\n  url: https://git.example.com/\n",
+			spec.Forge{Type: spec.ForgeGitea, URL: "https://git.example.com/"}, ""},
+		{"name", "fleetlift.yaml", "version: 1\nforge: {type: github, name: corp}\n", spec.Forge{Type: spec.ForgeGitHub, Name: "corp"}, ""},
+		{"token_env refused", "fleetlift.yaml", "version: 1\nforge:\n  type: gitea\n  url: https://git.example.com/\n  token_env: AWS_SECRET_ACCESS_KEY\n",
+			spec.Forge{}, "fleetlift.yaml:5:3: forge.token_env: the repository cannot choose the forge token's variable"},
+		{"token_env refused in CUE", "fleetlift.cue", "version: 1\nforge: {\n\ttype: \"gitea\"\n\ttoken_env: \"HOME\"\n}\n",
+			spec.Forge{}, "fleetlift.cue:4:2: forge.token_env: the repository cannot choose"},
+		{"name of a local forge", "fleetlift.yaml", "version: 1\nforge: {name: corp}\n", spec.Forge{}, "forge.name: names one of the operator's forges: set forge.type to github or gitea"},
+		{"url of a local forge", "fleetlift.yaml", "version: 1\nforge: {url: https://attacker.example/}\n", spec.Forge{}, "forge.url: a local forge has no url"},
+		{"bad name", "fleetlift.yaml", "version: 1\nforge: {type: gitea, name: Corp_Gitea}\n", spec.Forge{}, `forge.name: "Corp_Gitea" must be 1-63 lower-case`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fsys := fstest.MapFS{tt.file: {Data: []byte(tt.body)}}
+			cfg, err := (&spec.Loader{Eval: spec.InProcess(1)}).LoadConfig(context.Background(), fsys, tt.file)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Forge != tt.want {
+				t.Errorf("forge %+v, want %+v", cfg.Forge, tt.want)
+			}
+		})
+	}
+}
+
+// TestConfigFieldError: a problem found after loading (the operator does
+// not allow the forge a config selects) names the file, the line and
+// column of the field, and the field, in YAML as in CUE, and whether the
+// file was evaluated in this process or in a worker.
+func TestConfigFieldError(t *testing.T) {
+	evaluators := map[string]spec.Evaluator{"in process": spec.InProcess(1), "worker": newPool(t)}
+	tests := []struct {
+		name, file, body, field, want string
+	}{
+		{"yaml url", "fleetlift.yaml", "version: 1\nkind: Config\nforge:\n  type: gitea\n  url: https://attacker.example/\n",
+			"forge.url", "fleetlift.yaml:5:3: forge.url: not allowed"},
+		{"yaml flow url", "fleetlift.yml", "version: 1\nforge: {type: gitea, url: \"https://git.example.com/\"}\n",
+			"forge.url", "fleetlift.yml:2:22: forge.url: not allowed"},
+		{"cue type", "fleetlift.cue", "version: 1\nforge: type: \"github\"\n",
+			"forge.type", "fleetlift.cue:2:8: forge.type: not allowed"},
+		{"the forge section", "fleetlift.yaml", "version: 1\nforge:\n  type: github\n",
+			"forge", "fleetlift.yaml:2:1: forge: not allowed"},
+		{"no forge section", "fleetlift.yaml", "version: 1\n", "forge", "fleetlift.yaml: forge: not allowed"},
+	}
+	for _, tt := range tests {
+		for ename, eval := range evaluators {
+			t.Run(tt.name+"/"+ename, func(t *testing.T) {
+				fsys := fstest.MapFS{tt.file: {Data: []byte(tt.body)}}
+				cfg, err := (&spec.Loader{Eval: eval}).LoadConfig(context.Background(), fsys, tt.file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := cfg.FieldError(tt.field, "not allowed").Error(); got != tt.want {
+					t.Errorf("got %q, want %q", got, tt.want)
+				}
+			})
+		}
 	}
 }
 

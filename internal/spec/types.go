@@ -300,11 +300,14 @@ type ApproverRule struct {
 	Teams []string `json:"teams,omitempty"`
 }
 
-// Forge says where pull requests go.
+// Forge selects where pull requests go: the local forge, or one of the
+// forges the operator allows, by Name or by Type and URL. Which forges
+// fleetlift talks to, and with which tokens, is the operator's choice:
+// the schema refuses a token variable here.
 type Forge struct {
-	Type     ForgeType `json:"type"`
-	URL      string    `json:"url,omitempty"`
-	TokenEnv string    `json:"token_env,omitempty"`
+	Type ForgeType `json:"type"`
+	Name string    `json:"name,omitempty"`
+	URL  string    `json:"url,omitempty"`
 }
 
 // StatusMirror is where the readable status is written back to Git.
@@ -314,6 +317,9 @@ type StatusMirror struct {
 
 // Config is a campaigns repository's fleetlift.yaml or fleetlift.cue.
 type Config struct {
+	// File is the config's path relative to the load root; it is not
+	// part of the config.
+	File       string         `json:"-"`
 	Version    int            `json:"version"`
 	Kind       Kind           `json:"kind"`
 	Watch      Watch          `json:"watch"`
@@ -322,6 +328,21 @@ type Config struct {
 	Forge      Forge          `json:"forge"`
 	Prune      bool           `json:"prune,omitempty"`
 	Status     StatusMirror   `json:"status"`
+
+	// positions locate the forge section's fields in the file (see
+	// FieldError).
+	positions map[string][2]int
+}
+
+// FieldError is a problem with field of the config (such as "forge.url")
+// found after loading, located in the config's file where the loader saw
+// the field.
+func (c *Config) FieldError(field, msg string) *Error {
+	e := &Error{File: c.File, Field: field, Msg: msg}
+	if p, ok := c.positions[field]; ok {
+		e.Line, e.Column = p[0], p[1]
+	}
+	return e
 }
 
 // Approval is an approval record: one YAML file under approvals/ in a

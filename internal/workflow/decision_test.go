@@ -169,3 +169,45 @@ func TestCampaignRecordAppliedOnce(t *testing.T) {
 		t.Errorf("applied %v", st.Applied)
 	}
 }
+
+// Whoever can signal the workflow still cannot decide without knowing the
+// result: an approval, steer or reject that names no digest is refused
+// and said so; the task goes on waiting for a decision that names it.
+func TestDecisionWithoutDigestIsRefused(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		signalAt(env, time.Minute, workflow.SignalApprove, nil)
+		signalAt(env, time.Minute, workflow.SignalReject, workflow.DecisionSignal{By: "mallory"})
+		signalAt(env, time.Minute, workflow.SignalSteer, workflow.SteerSignal{Prompt: "push something else"})
+		env.RegisterDelayedCallback(func() {
+			st := queryTask(t, env)
+			if st.Phase != workflow.TaskAwaitingApproval || len(st.Ignored) != 3 {
+				t.Errorf("after decisions without a digest: phase %s, ignored %q", st.Phase, st.Ignored)
+			}
+			for _, note := range st.Ignored {
+				if !strings.Contains(note, "without a result digest refused") || !strings.Contains(note, "fleetlift status t") {
+					t.Errorf("ignored note %q does not say how to name the result", note)
+				}
+			}
+		}, 2*time.Minute)
+		decideAt(t, env, 3*time.Minute, workflow.SignalApprove, approval)
+	})
+	if res.Phase != workflow.TaskCompleted || res.Steers != 0 {
+		t.Errorf("result: phase %s, %d steers; want completed by the approval that named the result", res.Phase, res.Steers)
+	}
+	if len(s.steerings) != 1 || s.steerings[0].Action != protocol.ActionApprove {
+		t.Errorf("the agent was told %+v; want one approval", s.steerings)
+	}
+}
+
+// An approval approves one tree: when what the agent reports it pushed is
+// another tree, the task fails instead of completing.
+func TestPushedTreeMustBeTheApprovedOne(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer, pushedTree: "d670460b4b4aece5915caf5c68d12f560a9fe3e4"}
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		decideAt(t, env, time.Minute, workflow.SignalApprove, approval)
+	})
+	if res.Phase != workflow.TaskFailed || !strings.Contains(res.Error, "not the approved tree "+scriptTree) {
+		t.Errorf("result: phase %s %q; want failed, naming the approved tree", res.Phase, res.Error)
+	}
+}

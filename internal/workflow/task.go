@@ -171,11 +171,17 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		switch act {
 		case protocol.ActionApprove:
 			st.Phase = TaskCreatingPRs
+			approved := r
 			if err := steer(protocol.Steering{Action: protocol.ActionApprove, Iteration: iteration}); err != nil {
 				return finish(failedOrCancelled(ctx), "approve: "+errText(err), r)
 			}
 			if r, err = wait(timeout, 0, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled); err != nil {
 				return finish(failedOrCancelled(ctx), "agent: "+errText(err), r)
+			}
+			if workflow.GetVersion(ctx, pushedTreeChange, workflow.DefaultVersion, 1) == 1 {
+				if msg := unapprovedPushes(approved, r); msg != "" {
+					return finish(TaskFailed, msg, r)
+				}
 			}
 		case protocol.ActionSteer:
 			iteration++
@@ -200,9 +206,45 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	}
 }
 
-// cleanupChange names the change that made the sandbox cleanup a regular
-// activity (workflow.GetVersion).
-const cleanupChange = "cleanup-after-commit"
+// Changes to the Task workflow, named for workflow.GetVersion.
+const (
+	// cleanupChange made the sandbox cleanup a regular activity.
+	cleanupChange = "cleanup-after-commit"
+	// digestChange refuses decisions that name no result digest.
+	digestChange = "decision-needs-digest"
+	// pushedTreeChange checks what was pushed against what was approved.
+	pushedTreeChange = "pushed-tree-is-approved"
+)
+
+// unapprovedPushes compares what the agent pushed after an approval with
+// the result approved: every pull request must propose exactly the tree
+// the approved result showed for its repository. It describes the first
+// mismatch, "" when there is none.
+func unapprovedPushes(approved, final *protocol.Result) string {
+	if approved == nil || final == nil {
+		return ""
+	}
+	trees := map[string]string{}
+	for _, rr := range approved.Repositories {
+		trees[rr.Name] = rr.Tree
+	}
+	for _, rr := range final.Repositories {
+		pr := rr.PullRequest
+		if pr == nil {
+			continue
+		}
+		want, ok := trees[rr.Name]
+		switch {
+		case !ok:
+			return fmt.Sprintf("the agent pushed %s to %s, a repository the approved result did not change", pr.Commit, rr.Name)
+		case want == "":
+			// An agent from before trees were reported: nothing to compare.
+		case pr.Tree != want:
+			return fmt.Sprintf("the agent pushed %s to %s with tree %q, not the approved tree %s: the pull request does not hold what was approved", pr.Commit, rr.Name, pr.Tree, want)
+		}
+	}
+	return ""
+}
 
 // shortOptions are the options of the short sandbox steps.
 func shortOptions(attempts int32) workflow.LocalActivityOptions {
@@ -213,13 +255,27 @@ func shortOptions(attempts int32) workflow.LocalActivityOptions {
 }
 
 // awaitDecision waits for approve, steer, reject or cancel, the approval
-// timeout, or the workflow's cancellation. A decision that names a result
-// other than the one awaiting approval (st.ResultDigest) is recorded as
-// ignored and the wait goes on.
+// timeout, or the workflow's cancellation. A decision that names no
+// result, or a result other than the one awaiting approval
+// (st.ResultDigest), is recorded as ignored and the wait goes on: whoever
+// can signal the workflow must still know what the result is.
 func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState) (act protocol.Action, prompt string, timedOut bool) {
 	sel := workflow.NewSelector(ctx)
 	decided := false
+	needDigest := workflow.GetVersion(ctx, digestChange, workflow.DefaultVersion, 1) == 1
 	current := func(name string, d DecisionSignal) bool {
+		if d.ResultDigest == "" && needDigest {
+			note := fmt.Sprintf("%s without a result digest refused: a decision names the result it decides (`fleetlift status %s` shows it)", name, st.ID)
+			if d.Record != "" {
+				note += " (" + d.Record + ")"
+			}
+			st.Ignored = append(st.Ignored, note)
+			if len(st.Ignored) > 20 {
+				st.Ignored = st.Ignored[len(st.Ignored)-20:]
+			}
+			workflow.GetLogger(ctx).Warn("decision without a digest refused", "signal", name)
+			return false
+		}
 		if d.ResultDigest == "" || d.ResultDigest == st.ResultDigest {
 			if d.Record != "" {
 				st.Applied = append(st.Applied, d.Record)
@@ -296,7 +352,10 @@ func ResultDigest(iteration int, r *protocol.Result) string {
 				Report  *protocol.Report         `json:"report"`
 				ForEach []protocol.ForEachResult `json:"for_each"`
 				Error   string                   `json:"error"`
-			}{rr.Name, rr.Status, rr.Diffs, rr.Report, rr.ForEach, rr.Error})
+				// The tree itself, not just the diffs shown, which may
+				// be cut: an approval approves exactly one tree.
+				Tree string `json:"tree,omitempty"`
+			}{rr.Name, rr.Status, rr.Diffs, rr.Report, rr.ForEach, rr.Error, rr.Tree})
 		}
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))

@@ -29,7 +29,13 @@ type agentScript struct {
 	iteration int
 	cleaned   int
 	waitErr   error
+	// pushedTree, when set, is the tree the agent reports it pushed
+	// instead of the one its result showed (scriptTree).
+	pushedTree string
 }
+
+// scriptTree is the tree of the change the scripted agent collects.
+const scriptTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 	var a *activity.Activities
@@ -53,9 +59,13 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 	env.OnActivity(a.ReadResult, mockAny, mockAny).Return(func(context.Context, activity.ReadResultInput) (protocol.Result, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		rr := protocol.RepositoryResult{Name: "svc", Status: "success", FilesModified: []string{"main.go"}}
+		rr := protocol.RepositoryResult{Name: "svc", Status: "success", FilesModified: []string{"main.go"}, Tree: scriptTree}
 		if s.current == protocol.PhaseComplete {
-			rr.PullRequest = &protocol.PullRequestInfo{URL: "file:///svc#auto/x", Branch: "auto/x"}
+			pushed := scriptTree
+			if s.pushedTree != "" {
+				pushed = s.pushedTree
+			}
+			rr.PullRequest = &protocol.PullRequestInfo{URL: "file:///svc#auto/x", Branch: "auto/x", Commit: "c0ffee", Tree: pushed}
 		}
 		return protocol.Result{Status: s.current, Repositories: []protocol.RepositoryResult{rr}}, nil
 	})
@@ -121,6 +131,23 @@ func signalAt(env *testsuite.TestWorkflowEnvironment, after time.Duration, name 
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(name, arg) }, after)
 }
 
+// decideAt signals a decision on the result awaiting approval then, as
+// `fleetlift approve ID --digest D` does after reading D from the status:
+// arg makes the payload from the current digest.
+func decideAt(t *testing.T, env *testsuite.TestWorkflowEnvironment, after time.Duration, name string, arg func(digest string) any) {
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(name, arg(queryTask(t, env).ResultDigest))
+	}, after)
+}
+
+func approval(d string) any { return workflow.DecisionSignal{ResultDigest: d} }
+
+func steering(prompt string) func(string) any {
+	return func(d string) any {
+		return workflow.SteerSignal{Prompt: prompt, DecisionSignal: workflow.DecisionSignal{ResultDigest: d}}
+	}
+}
+
 func TestTaskWithoutApprovalCompletes(t *testing.T) {
 	s := &agentScript{first: protocol.PhaseComplete}
 	in := taskInput()
@@ -149,7 +176,7 @@ func TestTaskApprove(t *testing.T) {
 			if st.Phase != workflow.TaskAwaitingApproval || st.Result == nil || st.Result.Repositories[0].FilesModified[0] != "main.go" {
 				t.Errorf("while waiting: %+v", st)
 			}
-			env.SignalWorkflow(workflow.SignalApprove, nil)
+			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: st.ResultDigest})
 		}, time.Minute)
 	})
 	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
@@ -163,9 +190,9 @@ func TestTaskApprove(t *testing.T) {
 func TestTaskSteerTwiceThenApprove(t *testing.T) {
 	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
 	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
-		signalAt(env, time.Minute, workflow.SignalSteer, workflow.SteerSignal{Prompt: "also update tests"})
-		signalAt(env, 2*time.Minute, workflow.SignalSteer, workflow.SteerSignal{Prompt: "use slog.Info"})
-		signalAt(env, 3*time.Minute, workflow.SignalApprove, nil)
+		decideAt(t, env, time.Minute, workflow.SignalSteer, steering("also update tests"))
+		decideAt(t, env, 2*time.Minute, workflow.SignalSteer, steering("use slog.Info"))
+		decideAt(t, env, 3*time.Minute, workflow.SignalApprove, approval)
 	})
 	if res.Phase != workflow.TaskCompleted || res.Steers != 2 {
 		t.Errorf("result: %+v", res)
@@ -186,7 +213,7 @@ func TestTaskSteerTwiceThenApprove(t *testing.T) {
 func TestTaskReject(t *testing.T) {
 	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
 	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
-		signalAt(env, time.Minute, workflow.SignalReject, nil)
+		decideAt(t, env, time.Minute, workflow.SignalReject, approval)
 	})
 	if res.Phase != workflow.TaskCancelled || res.Error != "rejected" {
 		t.Errorf("result: %+v", res)

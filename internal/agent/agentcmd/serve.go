@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -15,6 +18,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/forge/github"
 	"github.com/fleetlift/fleetlift/internal/forge/local"
 	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/jail"
 )
 
 // DefaultWorkspace is the sandbox workspace of seed 000.
@@ -26,6 +30,8 @@ func NewServeCommand() *cobra.Command {
 	var (
 		workspace string
 		opts      agent.Options
+		isolation string
+		hidden    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -35,13 +41,34 @@ verifies, reports and opens pull requests as the manifest says, writing
 status.json and result.json and reading steering.json beside it.
 
 The agent CLI for agentic runs is "claude -p --output-format text
---permission-mode acceptEdits" unless ` + agent.EnvAgentCLI + ` holds a JSON array argv.
-An HTTPS token for git remotes comes from ` + git.DefaultTokenEnv + `.`,
+--permission-mode acceptEdits" unless ` + agent.EnvAgentCLI + ` holds a JSON array argv;
+it alone sees the variables ` + agent.EnvAgentCLIEnv + ` names (comma-separated).
+
+An HTTPS token for git remotes comes from ` + git.DefaultTokenEnv + ` and goes only to
+the origins ` + agent.EnvGitTokenOrigins + ` lists (comma-separated, such as
+https://github.com); the forge's token is ` + agent.EnvForgeToken + `. No command
+the agent runs sees either. Local repositories (file:// URLs and absolute
+paths) are cloned only from under the directories ` + agent.EnvAllowFileRoots + `
+lists (a path list).
+
+Every command runs jailed (--isolation ` + IsolationNamespaces + `): in its own user, mount
+and PID namespaces, with only its workspace, HOME and a private /tmp
+writable, the protocol directory and --hide paths out of sight, and nothing
+it starts left running after it. The run fails when the kernel does not
+allow that; --isolation ` + IsolationNone + ` runs commands as plain processes instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			g := &git.Git{}
+			g := &git.Git{TokenOrigins: splitList(os.Getenv(agent.EnvGitTokenOrigins), ",")}
+			opts.FileRoots = splitList(os.Getenv(agent.EnvAllowFileRoots), string(filepath.ListSeparator))
+			switch isolation {
+			case IsolationNamespaces:
+				opts.Isolation = &agent.Isolation{Self: jailSelf(cmd), Hidden: hidden}
+			case IsolationNone:
+			default:
+				return fmt.Errorf("--isolation %q: want %s or %s", isolation, IsolationNamespaces, IsolationNone)
+			}
 			opts.Workspace = workspace
 			opts.Git = g
 			opts.Forges = Forges(g)
@@ -56,7 +83,69 @@ An HTTPS token for git remotes comes from ` + git.DefaultTokenEnv + `.`,
 	f.StringVar(&workspace, "workspace", DefaultWorkspace, "the sandbox workspace")
 	f.DurationVar(&opts.ManifestPoll, "manifest-poll", agent.DefaultManifestPoll, "how often to look for manifest.json")
 	f.DurationVar(&opts.SteeringPoll, "steering-poll", agent.DefaultSteeringPoll, "how often to look for steering.json")
+	f.StringVar(&isolation, "isolation", IsolationNamespaces,
+		"how commands are isolated: "+IsolationNamespaces+" (each in its own user, mount and PID namespaces, see package jail) or "+IsolationNone+" (plain processes that can read and write all the agent can)")
+	f.StringSliceVar(&hidden, "hide", nil, "a directory or file no command may see (repeatable): the worker's state, credentials")
 	return cmd
+}
+
+// Isolation modes of serve.
+const (
+	IsolationNamespaces = "namespaces"
+	IsolationNone       = "none"
+)
+
+// jailSelf is the argv that runs the jail entry point of this executable:
+// the arguments this process was started with up to "serve", then "jail"
+// (the sibling of serve that NewJailCommand makes), so "fleetlift-agent
+// jail" or "fleetlift agent jail". When serve was not on the command line
+// (a program running the command itself), it is serve's parents but the
+// root.
+func jailSelf(serve *cobra.Command) []string {
+	prefix := []string{"/proc/self/exe"}
+	if i := slices.Index(os.Args, "serve"); i > 0 {
+		prefix = append(prefix, os.Args[1:i]...)
+	} else {
+		var parents []string
+		for c := serve.Parent(); c != nil && c.HasParent(); c = c.Parent() {
+			parents = append([]string{c.Name()}, parents...)
+		}
+		prefix = append(prefix, parents...)
+	}
+	return append(prefix, "jail")
+}
+
+// NewJailCommand returns the hidden jail command, the sibling of serve
+// that runs one command the agent jails (see package jail): mount it
+// wherever serve is mounted.
+func NewJailCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                "jail",
+		Short:              "Run one command in the agent's jail (internal)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Run: func(_ *cobra.Command, args []string) {
+			os.Exit(jail.Main(args))
+		},
+	}
+}
+
+// JailArgs reports whether args, a command line without the program
+// name, start the jail entry point below parents ("jail ..." for
+// fleetlift-agent, "agent jail ..." for fleetlift), and returns the jail's
+// own arguments. Mains check it before anything else and hand the rest to
+// jail.Main: a jail starts for every command the agent runs.
+func JailArgs(args []string, parents ...string) ([]string, bool) {
+	want := append(append([]string{}, parents...), "jail")
+	if len(args) < len(want) {
+		return nil, false
+	}
+	for i, w := range want {
+		if args[i] != w {
+			return nil, false
+		}
+	}
+	return args[len(want):], true
 }
 
 // NewAgentCommand returns a hidden "agent" command holding serve, for the
@@ -67,7 +156,7 @@ func NewAgentCommand() *cobra.Command {
 		Short:  "Run the in-sandbox agent",
 		Hidden: true,
 	}
-	cmd.AddCommand(NewServeCommand())
+	cmd.AddCommand(NewServeCommand(), NewJailCommand())
 	return cmd
 }
 
@@ -79,7 +168,7 @@ const (
 	// root (empty means https://api.github.com/).
 	EnvForgeURL = "FLEETLIFT_FORGE_URL"
 	// EnvForgeToken is the forge token, for the API and for pushes.
-	EnvForgeToken = "FLEETLIFT_FORGE_TOKEN"
+	EnvForgeToken = agent.EnvForgeToken
 )
 
 // Forges returns the forges the agent can open pull requests with: the
@@ -107,4 +196,15 @@ func Forges(g *git.Git) func(name string) (forge.Forge, error) {
 			return nil, fmt.Errorf("forge %q is not available in the agent: use local, github or gitea", name)
 		}
 	}
+}
+
+// splitList splits a list of sep-separated values, dropping empty ones.
+func splitList(s, sep string) []string {
+	var out []string
+	for _, v := range strings.Split(s, sep) {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

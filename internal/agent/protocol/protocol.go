@@ -203,6 +203,8 @@ type PullRequestInfo struct {
 	Branch string `json:"branch"`
 	// Commit is the head commit pushed.
 	Commit string `json:"commit,omitempty"`
+	// Tree is Commit's tree: the worker checks it is the tree approved.
+	Tree string `json:"tree,omitempty"`
 }
 
 // Report is a report-mode result: the validated frontmatter, the prose
@@ -233,9 +235,15 @@ type ForEachResult struct {
 type RepositoryResult struct {
 	Name string `json:"name"`
 	// Status is success, failed or skipped.
-	Status          string           `json:"status"`
-	FilesModified   []string         `json:"files_modified,omitempty"`
-	Diffs           []FileDiff       `json:"diffs,omitempty"`
+	Status        string     `json:"status"`
+	FilesModified []string   `json:"files_modified,omitempty"`
+	Diffs         []FileDiff `json:"diffs,omitempty"`
+	// Tree is the git tree of the change collected, what Diffs show and
+	// what a pull request proposes; part of the digest an approval names.
+	Tree string `json:"tree,omitempty"`
+	// FilesOmitted counts changed files left out of FilesModified and
+	// Diffs to keep the result within what the worker records.
+	FilesOmitted    int              `json:"files_omitted,omitempty"`
 	VerifierResults []VerifierResult `json:"verifier_results,omitempty"`
 	PullRequest     *PullRequestInfo `json:"pull_request,omitempty"`
 	Report          *Report          `json:"report,omitempty"`

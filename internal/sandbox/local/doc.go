@@ -4,17 +4,19 @@
 //
 // What it guarantees: the agent and every command run through Exec see only
 // the declared environment (ProvisionOptions.Env, ExecCommand.Env) plus PATH
-// and HOME, never the worker's variables; the worker's own file operations
-// (CopyTo, CopyFrom, Exec's WorkingDir) stay inside the workspace, refusing
-// absolute paths, ".." escapes and symbolic links that lead out; Cleanup
-// stops the agent and what it started; a restarted worker finds its
-// sandboxes again from Root/<id>/sandbox.json.
+// and HOME, never the worker's variables; ProvisionOptions.Secrets reach the
+// agent process alone and are never written to disk; the worker's own file
+// operations (CopyTo, CopyFrom, Exec's WorkingDir) stay inside the
+// workspace, refusing absolute paths, ".." escapes and symbolic links that
+// lead out; Cleanup stops the agent and what it started; a restarted worker
+// finds its sandboxes again from Root/<id>/sandbox.json.
 //
-// What it does not: it is no isolation boundary. The agent runs as the
-// worker's user, sees the whole file system and the network, and can read
-// Root/<id>/sandbox.json, which holds its declared environment. Image,
-// Resources (CPU and memory) and the Kubernetes fields are ignored. Use the
-// docker or kubernetes provider to confine untrusted code.
+// The agent itself is trusted, and is no isolation boundary by itself: it
+// runs as the worker's user and sees the network. fleetlift-agent isolates
+// the work it runs (commands, agent CLIs, setup and verifiers) with Linux
+// namespaces (package jail): give it Options.ServeArgs such as
+// "--hide <state dir>" so that nothing of the worker's state shows. Image,
+// Resources (CPU and memory) and the Kubernetes fields are ignored.
 //
 // local imports package sandbox and the standard library only; never
 // another provider, an SDK, or package sandboxtest outside its tests.

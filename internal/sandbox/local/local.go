@@ -43,6 +43,9 @@ type Options struct {
 	// StopGrace is how long Cleanup and the sandbox timeout wait after
 	// SIGTERM before sending SIGKILL; zero means 10s.
 	StopGrace time.Duration
+	// ServeArgs follow "serve --workspace <workspace>" on the agent's
+	// command line: fleetlift-agent's --hide and --isolation.
+	ServeArgs []string
 }
 
 // Provider runs sandboxes as local processes. Create it with New; it is
@@ -54,6 +57,7 @@ type Provider struct {
 	stdout io.Writer
 	stderr io.Writer
 	grace  time.Duration
+	serve  []string
 
 	mu    sync.Mutex
 	boxes map[string]*box
@@ -158,6 +162,7 @@ func New(opts Options) (*Provider, error) {
 		stdout: opts.Stdout,
 		stderr: opts.Stderr,
 		grace:  grace,
+		serve:  append([]string(nil), opts.ServeArgs...),
 		boxes:  map[string]*box{},
 		locks:  map[string]*idLock{},
 	}
@@ -184,8 +189,9 @@ func (p *Provider) Name() string { return "local" }
 // sandbox then reports failed or succeeded until Cleanup.
 //
 // The agent runs with the environment opts.Env plus PATH (Options.Path,
-// unless opts.Env sets it) and HOME=Root/<id>/home; opts.Env may not set
-// HOME. Image, Resources, Labels and the Kubernetes fields are ignored.
+// unless opts.Env sets it), HOME=Root/<id>/home and opts.Secrets; neither
+// may set HOME. The record on disk holds opts.Env, never opts.Secrets.
+// Image, Resources, Labels and the Kubernetes fields are ignored.
 func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
 	id := opts.ID
 	if err := checkID(id); err != nil {
@@ -193,6 +199,9 @@ func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 	}
 	if err := checkEnv(opts.Env); err != nil {
 		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+	}
+	if err := checkEnv(opts.Secrets); err != nil {
+		return nil, fmt.Errorf("provision sandbox %s: secrets: %w", id, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
@@ -267,10 +276,18 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 	}
 
 	args := append(append([]string(nil), p.agent[1:]...), "serve", "--workspace", b.workspace)
+	args = append(args, p.serve...)
 	// Not CommandContext: the agent outlives the Provision call.
 	cmd := exec.Command(p.agent[0], args...)
 	cmd.Dir = b.workspace
-	cmd.Env = envList(env)
+	procEnv := map[string]string{}
+	for k, v := range opts.Secrets {
+		procEnv[k] = v
+	}
+	for k, v := range env {
+		procEnv[k] = v
+	}
+	cmd.Env = envList(procEnv)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

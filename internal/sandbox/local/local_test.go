@@ -96,6 +96,35 @@ func oneAgent(t *testing.T, workspace string) int {
 	return pids[0]
 }
 
+// The agent gets its secrets in its environment, and they are written
+// nowhere: not into sandbox.json, not anywhere under Root.
+func TestSecretsAreNeverWrittenDown(t *testing.T) {
+	root := t.TempDir()
+	p := newProvider(t, root, standInAgent(t))
+	ctx := t.Context()
+	const secret = "fleetlift-token-never-on-disk"
+	sb, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: "secrets", Env: map[string]string{"LANG": "C.UTF-8"}, Secrets: map[string]string{"FLEETLIFT_FORGE_TOKEN": secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Cleanup(context.Background(), sb.ID) })
+	environ, err := os.ReadFile("/proc/" + strconv.Itoa(oneAgent(t, sb.WorkingDir)) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(environ, []byte("FLEETLIFT_FORGE_TOKEN="+secret+"\x00")) {
+		t.Errorf("the agent did not get its secret: %q", environ)
+	}
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if data, _ := os.ReadFile(path); bytes.Contains(data, []byte(secret)) {
+				t.Errorf("%s holds the secret", path)
+			}
+		}
+		return nil
+	})
+}
+
 func TestAgentStartsWithOnlyDeclaredEnvironment(t *testing.T) {
 	t.Setenv("FLEETLIFT_TEST_SECRET", "hunter2")
 	ctx := t.Context()

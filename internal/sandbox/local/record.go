@@ -11,7 +11,7 @@ import (
 
 // record is a sandbox's state on disk, Root/<id>/sandbox.json, from which a
 // restarted worker finds the sandbox again. It holds the declared
-// environment, so it is readable by the worker's user only.
+// environment (never the secrets), readable by the worker's user only.
 type record struct {
 	ID string `json:"id"`
 	// PID is the agent's process id and process group.
@@ -19,7 +19,8 @@ type record struct {
 	// StartTicks is the agent's start time from /proc/<pid>/stat, which
 	// tells the agent from a later process that reuses its pid.
 	StartTicks uint64 `json:"start_ticks"`
-	// Env is the sandbox's whole environment, PATH and HOME included.
+	// Env is the sandbox's declared environment, PATH and HOME included:
+	// what Exec'd commands start from. Secrets are not in it.
 	Env     map[string]string `json:"env"`
 	Created time.Time         `json:"created"`
 	Timeout time.Duration     `json:"timeout,omitempty"`

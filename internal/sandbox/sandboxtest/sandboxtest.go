@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"ExecTimeoutKills", s.execTimeout},
 		{"ExecPassesStdin", s.execStdin},
 		{"EnvironmentIsOnlyWhatIsDeclared", s.environment},
+		{"SecretsStayWithTheAgent", s.secrets},
 		{"CopyRoundTrip", s.copyRoundTrip},
 		{"CopyToIsAtomic", s.copyAtomic},
 		{"CopyFromMissingIsNotFound", s.copyFromMissing},
@@ -322,6 +323,27 @@ func (s *suite) environment(t *testing.T) {
 	res = mustExec(t, ctx, p, id, sandbox.ExecCommand{Command: []string{"env"}})
 	if v, ok := parseEnv(res.Stdout)["FLEETLIFT_TEST_EXEC"]; ok {
 		t.Errorf("FLEETLIFT_TEST_EXEC=%s set by an earlier Exec is still visible", v)
+	}
+}
+
+// secrets: ProvisionOptions.Secrets are the agent's alone; a command run
+// in the sandbox never sees them.
+func (s *suite) secrets(t *testing.T) {
+	ctx, p, id := s.ctx(t), s.h.New(t), newID("secrets")
+	secret := "fleetlift-agent-secret-" + newMarker()
+	opts := s.options(t, id, nil)
+	opts.Secrets = map[string]string{"FLEETLIFT_TEST_TOKEN": secret}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		_ = p.Cleanup(ctx, id)
+	})
+	if _, err := p.Provision(ctx, opts); err != nil {
+		t.Fatalf("Provision(%s): %v", id, err)
+	}
+	res := mustExec(t, ctx, p, id, sandbox.ExecCommand{Command: []string{"sh", "-c", "env; cat /proc/1/environ 2>/dev/null; true"}})
+	if strings.Contains(res.Stdout, secret) || strings.Contains(res.Stdout, "FLEETLIFT_TEST_TOKEN") {
+		t.Errorf("a command in the sandbox sees the agent's secret:\n%s", res.Stdout)
 	}
 }
 

@@ -1,0 +1,172 @@
+package agent_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/git/gittest"
+)
+
+// A transform tries every way to approve its own change: write
+// steering.json, rewrite result.json and status.json, and leave a process
+// in a session of its own to write the approval once the agent waits for
+// one. None works: the protocol directory is not writable from a command,
+// and nothing the command started is alive when the agent waits.
+func TestTransformCannotApproveItself(t *testing.T) {
+	o := options(t)
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	m := manifest(repo("svc", remote))
+	m.RequireApproval = true
+	marker := "fleetlift-self-approver-" + strconv.Itoa(os.Getpid())
+	approve := `{"action":"approve","iteration":0}`
+	m.Execution.Command = sh(`echo change >> README.md
+for f in steering.json result.json status.json manifest.json; do
+	if printf '` + approve + `' > "$FLEETLIFT_WORKSPACE/.fleetlift/$f" 2>/dev/null; then echo "wrote $f"; else echo "refused $f"; fi >> ATTEMPTS
+done
+setsid sh -c 'exec -a ` + marker + ` sh -c "sleep 2; printf %s > \"\$FLEETLIFT_WORKSPACE/.fleetlift/steering.json\""' '` + approve + `' </dev/null >/dev/null 2>&1 &
+echo started >> ATTEMPTS`)
+	wait := startRun(t, o, m)
+	waitStatus(t, o.Workspace, "awaiting input", awaitingInput(0))
+
+	if left := processesWith(t, marker); len(left) > 0 {
+		t.Fatalf("a process the transform started is alive while the agent awaits approval: %v", left)
+	}
+	var res protocol.Result
+	readJSON(t, filepath.Join(o.Workspace, protocol.Dir, protocol.ResultFile), &res)
+	attempts := diffOf(repoResult(t, res, "svc"), "ATTEMPTS")
+	if attempts == nil {
+		t.Fatalf("result.json is not the agent's: %+v", res)
+	}
+	for _, f := range []string{"steering.json", "result.json", "status.json", "manifest.json"} {
+		if !strings.Contains(attempts.Diff, "+refused "+f) {
+			t.Errorf("the transform could write .fleetlift/%s:\n%s", f, attempts.Diff)
+		}
+	}
+	if diffOf(repoResult(t, res, "svc"), "README.md") == nil {
+		t.Errorf("the change awaiting approval is not the transform's: %+v", res.Repositories)
+	}
+	if st := status(t, o.Workspace); st.Phase != protocol.PhaseAwaitingInput {
+		t.Fatalf("phase %s: the transform's approval was taken", st.Phase)
+	}
+	steer(t, o.Workspace, protocol.Steering{Action: protocol.ActionReject})
+	if res := wait(); res.Status != protocol.PhaseCancelled || remoteRef(t, remote, "refs/heads/"+branch) != "" {
+		t.Fatalf("phase %s after reject; branch %q", res.Status, remoteRef(t, remote, "refs/heads/"+branch))
+	}
+}
+
+// Setup, transform and verifier commands never see the git or forge token,
+// under its own name or another; the agent CLI sees only the variables
+// the operator gave it, and nothing the agent writes holds a secret.
+func TestCommandsNeverSeeTokens(t *testing.T) {
+	const gitToken, forgeToken, apiKey = "git_token_0123456789", "forge_token_0123456789", "sk-api-key-0123456789"
+	o := options(t,
+		"FLEETLIFT_GIT_TOKEN="+gitToken,
+		"FLEETLIFT_FORGE_TOKEN="+forgeToken,
+		"GITHUB_TOKEN="+forgeToken, // the same token under a name nobody told the agent
+		"ANTHROPIC_API_KEY="+apiKey,
+		"FLEETLIFT_AGENT_CLI_ENV=ANTHROPIC_API_KEY",
+		"GOPROXY=off",
+	)
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	r := repo("svc", remote)
+	r.Setup = []string{"env > SETUP_ENV.txt"}
+	m := manifest(r)
+	m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "dump-env"}
+	m.Verifiers = []protocol.Verifier{
+		{Name: "env", Command: sh(`env > VERIFY_ENV.txt`)},
+		{Name: "echo", Command: sh(`echo "key=$ANTHROPIC_API_KEY token=$FLEETLIFT_GIT_TOKEN forge=$FLEETLIFT_FORGE_TOKEN gh=$GITHUB_TOKEN"`)},
+	}
+	res := run(t, o, m)
+	if res.Status != protocol.PhaseComplete {
+		t.Fatalf("phase %s %q", res.Status, res.Error)
+	}
+	files := map[string]string{}
+	for _, f := range []string{"SETUP_ENV.txt", "AGENT_ENV.txt", "VERIFY_ENV.txt"} {
+		files[f] = gittest.Run(t, remote, "show", branch+":"+f)
+	}
+	for f, env := range files {
+		for _, secret := range []string{gitToken, forgeToken} {
+			if strings.Contains(env, secret) {
+				t.Errorf("%s: a command saw a token:\n%s", f, env)
+			}
+		}
+		if strings.Contains(env, "FLEETLIFT_FORGE_") || strings.Contains(env, "FLEETLIFT_GIT_TOKEN") || strings.Contains(env, "FLEETLIFT_AGENT_CLI") {
+			t.Errorf("%s: a command saw the agent's settings:\n%s", f, env)
+		}
+		if !strings.Contains(env, "GOPROXY=off") {
+			t.Errorf("%s: a command lost an ordinary variable:\n%s", f, env)
+		}
+		if want := f == "AGENT_ENV.txt"; strings.Contains(env, "ANTHROPIC_API_KEY="+apiKey) != want {
+			t.Errorf("%s: the agent CLI's key visible = %v; want %v", f, !want, want)
+		}
+	}
+	if v := repoResult(t, res, "svc").VerifierResults; len(v) != 2 || v[1].Output != "key= token= forge= gh=\n" {
+		t.Errorf("verifier output %+v", v)
+	}
+	// Nothing the agent wrote, in or beside the workspace, holds a secret.
+	_ = filepath.WalkDir(filepath.Dir(o.Workspace), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		data, _ := os.ReadFile(p)
+		for _, secret := range []string{gitToken, forgeToken, apiKey} {
+			if strings.Contains(string(data), secret) && !strings.HasSuffix(p, "AGENT_ENV.txt") {
+				t.Errorf("%s holds a secret", p)
+			}
+		}
+		return nil
+	})
+}
+
+// A definition names its repositories, so it could name any repository on
+// the worker's disk: local repositories are cloned only from under the
+// directories the operator allowed, whichever way they are written and
+// whatever links lead out of them.
+func TestFileRepositoriesOnlyUnderAllowedRoots(t *testing.T) {
+	allowed, outside := t.TempDir(), t.TempDir()
+	inside := gittest.NewRemote(t, allowed, "inside", map[string]string{"README.md": "# inside\n"})
+	secret := gittest.NewRemote(t, outside, "secret", map[string]string{"SECRET.md": "do not read\n"})
+	if err := os.Symlink(secret, filepath.Join(allowed, "link")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		roots []string
+		url   string
+		ok    bool
+	}{
+		{"path under an allowed root", []string{allowed}, inside, true},
+		{"file URL under an allowed root", []string{allowed}, "file://" + inside, true},
+		{"path elsewhere", []string{allowed}, secret, false},
+		{"file URL elsewhere", []string{allowed}, "file://" + secret, false},
+		{"link out of an allowed root", []string{allowed}, "file://" + filepath.Join(allowed, "link"), false},
+		{"no root allowed", nil, inside, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := options(t)
+			o.FileRoots = tt.roots
+			m := manifest(repo("svc", tt.url))
+			m.Execution.Command = sh(`ls > FILES.txt`)
+			res := run(t, o, m)
+			r := repoResult(t, res, "svc")
+			if tt.ok {
+				if r.Status != "success" {
+					t.Fatalf("repository %s %q; want it cloned", r.Status, r.Error)
+				}
+				return
+			}
+			if r.Status != "failed" || !strings.Contains(r.Error, "--allow-file-root") {
+				t.Fatalf("repository %s %q; want it refused naming --allow-file-root", r.Status, r.Error)
+			}
+			if _, err := os.Stat(filepath.Join(o.Workspace, "svc", "SECRET.md")); err == nil {
+				t.Fatal("the repository outside the allowed roots was cloned")
+			}
+		})
+	}
+}

@@ -1,0 +1,28 @@
+// Package jail runs a command fleetlift did not write (a deterministic
+// transform, an agent CLI, a repository's setup or verifiers) where it
+// cannot reach what the control plane trusts.
+//
+// On Linux a jailed command runs in new user, mount, PID, IPC and UTS
+// namespaces, made without privileges:
+//
+//   - the whole file system is read-only but for Spec.Writable (the
+//     workspace and the sandbox's home) and a private, empty /tmp;
+//   - Spec.Hidden (the protocol directory, the worker's state directory,
+//     credentials in the worker's home) are replaced by empty read-only
+//     directories or files, except for Spec.Readable paths under them;
+//   - /proc shows only the command's own processes, so no other process's
+//     environment or memory can be read;
+//   - it runs with the caller's uid and gid and no capabilities, under
+//     no_new_privs, in a mount namespace of a less privileged user
+//     namespace, so it can neither undo the mounts above nor gain
+//     privileges through a setuid program;
+//   - when the command's first process exits, or the process that started
+//     the jail dies, the kernel kills every process it left behind.
+//
+// The jail is this executable run again: Jail.Command starts Self with the
+// specification, and Main, called by the command Self names, sets the
+// namespaces up and runs the command as its child (it is the PID
+// namespace's init). Check tells whether the kernel allows all of this.
+//
+// jail imports only the standard library and golang.org/x/sys.
+package jail

@@ -1,0 +1,187 @@
+package jail
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Spec says what a jailed command sees of the file system. Every path is
+// absolute; paths that do not exist are left out, except Writable ones,
+// which must exist.
+type Spec struct {
+	// Writable are the directories the command may write: its workspace
+	// and its home. Everything else is read-only.
+	Writable []string `json:"writable,omitempty"`
+	// Hidden are directories the command sees empty and files it sees
+	// empty, both read-only: the protocol directory, the worker's state,
+	// credentials in the worker's home.
+	Hidden []string `json:"hidden,omitempty"`
+	// Readable are files or directories under a Hidden directory that the
+	// command may still read (the prompt file inside the protocol
+	// directory).
+	Readable []string `json:"readable,omitempty"`
+	// Scratch are directories replaced by a private, empty, writable
+	// file system for the command's life (/tmp).
+	Scratch []string `json:"scratch,omitempty"`
+
+	// UID and GID are the caller's, which the command runs as; set by
+	// Command.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+}
+
+// DefaultScratch are the directories every jail gets private: what a
+// command leaves in them dies with it, and it sees nothing another left.
+var DefaultScratch = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+// Jail starts jailed commands; see the package documentation.
+type Jail struct {
+	// Self is the argv that runs this executable's jail entry point, the
+	// command that calls Main with the arguments after Self, for example
+	// ["/proc/self/exe", "jail"]. /proc/self/exe names the running
+	// executable wherever it was started from.
+	Self []string
+	Spec Spec
+}
+
+// Exit codes of Main for failures of the jail itself, as shells use them:
+// 126 when the jail cannot be set up or the command cannot run, 127 when
+// the command is not found.
+const (
+	ExitSetup    = 126
+	ExitNotFound = 127
+)
+
+// flags of Main.
+const (
+	flagSpec  = "--spec"
+	flagDrop  = "--drop"
+	flagProbe = "--probe"
+)
+
+// validate checks the spec's paths.
+func (s Spec) validate() error {
+	for _, group := range [][]string{s.Writable, s.Hidden, s.Readable, s.Scratch} {
+		for _, p := range group {
+			if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+				return fmt.Errorf("jail path %q must be absolute, clean and not /", p)
+			}
+		}
+	}
+	return nil
+}
+
+// resolved returns the spec with symbolic links in its paths resolved
+// (the jail mounts on real directories) and missing optional paths left
+// out. A missing writable directory is an error.
+func (s Spec) resolved() (Spec, error) {
+	if err := s.validate(); err != nil {
+		return s, err
+	}
+	out := Spec{UID: s.UID, GID: s.GID}
+	resolve := func(paths []string, required bool) ([]string, error) {
+		var res []string
+		for _, p := range paths {
+			real, err := filepath.EvalSymlinks(p)
+			if errors.Is(err, os.ErrNotExist) && !required {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("jail path %s: %w", p, err)
+			}
+			if !slices.Contains(res, real) {
+				res = append(res, real)
+			}
+		}
+		return res, nil
+	}
+	var err error
+	if out.Writable, err = resolve(s.Writable, true); err != nil {
+		return s, err
+	}
+	if out.Hidden, err = resolve(s.Hidden, false); err != nil {
+		return s, err
+	}
+	if out.Readable, err = resolve(s.Readable, false); err != nil {
+		return s, err
+	}
+	if out.Scratch, err = resolve(s.Scratch, false); err != nil {
+		return s, err
+	}
+	return out, nil
+}
+
+// args is the argv after Self that runs argv in the jail.
+func (j *Jail) args(spec Spec, probe bool, argv []string) ([]string, error) {
+	if len(j.Self) == 0 || j.Self[0] == "" {
+		return nil, errors.New("jail: Self is empty")
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("jail: encode spec: %w", err)
+	}
+	args := append(append([]string{}, j.Self[1:]...), flagSpec, string(data))
+	if probe {
+		args = append(args, flagProbe)
+	}
+	return append(append(args, "--"), argv...), nil
+}
+
+// parsed is Main's command line.
+type parsed struct {
+	spec  *Spec
+	drop  bool
+	probe bool
+	argv  []string
+}
+
+func parseArgs(args []string) (parsed, error) {
+	var p parsed
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; a {
+		case flagSpec:
+			if i+1 >= len(args) {
+				return p, errors.New("--spec needs a value")
+			}
+			i++
+			var s Spec
+			if err := json.Unmarshal([]byte(args[i]), &s); err != nil {
+				return p, fmt.Errorf("--spec: %w", err)
+			}
+			p.spec = &s
+		case flagDrop:
+			p.drop = true
+		case flagProbe:
+			p.probe = true
+		case "--":
+			p.argv = args[i+1:]
+			if len(p.argv) == 0 && !p.probe {
+				return p, errors.New("no command after --")
+			}
+			if p.spec == nil && !p.drop {
+				return p, errors.New("--spec or --drop is required")
+			}
+			return p, nil
+		default:
+			return p, fmt.Errorf("unknown argument %q", a)
+		}
+	}
+	return p, errors.New("missing -- before the command")
+}
+
+// fail prints a jail error the way the command's own errors appear: on
+// its standard error.
+func fail(code int, format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "fleetlift jail: "+format+"\n", args...)
+	return code
+}
+
+// under reports whether p is dir or inside it.
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}

@@ -1,0 +1,354 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Command returns the command that runs argv in the jail. The caller sets
+// Dir (which must be inside a Writable directory), Env, the standard
+// streams, and starts it; the returned command leads a process group of
+// its own and is killed with SIGKILL if the thread that started it dies.
+// Killing it kills everything the command started.
+func (j *Jail) Command(argv []string) (*exec.Cmd, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("jail: empty command")
+	}
+	return j.command(argv, false)
+}
+
+func (j *Jail) command(argv []string, probe bool) (*exec.Cmd, error) {
+	spec := j.Spec
+	spec.UID, spec.GID = os.Getuid(), os.Getgid()
+	spec, err := spec.resolved()
+	if err != nil {
+		return nil, err
+	}
+	args, err := j.args(spec, probe, argv)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(j.Self[0], args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+		// Root inside, so that the jail's init may mount; it maps to the
+		// caller's own ids, and the command itself runs as those again
+		// (see initMain).
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: spec.UID, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: spec.GID, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		Pdeathsig:                  syscall.SIGKILL,
+		Setpgid:                    true,
+	}
+	return cmd, nil
+}
+
+// Check reports whether this kernel lets j jail commands: it sets up a
+// jail with j's spec and runs nothing in it. The error says what failed.
+func (j *Jail) Check() error {
+	cmd, err := j.command(nil, true)
+	if err != nil {
+		return err
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		msg := strings.TrimSpace(string(out))
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("jail unavailable: %s", strings.TrimPrefix(msg, "fleetlift jail: "))
+	}
+	return nil
+}
+
+// Main is the jail's entry point: args are the arguments after Self. It
+// returns the exit code: the command's, 128+n when signal n killed it,
+// ExitSetup or ExitNotFound when the jail failed.
+func Main(args []string) int {
+	p, err := parseArgs(args)
+	if err != nil {
+		return fail(ExitSetup, "%v", err)
+	}
+	if p.drop {
+		return dropMain(p.argv, p.probe)
+	}
+	return initMain(*p.spec, p.argv, p.probe, os.Args[1:len(os.Args)-len(args)])
+}
+
+// initMain is the PID namespace's init: it makes the file system the spec
+// describes, then runs the command in a nested user and mount namespace
+// (so the mounts are locked) as the caller's ids, reaps every orphan, and
+// exits with the command's status, which ends every process left.
+func initMain(spec Spec, argv []string, probe bool, self []string) int {
+	if os.Getpid() != 1 {
+		return fail(ExitSetup, "not started as a PID namespace's init (use Jail.Command)")
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return fail(ExitSetup, "working directory: %v", err)
+	}
+	if err := mountAll(spec); err != nil {
+		return fail(ExitSetup, "%v", err)
+	}
+	// The old working directory is on the now read-only mount beneath;
+	// enter it again through the new ones.
+	if err := os.Chdir(cwd); err != nil {
+		return fail(ExitSetup, "working directory %s: %v", cwd, err)
+	}
+
+	args := append(append([]string{}, self...), flagDrop)
+	if probe {
+		args = append(args, flagProbe)
+	}
+	args = append(append(args, "--"), argv...)
+	proc, err := os.StartProcess("/proc/self/exe", append([]string{os.Args[0]}, args...), &os.ProcAttr{
+		Env:   os.Environ(),
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys: &syscall.SysProcAttr{
+			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: 0, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: 0, Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			Pdeathsig:                  syscall.SIGKILL,
+		},
+	})
+	if err != nil {
+		return fail(ExitSetup, "start %s: %v", argv0(argv), err)
+	}
+
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for s := range sigs {
+			_ = proc.Signal(s)
+		}
+	}()
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fail(ExitSetup, "wait: %v", err)
+		}
+		if pid != proc.Pid {
+			continue // an orphan, reaped
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+}
+
+func argv0(argv []string) string {
+	if len(argv) == 0 {
+		return "(probe)"
+	}
+	return argv[0]
+}
+
+// dropMain runs in the command's own user namespace: it gives up every
+// capability and the means to gain any, then becomes the command.
+func dropMain(argv []string, probe bool) int {
+	// Capabilities and no_new_privs are per thread, and execve keeps the
+	// calling thread's.
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fail(ExitSetup, "no_new_privs: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		// Root in its namespace keeps a full set across execve unless
+		// the bounding set is empty.
+		for c := 0; c <= lastCap(); c++ {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+				return fail(ExitSetup, "drop capability %d: %v", c, err)
+			}
+		}
+		_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			return fail(ExitSetup, "clear capabilities: %v", err)
+		}
+	}
+	if probe {
+		return 0
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil && !errors.Is(err, exec.ErrDot) {
+		return fail(ExitNotFound, "%v", err)
+	}
+	err = syscall.Exec(path, argv, os.Environ())
+	return fail(ExitSetup, "exec %s: %v", argv[0], err)
+}
+
+// lastCap is the highest capability number this kernel knows.
+func lastCap() int {
+	data, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+			return n
+		}
+	}
+	return 63
+}
+
+// mount is one mount of the jail's file system.
+type mount struct {
+	path string
+	kind mountKind
+	// fd is an O_PATH descriptor of what a bind mount shows, opened before
+	// anything was mounted over it.
+	fd int
+	// dir reports whether path is a directory.
+	dir bool
+}
+
+type mountKind int
+
+const (
+	kindScratch mountKind = iota
+	kindHidden
+	kindWritable
+	kindReadable
+)
+
+// mountAll builds the jail's file system: everything read-only, then from
+// the outermost path inwards the scratch, hidden, writable and readable
+// mounts, then a /proc for the new PID namespace.
+func mountAll(spec Spec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	var mounts []*mount
+	add := func(paths []string, kind mountKind) error {
+		for _, p := range paths {
+			m := &mount{path: p, kind: kind, fd: -1}
+			fi, err := os.Stat(p)
+			if err != nil {
+				return fmt.Errorf("jail path %s: %w", p, err)
+			}
+			m.dir = fi.IsDir()
+			if kind == kindWritable && !m.dir {
+				return fmt.Errorf("writable path %s is not a directory", p)
+			}
+			if kind == kindWritable || kind == kindReadable {
+				if m.fd, err = unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0); err != nil {
+					return fmt.Errorf("open %s: %w", p, err)
+				}
+			}
+			mounts = append(mounts, m)
+		}
+		return nil
+	}
+	defer func() {
+		for _, m := range mounts {
+			if m.fd >= 0 {
+				unix.Close(m.fd)
+			}
+		}
+	}()
+	for _, g := range []struct {
+		paths []string
+		kind  mountKind
+	}{{spec.Scratch, kindScratch}, {spec.Hidden, kindHidden}, {spec.Writable, kindWritable}, {spec.Readable, kindReadable}} {
+		if err := add(g.paths, g.kind); err != nil {
+			return err
+		}
+	}
+	// Outer paths first: a mount inside another must come after it.
+	sort.SliceStable(mounts, func(i, j int) bool {
+		return strings.Count(mounts[i].path, "/") < strings.Count(mounts[j].path, "/")
+	})
+
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("make the file system read-only: %w", err)
+	}
+	var sealed []string // hidden tmpfs, made read-only once filled
+	for _, m := range mounts {
+		if err := mountpoint(m); err != nil {
+			return err
+		}
+		switch m.kind {
+		case kindScratch:
+			if err := unix.Mount("tmpfs", m.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+				return fmt.Errorf("private %s: %w", m.path, err)
+			}
+		case kindHidden:
+			if !m.dir {
+				if err := unix.Mount("/dev/null", m.path, "", unix.MS_BIND, ""); err != nil {
+					return fmt.Errorf("hide %s: %w", m.path, err)
+				}
+				if err := readOnly(m.path); err != nil {
+					return fmt.Errorf("hide %s: %w", m.path, err)
+				}
+				continue
+			}
+			if err := unix.Mount("tmpfs", m.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k"); err != nil {
+				return fmt.Errorf("hide %s: %w", m.path, err)
+			}
+			sealed = append(sealed, m.path)
+		case kindWritable, kindReadable:
+			src := "/proc/self/fd/" + strconv.Itoa(m.fd)
+			if err := unix.Mount(src, m.path, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("show %s: %w", m.path, err)
+			}
+			attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+			if m.kind == kindWritable {
+				attr = &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+			}
+			if err := unix.MountSetattr(unix.AT_FDCWD, m.path, unix.AT_RECURSIVE, attr); err != nil {
+				return fmt.Errorf("show %s: %w", m.path, err)
+			}
+		}
+	}
+	for _, p := range sealed {
+		if err := readOnly(p); err != nil {
+			return fmt.Errorf("hide %s: %w", p, err)
+		}
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc for the PID namespace: %w", err)
+	}
+	return nil
+}
+
+// mountpoint makes sure m.path exists to mount on: a path inside a file
+// system the jail mounted (a hidden or scratch tmpfs) may not.
+func mountpoint(m *mount) error {
+	if _, err := os.Lstat(m.path); err == nil {
+		return nil
+	}
+	if m.dir {
+		if err := os.MkdirAll(m.path, 0o755); err != nil {
+			return fmt.Errorf("mount point %s: %w", m.path, err)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(m.path), 0o755); err != nil {
+		return fmt.Errorf("mount point %s: %w", m.path, err)
+	}
+	f, err := os.OpenFile(m.path, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", m.path, err)
+	}
+	return f.Close()
+}
+
+func readOnly(path string) error {
+	return unix.MountSetattr(unix.AT_FDCWD, path, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+}

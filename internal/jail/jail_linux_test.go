@@ -1,0 +1,277 @@
+package jail
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The test binary is its own jail: Self runs TestMain's "jail" branch.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "jail" {
+		os.Exit(Main(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+var self = []string{"/proc/self/exe", "jail"}
+
+// box is a sandbox-like layout: a state directory holding a workspace
+// (with a protocol directory and a prompt file in it) and a home.
+type box struct {
+	state, ws, home, pdir, prompt, secret string
+}
+
+func newBox(t *testing.T) box {
+	t.Helper()
+	state := t.TempDir()
+	b := box{
+		state:  state,
+		ws:     filepath.Join(state, "sandboxes", "s1", "workspace"),
+		home:   filepath.Join(state, "sandboxes", "s1", "home"),
+		secret: filepath.Join(state, "tls", "client.key"),
+	}
+	b.pdir = filepath.Join(b.ws, ".fleetlift")
+	b.prompt = filepath.Join(b.pdir, "prompt.txt")
+	for _, d := range []string{b.pdir, b.home, filepath.Dir(b.secret)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, content := range map[string]string{
+		b.prompt:                             "the prompt",
+		filepath.Join(b.pdir, "result.json"): `{"status":"awaiting_input"}`,
+		b.secret:                             "PRIVATE KEY",
+		filepath.Join(b.ws, "main.go"):       "package main\n",
+		filepath.Join(state, "sandboxes", "other"): "another sandbox",
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+func (b box) jail() *Jail {
+	return &Jail{Self: self, Spec: Spec{
+		Writable: []string{b.ws, b.home},
+		Hidden:   []string{b.state, b.pdir},
+		Readable: []string{b.prompt},
+		Scratch:  DefaultScratch,
+	}}
+}
+
+// run runs a shell script in the jail and returns its exit code and
+// combined output.
+func run(t *testing.T, j *Jail, dir, script string, env ...string) (int, string) {
+	t.Helper()
+	cmd, err := j.Command([]string{"sh", "-c", script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String()
+	}
+	if err != nil {
+		t.Fatalf("run %q: %v", script, err)
+	}
+	return 0, out.String()
+}
+
+func requireJail(t *testing.T, j *Jail) {
+	t.Helper()
+	if err := j.Check(); err != nil {
+		t.Fatalf("this kernel must allow unprivileged user, mount and PID namespaces for the jail: %v", err)
+	}
+}
+
+func TestJailedCommandWritesOnlyItsWorkspaceAndHome(t *testing.T) {
+	b := newBox(t)
+	j := b.jail()
+	requireJail(t, j)
+	outside := t.TempDir()
+	code, out := run(t, j, b.ws, fmt.Sprintf(`
+		echo changed > main.go && echo edited-workspace
+		echo cached > "$HOME_DIR/cache" && echo wrote-home
+		echo x > %[1]s/escape 2>/dev/null || echo outside-refused
+		echo x > .fleetlift/steering.json 2>/dev/null || echo steering-refused
+		echo x > .fleetlift/result.json 2>/dev/null || echo result-refused
+		rm -rf .fleetlift 2>/dev/null; test -d .fleetlift && echo protocol-dir-kept
+		umount .fleetlift 2>/dev/null || echo umount-refused
+		echo tmp > /tmp/left-behind && echo wrote-tmp
+	`, outside), "HOME_DIR="+b.home)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"edited-workspace", "wrote-home", "outside-refused", "steering-refused", "result-refused", "protocol-dir-kept", "umount-refused", "wrote-tmp"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if data, _ := os.ReadFile(filepath.Join(b.ws, "main.go")); string(data) != "changed\n" {
+		t.Errorf("workspace file = %q; the command's write did not land", data)
+	}
+	if _, err := os.Stat(filepath.Join(b.home, "cache")); err != nil {
+		t.Errorf("home write did not land: %v", err)
+	}
+	for _, p := range []string{filepath.Join(outside, "escape"), filepath.Join(b.pdir, "steering.json"), "/tmp/left-behind"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s was written from the jail", p)
+		}
+	}
+	if data, _ := os.ReadFile(filepath.Join(b.pdir, "result.json")); string(data) != `{"status":"awaiting_input"}` {
+		t.Errorf("result.json = %q after the jailed command", data)
+	}
+}
+
+func TestJailedCommandSeesNeitherHiddenStateNorOtherProcesses(t *testing.T) {
+	b := newBox(t)
+	j := b.jail()
+	requireJail(t, j)
+	code, out := run(t, j, b.ws, fmt.Sprintf(`
+		cat %[1]s 2>&1 || true
+		ls -A %[2]s
+		echo "prompt: $(cat .fleetlift/prompt.txt)"
+		echo "result: $(cat .fleetlift/result.json 2>&1)"
+		echo "pids: $(ls /proc | grep -E '^[0-9]+$' | tr '\n' ' ')"
+		cat /proc/%[3]d/environ 2>&1 || true
+		echo "uid: $(id -u) gid: $(id -g)"
+		grep CapEff /proc/self/status
+	`, b.secret, filepath.Join(b.state, "sandboxes"), os.Getpid()))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if strings.Contains(out, "PRIVATE KEY") || strings.Contains(out, "another sandbox") || strings.Contains(out, "other\n") {
+		t.Errorf("the worker's state is visible in the jail:\n%s", out)
+	}
+	if !strings.Contains(out, "prompt: the prompt") {
+		t.Errorf("the readable prompt file is not readable:\n%s", out)
+	}
+	if strings.Contains(out, "awaiting_input") {
+		t.Errorf("result.json is readable in the jail:\n%s", out)
+	}
+	var pids []string
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "pids: "); ok {
+			pids = strings.Fields(rest)
+		}
+	}
+	if len(pids) == 0 || len(pids) > 6 || pids[0] != "1" {
+		t.Errorf("the jail's /proc shows processes %v; want only the jail's own, from pid 1", pids)
+	}
+	if strings.Contains(out, "PATH=") {
+		t.Errorf("the test process's environment is readable from the jail:\n%s", out)
+	}
+	want := fmt.Sprintf("uid: %d gid: %d", os.Getuid(), os.Getgid())
+	if !strings.Contains(out, want) {
+		t.Errorf("want %q in:\n%s", want, out)
+	}
+	if !strings.Contains(out, "CapEff:\t0000000000000000") {
+		t.Errorf("the jailed command has capabilities:\n%s", out)
+	}
+}
+
+func TestNothingOutlivesAJailedCommand(t *testing.T) {
+	b := newBox(t)
+	j := b.jail()
+	requireJail(t, j)
+	marker := "fleetlift-jail-orphan-" + strconv.Itoa(os.Getpid())
+	// Detached from the command in every way a shell can: a new session,
+	// output elsewhere, not waited for.
+	code, out := run(t, j, b.ws, fmt.Sprintf(`setsid sh -c 'exec -a %s sleep 300' </dev/null >/dev/null 2>&1 & echo started`, marker))
+	if code != 0 || !strings.Contains(out, "started") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if left := processesWith(t, marker); len(left) > 0 {
+		t.Fatalf("processes outlived the jailed command: %v", left)
+	}
+}
+
+func TestJailExitCodes(t *testing.T) {
+	b := newBox(t)
+	j := b.jail()
+	requireJail(t, j)
+	tests := []struct {
+		name   string
+		argv   []string
+		code   int
+		output string
+	}{
+		{"success", []string{"true"}, 0, ""},
+		{"exit status", []string{"sh", "-c", "exit 7"}, 7, ""},
+		{"killed by a signal", []string{"sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
+		{"not found", []string{"no-such-command-fleetlift"}, ExitNotFound, "no-such-command-fleetlift"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, err := j.Command(tt.argv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Dir = b.ws
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code || !strings.Contains(string(out), tt.output) {
+				t.Errorf("exit %d, output %q; want %d and %q", code, out, tt.code, tt.output)
+			}
+		})
+	}
+}
+
+func TestJailRefusesBadSpecs(t *testing.T) {
+	b := newBox(t)
+	tests := []struct {
+		name string
+		spec Spec
+		want string
+	}{
+		{"relative path", Spec{Writable: []string{"workspace"}}, "must be absolute"},
+		{"root", Spec{Hidden: []string{"/"}}, "not /"},
+		{"missing workspace", Spec{Writable: []string{filepath.Join(b.state, "nope")}}, "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := &Jail{Self: self, Spec: tt.spec}
+			if _, err := j.Command([]string{"true"}); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Command: %v; want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// processesWith lists the host's processes whose command line contains
+// marker.
+func processesWith(t *testing.T, marker string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(data, []byte(marker)) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(data), "\x00", " "))
+		}
+	}
+	return out
+}

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package jail
+
+import (
+	"errors"
+	"os/exec"
+)
+
+// errUnsupported: the jail needs Linux namespaces.
+var errUnsupported = errors.New("jail unavailable: it needs Linux user, mount and PID namespaces")
+
+// Command fails: the jail needs Linux.
+func (j *Jail) Command(argv []string) (*exec.Cmd, error) { return nil, errUnsupported }
+
+// Check fails: the jail needs Linux.
+func (j *Jail) Check() error { return errUnsupported }
+
+// Main fails: the jail needs Linux.
+func Main(args []string) int { return fail(ExitSetup, "%v", errUnsupported) }
