@@ -194,15 +194,18 @@ func (d *gitDecision) records(ctx context.Context, f *temporalFlags, args []stri
 		}
 	}
 	pending := []state.PendingApproval{{Target: g.target, ResultDigest: g.digest}}
+	// Offline, the record is bound by its digest alone; from Temporal it
+	// names the run's generation too.
+	var generation int64
 	if g.target == "" {
 		var err error
-		if pending, err = d.pendingFromTemporal(ctx, f, args[0], repo); err != nil {
+		if pending, generation, err = d.pendingFromTemporal(ctx, f, args[0], repo); err != nil {
 			return nil, err
 		}
 	}
 	records := make([]record, len(pending))
 	for i, p := range pending {
-		records[i] = newRecord(d.action, p, by, d.prompt, g.comment)
+		records[i] = newRecord(d.action, p, generation, by, d.prompt, g.comment)
 	}
 	if err := checkRecords(ctx, records); err != nil {
 		if byFrom != "--by" {
@@ -259,23 +262,24 @@ func (d *gitDecision) deliver(ctx context.Context, repo *userClone, cfg *spec.Co
 	return nil
 }
 
-// pendingFromTemporal asks Temporal what the run id awaits approval for.
-func (d *gitDecision) pendingFromTemporal(ctx context.Context, f *temporalFlags, arg string, repo *userClone) ([]state.PendingApproval, error) {
+// pendingFromTemporal asks Temporal what the run id awaits approval for,
+// and the run's generation.
+func (d *gitDecision) pendingFromTemporal(ctx context.Context, f *temporalFlags, arg string, repo *userClone) ([]state.PendingApproval, int64, error) {
 	c, err := f.dial(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w; or decide offline with --target and --digest", err)
+		return nil, 0, fmt.Errorf("%w; or decide offline with --target and --digest", err)
 	}
 	defer c.Close()
 	rec, err := (&statetemporal.Reader{Client: c, Namespace: f.namespace}).Get(ctx, runDefinitionID(arg))
 	if errors.Is(err, state.ErrNotFound) {
-		return nil, fmt.Errorf("no run %s in Temporal at %s (namespace %s)", arg, f.address, f.namespace)
+		return nil, 0, fmt.Errorf("no run %s in Temporal at %s (namespace %s)", arg, f.address, f.namespace)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	pending, err := selectPending(rec, d.unit)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	switch {
 	case rec.SourceRevision == "":
@@ -283,7 +287,7 @@ func (d *gitDecision) pendingFromTemporal(ctx context.Context, f *temporalFlags,
 	case rec.File != "" && !repo.has(rec.File):
 		d.notef("%s has no %s, the definition of %s: is it a clone of the campaigns repository the reconciler watches?", repo.dir, rec.File, rec.ID)
 	}
-	return pending, nil
+	return pending, rec.Generation, nil
 }
 
 // selectPending is what rec awaits approval for: everything, or unit's
@@ -327,15 +331,16 @@ type recordYAML struct {
 	Target       string `yaml:"target"`
 	Action       string `yaml:"action"`
 	ResultDigest string `yaml:"result_digest,omitempty"`
+	Generation   int64  `yaml:"generation,omitempty"`
 	By           string `yaml:"by"`
 	Prompt       string `yaml:"prompt,omitempty"`
 	Comment      string `yaml:"comment,omitempty"`
 }
 
-func newRecord(action string, p state.PendingApproval, by, prompt, comment string) record {
+func newRecord(action string, p state.PendingApproval, generation int64, by, prompt, comment string) record {
 	r := record{path: mirror.ApprovalPath(p.Target), Approval: spec.Approval{
 		Version: 1, Kind: spec.KindApproval, Target: p.Target, Action: action,
-		ResultDigest: p.ResultDigest, By: by, Prompt: prompt, Comment: comment,
+		ResultDigest: p.ResultDigest, Generation: generation, By: by, Prompt: prompt, Comment: comment,
 	}}
 	r.File = r.path
 	var b bytes.Buffer
@@ -343,7 +348,7 @@ func newRecord(action string, p state.PendingApproval, by, prompt, comment strin
 	enc.SetIndent(2)
 	// Encoding a struct of strings cannot fail.
 	_ = enc.Encode(recordYAML{Version: r.Version, Kind: string(r.Kind), Target: r.Target, Action: r.Action,
-		ResultDigest: r.ResultDigest, By: r.By, Prompt: r.Prompt, Comment: r.Comment})
+		ResultDigest: r.ResultDigest, Generation: r.Generation, By: r.By, Prompt: r.Prompt, Comment: r.Comment})
 	_ = enc.Close()
 	r.body = b.Bytes()
 	return r

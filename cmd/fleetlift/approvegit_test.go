@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/mirror"
 	"github.com/fleetlift/fleetlift/internal/state"
 )
 
@@ -101,7 +102,7 @@ func TestApproveGitPush(t *testing.T) {
 		t.Fatalf("approve --git --push: exit %d\n%s", code, out)
 	}
 	for _, p := range rec.PendingApprovals {
-		name := "approvals/" + strings.ReplaceAll(p.Target, "/", "-") + ".yaml"
+		name := mirror.ApprovalPath(p.Target)
 		got := gitIn(t, bare, "show", "main:"+name)
 		if !strings.Contains(got, "result_digest: "+p.ResultDigest) || !strings.Contains(got, "by: robin") {
 			t.Errorf("%s on the remote's main:\n%s", name, got)
@@ -138,7 +139,7 @@ func TestApproveGitOffline(t *testing.T) {
 	userGitEnv(t)
 	const (
 		target = "demo-go-version/payments"
-		file   = "approvals/demo-go-version-payments.yaml"
+		file   = "approvals/demo-go-version__payments.yaml"
 		d1     = "sha256:9f2c4e1a7b3d5f60182a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f8a0c2e4b6d"
 		d2     = "sha256:0d6e1c2b3a4f5e6d7c8b9a0f1e2d3c4b5a6f7e8d9c0b1a2f3e4d5c6b7a8f9e0d"
 	)
@@ -358,8 +359,8 @@ func TestApproveGitPullRequest(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("approve --pull-request: exit %d\n%s", code, out)
 	}
-	const branch = "fleetlift/approval-record/demo-go-version-payments-9f2c4e1a7b3d"
-	if got := gitIn(t, bare, "show", branch+":approvals/demo-go-version-payments.yaml"); !strings.Contains(got, "result_digest: "+digest) {
+	const branch = "fleetlift/approval-record/demo-go-version__payments-9f2c4e1a7b3d"
+	if got := gitIn(t, bare, "show", branch+":approvals/demo-go-version__payments.yaml"); !strings.Contains(got, "result_digest: "+digest) {
 		t.Errorf("the record on %s:\n%s", branch, got)
 	}
 	if len(pulls()) != 1 {
@@ -368,7 +369,7 @@ func TestApproveGitPullRequest(t *testing.T) {
 	pr := pulls()[0]
 	head, base := pr["head"].(map[string]any)["ref"], pr["base"].(map[string]any)["ref"]
 	if head != branch || base != "main" || pr["title"] != "Approve demo-go-version/payments (sha256:9f2c4e1a7b3d)" ||
-		!strings.Contains(pr["body"].(string), "approvals/demo-go-version-payments.yaml") {
+		!strings.Contains(pr["body"].(string), "approvals/demo-go-version__payments.yaml") {
 		t.Errorf("the pull request: %v", pr)
 	}
 	if !strings.Contains(out, "pull request https://forge.example/acme/campaigns/pull/1 ("+branch+" into main)") {
@@ -421,8 +422,8 @@ func TestApproveGitSecondApprover(t *testing.T) {
 	userGitEnv(t)
 	const (
 		target = "demo-go-version/payments"
-		first  = "approvals/demo-go-version-payments.yaml"
-		second = "approvals/demo-go-version-payments.robin.yaml"
+		first  = "approvals/demo-go-version__payments.yaml"
+		second = "approvals/demo-go-version__payments+robin.yaml"
 		digest = "sha256:9f2c4e1a7b3d5f60182a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f8a0c2e4b6d"
 	)
 	_, work := campaignsRemote(t, t.TempDir(), "")

@@ -197,8 +197,11 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	}
 	// watch.require_reviewed_merge: only commits merged from reviewed pull
 	// requests launch. Wired without a forge too, so that such a config
-	// launches nothing rather than everything.
-	gate := &reconcile.ReviewedMergeGate{Repository: rf.repo, Branch: rf.branch, Log: logger}
+	// launches nothing rather than everything. The requirement is kept in
+	// Temporal, so that a restart does not forget it.
+	gate := &reconcile.ReviewedMergeGate{Repository: rf.repo, Branch: rf.branch, Log: logger,
+		Latch: &dispatch.Latch{Client: c, ID: workflow.ReviewedMergeLatchID(rf.repo, rf.branch),
+			Name: fmt.Sprintf("watch.require_reviewed_merge of %s, branch %s", gitx.Redact(rf.repo), rf.branch)}}
 	// The forge is the one selected at the start: a revision that selects
 	// another launches nothing.
 	if r.Gate, err = newForgeGate(&rf.forges, fs, gate); err != nil {

@@ -226,6 +226,8 @@ func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (worker.Work
 	w.RegisterWorkflow(workflow.Campaign)
 	// The lease reconciler replicas elect their leader with.
 	w.RegisterWorkflow(workflow.Lease)
+	// The latch the reconciler keeps watch.require_reviewed_merge in.
+	w.RegisterWorkflow(workflow.Latch)
 	w.RegisterActivity(&activity.Activities{Sandbox: provider, SandboxEnv: env, SandboxSecrets: secrets})
 	return w, nil
 }

@@ -45,6 +45,13 @@ func (a Action) BindsResult() bool {
 	return a == Approve || a == Reject || a == Steer
 }
 
+// BindsRun reports whether the action decides about a campaign's run and
+// so must name the run's generation (continue, abort, retry): without it,
+// a record left in Git would act again on every later run.
+func (a Action) BindsRun() bool {
+	return a == Continue || a == Abort || a == Retry
+}
+
 // ParseAction reads an action name.
 func ParseAction(s string) (Action, error) {
 	a := Action(s)
@@ -67,6 +74,11 @@ type Record struct {
 	// ResultDigest is the digest of the result the approver saw. Required
 	// for approve, reject and steer; ignored for continue, abort, retry.
 	ResultDigest string `json:"result_digest,omitempty"`
+	// Generation is the generation of the run the record decides about
+	// (state.Campaign.Generation). Required for continue, abort and
+	// retry; for approve, reject and steer, zero means any generation
+	// whose result has ResultDigest.
+	Generation int64 `json:"generation,omitempty"`
 	// By is who approved.
 	By     string `json:"by"`
 	Action Action `json:"action"`
@@ -89,8 +101,8 @@ func (r Record) Unit() string {
 }
 
 // Validate reports what makes the record unusable whatever the run state:
-// an unknown action, no target, a missing digest or prompt, or a campaign
-// action aimed at one task.
+// an unknown action, no target, a missing digest, generation or prompt,
+// or a campaign action aimed at one task.
 func (r Record) Validate() error {
 	var probs []string
 	switch {
@@ -104,6 +116,9 @@ func (r Record) Validate() error {
 	}
 	if r.Action.BindsResult() && r.ResultDigest == "" {
 		probs = append(probs, fmt.Sprintf("no result digest: %s must name the result it saw", r.Action))
+	}
+	if r.Action.BindsRun() && r.Generation <= 0 {
+		probs = append(probs, fmt.Sprintf("no generation: %s must name the run it decides about (the generation `fleetlift status` shows)", r.Action))
 	}
 	if r.Action == Steer && strings.TrimSpace(r.Prompt) == "" {
 		probs = append(probs, "steer without a prompt")

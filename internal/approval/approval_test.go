@@ -14,14 +14,21 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{"approve with digest", func(*approval.Record) {}, ""},
-		{"continue needs no digest", func(r *approval.Record) { r.Action, r.Target, r.ResultDigest = approval.Continue, "slog", "" }, ""},
-		{"retry one task", func(r *approval.Record) { r.Action, r.ResultDigest = approval.Retry, "" }, ""},
+		{"continue needs no digest", func(r *approval.Record) {
+			r.Action, r.Target, r.ResultDigest, r.Generation = approval.Continue, "slog", "", 2
+		}, ""},
+		{"retry one task", func(r *approval.Record) { r.Action, r.ResultDigest, r.Generation = approval.Retry, "", 1 }, ""},
+		{"approve of one generation", func(r *approval.Record) { r.Generation = 3 }, ""},
+		{"continue without generation", func(r *approval.Record) { r.Action, r.Target, r.ResultDigest = approval.Continue, "slog", "" },
+			"no generation: continue must name the run it decides about (the generation `fleetlift status` shows)"},
+		{"retry without generation", func(r *approval.Record) { r.Action = approval.Retry },
+			"no generation: retry must name the run it decides about (the generation `fleetlift status` shows)"},
 		{"no action", func(r *approval.Record) { r.Action = "" }, "no action"},
 		{"unknown action", func(r *approval.Record) { r.Action = "merge" }, `unknown action "merge"`},
 		{"no target", func(r *approval.Record) { r.Target = "" }, "no target"},
 		{"approve without digest", func(r *approval.Record) { r.ResultDigest = "" }, "no result digest: approve must name the result it saw"},
 		{"steer without prompt", func(r *approval.Record) { r.Action = approval.Steer }, "steer without a prompt"},
-		{"abort one task", func(r *approval.Record) { r.Action = approval.Abort }, "abort applies to a whole campaign, not to slog/payments"},
+		{"abort one task", func(r *approval.Record) { r.Action, r.Generation = approval.Abort, 1 }, "abort applies to a whole campaign, not to slog/payments"},
 		{"several problems", func(r *approval.Record) { r.Action, r.ResultDigest = approval.Steer, "" }, "no result digest: steer must name the result it saw; steer without a prompt"},
 	}
 	for _, c := range cases {

@@ -22,7 +22,13 @@
 //     cannot approve it alone".
 //   - DecideReviews: what the reviews of an approval pull request decide
 //     (approve, steer, reject, or nothing yet), with GitHub's rules for
-//     which review counts.
+//     which review counts; closing it rejects only when the closer may
+//     approve.
+//
+// A record names the run it decides about: approve, reject and steer by
+// the result's digest, continue, abort and retry by the run's generation
+// (Record.Generation, which approve, reject and steer may name too).
+// PathName names a target in branch and file names, one name per target.
 //
 // All of it is pure: the forge is asked about team membership through a
 // function the caller passes (IsMember), and Git commits and reviews come

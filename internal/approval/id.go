@@ -11,11 +11,14 @@ import (
 // same ID (and a workflow that carried it out ignores it); a record
 // edited in place has a new one.
 func (r Record) ID() string {
+	// Generation is left out when zero, so that records written before
+	// it existed keep their IDs.
 	b, _ := json.Marshal(struct {
 		Target, ResultDigest, By string
 		Action                   Action
 		Prompt                   string
-	}{r.Target, r.ResultDigest, r.By, r.Action, r.Prompt})
+		Generation               int64 `json:",omitempty"`
+	}{r.Target, r.ResultDigest, r.By, r.Action, r.Prompt, r.Generation})
 	sum := sha256.Sum256(b)
 	return r.File + "@" + hex.EncodeToString(sum[:6])
 }

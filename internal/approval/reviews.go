@@ -17,6 +17,9 @@ type PullRequestView struct {
 	HeadSHA string
 	// Author is the login of who opened the pull request.
 	Author string
+	// ClosedBy is the login of who closed it, when State is closed
+	// (forge.Hub's ClosedBy); "" when the forge does not say.
+	ClosedBy string
 }
 
 // Review is one review of a pull request. It has the fields of
@@ -47,8 +50,8 @@ const (
 type Decision struct {
 	// Action is Approve, Steer or Reject, or "" while nothing is decided.
 	Action Action
-	// By is the reviewer whose review decided (empty for Reject: closing
-	// a pull request is no review).
+	// By is the reviewer whose review decided, or who closed the pull
+	// request for a Reject.
 	By string
 	// Prompt is the text a Steer sends the agent: the review's body.
 	Prompt string
@@ -67,7 +70,11 @@ type Decision struct {
 // the result (Policy.Allowed for the definition's file) and is asked at
 // most once per reviewer, and only about reviews that could count.
 //
-//   - A pull request closed without merging rejects.
+//   - A pull request closed without merging rejects, when whoever
+//     closed it may approve (allowed, and not its author): closing is a
+//     decision like a review, and anyone who can close a pull request
+//     cannot be one who decides. Closed by someone else, or by whom the
+//     forge does not say, it decides nothing.
 //   - Each reviewer's latest review counts, COMMENTED and PENDING reviews
 //     aside (as on GitHub, a comment neither adds nor withdraws an
 //     approval); a DISMISSED latest review counts for nothing.
@@ -84,7 +91,7 @@ type Decision struct {
 // reviews are in any order; ties in SubmittedAt keep the given order.
 func DecideReviews(pr PullRequestView, reviews []Review, allowed func(user string) (bool, error)) (Decision, error) {
 	if pr.State == prClosed {
-		return Decision{Action: Reject, Reason: "the approval pull request was closed without merging"}, nil
+		return decideClose(pr, allowed)
 	}
 	if pr.HeadSHA == "" {
 		return Decision{}, fmt.Errorf("decide reviews: the pull request has no head commit")
@@ -159,6 +166,28 @@ func DecideReviews(pr PullRequestView, reviews []Review, allowed func(user strin
 		d.Reason = "waiting for an approving review from an allowed reviewer"
 	}
 	return d, nil
+}
+
+// decideClose is what closing pr without merging decides: a reject by an
+// allowed approver who is not its author, else nothing.
+func decideClose(pr PullRequestView, allowed func(user string) (bool, error)) (Decision, error) {
+	const only = "closing rejects only when an allowed approver closes it"
+	switch {
+	case pr.ClosedBy == "":
+		return Decision{Reason: "the approval pull request was closed, and the forge does not say by whom: " + only}, nil
+	case strings.EqualFold(pr.ClosedBy, pr.Author):
+		return Decision{Reason: fmt.Sprintf("the approval pull request was closed by %s, who opened it: %s", pr.ClosedBy, only),
+			Ignored: []string{pr.ClosedBy + ": closed it, and is the pull request's author"}}, nil
+	}
+	ok, err := allowed(pr.ClosedBy)
+	if err != nil {
+		return Decision{}, fmt.Errorf("decide reviews: may %s reject: %w", pr.ClosedBy, err)
+	}
+	if !ok {
+		return Decision{Reason: fmt.Sprintf("the approval pull request was closed by %s, who may not approve: %s", pr.ClosedBy, only),
+			Ignored: []string{pr.ClosedBy + ": closed it, but is not an allowed approver"}}, nil
+	}
+	return Decision{Action: Reject, By: pr.ClosedBy, Reason: fmt.Sprintf("%s closed the approval pull request without merging: rejected", pr.ClosedBy)}, nil
 }
 
 func shortSHA(sha string) string {

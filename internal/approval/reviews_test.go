@@ -88,9 +88,9 @@ func TestDecideReviews(t *testing.T) {
 		{"approved by two: the latest is By", open, func() []forge.Review {
 			return []forge.Review{review("bob", forge.ReviewApproved, head, ""), review("alice", forge.ReviewApproved, head, "")}
 		}, approval.Decision{Action: approval.Approve, By: "alice", ReviewID: 2, Reason: "approved by alice on the current head"}},
-		{"closed without merging", approval.PullRequestView{State: forge.StateClosed, HeadSHA: head, Author: "fleetlift-bot"}, func() []forge.Review {
+		{"closed by an approver", approval.PullRequestView{State: forge.StateClosed, HeadSHA: head, Author: "fleetlift-bot", ClosedBy: "bob"}, func() []forge.Review {
 			return []forge.Review{review("alice", forge.ReviewApproved, head, "")}
-		}, approval.Decision{Action: approval.Reject, Reason: "the approval pull request was closed without merging"}},
+		}, approval.Decision{Action: approval.Reject, By: "bob", Reason: "bob closed the approval pull request without merging: rejected"}},
 		{"merged with approval", approval.PullRequestView{State: forge.StateMerged, HeadSHA: head, Author: "fleetlift-bot"}, func() []forge.Review {
 			return []forge.Review{review("alice", forge.ReviewApproved, head, "")}
 		}, approval.Decision{Action: approval.Approve, By: "alice", ReviewID: 1, Reason: "approved by alice on the current head"}},
@@ -145,5 +145,49 @@ func TestDecideReviewsErrors(t *testing.T) {
 	pr.HeadSHA = ""
 	if _, err := approval.DecideReviews(pr, nil, func(string) (bool, error) { return true, nil }); err == nil {
 		t.Error("no head commit: want an error")
+	}
+}
+
+// TestClosingApprovalPRRejectsOnlyForApprovers: closing an approval pull
+// request rejects the result only when whoever closed it may approve it;
+// anyone else who can close a pull request (a collaborator, the
+// definition's author, fleetlift itself) decides nothing by closing.
+func TestClosingApprovalPRRejectsOnlyForApprovers(t *testing.T) {
+	const head = "headheadheadheadhead"
+	// The definition's author, dave, may not decide: allowed says no, as
+	// the reconciler's does.
+	allowed := func(user string) (bool, error) {
+		return slices.Contains([]string{"alice", "bob"}, strings.ToLower(user)), nil
+	}
+	approved := []approval.Review{{ID: 1, User: "alice", State: forge.ReviewApproved, CommitID: head}}
+	const only = "closing rejects only when an allowed approver closes it"
+	cases := []struct {
+		name     string
+		closedBy string
+		want     approval.Decision
+	}{
+		{"an approver", "Bob", approval.Decision{Action: approval.Reject, By: "Bob", Reason: "Bob closed the approval pull request without merging: rejected"}},
+		{"a collaborator who may not approve", "mallory", approval.Decision{
+			Reason:  "the approval pull request was closed by mallory, who may not approve: " + only,
+			Ignored: []string{"mallory: closed it, but is not an allowed approver"}}},
+		{"the definition's author", "dave", approval.Decision{
+			Reason:  "the approval pull request was closed by dave, who may not approve: " + only,
+			Ignored: []string{"dave: closed it, but is not an allowed approver"}}},
+		{"the pull request's author", "fleetlift-bot", approval.Decision{
+			Reason:  "the approval pull request was closed by fleetlift-bot, who opened it: " + only,
+			Ignored: []string{"fleetlift-bot: closed it, and is the pull request's author"}}},
+		{"nobody the forge names", "", approval.Decision{Reason: "the approval pull request was closed, and the forge does not say by whom: " + only}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pr := approval.PullRequestView{State: forge.StateClosed, HeadSHA: head, Author: "fleetlift-bot", ClosedBy: c.closedBy}
+			got, err := approval.DecideReviews(pr, approved, allowed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("DecideReviews:\n got %+v\nwant %+v", got, c.want)
+			}
+		})
 	}
 }

@@ -121,7 +121,8 @@ func Read(ctx context.Context, loader *spec.Loader, root fs.FS, sha, sub string)
 	rev.Desired.Errors = append(rev.Desired.Errors, recs.Errors...)
 	for _, a := range recs.Approvals {
 		rev.Desired.Approvals = append(rev.Desired.Approvals, approval.Record{
-			File: a.File, Target: a.Target, ResultDigest: a.ResultDigest, By: a.By, Action: approval.Action(a.Action), Prompt: a.Prompt,
+			File: a.File, Target: a.Target, ResultDigest: a.ResultDigest, Generation: a.Generation, By: a.By,
+			Action: approval.Action(a.Action), Prompt: a.Prompt,
 		})
 	}
 	if cfg != nil {

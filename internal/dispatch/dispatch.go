@@ -4,6 +4,8 @@
 // resume, approval decisions) and cancels them. Every operation is
 // idempotent, so the reconciler may repeat it: a start finds the run it
 // already started, a decision names the result or record it is about.
+// Latch keeps the reconciler's launch gate (watch.require_reviewed_merge)
+// in Temporal, so that it survives restarts.
 //
 // The reconciler plans from Temporal's visibility store, which lags: a
 // run it does not show yet may have started, even finished. So a start
@@ -137,7 +139,9 @@ func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts work
 	}
 	var run client.WorkflowRun
 	if s.Campaign != nil {
-		run, err = c.ExecuteWorkflow(ctx, so, workflow.Campaign, *s.Campaign)
+		in := *s.Campaign
+		in.Generation = generation
+		run, err = c.ExecuteWorkflow(ctx, so, workflow.Campaign, in)
 	} else {
 		run, err = c.ExecuteWorkflow(ctx, so, workflow.Task, *s.Task)
 	}
@@ -180,6 +184,7 @@ func (t *Temporal) UpdateInPlace(ctx context.Context, d spec.Definition, rec sta
 	}
 	in := *s.Campaign
 	in.Suspend = false // suspension follows the spec through Suspend
+	in.Generation = rec.Generation + 1
 	return t.signal(ctx, rec, workflow.SignalUpdate, workflow.UpdateSignal{Input: in, Memo: memo})
 }
 
@@ -210,6 +215,9 @@ func (t *Temporal) Suspend(ctx context.Context, rec state.Campaign, suspend bool
 }
 
 // Decide sends an applying approval record to the run it is about.
+// Continue, abort and retry name the record's generation, so that a run
+// of another generation (one that started after the plan was made)
+// ignores them.
 func (t *Temporal) Decide(ctx context.Context, a plan.ApprovalChange, rec state.Campaign) error {
 	r := a.Record
 	d := workflow.DecisionSignal{ResultDigest: r.ResultDigest, By: r.By, Record: r.ID()}
@@ -235,11 +243,11 @@ func (t *Temporal) Decide(ctx context.Context, a plan.ApprovalChange, rec state.
 	}
 	switch r.Action {
 	case approval.Continue:
-		return t.signal(ctx, rec, workflow.SignalContinue, workflow.ContinueSignal{Record: d.Record})
+		return t.signal(ctx, rec, workflow.SignalContinue, workflow.ContinueSignal{Record: d.Record, Generation: r.Generation})
 	case approval.Abort:
-		return t.signal(ctx, rec, workflow.SignalAbort, workflow.RecordSignal{Record: d.Record})
+		return t.signal(ctx, rec, workflow.SignalAbort, workflow.RecordSignal{Record: d.Record, Generation: r.Generation})
 	case approval.Retry:
-		return t.signal(ctx, rec, workflow.SignalRetryFailed, workflow.RecordSignal{Record: d.Record, Unit: r.Unit()})
+		return t.signal(ctx, rec, workflow.SignalRetryFailed, workflow.RecordSignal{Record: d.Record, Unit: r.Unit(), Generation: r.Generation})
 	}
 	return fmt.Errorf("unknown action %q", r.Action)
 }

@@ -85,6 +85,10 @@ type Hub interface {
 	// ListReviews returns every review of a pull request, oldest first,
 	// with states normalised to the Review* constants.
 	ListReviews(ctx context.Context, repository string, number int) ([]Review, error)
+	// ClosedBy returns the login of who closed a pull request, or ""
+	// while it is open or when the forge does not say. Ask about pull
+	// requests closed without merging: about merged ones forges differ.
+	ClosedBy(ctx context.Context, repository string, number int) (string, error)
 	// MergedPullRequest returns the merged pull request of repository
 	// whose merge commit is sha (the merge commit, the squashed commit,
 	// or the last commit a rebase merge made), with its reviews as

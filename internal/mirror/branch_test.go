@@ -93,8 +93,8 @@ func TestWrite(t *testing.T) {
 				"README.md": {
 					"Revision `4d816c4e0b5a` of `main`",
 					"| [`slog-rollout`](campaigns/slog-rollout.md) | Campaign | awaiting_approval | 2 | 1 / 1 / 4 | 1 open | 1 |",
-					"commit this file as `approvals/slog-rollout-payments.yaml` to `main`",
-					"result_digest: " + digest + "\nby: <you>",
+					"commit this file as `approvals/slog-rollout__payments.yaml` to `main`",
+					"result_digest: " + digest + "\ngeneration: 2\nby: <you>",
 				},
 				"campaigns/slog-rollout.md": {"| `api` | completed | `fleetlift/slog` | <" + apiPR + "> | open |", "| `payments` | `main.go` | 10 | 4 |"},
 				"campaigns/version-bump.md": {"| Phase | completed (suspended) |"},

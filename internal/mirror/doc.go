@@ -40,7 +40,8 @@
 // URLs) is left out, and URL user-info in every field and file is
 // replaced by REDACTED (git.Redact).
 //
-// mirror imports reconcile, plan, state, git and the standard library. It
-// must not import any SDK (Temporal, go-github, client-go), a forge, or a
-// state store: it only shows the status it is handed.
+// mirror imports reconcile, plan, approval, state, git, markdown and the
+// standard library. It must not import any SDK (Temporal, go-github,
+// client-go), a forge, or a state store: it only shows the status it is
+// handed.
 package mirror

@@ -7,13 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/fleetlift/fleetlift/internal/markdown"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/markdown"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -60,17 +61,21 @@ func PagePath(id string) string {
 }
 
 // ApprovalPath is where an approval record for target goes in the
-// campaigns repository: approvals/<target with / replaced by ->.yaml.
+// campaigns repository: approvals/<approval.PathName(target)>.yaml
+// ("slog-rollout/payments" goes to approvals/slog-rollout__payments.yaml).
+// No two targets share a path.
 func ApprovalPath(target string) string {
-	return "approvals/" + fileName(strings.ReplaceAll(target, "/", "-")) + ".yaml"
+	return "approvals/" + approval.PathName(target) + ".yaml"
 }
 
 // SecondApprovalPath is where the record of another approver of the same
 // result goes when ApprovalPath holds one already (a change whose author
 // approves counts only with a second approver):
-// approvals/<target>.<by>.yaml.
+// approvals/<target>+<by>.yaml, both named by approval.PathName. A "+" is
+// in no PathName, so no pair of target and approver shares a path, nor
+// with an ApprovalPath.
 func SecondApprovalPath(target, by string) string {
-	return "approvals/" + fileName(strings.ReplaceAll(target, "/", "-")+"."+by) + ".yaml"
+	return "approvals/" + approval.PathName(target) + "+" + approval.PathName(by) + ".yaml"
 }
 
 var plainName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$`)
@@ -151,7 +156,7 @@ func prepare(s reconcile.Status, watched string) *view {
 		r := a.Record
 		v.approvals = append(v.approvals, jsonApproval{
 			File: git.Redact(r.File), Target: git.Redact(r.Target), Action: string(r.Action), By: git.Redact(r.By),
-			ResultDigest: r.ResultDigest, Status: string(a.Status), Reason: git.Redact(a.Reason), CurrentDigest: a.Current,
+			ResultDigest: r.ResultDigest, Generation: r.Generation, Status: string(a.Status), Reason: git.Redact(a.Reason), CurrentDigest: a.Current,
 		})
 	}
 	slices.SortFunc(v.approvals, func(a, b jsonApproval) int {
@@ -280,6 +285,7 @@ type jsonApproval struct {
 	Action        string `json:"action"`
 	By            string `json:"by"`
 	ResultDigest  string `json:"result_digest,omitempty"`
+	Generation    int64  `json:"generation,omitempty"`
 	Status        string `json:"status"`
 	Reason        string `json:"reason,omitempty"`
 	CurrentDigest string `json:"current_digest,omitempty"`
@@ -386,7 +392,7 @@ func (v *view) readme() string {
 					}
 					fmt.Fprintf(&b, "\nThe files are listed in [%s](%s).\n", text(PagePath(c.ID)), PagePath(c.ID))
 				}
-				v.howToApprove(&b, p)
+				v.howToApprove(&b, p, c.Generation)
 			}
 		}
 	}
@@ -438,14 +444,31 @@ func (v *view) readme() string {
 	return b.String()
 }
 
-// howToApprove shows the approval record that approves p.
-func (v *view) howToApprove(b *strings.Builder, p state.PendingApproval) {
+// howToApprove shows the approval record that approves p, a result of
+// generation gen.
+func (v *view) howToApprove(b *strings.Builder, p state.PendingApproval, gen int64) {
 	fmt.Fprintf(b, "\nTo approve, commit this file as %s to %s of the campaigns repository, with your login as `by`:\n\n",
 		code(ApprovalPath(p.Target)), code(v.watched))
-	rec := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\nby: <you>\n",
-		yamlString(p.Target), yamlString(p.ResultDigest))
+	rec := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\n", yamlString(p.Target), yamlString(p.ResultDigest))
+	if gen > 0 {
+		rec += fmt.Sprintf("generation: %d\n", gen)
+	}
+	rec += "by: <you>\n"
 	b.WriteString(fence(rec, "yaml"))
 	b.WriteString("\n`action: reject` discards the result; `action: steer` with a `prompt` sends the agent back to work.\n")
+}
+
+// howToResume shows the approval records that continue or abort the
+// paused campaign c: they name its generation, so that they never act on
+// a later run.
+func (v *view) howToResume(b *strings.Builder, c state.Campaign) {
+	b.WriteString("\n## Paused\n\n")
+	fmt.Fprintf(b, "To resume, commit this file as %s to %s of the campaigns repository, with your login as `by`:\n\n",
+		code(ApprovalPath(c.ID)), code(v.watched))
+	rec := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: continue\ngeneration: %d\nby: <you>\n", yamlString(c.ID), c.Generation)
+	b.WriteString(fence(rec, "yaml"))
+	b.WriteString("\n`action: abort` stops the campaign instead; `action: retry` runs its failed repositories again. " +
+		"A record names the generation it decides about and does nothing to a later one.\n")
 }
 
 func waiting(b *strings.Builder, p state.PendingApproval) {
@@ -514,8 +537,12 @@ func (v *view) page(c state.Campaign) string {
 					}
 				}
 			}
-			v.howToApprove(&b, p)
+			v.howToApprove(&b, p, c.Generation)
 		}
+	}
+
+	if c.Phase == state.PhasePaused && c.Kind == state.KindCampaign {
+		v.howToResume(&b, c)
 	}
 
 	if len(c.AppliedApprovals) > 0 {

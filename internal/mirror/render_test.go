@@ -77,8 +77,8 @@ func TestRenderWhatAUserReads(t *testing.T) {
 	for _, want := range []string{
 		"| [`slog-rollout`](campaigns/slog-rollout.md) | Campaign | awaiting_approval | 2 | 1 / 1 / 4 | 1 open | 1 |",
 		"| [`version-bump`](campaigns/version-bump.md) | Task | completed (suspended) | 1 | 1 / 0 / 1 | 1 merged | 0 |",
-		"commit this file as `approvals/slog-rollout-payments.yaml` to `main`",
-		"target: slog-rollout/payments\naction: approve\nresult_digest: " + digest + "\nby: <you>\n",
+		"commit this file as `approvals/slog-rollout__payments.yaml` to `main`",
+		"target: slog-rollout/payments\naction: approve\nresult_digest: " + digest + "\ngeneration: 2\nby: <you>\n",
 		"| `payments` | 2 | 13 | 5 |",
 		"- create `search-cleanup`: start workflow: deadline exceeded",
 		"- `campaigns/broken.yaml:4:8`: title: must be a string",
@@ -143,8 +143,9 @@ func TestPaths(t *testing.T) {
 		// Hashed so that two such ids never share a page.
 		{"id that is no file name", mirror.PagePath("../etc/passwd"), "campaigns/etc-passwd-", ".md"},
 		{"approval of a campaign", mirror.ApprovalPath("slog-rollout"), "approvals/slog-rollout.yaml", ""},
-		{"approval of a task in a campaign", mirror.ApprovalPath("slog-rollout/payments"), "approvals/slog-rollout-payments.yaml", ""},
-		{"approval of a repository in a group", mirror.ApprovalPath("slog-rollout/backend/api"), "approvals/slog-rollout-backend-api.yaml", ""},
+		{"approval of a task in a campaign", mirror.ApprovalPath("slog-rollout/payments"), "approvals/slog-rollout__payments.yaml", ""},
+		{"approval of a repository in a group", mirror.ApprovalPath("slog-rollout/backend/api"), "approvals/slog-rollout__backend__api.yaml", ""},
+		{"second approval", mirror.SecondApprovalPath("slog-rollout/payments", "robin"), "approvals/slog-rollout__payments+robin.yaml", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,5 +188,17 @@ func TestRenderCarriedOutRecordsApply(t *testing.T) {
 	readme := string(mirror.Render(s, "main")["README.md"])
 	if strings.Contains(readme, "do not apply") || strings.Contains(readme, "approvals/ledger.yaml") {
 		t.Errorf("a carried-out record is listed as not applying:\n%s", readme)
+	}
+}
+
+// TestRenderPausedCampaign: a paused campaign's page shows the record
+// that resumes it, naming the run's generation.
+func TestRenderPausedCampaign(t *testing.T) {
+	s := one()
+	s.Campaigns = []state.Campaign{{ID: "slog-rollout", Kind: state.KindCampaign, Phase: state.PhasePaused, Generation: 3}}
+	page := string(mirror.Render(s, "main")["campaigns/slog-rollout.md"])
+	want := "target: slog-rollout\naction: continue\ngeneration: 3\nby: <you>\n"
+	if !strings.Contains(page, want) || !strings.Contains(page, "commit this file as `approvals/slog-rollout.yaml` to `main`") {
+		t.Errorf("the page of a paused campaign lacks %q:\n%s", want, page)
 	}
 }

@@ -14,7 +14,10 @@ import (
 // decideApprovals binds each approval record to the recorded state. A
 // record applies when what it acts on is there: the very result it names
 // awaiting approval (approve, reject, steer), a paused campaign
-// (continue), an unfinished run (abort), failed repositories (retry).
+// (continue), an unfinished run (abort), failed repositories (retry); and
+// when it names a generation, only while the recorded run is that
+// generation (continue, abort and retry always name one), so a record
+// left in Git never acts on a later run.
 // Records that would apply together but disagree (approve and reject of
 // one result; continue and abort of one campaign) are all ignored; exact
 // duplicates apply once. Nothing applies to a run this plan cancels
@@ -121,6 +124,11 @@ func decide(r approval.Record, recs map[string]*state.Campaign) ApprovalChange {
 		}
 		if slices.Contains(rec.AppliedApprovals, r.ID()) {
 			a.Status, a.Reason = ApprovalDone, "carried out by the current run"
+			return a
+		}
+		if r.Generation != 0 && r.Generation != rec.Generation {
+			a.Reason = fmt.Sprintf("names generation %d of %s, and the recorded run is generation %d: a record decides only about the run it names",
+				r.Generation, rec.ID, rec.Generation)
 			return a
 		}
 	}

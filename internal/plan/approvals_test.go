@@ -17,17 +17,17 @@ const (
 
 func approvalState() []state.Campaign {
 	return []state.Campaign{
-		{ID: "slog-rollout", Kind: state.KindCampaign, Phase: state.PhaseAwaitingApproval,
+		{ID: "slog-rollout", Kind: state.KindCampaign, Phase: state.PhaseAwaitingApproval, Generation: 1,
 			Repos: []state.Repo{
 				{Name: "ledger", Status: state.RepoFailed},
 				{Name: "payments", Status: state.RepoAwaitingApproval},
 				{Name: "search", Status: state.RepoCompleted},
 			},
 			PendingApprovals: []state.PendingApproval{{Target: "slog-rollout/payments", ResultDigest: resultNow}}},
-		{ID: "paused", Kind: state.KindCampaign, Phase: state.PhasePaused, Repos: []state.Repo{{Name: "a", Status: state.RepoFailed}},
-			AppliedApprovals: []string{approval.Record{File: "approvals/done.yaml", Target: "paused", By: "alice", Action: approval.Continue}.ID()}},
-		{ID: "finished", Kind: state.KindCampaign, Phase: state.PhaseCompleted, Repos: []state.Repo{{Name: "a", Status: state.RepoCompleted}}},
-		{ID: "go-bump", Kind: state.KindTask, Phase: state.PhaseAwaitingApproval,
+		{ID: "paused", Kind: state.KindCampaign, Phase: state.PhasePaused, Generation: 2, Repos: []state.Repo{{Name: "a", Status: state.RepoFailed}},
+			AppliedApprovals: []string{approval.Record{File: "approvals/done.yaml", Target: "paused", Generation: 2, By: "alice", Action: approval.Continue}.ID()}},
+		{ID: "finished", Kind: state.KindCampaign, Phase: state.PhaseCompleted, Generation: 1, Repos: []state.Repo{{Name: "a", Status: state.RepoCompleted}}},
+		{ID: "go-bump", Kind: state.KindTask, Phase: state.PhaseAwaitingApproval, Generation: 1,
 			PendingApprovals: []state.PendingApproval{{Target: "go-bump", ResultDigest: taskResult}}},
 	}
 }
@@ -36,7 +36,7 @@ func approvalsFixture() []approval.Record {
 	return []approval.Record{
 		{File: "approvals/payments.yaml", Target: "slog-rollout/payments", ResultDigest: resultNow, By: "alice", Action: approval.Approve},
 		{File: "approvals/old.yaml", Target: "slog-rollout/payments", ResultDigest: resultStale, By: "bob", Action: approval.Approve},
-		{File: "approvals/retry.yaml", Target: "slog-rollout", By: "carol", Action: approval.Retry},
+		{File: "approvals/retry.yaml", Target: "slog-rollout", Generation: 1, By: "carol", Action: approval.Retry},
 	}
 }
 
@@ -46,8 +46,19 @@ func TestApprovals(t *testing.T) {
 		Status plan.ApprovalStatus
 		Reason string
 	}
+	// rec makes a record; continue, abort and retry name the generation
+	// recorded for their campaign (approvalState).
+	generations := map[string]int64{"slog-rollout": 1, "paused": 2, "finished": 1, "go-bump": 1, "gone": 1}
 	rec := func(file, target, digest string, a approval.Action) approval.Record {
-		return approval.Record{File: file, Target: target, ResultDigest: digest, By: "alice", Action: a}
+		r := approval.Record{File: file, Target: target, ResultDigest: digest, By: "alice", Action: a}
+		if a.BindsRun() {
+			r.Generation = generations[r.Campaign()]
+		}
+		return r
+	}
+	generation := func(r approval.Record, g int64) approval.Record {
+		r.Generation = g
+		return r
 	}
 	steer := rec("approvals/steer.yaml", "slog-rollout/payments", resultNow, approval.Steer)
 	steer.Prompt = "Keep the log levels."
@@ -139,8 +150,37 @@ func TestApprovals(t *testing.T) {
 		},
 		{
 			name:    "a record edited after it was carried out applies again",
-			records: []approval.Record{{File: "approvals/done.yaml", Target: "paused", By: "bob", Action: approval.Continue}},
+			records: []approval.Record{{File: "approvals/done.yaml", Target: "paused", Generation: 2, By: "bob", Action: approval.Continue}},
 			want:    []want{{"approvals/done.yaml", plan.ApprovalApply, ""}},
+		},
+		{
+			name:    "continue naming an earlier generation",
+			records: []approval.Record{generation(rec("approvals/c.yaml", "paused", "", approval.Continue), 1)},
+			want: []want{{"approvals/c.yaml", plan.ApprovalIgnored,
+				"names generation 1 of paused, and the recorded run is generation 2: a record decides only about the run it names"}},
+		},
+		{
+			name:    "abort naming an earlier generation",
+			records: []approval.Record{generation(rec("approvals/d.yaml", "paused", "", approval.Abort), 1)},
+			want: []want{{"approvals/d.yaml", plan.ApprovalIgnored,
+				"names generation 1 of paused, and the recorded run is generation 2: a record decides only about the run it names"}},
+		},
+		{
+			name:    "continue naming no generation",
+			records: []approval.Record{generation(rec("approvals/c.yaml", "paused", "", approval.Continue), 0)},
+			want: []want{{"approvals/c.yaml", plan.ApprovalIgnored,
+				"no generation: continue must name the run it decides about (the generation `fleetlift status` shows)"}},
+		},
+		{
+			name:    "approve naming its generation",
+			records: []approval.Record{generation(rec("approvals/a.yaml", "slog-rollout/payments", resultNow, approval.Approve), 1)},
+			want:    []want{{"approvals/a.yaml", plan.ApprovalApply, ""}},
+		},
+		{
+			name:    "approve naming another generation",
+			records: []approval.Record{generation(rec("approvals/a.yaml", "slog-rollout/payments", resultNow, approval.Approve), 2)},
+			want: []want{{"approvals/a.yaml", plan.ApprovalIgnored,
+				"names generation 2 of slog-rollout, and the recorded run is generation 1: a record decides only about the run it names"}},
 		},
 		{
 			name:    "continue a campaign that is not paused",

@@ -8,8 +8,10 @@
 // Carrying out a plan is idempotent. Workflows have deterministic IDs and
 // are started with a conflict policy that refuses a second run of the same
 // ID, approval decisions name the result they decide about, and campaign
-// actions name the approval record they carry out, so a restarted or
-// duplicated reconciler never starts or signals anything twice to effect.
+// actions name the approval record they carry out and the generation of
+// the run it decides about, so a restarted or duplicated reconciler never
+// starts or signals anything twice to effect, and a record about one run
+// never acts on a later one.
 // Errors are per campaign: one campaign that cannot be applied is reported
 // and the others are applied.
 //

@@ -41,8 +41,12 @@ type Merges interface {
 // Turning the requirement off is itself gated: once a revision has
 // required reviewed merges, later revisions are checked until a reviewed
 // one with a valid config turns it off, so a direct push that removes the
-// setting (or breaks the config) launches nothing. This memory lasts as
-// long as the process; a reconciler started at such a head trusts it.
+// setting (or breaks the config) launches nothing. The gate remembers
+// this in its Latch, which outlives the process: a reconciler restarted
+// (or another replica taking over) at a head that dropped the setting
+// without review still launches nothing. (An operator who must lift it
+// without a reviewed merge terminates the latch in Temporal: for
+// dispatch.Latch, the workflow workflow.ReviewedMergeLatchID names.)
 //
 // The gate judges the head commit only. A commit pushed directly and then
 // covered by a reviewed merge on top of it is part of the merged tree;
@@ -59,13 +63,30 @@ type ReviewedMergeGate struct {
 	// Branch is the watched branch, which the pull request must have
 	// been merged into; empty means the config's watch.branch.
 	Branch string
-	Log    *slog.Logger
+	// Latch remembers, beyond this process, that reviewed merges are
+	// required. Nil keeps it in memory only: a restarted reconciler then
+	// trusts a head that dropped the requirement.
+	Latch Latch
+	Log   *slog.Logger
 
 	mu sync.Mutex
 	// required latches on when a revision requires reviewed merges.
 	required bool
 	// accepted is the last commit the gate let through after asking.
 	accepted string
+}
+
+// Latch is where a ReviewedMergeGate keeps the requirement between
+// restarts, and shares it with other replicas. dispatch.Latch keeps it in
+// Temporal.
+type Latch interface {
+	// Latched reports whether reviewed merges are required.
+	Latched(ctx context.Context) (bool, error)
+	// Set records that they are, as revision rev said.
+	Set(ctx context.Context, rev string) error
+	// Clear records that they are not any more, as reviewed revision
+	// rev said.
+	Clear(ctx context.Context, rev string) error
 }
 
 var _ LaunchGate = (*ReviewedMergeGate)(nil)
@@ -75,17 +96,12 @@ var _ LaunchGate = (*ReviewedMergeGate)(nil)
 // wraps ErrNotReviewed; other errors are failures to ask the forge, and
 // the next pass asks again. A commit let through is not asked about
 // again; a refused one is, since a forge may link a merge commit to its
-// pull request moments after the push.
+// pull request moments after the push. A failure to read or write the
+// Latch launches nothing either: the next pass tries again.
 func (g *ReviewedMergeGate) Check(ctx context.Context, rev *desired.Revision) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	wants := rev.Config != nil && rev.Config.Watch.RequireReviewedMerge
-	if wants {
-		g.required = true
-	}
-	if !g.required || rev.SHA == g.accepted {
-		return nil
-	}
 	branch := g.Branch
 	if branch == "" && rev.Config != nil {
 		branch = rev.Config.Watch.Branch
@@ -93,6 +109,12 @@ func (g *ReviewedMergeGate) Check(ctx context.Context, rev *desired.Revision) er
 	where := fmt.Sprintf("commit %s on %s", short(rev.SHA), branch)
 	if branch == "" {
 		where = fmt.Sprintf("commit %s", short(rev.SHA))
+	}
+	if err := g.latch(ctx, rev.SHA, wants); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if !g.required || rev.SHA == g.accepted {
+		return nil
 	}
 	if g.Hub == nil {
 		return fmt.Errorf("%s: reviewed merges are required, but this reconciler has no forge with pull requests to ask (it reads the forge when it starts: restart it once forge.type is github or gitea)", where)
@@ -105,11 +127,45 @@ func (g *ReviewedMergeGate) Check(ctx context.Context, rev *desired.Revision) er
 	if why != "" {
 		return fmt.Errorf("%s %w: %s", where, ErrNotReviewed, why)
 	}
-	g.accepted = rev.SHA
 	if rev.Config != nil && !wants {
+		// A reviewed revision turns the requirement off.
+		if g.Latch != nil {
+			if err := g.Latch.Clear(ctx, rev.SHA); err != nil {
+				return fmt.Errorf("%s: record that reviewed merges are no longer required: %w", where, err)
+			}
+		}
 		g.required = false
 	}
+	g.accepted = rev.SHA
 	g.log().Info("launch gate: reviewed merge", "revision", short(rev.SHA), "pull_request", pr.Number, "approved_by", approver)
+	return nil
+}
+
+// latch brings the requirement up to date at every pass: a revision that
+// wants reviewed merges sets it, in the Latch too; one that does not reads
+// it from the Latch (without one, the gate's memory says). Another
+// replica, or this reconciler before a restart, may have set or cleared
+// it meanwhile: one call to the Latch a pass costs less than reasoning
+// about who did what since the last.
+func (g *ReviewedMergeGate) latch(ctx context.Context, sha string, wants bool) error {
+	switch {
+	case wants:
+		if g.Latch != nil {
+			if err := g.Latch.Set(ctx, sha); err != nil {
+				return fmt.Errorf("record that reviewed merges are required: %w", err)
+			}
+		}
+		g.required = true
+	case g.Latch != nil:
+		latched, err := g.Latch.Latched(ctx)
+		if err != nil {
+			return fmt.Errorf("read whether reviewed merges are required: %w", err)
+		}
+		if latched && !g.required {
+			g.log().Info("launch gate: reviewed merges are required since an earlier revision", "revision", short(sha))
+		}
+		g.required = latched
+	}
 	return nil
 }
 

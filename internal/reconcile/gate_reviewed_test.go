@@ -258,3 +258,95 @@ func TestReviewedMergeGateWithoutForge(t *testing.T) {
 	h.once(t)
 	h.wantCalls(t, "not required", "start slog gen=1 rev=c1")
 }
+
+// memLatch is a Latch in memory, shared by the gates of a test as
+// Temporal is shared by reconcilers; err fails every call while set.
+type memLatch struct {
+	mu  sync.Mutex
+	on  bool
+	err error
+}
+
+func (l *memLatch) Latched(context.Context) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.on, l.err
+}
+
+func (l *memLatch) Set(context.Context, string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	l.on = true
+	return nil
+}
+
+func (l *memLatch) Clear(context.Context, string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	l.on = false
+	return nil
+}
+
+// TestReviewedMergeGateKeepsItsLatch: the requirement lives in the
+// gate's Latch, not in its memory. A reconciler restarted at a head that
+// dropped the setting by a direct push launches nothing; a latch that
+// cannot be read or written launches nothing either; a reviewed merge
+// that turns the setting off clears the latch for the next reconciler.
+func TestReviewedMergeGateKeepsItsLatch(t *testing.T) {
+	hub := &fakeMerges{}
+	latch := &memLatch{}
+	fs := func(require bool) files {
+		return files{"fleetlift.yaml": reviewedConfig(require), "campaigns/slog.yaml": camp{id: "slog"}.yaml()}
+	}
+	// restart is a new reconciler on the same Temporal (the latch) and
+	// recorded state.
+	store := newHarness().store
+	restart := func() *harness {
+		h := newHarness()
+		h.store = store
+		h.r.State = store
+		h.r.Gate = &reconcile.ReviewedMergeGate{Hub: hub, Repository: campaignsRepo, Branch: "main", Latch: latch}
+		h.recordStarts(t, state.PhaseRunning)
+		return h
+	}
+	pass := func(h *harness, sha string, files files, wantErr error, wantCalls ...string) {
+		t.Helper()
+		h.src.push(revision(t, sha, files))
+		_, err := h.r.Once(context.Background())
+		if (wantErr == nil) != (err == nil) || (wantErr != nil && !errors.Is(err, wantErr) && !strings.Contains(err.Error(), wantErr.Error())) {
+			t.Errorf("%s: Once() error = %v, want %v", sha, err, wantErr)
+		}
+		h.wantCalls(t, sha, wantCalls...)
+	}
+
+	h := restart()
+	hub.merged("c1", 1, "bob", "h1", "main", rv(1, "alice", forge.ReviewApproved, "h1"))
+	pass(h, "c1", fs(true), nil, "start slog gen=1 rev=c1")
+	if !latch.on {
+		t.Fatal("a revision requiring reviewed merges did not set the latch")
+	}
+
+	h = restart()
+	pass(h, "c2", fs(false), reconcile.ErrNotReviewed)
+
+	latch.err = errors.New("temporal: unavailable")
+	h = restart()
+	pass(h, "c2", fs(false), errors.New("read whether reviewed merges are required: temporal: unavailable"))
+	pass(h, "c3", fs(true), errors.New("record that reviewed merges are required: temporal: unavailable"))
+	latch.err = nil
+
+	hub.merged("c4", 2, "bob", "h4", "main", rv(1, "alice", forge.ReviewApproved, "h4"))
+	h = restart()
+	pass(h, "c4", fs(false), nil)
+	if latch.on {
+		t.Fatal("a reviewed merge turning the requirement off left the latch set")
+	}
+	h = restart()
+	pass(h, "c5", fs(false), nil)
+}

@@ -26,17 +26,23 @@ type Reviews interface {
 }
 
 // ApprovalPullRequests is Reviews on a forge with reviews. For each result
-// awaiting approval it opens a pull request on the campaigns repository,
-// from the branch fleetlift/approval/<target>, whose body summarises the
-// result (per repository: the files, lines added and removed) and names
-// its digest. A review APPROVED by an allowed reviewer on the pull
-// request's current head approves; CHANGES_REQUESTED with a body steers
-// with that text; closing the pull request unmerged rejects. The author
-// of the pull request (fleetlift) and the author of the campaign's
-// definition never approve alone. When the result changes (after a
-// steer), the branch gets a new commit and the body the new summary, so
-// earlier reviews are stale and stop counting. When nothing awaits
-// approval for a target any more, its pull request is closed with a note.
+// awaiting approval it opens a pull request on the campaigns repository
+// whose body summarises the result (per repository: the files, lines
+// added and removed) and names its digest, from a branch named after the
+// target and the digest (ApprovalBranch). That branch name, which nobody
+// can change on an open pull request, is where the digest a review
+// approves comes from: never from the body, which people can edit (and
+// which fleetlift puts back when they do). A new result (after a steer)
+// gets a pull request of its own, and the one for the earlier result is
+// closed, so no review of one result ever counts for another.
+//
+// A review APPROVED by an allowed reviewer on the pull request's current
+// head approves; CHANGES_REQUESTED with a body steers with that text;
+// closing the pull request unmerged rejects, when whoever closed it may
+// approve. The author of the pull request (fleetlift) and the author of
+// the campaign's definition never decide alone. When nothing awaits
+// approval for a target any more, its pull request is closed with a
+// note.
 type ApprovalPullRequests struct {
 	Hub forge.Hub
 	// Repository is the campaigns repository's clone URL on the forge.
@@ -54,16 +60,30 @@ type ApprovalPullRequests struct {
 
 	mu sync.Mutex
 	// open are the approval pull requests this process opened or found
-	// open, by target, to close them once their target is decided.
-	open map[string]int
+	// open, by target, to close them once their target is decided or has
+	// a new result.
+	open map[string]approvalPR
+	// pushed are the commits this process pushed to each approval
+	// branch: another head there was pushed by someone else, and is
+	// replaced, once (a forge may report a head late).
+	pushed   map[string]map[string]bool
+	replaced map[string]bool
+	// noted are the closed pull requests already told that their closing
+	// decided nothing.
+	noted map[int]bool
+}
+
+// approvalPR is an approval pull request and the result it shows.
+type approvalPR struct {
+	number int
+	url    string
+	digest string
 }
 
 var _ Reviews = (*ApprovalPullRequests)(nil)
 
 // ApprovalBranchPrefix starts the branches of approval pull requests.
 const ApprovalBranchPrefix = "fleetlift/approval/"
-
-var digestMarker = regexp.MustCompile(`<!-- fleetlift:approval target=(\S+) digest=(sha256:[0-9a-f]{64}) -->`)
 
 func (a *ApprovalPullRequests) log() *slog.Logger {
 	if a.Log != nil {
@@ -79,7 +99,7 @@ func (a *ApprovalPullRequests) Approvals(ctx context.Context, rev *desired.Revis
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.open == nil {
-		a.open = map[string]int{}
+		a.open, a.pushed, a.replaced, a.noted = map[string]approvalPR{}, map[string]map[string]bool{}, map[string]bool{}, map[int]bool{}
 	}
 	defs := map[string]string{}
 	for _, d := range rev.Desired.Definitions {
@@ -105,21 +125,30 @@ func (a *ApprovalPullRequests) Approvals(ctx context.Context, rev *desired.Revis
 		}
 	}
 	// Close the pull requests whose target no longer waits: decided.
-	for target, n := range a.open {
+	for target, o := range a.open {
 		if pending[target] {
 			continue
 		}
-		msg := fmt.Sprintf("<!-- fleetlift:approval-closed -->\nNothing awaits approval for `%s` any more: the decision was carried out, or the run ended. Closing.", target)
-		if err := a.Hub.UpsertComment(ctx, a.Repository, n, "<!-- fleetlift:approval-closed -->", msg); err != nil {
-			a.log().Warn("comment on approval pull request", "target", target, "error", err)
+		msg := fmt.Sprintf("Nothing awaits approval for `%s` any more: the decision was carried out, or the run ended. Closing.", target)
+		if a.close(ctx, target, o, msg) {
+			delete(a.open, target)
 		}
-		if err := a.Hub.ClosePullRequest(ctx, a.Repository, n); err != nil {
-			a.log().Error("close approval pull request", "target", target, "error", err)
-			continue
-		}
-		delete(a.open, target)
 	}
 	return out, nil
+}
+
+// close comments msg on an approval pull request and closes it; it
+// reports whether it closed it.
+func (a *ApprovalPullRequests) close(ctx context.Context, target string, o approvalPR, msg string) bool {
+	const marker = "<!-- fleetlift:approval-closed -->"
+	if err := a.Hub.UpsertComment(ctx, a.Repository, o.number, marker, marker+"\n"+msg); err != nil {
+		a.log().Warn("comment on approval pull request", "target", target, "url", o.url, "error", err)
+	}
+	if err := a.Hub.ClosePullRequest(ctx, a.Repository, o.number); err != nil {
+		a.log().Error("close approval pull request", "target", target, "url", o.url, "error", err)
+		return false
+	}
+	return true
 }
 
 // definitionAuthors reads who last changed each definition file, when the
@@ -145,45 +174,60 @@ func (a *ApprovalPullRequests) definitionAuthors(ctx context.Context, rev *desir
 	return out
 }
 
-// sync brings one target's approval pull request in step and returns the
-// decision its reviews make, if any.
+// sync brings one result's approval pull request in step and returns
+// the decision its reviews (or its closing) make, if any.
 func (a *ApprovalPullRequests) sync(ctx context.Context, rev *desired.Revision, c state.Campaign, p state.PendingApproval, defFile string, defAuthor approval.Identity) (*approval.Record, error) {
-	branch := ApprovalBranchPrefix + slug(p.Target)
+	branch, err := ApprovalBranch(p.Target, p.ResultDigest)
+	if err != nil {
+		return nil, err
+	}
 	pr, err := a.Hub.FindPullRequest(ctx, a.Repository, branch)
 	if err != nil {
 		return nil, err
 	}
+	if pr != nil && pr.Branch != branch {
+		return nil, fmt.Errorf("find the approval pull request of %s: the forge answered with one from %s", branch, pr.Branch)
+	}
 	body := approvalBody(c, p, defFile)
-	target, digest := markerOf(pr)
-	switch {
-	case pr == nil || (pr.State != forge.StateOpen && (target != p.Target || digest != p.ResultDigest)):
-		// None yet, or only one for an earlier result: open one.
+	if pr == nil {
 		pr, err = a.openPR(ctx, rev, p, branch, body)
 		if err != nil {
 			return nil, err
 		}
-		a.open[p.Target] = pr.Number
-		a.log().Info("opened approval pull request", "target", p.Target, "url", pr.URL)
-		return nil, nil
-	case pr.State == forge.StateOpen && digest != p.ResultDigest:
-		// The result changed: a new head makes earlier reviews stale.
-		if _, err := a.openPR(ctx, rev, p, branch, body); err != nil {
-			return nil, err
-		}
-		if err := a.Hub.UpdatePullRequest(ctx, a.Repository, pr.Number, title(p), body); err != nil {
-			return nil, err
-		}
-		a.open[p.Target] = pr.Number
-		a.log().Info("updated approval pull request for a new result", "target", p.Target, "url", pr.URL)
+		a.track(ctx, p, pr)
+		a.log().Info("opened approval pull request", "target", p.Target, "digest", shortDigest(p.ResultDigest), "url", pr.URL)
 		return nil, nil
 	}
 	if pr.State == forge.StateOpen {
-		a.open[p.Target] = pr.Number
+		a.track(ctx, p, pr)
+		if ours, ok := a.pushed[branch]; ok && !ours[pr.HeadSHA] && !a.replaced[pr.HeadSHA] {
+			// Someone else pushed to the branch: what its head shows is
+			// not fleetlift's summary. A head of fleetlift's own makes
+			// the reviews of theirs stale. (The digest reviews approve
+			// is the branch's all the same.)
+			a.log().Warn("approval branch moved by someone else: pushing it again", "branch", branch, "head", short(pr.HeadSHA))
+			a.replaced[pr.HeadSHA] = true
+			_, err := a.openPR(ctx, rev, p, branch, body)
+			return nil, err
+		}
+		if normalise(pr.Body) != normalise(body) || pr.Title != title(p) {
+			// The body is for people, and only fleetlift writes it.
+			if err := a.Hub.UpdatePullRequest(ctx, a.Repository, pr.Number, title(p), body); err != nil {
+				return nil, err
+			}
+			a.log().Warn("approval pull request edited: its title and body are put back", "target", p.Target, "url", pr.URL)
+		}
 	}
-	// The pull request is about the current result: read the reviews,
-	// fresh, just before deciding.
+	// The pull request is about this very result (its branch names the
+	// digest): read the reviews, fresh, just before deciding.
 	if rev.Approvers == nil {
 		return nil, fmt.Errorf("nobody may approve %s: the repository has no valid fleetlift.yaml with approvers", p.Target)
+	}
+	view := approval.PullRequestView{State: pr.State, HeadSHA: pr.HeadSHA, Author: pr.Author}
+	if pr.State == forge.StateClosed {
+		if view.ClosedBy, err = a.Hub.ClosedBy(ctx, a.Repository, pr.Number); err != nil {
+			return nil, err
+		}
 	}
 	raw, err := a.Hub.ListReviews(ctx, a.Repository, pr.Number)
 	if err != nil {
@@ -196,24 +240,63 @@ func (a *ApprovalPullRequests) sync(ctx context.Context, rev *desired.Revision, 
 	allowed := func(user string) (bool, error) {
 		if defAuthor.Is(user) {
 			// The author of the change never approves it alone; here
-			// their review does not count at all.
+			// their review (or closing) does not count at all.
 			return false, nil
 		}
 		ok, _, err := rev.Approvers.Allowed(ctx, defFile, user, a.Hub.IsMember)
 		return ok, err
 	}
-	d, err := approval.DecideReviews(approval.PullRequestView{State: pr.State, HeadSHA: pr.HeadSHA, Author: pr.Author}, reviews, allowed)
+	d, err := approval.DecideReviews(view, reviews, allowed)
 	if err != nil {
 		return nil, err
 	}
 	if d.Action == "" {
+		if pr.State == forge.StateClosed {
+			a.noteClosed(ctx, p, pr, d.Reason)
+		}
 		return nil, nil
 	}
 	file := pr.URL
 	if d.ReviewID != 0 {
 		file = fmt.Sprintf("%s#review-%d", pr.URL, d.ReviewID)
 	}
-	return &approval.Record{File: file, Target: p.Target, ResultDigest: p.ResultDigest, By: d.By, Action: d.Action, Prompt: d.Prompt}, nil
+	return &approval.Record{File: file, Target: p.Target, ResultDigest: p.ResultDigest, Generation: c.Generation,
+		By: d.By, Action: d.Action, Prompt: d.Prompt}, nil
+}
+
+// track remembers pr as the open approval pull request of p's target,
+// and closes the one of an earlier result of the target, pointing to pr.
+func (a *ApprovalPullRequests) track(ctx context.Context, p state.PendingApproval, pr *forge.PullRequest) {
+	if prev, ok := a.open[p.Target]; ok && prev.number != pr.Number {
+		msg := fmt.Sprintf("A new result of `%s` awaits approval in %s (digest `%s`); this one, `%s`, no longer can be approved. Closing.",
+			p.Target, pr.URL, shortDigest(p.ResultDigest), shortDigest(prev.digest))
+		if !a.close(ctx, p.Target, prev, msg) {
+			return
+		}
+	}
+	a.open[p.Target] = approvalPR{number: pr.Number, url: pr.URL, digest: p.ResultDigest}
+}
+
+// noteClosed tells, once, on an approval pull request that was closed
+// by someone who may not decide, that its result still awaits a decision.
+func (a *ApprovalPullRequests) noteClosed(ctx context.Context, p state.PendingApproval, pr *forge.PullRequest, why string) {
+	if a.noted[pr.Number] {
+		return
+	}
+	const marker = "<!-- fleetlift:approval-close-ignored -->"
+	msg := fmt.Sprintf("%s\nClosing this pull request decided nothing: %s. The result still awaits approval; "+
+		"an allowed approver may reopen this pull request to review it, or close it to reject it.", marker, why)
+	if err := a.Hub.UpsertComment(ctx, a.Repository, pr.Number, marker, msg); err != nil {
+		a.log().Warn("comment on approval pull request", "target", p.Target, "url", pr.URL, "error", err)
+		return
+	}
+	a.noted[pr.Number] = true
+	a.log().Warn("approval pull request closed by someone who may not decide", "target", p.Target, "url", pr.URL, "reason", why)
+}
+
+// normalise is a pull request body as forges keep it.
+func normalise(body string) string {
+	return strings.TrimSpace(strings.ReplaceAll(body, "\r\n", "\n"))
 }
 
 // openPR pushes the approval branch (the watched head plus a summary
@@ -238,7 +321,7 @@ func (a *ApprovalPullRequests) openPR(ctx context.Context, rev *desired.Revision
 	if err != nil {
 		return nil, err
 	}
-	tree, err := a.treeWith(ctx, s, head, []string{".fleetlift", "approvals", slug(p.Target) + ".md"}, strings.TrimSpace(blob))
+	tree, err := a.treeWith(ctx, s, head, []string{".fleetlift", "approvals", approval.PathName(p.Target) + ".md"}, strings.TrimSpace(blob))
 	if err != nil {
 		return nil, err
 	}
@@ -250,10 +333,18 @@ func (a *ApprovalPullRequests) openPR(ctx context.Context, rev *desired.Revision
 	if _, err := s.Run(ctx, "update-ref", "refs/heads/"+branch, commit); err != nil {
 		return nil, err
 	}
-	return a.Hub.CreatePullRequest(ctx, forge.PullRequestRequest{
+	pr, err := a.Hub.CreatePullRequest(ctx, forge.PullRequestRequest{
 		Repository: a.Repository, Dir: s.Dir(), Base: a.Base, Head: branch,
 		Title: title(p), Body: body, Labels: []string{"fleetlift-approval"},
 	})
+	if err != nil {
+		return nil, err
+	}
+	if a.pushed[branch] == nil {
+		a.pushed[branch] = map[string]bool{}
+	}
+	a.pushed[branch][commit] = true
+	return pr, nil
 }
 
 // treeWith returns the tree of commit with blob at path (directories
@@ -307,7 +398,6 @@ func title(p state.PendingApproval) string {
 // approvalBody is the approval pull request's description.
 func approvalBody(c state.Campaign, p state.PendingApproval, defFile string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "<!-- fleetlift:approval target=%s digest=%s -->\n", p.Target, p.ResultDigest)
 	fmt.Fprintf(&b, "## %s awaits approval\n\n", markdown.Code(p.Target))
 	fmt.Fprintf(&b, "%s %s (from %s, generation %d) produced the result below, digest %s.\n\n",
 		c.Kind, markdown.Code(c.ID), markdown.Code(defFile), c.Generation, markdown.Code(p.ResultDigest))
@@ -327,30 +417,30 @@ func approvalBody(c state.Campaign, p state.PendingApproval, defFile string) str
 		}
 	}
 	b.WriteString("\n**Review this pull request to decide:** *Approve* opens the pull requests on the target repositories; " +
-		"*Request changes* with a comment sends the agent back to work with your comment; closing the pull request rejects the result. " +
+		"*Request changes* with a comment sends the agent back to work with your comment; closing the pull request rejects the result " +
+		"when an allowed approver closes it (closed by anyone else, it decides nothing). " +
 		"Only reviews on the current head by allowed approvers count; the author of the campaign's definition cannot approve it alone. " +
+		"This pull request is about this one result, whose digest its branch names: a new result gets a pull request of its own. " +
 		"Do not merge: fleetlift closes this pull request once the decision is carried out.\n")
 	return b.String()
 }
 
-// markerOf reads the target and digest a pull request's body names.
-func markerOf(pr *forge.PullRequest) (target, digest string) {
-	if pr == nil {
-		return "", ""
+// ApprovalBranch is the branch of the approval pull request for the
+// result digest of target: ApprovalBranchPrefix, approval.PathName(target),
+// "." and the digest's hex digits
+// ("fleetlift/approval/slog-rollout__payments.9f2c…"). No two results
+// share a branch; the reviews of the pull request from it are about that
+// digest and no other. digest must be "sha256:" and 64 hex digits, as
+// fleetlift's result digests are.
+func ApprovalBranch(target, digest string) (string, error) {
+	hex, ok := strings.CutPrefix(digest, "sha256:")
+	if !ok || !sha256Hex.MatchString(hex) {
+		return "", fmt.Errorf("approval branch of %s: digest %q is not sha256: and 64 hex digits", target, digest)
 	}
-	m := digestMarker.FindStringSubmatch(pr.Body)
-	if m == nil {
-		return "", ""
-	}
-	return m[1], m[2]
+	return ApprovalBranchPrefix + approval.PathName(target) + "." + hex, nil
 }
 
-var unsafeSlug = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-// slug makes a target a branch and file name component.
-func slug(target string) string {
-	return strings.Trim(unsafeSlug.ReplaceAllString(strings.ReplaceAll(target, "/", "--"), "-"), "-.")
-}
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 func shortDigest(d string) string {
 	d = strings.TrimPrefix(d, "sha256:")

@@ -51,7 +51,7 @@ result_digest: ` + digest + `
 by: bob
 prompt: Keep the request id as a field.
 `,
-		"approvals/resume.yaml":    "version: 1\nkind: Approval\ntarget: slog-rollout\naction: continue\nby: carol\n",
+		"approvals/resume.yaml":    "version: 1\nkind: Approval\ntarget: slog-rollout\naction: continue\ngeneration: 4\nby: carol\n",
 		"approvals/.hidden/x.yaml": "not: a record\n",
 		"campaigns/slog.yaml":      agenticTask,
 	}, "approvals")
@@ -61,7 +61,7 @@ prompt: Keep the request id as a field.
 	want := []spec.Approval{
 		{File: "approvals/2024/billing.yml", Version: 1, Kind: spec.KindApproval, Target: "slog-rollout/billing", Action: "steer", ResultDigest: digest, By: "bob", Prompt: "Keep the request id as a field."},
 		{File: "approvals/payments.yaml", Version: 1, Kind: spec.KindApproval, Target: "slog-rollout/payments", Action: "approve", ResultDigest: digest, By: "alice", Comment: "Looks good; the log levels match."},
-		{File: "approvals/resume.yaml", Version: 1, Kind: spec.KindApproval, Target: "slog-rollout", Action: "continue", By: "carol"},
+		{File: "approvals/resume.yaml", Version: 1, Kind: spec.KindApproval, Target: "slog-rollout", Action: "continue", Generation: 4, By: "carol"},
 	}
 	if !reflect.DeepEqual(res.Approvals, want) {
 		t.Errorf("approvals:\n got %+v\nwant %+v", res.Approvals, want)
@@ -97,7 +97,7 @@ func TestLoadApprovalsTargets(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.target, func(t *testing.T) {
-			res := loadApprovals(t, map[string]string{"a.yaml": "version: 1\nkind: Approval\naction: retry\nby: alice\ntarget: \"" + c.target + "\"\n"}, ".")
+			res := loadApprovals(t, map[string]string{"a.yaml": "version: 1\nkind: Approval\naction: retry\nby: alice\ntarget: \"" + c.target + "\"\ngeneration: 1\n"}, ".")
 			if got := len(res.Errors) == 0; got != c.ok {
 				t.Errorf("valid = %t, want %t; errors: %v", got, c.ok, res.Errors)
 			}
@@ -182,7 +182,7 @@ func TestLoadApprovalsGuards(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	record := "version: 1\nkind: Approval\ntarget: slog\naction: continue\nby: alice\n"
+	record := "version: 1\nkind: Approval\ntarget: slog\naction: continue\ngeneration: 1\nby: alice\n"
 	write := func(name, data string) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)

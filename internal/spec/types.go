@@ -349,8 +349,9 @@ func (c *Config) FieldError(field, msg string) *Error {
 // campaigns repository saying who decided what about which result. The
 // schema (#Approval) has checked it: Action is one of approve, reject,
 // steer, continue, abort and retry; approve, reject and steer name a
-// ResultDigest; steer has a Prompt. Package approval gives the record its
-// meaning (approval.Record) and decides who may make it.
+// ResultDigest; continue, abort and retry a Generation; steer has a
+// Prompt. Package approval gives the record its meaning (approval.Record)
+// and decides who may make it.
 type Approval struct {
 	// File is the record's path relative to the load root; it is not
 	// part of the record.
@@ -364,6 +365,10 @@ type Approval struct {
 	// ResultDigest is the "sha256:<hex>" digest of the result the
 	// approver saw.
 	ResultDigest string `json:"result_digest,omitempty"`
+	// Generation is the generation of the run decided about (the
+	// recorded state's generation); required for continue, abort and
+	// retry, optional for the others.
+	Generation int64 `json:"generation,omitempty"`
 	// By is the forge login of who decided.
 	By     string `json:"by"`
 	Prompt string `json:"prompt,omitempty"`

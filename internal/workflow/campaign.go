@@ -47,8 +47,14 @@ type CampaignInput struct {
 	// events to the campaign's history).
 	UnitsPerRun int
 	// Suspend starts the campaign suspended (the spec's suspend).
-	Suspend  bool
-	Progress *CampaignProgress
+	Suspend bool
+	// Generation is the generation of the spec the run carries out (the
+	// memo's MemoGeneration; an update in place brings the next one). A
+	// continue, abort or retry-failed naming another generation is
+	// ignored. Zero (a run started before generations were passed in)
+	// takes every signal.
+	Generation int64
+	Progress   *CampaignProgress
 }
 
 // UnitResult is the compact outcome of one unit, kept in the campaign's
@@ -409,6 +415,19 @@ func (c *campaignRun) checkThreshold() {
 	c.upsertPhase()
 }
 
+// forThisRun reports whether a continue, abort or retry-failed naming
+// generation is about this run: it names none, or this run's. One naming
+// another generation was decided about an earlier (or later) run of the
+// campaign and is ignored.
+func (c *campaignRun) forThisRun(signal string, generation int64) bool {
+	if generation == 0 || c.in.Generation == 0 || generation == c.in.Generation {
+		return true
+	}
+	workflow.GetLogger(c.ctx).Info("signal for another generation ignored", "signal", signal,
+		"generation", generation, "run_generation", c.in.Generation)
+	return false
+}
+
 // applyOnce reports whether the approval record (if any) has not been
 // carried out yet, and remembers it.
 func (c *campaignRun) applyOnce(record string) bool {
@@ -429,7 +448,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalContinue), func(ch workflow.ReceiveChannel, _ bool) {
 		var s ContinueSignal
 		ch.Receive(c.ctx, &s)
-		if !c.applyOnce(s.Record) {
+		if !c.forThisRun(SignalContinue, s.Generation) || !c.applyOnce(s.Record) {
 			return
 		}
 		if s.SkipRemaining {
@@ -446,7 +465,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalAbort), func(ch workflow.ReceiveChannel, _ bool) {
 		var s RecordSignal
 		ch.Receive(c.ctx, &s)
-		if !c.applyOnce(s.Record) {
+		if !c.forThisRun(SignalAbort, s.Generation) || !c.applyOnce(s.Record) {
 			return
 		}
 		c.p.Stop = true
@@ -456,7 +475,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalRetryFailed), func(ch workflow.ReceiveChannel, _ bool) {
 		var s RecordSignal
 		ch.Receive(c.ctx, &s)
-		if !c.applyOnce(s.Record) {
+		if !c.forThisRun(SignalRetryFailed, s.Generation) || !c.applyOnce(s.Record) {
 			return
 		}
 		for _, u := range c.in.Units {
@@ -518,6 +537,9 @@ func (c *campaignRun) update(u UpdateSignal) {
 	c.in.BatchSize, c.in.MaxParallel = in.BatchSize, in.MaxParallel
 	c.in.ThresholdPercent, c.in.FailureAction = in.ThresholdPercent, in.FailureAction
 	c.in.PullRequestsPerHour, c.in.Burst = in.PullRequestsPerHour, in.Burst
+	if in.Generation != 0 {
+		c.in.Generation = in.Generation
+	}
 	c.units = make(map[string]Unit, len(units))
 	for _, un := range units {
 		c.units[un.Key] = un

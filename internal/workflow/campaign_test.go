@@ -207,6 +207,49 @@ func TestCampaignPauseThenAbort(t *testing.T) {
 	}
 }
 
+// TestCampaignIgnoresDecisionsForAnotherGeneration: a paused run of
+// generation 2 ignores an abort and a retry sent for generation 1 (a
+// record about an earlier run, delivered late); updated in place to
+// generation 3, it ignores a continue for generation 2 and resumes on one
+// for generation 3.
+func TestCampaignIgnoresDecisionsForAnotherGeneration(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true, "r1": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(6)
+	in.Generation = 2
+	var afterStale, afterUpdate workflow.CampaignState
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflow.SignalAbort, workflow.RecordSignal{Record: "approvals/abort.yaml@1", Generation: 1})
+		env.SignalWorkflow(workflow.SignalRetryFailed, workflow.RecordSignal{Record: "approvals/retry.yaml@1", Generation: 1})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		afterStale = queryState(t, env)
+		next := in
+		next.Generation = 3
+		env.SignalWorkflow(workflow.SignalUpdate, workflow.UpdateSignal{Input: next})
+		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{Record: "approvals/continue.yaml@2", Generation: 2})
+	}, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		afterUpdate = queryState(t, env)
+		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{Record: "approvals/continue.yaml@3", Generation: 3})
+	}, 3*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if afterStale.Phase != workflow.CampaignPaused || len(afterStale.Applied) != 0 {
+		t.Errorf("after decisions for generation 1: phase %s, applied %v; want paused, nothing applied", afterStale.Phase, afterStale.Applied)
+	}
+	if afterUpdate.Phase != workflow.CampaignPaused || len(afterUpdate.Applied) != 0 {
+		t.Errorf("after a continue for generation 2 sent to generation 3: phase %s, applied %v; want paused, nothing applied",
+			afterUpdate.Phase, afterUpdate.Applied)
+	}
+	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
+		t.Errorf("after the continue for generation 3: phase %s, %s", st.Phase, phases(st))
+	}
+	if !slices.Equal(st.Applied, []string{"approvals/continue.yaml@3"}) {
+		t.Errorf("applied %v, want only the continue for generation 3", st.Applied)
+	}
+}
+
 func TestCampaignThresholdAbortAction(t *testing.T) {
 	f := &fleet{fail: map[string]bool{"r1": true}}
 	env := newCampaignEnv(f)

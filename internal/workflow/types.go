@@ -157,6 +157,9 @@ type ContinueSignal struct {
 	// Record identifies the approval record the signal carries out, if
 	// any: a campaign acts on each record once (CampaignState.Applied).
 	Record string `json:"record,omitempty"`
+	// Generation, when set, is the generation of the run the signal is
+	// for: a run of another generation ignores it.
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // RecordSignal is the payload of SignalAbort and SignalRetryFailed: the
@@ -165,6 +168,9 @@ type RecordSignal struct {
 	Record string `json:"record,omitempty"`
 	// Unit limits retry-failed to one unit; empty retries every failed one.
 	Unit string `json:"unit,omitempty"`
+	// Generation, when set, is the generation of the run the signal is
+	// for: a run of another generation ignores it.
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // UpdateSignal is the payload of SignalUpdate: the campaign's new spec,

@@ -45,6 +45,9 @@ type Pull struct {
 	// MergedHead is Gitea's refs/pull/{number}/head, the head the pull
 	// request was merged at; empty means the head commit.
 	MergedHead string
+	// ClosedBy is who closed it; closing it through the API sets it to
+	// the token's user.
+	ClosedBy string
 }
 
 // Comment is an issue comment on a pull request.
@@ -334,6 +337,9 @@ func (s *Server) editPull(w http.ResponseWriter, r *http.Request, p *Pull) {
 		p.Body = *in.Body
 	}
 	if in.State != nil {
+		if *in.State == "closed" && p.State != "closed" {
+			p.ClosedBy = s.Author
+		}
 		p.State = *in.State
 	}
 	s.JSON(w, s.EditStatus, s.PullJSON(p))

@@ -62,6 +62,7 @@ func (s *fakeGitea) handler() http.Handler {
 	mux.HandleFunc("GET /teams/{id}/members/{user}", s.teamMember)
 	mux.HandleFunc("GET /repos/acme/svc/commits/{sha}/pull", s.commitPull)
 	mux.HandleFunc("GET /repos/acme/svc/git/refs/pull/{number}/head", s.WithPull(s.pullHeadRef))
+	mux.HandleFunc("GET /repos/acme/svc/issues/{number}/timeline", s.WithPull(s.timeline))
 	return s.Handler(mux)
 }
 
@@ -314,4 +315,14 @@ func (s *fakeGitea) pullHeadRef(w http.ResponseWriter, r *http.Request, p *fakeP
 		"ref": name, "url": "http://gitea.example/api/v1/repos/acme/svc/git/" + name,
 		"object": map[string]any{"type": "commit", "sha": sha, "url": "http://gitea.example/api/v1/repos/acme/svc/git/commits/" + sha},
 	}})
+}
+
+// timeline answers GET .../issues/{number}/timeline: the pull request's
+// opening comment and, once closed, a "close" event by who closed it.
+func (s *fakeGitea) timeline(w http.ResponseWriter, r *http.Request, p *fakePull) {
+	items := []any{map[string]any{"id": 1, "type": "comment", "user": s.user(s.AuthorOf(p)), "body": "opened"}}
+	if p.State == "closed" && p.ClosedBy != "" {
+		items = append(items, map[string]any{"id": 2, "type": "close", "user": s.user(p.ClosedBy), "body": ""})
+	}
+	s.page(w, r, items, true)
 }

@@ -96,8 +96,9 @@ func New(opts Options) (*Forge, error) {
 // REQUEST_REVIEW, drafts marked by a WIP prefix, labels added by id
 // (created when missing), team membership by team id, and the merged pull
 // request of a commit at commits/{sha}/pull with the head it was merged
-// at from refs/pull/{number}/head. labelColor is
-// the color of labels it creates; empty means DefaultLabelColor.
+// at from refs/pull/{number}/head, and who closed a pull request from its
+// timeline. labelColor is the color of labels it creates; empty means
+// DefaultLabelColor.
 func Dialect(labelColor string) *github.Dialect {
 	if labelColor == "" {
 		labelColor = DefaultLabelColor
@@ -115,6 +116,7 @@ func Dialect(labelColor string) *github.Dialect {
 		IsMember:       isMember,
 		MergedPullPath: mergedPullPath,
 		MergedHead:     mergedHead,
+		ClosedBy:       closedBy,
 	}
 }
 

@@ -58,6 +58,10 @@ type Dialect struct {
 	// owner may move after the merge (Gitea). Nil means GitHub's
 	// head.sha, which a merged pull request keeps.
 	MergedHead func(ctx context.Context, api *API, owner, repo string, number int) (string, error)
+	// ClosedBy returns the login of who closed issue or pull request
+	// number of owner/repo, "" while it is open; nil means GitHub's
+	// closed_by of GET .../issues/{number}.
+	ClosedBy func(ctx context.Context, api *API, owner, repo string, number int) (string, error)
 }
 
 // API calls a forge's REST API through the Forge's client: its root URL,

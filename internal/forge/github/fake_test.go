@@ -58,6 +58,7 @@ func (s *fakeGitHub) handler() http.Handler {
 	mux := s.Mux(s)
 	mux.HandleFunc("GET /orgs/{org}/teams/{team}/memberships/{user}", s.membership)
 	mux.HandleFunc("GET /repos/acme/svc/commits/{sha}/pulls", s.commitPulls)
+	mux.HandleFunc("GET /repos/acme/svc/issues/{number}", s.WithPull(s.issue))
 	return s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-RateLimit-Limit", "5000")
 		w.Header().Set("X-RateLimit-Remaining", "4999")
@@ -243,4 +244,18 @@ func (s *fakeGitHub) commitPulls(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.page(w, r, items)
+}
+
+// issue answers GET .../issues/{number} for a pull request: GitHub's
+// issue, whose closed_by says who closed it.
+func (s *fakeGitHub) issue(w http.ResponseWriter, _ *http.Request, p *fakePull) {
+	var closedBy any
+	if p.State == "closed" && p.ClosedBy != "" {
+		closedBy = map[string]any{"login": p.ClosedBy, "type": "User"}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": 100 + p.Number, "number": p.Number, "state": p.State, "title": p.Title, "body": p.Body,
+		"user": map[string]any{"login": s.AuthorOf(p)}, "closed_by": closedBy,
+		"pull_request": map[string]any{"url": fmt.Sprintf("https://api.github.com/repos/acme/svc/pulls/%d", p.Number)},
+	})
 }

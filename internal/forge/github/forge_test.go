@@ -714,3 +714,32 @@ func TestServerErrorsFailWithAClearError(t *testing.T) {
 		t.Errorf("%d requests, want 3", n)
 	}
 }
+
+// TestClosedBy: who closed a pull request is the closed_by of its issue;
+// nobody while it is open.
+func TestClosedBy(t *testing.T) {
+	fx := newFixture(t)
+	fx.fake.AddPull(&fakePull{Head: branch, Base: "main"})
+	fx.fake.AddPull(&fakePull{Head: "other", Base: "main", State: "closed", ClosedBy: "carol"})
+	for _, c := range []struct {
+		name   string
+		number int
+		want   string
+	}{
+		{"open", 1, ""},
+		{"closed by a person", 2, "carol"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := fx.f.ClosedBy(fx.ctx, fx.url, c.number)
+			if err != nil || got != c.want {
+				t.Errorf("ClosedBy(#%d) = %q, %v; want %q", c.number, got, err, c.want)
+			}
+		})
+	}
+	if err := fx.f.ClosePullRequest(fx.ctx, fx.url, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fx.f.ClosedBy(fx.ctx, fx.url, 1); err != nil || got != "fleetlift-bot" {
+		t.Errorf("closed by the forge's own user: ClosedBy = %q, %v; want fleetlift-bot", got, err)
+	}
+}

@@ -63,6 +63,7 @@
 //	      "action": "approve",        // approve | reject | steer | continue | abort | retry
 //	      "by": "alice",
 //	      "result_digest": "sha256:…", // optional
+//	      "generation": 2,            // optional: the run it decides about
 //	      "prompt": "…",              // optional (steer)
 //	      "status": "apply",          // apply | ignored | done (carried out already)
 //	      "reason": "…",              // optional: why ignored, or done

@@ -69,6 +69,7 @@ type jsonApproval struct {
 	Action        string `json:"action"`
 	By            string `json:"by"`
 	ResultDigest  string `json:"result_digest,omitempty"`
+	Generation    int64  `json:"generation,omitempty"`
 	Prompt        string `json:"prompt,omitempty"`
 	Status        string `json:"status"`
 	Reason        string `json:"reason,omitempty"`
@@ -116,7 +117,7 @@ func JSON(w io.Writer, p plan.Plan) error {
 		r := a.Record
 		out.Approvals = append(out.Approvals, jsonApproval{
 			File: r.File, Target: r.Target, Action: string(r.Action), By: r.By, ResultDigest: r.ResultDigest,
-			Prompt: r.Prompt, Status: string(a.Status), Reason: a.Reason, CurrentDigest: a.Current,
+			Generation: r.Generation, Prompt: r.Prompt, Status: string(a.Status), Reason: a.Reason, CurrentDigest: a.Current,
 		})
 	}
 	for _, e := range p.Errors {
