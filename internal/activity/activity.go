@@ -320,12 +320,27 @@ type CleanupInput struct {
 	Sandbox SandboxRef
 }
 
-// CleanupSandbox removes the sandbox and everything running in it.
+// CleanupSandbox removes the sandbox and everything running in it,
+// heartbeating while it waits for processes to stop, so that a worker that
+// dies meanwhile hands the cleanup to another at the heartbeat timeout.
 func (a *Activities) CleanupSandbox(ctx context.Context, in CleanupInput) error {
-	if err := a.Sandbox.Cleanup(ctx, in.Sandbox.ID); err != nil {
-		return fmt.Errorf("clean up sandbox %s: %w", in.Sandbox.ID, err)
+	done := make(chan error, 1)
+	go func() { done <- a.Sandbox.Cleanup(ctx, in.Sandbox.ID) }()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("clean up sandbox %s: %w", in.Sandbox.ID, err)
+			}
+			return nil
+		case <-t.C:
+			if sdkactivity.IsActivity(ctx) {
+				sdkactivity.RecordHeartbeat(ctx, "cleaning up")
+			}
+		}
 	}
-	return nil
 }
 
 func (a *Activities) writeJSON(ctx context.Context, id, name string, v any) error {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +23,11 @@ var a *activity.Activities
 
 // Task runs one task in one sandbox: provision, submit the manifest, wait
 // for the agent, then, when approval is required, wait for approve, steer
-// (any number of times), reject or cancel. The sandbox is removed whatever
+// (any number of times), reject or cancel. A sandbox lost to a crash (its
+// agent killed without finishing, or the sandbox gone) is provisioned
+// again and the work run again, up to maxSandboxes in all: the steering
+// already given is given again, and a result with the digest already
+// approved is approved by that decision. The sandbox is removed whatever
 // happens, including cancellation.
 func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	st := &TaskState{ID: in.ID, Phase: TaskProvisioning}
@@ -30,6 +35,10 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TaskState, error) { return *st, nil }); err != nil {
 		return res, err
 	}
+	// approvals are the approve records carried out: they count as
+	// carried out only if the task then completes, so that a record
+	// approving a change that was never pushed still applies to a retry.
+	var approvals []string
 	// finished is set when the workflow ends (every return but one goes
 	// through finish). The deferred cleanup runs only then: when a worker
 	// stops, the SDK unwinds cached workflows with runtime.Goexit, which
@@ -48,12 +57,18 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			}
 		}
 		res.Applied = st.Applied
+		if p != TaskCompleted && len(approvals) > 0 {
+			res.Applied = slices.DeleteFunc(slices.Clone(st.Applied), func(rec string) bool { return slices.Contains(approvals, rec) })
+			st.Applied = res.Applied
+		}
+		res.SandboxesLost = len(st.Lost)
 		st.Final = &res
 		return res, nil
 	}
 
 	info := workflow.GetInfo(ctx)
-	ref := activity.SandboxRef{ID: sandboxID(info.WorkflowExecution.ID, info.WorkflowExecution.RunID)}
+	base := sandboxID(info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
+	ref := activity.SandboxRef{ID: base}
 	// The short sandbox steps (provision, write a file, read a file, clean
 	// up) run as local activities: in the workflow task that needs them,
 	// without a round trip through the server each. Only the wait for the
@@ -81,11 +96,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			lctx := workflow.WithLocalActivityOptions(dctx, shortOptions(10))
 			err = workflow.ExecuteLocalActivity(lctx, a.CleanupSandbox, in).Get(lctx, nil)
 		} else {
-			actx := workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
-				StartToCloseTimeout: 2 * time.Minute,
-				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
-			})
-			err = workflow.ExecuteActivity(actx, a.CleanupSandbox, in).Get(actx, nil)
+			err = cleanup(dctx, ref)
 		}
 		if err != nil {
 			workflow.GetLogger(ctx).Error("sandbox cleanup failed", "sandbox", ref.ID, "error", err)
@@ -96,28 +107,45 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Minute
 	}
-	if err := workflow.ExecuteLocalActivity(short, a.ProvisionSandbox, activity.ProvisionInput{
-		SandboxID: ref.ID, Image: in.Image, Resources: in.Resources,
-		// The sandbox outlives the agent's timeout by the approval wait.
-		Labels: map[string]string{"fleetlift.io/task-id": in.ID},
-	}).Get(ctx, &ref); err != nil {
-		return finish(failedOrCancelled(ctx), "provision sandbox: "+errText(err), nil)
+	// start provisions sandbox n (0, then 1, 2, ... for the ones that
+	// replace a lost sandbox) and hands its agent the manifest.
+	start := func(n int) error {
+		ref = activity.SandboxRef{ID: base}
+		if n > 0 {
+			ref.ID = fmt.Sprintf("%s-%d", base, n)
+		}
+		if err := workflow.ExecuteLocalActivity(short, a.ProvisionSandbox, activity.ProvisionInput{
+			SandboxID: ref.ID, Image: in.Image, Resources: in.Resources,
+			// The sandbox outlives the agent's timeout by the approval wait.
+			Labels: map[string]string{"fleetlift.io/task-id": in.ID},
+		}).Get(ctx, &ref); err != nil {
+			return fmt.Errorf("provision sandbox: %s", errText(err))
+		}
+		if err := workflow.ExecuteLocalActivity(short, a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}).Get(ctx, nil); err != nil {
+			return fmt.Errorf("submit manifest: %s", errText(err))
+		}
+		st.Phase = TaskRunning
+		st.Sandbox = ref.ID
+		return nil
 	}
-	if err := workflow.ExecuteLocalActivity(short, a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}).Get(ctx, nil); err != nil {
-		return finish(failedOrCancelled(ctx), "submit manifest: "+errText(err), nil)
+	if err := start(0); err != nil {
+		return finish(failedOrCancelled(ctx), err.Error(), nil)
 	}
-	st.Phase = TaskRunning
 
 	heartbeat := in.HeartbeatTimeout
 	if heartbeat <= 0 {
-		heartbeat = 30 * time.Second
+		heartbeat = 10 * time.Second
 	}
-	// wait waits for the agent and reads its result.
+	// wait waits for the agent and reads its result. A worker that dies
+	// while waiting is noticed at the heartbeat timeout and the wait goes
+	// on elsewhere, as often as that happens within the budget.
 	wait := func(budget time.Duration, minIteration int, phases ...protocol.Phase) (*protocol.Result, error) {
 		wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: budget,
-			HeartbeatTimeout:    heartbeat,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activity.ErrAgentExited, activity.ErrSandboxGone}},
+			StartToCloseTimeout:    budget,
+			ScheduleToCloseTimeout: budget,
+			HeartbeatTimeout:       heartbeat,
+			RetryPolicy: &temporal.RetryPolicy{NonRetryableErrorTypes: []string{
+				activity.ErrAgentExited, activity.ErrSandboxGone, activity.ErrResultTooLarge}},
 		})
 		var s protocol.Status
 		if err := workflow.ExecuteActivity(wctx, a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration}).Get(ctx, &s); err != nil {
@@ -135,15 +163,55 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		s.Timestamp = workflow.Now(ctx)
 		return workflow.ExecuteLocalActivity(short, a.SubmitSteering, activity.SteeringInput{Sandbox: ref, Steering: s}).Get(ctx, nil)
 	}
-
-	r, err := wait(timeout, 0, protocol.PhaseAwaitingInput, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled)
-	if err != nil {
-		return finish(failedOrCancelled(ctx), "agent: "+errText(err), nil)
+	// startOver replaces a lost sandbox: when err says the sandbox was
+	// lost (not that the work failed) and fewer than maxSandboxes were
+	// used, it removes the lost one, provisions another and hands it the
+	// manifest. The error is set when that fails.
+	startOver := func(err error) (bool, error) {
+		if !sandboxLost(err) || len(st.Lost)+1 >= maxSandboxes {
+			return false, nil
+		}
+		if workflow.GetVersion(ctx, reprovisionChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return false, nil
+		}
+		st.Lost = append(st.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", ref.ID, errText(err)))
+		workflow.GetLogger(ctx).Warn("sandbox lost; provisioning another", "sandbox", ref.ID, "error", err)
+		if err := cleanup(ctx, ref); err != nil {
+			workflow.GetLogger(ctx).Error("clean up the lost sandbox", "sandbox", ref.ID, "error", err)
+		}
+		st.AgentPhase, st.Result = "", nil
+		return true, start(len(st.Lost))
 	}
+
+	firstPhases := []protocol.Phase{protocol.PhaseAwaitingInput, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled}
+	r, err := wait(timeout, 0, firstPhases...)
 	iteration := 0
+	// steers are the prompts given so far, and approved the digest of the
+	// result approved: a new sandbox's work is steered and approved again
+	// by the decisions already taken.
+	var steers []string
+	approved := ""
+	var approvedResult *protocol.Result
 	for {
+		if err != nil {
+			again, serr := startOver(err)
+			if serr != nil {
+				return finish(failedOrCancelled(ctx), serr.Error(), r)
+			}
+			if !again {
+				return finish(failedOrCancelled(ctx), "agent: "+errText(err), r)
+			}
+			iteration = 0
+			r, err = wait(timeout, 0, firstPhases...)
+			continue
+		}
 		switch st.AgentPhase {
 		case protocol.PhaseComplete:
+			if approvedResult != nil && workflow.GetVersion(ctx, pushedTreeChange, workflow.DefaultVersion, 1) == 1 {
+				if msg := unapprovedPushes(approvedResult, r); msg != "" {
+					return finish(TaskFailed, msg, r)
+				}
+			}
 			return finish(TaskCompleted, "", r)
 		case protocol.PhaseFailed:
 			return finish(TaskFailed, "", r)
@@ -152,8 +220,25 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}
 		// awaiting_input: the approval loop.
 		st.Phase = TaskAwaitingApproval
-		st.ResultDigest = ResultDigest(iteration, r)
-		act, prompt, timedOut := awaitDecision(ctx, in.ApprovalTimeout, st)
+		digest := ResultDigest(iteration, r)
+		st.ResultDigest = digest
+		var act protocol.Action
+		var prompt string
+		var timedOut bool
+		switch {
+		case iteration < len(steers):
+			// A new sandbox's work, steered as the one lost was.
+			act, prompt = protocol.ActionSteer, steers[iteration]
+		case approved != "" && digest == approved:
+			// A new sandbox's work came out as the result approved.
+			act = protocol.ActionApprove
+		default:
+			if approved != "" {
+				st.Ignored = appendNote(st.Ignored, fmt.Sprintf("the work run again in a new sandbox came out as result %s, not %s, which was approved: it awaits a decision of its own", digest, approved))
+				approved = ""
+			}
+			act, prompt, timedOut = awaitDecision(ctx, in.ApprovalTimeout, st, &approvals)
+		}
 		st.ResultDigest = ""
 		if ctx.Err() != nil || timedOut {
 			// Cancelled or no decision in time: tell the agent to stop,
@@ -171,28 +256,22 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		switch act {
 		case protocol.ActionApprove:
 			st.Phase = TaskCreatingPRs
-			approved := r
+			approved, approvedResult = digest, r
 			if err := steer(protocol.Steering{Action: protocol.ActionApprove, Iteration: iteration}); err != nil {
 				return finish(failedOrCancelled(ctx), "approve: "+errText(err), r)
 			}
-			if r, err = wait(timeout, 0, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled); err != nil {
-				return finish(failedOrCancelled(ctx), "agent: "+errText(err), r)
-			}
-			if workflow.GetVersion(ctx, pushedTreeChange, workflow.DefaultVersion, 1) == 1 {
-				if msg := unapprovedPushes(approved, r); msg != "" {
-					return finish(TaskFailed, msg, r)
-				}
-			}
+			r, err = wait(timeout, 0, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled)
 		case protocol.ActionSteer:
+			if iteration == len(steers) {
+				steers = append(steers, prompt)
+				res.Steers++
+			}
 			iteration++
-			res.Steers++
 			st.Phase = TaskRunning
 			if err := steer(protocol.Steering{Action: protocol.ActionSteer, Prompt: prompt, Iteration: iteration}); err != nil {
 				return finish(failedOrCancelled(ctx), "steer: "+errText(err), r)
 			}
-			if r, err = wait(timeout, iteration, protocol.PhaseAwaitingInput, protocol.PhaseFailed, protocol.PhaseCancelled); err != nil {
-				return finish(failedOrCancelled(ctx), "agent: "+errText(err), r)
-			}
+			r, err = wait(timeout, iteration, protocol.PhaseAwaitingInput, protocol.PhaseFailed, protocol.PhaseCancelled)
 		default: // reject, cancel
 			if err := steer(protocol.Steering{Action: protocol.ActionCancel, Iteration: iteration}); err != nil {
 				workflow.GetLogger(ctx).Warn("cancel steering not delivered", "error", err)
@@ -206,10 +285,44 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	}
 }
 
+// maxSandboxes bounds the sandboxes one task uses: the first, and those
+// that replace sandboxes lost to crashes.
+const maxSandboxes = 6
+
+// sandboxLost reports whether err says the sandbox was lost rather than
+// the work failed: the agent exited without finishing (killed, its host
+// gone), or the sandbox is gone.
+func sandboxLost(err error) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && (ae.Type() == activity.ErrAgentExited || ae.Type() == activity.ErrSandboxGone)
+}
+
+// cleanup removes sandbox ref, as a regular activity that heartbeats so
+// that a worker dying during it hands it to another within seconds.
+func cleanup(ctx workflow.Context, ref activity.SandboxRef) error {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
+	})
+	return workflow.ExecuteActivity(actx, a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}).Get(actx, nil)
+}
+
+// appendNote adds note to notes, keeping the latest 20.
+func appendNote(notes []string, note string) []string {
+	notes = append(notes, note)
+	if len(notes) > 20 {
+		notes = notes[len(notes)-20:]
+	}
+	return notes
+}
+
 // Changes to the Task workflow, named for workflow.GetVersion.
 const (
 	// cleanupChange made the sandbox cleanup a regular activity.
 	cleanupChange = "cleanup-after-commit"
+	// reprovisionChange replaces a sandbox lost to a crash.
+	reprovisionChange = "reprovision-lost-sandbox"
 	// digestChange refuses decisions that name no result digest.
 	digestChange = "decision-needs-digest"
 	// pushedTreeChange checks what was pushed against what was approved.
@@ -259,7 +372,7 @@ func shortOptions(attempts int32) workflow.LocalActivityOptions {
 // result, or a result other than the one awaiting approval
 // (st.ResultDigest), is recorded as ignored and the wait goes on: whoever
 // can signal the workflow must still know what the result is.
-func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState) (act protocol.Action, prompt string, timedOut bool) {
+func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState, approvals *[]string) (act protocol.Action, prompt string, timedOut bool) {
 	sel := workflow.NewSelector(ctx)
 	decided := false
 	needDigest := workflow.GetVersion(ctx, digestChange, workflow.DefaultVersion, 1) == 1
@@ -269,10 +382,7 @@ func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState) (
 			if d.Record != "" {
 				note += " (" + d.Record + ")"
 			}
-			st.Ignored = append(st.Ignored, note)
-			if len(st.Ignored) > 20 {
-				st.Ignored = st.Ignored[len(st.Ignored)-20:]
-			}
+			st.Ignored = appendNote(st.Ignored, note)
 			workflow.GetLogger(ctx).Warn("decision without a digest refused", "signal", name)
 			return false
 		}
@@ -286,10 +396,7 @@ func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState) (
 		if d.Record != "" {
 			note += " (" + d.Record + ")"
 		}
-		st.Ignored = append(st.Ignored, note)
-		if len(st.Ignored) > 20 {
-			st.Ignored = st.Ignored[len(st.Ignored)-20:]
-		}
+		st.Ignored = appendNote(st.Ignored, note)
 		workflow.GetLogger(ctx).Info("stale decision ignored", "signal", name, "digest", d.ResultDigest, "current", st.ResultDigest)
 		return false
 	}
@@ -298,6 +405,9 @@ func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState) (
 		c.Receive(ctx, &d)
 		if current(SignalApprove, d) {
 			act, decided = protocol.ActionApprove, true
+			if d.Record != "" {
+				*approvals = append(*approvals, d.Record)
+			}
 		}
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalSteer), func(c workflow.ReceiveChannel, _ bool) {

@@ -32,6 +32,16 @@ type agentScript struct {
 	// pushedTree, when set, is the tree the agent reports it pushed
 	// instead of the one its result showed (scriptTree).
 	pushedTree string
+	// lose, when set, is asked before each wait for the agent (counted
+	// from 0) whether the sandbox is lost then: the wait fails as the
+	// activity reports an agent that died without finishing.
+	lose func(wait int) bool
+	waits int
+	// sandboxes are the sandboxes provisioned, in order; rerunTree, when
+	// set, is the tree the work comes out as in every sandbox after the
+	// first.
+	sandboxes []string
+	rerunTree string
 }
 
 // scriptTree is the tree of the change the scripted agent collects.
@@ -40,6 +50,10 @@ const scriptTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 	var a *activity.Activities
 	env.OnActivity(a.ProvisionSandbox, mockAny, mockAny).Return(func(_ context.Context, in activity.ProvisionInput) (activity.SandboxRef, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.sandboxes = append(s.sandboxes, in.SandboxID)
+		s.current, s.iteration = "", 0
 		return activity.SandboxRef{ID: in.SandboxID, Provider: "script"}, nil
 	})
 	env.OnActivity(a.SubmitManifest, mockAny, mockAny).Return(func(context.Context, activity.SubmitManifestInput) error {
@@ -54,14 +68,23 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		if s.waitErr != nil {
 			return protocol.Status{}, s.waitErr
 		}
+		n := s.waits
+		s.waits++
+		if s.lose != nil && s.lose(n) {
+			return protocol.Status{}, temporal.NewNonRetryableApplicationError("agent in sandbox exited (code 137) without finishing: agent killed by signal 9", activity.ErrAgentExited, nil)
+		}
 		return protocol.Status{Phase: s.current, Iteration: s.iteration}, nil
 	})
 	env.OnActivity(a.ReadResult, mockAny, mockAny).Return(func(context.Context, activity.ReadResultInput) (protocol.Result, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		rr := protocol.RepositoryResult{Name: "svc", Status: "success", FilesModified: []string{"main.go"}, Tree: scriptTree}
+		tree := scriptTree
+		if s.rerunTree != "" && len(s.sandboxes) > 1 {
+			tree = s.rerunTree
+		}
+		rr := protocol.RepositoryResult{Name: "svc", Status: "success", FilesModified: []string{"main.go"}, Tree: tree}
 		if s.current == protocol.PhaseComplete {
-			pushed := scriptTree
+			pushed := tree
 			if s.pushedTree != "" {
 				pushed = s.pushedTree
 			}
@@ -121,8 +144,8 @@ func runTask(t *testing.T, s *agentScript, in workflow.TaskInput, during func(en
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatalf("workflow error: %v", err)
 	}
-	if s.cleaned != 1 {
-		t.Errorf("sandbox cleaned up %d times, want 1", s.cleaned)
+	if s.cleaned != len(s.sandboxes) {
+		t.Errorf("sandboxes cleaned up %d times, want once each of %d", s.cleaned, len(s.sandboxes))
 	}
 	return res, env
 }

@@ -61,7 +61,7 @@ type TaskInput struct {
 	ApprovalTimeout time.Duration
 	Resources       sandbox.Resources
 	// HeartbeatTimeout is how soon a worker that died while waiting for
-	// the agent is noticed and the wait resumed elsewhere (default 30s).
+	// the agent is noticed and the wait resumed elsewhere (default 10s).
 	HeartbeatTimeout time.Duration
 }
 
@@ -105,8 +105,11 @@ type TaskResult struct {
 	// Steers counts the steering rounds.
 	Steers int `json:"steers,omitempty"`
 	// Applied lists the approval records the task carried out (approve,
-	// steer or reject), in order.
+	// steer or reject), in order; an approval counts only when the task
+	// completed.
 	Applied []string `json:"applied,omitempty"`
+	// SandboxesLost counts the sandboxes lost to crashes and replaced.
+	SandboxesLost int `json:"sandboxes_lost,omitempty"`
 }
 
 // TaskState answers QueryStatus on a Task workflow.
@@ -129,6 +132,11 @@ type TaskState struct {
 	Ignored []string `json:"ignored,omitempty"`
 	// Applied lists the approval records carried out so far.
 	Applied []string `json:"applied,omitempty"`
+	// Sandbox is the sandbox the task runs in now.
+	Sandbox string `json:"sandbox,omitempty"`
+	// Lost says, for each sandbox lost to a crash and replaced, what
+	// happened.
+	Lost []string `json:"lost,omitempty"`
 }
 
 // DecisionSignal is the payload of SignalApprove and SignalReject (and,

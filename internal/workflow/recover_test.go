@@ -1,0 +1,156 @@
+package workflow_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// loseAt loses the sandbox at the waits listed (counted from 0).
+func loseAt(waits ...int) func(int) bool {
+	return func(n int) bool {
+		for _, w := range waits {
+			if w == n {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// An agent killed while it works (its sandbox lost) is not the work
+// failing: the task provisions another sandbox, runs the work again there
+// and finishes by itself.
+func TestKilledAgentsTaskIsProvisionedAgainAndFinishes(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseComplete, lose: loseAt(0)}
+	in := taskInput()
+	in.Manifest.RequireApproval = false
+	res, _ := runTask(t, s, in, nil)
+	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
+		t.Fatalf("result %+v; want completed with its pull request", res)
+	}
+	if len(s.sandboxes) != 2 || s.sandboxes[0] == s.sandboxes[1] || res.SandboxesLost != 1 {
+		t.Errorf("sandboxes %v, %d lost; want a second, new sandbox after one lost", s.sandboxes, res.SandboxesLost)
+	}
+}
+
+// Sandboxes lost over and over end the task, failed, saying why, after
+// a bounded number of them.
+func TestTaskGivesUpAfterLosingSandboxesOverAndOver(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseComplete, lose: func(int) bool { return true }}
+	in := taskInput()
+	in.Manifest.RequireApproval = false
+	res, _ := runTask(t, s, in, nil)
+	if res.Phase != workflow.TaskFailed || !strings.Contains(res.Error, "without finishing") {
+		t.Fatalf("result %s %q; want failed, saying the agent did not finish", res.Phase, res.Error)
+	}
+	if len(s.sandboxes) != 6 || res.SandboxesLost != 5 {
+		t.Errorf("%d sandboxes, %d lost; want 6 and 5", len(s.sandboxes), res.SandboxesLost)
+	}
+}
+
+// An approval applies to the result it names, whatever happened to the
+// sandbox: the agent dies after the approval, the work runs again in a new
+// sandbox, comes out the same, and is pushed on the approval already given,
+// which counts as carried out once.
+func TestApprovalSurvivesAnAgentCrash(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer, lose: loseAt(1)}
+	var approved string
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			approved = queryTask(t, env).ResultDigest
+			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: approved, By: "alice", Record: "approvals/svc.yaml"})
+		}, time.Minute)
+	})
+	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
+		t.Fatalf("result %s %q; want completed on the approval given before the crash", res.Phase, res.Error)
+	}
+	if len(s.sandboxes) != 2 {
+		t.Errorf("sandboxes %v; want the work run again in a second", s.sandboxes)
+	}
+	if strings.Join(res.Applied, ",") != "approvals/svc.yaml" {
+		t.Errorf("applied %q; want the approval once", res.Applied)
+	}
+	var approvals int
+	for _, st := range s.steerings {
+		if st.Action == protocol.ActionApprove {
+			approvals++
+		}
+	}
+	if approvals != 2 {
+		t.Errorf("the agents were told %+v; want approve told to each", s.steerings)
+	}
+}
+
+// When the work run again comes out as another result, the approval of the
+// first does not carry over: the task waits for a decision on the new one,
+// and says so.
+func TestRerunWithAnotherResultWaitsForItsOwnDecision(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer, lose: loseAt(1), rerunTree: "d670460b4b4aece5915caf5c68d12f560a9fe3e4"}
+	var first, second string
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			first = queryTask(t, env).ResultDigest
+			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: first, Record: "approvals/first.yaml"})
+		}, time.Minute)
+		env.RegisterDelayedCallback(func() {
+			st := queryTask(t, env)
+			second = st.ResultDigest
+			if st.Phase != workflow.TaskAwaitingApproval || len(st.Lost) != 1 || len(st.Ignored) != 1 || !strings.Contains(st.Ignored[0], "awaits a decision of its own") {
+				t.Errorf("after the re-run: phase %s, lost %q, notes %q", st.Phase, st.Lost, st.Ignored)
+			}
+			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: second, Record: "approvals/second.yaml"})
+		}, 2*time.Minute)
+	})
+	if first == second || res.Phase != workflow.TaskCompleted {
+		t.Fatalf("digests %q and %q, result %s %q; want two results and completed on the second's approval", first, second, res.Phase, res.Error)
+	}
+	if strings.Join(res.Applied, ",") != "approvals/first.yaml,approvals/second.yaml" {
+		t.Errorf("applied %q", res.Applied)
+	}
+}
+
+// The steering already given is given again to the work run in a new
+// sandbox, so the result awaiting approval is the steered one.
+func TestSteeringIsGivenAgainAfterAnAgentCrash(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer, lose: loseAt(1)}
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		decideAt(t, env, time.Minute, workflow.SignalSteer, steering("use slog"))
+		decideAt(t, env, 2*time.Minute, workflow.SignalApprove, approval)
+	})
+	if res.Phase != workflow.TaskCompleted || res.Steers != 1 {
+		t.Fatalf("result %s %q, %d steers; want completed after one steer", res.Phase, res.Error, res.Steers)
+	}
+	var got []string
+	for _, st := range s.steerings {
+		got = append(got, string(st.Action)+":"+st.Prompt)
+	}
+	if want := "steer:use slog,steer:use slog,approve:"; strings.Join(got, ",") != want {
+		t.Errorf("steerings %v, want %s", got, want)
+	}
+}
+
+// A decision is never reported carried out when the change it approved
+// was not pushed: the approval record of a task that then failed still
+// applies to a retry.
+func TestApprovalOfAChangeNeverPushedIsNotCarriedOut(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: func(st protocol.Steering) protocol.Phase {
+		if st.Action == protocol.ActionApprove {
+			return protocol.PhaseFailed
+		}
+		return standardSteer(st)
+	}}
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: queryTask(t, env).ResultDigest, Record: "approvals/svc.yaml"})
+		}, time.Minute)
+	})
+	if res.Phase != workflow.TaskFailed || len(res.Applied) != 0 {
+		t.Fatalf("result %s, applied %q; want failed and the approval not carried out", res.Phase, res.Applied)
+	}
+}
