@@ -35,7 +35,7 @@ type agentScript struct {
 	// lose, when set, is asked before each wait for the agent (counted
 	// from 0) whether the sandbox is lost then: the wait fails as the
 	// activity reports an agent that died without finishing.
-	lose func(wait int) bool
+	lose  func(wait int) bool
 	waits int
 	// sandboxes are the sandboxes provisioned, in order; rerunTree, when
 	// set, is the tree the work comes out as in every sandbox after the
