@@ -35,13 +35,8 @@ import (
 
 func main() {
 	// The bench binary is also the agent its sandboxes run.
-	if len(os.Args) > 1 && os.Args[1] == "agent" {
-		cmd := agentcmd.NewAgentCommand()
-		cmd.SetArgs(os.Args[2:])
-		if err := cmd.Execute(); err != nil {
-			os.Exit(1)
-		}
-		return
+	if code, ok := agentcmd.RunAgent(os.Args[1:]); ok {
+		os.Exit(code)
 	}
 	workflow.IdentifyBinary()
 	// As cmd/fleetlift does: `fleetlift run` and `up` run this way.

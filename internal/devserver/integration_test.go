@@ -35,13 +35,8 @@ var recordHistory = flag.String("record-history", "", "write the task run's hist
 // TestMain lets the test binary serve as the in-sandbox agent, as the
 // fleetlift binary does with its hidden `agent` command.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "agent" {
-		cmd := agentcmd.NewAgentCommand()
-		cmd.SetArgs(os.Args[2:])
-		if err := cmd.Execute(); err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
+	if code, ok := agentcmd.RunAgent(os.Args[1:]); ok {
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

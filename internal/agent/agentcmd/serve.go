@@ -148,6 +148,21 @@ func JailArgs(args []string, parents ...string) ([]string, bool) {
 	return args[len(want):], true
 }
 
+// RunAgent runs args, a command line without the program name, when it
+// starts with "agent": a program that is its own sandboxes' agent (a test
+// binary, a benchmark) calls it first thing and exits with code when ok.
+func RunAgent(args []string) (code int, ok bool) {
+	if len(args) == 0 || args[0] != "agent" {
+		return 0, false
+	}
+	cmd := NewAgentCommand()
+	cmd.SetArgs(args[1:])
+	if err := cmd.Execute(); err != nil {
+		return 1, true
+	}
+	return 0, true
+}
+
 // NewAgentCommand returns a hidden "agent" command holding serve, for the
 // fleetlift binary.
 func NewAgentCommand() *cobra.Command {
