@@ -44,6 +44,7 @@ type reconcileFlags struct {
 	noStatus           bool
 	statusBranch       string
 	approvalTimeout    time.Duration
+	hostTimeout        time.Duration
 	leaderElect        bool
 	// forges are the forges the repository config may select.
 	forges     forgeFlags
@@ -64,6 +65,7 @@ func (r *reconcileFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&r.noStatus, "no-status", false, "do not write the status mirror branch")
 	fl.StringVar(&r.statusBranch, "status-branch", "", "branch of the campaigns repository the status mirror is written to (default: the config's status.branch)")
 	fl.DurationVar(&r.approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
+	registerHostTimeout(cmd, &r.hostTimeout)
 	fl.BoolVar(&r.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a lease in Temporal reconciles (workers must be running)")
 	r.forges.register(cmd)
 	registerLoadBudget(cmd, &r.loadBudget)
@@ -191,7 +193,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	r := &reconcile.Reconciler{
 		Source:   &reconcile.GitSource{Repo: src, Ref: rf.branch, Path: rf.path, Loader: &spec.Loader{Eval: pool, Limits: spec.Limits{RevisionBudget: rf.loadBudget}}},
 		State:    &statetemporal.Reader{Client: c, Namespace: f.namespace},
-		Dispatch: &dispatch.Temporal{Client: c, Options: workflow.Options{ApprovalTimeout: rf.approvalTimeout, Forge: fs.Type}},
+		Dispatch: &dispatch.Temporal{Client: c, Options: workflow.Options{ApprovalTimeout: rf.approvalTimeout, HostTimeout: rf.hostTimeout, Forge: fs.Type}},
 		Branch:   rf.branch,
 		Log:      logger,
 	}

@@ -28,7 +28,7 @@ func newRunCmd() *cobra.Command {
 	var wf workerFlags
 	var file string
 	var noWorker, detach bool
-	var approvalTimeout time.Duration
+	var approvalTimeout, hostTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run --file FILE",
 		Short: "Run one Task or Campaign definition now and show its progress",
@@ -54,7 +54,7 @@ under a directory given with --allow-file-root.`,
 			if err != nil {
 				return err
 			}
-			opts := workflow.Options{ApprovalTimeout: approvalTimeout}
+			opts := workflow.Options{ApprovalTimeout: approvalTimeout, HostTimeout: hostTimeout}
 			start, err := workflow.ForDefinition(*def, opts)
 			if err != nil {
 				return err
@@ -92,6 +92,7 @@ under a directory given with --allow-file-root.`,
 	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process (workers run elsewhere)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "start and return; follow with `fleetlift status ID`")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
+	registerHostTimeout(cmd, &hostTimeout)
 	return cmd
 }
 

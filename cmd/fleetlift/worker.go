@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
@@ -30,6 +32,7 @@ type workerFlags struct {
 	fileRoots []string
 	isolation string
 	hide      []string
+	queue     string
 	// forgeEnv and forgeSecrets are set by the command, not flags: what
 	// the operator's forge needs in sandboxes (see forgeSetup.sandbox).
 	forgeEnv, forgeSecrets map[string]string
@@ -46,6 +49,8 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"a directory local repositories (file:// URLs and absolute paths) may be cloned from and pushed to (repeatable); by default none may")
 	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", envOr("FLEETLIFT_SANDBOX_ISOLATION", agentcmd.IsolationNamespaces),
 		"how local sandboxes isolate the work they run: "+agentcmd.IsolationNamespaces+" (Linux user, mount and PID namespaces), or "+agentcmd.IsolationNone+" (none: the work can read tokens, approve itself and outlive its commands)")
+	cmd.Flags().StringVar(&w.queue, "sandbox-queue", os.Getenv("FLEETLIFT_SANDBOX_QUEUE"),
+		"the task queue for the steps on this worker's sandboxes, which only this host can reach (default: named after the host and the state directory)")
 	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", envList("FLEETLIFT_SANDBOX_HIDE", nil),
 		"a directory or file the work in sandboxes must not see (repeatable), besides the state directory and the usual credential files")
 }
@@ -179,7 +184,7 @@ func (w *workerFlags) hidden(tf *temporalFlags) ([]string, error) {
 // fleetlift-agent (or this executable). Unless --sandbox-isolation=none,
 // it first makes sure the agent can jail the work it runs, and refuses to
 // start when it cannot.
-func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (worker.Worker, error) {
+func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, error) {
 	agentArgv, err := agentCommand()
 	if err != nil {
 		return nil, err
@@ -221,6 +226,15 @@ func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (worker.Work
 	if err != nil {
 		return nil, err
 	}
+	queue, err := wf.hostQueue(tf)
+	if err != nil {
+		return nil, err
+	}
+	acts := &activity.Activities{Sandbox: provider, SandboxEnv: env, SandboxSecrets: secrets, Queue: queue}
+	// This host's queue: the steps on the sandboxes it provisions, which
+	// only it can reach.
+	hw := worker.New(c, queue, worker.Options{})
+	hw.RegisterActivity(acts)
 	w := worker.New(c, workflow.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
@@ -228,8 +242,61 @@ func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (worker.Work
 	w.RegisterWorkflow(workflow.Lease)
 	// The latch the reconciler keeps watch.require_reviewed_merge in.
 	w.RegisterWorkflow(workflow.Latch)
-	w.RegisterActivity(&activity.Activities{Sandbox: provider, SandboxEnv: env, SandboxSecrets: secrets})
-	return w, nil
+	w.RegisterActivity(acts)
+	return &workers{all: []worker.Worker{w, hw}}, nil
+}
+
+// hostQueue is the task queue of this worker's host: --sandbox-queue, or
+// one named after the host and the state directory, whose sandboxes are
+// this worker's alone.
+func (w *workerFlags) hostQueue(tf *temporalFlags) (string, error) {
+	if w.queue != "" {
+		return w.queue, nil
+	}
+	state, err := filepath.Abs(tf.stateDir)
+	if err != nil {
+		return "", err
+	}
+	host, _ := os.Hostname()
+	sum := sha256.Sum256([]byte(host + "\x00" + state))
+	return fmt.Sprintf("%s/host/%s-%x", workflow.TaskQueue, host, sum[:6]), nil
+}
+
+// workers run together: the worker of the shared task queue (workflows,
+// provisioning) and the one of this host's queue (the steps on its
+// sandboxes).
+type workers struct {
+	all []worker.Worker
+}
+
+// Start starts every worker, or none.
+func (ws *workers) Start() error {
+	for i, w := range ws.all {
+		if err := w.Start(); err != nil {
+			for _, started := range ws.all[:i] {
+				started.Stop()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops every worker.
+func (ws *workers) Stop() {
+	for i := len(ws.all) - 1; i >= 0; i-- {
+		ws.all[i].Stop()
+	}
+}
+
+// Run starts the workers and stops them when interrupt closes.
+func (ws *workers) Run(interrupt <-chan any) error {
+	if err := ws.Start(); err != nil {
+		return err
+	}
+	<-interrupt
+	ws.Stop()
+	return nil
 }
 
 // agentCommand is the agent that local sandboxes run: $FLEETLIFT_AGENT_BINARY,
@@ -317,4 +384,11 @@ func interruptCh(ctx context.Context) <-chan any {
 		close(ch)
 	}()
 	return ch
+}
+
+// registerHostTimeout adds --sandbox-host-timeout to a command that starts
+// runs.
+func registerHostTimeout(cmd *cobra.Command, d *time.Duration) {
+	cmd.Flags().DurationVar(d, "sandbox-host-timeout", workflow.DefaultHostTimeout,
+		"how long a task waits for the worker host that holds its sandbox (one that stopped, say) before it runs the work again in a sandbox elsewhere")
 }

@@ -35,6 +35,10 @@ type Activities struct {
 	// MaxResultBytes caps the diffs returned by ReadResult, so a result
 	// stays within Temporal's payload limits (default 1 MiB).
 	MaxResultBytes int
+	// Queue is the task queue only this worker's host polls, where the
+	// steps on the sandboxes it provisions are sent; empty when any worker
+	// reaches every sandbox.
+	Queue string
 }
 
 // Bounds on what a sandbox hands the worker: its files are written by
@@ -80,6 +84,9 @@ type ProvisionInput struct {
 type SandboxRef struct {
 	ID       string
 	Provider string
+	// Queue is the task queue of the worker that provisioned the sandbox:
+	// the steps on it go there. Empty means any worker's.
+	Queue string `json:",omitempty"`
 }
 
 // ProvisionSandbox creates the sandbox, or finds the one a previous attempt
@@ -96,7 +103,7 @@ func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (S
 	if err != nil {
 		return SandboxRef{}, fmt.Errorf("provision sandbox %s: %w", in.SandboxID, err)
 	}
-	return SandboxRef{ID: sb.ID, Provider: sb.Provider}, nil
+	return SandboxRef{ID: sb.ID, Provider: sb.Provider, Queue: a.Queue}, nil
 }
 
 // SubmitManifestInput is the manifest for a sandbox's agent.

@@ -25,6 +25,8 @@ type Options struct {
 	Forge string
 	// ApprovalTimeout bounds each wait for approval; zero waits forever.
 	ApprovalTimeout time.Duration
+	// HostTimeout is TaskInput.HostTimeout: zero means DefaultHostTimeout.
+	HostTimeout time.Duration
 	Git             protocol.GitConfig
 }
 
@@ -101,7 +103,7 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 	for _, f := range w.ForEach {
 		m.ForEach = append(m.ForEach, protocol.ForEachTarget{Name: f.Name, Context: f.Context})
 	}
-	in := TaskInput{ID: id, Timeout: time.Duration(w.Timeout), ApprovalTimeout: opts.ApprovalTimeout}
+	in := TaskInput{ID: id, Timeout: time.Duration(w.Timeout), ApprovalTimeout: opts.ApprovalTimeout, HostTimeout: opts.HostTimeout}
 	switch {
 	case w.Execution.Agentic != nil:
 		ag := w.Execution.Agentic

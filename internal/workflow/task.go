@@ -70,11 +70,17 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	base := sandboxID(info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
 	ref := activity.SandboxRef{ID: base}
 	// The short sandbox steps (provision, write a file, read a file, clean
-	// up) run as local activities: in the workflow task that needs them,
-	// without a round trip through the server each. Only the wait for the
-	// agent, which can take an hour and must move to another worker if
-	// this one dies, is a regular activity.
-	short := workflow.WithLocalActivityOptions(ctx, shortOptions(5))
+	// up) go to the worker that holds the sandbox (sandboxSteps); the wait
+	// for the agent, which can take an hour and must move to another
+	// worker of that host if this one dies, heartbeats.
+	hostTimeout := in.HostTimeout
+	if hostTimeout <= 0 {
+		hostTimeout = DefaultHostTimeout
+	}
+	steps := sandboxSteps{
+		routed:      workflow.GetVersion(ctx, hostRoutedChange, workflow.DefaultVersion, 1) == 1,
+		hostTimeout: hostTimeout,
+	}
 
 	// Cleanup runs on a disconnected context: it must happen even when
 	// the workflow is cancelled.
@@ -96,7 +102,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			lctx := workflow.WithLocalActivityOptions(dctx, shortOptions(10))
 			err = workflow.ExecuteLocalActivity(lctx, a.CleanupSandbox, in).Get(lctx, nil)
 		} else {
-			err = cleanup(dctx, ref)
+			err = steps.cleanup(dctx, ref)
 		}
 		if err != nil {
 			workflow.GetLogger(ctx).Error("sandbox cleanup failed", "sandbox", ref.ID, "error", err)
@@ -110,26 +116,25 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// start provisions sandbox n (0, then 1, 2, ... for the ones that
 	// replace a lost sandbox) and hands its agent the manifest.
 	start := func(n int) error {
-		ref = activity.SandboxRef{ID: base}
+		id := base
 		if n > 0 {
-			ref.ID = fmt.Sprintf("%s-%d", base, n)
+			id = fmt.Sprintf("%s-%d", base, n)
 		}
-		if err := workflow.ExecuteLocalActivity(short, a.ProvisionSandbox, activity.ProvisionInput{
-			SandboxID: ref.ID, Image: in.Image, Resources: in.Resources,
+		got, err := steps.provision(ctx, activity.ProvisionInput{
+			SandboxID: id, Image: in.Image, Resources: in.Resources,
 			// The sandbox outlives the agent's timeout by the approval wait.
 			Labels: map[string]string{"fleetlift.io/task-id": in.ID},
-		}).Get(ctx, &ref); err != nil {
-			return fmt.Errorf("provision sandbox: %s", errText(err))
+		})
+		if err != nil {
+			return &stepError{"provision sandbox", err}
 		}
-		if err := workflow.ExecuteLocalActivity(short, a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}).Get(ctx, nil); err != nil {
-			return fmt.Errorf("submit manifest: %s", errText(err))
+		ref = got
+		st.Sandbox = ref.ID
+		if err := steps.run(ctx, ref, 5, a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}, nil); err != nil {
+			return &stepError{"submit manifest", err}
 		}
 		st.Phase = TaskRunning
-		st.Sandbox = ref.ID
 		return nil
-	}
-	if err := start(0); err != nil {
-		return finish(failedOrCancelled(ctx), err.Error(), nil)
 	}
 
 	heartbeat := in.HeartbeatTimeout
@@ -140,51 +145,60 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// while waiting is noticed at the heartbeat timeout and the wait goes
 	// on elsewhere, as often as that happens within the budget.
 	wait := func(budget time.Duration, minIteration int, phases ...protocol.Phase) (*protocol.Result, error) {
-		wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		wctx := workflow.WithActivityOptions(ctx, steps.onHost(ref, workflow.ActivityOptions{
 			StartToCloseTimeout:    budget,
 			ScheduleToCloseTimeout: budget,
 			HeartbeatTimeout:       heartbeat,
 			RetryPolicy: &temporal.RetryPolicy{NonRetryableErrorTypes: []string{
 				activity.ErrAgentExited, activity.ErrSandboxGone, activity.ErrResultTooLarge}},
-		})
+		}))
 		var s protocol.Status
 		if err := workflow.ExecuteActivity(wctx, a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration}).Get(ctx, &s); err != nil {
-			return nil, err
+			return nil, &stepError{"agent", err}
 		}
 		st.AgentPhase, st.Message, st.Iteration = s.Phase, s.Message, s.Iteration
 		var r protocol.Result
-		if err := workflow.ExecuteLocalActivity(short, a.ReadResult, activity.ReadResultInput{Sandbox: ref}).Get(ctx, &r); err != nil {
-			return nil, err
+		if err := steps.run(ctx, ref, 5, a.ReadResult, activity.ReadResultInput{Sandbox: ref}, &r); err != nil {
+			return nil, &stepError{"read result", err}
 		}
 		st.Result = &r
 		return &r, nil
 	}
-	steer := func(s protocol.Steering) error {
-		s.Timestamp = workflow.Now(ctx)
-		return workflow.ExecuteLocalActivity(short, a.SubmitSteering, activity.SteeringInput{Sandbox: ref, Steering: s}).Get(ctx, nil)
+	steer := func(sctx workflow.Context, attempts int32, s protocol.Steering) error {
+		s.Timestamp = workflow.Now(sctx)
+		return steps.run(sctx, ref, attempts, a.SubmitSteering, activity.SteeringInput{Sandbox: ref, Steering: s}, nil)
 	}
-	// startOver replaces a lost sandbox: when err says the sandbox was
+	// startOver replaces a lost sandbox: while err says the sandbox was
 	// lost (not that the work failed) and fewer than maxSandboxes were
 	// used, it removes the lost one, provisions another and hands it the
-	// manifest. The error is set when that fails.
+	// manifest. It reports whether the work starts over, and the error
+	// that ends the task otherwise.
 	startOver := func(err error) (bool, error) {
-		if !sandboxLost(err) || len(st.Lost)+1 >= maxSandboxes {
-			return false, nil
+		for {
+			if !sandboxLost(err) || len(st.Lost)+1 >= maxSandboxes ||
+				workflow.GetVersion(ctx, reprovisionChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				return false, err
+			}
+			st.Lost = append(st.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", ref.ID, errText(err)))
+			workflow.GetLogger(ctx).Warn("sandbox lost; provisioning another", "sandbox", ref.ID, "error", err)
+			if cerr := steps.cleanup(ctx, ref); cerr != nil {
+				workflow.GetLogger(ctx).Error("clean up the lost sandbox", "sandbox", ref.ID, "error", cerr)
+			}
+			st.AgentPhase, st.Result = "", nil
+			if err = start(len(st.Lost)); err == nil {
+				return true, nil
+			}
 		}
-		if workflow.GetVersion(ctx, reprovisionChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-			return false, nil
-		}
-		st.Lost = append(st.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", ref.ID, errText(err)))
-		workflow.GetLogger(ctx).Warn("sandbox lost; provisioning another", "sandbox", ref.ID, "error", err)
-		if err := cleanup(ctx, ref); err != nil {
-			workflow.GetLogger(ctx).Error("clean up the lost sandbox", "sandbox", ref.ID, "error", err)
-		}
-		st.AgentPhase, st.Result = "", nil
-		return true, start(len(st.Lost))
 	}
 
 	firstPhases := []protocol.Phase{protocol.PhaseAwaitingInput, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled}
-	r, err := wait(timeout, 0, firstPhases...)
+	var r *protocol.Result
+	err := start(0)
+	if err == nil {
+		r, err = wait(timeout, 0, firstPhases...)
+	} else if !sandboxLost(err) {
+		return finish(failedOrCancelled(ctx), errText(err), nil)
+	}
 	iteration := 0
 	// steers are the prompts given so far, and approved the digest of the
 	// result approved: a new sandbox's work is steered and approved again
@@ -194,12 +208,9 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	var approvedResult *protocol.Result
 	for {
 		if err != nil {
-			again, serr := startOver(err)
-			if serr != nil {
-				return finish(failedOrCancelled(ctx), serr.Error(), r)
-			}
+			again, ferr := startOver(err)
 			if !again {
-				return finish(failedOrCancelled(ctx), "agent: "+errText(err), r)
+				return finish(failedOrCancelled(ctx), errText(ferr), r)
 			}
 			iteration = 0
 			r, err = wait(timeout, 0, firstPhases...)
@@ -244,9 +255,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			// Cancelled or no decision in time: tell the agent to stop,
 			// on a context that survives the cancellation.
 			dctx, _ := workflow.NewDisconnectedContext(ctx)
-			dctx = workflow.WithLocalActivityOptions(dctx, shortOptions(3))
-			_ = workflow.ExecuteLocalActivity(dctx, a.SubmitSteering, activity.SteeringInput{Sandbox: ref,
-				Steering: protocol.Steering{Action: protocol.ActionCancel, Iteration: iteration, Timestamp: workflow.Now(dctx)}}).Get(dctx, nil)
+			_ = steer(dctx, 3, protocol.Steering{Action: protocol.ActionCancel, Iteration: iteration})
 			msg := "cancelled while awaiting approval"
 			if timedOut {
 				msg = fmt.Sprintf("no approval within %s", in.ApprovalTimeout)
@@ -257,8 +266,9 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		case protocol.ActionApprove:
 			st.Phase = TaskCreatingPRs
 			approved, approvedResult = digest, r
-			if err := steer(protocol.Steering{Action: protocol.ActionApprove, Iteration: iteration}); err != nil {
-				return finish(failedOrCancelled(ctx), "approve: "+errText(err), r)
+			if err = steer(ctx, 5, protocol.Steering{Action: protocol.ActionApprove, Iteration: iteration}); err != nil {
+				err = &stepError{"approve", err}
+				continue
 			}
 			r, err = wait(timeout, 0, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled)
 		case protocol.ActionSteer:
@@ -268,12 +278,13 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			}
 			iteration++
 			st.Phase = TaskRunning
-			if err := steer(protocol.Steering{Action: protocol.ActionSteer, Prompt: prompt, Iteration: iteration}); err != nil {
-				return finish(failedOrCancelled(ctx), "steer: "+errText(err), r)
+			if err = steer(ctx, 5, protocol.Steering{Action: protocol.ActionSteer, Prompt: prompt, Iteration: iteration}); err != nil {
+				err = &stepError{"steer", err}
+				continue
 			}
 			r, err = wait(timeout, iteration, protocol.PhaseAwaitingInput, protocol.PhaseFailed, protocol.PhaseCancelled)
 		default: // reject, cancel
-			if err := steer(protocol.Steering{Action: protocol.ActionCancel, Iteration: iteration}); err != nil {
+			if err := steer(ctx, 5, protocol.Steering{Action: protocol.ActionCancel, Iteration: iteration}); err != nil {
 				workflow.GetLogger(ctx).Warn("cancel steering not delivered", "error", err)
 			}
 			msg := "rejected"
@@ -288,25 +299,6 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 // maxSandboxes bounds the sandboxes one task uses: the first, and those
 // that replace sandboxes lost to crashes.
 const maxSandboxes = 6
-
-// sandboxLost reports whether err says the sandbox was lost rather than
-// the work failed: the agent exited without finishing (killed, its host
-// gone), or the sandbox is gone.
-func sandboxLost(err error) bool {
-	var ae *temporal.ApplicationError
-	return errors.As(err, &ae) && (ae.Type() == activity.ErrAgentExited || ae.Type() == activity.ErrSandboxGone)
-}
-
-// cleanup removes sandbox ref, as a regular activity that heartbeats so
-// that a worker dying during it hands it to another within seconds.
-func cleanup(ctx workflow.Context, ref activity.SandboxRef) error {
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
-		HeartbeatTimeout:    10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
-	})
-	return workflow.ExecuteActivity(actx, a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}).Get(actx, nil)
-}
 
 // appendNote adds note to notes, keeping the latest 20.
 func appendNote(notes []string, note string) []string {
@@ -323,6 +315,9 @@ const (
 	cleanupChange = "cleanup-after-commit"
 	// reprovisionChange replaces a sandbox lost to a crash.
 	reprovisionChange = "reprovision-lost-sandbox"
+	// hostRoutedChange sends the short sandbox steps to the worker that
+	// holds the sandbox, as regular activities (sandboxSteps).
+	hostRoutedChange = "host-routed-sandbox-steps"
 	// digestChange refuses decisions that name no result digest.
 	digestChange = "decision-needs-digest"
 	// pushedTreeChange checks what was pushed against what was approved.
@@ -478,7 +473,21 @@ func failedOrCancelled(ctx workflow.Context) TaskPhase {
 	return TaskFailed
 }
 
+// stepError is a step of the task that failed: its errText is the step's
+// name and what went wrong.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
 func errText(err error) string {
+	var se *stepError
+	if errors.As(err, &se) {
+		return se.step + ": " + errText(se.err)
+	}
 	// A child's failure wraps its cause: say the cause.
 	var ce *temporal.ChildWorkflowExecutionError
 	if errors.As(err, &ce) && errors.Unwrap(ce) != nil {

@@ -63,6 +63,10 @@ type TaskInput struct {
 	// HeartbeatTimeout is how soon a worker that died while waiting for
 	// the agent is noticed and the wait resumed elsewhere (default 10s).
 	HeartbeatTimeout time.Duration
+	// HostTimeout is how long a step waits for a worker of the host that
+	// holds the sandbox before the sandbox counts as lost and the work
+	// runs again elsewhere (default DefaultHostTimeout).
+	HostTimeout time.Duration
 }
 
 // TaskPhase is where a Task workflow is.

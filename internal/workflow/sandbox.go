@@ -1,0 +1,101 @@
+package workflow
+
+import (
+	"errors"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+)
+
+// DefaultHostTimeout is how long a task waits for the worker host that
+// holds its sandbox to take the sandbox's next step before it counts the
+// sandbox lost and provisions another elsewhere.
+const DefaultHostTimeout = 2 * time.Minute
+
+// sandboxSteps runs the short sandbox steps of one task (provision, write
+// the manifest or steering, read the result, clean up). Before
+// hostRoutedChange they ran as local activities, in whichever worker ran
+// the workflow task; now every step but provisioning is a regular activity
+// on the task queue of the worker that provisioned the sandbox
+// (SandboxRef.Queue): a sandbox lives on one host, and only that host's
+// worker can reach it. A host that takes no step within hostTimeout loses
+// the sandbox (see sandboxLost).
+type sandboxSteps struct {
+	routed      bool
+	hostTimeout time.Duration
+}
+
+// shortTimeout bounds one short step once started: they take a second or
+// two, and one that started on a worker that then died is tried again
+// after this long.
+const shortTimeout = 30 * time.Second
+
+// provision provisions a sandbox on any worker of the task queue.
+func (s sandboxSteps) provision(ctx workflow.Context, in activity.ProvisionInput) (activity.SandboxRef, error) {
+	var ref activity.SandboxRef
+	var err error
+	if s.routed {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: shortTimeout,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		})
+		err = workflow.ExecuteActivity(actx, a.ProvisionSandbox, in).Get(actx, &ref)
+	} else {
+		lctx := workflow.WithLocalActivityOptions(ctx, shortOptions(5))
+		err = workflow.ExecuteLocalActivity(lctx, a.ProvisionSandbox, in).Get(lctx, &ref)
+	}
+	return ref, err
+}
+
+// run runs a short step on sandbox ref: fn is an activity method, out may
+// be nil.
+func (s sandboxSteps) run(ctx workflow.Context, ref activity.SandboxRef, attempts int32, fn, arg, out any) error {
+	if !s.routed {
+		lctx := workflow.WithLocalActivityOptions(ctx, shortOptions(attempts))
+		return workflow.ExecuteLocalActivity(lctx, fn, arg).Get(lctx, out)
+	}
+	actx := workflow.WithActivityOptions(ctx, s.onHost(ref, workflow.ActivityOptions{
+		StartToCloseTimeout: shortTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: attempts},
+	}))
+	return workflow.ExecuteActivity(actx, fn, arg).Get(actx, out)
+}
+
+// onHost sends an activity to the worker that holds sandbox ref, when the
+// steps are routed and that worker said which queue it polls.
+func (s sandboxSteps) onHost(ref activity.SandboxRef, o workflow.ActivityOptions) workflow.ActivityOptions {
+	if s.routed && ref.Queue != "" {
+		o.TaskQueue = ref.Queue
+		o.ScheduleToStartTimeout = s.hostTimeout
+	}
+	return o
+}
+
+// cleanup removes sandbox ref, as a regular activity that heartbeats so
+// that a worker dying during it hands it to another within seconds (one
+// on the same host, for a routed sandbox).
+func (s sandboxSteps) cleanup(ctx workflow.Context, ref activity.SandboxRef) error {
+	actx := workflow.WithActivityOptions(ctx, s.onHost(ref, workflow.ActivityOptions{
+		StartToCloseTimeout: shortTimeout,
+		HeartbeatTimeout:    10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
+	}))
+	return workflow.ExecuteActivity(actx, a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}).Get(actx, nil)
+}
+
+// sandboxLost reports whether err says the sandbox was lost rather than
+// the work failed: the agent exited without finishing (killed, its host
+// gone), the sandbox is gone, or no worker of the sandbox's host took a
+// step in time.
+func sandboxLost(err error) bool {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && (ae.Type() == activity.ErrAgentExited || ae.Type() == activity.ErrSandboxGone) {
+		return true
+	}
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
+}
