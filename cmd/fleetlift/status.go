@@ -178,8 +178,12 @@ func readState(ctx context.Context, c client.Client, id string) (*runState, erro
 	if st.closed && info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		run := c.GetWorkflow(ctx, id, "")
 		if isCampaign {
-			st.campaign = &workflow.CampaignState{}
-			err = run.Get(ctx, st.campaign)
+			var c workflow.CampaignState
+			err = run.Get(ctx, &c)
+			// How it ended, also for a run recorded before campaigns
+			// told their endings apart.
+			c = workflow.Final(c)
+			st.campaign = &c
 		} else {
 			var r workflow.TaskResult
 			err = run.Get(ctx, &r)
@@ -242,6 +246,9 @@ func (s *runState) write(w io.Writer) {
 		sm := c.Summary
 		fmt.Fprintf(tw, "%d repositories: %d completed, %d failed, %d skipped, %d cancelled, %d running; %d pull requests, %d reports\n",
 			sm.Total, sm.Completed, sm.Failed, sm.Skipped, sm.Cancelled, sm.Running, sm.PRsCreated, sm.ReportsCollected)
+		if s.closed && sm.Failed > 0 {
+			fmt.Fprintf(tw, "run the failed repositories again with `fleetlift retry %s --failed-only`\n", s.id)
+		}
 		return
 	}
 	t := s.task
