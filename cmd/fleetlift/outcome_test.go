@@ -19,11 +19,11 @@ import (
 // TestRunReportsFailuresAndRetryFinishesTheCampaign: a campaign where one
 // repository's command fails does not end "completed". `fleetlift run`
 // prints completed_with_failures with the counts, the failed repository
-// and how to retry it, and exits 1; the recorded state (what the plan and
-// the status mirror read) says completed_with_failures, a phase that is
-// done. Once the repository is fixed, `retry --failed-only` runs it again
-// as the campaign's current run, which the recorded state follows to
-// "completed".
+// and how to retry it, and exits 1; `fleetlift status` lists it so; the
+// recorded state (what the plan and the status mirror read) says
+// completed_with_failures, a phase that is done. Once the repository is
+// fixed, `retry --failed-only` runs it again as the campaign's current
+// run, which status and the recorded state follow to "completed".
 func TestRunReportsFailuresAndRetryFinishesTheCampaign(t *testing.T) {
 	root := t.TempDir()
 	urls := demoRepos(t, root, 3)
@@ -84,6 +84,8 @@ repositories:
 		t.Errorf("recorded %s (%s), done %t; want completed_with_failures, done", rec.Phase, rec.Message, rec.Phase.Done())
 	}
 
+	waitListed(t, "campaign/bump", "completed_with_failures", "--temporal-address", addr, "--state-dir", stateDir)
+
 	// Fix svc1 and retry it, with a worker running.
 	gitScript(t, fmt.Sprintf(`printf 'module example.com/svc\n\ngo 1.21\n' > %[1]s/go.mod
 git -C %[1]s add go.mod
@@ -112,6 +114,28 @@ git -C %[1]s push -q origin HEAD:main`, work))
 	if code != 0 || !strings.Contains(out, "campaign/bump: completed (3 repositories completed)") || strings.Contains(out, "fleetlift retry") {
 		t.Errorf("status after the retry: exit %d:\n%s", code, out)
 	}
+	waitListed(t, "campaign/bump", "completed", "--temporal-address", addr, "--state-dir", stateDir)
+}
+
+// waitListed waits until `fleetlift status` lists a run of workflow id
+// with status: the list comes from Temporal's visibility store, which
+// follows a run's end a moment later.
+func waitListed(t *testing.T, id, status string, flags ...string) {
+	t.Helper()
+	var out string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var code int
+		out, code = runCLI(t, append([]string{"status"}, flags...)...)
+		if code != 0 {
+			t.Fatalf("status: exit %d:\n%s", code, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == id && f[2] == status {
+				return
+			}
+		}
+	}
+	t.Errorf("status never listed %s as %s:\n%s", id, status, out)
 }
 
 // failedRow reports whether out has a result-table row saying repository

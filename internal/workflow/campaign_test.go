@@ -280,8 +280,8 @@ func TestCampaignRetryFailed(t *testing.T) {
 	}, 30*time.Minute)
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
-	if st.Summary.Completed != 4 || st.Summary.Failed != 0 {
-		t.Errorf("retry-failed: %s", phases(st))
+	if st.Summary.Completed != 4 || st.Summary.Failed != 0 || st.Phase != workflow.CampaignCompleted {
+		t.Errorf("retry-failed: %s %s", st.Phase, phases(st))
 	}
 	if st.Units[0].Attempts != 2 {
 		t.Errorf("r0 attempts %d, want 2", st.Units[0].Attempts)
