@@ -195,12 +195,12 @@ func readState(ctx context.Context, c client.Client, id string) (*runState, erro
 	if st.closed && info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		run := c.GetWorkflow(ctx, id, "")
 		if isCampaign {
-			var c workflow.CampaignState
-			err = run.Get(ctx, &c)
+			var cs workflow.CampaignState
+			err = run.Get(ctx, &cs)
 			// How it ended, also for a run recorded before campaigns
 			// told their endings apart.
-			c = workflow.Final(c)
-			st.campaign = &c
+			cs = workflow.Final(cs)
+			st.campaign = &cs
 		} else {
 			var r workflow.TaskResult
 			err = run.Get(ctx, &r)
