@@ -191,7 +191,11 @@ func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bo
 		if st.closed {
 			fmt.Fprintln(w)
 			st.write(w)
-			return outcome(st)
+			if why := shortfall(st); why != "" {
+				fmt.Fprintln(w, "\n"+visible.String(why))
+				return exitError{code: 1}
+			}
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -238,23 +242,32 @@ func suffix(msg string) string {
 	return " (" + msg + ")"
 }
 
-// outcome is nil only when everything completed.
-func outcome(st *runState) error {
+// shortfall says how a finished run fell short of changing every
+// repository, or is "" when it did not: then run exits 0, else 1.
+func shortfall(st *runState) string {
 	if c := st.campaign; c != nil {
-		if c.Phase != workflow.CampaignCompleted || c.Summary.Failed > 0 || c.Summary.Cancelled > 0 {
-			return exitError{code: 1}
+		if c.Phase == workflow.CampaignCompleted && c.Summary.Failed == 0 && c.Summary.Cancelled == 0 {
+			return ""
 		}
-		return nil
+		return fmt.Sprintf("%s ended %s: %s", st.id, c.Phase, c.Message)
 	}
+	res := st.task.Final
 	if st.task.Phase != workflow.TaskCompleted {
-		return exitError{code: 1}
+		if res.Error != "" {
+			return fmt.Sprintf("%s ended %s: %s", st.id, st.task.Phase, oneLine(res.Error))
+		}
+		return fmt.Sprintf("%s ended %s", st.id, st.task.Phase)
 	}
-	for _, r := range st.task.Final.Repositories {
+	failed := 0
+	for _, r := range res.Repositories {
 		if r.Status == "failed" {
-			return exitError{code: 1}
+			failed++
 		}
 	}
-	return nil
+	if failed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s ended with failures: %d of %d repositories failed", st.id, failed, len(res.Repositories))
 }
 
 func isTerminal(w io.Writer) bool {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
@@ -240,7 +242,7 @@ repositories, keeping the results of the others.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: failed repositories queued to run again\n", id)
 				return nil
 			}
-			n, err := restartFailed(cmd.Context(), c, id)
+			n, err := restartFailed(cmd.Context(), c, id, d.WorkflowExecutionInfo.GetMemo().GetFields())
 			if err != nil {
 				return err
 			}
@@ -254,8 +256,11 @@ repositories, keeping the results of the others.`,
 }
 
 // restartFailed starts a finished campaign again with its last input and
-// results, queueing the failed units.
-func restartFailed(ctx context.Context, c client.Client, id string) (int, error) {
+// results, queueing the failed units. The new run records the memo of the
+// last (its spec, digest and generation: it carries out the same spec), so
+// that the recorded state, the plan and the status mirror follow it, and
+// report how it ends.
+func restartFailed(ctx context.Context, c client.Client, id string, memo map[string]*commonpb.Payload) (int, error) {
 	var in workflow.CampaignInput
 	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
@@ -287,9 +292,22 @@ func restartFailed(ctx context.Context, c client.Client, id string) (int, error)
 		return 0, fmt.Errorf("%s has no failed repositories", id)
 	}
 	in.Progress = p
+	carried := map[string]any{}
+	for k, v := range memo {
+		if k == workflow.MemoPhase {
+			// How the last run ended; this one says so when it ends.
+			continue
+		}
+		var raw json.RawMessage
+		if err := converterFor().FromPayload(v, &raw); err != nil {
+			return 0, fmt.Errorf("%s: read memo %s: %w", id, k, err)
+		}
+		carried[k] = raw
+	}
 	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: workflow.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		Memo:                  carried,
 	}, workflow.Campaign, in)
 	return len(p.Retry), err
 }

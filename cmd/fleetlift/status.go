@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -133,10 +134,26 @@ func listRuns(ctx context.Context, c client.Client, ns string, w io.Writer) erro
 		if e.ParentExecution != nil {
 			continue
 		}
-		fmt.Fprintf(vw, "%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, e.Type.Name,
-			strings.ToLower(strings.TrimPrefix(e.Status.String(), "WORKFLOW_EXECUTION_STATUS_")), e.StartTime.AsTime().Local().Format("2006-01-02 15:04:05"))
+		fmt.Fprintf(vw, "%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, e.Type.Name, listStatus(e),
+			e.StartTime.AsTime().Local().Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()
+}
+
+// listStatus is a run's status in the list: a campaign's phase as its
+// memo records it (paused, or how it ended: completed_with_failures, …),
+// else the workflow's status.
+func listStatus(e *workflowpb.WorkflowExecutionInfo) string {
+	status := strings.ToLower(strings.TrimPrefix(e.Status.String(), "WORKFLOW_EXECUTION_STATUS_"))
+	if e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		return status
+	}
+	p, ok := e.GetMemo().GetFields()[workflow.MemoPhase]
+	var phase string
+	if !ok || converterFor().FromPayload(p, &phase) != nil || phase == "" {
+		return status
+	}
+	return phase
 }
 
 // resolveID accepts a workflow id or a bare definition id.
@@ -178,8 +195,12 @@ func readState(ctx context.Context, c client.Client, id string) (*runState, erro
 	if st.closed && info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		run := c.GetWorkflow(ctx, id, "")
 		if isCampaign {
-			st.campaign = &workflow.CampaignState{}
-			err = run.Get(ctx, st.campaign)
+			var cs workflow.CampaignState
+			err = run.Get(ctx, &cs)
+			// How it ended, also for a run recorded before campaigns
+			// told their endings apart.
+			cs = workflow.Final(cs)
+			st.campaign = &cs
 		} else {
 			var r workflow.TaskResult
 			err = run.Get(ctx, &r)
@@ -242,6 +263,9 @@ func (s *runState) write(w io.Writer) {
 		sm := c.Summary
 		fmt.Fprintf(tw, "%d repositories: %d completed, %d failed, %d skipped, %d cancelled, %d running; %d pull requests, %d reports\n",
 			sm.Total, sm.Completed, sm.Failed, sm.Skipped, sm.Cancelled, sm.Running, sm.PRsCreated, sm.ReportsCollected)
+		if s.closed && sm.Failed > 0 {
+			fmt.Fprintf(tw, "run the failed repositories again with `fleetlift retry %s --failed-only`\n", s.id)
+		}
 		return
 	}
 	t := s.task

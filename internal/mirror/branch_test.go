@@ -86,8 +86,8 @@ func TestWrite(t *testing.T) {
 			main := rev(t, fx.remote, "refs/heads/main")
 			fx.write(t, everything())
 			got := files(t, fx.remote, statusRef)
-			if len(got) != 4 {
-				t.Errorf("files %v, want README.md, status.json and two campaign pages", keys(got))
+			if len(got) != 5 {
+				t.Errorf("files %v, want README.md, status.json and three campaign pages", keys(got))
 			}
 			for path, want := range map[string][]string{
 				"README.md": {
@@ -113,11 +113,11 @@ func TestWrite(t *testing.T) {
 			if err := json.Unmarshal([]byte(got["status.json"]), &st); err != nil {
 				t.Fatalf("status.json: %v", err)
 			}
-			if st.Revision != revision || !st.Time.Equal(clock) || len(st.Campaigns) != 2 ||
+			if st.Revision != revision || !st.Time.Equal(clock) || len(st.Campaigns) != 3 ||
 				st.Campaigns[0].Repos[0].PullRequestURL != apiPR {
 				t.Errorf("status.json = %+v", st)
 			}
-			if msg := gittest.Run(t, fx.remote, "log", "-1", "--format=%s", statusRef); msg != "fleetlift status at 4d816c4e0b5a: 2 campaigns, 1 awaiting approval" {
+			if msg := gittest.Run(t, fx.remote, "log", "-1", "--format=%s", statusRef); msg != "fleetlift status at 4d816c4e0b5a: 3 campaigns, 1 awaiting approval" {
 				t.Errorf("commit message %q", msg)
 			}
 			if n := commits(t, fx.remote); n != 1 {

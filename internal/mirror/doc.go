@@ -16,9 +16,11 @@
 //	                     time, summary, campaigns (state.Campaign without its
 //	                     spec), errors, outcomes, approvals; lists sorted,
 //	                     [] rather than null
-//	campaigns/<id>.md    one page per recorded campaign: its repositories
-//	                     with branch and pull request, and the files of each
-//	                     result awaiting approval
+//	campaigns/<id>.md    one page per recorded campaign: its phase and
+//	                     message (how it ended: "completed_with_failures",
+//	                     "1 of 3 repositories failed, 2 completed"), its
+//	                     repositories with branch and pull request, and the
+//	                     files of each result awaiting approval
 //
 // To read it:
 //

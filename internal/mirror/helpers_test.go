@@ -22,8 +22,9 @@ var clock = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // everything is a status with a bit of everything: a campaign awaiting
 // approval with repositories in every state, a finished task with a pull
-// request on the local forge, an orphaned campaign, an approval record
-// that does not apply, an invalid definition file and a failed action.
+// request on the local forge, a campaign that ended with a failed
+// repository, an orphaned campaign, an approval record that does not
+// apply, an invalid definition file and a failed action.
 func everything() reconcile.Status {
 	return reconcile.Status{
 		Revision: revision,
@@ -57,6 +58,17 @@ func everything() reconcile.Status {
 				Generation: 1, WorkflowID: "task/version-bump", Phase: state.PhaseCompleted, Suspended: true,
 				Repos: []state.Repo{{Name: "ledger", Status: state.RepoCompleted, Branch: "fleetlift/release",
 					PullRequestURL: "/srv/git/ledger.git#fleetlift/release", PullRequestState: state.PullRequestMerged}},
+			},
+			{
+				ID: "tls-upgrade", Kind: state.KindCampaign, File: "campaigns/tls.yaml",
+				SpecDigest: "sha256:3333333333333333333333333333333333333333333333333333333333333333",
+				Generation: 1, WorkflowID: "campaign/tls-upgrade", RunID: "run-1",
+				Phase: state.PhaseCompletedWithFailures, Message: "1 of 3 repositories failed, 2 completed",
+				Repos: []state.Repo{
+					{Name: "api", Status: state.RepoCompleted, Branch: "fleetlift/tls", PullRequestURL: "https://github.com/acme/api/pull/9", PullRequestState: state.PullRequestOpen},
+					{Name: "billing", Status: state.RepoFailed},
+					{Name: "search", Status: state.RepoCompleted, Branch: "fleetlift/tls", PullRequestURL: "https://github.com/acme/search/pull/3", PullRequestState: state.PullRequestMerged},
+				},
 			},
 		},
 		Plan: plan.Plan{

@@ -493,6 +493,7 @@ func (v *view) page(c state.Campaign) string {
 	}
 	row("Kind", text(string(c.Kind)))
 	row("Phase", text(phase(c)))
+	row("Message", text(c.Message))
 	row("Generation", fmt.Sprint(c.Generation))
 	row("Definition", code(c.File))
 	row("Applied from", code(short(c.SourceRevision)))

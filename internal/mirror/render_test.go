@@ -108,7 +108,7 @@ func TestRenderWhatAUserReads(t *testing.T) {
 	if err := json.Unmarshal(files["status.json"], &st); err != nil {
 		t.Fatalf("status.json: %v", err)
 	}
-	if st.FormatVersion != 1 || st.Revision != revision || len(st.Campaigns) != 2 || st.Campaigns[0].Phase != state.PhaseAwaitingApproval ||
+	if st.FormatVersion != 1 || st.Revision != revision || len(st.Campaigns) != 3 || st.Campaigns[0].Phase != state.PhaseAwaitingApproval ||
 		len(st.Errors) != 1 || len(st.Outcomes) != 2 || st.Outcomes[0].Error == "" {
 		t.Errorf("status.json = %+v", st)
 	}
@@ -117,14 +117,45 @@ func TestRenderWhatAUserReads(t *testing.T) {
 	}
 }
 
+// TestMirrorShowsACampaignThatEndedWithFailures: a campaign that ended
+// with a failed repository reads as such on the status branch, in the
+// table, on its page and in status.json; not as plain "completed".
+func TestMirrorShowsACampaignThatEndedWithFailures(t *testing.T) {
+	files := mirror.Render(everything(), "main")
+	readme, page := string(files["README.md"]), string(files["campaigns/tls-upgrade.md"])
+	if want := "| [`tls-upgrade`](campaigns/tls-upgrade.md) | Campaign | completed_with_failures | 1 | 2 / 1 / 3 | 1 open, 1 merged | 0 |"; !strings.Contains(readme, want) {
+		t.Errorf("README.md lacks %q:\n%s", want, readme)
+	}
+	for _, want := range []string{
+		"| Phase | completed_with_failures |",
+		"| Message | 1 of 3 repositories failed, 2 completed |",
+		"| `billing` | failed |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("campaigns/tls-upgrade.md lacks %q:\n%s", want, page)
+		}
+	}
+	var st struct {
+		Campaigns []state.Campaign `json:"campaigns"`
+	}
+	if err := json.Unmarshal(files["status.json"], &st); err != nil {
+		t.Fatalf("status.json: %v", err)
+	}
+	for _, c := range st.Campaigns {
+		if c.ID == "tls-upgrade" && (c.Phase != state.PhaseCompletedWithFailures || c.Message != "1 of 3 repositories failed, 2 completed") {
+			t.Errorf("status.json: tls-upgrade is %s (%s)", c.Phase, c.Message)
+		}
+	}
+}
+
 // The same status with its lists in another order gives the same files,
 // and rendering leaves the status as it was.
 func TestRenderIsDeterministic(t *testing.T) {
 	a := everything()
 	b := everything()
+	slices.Reverse(b.Campaigns[0].Repos)
+	slices.Reverse(b.Campaigns[0].PendingApprovals[0].Repos[0].Files)
 	slices.Reverse(b.Campaigns)
-	slices.Reverse(b.Campaigns[1].Repos)
-	slices.Reverse(b.Campaigns[1].PendingApprovals[0].Repos[0].Files)
 	slices.Reverse(b.Outcomes)
 	before, _ := json.Marshal(b.Campaigns)
 
@@ -164,7 +195,7 @@ func TestMessage(t *testing.T) {
 		status reconcile.Status
 		want   string
 	}{
-		{"everything", everything(), "fleetlift status at 4d816c4e0b5a: 2 campaigns, 1 awaiting approval\n"},
+		{"everything", everything(), "fleetlift status at 4d816c4e0b5a: 3 campaigns, 1 awaiting approval\n"},
 		{"one", one(), "fleetlift status at 4d816c4e0b5a: 1 campaign, 0 awaiting approval\n"},
 		{"no campaigns", reconcile.Status{Revision: revision}, "fleetlift status at 4d816c4e0b5a: 0 campaigns, 0 awaiting approval\n"},
 	}

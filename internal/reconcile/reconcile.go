@@ -368,7 +368,7 @@ func fingerprint(s Status) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s\n", s.Revision, s.StatusBranch)
 	for _, c := range s.Campaigns {
-		fmt.Fprintf(&b, "%s %s %s %d %s %v\n", c.ID, c.Phase, c.SpecDigest, c.Generation, c.RunID, c.Suspended)
+		fmt.Fprintf(&b, "%s %s %s %d %s %v %q\n", c.ID, c.Phase, c.SpecDigest, c.Generation, c.RunID, c.Suspended, c.Message)
 		for _, rp := range c.Repos {
 			fmt.Fprintf(&b, " %s %s %s %s\n", rp.Name, rp.Status, rp.PullRequestURL, rp.PullRequestState)
 		}

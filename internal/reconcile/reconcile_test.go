@@ -431,25 +431,35 @@ func TestUpdateRunning(t *testing.T) {
 	}
 }
 
+// TestFinishedRun: a finished run takes a new spec as a new run of every
+// repository, whatever its update policy (there is no run left to update
+// in place or to cancel); with no new spec, nothing happens: a campaign
+// that ended with failures is retried by a person, not by the loop.
 func TestFinishedRun(t *testing.T) {
 	cases := []struct {
 		name   string
 		phase  state.Phase
 		gen    int64
+		update string
 		prompt string
 		want   []string
 	}{
 		{name: "completed, spec changed", phase: state.PhaseCompleted, gen: 1, prompt: "Use slog everywhere.", want: []string{"start slog gen=2 rev=c2"}},
 		{name: "failed, spec changed", phase: state.PhaseFailed, gen: 3, prompt: "Use slog everywhere.", want: []string{"start slog gen=4 rev=c2"}},
+		{name: "completed with failures, spec changed, in place", phase: state.PhaseCompletedWithFailures, gen: 2, update: "in_place",
+			prompt: "Use slog everywhere.", want: []string{"start slog gen=3 rev=c2"}},
+		{name: "completed with failures, spec changed, restart", phase: state.PhaseCompletedWithFailures, gen: 2, update: "restart",
+			prompt: "Use slog everywhere.", want: []string{"start slog gen=3 rev=c2"}},
 		{name: "completed, no change", phase: state.PhaseCompleted, gen: 1},
+		{name: "completed with failures, no change", phase: state.PhaseCompletedWithFailures, gen: 2},
 		{name: "cancelled, no change", phase: state.PhaseCancelled, gen: 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness()
-			old := revision(t, "c1", files{"campaigns/slog.yaml": camp{id: "slog"}.yaml()})
+			old := revision(t, "c1", files{"campaigns/slog.yaml": camp{id: "slog", update: c.update}.yaml()})
 			h.put(t, recorded(t, definition(t, old, "slog"), "c1", c.gen, c.phase))
-			h.src.push(revision(t, "c2", files{"campaigns/slog.yaml": camp{id: "slog", prompt: c.prompt}.yaml()}))
+			h.src.push(revision(t, "c2", files{"campaigns/slog.yaml": camp{id: "slog", update: c.update, prompt: c.prompt}.yaml()}))
 			h.once(t)
 			h.wantCalls(t, "pass", c.want...)
 		})

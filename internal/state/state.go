@@ -64,9 +64,13 @@ const (
 	PhasePaused Phase = "paused"
 	// PhaseSuspended: the spec says suspend; no new task starts.
 	PhaseSuspended Phase = "suspended"
-	// PhaseCompleted: every task finished.
+	// PhaseCompleted: the run finished and every repository completed.
 	PhaseCompleted Phase = "completed"
-	// PhaseFailed: the run failed.
+	// PhaseCompletedWithFailures: the run finished; some repositories
+	// completed, others failed or were cancelled.
+	PhaseCompletedWithFailures Phase = "completed_with_failures"
+	// PhaseFailed: the run failed, or finished with no repository
+	// completed.
 	PhaseFailed Phase = "failed"
 	// PhaseAborted: a campaign was stopped by abort or its threshold.
 	PhaseAborted Phase = "aborted"
@@ -79,7 +83,7 @@ func (p Phase) String() string { return string(p) }
 // Done reports whether the run has finished: nothing more happens in it.
 func (p Phase) Done() bool {
 	switch p {
-	case PhaseCompleted, PhaseFailed, PhaseAborted, PhaseCancelled:
+	case PhaseCompleted, PhaseCompletedWithFailures, PhaseFailed, PhaseAborted, PhaseCancelled:
 		return true
 	}
 	return false
@@ -89,7 +93,7 @@ func (p Phase) Done() bool {
 func (p Phase) Known() bool {
 	switch p {
 	case PhasePending, PhaseRunning, PhaseAwaitingApproval, PhasePaused, PhaseSuspended,
-		PhaseCompleted, PhaseFailed, PhaseAborted, PhaseCancelled:
+		PhaseCompleted, PhaseCompletedWithFailures, PhaseFailed, PhaseAborted, PhaseCancelled:
 		return true
 	}
 	return false
@@ -186,6 +190,9 @@ type Campaign struct {
 	WorkflowID string `json:"workflow_id,omitempty"`
 	RunID      string `json:"run_id,omitempty"`
 	Phase      Phase  `json:"phase"`
+	// Message says why the run is paused, or how it ended: "2 of 6
+	// repositories failed, 4 completed". Optional.
+	Message string `json:"message,omitempty"`
 	// Prune is the spec's sync_policy.prune as applied: whether removing
 	// the definition from Git may cancel the run.
 	Prune bool `json:"prune,omitempty"`

@@ -37,7 +37,8 @@ func TestPhaseDone(t *testing.T) {
 	done := map[state.Phase]bool{
 		state.PhasePending: false, state.PhaseRunning: false, state.PhaseAwaitingApproval: false,
 		state.PhasePaused: false, state.PhaseSuspended: false,
-		state.PhaseCompleted: true, state.PhaseFailed: true, state.PhaseAborted: true, state.PhaseCancelled: true,
+		state.PhaseCompleted: true, state.PhaseCompletedWithFailures: true, state.PhaseFailed: true, state.PhaseAborted: true,
+		state.PhaseCancelled: true,
 	}
 	for p, want := range done {
 		if p.Done() != want || !p.Known() {

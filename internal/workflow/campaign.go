@@ -3,6 +3,7 @@ package workflow
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -76,15 +77,46 @@ type UnitResult struct {
 // Skipped is the phase of units the campaign never started.
 const Skipped TaskPhase = "skipped"
 
-// CampaignPhase is where a campaign is.
+// CampaignPhase is where a campaign is: running or paused while it
+// works, then one of the final phases, which say how it ended
+// (FinalPhase).
 type CampaignPhase string
 
 const (
-	CampaignRunning   CampaignPhase = "running"
-	CampaignPaused    CampaignPhase = "paused"
+	CampaignRunning CampaignPhase = "running"
+	CampaignPaused  CampaignPhase = "paused"
+	// CampaignCompleted: every repository completed (those never started
+	// after continue --skip-remaining aside).
 	CampaignCompleted CampaignPhase = "completed"
-	CampaignAborted   CampaignPhase = "aborted"
+	// CampaignCompletedWithFailures: some repositories completed, others
+	// failed or were cancelled.
+	CampaignCompletedWithFailures CampaignPhase = "completed_with_failures"
+	// CampaignFailed: no repository completed; those that ran failed or
+	// were cancelled.
+	CampaignFailed CampaignPhase = "failed"
+	// CampaignAborted: abort, or the failure threshold with the abort
+	// action, stopped the campaign before every repository ran.
+	CampaignAborted CampaignPhase = "aborted"
 )
+
+func (p CampaignPhase) String() string { return string(p) }
+
+// FinalPhase is the phase a campaign that was in phase p ends in, given
+// what its units did: aborted stays aborted; otherwise completed when no
+// unit failed or was cancelled, failed when none completed, and
+// completed_with_failures in between. Units never started (continue
+// --skip-remaining) count neither way.
+func FinalPhase(p CampaignPhase, s Summary) CampaignPhase {
+	switch {
+	case p == CampaignAborted:
+		return CampaignAborted
+	case s.Failed+s.Cancelled == 0:
+		return CampaignCompleted
+	case s.Completed == 0:
+		return CampaignFailed
+	}
+	return CampaignCompletedWithFailures
+}
 
 // CampaignProgress is what a campaign has done so far.
 type CampaignProgress struct {
@@ -111,6 +143,10 @@ type CampaignProgress struct {
 	// Applied lists the approval records carried out, so that a record
 	// still in Git is never carried out twice.
 	Applied []string `json:"applied,omitempty"`
+	// Stopped says why no more units start (abort, the failure
+	// threshold's abort, continue --skip-remaining), for the final
+	// message.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // Summary counts a campaign's units.
@@ -125,6 +161,42 @@ type Summary struct {
 	ReportsCollected int `json:"reports_collected"`
 }
 
+// Describe says what the units did, the most telling count first: "2 of
+// 6 repositories failed, 3 completed, 1 skipped", "5 repositories
+// completed".
+func (s Summary) Describe() string {
+	if s.Total == 0 {
+		return "no repositories"
+	}
+	if s.Completed == s.Total {
+		return countRepos(s.Total) + " completed"
+	}
+	pending := s.Total - s.Completed - s.Failed - s.Cancelled - s.Skipped - s.Running
+	counts := []struct {
+		n    int
+		what string
+	}{{s.Failed, "failed"}, {s.Cancelled, "cancelled"}, {s.Completed, "completed"}, {s.Skipped, "skipped"},
+		{s.Running, "running"}, {pending, "not started"}}
+	var parts []string
+	for _, c := range counts {
+		switch {
+		case c.n <= 0:
+		case parts == nil:
+			parts = append(parts, fmt.Sprintf("%d of %s %s", c.n, countRepos(s.Total), c.what))
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func countRepos(n int) string {
+	if n == 1 {
+		return "1 repository"
+	}
+	return fmt.Sprintf("%d repositories", n)
+}
+
 // CampaignState answers QueryStatus on a Campaign workflow and is its
 // result.
 type CampaignState struct {
@@ -132,7 +204,9 @@ type CampaignState struct {
 	Phase   CampaignPhase `json:"phase"`
 	Summary Summary       `json:"summary"`
 	Units   []UnitResult  `json:"units"`
-	// Message says why a campaign paused or stopped.
+	// Message says why a campaign paused or stopped; once it has ended,
+	// what its units did ("2 of 6 repositories failed, 4 completed") and
+	// why it stopped, if it did.
 	Message string `json:"message,omitempty"`
 	// Suspended: no new unit starts until the campaign is resumed.
 	Suspended bool `json:"suspended,omitempty"`
@@ -395,6 +469,7 @@ func (c *campaignRun) checkThreshold() {
 	if c.in.FailureAction == "abort" {
 		c.p.Stop = true
 		c.p.Phase = CampaignAborted
+		c.p.Stopped = "aborted: " + c.message
 		return
 	}
 	if c.p.Next >= len(c.in.Units) && len(c.p.Retry) == 0 {
@@ -454,6 +529,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 		if s.SkipRemaining {
 			c.p.Stop = true
 			c.message = "continued with --skip-remaining"
+			c.p.Stopped = c.message
 		} else {
 			c.message = ""
 		}
@@ -471,6 +547,10 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 		c.p.Stop = true
 		c.p.Phase = CampaignAborted
 		c.message = "aborted"
+		if s.Record != "" {
+			c.message += " by " + s.Record
+		}
+		c.p.Stopped = c.message
 	})
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalRetryFailed), func(ch workflow.ReceiveChannel, _ bool) {
 		var s RecordSignal
@@ -614,15 +694,36 @@ func (c *campaignRun) state() CampaignState {
 	return st
 }
 
+// finish marks the units never started skipped and settles the final
+// phase and message. It adds no command but the memo's phase, as it
+// always did: runs in flight when the phases were told apart replay.
 func (c *campaignRun) finish() CampaignState {
 	for _, u := range c.in.Units {
 		if _, ok := c.p.Results[u.Key]; !ok {
 			c.p.Results[u.Key] = UnitResult{Key: u.Key, Phase: Skipped}
 		}
 	}
-	if c.p.Phase != CampaignAborted {
-		c.p.Phase = CampaignCompleted
-	}
+	s := c.summary()
+	c.p.Phase = FinalPhase(c.p.Phase, s)
+	c.message = finalMessage(s, c.p.Stopped)
 	c.upsertPhase()
 	return c.state()
+}
+
+func finalMessage(s Summary, stopped string) string {
+	if stopped == "" {
+		return s.Describe()
+	}
+	return s.Describe() + "; " + stopped
+}
+
+// Final returns st, the result of a finished campaign, as this version
+// reports it. Runs that finished before campaigns told their endings
+// apart report "completed" whatever their units did, without counts.
+func Final(st CampaignState) CampaignState {
+	st.Phase = FinalPhase(st.Phase, st.Summary)
+	if d := st.Summary.Describe(); !strings.HasPrefix(st.Message, d) {
+		st.Message = finalMessage(st.Summary, st.Message)
+	}
+	return st
 }

@@ -157,8 +157,8 @@ func TestCampaignThresholdPausesThenContinue(t *testing.T) {
 	if !strings.Contains(paused.Message, "2 of 2 finished units failed, over the 30% threshold") {
 		t.Errorf("pause message: %q", paused.Message)
 	}
-	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
-		t.Errorf("after continue: %s %+v", phases(st), st.Summary)
+	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
+		t.Errorf("after continue: %s %s %+v", st.Phase, phases(st), st.Summary)
 	}
 }
 
@@ -242,7 +242,7 @@ func TestCampaignIgnoresDecisionsForAnotherGeneration(t *testing.T) {
 		t.Errorf("after a continue for generation 2 sent to generation 3: phase %s, applied %v; want paused, nothing applied",
 			afterUpdate.Phase, afterUpdate.Applied)
 	}
-	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
+	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
 		t.Errorf("after the continue for generation 3: phase %s, %s", st.Phase, phases(st))
 	}
 	if !slices.Equal(st.Applied, []string{"approvals/continue.yaml@3"}) {
@@ -280,8 +280,8 @@ func TestCampaignRetryFailed(t *testing.T) {
 	}, 30*time.Minute)
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
-	if st.Summary.Completed != 4 || st.Summary.Failed != 0 {
-		t.Errorf("retry-failed: %s", phases(st))
+	if st.Summary.Completed != 4 || st.Summary.Failed != 0 || st.Phase != workflow.CampaignCompleted {
+		t.Errorf("retry-failed: %s %s", st.Phase, phases(st))
 	}
 	if st.Units[0].Attempts != 2 {
 		t.Errorf("r0 attempts %d, want 2", st.Units[0].Attempts)

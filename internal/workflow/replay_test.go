@@ -1,9 +1,12 @@
 package workflow_test
 
 import (
+	"os"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	sdkworkflow "go.temporal.io/sdk/workflow"
 
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -21,6 +24,37 @@ func TestReplayTaskHistory(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflow.Task)
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, "testdata/"+name+".history.json"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestReplayCampaignHistory replays Campaign runs recorded on the embedded
+// server (workflow id campaign/phases, four repositories, svc-0's command
+// failing) before campaigns told their endings apart, when every run ended
+// "completed": one with no threshold, one paused at its 30% threshold and
+// continued with --skip-remaining. A run in flight when the final phases
+// came in finishes on the new code: the phase it ends in is data (the
+// result and the memo's value), not a new command.
+func TestReplayCampaignHistory(t *testing.T) {
+	for _, name := range []string{"campaign-some-failed", "campaign-pause-skip-remaining"} {
+		t.Run(name, func(t *testing.T) {
+			f, err := os.Open("testdata/" + name + ".history.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflow(workflow.Campaign)
+			// Children's ids derive from the campaign's workflow id.
+			err = r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
+				OriginalExecution: sdkworkflow.Execution{ID: "campaign/phases"}})
+			if err != nil {
 				t.Fatal(err)
 			}
 		})

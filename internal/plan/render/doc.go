@@ -45,7 +45,9 @@
 //	      "new_digest": "sha256:…",   // optional: desired spec digest
 //	      "strategy": "in_place",     // optional: in_place | restart, when the spec changed
 //	      "suspend": false,           // the desired spec's suspend
-//	      "phase": "running",         // optional: the recorded run's phase
+//	      "phase": "running",         // optional: the recorded run's phase: pending | running |
+//	                                  // awaiting_approval | paused | suspended | completed |
+//	                                  // completed_with_failures | failed | aborted | cancelled
 //	      "reason": "…",              // optional: why orphaned rather than pruned, or unknown
 //	      "fields_known": true,       // false: the recorded spec is unknown, fields is empty
 //	      "fields": [                 // per-field diff, sorted by path

@@ -93,6 +93,8 @@ func renamedUnchanged(cs []plan.Change) int {
 // action names the action in the table: "update (in_place)".
 func action(c plan.Change) string {
 	switch {
+	case c.Action == plan.Update && c.Phase.Done():
+		return "update (new run)"
 	case c.Action == plan.Update, c.SpecChanged() && (c.Action == plan.Suspend || c.Action == plan.Resume):
 		return fmt.Sprintf("%s (%s)", c.Action, c.Strategy)
 	case c.Action == plan.Create && c.Suspend:

@@ -90,7 +90,10 @@ func headline(c plan.Change) string {
 		}
 		return "will be created"
 	case plan.Update:
-		if c.Strategy == "restart" {
+		switch {
+		case c.Phase.Done():
+			return "will run again"
+		case c.Strategy == "restart":
 			return "will be restarted"
 		}
 		return "will be updated in place"
@@ -118,6 +121,10 @@ func effect(c plan.Change) string {
 		return ""
 	case plan.Update:
 		switch {
+		case c.Phase.Done():
+			// Its run has ended, however: nothing to update in place or
+			// cancel.
+			return "its run has ended; a new run starts with the new spec, in every repository"
 		case c.Strategy != "restart":
 			return "repositories not yet started take the new spec"
 		case c.Phase == "":

@@ -76,6 +76,9 @@ func everything() plan.Plan {
 			{ID: "suspend-me", Kind: spec.KindCampaign, Action: plan.Suspend, File: "campaigns/suspend-me.yaml", OldDigest: d1, NewDigest: d2,
 				Strategy: spec.UpdateInPlace, Suspend: true, Phase: state.PhaseRunning, FieldsKnown: true,
 				Fields: []plan.FieldDiff{{Path: "suspend", New: raw(`true`)}}},
+			{ID: "tls-upgrade", Kind: spec.KindCampaign, Action: plan.Update, File: "campaigns/tls-upgrade.yaml", OldDigest: d1, NewDigest: d2,
+				Strategy: spec.UpdateInPlace, Phase: state.PhaseCompletedWithFailures, FieldsKnown: true,
+				Fields: []plan.FieldDiff{{Path: "template.execution.deterministic.args", Old: raw(`["1.2"]`), New: raw(`["1.3"]`)}}},
 		},
 		Approvals: []plan.ApprovalChange{
 			{Record: approval.Record{File: "approvals/payments.yaml", Target: "slog-rollout/payments", ResultDigest: d2, By: "alice", Action: approval.Approve},
@@ -156,7 +159,7 @@ func TestSummaryLine(t *testing.T) {
 		{"no change", noChange(), "No changes."},
 		{"nothing at all", plan.Plan{}, "No changes."},
 		{"removed", removed(), "Plan: 0 to create, 0 to update, 0 to prune, 1 orphaned."},
-		{"everything", everything(), "Plan: 3 to create, 5 to update, 1 to prune, 1 orphaned."},
+		{"everything", everything(), "Plan: 3 to create, 6 to update, 1 to prune, 1 orphaned."},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

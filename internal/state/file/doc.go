@@ -18,6 +18,7 @@
 //	      "workflow_id": "campaign/slog-rollout",
 //	      "run_id": "0196a0c4-7b1e-7c3a-9d2e-5f6a7b8c9d0e",
 //	      "phase": "awaiting_approval",
+//	      "message": "pull request budget: next start in 12m0s",
 //	      "prune": true,
 //	      "suspended": false,
 //	      "repos": [
@@ -44,9 +45,9 @@
 //   - id, kind ("Task" or "Campaign"), spec_digest, generation, phase:
 //     required in practice; id and kind are checked.
 //   - phase: pending, running, awaiting_approval, paused, suspended,
-//     completed, failed, aborted, cancelled.
-//   - file, spec, source_revision, workflow_id, run_id, prune, suspended,
-//     repos, pending_approvals: optional. Without spec, the plan shows a
+//     completed, completed_with_failures, failed, aborted, cancelled.
+//   - file, spec, source_revision, workflow_id, run_id, message, prune,
+//     suspended, repos, pending_approvals: optional. Without spec, the plan shows a
 //     changed definition as "spec changed (digest a → b)" with no field diff.
 //   - repos[].status: pending, running, awaiting_approval, completed,
 //     failed, skipped, cancelled; repos[].pull_request_state: open, merged,

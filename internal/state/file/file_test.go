@@ -187,7 +187,11 @@ func TestFormat(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	s := file.New(path)
 	task := state.Campaign{ID: "go-bump", Kind: state.KindTask, SpecDigest: "sha256:" + strings.Repeat("1", 64), Generation: 1, Phase: state.PhaseCompleted}
-	for _, c := range []state.Campaign{statetest.Example("slog-rollout"), task} {
+	// A campaign that ended with a failed repository.
+	failed := state.Campaign{ID: "tls-upgrade", Kind: state.KindCampaign, SpecDigest: "sha256:" + strings.Repeat("2", 64), Generation: 2,
+		Phase: state.PhaseCompletedWithFailures, Message: "1 of 2 repositories failed, 1 completed",
+		Repos: []state.Repo{{Name: "api", Status: state.RepoCompleted}, {Name: "billing", Status: state.RepoFailed}}}
+	for _, c := range []state.Campaign{statetest.Example("slog-rollout"), task, failed} {
 		if err := s.Put(ctx, c); err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +218,10 @@ func TestFormat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read %s: %v", golden, err)
 	}
-	if len(cs) != 2 || !statetest.Equal(cs[0], task) || !statetest.Equal(cs[1], statetest.Example("slog-rollout")) {
+	if len(cs) != 3 || !statetest.Equal(cs[0], task) || !statetest.Equal(cs[1], statetest.Example("slog-rollout")) || !statetest.Equal(cs[2], failed) {
 		t.Errorf("read back %+v", cs)
+	}
+	if !cs[2].Phase.Done() {
+		t.Errorf("%s read back as %s, a phase that is not done", cs[2].ID, cs[2].Phase)
 	}
 }

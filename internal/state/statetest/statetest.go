@@ -30,6 +30,7 @@ func Example(id string) state.Campaign {
 		WorkflowID:     "campaign/" + id,
 		RunID:          "0196a0c4-7b1e-7c3a-9d2e-5f6a7b8c9d0e",
 		Phase:          state.PhaseAwaitingApproval,
+		Message:        "pull request budget: next start in 12m0s",
 		Prune:          true,
 		Suspended:      true,
 		Repos: []state.Repo{

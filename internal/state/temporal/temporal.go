@@ -270,8 +270,17 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 		}
 		running := status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 		if running {
-			c.Phase = campaignPhase(st.Phase)
 			c.Suspended = st.Suspended
+		} else {
+			// How it ended, also for a run recorded before campaigns
+			// told their endings apart.
+			st = workflow.Final(st)
+		}
+		c.Phase = campaignPhase(st.Phase)
+		if !running || st.Phase == workflow.CampaignPaused {
+			// Why it paused, or how it ended; not what changes by the
+			// second while it runs (the pull request budget's wait).
+			c.Message = st.Message
 		}
 		// The records carried out: the campaign's own (continue, abort,
 		// retry) and its units' (approve, steer, reject).
@@ -323,10 +332,9 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 			}
 			repos = res.Repositories
 			c.AppliedApprovals = res.Applied
-			if res.Phase == workflow.TaskFailed {
-				c.Phase = state.PhaseFailed
-			} else if res.Phase == workflow.TaskCancelled {
-				c.Phase = state.PhaseCancelled
+			c.Phase = taskPhase(res)
+			if len(res.Repositories) > 0 {
+				c.Message = taskSummary(res).Describe()
 			}
 		}
 		for _, rr := range repos {
@@ -385,8 +393,9 @@ func phaseOf(s enumspb.WorkflowExecutionStatus, memoPhase string) state.Phase {
 		}
 		return state.PhaseRunning
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-		if memoPhase == string(workflow.CampaignAborted) {
-			return state.PhaseAborted
+		switch p := workflow.CampaignPhase(memoPhase); p {
+		case workflow.CampaignAborted, workflow.CampaignCompletedWithFailures, workflow.CampaignFailed:
+			return campaignPhase(p)
 		}
 		return state.PhaseCompleted
 	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
@@ -403,8 +412,44 @@ func campaignPhase(p workflow.CampaignPhase) state.Phase {
 		return state.PhaseAborted
 	case workflow.CampaignCompleted:
 		return state.PhaseCompleted
+	case workflow.CampaignCompletedWithFailures:
+		return state.PhaseCompletedWithFailures
+	case workflow.CampaignFailed:
+		return state.PhaseFailed
 	}
 	return state.PhaseRunning
+}
+
+// taskPhase is how a finished task ended: completed only when none of its
+// repositories failed (the agent fails a task only when all of them did).
+func taskPhase(res workflow.TaskResult) state.Phase {
+	switch res.Phase {
+	case workflow.TaskFailed:
+		return state.PhaseFailed
+	case workflow.TaskCancelled:
+		return state.PhaseCancelled
+	}
+	for _, rr := range res.Repositories {
+		if rr.Status == "failed" {
+			return state.PhaseCompletedWithFailures
+		}
+	}
+	return state.PhaseCompleted
+}
+
+// taskSummary counts a finished task's repositories as a campaign counts
+// its units: one with nothing to change (skipped by the agent) completed.
+func taskSummary(res workflow.TaskResult) workflow.Summary {
+	s := workflow.Summary{Total: len(res.Repositories)}
+	for _, rr := range res.Repositories {
+		switch agentStatus(rr.Status) {
+		case state.RepoCompleted, state.RepoSkipped:
+			s.Completed++
+		case state.RepoFailed:
+			s.Failed++
+		}
+	}
+	return s
 }
 
 func unitStatus(p workflow.TaskPhase) state.RepoStatus {
