@@ -27,7 +27,7 @@ type Options struct {
 	ApprovalTimeout time.Duration
 	// HostTimeout is TaskInput.HostTimeout: zero means DefaultHostTimeout.
 	HostTimeout time.Duration
-	Git             protocol.GitConfig
+	Git         protocol.GitConfig
 }
 
 // DefaultGit is the identity the agent commits with.
