@@ -182,6 +182,26 @@ func TestDatabaseRefused(t *testing.T) {
 	}
 }
 
+// TestServerThatCannotServeFailsStart: a database whose catalogue is
+// whole but whose visibility records cannot be read (damaged pages) lets
+// the server start, but not serve: the start fails with the server's
+// own error and the file, instead of every later request failing.
+func TestServerThatCannotServeFailsStart(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "temporal.db")
+	mustDo(t, devserver.CreateSchema(db))
+	damage(t, db, "executions_visibility")
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: db})
+	if err == nil {
+		srv.Stop()
+		t.Fatal("started")
+	}
+	for _, w := range []string{"cannot serve", "list workflows", "malformed", db} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q: %v", w, err)
+		}
+	}
+}
+
 // checkServes runs a workflow with fleetlift's search attributes to its
 // end on srv and finds it by one of them, as fleetlift's state reader
 // finds runs.
@@ -259,4 +279,33 @@ func runRows(t *testing.T, db string) int {
 		return -1
 	}
 	return n
+}
+
+// damage overwrites the root pages of table and its indexes with
+// zeroes, as a failing disk might, leaving the catalogue whole.
+func damage(t *testing.T, db, table string) {
+	t.Helper()
+	conn, err := sql.Open("sqlite", db)
+	mustDo(t, err)
+	var pageSize int64
+	mustDo(t, conn.QueryRow("PRAGMA page_size").Scan(&pageSize))
+	rows, err := conn.Query("SELECT rootpage FROM sqlite_master WHERE tbl_name = ? AND rootpage > 0", table)
+	mustDo(t, err)
+	var pages []int64
+	for rows.Next() {
+		var p int64
+		mustDo(t, rows.Scan(&p))
+		pages = append(pages, p)
+	}
+	mustDo(t, rows.Err())
+	rows.Close()
+	mustDo(t, conn.Close())
+	f, err := os.OpenFile(db, os.O_WRONLY, 0)
+	mustDo(t, err)
+	defer f.Close()
+	for _, p := range pages {
+		if _, err := f.WriteAt(make([]byte, pageSize), (p-1)*pageSize); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

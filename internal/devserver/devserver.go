@@ -75,7 +75,10 @@ type Server struct {
 	repairs []string
 }
 
-// Start starts the server and returns once it accepts connections.
+// Start starts the server and returns once it serves: it has answered a
+// description of the namespace, a look-up of a run and a listing of runs.
+// A server that starts but answers these with errors is stopped, and the
+// error says so.
 func Start(opts Options) (*Server, error) {
 	if opts.IP == "" {
 		opts.IP = "127.0.0.1"
@@ -137,7 +140,26 @@ func Start(opts Options) (*Server, error) {
 		srv.Stop()
 		return nil, err
 	}
+	if err := s.checkServes(healthWait); err != nil {
+		srv.Stop()
+		return nil, cannotServe(opts, s.address, err)
+	}
 	return s, nil
+}
+
+// cannotServe is the error of a server that started but failed the
+// health check: what it answered, where its database and log are, and
+// what to do.
+func cannotServe(opts Options, addr string, err error) error {
+	where := "its database is in memory"
+	if opts.DatabaseFile != "" {
+		where = "its database is " + opts.DatabaseFile
+	}
+	if opts.LogFile != "" {
+		where += ", its log " + opts.LogFile
+	}
+	return fmt.Errorf("temporal server on %s started but cannot serve: %w (%s): if the database is damaged, restore it from a backup, or move it aside with its -wal and -shm files to start with an empty one (its runs are then lost)",
+		addr, err, where)
 }
 
 // Repairs say what the start put right in an existing database (a

@@ -22,7 +22,8 @@
 // namespace or search attributes, builds anew one that a killed start of
 // an earlier fleetlift left unfinished when it holds no runs, and refuses
 // one that lacks schema while holding runs, naming the file and what it
-// lacks; it never deletes runs.
+// lacks; it never deletes runs. A server that starts but cannot serve (it
+// answers the health check with errors) fails the start with its error.
 //
 // It is the only package that imports go.temporal.io/server. Linking the
 // server costs minutes of build time and a large binary, so only the
