@@ -327,7 +327,33 @@ func check(path string, step func(string)) (prepared, error) {
 	if missing := want.missingFrom(got); len(missing) > 0 {
 		return rebuildUnfinished(db, path, got, missing, versions, step)
 	}
+	if err := refuseRunsWithoutNamespace(db, path, got); err != nil {
+		return prepared{}, err
+	}
 	return prepared{}, stampVersions(db, path, versions)
+}
+
+// refuseRunsWithoutNamespace refuses a database that holds runs but not
+// fleetlift's namespace: a namespace made anew would have another ID, and
+// the runs would be out of reach. A killed start leaves the namespace
+// missing only before any run.
+func refuseRunsWithoutNamespace(db *sql.DB, path string, got schema) error {
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM namespaces WHERE name = ?`, Namespace).Scan(&n); err != nil {
+		return fmt.Errorf("read temporal database %s: look for namespace %s: %w", path, Namespace, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	runs, err := holdsRuns(db, got)
+	if err != nil {
+		return fmt.Errorf("read temporal database %s: %w", path, err)
+	}
+	if runs {
+		return fmt.Errorf("temporal database %s holds runs but not their namespace %s, so fleetlift leaves it alone: restore it from a backup, or move it aside with its %s and %s files to start with an empty database (its runs are then lost)",
+			path, Namespace, walSuffix, shmSuffix)
+	}
+	return nil
 }
 
 // rebuildUnfinished builds anew a database that lacks part of its schema
@@ -353,7 +379,7 @@ func rebuildUnfinished(db *sql.DB, path string, got schema, missing []missingPar
 	if err := build(path, step); err != nil {
 		return prepared{}, err
 	}
-	return prepared{repairs: []string{fmt.Sprintf("%s lacked %s and held no runs (a start killed while making it): made it anew", path, describeMissing(missing))}}, nil
+	return prepared{repairs: []string{fmt.Sprintf("%s: lacked %s and held no runs (a start killed while making it): made it anew", path, describeMissing(missing))}}, nil
 }
 
 // holdsRuns reports whether any table of runs that the database has

@@ -153,6 +153,13 @@ func TestDatabaseRefused(t *testing.T) {
 			srv.Stop()
 			sqlExec(t, db, "DROP TABLE executions_visibility")
 		}, []string{"lacks table executions_visibility", "holds runs", "restore it from a backup", "move it aside"}},
+		{"runs recorded, their namespace missing", func(t *testing.T, db string) {
+			srv, err := devserver.Start(devserver.Options{DatabaseFile: db})
+			mustDo(t, err)
+			checkServes(t, srv, "recorded")
+			srv.Stop()
+			sqlExec(t, db, "DELETE FROM namespaces")
+		}, []string{"holds runs but not their namespace default", "restore it from a backup", "move it aside"}},
 		{"a newer Temporal schema", func(t *testing.T, db string) {
 			mustDo(t, devserver.CreateSchema(db))
 			sqlExec(t, db, "UPDATE schema_version SET curr_version = '9.1' WHERE db_name = 'temporal'")
