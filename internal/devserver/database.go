@@ -1,21 +1,20 @@
 package devserver
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"go.temporal.io/server/common/persistence/sql/sqlplugin"
+	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	// The SQLite driver Temporal's plugin registers; fleetlift opens the
-	// database with it directly to build, check and stamp it.
+	// database with it directly to build, check and complete it.
 	_ "modernc.org/sqlite"
 )
 
@@ -40,9 +39,12 @@ const (
 // same database.
 const lockWait = 30 * time.Second
 
-// runTables are the tables that hold what a database must never lose:
-// workflow runs, their histories and their visibility records.
-var runTables = []string{"executions", "current_executions", "history_tree", "history_node", "executions_visibility"}
+// runTables are the tables whose rows are the runs a database must never
+// lose, and whether each keeps the namespace ID as text (or as 16 bytes).
+var runTables = []struct {
+	name     string
+	textNSID bool
+}{{"executions", false}, {"current_executions", false}, {"executions_visibility", true}}
 
 // prepared says what prepareDatabase found and did.
 type prepared struct {
@@ -57,8 +59,9 @@ type prepared struct {
 // built under a temporary name and renamed into place once complete, so
 // that a start killed at any moment leaves either no database or a
 // whole one. An existing one is checked: one that a start of an earlier
-// fleetlift left unfinished, holding no runs, is built anew; one missing
-// part of its schema while holding runs is refused, never deleted.
+// fleetlift left unfinished, holding no runs, is completed in place; one
+// missing part of its schema while holding runs is refused, never
+// deleted.
 // Leftovers of a killed build are removed first. step, when set, is told
 // each step of a build (tests kill the process there). The caller holds
 // the database's lock (lockDatabase).
@@ -75,7 +78,7 @@ func prepareDatabase(path string, step func(string)) (prepared, error) {
 	case err != nil:
 		return prepared{}, fmt.Errorf("read temporal database %s: %w", path, err)
 	}
-	return check(path, step)
+	return check(path)
 }
 
 // lockDatabase makes the database's directory and takes the lock that
@@ -126,9 +129,10 @@ func refuseOrphanLog(path string) error {
 
 // build makes a database with the whole schema at path: in a temporary
 // file beside it, in one transaction, with a rollback journal (no
-// write-ahead log to carry over); then synced, renamed over path (whose
-// own log and index, of a database being replaced, go first), and the
-// directory synced.
+// write-ahead log to carry over); then synced, renamed to path (the
+// empty log and the index of an earlier database there, if any, go
+// first: SQLite would take them for the new one's), and the directory
+// synced.
 func build(path string, step func(string)) (err error) {
 	report := func(name string) {
 		if step != nil {
@@ -151,7 +155,11 @@ func build(path string, step func(string)) (err error) {
 	if err != nil {
 		return fmt.Errorf("create temporal database %s: %w", path, err)
 	}
-	if err := createSchema(db, report, writeVersions); err != nil {
+	statement := func(_ *sql.Tx, n int, stmt string) error {
+		report(fmt.Sprintf("statement %d: %s", n, summary(stmt)))
+		return nil
+	}
+	if err := createSchema(db, statement, writeVersions); err != nil {
 		db.Close()
 		return fmt.Errorf("create temporal database %s: %w", path, err)
 	}
@@ -200,15 +208,16 @@ func openDatabase(path string, pragmas ...string) (*sql.DB, error) {
 }
 
 // createSchema runs Temporal's SQLite schema and then, when set, then,
-// all in one transaction. step, when set, is told "statement N: CREATE
-// TABLE name" after each statement of the schema.
-func createSchema(db *sql.DB, step func(string), then func(execer) error) error {
+// all in one transaction. after, when set, is called after each
+// statement of the schema with the transaction, the statement's number
+// (from 1) and its text.
+func createSchema(db *sql.DB, after func(tx *sql.Tx, n int, stmt string) error, then func(execer) error) error {
 	tx, err := db.Begin()
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if err := sqliteschema.SetupSchemaOnDB(&schemaTx{tx: tx, step: step}); err != nil {
+	if err := sqliteschema.SetupSchemaOnDB(&schemaTx{tx: tx, after: after}); err != nil {
 		return err
 	}
 	if then != nil {
@@ -226,9 +235,9 @@ func createSchema(db *sql.DB, step func(string), then func(execer) error) error 
 // interface is nil, so any other method would fail loudly.
 type schemaTx struct {
 	sqlplugin.AdminDB
-	tx   *sql.Tx
-	n    int
-	step func(string)
+	tx    *sql.Tx
+	n     int
+	after func(tx *sql.Tx, n int, stmt string) error
 }
 
 // Exec runs one schema statement.
@@ -237,8 +246,8 @@ func (s *schemaTx) Exec(stmt string, args ...any) error {
 		return err
 	}
 	s.n++
-	if s.step != nil {
-		s.step(fmt.Sprintf("statement %d: %s", s.n, summary(stmt)))
+	if s.after != nil {
+		return s.after(s.tx, s.n, stmt)
 	}
 	return nil
 }
@@ -301,9 +310,9 @@ func syncFile(path string) error {
 }
 
 // check inspects the existing database at path: complete ones get their
-// schema versions recorded; unfinished ones without runs are built anew;
+// schema versions recorded; unfinished ones without runs are completed;
 // the rest are refused with what they lack.
-func check(path string, step func(string)) (prepared, error) {
+func check(path string) (prepared, error) {
 	want, err := referenceSchema()
 	if err != nil {
 		return prepared{}, err
@@ -325,7 +334,7 @@ func check(path string, step func(string)) (prepared, error) {
 		return prepared{}, err
 	}
 	if missing := want.missingFrom(got); len(missing) > 0 {
-		return rebuildUnfinished(db, path, got, missing, versions, step)
+		return completeUnfinished(db, path, want, got, missing, versions)
 	}
 	if err := refuseRunsWithoutNamespace(db, path, got); err != nil {
 		return prepared{}, err
@@ -356,42 +365,50 @@ func refuseRunsWithoutNamespace(db *sql.DB, path string, got schema) error {
 	return nil
 }
 
-// rebuildUnfinished builds anew a database that lacks part of its schema
-// and holds no runs: a start of an earlier fleetlift, killed while it
-// made the schema in place, left it so. One that holds runs is refused.
-func rebuildUnfinished(db *sql.DB, path string, got schema, missing []missingPart, versions map[string]string, step func(string)) (prepared, error) {
+// completeUnfinished completes, in one transaction, a database that
+// lacks part of its schema and holds no runs of fleetlift's: a start of
+// an earlier fleetlift, killed while it made the schema in place
+// statement by statement, left it so (and the next starts may have run
+// the server on it). It runs the schema's statements that made what is
+// missing, in place, so that a connection open on the file sees them. A
+// database that holds runs, or lacks columns of tables it has (another
+// Temporal schema made it), is refused.
+func completeUnfinished(db *sql.DB, path string, want reference, got schema, missing []missingPart, versions map[string]string) (prepared, error) {
 	runs, err := holdsRuns(db, got)
 	if err != nil {
 		return prepared{}, fmt.Errorf("read temporal database %s: %w", path, err)
 	}
+	made := ""
+	if v, ok := versions[mainSchemaName]; ok && v != sqliteschema.Version {
+		made = fmt.Sprintf(" (it was made with Temporal schema %s; this fleetlift's is %s)", v, sqliteschema.Version)
+	}
 	if runs {
-		made := ""
-		if v, ok := versions[mainSchemaName]; ok && v != sqliteschema.Version {
-			made = fmt.Sprintf(" (it was made with Temporal schema %s; this fleetlift's is %s)", v, sqliteschema.Version)
-		}
 		return prepared{}, fmt.Errorf("temporal database %s lacks %s%s and holds runs, so fleetlift leaves it alone: "+
 			"restore it from a backup, or move it aside with its %s and %s files to start with an empty database (its runs are then lost)",
 			path, describeMissing(missing), made, walSuffix, shmSuffix)
 	}
-	if err := db.Close(); err != nil {
-		return prepared{}, fmt.Errorf("close temporal database %s: %w", path, err)
+	if err := want.complete(db, got); err != nil {
+		return prepared{}, fmt.Errorf("temporal database %s lacks %s%s and cannot be completed (%w): it holds no runs of fleetlift's; "+
+			"move it aside with its %s and %s files to start with an empty database", path, describeMissing(missing), made, err, walSuffix, shmSuffix)
 	}
-	if err := build(path, step); err != nil {
-		return prepared{}, err
-	}
-	return prepared{repairs: []string{fmt.Sprintf("%s: lacked %s and held no runs (a start killed while making it): made it anew", path, describeMissing(missing))}}, nil
+	return prepared{repairs: []string{fmt.Sprintf("%s: lacked %s and held no runs of fleetlift's (a start killed while making it): completed it", path, describeMissing(missing))}}, nil
 }
 
 // holdsRuns reports whether any table of runs that the database has
-// holds a row.
+// holds a run outside Temporal's system namespace, whose own workflows
+// the server starts on its first start.
 func holdsRuns(db *sql.DB, got schema) (bool, error) {
 	for _, t := range runTables {
-		if got.objects[t] != "table" {
+		if got.objects[t.name] != "table" {
 			continue
 		}
+		var system any = []byte(primitives.MustParseUUID(primitives.SystemNamespaceID))
+		if t.textNSID {
+			system = primitives.SystemNamespaceID
+		}
 		var n int
-		if err := db.QueryRow(`SELECT EXISTS (SELECT 1 FROM "` + t + `")`).Scan(&n); err != nil {
-			return false, fmt.Errorf("look for runs in table %s: %w", t, err)
+		if err := db.QueryRow(`SELECT EXISTS (SELECT 1 FROM "`+t.name+`" WHERE namespace_id != ?)`, system).Scan(&n); err != nil {
+			return false, fmt.Errorf("look for runs in table %s: %w", t.name, err)
 		}
 		if n != 0 {
 			return true, nil
@@ -469,133 +486,4 @@ func newerVersion(a, b string) bool {
 		return pa[i] > pb[i]
 	}
 	return len(pa) > len(pb)
-}
-
-// schema is what a database's catalogue holds: each object's type by
-// name, and each table's columns.
-type schema struct {
-	objects map[string]string
-	columns map[string]map[string]bool
-}
-
-// missingPart is an object or a column the database lacks.
-type missingPart struct {
-	kind string // table, index, trigger, view, column
-	name string // for a column, table.column
-}
-
-// referenceSchema is the schema of the Temporal server linked in, read
-// back from an in-memory database it was made in. It leaves out the
-// schema_version table: earlier fleetlifts made none.
-func referenceSchema() (schema, error) {
-	db, err := sql.Open("sqlite", ":memory:")
-	if err != nil {
-		return schema{}, fmt.Errorf("make the reference schema: %w", err)
-	}
-	defer db.Close()
-	// One connection: each would have its own in-memory database.
-	db.SetMaxOpenConns(1)
-	if err := createSchema(db, nil, nil); err != nil {
-		return schema{}, fmt.Errorf("make the reference schema: %w", err)
-	}
-	s, err := readSchema(db)
-	if err != nil {
-		return schema{}, fmt.Errorf("make the reference schema: %w", err)
-	}
-	return s, nil
-}
-
-// readSchema reads a database's catalogue.
-func readSchema(db *sql.DB) (schema, error) {
-	s := schema{objects: map[string]string{}, columns: map[string]map[string]bool{}}
-	rows, err := db.QueryContext(context.Background(), `SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
-	if err != nil {
-		return s, err
-	}
-	for rows.Next() {
-		var typ, name string
-		if err := rows.Scan(&typ, &name); err != nil {
-			rows.Close()
-			return s, err
-		}
-		s.objects[name] = typ
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return s, err
-	}
-	for name, typ := range s.objects {
-		if typ != "table" {
-			continue
-		}
-		cols, err := readColumns(db, name)
-		if err != nil {
-			return s, err
-		}
-		s.columns[name] = cols
-	}
-	return s, nil
-}
-
-// readColumns reads the names of a table's columns.
-func readColumns(db *sql.DB, table string) (map[string]bool, error) {
-	rows, err := db.Query(`SELECT name FROM pragma_table_info(?)`, table)
-	if err != nil {
-		return nil, fmt.Errorf("read the columns of %s: %w", table, err)
-	}
-	defer rows.Close()
-	cols := map[string]bool{}
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			return nil, fmt.Errorf("read the columns of %s: %w", table, err)
-		}
-		cols[c] = true
-	}
-	return cols, rows.Err()
-}
-
-// missingFrom lists what of s the database got lacks: objects by name and
-// type, and columns of the tables it has. Extra objects and columns are
-// not counted.
-func (s schema) missingFrom(got schema) []missingPart {
-	var missing []missingPart
-	for name, typ := range s.objects {
-		if got.objects[name] != typ {
-			missing = append(missing, missingPart{kind: typ, name: name})
-			continue
-		}
-		for c := range s.columns[name] {
-			if !got.columns[name][c] {
-				missing = append(missing, missingPart{kind: "column", name: name + "." + c})
-			}
-		}
-	}
-	order := map[string]int{"table": 0, "view": 1, "column": 2, "index": 3, "trigger": 4}
-	sort.Slice(missing, func(i, j int) bool {
-		if missing[i].kind != missing[j].kind {
-			return order[missing[i].kind] < order[missing[j].kind]
-		}
-		return missing[i].name < missing[j].name
-	})
-	return missing
-}
-
-// describeMissing names the first missing tables and columns (sorted
-// first), and counts the rest: indexes and triggers go with their tables.
-func describeMissing(missing []missingPart) string {
-	const shown = 6
-	var named []string
-	others := 0
-	for _, m := range missing {
-		if len(named) < shown && m.kind != "index" && m.kind != "trigger" {
-			named = append(named, m.kind+" "+m.name)
-			continue
-		}
-		others++
-	}
-	if others > 0 {
-		named = append(named, fmt.Sprintf("%d more tables, columns, indexes or triggers", others))
-	}
-	return strings.Join(named, ", ")
 }

@@ -116,10 +116,21 @@ func TestDatabaseRepairedAtStart(t *testing.T) {
 			mustDo(t, devserver.CreateSchema(db))
 			mustDo(t, devserver.CreateNamespace(db, map[string]enumspb.IndexedValueType{"FleetliftKind": enumspb.INDEXED_VALUE_TYPE_KEYWORD}))
 		}, "added search attributes [FleetliftCampaign FleetliftID FleetliftPhase FleetliftSpecDigest]"},
-		{"unfinished by an earlier fleetlift, no runs", func(t *testing.T, db string) {
-			mustDo(t, devserver.CreateSchema(db))
-			sqlExec(t, db, "DROP TABLE executions_visibility", "DROP TABLE namespaces", "DROP TABLE schema_version")
-		}, "lacked table executions_visibility, table namespaces"},
+		{"left by an earlier fleetlift killed after two statements", func(t *testing.T, db string) {
+			// The namespace_metadata table is there, its initial row not.
+			mustDo(t, devserver.CreateUnfinished(db, 2))
+		}, "lacked table activity_info_maps"},
+		{"left by an earlier fleetlift killed before the visibility schema", func(t *testing.T, db string) {
+			mustDo(t, devserver.CreateUnfinished(db, 38))
+		}, "lacked table executions_visibility"},
+		{"served by an earlier fleetlift without its visibility table, no runs of fleetlift's", func(t *testing.T, db string) {
+			// The old `up` ran on such a database, every pass failing;
+			// the server's own system workflows are recorded in it.
+			srv, err := devserver.Start(devserver.Options{DatabaseFile: db})
+			mustDo(t, err)
+			srv.Stop()
+			sqlExec(t, db, "DROP TABLE executions_visibility")
+		}, "lacked table executions_visibility"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := filepath.Join(t.TempDir(), "temporal.db")
@@ -129,7 +140,7 @@ func TestDatabaseRepairedAtStart(t *testing.T) {
 				t.Fatalf("start: %v", err)
 			}
 			t.Cleanup(srv.Stop)
-			if got := strings.Join(srv.Repairs(), "\n"); !strings.Contains(got, tc.repair) || !strings.Contains(got, db) {
+			if got := strings.Join(srv.Repairs(), "\n"); !strings.Contains(got, tc.repair) || !strings.Contains(got, db+": ") {
 				t.Errorf("repairs %q, want one on %s saying %q", got, db, tc.repair)
 			}
 			checkServes(t, srv, "repaired")
@@ -196,6 +207,7 @@ func TestDatabaseRefused(t *testing.T) {
 func TestServerThatCannotServeFailsStart(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "temporal.db")
 	mustDo(t, devserver.CreateSchema(db))
+	mustDo(t, devserver.CreateNamespace(db, devserver.SearchAttributes))
 	damage(t, db, "executions_visibility")
 	srv, err := devserver.Start(devserver.Options{DatabaseFile: db})
 	if err == nil {
