@@ -19,10 +19,11 @@
 // the server linked in (tables, columns, indexes, triggers, and the
 // schema versions it records in Temporal's schema_version layout, which
 // Temporal's own SQLite setup does not write): it creates a missing
-// namespace or search attributes, builds anew one that a killed start of
-// an earlier fleetlift left unfinished when it holds no runs, and refuses
-// one that lacks schema while holding runs, naming the file and what it
-// lacks; it never deletes runs. A server that starts but cannot serve (it
+// namespace or search attributes, completes in place one that a killed
+// start of an earlier fleetlift left unfinished when it holds no runs
+// (of fleetlift's: the server's system workflows do not count), and
+// refuses one that lacks schema while holding runs, naming the file and
+// what it lacks; it never deletes runs. A server that starts but cannot serve (it
 // answers the health check with errors) fails the start with its error.
 //
 // It is the only package that imports go.temporal.io/server. Linking the
