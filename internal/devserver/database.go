@@ -128,32 +128,41 @@ func refuseOrphanLog(path string) error {
 }
 
 // build makes a database with the whole schema at path: in a temporary
-// file beside it, in one transaction, with a rollback journal (no
-// write-ahead log to carry over); then synced, renamed to path (the
-// empty log and the index of an earlier database there, if any, go
-// first: SQLite would take them for the new one's), and the directory
-// synced.
+// file beside it (buildTemp), which is then put in place (install).
 func build(path string, step func(string)) (err error) {
 	report := func(name string) {
 		if step != nil {
 			step(name)
 		}
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+tmpInfix+"*")
-	if err != nil {
-		return fmt.Errorf("create temporal database %s: %w", path, err)
-	}
-	tmp := f.Name()
-	f.Close()
 	defer func() {
 		if err != nil {
 			removeLeftovers(path)
 		}
 	}()
-	db, err := openDatabase(tmp, "journal_mode(delete)", "synchronous(full)")
+	tmp, err := buildTemp(path, report)
 	if err != nil {
 		return fmt.Errorf("create temporal database %s: %w", path, err)
+	}
+	if err := install(tmp, path, report); err != nil {
+		return fmt.Errorf("create temporal database %s: %w", path, err)
+	}
+	return nil
+}
+
+// buildTemp makes the schema in a new temporary file beside path, in
+// one transaction, with a rollback journal (no write-ahead log to carry
+// over), closes it and syncs it; it returns the file's name.
+func buildTemp(path string, report func(string)) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+tmpInfix+"*")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	f.Close()
+	db, err := openDatabase(tmp, "journal_mode(delete)", "synchronous(full)")
+	if err != nil {
+		return "", err
 	}
 	statement := func(_ *sql.Tx, n int, stmt string) error {
 		report(fmt.Sprintf("statement %d: %s", n, summary(stmt)))
@@ -161,32 +170,39 @@ func build(path string, step func(string)) (err error) {
 	}
 	if err := createSchema(db, statement, writeVersions); err != nil {
 		db.Close()
-		return fmt.Errorf("create temporal database %s: %w", path, err)
+		return "", err
 	}
 	if err := db.Close(); err != nil {
-		return fmt.Errorf("create temporal database %s: close %s: %w", path, tmp, err)
+		return "", fmt.Errorf("close %s: %w", tmp, err)
 	}
 	report("schema committed")
 	for _, suffix := range []string{"-journal", walSuffix, shmSuffix} {
 		if _, err := os.Stat(tmp + suffix); err == nil {
-			return fmt.Errorf("create temporal database %s: %s is still there after closing the database", path, tmp+suffix)
+			return "", fmt.Errorf("%s is still there after closing the database", tmp+suffix)
 		}
 	}
 	if err := syncFile(tmp); err != nil {
-		return fmt.Errorf("create temporal database %s: %w", path, err)
+		return "", err
 	}
 	report("temporary file synced")
+	return tmp, nil
+}
+
+// install renames the complete database tmp to path and syncs the
+// directory. The empty log and the index of an earlier database at path,
+// if any, go first: SQLite would take them for the new one's.
+func install(tmp, path string, report func(string)) error {
 	for _, suffix := range []string{walSuffix, shmSuffix} {
 		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("create temporal database %s: remove %s: %w", path, path+suffix, err)
+			return err
 		}
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("create temporal database %s: %w", path, err)
+		return err
 	}
 	report("renamed")
-	if err := syncFile(dir); err != nil {
-		return fmt.Errorf("create temporal database %s: sync its directory: %w", path, err)
+	if err := syncFile(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("sync its directory: %w", err)
 	}
 	report("directory synced")
 	return nil
