@@ -8,9 +8,71 @@ import (
 	"sort"
 	"strings"
 
+	"go.temporal.io/server/common/persistence/sql/sqlplugin"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
+
+// createSchema runs Temporal's SQLite schema and then, when set, then,
+// all in one transaction. after, when set, is called after each
+// statement of the schema with the transaction, the statement's number
+// (from 1) and its text.
+func createSchema(db *sql.DB, after func(tx *sql.Tx, n int, stmt string) error, then func(execer) error) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := sqliteschema.SetupSchemaOnDB(&schemaTx{tx: tx, after: after}); err != nil {
+		return err
+	}
+	if then != nil {
+		if err := then(tx); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// schemaTx runs Temporal's schema statements in a transaction of
+// fleetlift's own connection, not one from Temporal's connection pool,
+// which keeps every database it opens open until the process ends. Of
+// the admin interface, SetupSchemaOnDB uses only Exec; the embedded
+// interface is nil, so any other method would fail loudly.
+type schemaTx struct {
+	sqlplugin.AdminDB
+	tx    *sql.Tx
+	n     int
+	after func(tx *sql.Tx, n int, stmt string) error
+}
+
+// Exec runs one schema statement.
+func (s *schemaTx) Exec(stmt string, args ...any) error {
+	if _, err := s.tx.Exec(stmt, args...); err != nil {
+		return err
+	}
+	s.n++
+	if s.after != nil {
+		return s.after(s.tx, s.n, stmt)
+	}
+	return nil
+}
+
+// summary is the start of a statement, such as "CREATE TABLE namespaces".
+func summary(stmt string) string {
+	var lines []string
+	for _, l := range strings.Split(stmt, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
+			lines = append(lines, l)
+		}
+	}
+	head, _, _ := strings.Cut(strings.Join(strings.Fields(strings.Join(lines, " ")), " "), "(")
+	if head = strings.TrimSpace(head); len(head) > 60 {
+		head = head[:60]
+	}
+	return head
+}
 
 // schema is what a database's catalogue holds: each object's type by
 // name, and each table's columns.
