@@ -25,7 +25,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint check-generated check-tidy bin/gitea ## Run every test: vet, format, generated files, go.mod tidy, unit tests, short fuzz runs
+test: lint check-generated check-tidy bin/gitea images ## Run every test: vet, format, generated files, go.mod tidy, the images, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
