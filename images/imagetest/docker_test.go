@@ -14,8 +14,9 @@ import (
 
 // The images under test, as make images tags them.
 const (
-	sandboxImage = "fleetlift/sandbox:dev"
-	agentImage   = "fleetlift/agent:dev"
+	sandboxImage   = "fleetlift/sandbox:dev"
+	agentImage     = "fleetlift/agent:dev"
+	fleetliftImage = "fleetlift/fleetlift:dev"
 	// toolImage stands for a tool image that knows nothing of fleetlift:
 	// no agent user, no fleetlift-agent, no /workspace.
 	toolImage = "debian:bookworm-slim"

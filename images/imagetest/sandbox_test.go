@@ -120,3 +120,23 @@ func TestSandboxWithoutCapabilitiesFails(t *testing.T) {
 		t.Fatalf("logs do not say what the entrypoint needs:\n%s", logs)
 	}
 }
+
+// The fleetlift binary mounts the entrypoint under its hidden agent
+// command: "fleetlift agent entrypoint -- serve" executes "fleetlift agent
+// serve". Started as root in the fleetlift image, which has no agent user,
+// it runs the agent as uid 1000.
+func TestFleetliftImageAgentEntrypoint(t *testing.T) {
+	requireImages(t, fleetliftImage)
+	args := append([]string{}, providerFlags...)
+	args = append(args, envFlags(stripped, kept)...)
+	args = append(args, "--user", "0:0", "--entrypoint", "fleetlift",
+		fleetliftImage, "agent", "entrypoint", "--", "serve", "--workspace", "/workspace")
+	id := start(t, args...)
+	waitForAgent(t, id, "fleetlift", "agent", "serve", "--workspace", "/workspace")
+	p := pid1(t, id)
+	p.checkUnprivileged(t, entrypointCaps)
+	p.checkEnv(t)
+	if p.exe != "/usr/local/bin/fleetlift" || p.cwd != "/workspace" {
+		t.Errorf("PID 1 is %s in %s, want /usr/local/bin/fleetlift in /workspace", p.exe, p.cwd)
+	}
+}
