@@ -39,6 +39,20 @@ func TestSandboxAgentIsPID1WithoutPrivileges(t *testing.T) {
 	execAs(t, id, "1000:1000", "touch", "/workspace/written-by-agent")
 }
 
+// With a read-only root file system and a volume for the workspace, the
+// sandbox image needs nothing else writable: the agent's home is in the
+// image, already its own.
+func TestSandboxReadOnlyRoot(t *testing.T) {
+	requireImages(t, sandboxImage)
+	args := append([]string{}, providerFlags...)
+	args = append(args, "--read-only", "--mount", "type=volume,destination=/workspace", sandboxImage)
+	id := start(t, args...)
+	waitForAgent(t, id, "fleetlift-agent", "serve", "--workspace", "/workspace")
+	p := pid1(t, id)
+	p.checkUnprivileged(t, entrypointCaps)
+	execAs(t, id, "1000:1000", "touch", "/workspace/written-by-agent")
+}
+
 // With CAP_SETPCAP as well, the entrypoint empties the bounding set too.
 func TestSandboxWithSetpcapClearsTheBoundingSet(t *testing.T) {
 	requireImages(t, sandboxImage)
