@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +33,9 @@ type Account struct {
 	// Groups are the group ids the agent keeps: GID first, then the
 	// groups /etc/group lists the user in, without duplicates.
 	Groups []int
-	// Home is the user's home directory.
+	// Home is the user's home directory: its /etc/passwd entry's, or
+	// DefaultHome when that names none (empty, relative, / or
+	// /nonexistent).
 	Home string
 }
 
@@ -110,11 +113,17 @@ func Resolve(fsys fs.FS, spec string) (Account, error) {
 }
 
 func fromEntry(e passwdEntry) Account {
-	home := e.home
-	if home == "" {
-		home = DefaultHome
+	return Account{Name: e.name, UID: e.uid, GID: e.gid, Home: home(e.home)}
+}
+
+// home is the directory the agent gets as its home for an /etc/passwd
+// entry's: that one, unless it says there is none (empty, relative, /, or
+// Debian's /nonexistent), since the entrypoint makes the home the user's.
+func home(dir string) string {
+	if !path.IsAbs(dir) || path.Clean(dir) == "/" || path.Clean(dir) == "/nonexistent" {
+		return DefaultHome
 	}
-	return Account{Name: e.name, UID: e.uid, GID: e.gid, Home: home}
+	return path.Clean(dir)
 }
 
 func byName(users []passwdEntry, name string) (passwdEntry, bool) {

@@ -53,8 +53,8 @@ func Parse(args []string) (Config, error) {
 	if fs.NArg() == 0 {
 		return Config{}, fmt.Errorf("no agent arguments after --, such as serve --workspace %s; usage: %s", DefaultWorkdir, Usage)
 	}
-	if c.Workdir != "" && !filepath.IsAbs(c.Workdir) {
-		return Config{}, fmt.Errorf("--workdir %s: want an absolute directory", c.Workdir)
+	if err := checkWorkdir(c.Workdir); err != nil {
+		return Config{}, fmt.Errorf("--workdir %s: %w", c.Workdir, err)
 	}
 	c.Args = fs.Args()
 	return c, nil
@@ -67,14 +67,28 @@ func (c Config) settings(env []string) (Config, error) {
 	}
 	if c.Workdir == "" {
 		c.Workdir = lookupEnv(env, EnvWorkdir)
-		if c.Workdir != "" && !filepath.IsAbs(c.Workdir) {
-			return Config{}, fmt.Errorf("%s=%s: want an absolute directory", EnvWorkdir, c.Workdir)
+		if err := checkWorkdir(c.Workdir); err != nil {
+			return Config{}, fmt.Errorf("%s=%s: %w", EnvWorkdir, c.Workdir, err)
 		}
 	}
 	if c.Workdir == "" {
 		c.Workdir = DefaultWorkdir
 	}
 	return c, nil
+}
+
+// checkWorkdir refuses a working directory the entrypoint must not give
+// the agent user: a relative one, or the root.
+func checkWorkdir(dir string) error {
+	switch {
+	case dir == "":
+		return nil
+	case !filepath.IsAbs(dir):
+		return errors.New("want an absolute directory")
+	case filepath.Clean(dir) == "/":
+		return errors.New("want a directory below /, which the agent user must not own")
+	}
+	return nil
 }
 
 // argv is the agent's command line: the program name, the commands above

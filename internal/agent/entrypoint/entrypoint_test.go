@@ -27,6 +27,7 @@ func TestParse(t *testing.T) {
 		{name: "no arguments", args: nil, wantErr: "want --"},
 		{name: "unknown flag", args: []string{"--uid", "1", "--", "serve"}, wantErr: "flag provided but not defined: -uid"},
 		{name: "relative workdir", args: []string{"--workdir", "ws", "--", "serve"}, wantErr: "want an absolute directory"},
+		{name: "the root as workdir", args: []string{"--workdir", "//", "--", "serve"}, wantErr: "want a directory below /"},
 		{name: "help", args: []string{"--help"}, wantErr: "usage: " + Usage},
 	}
 	for _, tt := range tests {
@@ -62,6 +63,7 @@ func TestSettings(t *testing.T) {
 		{name: "flags win", cfg: Config{User: "agent", Workdir: "/w"}, env: []string{"AGENT_USER=node", "AGENT_WORKDIR=/src"},
 			want: Config{User: "agent", Workdir: "/w"}},
 		{name: "relative AGENT_WORKDIR", env: []string{"AGENT_WORKDIR=src"}, wantErr: "AGENT_WORKDIR=src: want an absolute directory"},
+		{name: "AGENT_WORKDIR the root", env: []string{"AGENT_WORKDIR=/"}, wantErr: "AGENT_WORKDIR=/: want a directory below /"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
