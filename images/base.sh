@@ -44,7 +44,7 @@ trap cleanup EXIT
 # debian_slim makes debian:bookworm-slim.
 debian_slim() {
 	local tag=$1
-	[ "$(id -u)" = 0 ] || die "debootstrap needs root to make $tag: run as root"
+	[ "$(id -u)" = 0 ] || die "debootstrap needs root to make $tag: run as root (or, where a registry is reachable, docker pull $tag)"
 	command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get install -y debootstrap"
 	rootfs=$(mktemp -d /var/tmp/fleetlift-rootfs.XXXXXX)
 	say "debootstrap --variant=minbase $SUITE from $MIRROR (about 30 s)"
