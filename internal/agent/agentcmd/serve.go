@@ -170,15 +170,15 @@ func RunAgent(args []string) (code int, ok bool) {
 	return 0, true
 }
 
-// NewAgentCommand returns a hidden "agent" command holding serve, for the
-// fleetlift binary.
+// NewAgentCommand returns a hidden "agent" command holding serve (and its
+// jail and entrypoint), for the fleetlift binary.
 func NewAgentCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "agent",
 		Short:  "Run the in-sandbox agent",
 		Hidden: true,
 	}
-	cmd.AddCommand(NewServeCommand(), NewJailCommand())
+	cmd.AddCommand(NewServeCommand(), NewJailCommand(), NewEntrypointCommand())
 	return cmd
 }
 
