@@ -163,7 +163,7 @@ func (p *Provider) create(ctx context.Context, opts sandbox.ProvisionOptions) (c
 	if err != nil {
 		return container.InspectResponse{}, fmt.Errorf("create container: %w", err)
 	}
-	if err := p.prepare(ctx, created.ID); err != nil {
+	if err := p.prepare(ctx, created.ID, id, image); err != nil {
 		return container.InspectResponse{}, err
 	}
 	c, err := p.find(ctx, id)
@@ -175,14 +175,35 @@ func (p *Provider) create(ctx context.Context, opts sandbox.ProvisionOptions) (c
 
 // prepare gives the agent its workspace and home before the container
 // starts: the volumes' roots become uid 1000's, through the archive API,
-// so that no process in the sandbox ever needs a capability.
-func (p *Provider) prepare(ctx context.Context, ref string) error {
+// so that no process in the sandbox ever needs a capability. The engine
+// refuses archives on a read-only root file system, even for the paths of
+// volumes, and applies no owner to an archive's "." entry; so with a
+// read-only root the volumes are prepared through a container of the same
+// image, with the same volumes, that never starts.
+func (p *Provider) prepare(ctx context.Context, ref, id, image string) error {
+	if p.readOnly {
+		helper, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Config: &container.Config{Image: image, Entrypoint: []string{}, Cmd: []string{"true"}, Labels: map[string]string{LabelSandbox: id, LabelScope: p.scope}},
+			HostConfig: &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{
+				{Type: mount.TypeVolume, Source: p.workspaceVolume(id), Target: Workspace, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+				{Type: mount.TypeVolume, Source: p.homeVolume(id), Target: Home, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+			}},
+		})
+		if err != nil {
+			return fmt.Errorf("prepare workspace and home: %w", err)
+		}
+		defer func() {
+			rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_, _ = p.cli.ContainerRemove(rmCtx, helper.ID, client.ContainerRemoveOptions{Force: true})
+		}()
+		ref = helper.ID
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	now := time.Now()
 	for _, dir := range []string{strings.TrimPrefix(Workspace, "/"), strings.TrimPrefix(Home, "/")} {
 		// Parents of the home directory keep the image's owner.
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755, Uid: UID, Gid: GID, ModTime: now, Format: tar.FormatPAX}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755, Uid: UID, Gid: GID, ModTime: time.Now(), Format: tar.FormatPAX}); err != nil {
 			return err
 		}
 	}
