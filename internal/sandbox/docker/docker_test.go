@@ -137,5 +137,3 @@ func TestUntrustedWork(t *testing.T) {
 		},
 	})
 }
-
-
