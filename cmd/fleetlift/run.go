@@ -66,7 +66,7 @@ under a directory given with --allow-file-root.`,
 			}
 			defer closeAll()
 			if !noWorker {
-				w, err := newWorker(c, &f, &wf)
+				w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 				if err != nil {
 					return err
 				}
