@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/sandbox/docker/dockertest"
 )
 
 // opTimeout bounds each operation of these tests, so that a broken
@@ -327,5 +328,20 @@ func TestCopyToIsAtomicForReaders(t *testing.T) {
 	wg.Wait()
 	if reads == 0 {
 		t.Error("no read happened while CopyTo replaced the file")
+	}
+}
+
+// Any image with git and sh can run the work: its entrypoint, user and
+// working directory do not get in the agent's way.
+func TestAnyImageWithGitAndSh(t *testing.T) {
+	p := newProvider(t, newScope(), nil)
+	image := "fleetlift-test/odd-tool:dev"
+	if err := dockertest.Build(t.Context(), p.cli, image, "FROM "+dockertest.SandboxImage+"\nUSER 4242:4242\nWORKDIR /srv\nENTRYPOINT [\"/bin/false\"]\nCMD [\"--help\"]\n", nil); err != nil {
+		t.Fatal(err)
+	}
+	sb := provision(t, p, sandbox.ProvisionOptions{ID: newID("odd"), Image: image})
+	res := mustExec(t, p, sb.ID, `id -u; pwd; tr '\0' ' ' < /proc/1/cmdline`)
+	if want := "1000\n/workspace\n" + AgentPath + " serve"; !strings.HasPrefix(res.Stdout, want) {
+		t.Errorf("in an image with its own user, directory and entrypoint:\n%s\nwant uid 1000 in /workspace with the agent as PID 1", res.Stdout)
 	}
 }

@@ -64,6 +64,11 @@ func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 		return fail(err)
 	}
 	if c.State != nil && c.State.Status == container.StateCreated {
+		// Made by this call, or by one that stopped before starting it:
+		// preparing again does no harm.
+		if err := p.prepare(ctx, c.ID, id, c.Config.Image); err != nil {
+			return fail(err)
+		}
 		if err := p.start(ctx, c.ID); err != nil {
 			return fail(err)
 		}
@@ -77,7 +82,8 @@ func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 	return &sandbox.Sandbox{ID: id, Provider: p.Name(), WorkingDir: Workspace, Phase: p.status(c).Phase}, nil
 }
 
-// create makes the sandbox's volumes and container, not started.
+// create makes the sandbox's volumes and container, not started; Provision
+// prepares and starts it.
 func (p *Provider) create(ctx context.Context, opts sandbox.ProvisionOptions) (container.InspectResponse, error) {
 	id := opts.ID
 	agentMount, err := p.agentMount(ctx)
@@ -155,7 +161,7 @@ func (p *Provider) create(ctx context.Context, opts sandbox.ProvisionOptions) (c
 		Labels:     labels,
 		Hostname:   "sandbox",
 	}
-	created, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: p.containerName(id), Config: cfg, HostConfig: host})
+	_, err = p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: p.containerName(id), Config: cfg, HostConfig: host})
 	if cerrdefs.IsConflict(err) {
 		// Another provider of this scope made it meanwhile.
 		return p.find(ctx, id)
@@ -163,14 +169,7 @@ func (p *Provider) create(ctx context.Context, opts sandbox.ProvisionOptions) (c
 	if err != nil {
 		return container.InspectResponse{}, fmt.Errorf("create container: %w", err)
 	}
-	if err := p.prepare(ctx, created.ID, id, image); err != nil {
-		return container.InspectResponse{}, err
-	}
-	c, err := p.find(ctx, id)
-	if err != nil {
-		return container.InspectResponse{}, err
-	}
-	return c, nil
+	return p.find(ctx, id)
 }
 
 // prepare gives the agent its workspace and home before the container
