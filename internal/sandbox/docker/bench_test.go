@@ -3,8 +3,10 @@ package docker
 import (
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +73,35 @@ func report(b *testing.B, took []time.Duration) {
 	}
 	b.ReportMetric(pct(0.5), "p50-ms")
 	b.ReportMetric(pct(0.95), "p95-ms")
+}
+
+// BenchmarkPollStatus measures what the worker does every 100 ms while a
+// task runs: read status.json from the sandbox.
+func BenchmarkPollStatus(b *testing.B) {
+	cli := dockertest.Client(b)
+	image, agent := dockertest.Images(b, cli)
+	p, err := New(Options{Client: cli, Image: image, AgentImage: agent, Scope: newScope(), StopGrace: stopGrace})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	id := "bench-poll"
+	if _, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: id}); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Cleanup(ctx, id)
+	if err := p.CopyTo(ctx, id, strings.NewReader(`{"phase":"executing"}`), ".fleetlift/status.json"); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		rc, err := p.CopyFrom(ctx, id, ".fleetlift/status.json")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			b.Fatal(err)
+		}
+		rc.Close()
+	}
 }

@@ -283,7 +283,13 @@ func TestReadOnlyRoot(t *testing.T) {
 // shape) reads one whole version or the other, never part of one and
 // never nothing.
 func TestCopyToIsAtomicForReaders(t *testing.T) {
-	p := newProvider(t, newScope(), nil)
+	for _, archive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("archive reads %v", archive), func(t *testing.T) { copyToIsAtomicForReaders(t, archive) })
+	}
+}
+
+func copyToIsAtomicForReaders(t *testing.T, archive bool) {
+	p := newProvider(t, newScope(), func(o *Options) { o.ArchiveReads = archive })
 	sb := provision(t, p, sandbox.ProvisionOptions{ID: newID("readers")})
 	versions := []string{strings.Repeat("a", 300_000), strings.Repeat("b", 200_000)}
 	ctx := testCtx(t)

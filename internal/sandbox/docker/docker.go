@@ -110,6 +110,9 @@ type Options struct {
 	// directories, so that local repositories can be cloned and pushed.
 	// The agent runs as uid 1000: it must be able to write them.
 	Binds []string
+	// ArchiveReads makes CopyFrom always read through the engine's
+	// archive endpoint, never from the workspace volume on this host.
+	ArchiveReads bool
 	// StopGrace is how long Cleanup and the sandbox timeout wait after
 	// SIGTERM before SIGKILL; zero means 10s.
 	StopGrace time.Duration
@@ -131,10 +134,14 @@ type Provider struct {
 	binds      []string
 	grace      time.Duration
 	seccomp    string
+	// hostReads allows CopyFrom to read volumes on this host.
+	hostReads bool
 
 	mu     sync.Mutex
 	locks  map[string]*idLock
 	timers map[string]*time.Timer
+	// mountpoints are the volumes' paths on the engine's host.
+	mountpoints map[string]string
 	// agentMu guards agentVolumes, the agent volumes known to be
 	// complete, by agent image id.
 	agentMu      sync.Mutex
@@ -163,8 +170,11 @@ func New(opts Options) (*Provider, error) {
 		pids:       opts.PidsLimit,
 		serve:      slices.Clone(opts.ServeArgs),
 		grace:      opts.StopGrace,
+		hostReads:  !opts.ArchiveReads,
 		locks:      map[string]*idLock{},
 		timers:     map[string]*time.Timer{},
+
+		mountpoints: map[string]string{},
 
 		agentVolumes: map[string]string{},
 	}
@@ -391,6 +401,7 @@ func (p *Provider) Cleanup(ctx context.Context, id string) error {
 		t.Stop()
 		delete(p.timers, id)
 	}
+	delete(p.mountpoints, p.workspaceVolume(id))
 	p.mu.Unlock()
 
 	c, err := p.find(ctx, id)

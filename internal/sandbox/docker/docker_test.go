@@ -73,6 +73,23 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// The same through the engine's archive endpoint alone, as a worker on
+// another host than its engine reads files.
+func TestConformanceArchiveReads(t *testing.T) {
+	scope := newScope()
+	sandboxtest.Run(t, sandboxtest.Harness{
+		New: func(t *testing.T) sandbox.Provider {
+			return newProvider(t, scope, func(o *Options) { o.ArchiveReads = true })
+		},
+		Options: func(t *testing.T, id string) sandbox.ProvisionOptions {
+			return sandbox.ProvisionOptions{ID: id, Env: map[string]string{"LANG": "C.UTF-8"}}
+		},
+		Agents: func(t *testing.T, sb *sandbox.Sandbox) int {
+			return countContainers(t, dockertest.Client(t), scope, sb.ID)
+		},
+	})
+}
+
 // reposRoot holds the test repositories; every test sandbox has it
 // bind-mounted at the same path.
 var reposRoot string
