@@ -351,3 +351,33 @@ func TestAnyImageWithGitAndSh(t *testing.T) {
 		t.Errorf("in an image with its own user, directory and entrypoint:\n%s\nwant uid 1000 in /workspace with the agent as PID 1", res.Stdout)
 	}
 }
+
+// A sandbox past its Timeout is stopped and reported failed for timing
+// out; a provider that starts afterwards says the same.
+func TestTimeoutStopsTheSandbox(t *testing.T) {
+	scope := newScope()
+	p := newProvider(t, scope, nil)
+	sb := provision(t, p, sandbox.ProvisionOptions{ID: newID("timeout"), Timeout: 2 * time.Second})
+	ctx := testCtx(t)
+	var st *sandbox.Status
+	for {
+		var err error
+		if st, err = p.Status(ctx, sb.ID); err != nil {
+			t.Fatalf("Status: %v", err)
+		}
+		if st.Phase != sandbox.PhaseRunning {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the sandbox still runs past its timeout: %+v", st)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if st.Phase != sandbox.PhaseFailed || !strings.Contains(st.Message, "timed out after 2s") {
+		t.Errorf("Status past the timeout = %+v; want failed, timed out after 2s", st)
+	}
+	if st, err := newProvider(t, scope, nil).Status(ctx, sb.ID); err != nil || !strings.Contains(st.Message, "timed out") {
+		t.Errorf("Status from a restarted provider = %+v, %v; want timed out", st, err)
+	}
+}
