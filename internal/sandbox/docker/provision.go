@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
@@ -304,7 +306,7 @@ func (p *Provider) agentVolume(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("create agent volume %s: %w", name, err)
 	}
 	helper, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{Image: imageID, Cmd: []string{"/fleetlift-agent"}, Labels: map[string]string{LabelAgentImage: imageID}},
+		Config: &container.Config{Image: imageID, Entrypoint: []string{}, Cmd: []string{agentBinaryPath(img.Config)}, Labels: map[string]string{LabelAgentImage: imageID}},
 		HostConfig: &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{
 			{Type: mount.TypeVolume, Source: name, Target: AgentDir, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
 		}},
@@ -317,20 +319,34 @@ func (p *Provider) agentVolume(ctx context.Context) (string, error) {
 		defer cancel()
 		_, _ = p.cli.ContainerRemove(rmCtx, helper.ID, client.ContainerRemoveOptions{Force: true})
 	}()
-	if err := fillAgentVolume(ctx, p.cli, helper.ID); err != nil {
+	if err := fillAgentVolume(ctx, p.cli, helper.ID, agentBinaryPath(img.Config)); err != nil {
 		return "", fmt.Errorf("fill agent volume %s from %s: %w", name, p.agentImage, err)
 	}
 	p.agentVolumes[imageID] = name
 	return name, nil
 }
 
-func fillAgentVolume(ctx context.Context, cli *client.Client, helper string) error {
+// agentBinaryPath is where the agent image keeps fleetlift-agent: what its
+// entrypoint (or else its command) runs, when that is an absolute path,
+// else /fleetlift-agent.
+func agentBinaryPath(cfg *dockerspec.DockerOCIImageConfig) string {
+	if cfg != nil {
+		for _, argv := range [][]string{cfg.Entrypoint, cfg.Cmd} {
+			if len(argv) > 0 && strings.HasPrefix(argv[0], "/") {
+				return path.Clean(argv[0])
+			}
+		}
+	}
+	return "/fleetlift-agent"
+}
+
+func fillAgentVolume(ctx context.Context, cli *client.Client, helper, binary string) error {
 	if st, err := cli.ContainerStatPath(ctx, helper, client.ContainerStatPathOptions{Path: AgentPath}); err == nil && st.Stat.Mode.IsRegular() {
 		return nil
 	}
 	// Read whole before writing: the engine serves one archive request
 	// per container at a time.
-	bin, modTime, err := readAgentBinary(ctx, cli, helper)
+	bin, modTime, err := readAgentBinary(ctx, cli, helper, binary)
 	if err != nil {
 		return err
 	}
@@ -363,25 +379,25 @@ func fillAgentVolume(ctx context.Context, cli *client.Client, helper string) err
 	return nil
 }
 
-// readAgentBinary reads /fleetlift-agent out of the agent image's
+// readAgentBinary reads the agent binary out of the agent image's
 // container.
-func readAgentBinary(ctx context.Context, cli *client.Client, helper string) ([]byte, time.Time, error) {
-	src, err := cli.CopyFromContainer(ctx, helper, client.CopyFromContainerOptions{SourcePath: "/fleetlift-agent"})
+func readAgentBinary(ctx context.Context, cli *client.Client, helper, binary string) ([]byte, time.Time, error) {
+	src, err := cli.CopyFromContainer(ctx, helper, client.CopyFromContainerOptions{SourcePath: binary})
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("read /fleetlift-agent: %w", err)
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", binary, err)
 	}
 	defer src.Content.Close()
 	tr := tar.NewReader(src.Content)
 	hdr, err := tr.Next()
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("read /fleetlift-agent: %w", err)
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", binary, err)
 	}
 	if hdr.Typeflag != tar.TypeReg {
-		return nil, time.Time{}, errors.New("/fleetlift-agent is not a regular file")
+		return nil, time.Time{}, fmt.Errorf("%s is not a regular file", binary)
 	}
 	bin, err := io.ReadAll(tr)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("read /fleetlift-agent: %w", err)
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", binary, err)
 	}
 	return bin, hdr.ModTime, nil
 }
