@@ -76,6 +76,10 @@ bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorde
 bench-reconcile: ## Commit to workflow started, via fsnotify and via webhook, 50 commits each; floor: git fetch of the same change
 	$(GO) run ./bench/reconcile -commits 50
 
+.PHONY: bench-sandbox
+bench-sandbox: images ## Docker sandbox provision-to-agent-ready, p50 and p95 of 50, against docker run --rm IMAGE true of the same image
+	$(GO) run ./bench/sandbox -n 50 -docker $$(command -v /usr/bin/docker || command -v docker)
+
 .PHONY: bench-spec
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
 	$(GO) run ./bench/spec -cue $(BIN)/cue
