@@ -25,6 +25,7 @@ test: lint check-generated check-tidy bin/gitea ## Run every test: vet, format, 
 	$(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
+	$(GO) test -run '^$$' -fuzz '^FuzzJSONSchema$$' -fuzztime $(FUZZTIME) ./internal/spec
 
 .PHONY: lint
 lint: ## go vet and gofmt
