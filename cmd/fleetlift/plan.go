@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,10 @@ With --base, it plans what merging --ref into --base would change: the check
 for a pull request on the campaigns repository. Without recorded state, the
 base's definitions count as applied.
 
+--state auto (the default) reads the recorded state from Temporal when it can
+be reached, and otherwise plans without it, saying so in the plan ("Assumed:
+..."): a pull request's CI needs no server.
+
 Exit status: 0 success; 1 error (including invalid definitions); with
 --detailed-exitcode, 2 when there are changes.`,
 		Args: cobra.NoArgs,
@@ -64,7 +69,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 			if err != nil {
 				return err
 			}
-			recorded, err := readRecorded(ctx, &f, stateArg)
+			recorded, source, err := readRecorded(ctx, &f, stateArg)
 			if err != nil {
 				return err
 			}
@@ -76,6 +81,14 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 				recorded = overlayApplied(recorded, prior.Desired.Definitions)
 			}
 			p := plan.Compute(head.Desired, recorded, head.Policy())
+			p.Recorded = source
+			if source.Assumed != "" {
+				if base != "" {
+					p.Recorded.Assumed += fmt.Sprintf("; the definitions at %s count as applied, and no run's phase is known.", base)
+				} else {
+					p.Recorded.Assumed += "; nothing counts as applied: every definition shows as new."
+				}
+			}
 			w := cmd.OutOrStdout()
 			switch output {
 			case "json":
@@ -108,7 +121,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 	cmd.Flags().StringVar(&ref, "ref", "HEAD", "the revision to plan: branch, tag or commit")
 	cmd.Flags().StringVar(&base, "base", "", "plan what merging --ref into this revision would change")
 	cmd.Flags().StringVar(&sub, "path", "", "the definitions directory inside the repository (default: the config's watch.path, else the root)")
-	cmd.Flags().StringVar(&stateArg, "state", "temporal", "recorded state: temporal, file:PATH or none")
+	cmd.Flags().StringVar(&stateArg, "state", "auto", "recorded state: auto (Temporal when it can be reached, else none, and the plan says so), temporal, file:PATH or none")
 	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human, json or markdown")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when there are changes, as terraform plan does")
 	registerLoadBudget(cmd, &budget)
@@ -150,22 +163,40 @@ func loadRevision(ctx context.Context, src *source.Repo, ref, sub string, budget
 	return rev, nil
 }
 
-// readRecorded reads the recorded run state named by --state.
-func readRecorded(ctx context.Context, f *temporalFlags, arg string) ([]state.Campaign, error) {
+// autoDialTimeout bounds how long --state auto tries to reach Temporal
+// before it plans without it.
+const autoDialTimeout = 10 * time.Second
+
+// readRecorded reads the recorded run state named by --state, and says
+// where it came from. With auto, a Temporal that cannot be reached (a
+// pull request's CI, a laptop without a server) means none: the plan says
+// so, and what it assumed.
+func readRecorded(ctx context.Context, f *temporalFlags, arg string) ([]state.Campaign, plan.Recorded, error) {
 	switch {
 	case arg == "none":
-		return nil, nil
+		return nil, plan.Recorded{Source: "none"}, nil
 	case strings.HasPrefix(arg, "file:"):
-		return file.New(strings.TrimPrefix(arg, "file:")).List(ctx)
-	case arg == "temporal":
-		c, err := f.dial(ctx)
+		cs, err := file.New(strings.TrimPrefix(arg, "file:")).List(ctx)
+		return cs, plan.Recorded{Source: arg}, err
+	case arg == "temporal", arg == "auto":
+		dctx := ctx
+		if arg == "auto" {
+			var cancel context.CancelFunc
+			dctx, cancel = context.WithTimeout(ctx, autoDialTimeout)
+			defer cancel()
+		}
+		c, err := f.dial(dctx)
+		if err != nil && arg == "auto" {
+			return nil, plan.Recorded{Source: "none", Assumed: fmt.Sprintf("no recorded state (Temporal at %s cannot be reached: %v)", f.address, errors.Unwrap(err))}, nil
+		}
 		if err != nil {
-			return nil, fmt.Errorf("%w (or plan offline with --state none or --state file:PATH)", err)
+			return nil, plan.Recorded{}, fmt.Errorf("%w (or plan offline with --state none or --state file:PATH)", err)
 		}
 		defer c.Close()
-		return (&statetemporal.Reader{Client: c, Namespace: f.namespace}).List(ctx)
+		cs, err := (&statetemporal.Reader{Client: c, Namespace: f.namespace}).List(ctx)
+		return cs, plan.Recorded{Source: "temporal"}, err
 	}
-	return nil, fmt.Errorf("unknown --state %q: use temporal, file:PATH or none", arg)
+	return nil, plan.Recorded{}, fmt.Errorf("unknown --state %q: use auto, temporal, file:PATH or none", arg)
 }
 
 // overlayApplied adds the base revision's definitions to the recorded

@@ -148,6 +148,44 @@ func TestPlanPullRequest(t *testing.T) {
 	}
 }
 
+// TestPlanWithoutServer: by default a plan reads the recorded state from
+// Temporal; where none can be reached (a pull request's CI), it plans
+// without it and says what it assumed, in every view. Asked for Temporal
+// explicitly, it fails instead.
+func TestPlanWithoutServer(t *testing.T) {
+	repo := campaignsRepo(t)
+	nobody := freeAddr(t)
+	args := []string{"plan", "--repo", repo, "--ref", "feature", "--base", "main", "--temporal-address", nobody, "--state-dir", t.TempDir()}
+	out, code := runCLI(t, append(args, "-o", "markdown", "--detailed-exitcode")...)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2 (changes):\n%s", code, out)
+	}
+	for _, want := range []string{"Assumed: no recorded state (Temporal at " + nobody + " cannot be reached", "the definitions at main count as applied, and no run's phase is known.", "Plan: 1 to create, 1 to update"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	out, code = runCLI(t, append(args, "-o", "json")...)
+	var p struct {
+		Recorded struct{ Source, Assumed string } `json:"recorded_state"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
+	}
+	if p.Recorded.Source != "none" || !strings.Contains(p.Recorded.Assumed, "cannot be reached") {
+		t.Errorf("json recorded_state: %+v", p.Recorded)
+	}
+	// Without --base nothing counts as applied, and the plan says that.
+	out, code = runCLI(t, "plan", "--repo", repo, "--temporal-address", nobody, "--state-dir", t.TempDir())
+	if code != 0 || !strings.Contains(out, "nothing counts as applied: every definition shows as new.") || !strings.Contains(out, "3 to create") {
+		t.Errorf("plan without --base: exit %d:\n%s", code, out)
+	}
+	out, code = runCLI(t, append(args, "--state", "temporal")...)
+	if code != 1 || !strings.Contains(out, "connect to Temporal at "+nobody) {
+		t.Errorf("--state temporal without a server: exit %d:\n%s", code, out)
+	}
+}
+
 // TestPlanInvalidFile: a broken definition is an error for its file, every
 // other campaign is still planned, and the exit status is 1.
 func TestPlanInvalidFile(t *testing.T) {
@@ -211,12 +249,17 @@ repositories:
 	if out, code := plan(); code != 0 || !strings.Contains(out, "No changes.") {
 		t.Fatalf("plan after the run: exit %d, want no changes:\n%s", code, out)
 	}
+	// By default (--state auto) the plan reads the server it reaches.
+	out, code := runCLI(t, "plan", "--repo", repo, "--path", "campaigns", "--temporal-address", addr, "--state-dir", state, "-o", "json")
+	if code != 0 || !strings.Contains(out, `"source": "temporal"`) || strings.Contains(out, "Assumed") {
+		t.Fatalf("plan with the default --state: exit %d:\n%s", code, out)
+	}
 
 	if err := os.WriteFile(file, []byte(def("Bump go to 1.26")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	git(t, repo, "commit", "-qam", "retitle")
-	out, code := plan()
+	out, code = plan()
 	if code != 2 {
 		t.Fatalf("plan after an edit: exit %d, want 2:\n%s", code, out)
 	}
