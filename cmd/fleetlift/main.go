@@ -79,6 +79,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newCampaignSignalCmd("continue", "Resume a campaign paused at its failure threshold", workflow.SignalContinue),
 		newCampaignSignalCmd("abort", "Stop a campaign: no more repositories start", workflow.SignalAbort),
 		newRetryCmd(),
+		newVersionCmd(),
 		agentcmd.NewAgentCommand(),
 	)
 	return root
