@@ -3,6 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := $(CURDIR)/bin
 CUE_VERSION := v0.17.1
+ACTIONLINT_VERSION := v1.7.12
 FUZZTIME ?= 20s
 
 .DEFAULT_GOAL := help
@@ -21,7 +22,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint check-generated check-tidy bin/gitea ## Run every test: vet, format, generated files, go.mod tidy, unit tests, short fuzz runs
+test: lint lint-actions check-generated check-tidy bin/gitea ## Run every test: vet, format, actionlint, generated files, go.mod tidy, unit tests, short fuzz runs
 	$(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
@@ -32,6 +33,10 @@ lint: ## go vet and gofmt
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+.PHONY: lint-actions
+lint-actions: $(BIN)/actionlint ## actionlint the campaigns template's GitHub Actions workflow
+	$(BIN)/actionlint campaigns-template/.github/workflows/*.yml
 
 .PHONY: generate
 generate: ## Regenerate the JSON Schema files from schemas/fleetlift.cue
@@ -57,8 +62,19 @@ verify: generate ## Regenerate and tidy, then fail if anything changed
 $(BIN)/cue:
 	GOBIN=$(BIN) $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
 
+# The binary's version is checked, so that a pin moved here reinstalls it.
+$(BIN)/actionlint: FORCE
+	@$@ -version 2>/dev/null | grep -qx '$(ACTIONLINT_VERSION)' || GOBIN=$(BIN) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
+.PHONY: FORCE
+FORCE:
+
 .PHONY: tools
-tools: $(BIN)/cue ## Install pinned tools into ./bin
+tools: $(BIN)/cue $(BIN)/actionlint ## Install pinned tools into ./bin
+
+.PHONY: dist
+dist: ## Release archives of VERSION (make dist VERSION=v0.1.0) in dist/, their checksums recorded for the setup-fleetlift action
+	build/release.sh $(VERSION)
 
 .PHONY: bench-run
 bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push
