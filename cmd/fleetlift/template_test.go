@@ -158,12 +158,12 @@ func TestTemplateWorkflowPlanStep(t *testing.T) {
 		t.Helper()
 		summary := filepath.Join(t.TempDir(), "summary.md")
 		github := map[string]string{
-			"${{ github.event.pull_request.head.sha }}": gitIn(t, dir, "rev-parse", "HEAD"),
-			"${{ github.base_ref }}":                    "main",
-			"${{ github.event.pull_request.html_url }}": api.URL + "/acme/campaigns/pull/7",
+			"${{ github.event.pull_request.head.sha }}":                                 gitIn(t, dir, "rev-parse", "HEAD"),
+			"${{ github.base_ref }}":                                                    "main",
+			"${{ github.event.pull_request.html_url }}":                                 api.URL + "/acme/campaigns/pull/7",
 			"${{ github.event.pull_request.head.repo.full_name != github.repository }}": fork,
-			"${{ github.api_url }}": api.URL + "/api/v3",
-			"${{ github.token }}":   "run-token",
+			"${{ github.api_url }}":                                                     api.URL + "/api/v3",
+			"${{ github.token }}":                                                       "run-token",
 		}
 		env := append(os.Environ(), "PATH="+pathDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 			"GITHUB_STEP_SUMMARY="+summary, "FLEETLIFT_TEMPORAL_ADDRESS="+freeAddr(t), "HOME="+t.TempDir())
