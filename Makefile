@@ -5,6 +5,10 @@ BIN   := $(CURDIR)/bin
 CUE_VERSION := v0.17.1
 ACTIONLINT_VERSION := v1.7.12
 FUZZTIME ?= 20s
+# The version the images are tagged with, beside :dev: git describe, the one
+# place it is set (make images VERSION=1.2.3 for a release).
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGES  := sandbox agent fleetlift
 
 .DEFAULT_GOAL := help
 
@@ -22,7 +26,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint lint-actions check-generated check-tidy bin/gitea ## Run every test: vet, format, actionlint, generated files, go.mod tidy, unit tests, short fuzz runs
+test: lint lint-actions check-generated check-tidy bin/gitea images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the images, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
@@ -92,6 +96,10 @@ bench-reconcile: ## Commit to workflow started, via fsnotify and via webhook, 50
 .PHONY: bench-spec
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
 	$(GO) run ./bench/spec -cue $(BIN)/cue
+
+.PHONY: images
+images: ## Build fleetlift/{sandbox,agent,fleetlift}, tagged with git describe and :dev, offline (needs a Docker engine; a few seconds when up to date)
+	images/build.sh $(VERSION) $(IMAGES)
 
 .PHONY: bin/gitea
 bin/gitea: ## Build the pinned Gitea the end-to-end tests run (~6.5 min cold; a no-op when up to date)

@@ -27,7 +27,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(agentcmd.NewServeCommand(), agentcmd.NewJailCommand())
+	root.AddCommand(agentcmd.NewServeCommand(), agentcmd.NewJailCommand(), agentcmd.NewEntrypointCommand())
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(stderr, "fleetlift-agent:", err)

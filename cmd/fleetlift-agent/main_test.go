@@ -131,6 +131,8 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown command", []string{"launch"}, "unknown command"},
 		{"extra argument", []string{"serve", "now"}, "unknown command"},
 		{"unknown flag", []string{"serve", "--workspaces", "/tmp"}, "unknown flag"},
+		{"entrypoint without --", []string{"entrypoint", "serve"}, "entrypoint: want -- before the agent's arguments"},
+		{"entrypoint without the agent's arguments", []string{"entrypoint", "--user", "agent", "--"}, "entrypoint: no agent arguments after --"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 func newRunCmd() *cobra.Command {
 	var f temporalFlags
 	var wf workerFlags
+	var ff forgeFlags
 	var file string
 	var noWorker, detach bool
 	var approvalTimeout, hostTimeout time.Duration
@@ -42,7 +43,12 @@ A run that needs approval waits: see the result and its digest with
 ` + "`fleetlift approve ID --digest D`" + ` (or reject, steer --prompt).
 
 Local repositories (file:// URLs and absolute paths) are cloned only from
-under a directory given with --allow-file-root.`,
+under a directory given with --allow-file-root.
+
+Pull requests are opened on the forge --forge-type and --forge-url allow (or
+FLEETLIFT_FORGE_TYPE and FLEETLIFT_FORGE_URL), with the token in
+$FLEETLIFT_FORGE_TOKEN (or the variable --forge-token-env names); without
+one, branches are pushed to the repositories themselves.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -55,6 +61,17 @@ under a directory given with --allow-file-root.`,
 				return err
 			}
 			opts := workflow.Options{ApprovalTimeout: approvalTimeout, HostTimeout: hostTimeout}
+			// The forge the operator allows opens the pull requests; with
+			// none, branches are pushed to the repositories themselves
+			// (the local forge).
+			fs, err := workerForge(&ff)
+			if err != nil {
+				return err
+			}
+			if fs != nil {
+				opts.Forge = fs.Type
+				wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
+			}
 			start, err := workflow.ForDefinition(*def, opts)
 			if err != nil {
 				return err
@@ -88,6 +105,7 @@ under a directory given with --allow-file-root.`,
 	}
 	f.register(cmd)
 	wf.register(cmd)
+	ff.register(cmd)
 	cmd.Flags().StringVarP(&file, "file", "f", "", "definition file (.yaml, .yml or .cue)")
 	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process (workers run elsewhere)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "start and return; follow with: fleetlift status ID")

@@ -27,7 +27,13 @@ from the install's own authority, made in --state-dir/tls on the first
 start and reused after: fleetlift commands run with the same --state-dir
 present it; a worker on another machine needs copies of tls/client.pem,
 tls/client-key.pem and tls/ca.pem (--temporal-tls-cert, -key, -ca). Keep
-tls/ private: whoever holds its files can start, signal and read every run.`,
+tls/ private: whoever holds its files can start, signal and read every run.
+
+Every start checks the database: what a start killed midway left (no
+namespace, a schema unfinished and holding no runs) is put right, and said
+so; a database lacking part of its schema while holding runs is refused
+with what it lacks; a server that starts but cannot serve exits with its
+error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			host, portS, err := net.SplitHostPort(f.address)
@@ -44,6 +50,7 @@ tls/ private: whoever holds its files can start, signal and read every run.`,
 				return err
 			}
 			defer srv.Stop()
+			printRepairs(cmd.OutOrStdout(), srv)
 			fmt.Fprintf(cmd.OutOrStdout(), "Temporal listening on %s (namespace %s, database %s)\n", srv.Address(), devserver.Namespace, db)
 			fmt.Fprintf(cmd.OutOrStdout(), "clients must present the install's certificate: commands with --state-dir %s use it; elsewhere pass --temporal-tls-cert %s --temporal-tls-key %s --temporal-tls-ca %s\n",
 				f.stateDir, filepath.Join(creds, credential.ClientCertFile), filepath.Join(creds, credential.ClientKeyFile), filepath.Join(creds, credential.CAFile))

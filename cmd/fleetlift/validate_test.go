@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/jail"
@@ -35,7 +37,40 @@ func TestMain(m *testing.M) {
 	// Tests' repositories are local, in temporary directories: the one
 	// place outside the demo where local repositories are allowed.
 	os.Setenv("FLEETLIFT_ALLOW_FILE_ROOTS", os.TempDir())
-	os.Exit(m.Run())
+	// Sandboxes a test leaves behind (its worker stopped with tasks
+	// waiting) end themselves soon after; the suite leaves none running.
+	os.Setenv("FLEETLIFT_SANDBOX_ORPHAN_AFTER", "10s")
+	code := m.Run()
+	if left := leftoverAgents(time.Minute); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "agents still running a minute after the tests ended:\n%s\n", strings.Join(left, "\n"))
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// leftoverAgents waits up to d for the agents this test binary started to
+// end, and lists those that did not.
+func leftoverAgents(d time.Duration) []string {
+	self, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	prefix := []byte(self + "\x00agent\x00serve\x00")
+	deadline := time.Now().Add(d)
+	for {
+		var left []string
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && bytes.HasPrefix(cmdline, prefix) {
+				left = append(left, e.Name()+": "+string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func runCLI(t *testing.T, args ...string) (string, int) {

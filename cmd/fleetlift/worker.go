@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -33,6 +34,7 @@ type workerFlags struct {
 	isolation string
 	hide      []string
 	queue     string
+	orphan    time.Duration
 	// forgeEnv and forgeSecrets are set by the command, not flags: what
 	// the operator's forge needs in sandboxes (see forgeSetup.sandbox).
 	forgeEnv, forgeSecrets map[string]string
@@ -49,6 +51,8 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"a directory local repositories (file:// URLs and absolute paths) may be cloned from and pushed to (repeatable); by default none may")
 	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", envOr("FLEETLIFT_SANDBOX_ISOLATION", agentcmd.IsolationNamespaces),
 		"how local sandboxes isolate the work they run: "+agentcmd.IsolationNamespaces+" (Linux user, mount and PID namespaces), or "+agentcmd.IsolationNone+" (none: the work can read tokens, approve itself and outlive its commands)")
+	cmd.Flags().DurationVar(&w.orphan, "sandbox-orphan-after", envDuration("FLEETLIFT_SANDBOX_ORPHAN_AFTER", agentcmd.DefaultOrphanAfter),
+		"a sandbox no worker has watched for this long ends itself (a worker that never came back)")
 	cmd.Flags().StringVar(&w.queue, "sandbox-queue", os.Getenv("FLEETLIFT_SANDBOX_QUEUE"),
 		"the task queue for the steps on this worker's sandboxes, which only this host can reach (default: named after the host and the state directory)")
 	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", envList("FLEETLIFT_SANDBOX_HIDE", nil),
@@ -60,6 +64,15 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 func envList(key string, def []string) []string {
 	if v := os.Getenv(key); v != "" {
 		return commaList(v)
+	}
+	return def
+}
+
+// envDuration is the duration in the environment variable key, or def
+// when it is unset or not a duration.
+func envDuration(key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(key)); err == nil && d > 0 {
+		return d
 	}
 	return def
 }
@@ -214,10 +227,15 @@ func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, e
 	default:
 		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", wf.isolation, agentcmd.IsolationNamespaces, agentcmd.IsolationNone)
 	}
+	orphan := wf.orphan
+	if orphan <= 0 {
+		orphan = agentcmd.DefaultOrphanAfter
+	}
 	provider, err := local.New(local.Options{
 		Root:         root,
 		AgentCommand: agentArgv,
 		ServeArgs:    serve,
+		OrphanAfter:  orphan,
 	})
 	if err != nil {
 		return nil, err
@@ -243,7 +261,7 @@ func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, e
 	// The latch the reconciler keeps watch.require_reviewed_merge in.
 	w.RegisterWorkflow(workflow.Latch)
 	w.RegisterActivity(acts)
-	return &workers{all: []worker.Worker{w, hw}}, nil
+	return &workers{all: []worker.Worker{w, hw}, provider: provider}, nil
 }
 
 // hostQueue is the task queue of this worker's host: --sandbox-queue, or
@@ -267,6 +285,9 @@ func (w *workerFlags) hostQueue(tf *temporalFlags) (string, error) {
 // sandboxes).
 type workers struct {
 	all []worker.Worker
+	// provider stops watching its sandboxes with the workers: those a
+	// worker started again in time takes over end themselves.
+	provider io.Closer
 }
 
 // Start starts every worker, or none.
@@ -282,10 +303,13 @@ func (ws *workers) Start() error {
 	return nil
 }
 
-// Stop stops every worker.
+// Stop stops every worker, and the watching of their sandboxes.
 func (ws *workers) Stop() {
 	for i := len(ws.all) - 1; i >= 0; i-- {
 		ws.all[i].Stop()
+	}
+	if ws.provider != nil {
+		_ = ws.provider.Close()
 	}
 }
 

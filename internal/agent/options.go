@@ -101,6 +101,12 @@ type Options struct {
 	// start from it without the agent's own settings and credentials (see
 	// commandEnvs): only git's remote operations see the git token.
 	Env []string
+	// Lease, when set with OrphanAfter, is a file the sandbox provider
+	// touches while a worker watches the sandbox: once it is older than
+	// OrphanAfter (or gone), the run stops, failed, and the agent exits,
+	// so that a sandbox whose worker never returns ends itself.
+	Lease       string
+	OrphanAfter time.Duration
 	// FileRoots are the directories local repositories (file:// URLs and
 	// absolute paths) may be cloned from and pushed to; a local
 	// repository anywhere else is refused, and with none, every one is.

@@ -24,6 +24,12 @@ import (
 // protocol or ctx ends first.
 func Serve(ctx context.Context, opts Options) error {
 	o := opts.withDefaults()
+	if o.Lease != "" && o.OrphanAfter > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go watchLease(ctx, cancel, o.Lease, o.OrphanAfter)
+	}
 	pdir := filepath.Join(o.Workspace, protocol.Dir)
 	if err := os.MkdirAll(pdir, 0o755); err != nil {
 		return fmt.Errorf("create protocol directory: %w", err)
@@ -49,15 +55,15 @@ func waitManifest(ctx context.Context, o Options, pdir string) (_ protocol.Manif
 	t := time.NewTicker(o.ManifestPoll)
 	defer t.Stop()
 	for {
-		// fail ends the run on a manifest it cannot take.
-		fail := func(err error) (protocol.Manifest, bool, error) {
+		// fail ends the run before it began.
+		fail := func(msg string) (protocol.Manifest, bool, error) {
 			r := &runner{o: o, pdir: pdir}
 			r.result = protocol.Result{Repositories: []protocol.RepositoryResult{}, SteeringHistory: []protocol.SteeringRecord{}, StartedAt: o.Now().UTC()}
-			return protocol.Manifest{}, false, r.end(protocol.PhaseFailed, fmt.Sprintf("invalid manifest: %v", err))
+			return protocol.Manifest{}, false, r.end(protocol.PhaseFailed, msg)
 		}
 		data, err := readRegular(path, maxManifestBytes)
 		if errors.Is(err, errTooLarge) {
-			return fail(err)
+			return fail(fmt.Sprintf("invalid manifest: %v", err))
 		}
 		if err == nil {
 			var m protocol.Manifest
@@ -66,13 +72,19 @@ func waitManifest(ctx context.Context, o Options, pdir string) (_ protocol.Manif
 				return m, true, nil
 			}
 			if string(data) == lastBad {
-				return fail(derr)
+				return fail(fmt.Sprintf("invalid manifest: %v", derr))
 			}
 			lastBad = string(data)
 		}
 		select {
 		case <-ctx.Done():
-			return protocol.Manifest{}, false, ctx.Err()
+			var orphaned errOrphaned
+			if errors.As(context.Cause(ctx), &orphaned) {
+				if _, _, werr := fail("agent stopped before any manifest came: " + orphaned.Error()); werr != nil {
+					return protocol.Manifest{}, false, werr
+				}
+			}
+			return protocol.Manifest{}, false, context.Cause(ctx)
 		case <-t.C:
 		}
 	}
@@ -344,10 +356,10 @@ func (r *runner) afterActive(ctx context.Context, err error) (done bool, _ error
 		return false, nil
 	case ctx.Err() != nil:
 		r.markUnfinished("agent stopped")
-		if werr := r.end(protocol.PhaseFailed, "agent stopped before finishing: "+ctx.Err().Error()); werr != nil {
+		if werr := r.end(protocol.PhaseFailed, "agent stopped before finishing: "+context.Cause(ctx).Error()); werr != nil {
 			return true, werr
 		}
-		return true, ctx.Err()
+		return true, context.Cause(ctx)
 	case errors.Is(err, errCancelled):
 		r.markUnfinished("cancelled")
 		return true, r.end(protocol.PhaseCancelled, "cancelled by steering")

@@ -38,10 +38,10 @@ func (r *runner) awaitSteering(ctx context.Context) error {
 		s, err := r.nextSteering(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				if werr := r.end(protocol.PhaseFailed, "agent stopped while waiting for input"); werr != nil {
+				if werr := r.end(protocol.PhaseFailed, "agent stopped while waiting for input: "+context.Cause(ctx).Error()); werr != nil {
 					return werr
 				}
-				return ctx.Err()
+				return context.Cause(ctx)
 			}
 			msg = "ignored " + err.Error() + "; still waiting"
 			continue

@@ -3,7 +3,6 @@ package devserver
 import (
 	"crypto/tls"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -40,8 +39,11 @@ var SearchAttributes = map[string]enumspb.IndexedValueType{
 
 // Options configure the embedded server.
 type Options struct {
-	// DatabaseFile is the SQLite file; created with its schema when
-	// missing. Empty keeps everything in memory (tests).
+	// DatabaseFile is the SQLite file. A missing one is made whole or
+	// not at all (built beside it under a temporary name, then renamed);
+	// an existing one is checked at every start, and repaired where that
+	// loses nothing (see Server.Repairs). Empty keeps everything in
+	// memory (tests).
 	DatabaseFile string
 	// IP is the address every service binds to (default 127.0.0.1).
 	IP string
@@ -59,6 +61,10 @@ type Options struct {
 	// requires a client certificate this authority signed; there is no
 	// way to turn that off.
 	TLSDir string
+
+	// step, when set, is told each step of building the database
+	// (tests kill the process there).
+	step func(string)
 }
 
 // Server is a running embedded Temporal server.
@@ -66,9 +72,13 @@ type Server struct {
 	server  temporal.Server
 	address string
 	creds   *credential.Authority
+	repairs []string
 }
 
-// Start starts the server and returns once it accepts connections.
+// Start starts the server and returns once it serves: it has answered a
+// description of the namespace, a look-up of a run and a listing of runs.
+// A server that starts but answers these with errors is stopped, and the
+// error says so.
 func Start(opts Options) (*Server, error) {
 	if opts.IP == "" {
 		opts.IP = "127.0.0.1"
@@ -87,10 +97,11 @@ func Start(opts Options) (*Server, error) {
 	if opts.Port == 0 {
 		opts.Port = ports[0]
 	}
-	cfg, err := buildConfig(opts, ports)
+	sqlCfg, repairs, err := prepareStore(opts)
 	if err != nil {
 		return nil, err
 	}
+	cfg := buildConfig(opts, ports, sqlCfg)
 	if cfg.Global.TLS, err = tlsConfig(creds, opts.IP); err != nil {
 		return nil, err
 	}
@@ -124,13 +135,37 @@ func Start(opts Options) (*Server, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
-	s := &Server{server: srv, address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), creds: creds}
+	s := &Server{server: srv, address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), creds: creds, repairs: repairs}
 	if err := waitListening(s.address, 30*time.Second); err != nil {
 		srv.Stop()
 		return nil, err
 	}
+	if err := s.checkServes(healthWait); err != nil {
+		srv.Stop()
+		return nil, cannotServe(opts, s.address, err)
+	}
 	return s, nil
 }
+
+// cannotServe is the error of a server that started but failed the
+// health check: what it answered, where its database and log are, and
+// what to do.
+func cannotServe(opts Options, addr string, err error) error {
+	where := "its database is in memory"
+	if opts.DatabaseFile != "" {
+		where = "its database is " + opts.DatabaseFile
+	}
+	if opts.LogFile != "" {
+		where += ", its log " + opts.LogFile
+	}
+	return fmt.Errorf("temporal server on %s started but cannot serve: %w (%s): if the database is damaged, restore it from a backup, or move it aside with its -wal and -shm files to start with an empty one (its runs are then lost)",
+		addr, err, where)
+}
+
+// Repairs say what the start put right in an existing database (a
+// missing namespace or search attributes, an unfinished database holding
+// no runs made anew), for the operator to read.
+func (s *Server) Repairs() []string { return s.repairs }
 
 // Address is the frontend's host:port for SDK clients.
 func (s *Server) Address() string { return s.address }
@@ -203,16 +238,56 @@ func serverHosts(ip string) []string {
 	return hosts
 }
 
-func buildConfig(opts Options, ports []int) (*config.Config, error) {
-	sqlCfg := &config.SQL{PluginName: sqliteplugin.PluginName}
+// prepareStore readies the server's database (see Options.DatabaseFile)
+// and returns its configuration and what was repaired.
+func prepareStore(opts Options) (*config.SQL, []string, error) {
+	sqlCfg := sqlConfig(opts.DatabaseFile)
 	if opts.DatabaseFile == "" {
+		if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
+			return nil, nil, fmt.Errorf("set up database schema: %w", err)
+		}
+		ns, err := sqliteschema.NewNamespaceConfig(clusterName, Namespace, false, SearchAttributes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("namespace config: %w", err)
+		}
+		if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
+			return nil, nil, fmt.Errorf("create namespace: %w", err)
+		}
+		return sqlCfg, nil, nil
+	}
+	unlock, err := lockDatabase(opts.DatabaseFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
+	p, err := prepareDatabase(opts.DatabaseFile, opts.step)
+	if err != nil {
+		return nil, nil, err
+	}
+	done, err := ensureNamespace(sqlCfg, SearchAttributes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("temporal database %s: %w", opts.DatabaseFile, err)
+	}
+	if opts.step != nil {
+		opts.step("namespace ready")
+	}
+	if p.fresh {
+		return sqlCfg, nil, nil
+	}
+	for _, d := range done {
+		p.repairs = append(p.repairs, opts.DatabaseFile+": "+d)
+	}
+	return sqlCfg, p.repairs, nil
+}
+
+// sqlConfig is the server's SQLite configuration for file (empty: in
+// memory).
+func sqlConfig(file string) *config.SQL {
+	sqlCfg := &config.SQL{PluginName: sqliteplugin.PluginName}
+	if file == "" {
 		sqlCfg.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
 		sqlCfg.DatabaseName = fmt.Sprintf("fleetlift-%d-%d", os.Getpid(), time.Now().UnixNano())
 	} else {
-		dir := filepath.Dir(opts.DatabaseFile)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("create database directory %s: %w", dir, err)
-		}
 		// One connection, as Temporal's SQLite plugin has by default:
 		// with several, WAL's readers that go on to write fail with
 		// "database is locked" (SQLITE_BUSY_SNAPSHOT, which busy_timeout
@@ -222,24 +297,17 @@ func buildConfig(opts Options, ports []int) (*config.Config, error) {
 		// per transaction; synchronous=normal is durable across crashes
 		// of fleetlift (not necessarily of the machine's power).
 		sqlCfg.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "normal", "busy_timeout": "10000"}
-		sqlCfg.DatabaseName = opts.DatabaseFile
+		sqlCfg.DatabaseName = file
 		sqlCfg.MaxConns = 1
 		sqlCfg.MaxIdleConns = 1
 	}
-	_, statErr := os.Stat(opts.DatabaseFile)
-	if opts.DatabaseFile == "" || errors.Is(statErr, os.ErrNotExist) {
-		if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
-			return nil, fmt.Errorf("set up database schema: %w", err)
-		}
-	}
-	ns, err := sqliteschema.NewNamespaceConfig("active", Namespace, false, SearchAttributes)
-	if err != nil {
-		return nil, fmt.Errorf("namespace config: %w", err)
-	}
-	if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
-		return nil, fmt.Errorf("create namespace: %w", err)
-	}
+	return sqlCfg
+}
 
+// buildConfig is the server's configuration: every service on opts.IP
+// (the frontend on opts.Port, the others on ports), persisting as sqlCfg
+// says.
+func buildConfig(opts Options, ports []int, sqlCfg *config.SQL) *config.Config {
 	frontend := net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port))
 	cfg := &config.Config{}
 	cfg.Global.Membership.MaxJoinDuration = 30 * time.Second
@@ -251,10 +319,10 @@ func buildConfig(opts Options, ports []int) (*config.Config, error) {
 	cfg.ClusterMetadata = &cluster.Config{
 		EnableGlobalNamespace:    false,
 		FailoverVersionIncrement: 10,
-		MasterClusterName:        "active",
-		CurrentClusterName:       "active",
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
 		ClusterInformation: map[string]cluster.ClusterInformation{
-			"active": {
+			clusterName: {
 				Enabled:                true,
 				InitialFailoverVersion: 1,
 				RPCAddress:             frontend,
@@ -281,7 +349,7 @@ func buildConfig(opts Options, ports []int) (*config.Config, error) {
 	cfg.NamespaceDefaults.Archival.History.State = "disabled"
 	cfg.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	cfg.PublicClient.HostPort = frontend
-	return cfg, nil
+	return cfg
 }
 
 // freePorts finds n distinct free TCP ports on ip, none of them except.

@@ -33,8 +33,12 @@ import (
 var recordHistory = flag.String("record-history", "", "write the task run's history as JSON to this file (refreshes the replay test's fixture)")
 
 // TestMain lets the test binary serve as the in-sandbox agent, as the
-// fleetlift binary does with its hidden `agent` command.
+// fleetlift binary does with its hidden `agent` command, and as a first
+// start killed midway (firstStart).
 func TestMain(m *testing.M) {
+	if len(os.Args) == 4 && os.Args[1] == "first-start" {
+		os.Exit(firstStart(os.Args[2], os.Args[3]))
+	}
 	if code, ok := agentcmd.RunAgent(os.Args[1:]); ok {
 		os.Exit(code)
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -86,8 +87,14 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.StringVar(&isolation, "isolation", IsolationNamespaces,
 		"how commands are isolated: "+IsolationNamespaces+" (each in its own user, mount and PID namespaces, see package jail) or "+IsolationNone+" (plain processes that can read and write all the agent can)")
 	f.StringSliceVar(&hidden, "hide", nil, "a directory or file no command may see (repeatable): the worker's state, credentials")
+	f.StringVar(&opts.Lease, "lease", "", "a file the sandbox provider touches while a worker watches this sandbox (see --orphan-after)")
+	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
 	return cmd
 }
+
+// DefaultOrphanAfter is how long a sandbox waits for a worker to come
+// back before it ends itself.
+const DefaultOrphanAfter = 10 * time.Minute
 
 // Isolation modes of serve.
 const (
@@ -163,15 +170,15 @@ func RunAgent(args []string) (code int, ok bool) {
 	return 0, true
 }
 
-// NewAgentCommand returns a hidden "agent" command holding serve, for the
-// fleetlift binary.
+// NewAgentCommand returns a hidden "agent" command holding serve (and its
+// jail and entrypoint), for the fleetlift binary.
 func NewAgentCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "agent",
 		Short:  "Run the in-sandbox agent",
 		Hidden: true,
 	}
-	cmd.AddCommand(NewServeCommand(), NewJailCommand())
+	cmd.AddCommand(NewServeCommand(), NewJailCommand(), NewEntrypointCommand())
 	return cmd
 }
 

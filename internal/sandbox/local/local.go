@@ -46,6 +46,12 @@ type Options struct {
 	// ServeArgs follow "serve --workspace <workspace>" on the agent's
 	// command line: fleetlift-agent's --hide and --isolation.
 	ServeArgs []string
+	// OrphanAfter, when positive, makes every sandbox end itself once no
+	// Provider on its Root has watched it for that long: the Provider
+	// touches Root/<id>/lease while it runs, and passes the agent
+	// "--lease <that file> --orphan-after <OrphanAfter>". A worker that
+	// comes back in time finds its sandboxes still running.
+	OrphanAfter time.Duration
 }
 
 // Provider runs sandboxes as local processes. Create it with New; it is
@@ -58,6 +64,10 @@ type Provider struct {
 	stderr io.Writer
 	grace  time.Duration
 	serve  []string
+	orphan time.Duration
+	// stopLeases ends the touching of leases (Close).
+	stopLeases chan struct{}
+	closeOnce  sync.Once
 
 	mu    sync.Mutex
 	boxes map[string]*box
@@ -156,15 +166,17 @@ func New(opts Options) (*Provider, error) {
 		grace = defaultGrace
 	}
 	p := &Provider{
-		root:   root,
-		agent:  agent,
-		path:   path,
-		stdout: opts.Stdout,
-		stderr: opts.Stderr,
-		grace:  grace,
-		serve:  append([]string(nil), opts.ServeArgs...),
-		boxes:  map[string]*box{},
-		locks:  map[string]*idLock{},
+		root:       root,
+		agent:      agent,
+		path:       path,
+		stdout:     opts.Stdout,
+		stderr:     opts.Stderr,
+		grace:      grace,
+		serve:      append([]string(nil), opts.ServeArgs...),
+		orphan:     opts.OrphanAfter,
+		stopLeases: make(chan struct{}),
+		boxes:      map[string]*box{},
+		locks:      map[string]*idLock{},
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -177,7 +189,53 @@ func New(opts Options) (*Provider, error) {
 			_, _, _ = p.find(e.Name())
 		}
 	}
+	if p.orphan > 0 {
+		p.touchLeases()
+		go p.keepLeases()
+	}
 	return p, nil
+}
+
+// leaseFile is the file whose age tells a sandbox's agent whether a worker
+// still watches it (Options.OrphanAfter).
+const leaseFile = "lease"
+
+// keepLeases touches the lease of every sandbox this Provider knows, often
+// enough that none looks orphaned while it runs, until Close.
+func (p *Provider) keepLeases() {
+	t := time.NewTicker(min(p.orphan/4, 30*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stopLeases:
+			return
+		case <-t.C:
+			p.touchLeases()
+		}
+	}
+}
+
+func (p *Provider) touchLeases() {
+	p.mu.Lock()
+	dirs := make([]string, 0, len(p.boxes))
+	for _, b := range p.boxes {
+		dirs = append(dirs, b.dir)
+	}
+	p.mu.Unlock()
+	now := time.Now()
+	for _, d := range dirs {
+		// A sandbox removed meanwhile has no lease to touch.
+		_ = os.Chtimes(filepath.Join(d, leaseFile), now, now)
+	}
+}
+
+// Close stops what this Provider does in the background (touching the
+// sandboxes' leases): its sandboxes then end themselves after
+// Options.OrphanAfter unless another Provider on the same Root takes them
+// over. The sandboxes keep running until then.
+func (p *Provider) Close() error {
+	p.closeOnce.Do(func() { close(p.stopLeases) })
+	return nil
 }
 
 // Name returns "local".
@@ -277,6 +335,13 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 
 	args := append(append([]string(nil), p.agent[1:]...), "serve", "--workspace", b.workspace)
 	args = append(args, p.serve...)
+	if p.orphan > 0 {
+		lease := filepath.Join(b.dir, leaseFile)
+		if err := os.WriteFile(lease, nil, 0o600); err != nil {
+			return nil, fmt.Errorf("create lease: %w", err)
+		}
+		args = append(args, "--lease", lease, "--orphan-after", p.orphan.String())
+	}
 	// Not CommandContext: the agent outlives the Provision call.
 	cmd := exec.Command(p.agent[0], args...)
 	cmd.Dir = b.workspace

@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -560,5 +561,66 @@ func TestCopyToKeepsModeOfReplacedFile(t *testing.T) {
 	res, err := p.Exec(ctx, "mode", sandbox.ExecCommand{Command: []string{"./run.sh"}})
 	if err != nil || res.Stdout != "two\n" {
 		t.Errorf("running the replaced script = %+v, %v; want it executable with the new content", res, err)
+	}
+}
+
+// A sandbox whose worker never comes back ends itself once its lease is
+// older than OrphanAfter; one whose worker comes back in time goes on.
+func TestOrphanedSandboxEndsItself(t *testing.T) {
+	root := t.TempDir()
+	newP := func() *Provider {
+		p, err := New(Options{Root: root, AgentCommand: []string{os.Args[0], "agent"}, StopGrace: stopGrace,
+			ServeArgs: []string{"--hide", root}, OrphanAfter: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctx := t.Context()
+	p := newP()
+	for _, id := range []string{"orphan", "adopted"} {
+		if _, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Cleanup(context.Background(), id) })
+	}
+	// The worker dies: nothing watches either sandbox.
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Another worker takes over "adopted" (as a restart on the same root
+	// takes over every sandbox), but not "orphan".
+	q := newP()
+	defer q.Close()
+	q.mu.Lock()
+	delete(q.boxes, "orphan")
+	q.mu.Unlock()
+
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := p.Status(ctx, "orphan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Phase != sandbox.PhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the orphaned sandbox's agent still runs a minute after its lease lapsed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rc, err := p.CopyFrom(ctx, "orphan", ".fleetlift/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status struct{ Phase, Message string }
+	err = json.NewDecoder(rc).Decode(&status)
+	rc.Close()
+	if err != nil || status.Phase != "failed" || !strings.Contains(status.Message, "no worker has watched this sandbox") {
+		t.Errorf("the orphan's status: %+v, %v; want failed, saying no worker watched it", status, err)
+	}
+	if st, err := q.Status(ctx, "adopted"); err != nil || st.Phase != sandbox.PhaseRunning {
+		t.Errorf("the adopted sandbox: %+v, %v; want still running", st, err)
 	}
 }

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	_ "modernc.org/sqlite"
+
+	"github.com/fleetlift/fleetlift/internal/devserver"
+)
+
+// TestUpStopsOnDatabaseItCannotUse: `fleetlift up` on a state directory
+// whose database lacks its visibility table while holding runs exits
+// non-zero, before it reconciles, with an error naming the file, the
+// table and what to do — where it used to run on with every pass
+// failing ("no such table: executions_visibility").
+func TestUpStopsOnDatabaseItCannotUse(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	campaigns := filepath.Join(root, "campaigns")
+	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(root, "state")
+	db := filepath.Join(state, "temporal.db")
+	addr := freeAddr(t)
+	recordRun(t, addr, state)
+	sqlExec(t, db, "DROP TABLE executions_visibility")
+
+	up := startUp(t, "--repo", campaigns, "--temporal-address", addr, "--state-dir", state, "--interval", "1s")
+	var code int
+	for waiting := true; waiting; {
+		select {
+		case code = <-up.done:
+			up.done <- code // for the cleanup's stop
+			waiting = false
+		case <-time.After(50 * time.Millisecond):
+			if out := up.out.String(); strings.Contains(out, "reconciling ") {
+				t.Fatalf("up reconciles on a database it cannot use:\n%s", out)
+			}
+		}
+	}
+	out := up.out.String()
+	if code == 0 {
+		t.Fatalf("up exited 0:\n%s", out)
+	}
+	for _, w := range []string{db, "lacks table executions_visibility", "holds runs", "restore it from a backup", "move it aside"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestUpSaysWhatItRepaired: `fleetlift up` on a database a killed start
+// left without its namespace (and no runs) creates it, says so, and
+// reconciles.
+func TestUpSaysWhatItRepaired(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	campaigns := filepath.Join(root, "campaigns")
+	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(root, "state")
+	db := filepath.Join(state, "temporal.db")
+	addr := freeAddr(t)
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: db, TLSDir: credentialDir(state), IP: host, Port: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	sqlExec(t, db, "DELETE FROM namespaces")
+
+	out, code := runCLI(t, "up", "--once", "--repo", campaigns, "--temporal-address", addr, "--state-dir", state)
+	if code != 0 {
+		t.Fatalf("up exited %d:\n%s", code, out)
+	}
+	if want := "repaired " + db + ": created namespace default"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
+// sqlExec runs statements on the SQLite file db, as a person repairing
+// it by hand would.
+func sqlExec(t *testing.T, db string, stmts ...string) {
+	t.Helper()
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, s := range stmts {
+		if _, err := conn.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// recordRun starts the embedded server on state, starts a workflow there
+// (no worker runs it: it is recorded, which is what counts) and stops it.
+func recordRun(t *testing.T, addr, state string) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(state, "temporal.db"), TLSDir: credentialDir(state), IP: host, Port: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := dialServer(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "recorded", TaskQueue: "nobody"}, "Recorded"); err != nil {
+		t.Fatal(err)
+	}
+}
