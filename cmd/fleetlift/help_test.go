@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,4 +28,31 @@ func TestFlagUsageHasNoBackticks(t *testing.T) {
 		}
 	}
 	walk(newRootCmd(io.Discard, io.Discard))
+}
+
+// TestSchemaCommand: every binary (and so every image) gives out the
+// JSON Schema files the release publishes, byte for byte.
+func TestSchemaCommand(t *testing.T) {
+	out, code := runCLI(t, "schema", "campaign")
+	want, err := os.ReadFile("../../schemas/campaign.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || out != string(want) {
+		t.Errorf("schema campaign: exit %d, %d bytes, want schemas/campaign.schema.json (%d bytes)", code, len(out), len(want))
+	}
+	dir := filepath.Join(t.TempDir(), "schemas")
+	if out, code := runCLI(t, "schema", "--dir", dir); code != 0 {
+		t.Fatalf("schema --dir: exit %d: %s", code, out)
+	}
+	for _, name := range []string{"task", "campaign", "config", "approval"} {
+		got, err := os.ReadFile(filepath.Join(dir, name+".schema.json"))
+		want, _ := os.ReadFile("../../schemas/" + name + ".schema.json")
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s.schema.json written by --dir differs: %v", name, err)
+		}
+	}
+	if out, code := runCLI(t, "schema", "pipeline"); code == 0 || !strings.Contains(out, "the kinds are task, campaign, config, approval") {
+		t.Errorf("an unknown kind: exit %d: %s", code, out)
+	}
 }

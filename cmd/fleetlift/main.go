@@ -80,6 +80,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newCampaignSignalCmd("abort", "Stop a campaign: no more repositories start", workflow.SignalAbort),
 		newRetryCmd(),
 		newVersionCmd(),
+		newSchemaCmd(),
 		agentcmd.NewAgentCommand(),
 	)
 	return root
