@@ -3,6 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := $(CURDIR)/bin
 CUE_VERSION := v0.17.1
+ACTIONLINT_VERSION := v1.7.12
 FUZZTIME ?= 20s
 # The version the images are tagged with, beside :dev: git describe, the one
 # place it is set (make images VERSION=1.2.3 for a release).
@@ -25,16 +26,21 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint check-generated check-tidy bin/gitea images ## Run every test: vet, format, generated files, go.mod tidy, the images, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
+test: lint lint-actions check-generated check-tidy bin/gitea images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the images, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
+	$(GO) test -run '^$$' -fuzz '^FuzzJSONSchema$$' -fuzztime $(FUZZTIME) ./internal/spec
 
 .PHONY: lint
 lint: ## go vet and gofmt
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+.PHONY: lint-actions
+lint-actions: $(BIN)/actionlint ## actionlint the campaigns template's GitHub Actions workflow
+	$(BIN)/actionlint campaigns-template/.github/workflows/*.yml
 
 .PHONY: generate
 generate: ## Regenerate the JSON Schema files from schemas/fleetlift.cue
@@ -60,8 +66,19 @@ verify: generate ## Regenerate and tidy, then fail if anything changed
 $(BIN)/cue:
 	GOBIN=$(BIN) $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
 
+# The binary's version is checked, so that a pin moved here reinstalls it.
+$(BIN)/actionlint: FORCE
+	@$@ -version 2>/dev/null | grep -qx '$(ACTIONLINT_VERSION)' || GOBIN=$(BIN) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
+.PHONY: FORCE
+FORCE:
+
 .PHONY: tools
-tools: $(BIN)/cue ## Install pinned tools into ./bin
+tools: $(BIN)/cue $(BIN)/actionlint ## Install pinned tools into ./bin
+
+.PHONY: dist
+dist: ## Release archives of VERSION (make dist VERSION=v0.1.0) in dist/, their checksums recorded for the setup-fleetlift action
+	build/release.sh $(VERSION)
 
 .PHONY: bench-run
 bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push

@@ -79,6 +79,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newCampaignSignalCmd("continue", "Resume a campaign paused at its failure threshold", workflow.SignalContinue),
 		newCampaignSignalCmd("abort", "Stop a campaign: no more repositories start", workflow.SignalAbort),
 		newRetryCmd(),
+		newVersionCmd(),
+		newSchemaCmd(),
 		agentcmd.NewAgentCommand(),
 	)
 	return root

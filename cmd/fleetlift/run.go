@@ -108,7 +108,7 @@ one, branches are pushed to the repositories themselves.`,
 	ff.register(cmd)
 	cmd.Flags().StringVarP(&file, "file", "f", "", "definition file (.yaml, .yml or .cue)")
 	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process (workers run elsewhere)")
-	cmd.Flags().BoolVar(&detach, "detach", false, "start and return; follow with `fleetlift status ID`")
+	cmd.Flags().BoolVar(&detach, "detach", false, "start and return; follow with: fleetlift status ID")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
 	registerHostTimeout(cmd, &hostTimeout)
 	return cmd
