@@ -10,13 +10,18 @@
 //
 // # Layout
 //
-// Repositories are cloned into <workspace>/<name>; with a transformation
-// repository, that goes to <workspace>/<name> and the targets to
-// <workspace>/targets/<name>. Names are checked again and no path
-// component may be a symbolic link. Deterministic commands run in each
-// repository (each target). The agent CLI runs in each repository, or
-// once in the workspace for the transformation + targets layout; reports
-// are REPORT.md in the directory it runs in (or its standard output with
+// Repositories are cloned into <workspace>/<name>. With a transformation
+// (recipe) repository, seed 001's layout: the recipe's files are the
+// workspace's own (its .claude/skills/, CLAUDE.md and bin/ at the root,
+// where the agent CLI starts and finds them) and the targets go to
+// <workspace>/targets/<name>. The recipe is cloned aside and moved into
+// the root, which already holds the protocol directory; a recipe with a
+// top-level .fleetlift or targets is refused, and the recipe's git
+// ignores both. Names are checked again and no path component may be a
+// symbolic link. Deterministic commands run in each repository (each
+// target). The agent CLI runs in each repository, or once in the
+// workspace for the transformation + targets layout; reports are
+// REPORT.md in the directory it runs in (or its standard output with
 // output.capture "stdout").
 //
 // # Agent CLI
