@@ -46,7 +46,11 @@
 // and stop after three attempts that change nothing. timeout_seconds
 // bounds each stretch of work (the first run, each steer, pushing), never
 // the wait for input. Report mode collects reports, not diffs, and never
-// pushes. A steer whose iteration was already applied is ignored, so a
+// pushes; as seed 001's failure table says, a missing report fails (its
+// error quotes the end of the agent's output), so does one whose
+// frontmatter does not parse or fails output.schema (with the raw text
+// kept and every violation in validation_errors), and an empty one is
+// kept with a warning for a person to look at. A steer whose iteration was already applied is ignored, so a
 // retried write of steering.json does not steer twice.
 //
 // # Safety
@@ -61,7 +65,7 @@
 // REDACTED in status, results and logs.
 //
 // agent imports protocol, forge (the interface only), git, a YAML parser
-// and a JSON Schema validator. It must not import Temporal, the sandbox
+// and a JSON Schema validator (with its message printer). It must not import Temporal, the sandbox
 // providers or forge adapters: the command wires forges through
 // Options.Forges (see agentcmd).
 package agent
