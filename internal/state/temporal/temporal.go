@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/fleetlift/fleetlift/internal/report"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -56,6 +58,9 @@ type Reader struct {
 	// closed caches what was read of finished runs, by run id: a finished
 	// run never changes, and reading its result costs a round trip.
 	closed map[string]state.Campaign
+	// finishedUnits caches the reports of a campaign's finished units, by
+	// task workflow id (each unit's run has an id of its own).
+	finishedUnits map[string][]state.Report
 }
 
 type answer struct {
@@ -223,6 +228,7 @@ func (r *Reader) read(ctx context.Context, wid, runID, typ string, status enumsp
 	if p, ok := memo[MemoGeneration]; ok {
 		_ = dc.FromPayload(p, &c.Generation)
 	}
+	reports := false
 	if p, ok := memo[MemoSpec]; ok {
 		var raw json.RawMessage
 		if err := dc.FromPayload(p, &raw); err == nil {
@@ -236,18 +242,38 @@ func (r *Reader) read(ctx context.Context, wid, runID, typ string, status enumsp
 			if json.Unmarshal(raw, &policy) == nil {
 				c.Suspended, c.Prune = policy.Suspend, policy.SyncPolicy.Prune
 			}
+			reports = reportMode(raw)
 		}
 	}
 	c.Phase = phaseOf(status, str(MemoPhase))
-	if err := r.repos(ctx, &c, typ, status); err != nil {
+	if err := r.repos(ctx, &c, typ, status, reports); err != nil {
 		return state.Campaign{}, err
 	}
 	return c, c.Validate()
 }
 
-// repos fills in per-repository outcomes: from the status query of a
-// running workflow, or the result of a completed one.
-func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, status enumspb.WorkflowExecutionStatus) error {
+// reportMode reports whether a normalised spec is a report: a Task's
+// mode, or a Campaign's template's.
+func reportMode(spec json.RawMessage) bool {
+	var s struct {
+		Mode     string `json:"mode"`
+		Template *struct {
+			Mode string `json:"mode"`
+		} `json:"template"`
+	}
+	if json.Unmarshal(spec, &s) != nil {
+		return false
+	}
+	if s.Template != nil {
+		return s.Template.Mode == "report"
+	}
+	return s.Mode == "report"
+}
+
+// repos fills in per-repository outcomes, and the reports of a report-mode
+// run: from the status query of a running workflow, or the result of a
+// completed one.
+func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, status enumspb.WorkflowExecutionStatus, reports bool) error {
 	var get func(any) error
 	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
@@ -291,11 +317,13 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 				repo.Branch, repo.PullRequestURL, repo.PullRequestState = u.PRs[0].Branch, u.PRs[0].URL, state.PullRequestOpen
 			}
 			c.AppliedApprovals = append(c.AppliedApprovals, u.Applied...)
+			var live *workflow.TaskState
 			if running && u.Phase == workflow.TaskRunning && u.WorkflowID != "" {
 				// A running unit may be waiting for approval, or have
 				// carried out records the campaign hears of only when it
 				// ends: ask it.
 				if ts, ok := r.task(ctx, u.WorkflowID); ok {
+					live = &ts
 					c.AppliedApprovals = append(c.AppliedApprovals, ts.Applied...)
 					if p, ok := pending(c.ID+"/"+u.Key, u.WorkflowID, ts); ok {
 						repo.Status = state.RepoAwaitingApproval
@@ -304,6 +332,9 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 				}
 			}
 			c.Repos = append(c.Repos, repo)
+			if reports {
+				c.Reports = append(c.Reports, r.unitReports(ctx, u, live)...)
+			}
 		}
 		if running && len(c.PendingApprovals) > 0 && c.Phase == state.PhaseRunning {
 			c.Phase = state.PhaseAwaitingApproval
@@ -322,7 +353,8 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 			c.AppliedApprovals = st.Applied
 			if st.Result != nil {
 				for _, rr := range st.Result.Repositories {
-					repos = append(repos, workflow.RepoResult{Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest})
+					repos = append(repos, workflow.RepoResult{Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest,
+						Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error, ErrorKind: rr.ErrorKind})
 				}
 			}
 		} else {
@@ -344,10 +376,83 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 			}
 			c.Repos = append(c.Repos, repo)
 		}
+		if reports {
+			c.Reports = repoReports("", repos)
+		}
 	}
 	slices.SortFunc(c.Repos, func(a, b state.Repo) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(c.PendingApprovals, func(a, b state.PendingApproval) int { return strings.Compare(a.Target, b.Target) })
 	return nil
+}
+
+// unitReports are the reports of campaign unit u: from its task's
+// status (live) while it runs, from its task's result once it finished
+// (read once: a finished task never changes), or a row saying it has not
+// run.
+func (r *Reader) unitReports(ctx context.Context, u workflow.UnitResult, live *workflow.TaskState) []state.Report {
+	row := func(s state.ReportStatus, err string) []state.Report {
+		return []state.Report{{Unit: u.Key, Repository: u.Key, Status: s, Error: err}}
+	}
+	switch u.Phase {
+	case workflow.Skipped:
+		return row(state.ReportSkipped, "")
+	case workflow.TaskCompleted, workflow.TaskFailed, workflow.TaskCancelled:
+	default:
+		if live != nil && live.Result != nil {
+			var repos []workflow.RepoResult
+			for _, rr := range live.Result.Repositories {
+				repos = append(repos, workflow.RepoResult{Name: rr.Name, Status: rr.Status, Report: rr.Report, ForEach: rr.ForEach,
+					Error: rr.Error, ErrorKind: rr.ErrorKind})
+			}
+			if out := repoReports(u.Key, repos); len(out) > 0 {
+				return out
+			}
+		}
+		return row(state.ReportPending, "")
+	}
+	failed := func(err string) []state.Report {
+		if u.Phase == workflow.TaskCancelled && err == "" {
+			err = "cancelled"
+		}
+		return row(state.ReportFailed, err)
+	}
+	if u.WorkflowID == "" {
+		return failed(u.Error)
+	}
+	r.mu.Lock()
+	cached, ok := r.finishedUnits[u.WorkflowID]
+	r.mu.Unlock()
+	if ok {
+		return slices.Clone(cached)
+	}
+	var res workflow.TaskResult
+	if err := r.Client.GetWorkflow(ctx, u.WorkflowID, "").Get(ctx, &res); err != nil {
+		if u.Error != "" {
+			return failed(u.Error)
+		}
+		return failed(fmt.Sprintf("the result of %s cannot be read: %v", u.WorkflowID, err))
+	}
+	out := repoReports(u.Key, res.Repositories)
+	if len(out) == 0 {
+		out = failed(cmp.Or(res.Error, u.Error))
+	}
+	r.mu.Lock()
+	if r.finishedUnits == nil {
+		r.finishedUnits = map[string][]state.Report{}
+	}
+	r.finishedUnits[u.WorkflowID] = slices.Clone(out)
+	r.mu.Unlock()
+	return out
+}
+
+// repoReports are the reports of a task's repositories, from unit.
+func repoReports(unit string, repos []workflow.RepoResult) []state.Report {
+	var out []state.Report
+	for _, rr := range repos {
+		out = append(out, report.FromOutcome(report.Outcome{Unit: unit, Repository: rr.Name, Status: rr.Status,
+			Error: rr.Error, ErrorKind: rr.ErrorKind, Report: rr.Report, ForEach: rr.ForEach})...)
+	}
+	return out
 }
 
 // pending asks the task workflow wid whether it awaits approval.
