@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -38,11 +39,16 @@ type Row struct {
 	fields map[string]any
 }
 
-// New makes the table of run id's reports; spec is the run's normalised
-// spec (the JSON of a spec.Task or spec.Campaign), which names the output
-// schema, and may be empty.
+// New makes the table of run id's reports, sorted by unit, repository and
+// target, so that the same reports make the same table whatever their
+// order; spec is the run's normalised spec (the JSON of a spec.Task or
+// spec.Campaign), which names the output schema, and may be empty.
 func New(id string, spec json.RawMessage, reports []state.Report) *Table {
 	t := &Table{ID: id}
+	reports = slices.Clone(reports)
+	slices.SortStableFunc(reports, func(a, b state.Report) int {
+		return cmp.Or(strings.Compare(a.Unit, b.Unit), strings.Compare(a.Repository, b.Repository), strings.Compare(a.Target, b.Target))
+	})
 	seen := map[string]bool{}
 	add := func(col string) {
 		if !seen[col] {
