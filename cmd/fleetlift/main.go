@@ -71,6 +71,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newReconcileCmd(),
 		newDemoCmd(),
 		newStatusCmd(),
+		newReportsCmd(),
 		newServerCmd(),
 		newWorkerCmd(),
 		newTaskSignalCmd("approve", "Approve the results a task (or each task of a campaign) awaits approval for", workflow.SignalApprove),

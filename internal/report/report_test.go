@@ -239,3 +239,17 @@ func golden(t *testing.T, dir string, files map[string]string) {
 		}
 	}
 }
+
+func TestInSpec(t *testing.T) {
+	for spec, want := range map[string]bool{
+		`{"kind":"Task","mode":"report"}`:                     true,
+		`{"kind":"Task","mode":"transform"}`:                  false,
+		`{"kind":"Campaign","template":{"mode":"report"}}`:    true,
+		`{"kind":"Campaign","template":{"mode":"transform"}}`: false,
+		``: false,
+	} {
+		if got := report.InSpec(json.RawMessage(spec)); got != want {
+			t.Errorf("InSpec(%s) = %t, want %t", spec, got, want)
+		}
+	}
+}

@@ -8,6 +8,8 @@
 #                    verifier feedback
 #   write-report     write REPORT.md (frontmatter names the for_each target)
 #   print-report     print the report on standard output instead
+#   report-from-repo write REPORT.md with what the repository's report.src
+#                    holds (so each repository of a campaign reports its own)
 #   dump-env         write its environment to AGENT_ENV.txt
 #   edit-targets     append "edited by the agent" to targets/*/README.md
 #   check-recipe     fail (status 5) unless its working directory holds the
@@ -64,4 +66,5 @@ REPORT
 }
 case "$prompt" in *write-report*) report > REPORT.md ;; esac
 case "$prompt" in *print-report*) report ;; esac
+case "$prompt" in *report-from-repo*) cat report.src > REPORT.md ;; esac
 echo "stand-in agent done"

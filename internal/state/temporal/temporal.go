@@ -112,18 +112,31 @@ var _ state.Reader = (*Reader)(nil)
 // Get returns the latest run of the definition id.
 func (r *Reader) Get(ctx context.Context, id string) (state.Campaign, error) {
 	for _, wid := range []string{"campaign/" + id, "task/" + id} {
-		d, err := r.Client.DescribeWorkflowExecution(ctx, wid, "")
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
+		c, err := r.GetRun(ctx, wid)
+		if errors.Is(err, state.ErrNotFound) {
 			continue
 		}
-		if err != nil {
-			return state.Campaign{}, fmt.Errorf("describe %s: %w", wid, err)
-		}
-		info := d.WorkflowExecutionInfo
-		return r.campaign(ctx, info.Execution.WorkflowId, info.Execution.RunId, info.Type.Name, info.Status, info.GetMemo().GetFields())
+		return c, err
 	}
 	return state.Campaign{}, fmt.Errorf("%s: %w", id, state.ErrNotFound)
+}
+
+// GetRun returns the latest run of the workflow wid ("campaign/<id>" or
+// "task/<id>"), or an error wrapping state.ErrNotFound.
+func (r *Reader) GetRun(ctx context.Context, wid string) (state.Campaign, error) {
+	d, err := r.Client.DescribeWorkflowExecution(ctx, wid, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return state.Campaign{}, fmt.Errorf("%s: %w", wid, state.ErrNotFound)
+	}
+	if err != nil {
+		return state.Campaign{}, fmt.Errorf("describe %s: %w", wid, err)
+	}
+	info := d.WorkflowExecutionInfo
+	if _, ok := info.GetMemo().GetFields()[MemoID]; !ok {
+		return state.Campaign{}, fmt.Errorf("%s was not started by fleetlift (its memo names no definition)", wid)
+	}
+	return r.campaign(ctx, info.Execution.WorkflowId, info.Execution.RunId, info.Type.Name, info.Status, info.GetMemo().GetFields())
 }
 
 // List returns the latest run of every definition, sorted by id.
@@ -242,7 +255,7 @@ func (r *Reader) read(ctx context.Context, wid, runID, typ string, status enumsp
 			if json.Unmarshal(raw, &policy) == nil {
 				c.Suspended, c.Prune = policy.Suspend, policy.SyncPolicy.Prune
 			}
-			reports = reportMode(raw)
+			reports = report.InSpec(raw)
 		}
 	}
 	c.Phase = phaseOf(status, str(MemoPhase))
@@ -250,24 +263,6 @@ func (r *Reader) read(ctx context.Context, wid, runID, typ string, status enumsp
 		return state.Campaign{}, err
 	}
 	return c, c.Validate()
-}
-
-// reportMode reports whether a normalised spec is a report: a Task's
-// mode, or a Campaign's template's.
-func reportMode(spec json.RawMessage) bool {
-	var s struct {
-		Mode     string `json:"mode"`
-		Template *struct {
-			Mode string `json:"mode"`
-		} `json:"template"`
-	}
-	if json.Unmarshal(spec, &s) != nil {
-		return false
-	}
-	if s.Template != nil {
-		return s.Template.Mode == "report"
-	}
-	return s.Mode == "report"
 }
 
 // repos fills in per-repository outcomes, and the reports of a report-mode
