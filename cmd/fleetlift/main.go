@@ -65,6 +65,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(
 		newValidateCmd(),
+		newMigrateCmd(),
 		newPlanCmd(),
 		newRunCmd(),
 		newUpCmd(),
