@@ -240,6 +240,22 @@ func TestReaderReadsReports(t *testing.T) {
 		}
 	})
 
+	t.Run("running task, reports so far", func(t *testing.T) {
+		f := &fleet{gets: map[string]int{},
+			runs: map[string]fleetRun{"task/audit": {"Task", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, memo("Task", reportSpec)}},
+			queries: map[string]any{"task/audit": workflow.TaskState{Phase: workflow.TaskRunning, Result: &protocol.Result{Repositories: []protocol.RepositoryResult{
+				{Name: "a", Status: "success", Report: valid},
+				{Name: "b", Status: "running"},
+			}}}}}
+		c, err := (&statetemporal.Reader{Client: f}).Get(t.Context(), "audit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := statuses(c.Reports); got != "/a:valid /b:pending" {
+			t.Fatalf("reports %s", got)
+		}
+	})
+
 	t.Run("a transform has no reports", func(t *testing.T) {
 		f := &fleet{gets: map[string]int{},
 			runs:    map[string]fleetRun{"task/audit": {"Task", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, memo("Task", json.RawMessage(`{"mode":"transform"}`))}},
