@@ -328,7 +328,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 			}
 			c.Repos = append(c.Repos, repo)
 			if reports {
-				c.Reports = append(c.Reports, r.unitReports(ctx, u, live)...)
+				c.Reports = append(c.Reports, r.unitReports(ctx, u, live, running)...)
 			}
 		}
 		if running && len(c.PendingApprovals) > 0 && c.Phase == state.PhaseRunning {
@@ -381,10 +381,12 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 }
 
 // unitReports are the reports of campaign unit u: from its task's
-// status (live) while it runs, from its task's result once it finished
-// (read once: a finished task never changes), or a row saying it has not
-// run.
-func (r *Reader) unitReports(ctx context.Context, u workflow.UnitResult, live *workflow.TaskState) []state.Report {
+// status (live) while it runs, from its task's result once it finished,
+// or a row saying it has not run. While the campaign runs (keep), a
+// finished task's reports are kept, as a finished task never changes;
+// once the campaign has finished, what is read of it is kept whole (see
+// closed) and its units' are let go.
+func (r *Reader) unitReports(ctx context.Context, u workflow.UnitResult, live *workflow.TaskState, keep bool) []state.Report {
 	row := func(s state.ReportStatus, err string) []state.Report {
 		return []state.Report{{Unit: u.Key, Repository: u.Key, Status: s, Error: err}}
 	}
@@ -416,6 +418,9 @@ func (r *Reader) unitReports(ctx context.Context, u workflow.UnitResult, live *w
 	}
 	r.mu.Lock()
 	cached, ok := r.finishedUnits[u.WorkflowID]
+	if !keep {
+		delete(r.finishedUnits, u.WorkflowID)
+	}
 	r.mu.Unlock()
 	if ok {
 		return slices.Clone(cached)
@@ -431,12 +436,14 @@ func (r *Reader) unitReports(ctx context.Context, u workflow.UnitResult, live *w
 	if len(out) == 0 {
 		out = failed(cmp.Or(res.Error, u.Error))
 	}
-	r.mu.Lock()
-	if r.finishedUnits == nil {
-		r.finishedUnits = map[string][]state.Report{}
+	if keep {
+		r.mu.Lock()
+		if r.finishedUnits == nil {
+			r.finishedUnits = map[string][]state.Report{}
+		}
+		r.finishedUnits[u.WorkflowID] = slices.Clone(out)
+		r.mu.Unlock()
 	}
-	r.finishedUnits[u.WorkflowID] = slices.Clone(out)
-	r.mu.Unlock()
 	return out
 }
 
