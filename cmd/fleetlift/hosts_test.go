@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,8 +53,8 @@ repositories:
 	defer c.Close()
 	host := func(state string) *workers {
 		tf := &temporalFlags{address: addr, namespace: devserver.Namespace, stateDir: state}
-		wf := &workerFlags{isolation: "namespaces", fileRoots: []string{root}}
-		w, err := newWorker(c, tf, wf)
+		wf := &workerFlags{providerName: sandboxLocal, isolation: "namespaces", fileRoots: []string{root}}
+		w, err := newWorker(t.Context(), io.Discard, c, tf, wf)
 		if err != nil {
 			t.Fatal(err)
 		}

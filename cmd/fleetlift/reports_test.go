@@ -242,7 +242,7 @@ func TestLocalReportExample(t *testing.T) {
 	agentCLI, _ := json.Marshal([]string{agentPath})
 	addr, stateDir := freeAddr(t), filepath.Join(t.TempDir(), "state")
 
-	out, code := runCLI(t, "run", "--file", def, "--allow-file-root", demo, "--agent-cli", string(agentCLI), "--temporal-address", addr, "--state-dir", stateDir)
+	out, code := runCLI(t, "run", "--file", def, "--allow-file-root", demo, "--sandbox", "local", "--agent-cli", string(agentCLI), "--temporal-address", addr, "--state-dir", stateDir)
 	if code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, out)
 	}

@@ -83,7 +83,7 @@ one, branches are pushed to the repositories themselves.`,
 			}
 			defer closeAll()
 			if !noWorker {
-				w, err := newWorker(c, &f, &wf)
+				w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 				if err != nil {
 					return err
 				}

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	// Tests' repositories are local, in temporary directories: the one
 	// place outside the demo where local repositories are allowed.
 	os.Setenv("FLEETLIFT_ALLOW_FILE_ROOTS", os.TempDir())
+	// Tests run tasks as local processes unless they ask for containers,
+	// whatever engine this machine has.
+	os.Setenv("SANDBOX_PROVIDER", "local")
 	// Sandboxes a test leaves behind (its worker stopped with tasks
 	// waiting) end themselves soon after; the suite leaves none running.
 	os.Setenv("FLEETLIFT_SANDBOX_ORPHAN_AFTER", "10s")
