@@ -518,7 +518,7 @@ func repoResults(r protocol.Result) []RepoResult {
 	for _, rr := range r.Repositories {
 		out = append(out, RepoResult{
 			Name: rr.Name, Status: rr.Status, FilesModified: rr.FilesModified,
-			PullRequest: rr.PullRequest, Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error,
+			PullRequest: rr.PullRequest, Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error, ErrorKind: rr.ErrorKind,
 		})
 	}
 	return out
