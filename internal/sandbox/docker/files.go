@@ -154,16 +154,46 @@ func (p *Provider) CopyFrom(ctx context.Context, id string, srcPath string) (io.
 	if len(missing) > 0 {
 		return fail(fmt.Errorf("%w: no directory %s", sandbox.ErrNotFound, path.Dir(rel)))
 	}
+	// The engine takes the entry's size from one look at the file and its
+	// bytes from another: a file replaced in between (the agent rewrites
+	// status.json while the worker reads it) comes out cut. Such a read is
+	// made again, whole, a few times.
+	for attempt := 1; ; attempt++ {
+		rc, err := p.archiveRead(ctx, ref, rel)
+		if err != nil {
+			return fail(err)
+		}
+		data, err := io.ReadAll(io.LimitReader(rc, maxArchiveRead+1))
+		rc.Close()
+		switch {
+		case err == nil && len(data) > maxArchiveRead:
+			return fail(fmt.Errorf("file over %d bytes", maxArchiveRead))
+		case err == nil:
+			return io.NopCloser(bytes.NewReader(data)), nil
+		case errors.Is(err, io.ErrUnexpectedEOF) && attempt < 5:
+			continue
+		default:
+			return fail(err)
+		}
+	}
+}
+
+// maxArchiveRead bounds a file read through the archive endpoint, which
+// is read whole: the protocol files are far smaller.
+const maxArchiveRead = 256 << 20
+
+// archiveRead opens rel, a regular file, through the archive endpoint.
+func (p *Provider) archiveRead(ctx context.Context, ref, rel string) (io.ReadCloser, error) {
 	res, err := p.cli.CopyFromContainer(ctx, ref, client.CopyFromContainerOptions{SourcePath: absolute(rel)})
 	if cerrdefs.IsNotFound(err) {
-		return fail(fmt.Errorf("%w: %w", sandbox.ErrNotFound, err))
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrNotFound, err)
 	}
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if !res.Stat.Mode.IsRegular() {
 		res.Content.Close()
-		return fail(fmt.Errorf("not a regular file (%s)", res.Stat.Mode.Type()))
+		return nil, fmt.Errorf("not a regular file (%s)", res.Stat.Mode.Type())
 	}
 	tr := tar.NewReader(res.Content)
 	hdr, err := tr.Next()
@@ -172,7 +202,7 @@ func (p *Provider) CopyFrom(ctx context.Context, id string, srcPath string) (io.
 	}
 	if err != nil {
 		res.Content.Close()
-		return fail(err)
+		return nil, err
 	}
 	return &entryReader{Reader: tr, Closer: res.Content}, nil
 }
