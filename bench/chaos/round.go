@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -134,21 +135,38 @@ func (r *round) run(ctx context.Context) (res result, err error) {
 
 // killWhileRunning starts up, then kills as the mode says at random
 // moments while the campaign runs, restarting up after each kill that
-// took it down. It stops killing once the campaign has finished.
+// took it down. It stops killing once the campaign has finished, or
+// paused with nothing running. In the approvals round each kill follows
+// an approval: the k-th kill comes a moment (up to -kill-min) after the
+// approval numbered by the k-th of kills distinct random numbers.
 func (r *round) killWhileRunning(ctx context.Context) error {
+	var after []int
+	if r.mode == Approvals {
+		after = approvalsBeforeKills(r.rng, r.cfg.repos, r.cfg.kills)
+	}
 	if !r.bringUp(ctx) {
 		return ctx.Err()
 	}
 	for k := 1; k <= r.cfg.kills; k++ {
-		delay := r.cfg.killMin + time.Duration(r.rng.Int64N(int64(r.cfg.killMax-r.cfg.killMin)+1))
-		if err := r.idle(ctx, delay); err != nil {
-			return err
+		if after != nil {
+			if err := r.awaitApproval(ctx, after[k-1]); err != nil {
+				return err
+			}
+			delay := time.Duration(r.rng.Int64N(int64(r.cfg.killMin) + 1))
+			if err := r.idle(ctx, delay); err != nil {
+				return err
+			}
+		} else {
+			delay := r.cfg.killMin + time.Duration(r.rng.Int64N(int64(r.cfg.killMax-r.cfg.killMin)+1))
+			if err := r.idle(ctx, delay); err != nil {
+				return err
+			}
 		}
 		if r.gaveUp {
 			return nil
 		}
-		if r.last.closed() {
-			r.printf("the campaign finished (%s) before kill %d of %d: no more kills", r.last.status, k, r.cfg.kills)
+		if why := r.settled(); why != "" {
+			r.printf("%s before kill %d of %d: no more kills", why, k, r.cfg.kills)
 			return nil
 		}
 		switch r.mode {
@@ -168,7 +186,11 @@ func (r *round) killWhileRunning(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			r.printf("kill %d: the whole tree: %s", k, census(victims))
+			if r.appr != nil {
+				r.printf("kill %d, after %d approvals: the whole tree: %s", k, r.appr.made, census(victims))
+			} else {
+				r.printf("kill %d: the whole tree: %s", k, census(victims))
+			}
 		}
 		<-r.up.done
 		if !r.bringUp(ctx) {
@@ -176,6 +198,56 @@ func (r *round) killWhileRunning(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// approvalStall is how long the approvals round waits for the approval a
+// kill follows before it kills anyway.
+const approvalStall = 90 * time.Second
+
+// awaitApproval waits until the round has committed n approvals, the
+// campaign settles, or approvalStall passes without a new approval.
+func (r *round) awaitApproval(ctx context.Context, n int) error {
+	made, since := r.appr.made, time.Now()
+	for r.appr.made < n && !r.gaveUp && r.settled() == "" {
+		if r.appr.made > made {
+			made, since = r.appr.made, time.Now()
+		}
+		if time.Since(since) > approvalStall {
+			r.printf("no approval for %s (%d made, the kill was to follow number %d): killing now", approvalStall, r.appr.made, n)
+			return nil
+		}
+		if err := r.idle(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// approvalsBeforeKills draws which approvals the kills follow: kills
+// distinct numbers from 1 to repos-1, in order (none after the last
+// approval, which would leave nothing to kill between).
+func approvalsBeforeKills(rng *rand.Rand, repos, kills int) []int {
+	span := max(repos-1, kills, 1)
+	perm := rng.Perm(span)[:min(kills, span)]
+	out := make([]int, len(perm))
+	for i, p := range perm {
+		out[i] = p + 1
+	}
+	sort.Ints(out)
+	return out
+}
+
+// settled says why nothing more will happen in the campaign without a
+// human: it has ended, or it is paused with no unit running; "" when it
+// may go on.
+func (r *round) settled() string {
+	switch {
+	case r.last.closed():
+		return "the campaign ended " + r.last.status
+	case r.last.st != nil && r.last.st.Phase == workflow.CampaignPaused && r.last.running() == 0:
+		return "the campaign paused with nothing running"
+	}
+	return ""
 }
 
 // killStarts starts up again and again on the fresh state directory and
@@ -198,7 +270,7 @@ func (r *round) killStarts(ctx context.Context) error {
 			r.restartsFailed++
 			r.printf("start %d exited by itself before kill %d (%s): %s", u.n, k, u.exitText(), u.lastError())
 		}
-		served := u.announced()
+		served, db := u.announced(), dbState(r.fx.state)
 		victims, err := r.killTree()
 		if err != nil {
 			return err
@@ -208,10 +280,25 @@ func (r *round) killStarts(ctx context.Context) error {
 		if served {
 			when = "after it announced its reconciler"
 		}
-		r.printf("kill %d: %d ms into start %d, %s: %s", k, delay.Milliseconds(), u.n, when, census(victims))
+		r.printf("kill %d: %d ms into start %d, %s, %s: %s", k, delay.Milliseconds(), u.n, when, db, census(victims))
 	}
 	r.bringUp(ctx)
 	return ctx.Err()
+}
+
+// dbState says whether the embedded server's database exists, and its
+// size with its write-ahead log.
+func dbState(stateDir string) string {
+	db := filepath.Join(stateDir, "temporal.db")
+	fi, err := os.Stat(db)
+	if err != nil {
+		return "no temporal.db yet"
+	}
+	size := fi.Size()
+	if wal, err := os.Stat(db + "-wal"); err == nil {
+		size += wal.Size()
+	}
+	return fmt.Sprintf("temporal.db %d KiB", size>>10)
 }
 
 // killAgents kills the agents and their jails, waiting (bounded) for one
@@ -231,7 +318,11 @@ func (r *round) killAgents(ctx context.Context, k int) error {
 		if slicesAny(fam, isAgent) {
 			break
 		}
-		if time.Now().After(deadline) || r.last.closed() {
+		if why := r.settled(); why != "" {
+			r.printf("kill %d: %s: nothing killed", k, why)
+			return nil
+		}
+		if time.Now().After(deadline) {
 			r.printf("kill %d: no agent ran within 15 s: nothing killed", k)
 			return nil
 		}
@@ -322,7 +413,7 @@ func (r *round) idle(ctx context.Context, d time.Duration) error {
 			return err
 		}
 		left := time.Until(end)
-		if left <= 0 || r.gaveUp || r.last.closed() {
+		if left <= 0 || r.gaveUp || r.settled() != "" {
 			return nil
 		}
 		select {
@@ -350,6 +441,9 @@ func (r *round) tick(ctx context.Context) error {
 	}
 	if r.appr != nil {
 		pending, err := r.obs.pending(ctx)
+		if err != nil && r.cfg.verbose {
+			r.printf("read the results awaiting approval: %v", err)
+		}
 		if err == nil {
 			msg, err := r.appr.next(ctx, pending)
 			switch {
@@ -369,9 +463,9 @@ func (r *round) tick(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// waitFinish waits, up to -wait, for the campaign to finish by itself; a
-// campaign paused at its failure threshold with nothing running will not,
-// and ends the wait early.
+// waitFinish waits, up to -wait after the kills, for the campaign to
+// finish by itself; a campaign paused at its failure threshold with
+// nothing running will not, and ends the wait early.
 func (r *round) waitFinish(ctx context.Context) error {
 	start := time.Now()
 	deadline := start.Add(r.cfg.wait)
@@ -385,13 +479,13 @@ func (r *round) waitFinish(ctx context.Context) error {
 			r.finished = "up could not be started again"
 			return nil
 		case r.last.closed():
-			r.finished = fmt.Sprintf("the campaign ended %s, %.0f s after the last kill (or the start)", r.last.status, time.Since(start).Seconds())
+			r.finished = fmt.Sprintf("the campaign ended %s at %.0f s, %.0f s into the wait", r.last.status, time.Since(r.began).Seconds(), time.Since(start).Seconds())
 			return nil
 		case r.last.st != nil && r.last.st.Phase == workflow.CampaignPaused && r.last.running() == 0:
-			r.finished = fmt.Sprintf("the campaign paused, nothing running, %.0f s after the last kill (or the start): %s", time.Since(start).Seconds(), r.last.st.Message)
+			r.finished = fmt.Sprintf("the campaign paused with nothing running at %.0f s, %.0f s into the wait: %s", time.Since(r.began).Seconds(), time.Since(start).Seconds(), r.last.st.Message)
 			return nil
 		case time.Now().After(deadline):
-			r.finished = fmt.Sprintf("the campaign had not finished %s after the last kill", r.cfg.wait)
+			r.finished = fmt.Sprintf("the campaign had not finished at %.0f s, after a wait of %s", time.Since(r.began).Seconds(), r.cfg.wait)
 			return nil
 		}
 		select {
@@ -447,7 +541,7 @@ func (r *round) report(o Observation, res result) {
 		for _, u := range o.Units {
 			phases[u.Phase]++
 			if u.Error != "" {
-				errs[oneLine(u.Error, 160)]++
+				errs[oneLine(sandboxName.ReplaceAllString(u.Error, "<sandbox>"), 200)]++
 			}
 		}
 		fmt.Fprintf(w, "  campaign %s (phase %s): units %s\n", o.CampaignStatus, o.CampaignPhase, phaseCounts(phases, ""))
@@ -496,6 +590,10 @@ func (r *round) report(o Observation, res result) {
 	}
 	fmt.Fprintf(w, "  goal %s; the round took %.0f s\n", verdict, res.took.Seconds())
 }
+
+// sandboxName matches the sandbox ids in errors, so that errors that
+// differ only by sandbox are counted together.
+var sandboxName = regexp.MustCompile(`\bcampaign-` + campaignID + `-[A-Za-z0-9._-]+`)
 
 // byCount orders the keys of m by count, largest first.
 func byCount(m map[string]int) []string {
