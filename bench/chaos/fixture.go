@@ -39,6 +39,9 @@ type fixture struct {
 	campaigns string // the campaigns repository's work tree
 	state     string // up's --state-dir
 	names     []string
+	// sessions are the sessions of the `up` processes started on it,
+	// which their processes stay in (see family).
+	sessions map[int]bool
 }
 
 // repoName is the name of the i-th target repository.
@@ -61,6 +64,7 @@ func makeFixture(ctx context.Context, dir string, n int, c campaignOptions) (*fi
 		targets:   filepath.Join(dir, "targets"),
 		campaigns: filepath.Join(dir, "campaigns"),
 		state:     filepath.Join(dir, "state"),
+		sessions:  map[int]bool{},
 	}
 	src := filepath.Join(dir, "src")
 	for i := range n {
@@ -91,6 +95,37 @@ func makeFixture(ctx context.Context, dir string, n int, c campaignOptions) (*fi
 		return nil, err
 	}
 
+	if err := fx.campaignsRepo(ctx, c); err != nil {
+		return nil, err
+	}
+	return fx, nil
+}
+
+// makeProbe makes the k-th probe install of fx: a state directory of its
+// own and a campaigns repository whose campaign, over fx's targets, is
+// suspended, so that up starts it and no task runs.
+func makeProbe(ctx context.Context, fx *fixture, k int) (*fixture, error) {
+	dir := filepath.Join(fx.dir, fmt.Sprintf("probe-%d", k))
+	p := &fixture{
+		dir:       dir,
+		targets:   fx.targets,
+		campaigns: filepath.Join(dir, "campaigns"),
+		state:     filepath.Join(dir, "state"),
+		names:     fx.names,
+		sessions:  map[int]bool{},
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := p.campaignsRepo(ctx, campaignOptions{maxParallel: 1, suspend: true}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// campaignsRepo creates the campaigns repository: its main branch holds
+// the config and the campaign.
+func (fx *fixture) campaignsRepo(ctx context.Context, c campaignOptions) error {
 	files := map[string]string{
 		"fleetlift.yaml":     repoConfig,
 		"approvals/.gitkeep": "",
@@ -99,10 +134,10 @@ func makeFixture(ctx context.Context, dir string, n int, c campaignOptions) (*fi
 	for name, body := range files {
 		p := filepath.Join(fx.campaigns, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, args := range [][]string{
@@ -111,10 +146,10 @@ func makeFixture(ctx context.Context, dir string, n int, c campaignOptions) (*fi
 		{"-C", fx.campaigns, "commit", "-q", "-m", "Raise the go directive everywhere"},
 	} {
 		if _, err := gitAs(ctx, "", author, args...); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return fx, nil
+	return nil
 }
 
 // repoConfig is the campaigns repository's fleetlift.yaml: the local
@@ -140,6 +175,8 @@ type campaignOptions struct {
 	// work is how long the transform takes (a sleep before the sed), so
 	// that kills find agents at work; zero is the sed alone.
 	work time.Duration
+	// suspend starts the campaign suspended: no task starts.
+	suspend bool
 }
 
 // transform is the deterministic change: the go directive 1.21 -> 1.26.
@@ -178,8 +215,9 @@ failure:
 rate_limit:
   pull_requests_per_hour: 10000
   burst: %d
+suspend: %t
 repositories:
-`, campaignID, yamlString(script), c.requireApproval, branchPrefix, c.maxParallel, max(len(fx.names), 1))
+`, campaignID, yamlString(script), c.requireApproval, branchPrefix, c.maxParallel, max(len(fx.names), 1), c.suspend)
 	for _, name := range fx.names {
 		fmt.Fprintf(&b, "  - url: file://%s\n    name: %s\n    branch: %s\n", filepath.Join(fx.targets, name+".git"), name, baseBranch)
 	}

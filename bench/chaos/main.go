@@ -23,8 +23,11 @@
 //   - approvals: the campaign requires approval; the harness approves each
 //     result once, as robin, with `fleetlift approve --git`, and kills the
 //     whole tree between approvals;
-//   - first-start: the whole tree, each time a random moment into a start
-//     of up, the first on the fresh state directory.
+//   - first-start: the whole tree, a random moment after the first start
+//     on a fresh state directory creates its database; each kill but the
+//     last on a probe install (a fresh state directory, the campaign
+//     suspended), the last on the round's own, and each restart there
+//     must serve.
 //
 // Per round it prints, against the goal: repositories with exactly one
 // correct branch (the expected branch, one commit on main changing go.mod
@@ -76,7 +79,7 @@ func main() {
 	flag.IntVar(&cfg.kills, "kills", 5, "kills per round")
 	flag.DurationVar(&cfg.killMin, "kill-min", time.Second, "shortest time from a start serving (or the kill before) to the next kill")
 	flag.DurationVar(&cfg.killMax, "kill-max", 6*time.Second, "longest time from a start serving (or the kill before) to the next kill")
-	flag.DurationVar(&cfg.startWindow, "start-window", 500*time.Millisecond, "first-start: kills land up to this long into a start")
+	flag.DurationVar(&cfg.startWindow, "start-window", 250*time.Millisecond, "first-start: kills land up to this long after a start creates temporal.db, most of them early (the window times a uniform draw squared)")
 	flag.DurationVar(&cfg.work, "work", 2*time.Second, "how long the transform takes in each repository (a sleep before the sed), so that kills find agents at work")
 	flag.DurationVar(&cfg.wait, "wait", 2*time.Minute, "how long to wait, after the last kill, for the campaign to finish by itself")
 	flag.DurationVar(&cfg.startTimeout, "start-timeout", time.Minute, "how long a start of up has to serve before it counts as a failed restart")

@@ -20,8 +20,8 @@ const (
 	// Approvals requires approval of every result; the harness approves
 	// them one at a time and kills the whole tree between approvals.
 	Approvals
-	// FirstStart kills the whole tree during starts of `up`, the first of
-	// them on a fresh state directory.
+	// FirstStart kills the whole tree during first starts of `up`, each
+	// on a fresh state directory, and starts it again there.
 	FirstStart
 )
 
@@ -56,7 +56,7 @@ func (m Mode) describe() string {
 	case Approvals:
 		return "approval required; approve results one by one, kill the whole tree between approvals, restart up"
 	case FirstStart:
-		return "kill the whole tree during starts of up, the first on a fresh state directory, restart up"
+		return "kill the whole tree during first starts of up on fresh state directories (probes, then the round's own), restart up"
 	}
 	return m.String()
 }

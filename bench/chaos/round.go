@@ -48,9 +48,9 @@ type round struct {
 	addr  string
 	began time.Time
 
-	// sessions are the sessions of every `up` started, which its
-	// processes stay in (see family).
-	sessions map[int]bool
+	// installs are every fixture `up` ran on: the round's own and, in
+	// the first-start round, the probes.
+	installs []*fixture
 	ups      []*upProc
 	up       *upProc
 	obs      *observer
@@ -62,6 +62,8 @@ type round struct {
 
 	restartsFailed int
 	gaveUp         bool
+	// neverServed counts installs up never served on again after a kill.
+	neverServed int
 	// finished says when the campaign finished, or why the wait ended.
 	finished string
 }
@@ -75,7 +77,7 @@ type result struct {
 }
 
 func newRound(cfg *config, mode Mode, seed uint64) *round {
-	return &round{cfg: cfg, mode: mode, seed: seed, rng: rand.New(rand.NewPCG(seed, seed)), sessions: map[int]bool{}}
+	return &round{cfg: cfg, mode: mode, seed: seed, rng: rand.New(rand.NewPCG(seed, seed))}
 }
 
 // printf prints a line of the round's log, stamped with the time since
@@ -102,6 +104,7 @@ func (r *round) run(ctx context.Context) (res result, err error) {
 	if r.fx, err = makeFixture(ctx, dir, r.cfg.repos, opts); err != nil {
 		return res, err
 	}
+	r.installs = append(r.installs, r.fx)
 	if r.addr, err = freeAddr(); err != nil {
 		return res, err
 	}
@@ -176,7 +179,7 @@ func (r *round) killWhileRunning(ctx context.Context) error {
 			}
 			continue
 		case UpOnly:
-			victims, err := killSome(r.fx.state, r.sessions, func(p proc) bool { return p.pgid == r.up.pid() }, 10*time.Second)
+			victims, err := killSome(r.fx.state, r.fx.sessions, func(p proc) bool { return p.pgid == r.up.pid() }, 10*time.Second)
 			if err != nil {
 				return err
 			}
@@ -250,40 +253,106 @@ func (r *round) settled() string {
 	return ""
 }
 
-// killStarts starts up again and again on the fresh state directory and
-// kills the whole tree a random moment (within -start-window) into each
-// start; then starts it for good.
+// killStarts kills the whole tree during first starts of up: each kill
+// lands on an install whose state directory is fresh, a random moment
+// after the start under way creates temporal.db (see firstStartKill),
+// and up is started again there, which must serve. Every kill but the
+// last is on a probe install (its own state directory, and a copy of the
+// campaigns repository whose campaign is suspended, so that no task
+// starts and the targets stay untouched), stopped once the restart is
+// judged; the last is on the round's own install, whose campaign then
+// runs to the end.
 func (r *round) killStarts(ctx context.Context) error {
-	for k := 1; k <= r.cfg.kills; k++ {
-		u, err := r.launch()
+	own := r.fx
+	for k := 1; k < r.cfg.kills; k++ {
+		probe, err := makeProbe(ctx, own, k)
 		if err != nil {
 			return err
 		}
-		delay := time.Duration(r.rng.Int64N(int64(r.cfg.startWindow) + 1))
-		select {
-		case <-ctx.Done():
+		r.fx = probe
+		r.installs = append(r.installs, probe)
+		if err := r.firstStartKill(ctx, k); err != nil {
+			return err
+		}
+		if r.bringUp(ctx) {
+			r.printf("probe %d: the restart after kill %d serves", k, k)
+		} else if ctx.Err() == nil {
+			r.printf("probe %d: up never served again after kill %d", k, k)
+		}
+		// A probe that never serves again is counted in the restarts
+		// that failed; the round goes on with the next.
+		r.gaveUp = false
+		r.up.stop(5 * time.Second)
+		if _, err := r.killTree(); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-u.done:
-		case <-time.After(time.Until(u.started.Add(delay))):
 		}
-		if u.exited() {
-			r.restartsFailed++
-			r.printf("start %d exited by itself before kill %d (%s): %s", u.n, k, u.exitText(), u.lastError())
-		}
-		served, db := u.announced(), dbState(r.fx.state)
-		victims, err := r.killTree()
-		if err != nil {
+	}
+	r.fx = own
+	if r.cfg.kills > 0 {
+		if err := r.firstStartKill(ctx, r.cfg.kills); err != nil {
 			return err
 		}
-		<-u.done
-		when := "before it announced its reconciler"
-		if served {
-			when = "after it announced its reconciler"
-		}
-		r.printf("kill %d: %d ms into start %d, %s, %s: %s", k, delay.Milliseconds(), u.n, when, db, census(victims))
 	}
 	r.bringUp(ctx)
 	return ctx.Err()
+}
+
+// firstStartKill starts up and kills the whole tree during that start.
+// When the state directory has no temporal.db, the moment is measured
+// from when the start creates it, where a first start builds the
+// database; otherwise from the launch. It is -start-window times the
+// square of a uniform draw: kills cluster near that moment, where the
+// few milliseconds of building the schema are.
+func (r *round) firstStartKill(ctx context.Context, k int) error {
+	db := filepath.Join(r.fx.state, "temporal.db")
+	_, statErr := os.Stat(db)
+	fresh := errors.Is(statErr, os.ErrNotExist)
+	u, err := r.launch()
+	if err != nil {
+		return err
+	}
+	ref, from := u.started, "the launch of start"
+	if fresh {
+		from = "temporal.db appeared in start"
+		for deadline := time.Now().Add(r.cfg.startTimeout); !u.exited() && time.Now().Before(deadline); {
+			if _, err := os.Stat(db); err == nil {
+				ref = time.Now()
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	x := r.rng.Float64()
+	delay := time.Duration(x * x * float64(r.cfg.startWindow))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-u.done:
+	case <-time.After(time.Until(ref.Add(delay))):
+	}
+	if u.exited() {
+		r.restartsFailed++
+		r.printf("start %d exited by itself before kill %d (%s): %s", u.n, k, u.exitText(), u.lastError())
+	}
+	served, state := u.announced(), dbState(r.fx.state)
+	victims, err := r.killTree()
+	if err != nil {
+		return err
+	}
+	<-u.done
+	when := "before it announced its reconciler"
+	if served {
+		when = "after it announced its reconciler"
+	}
+	r.printf("kill %d: %.0f ms after %s %d, %s, %s: %s", k, float64(delay.Microseconds())/1000, from, u.n, when, state, census(victims))
+	return nil
 }
 
 // dbState says whether the embedded server's database exists, and its
@@ -311,7 +380,7 @@ func (r *round) killAgents(ctx context.Context, k int) error {
 	isAgent := func(p proc) bool { return strings.TrimSuffix(p.exe, " (deleted)") == agent }
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		fam, err := family(r.fx.state, r.sessions)
+		fam, err := family(r.fx.state, r.fx.sessions)
 		if err != nil {
 			return err
 		}
@@ -330,7 +399,7 @@ func (r *round) killAgents(ctx context.Context, k int) error {
 			return err
 		}
 	}
-	victims, err := killSome(r.fx.state, r.sessions, isAgent, 10*time.Second)
+	victims, err := killSome(r.fx.state, r.fx.sessions, isAgent, 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -354,7 +423,7 @@ func (r *round) launch() (*upProc, error) {
 		return nil, err
 	}
 	r.ups = append(r.ups, u)
-	r.sessions[u.pid()] = true
+	r.fx.sessions[u.pid()] = true
 	r.up = u
 	return u, nil
 }
@@ -383,20 +452,21 @@ func (r *round) bringUp(ctx context.Context) bool {
 		r.restartsFailed++
 		r.printf("start %d FAILED: %v", u.n, err)
 		// Only this start's processes: agents an earlier one left run on.
-		if _, err := killSome(r.fx.state, r.sessions, func(p proc) bool { return p.sid == u.pid() }, 10*time.Second); err != nil {
+		if _, err := killSome(r.fx.state, r.fx.sessions, func(p proc) bool { return p.sid == u.pid() }, 10*time.Second); err != nil {
 			r.printf("stop start %d: %v", u.n, err)
 		}
 		<-u.done
 	}
 	r.gaveUp = true
-	r.printf("up did not serve after %d attempts: giving up on this round", r.cfg.startAttempts)
+	r.neverServed++
+	r.printf("up did not serve after %d attempts: giving up on this install", r.cfg.startAttempts)
 	return false
 }
 
 // killTree kills up and everything of the round's, and forgets the
 // connection to the server that died with it.
 func (r *round) killTree() ([]proc, error) {
-	victims, err := killTree(r.fx.state, r.sessions, 10*time.Second)
+	victims, err := killTree(r.fx.state, r.fx.sessions, 10*time.Second)
 	if r.obs != nil {
 		r.obs.Close()
 		r.obs = nil
@@ -578,7 +648,7 @@ func (r *round) report(o Observation, res result) {
 		"duplicate branches or runs", f.Duplicates(), f.ExtraBranches, f.ExtraCampaignRuns, f.DuplicateTaskRuns, f.TaskRuns, f.Repos, f.RanAgain)
 	fmt.Fprintf(w, "  %-46s %8d  0\n", "approvals lost", f.ApprovalsLost)
 	fmt.Fprintf(w, "  %-46s %8d  0\n", "units stuck", f.Stuck)
-	fmt.Fprintf(w, "  %-46s %8d  0   (%d starts of up)\n", "restarts that failed", f.RestartsFailed, len(r.ups))
+	fmt.Fprintf(w, "  %-46s %8d  0   (%d starts of up; %d installs never served again)\n", "restarts that failed", f.RestartsFailed, len(r.ups), r.neverServed)
 	fmt.Fprintf(w, "  %-46s %8s  no", "a human had to act", human)
 	if f.Human {
 		fmt.Fprintf(w, "  (%s)", f.HumanWhy)
@@ -616,14 +686,15 @@ func (r *round) cleanup(dir string) error {
 	if r.up != nil {
 		r.up.stop(5 * time.Second)
 	}
-	var err error
-	if r.fx != nil {
-		var left []proc
-		left, err = killTree(r.fx.state, r.sessions, 10*time.Second)
+	var errs []error
+	for _, fx := range r.installs {
+		left, err := killTree(fx.state, fx.sessions, 10*time.Second)
+		errs = append(errs, err)
 		if len(left) > 0 && r.cfg.verbose {
 			r.printf("cleanup killed what remained: %s", census(left))
 		}
 	}
+	err := errors.Join(errs...)
 	if r.obs != nil {
 		r.obs.Close()
 		r.obs = nil

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +192,17 @@ func TestParseModes(t *testing.T) {
 	}
 	if _, err := parseModes("docker"); err == nil {
 		t.Error("parseModes(docker): no error")
+	}
+}
+
+func TestApprovalsBeforeKills(t *testing.T) {
+	for seed := range uint64(50) {
+		got := approvalsBeforeKills(rand.New(rand.NewPCG(seed, seed)), 20, 5)
+		if len(got) != 5 || !slices.IsSorted(got) || got[0] < 1 || got[4] > 19 || len(slices.Compact(slices.Clone(got))) != 5 {
+			t.Fatalf("seed %d: %v, want 5 distinct sorted numbers from 1 to 19", seed, got)
+		}
+	}
+	if got := approvalsBeforeKills(rand.New(rand.NewPCG(1, 1)), 3, 5); !slices.Equal(got, []int{1, 2, 3, 4, 5}) {
+		t.Errorf("more kills than approvals: %v, want 1..5", got)
 	}
 }

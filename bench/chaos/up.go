@@ -118,13 +118,22 @@ func (u *upProc) lastError() string {
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := lines[i]
 		if strings.HasPrefix(l, "fleetlift:") || strings.Contains(l, "level=ERROR") {
-			return oneLine(l, 200)
+			return ends(l, 120, 240)
 		}
 	}
 	if len(lines) > 0 {
-		return oneLine(lines[len(lines)-1], 200)
+		return ends(lines[len(lines)-1], 120, 240)
 	}
 	return ""
+}
+
+// ends shortens a long line to its first head and last tail bytes: an
+// error chain's innermost cause is at its end.
+func ends(s string, head, tail int) string {
+	if len(s) <= head+tail+5 {
+		return s
+	}
+	return s[:head] + " […] " + s[len(s)-tail:]
 }
 
 // waitServing waits until up serves (see observer.serving) and returns an
