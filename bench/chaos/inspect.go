@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // prRecordRef is where the local forge keeps a branch's pull request
@@ -33,7 +34,7 @@ func inspect(ctx context.Context, fx *fixture, name string) (Refs, error) {
 		r.Why = "no branch " + expectedBranch
 		return r, nil
 	}
-	r.Why = checkBranch(ctx, bare, name)
+	r.Why, r.Recorded = checkBranch(ctx, bare, name)
 	r.Correct = r.Why == ""
 	return r, nil
 }
@@ -41,8 +42,9 @@ func inspect(ctx context.Context, fx *fixture, name string) (Refs, error) {
 // checkBranch says what is wrong with the expected branch of the bare
 // repository: "" when it is one commit on the current base that changes
 // go.mod alone, to exactly the expected content (which the campaign's
-// verifier accepts), and its pull request record names that commit.
-func checkBranch(ctx context.Context, bare, name string) string {
+// verifier accepts), and its pull request record names that commit. It
+// also returns when the record was made, when there is one.
+func checkBranch(ctx context.Context, bare, name string) (string, time.Time) {
 	rev := func(ref string) string {
 		out, err := gitAs(ctx, bare, author, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
 		if err != nil {
@@ -52,38 +54,38 @@ func checkBranch(ctx context.Context, bare, name string) string {
 	}
 	tip, base := rev("refs/heads/"+expectedBranch), rev("refs/heads/"+baseBranch)
 	if tip == "" || base == "" {
-		return "branch or base unreadable"
+		return "branch or base unreadable", time.Time{}
 	}
 	if parent := rev(tip + "^"); parent != base {
-		return fmt.Sprintf("branch %s is not one commit on %s", expectedBranch, baseBranch)
+		return fmt.Sprintf("branch %s is not one commit on %s", expectedBranch, baseBranch), time.Time{}
 	}
 	changed, err := gitAs(ctx, bare, author, "diff", "--name-only", base, tip)
 	if err != nil {
-		return err.Error()
+		return err.Error(), time.Time{}
 	}
 	if files := strings.Fields(changed); len(files) != 1 || files[0] != "go.mod" {
-		return fmt.Sprintf("branch changes %v, not go.mod alone", files)
+		return fmt.Sprintf("branch changes %v, not go.mod alone", files), time.Time{}
 	}
 	mod, err := gitAs(ctx, bare, author, "show", tip+":go.mod")
 	if err != nil {
-		return err.Error()
+		return err.Error(), time.Time{}
 	}
 	if mod != goMod(name, "1.26") {
-		return fmt.Sprintf("go.mod on the branch is %q", mod)
+		return fmt.Sprintf("go.mod on the branch is %q", mod), time.Time{}
 	}
 	rec, err := gitAs(ctx, bare, author, "show", prRecordRef+expectedBranch+":pr.json")
 	if err != nil {
-		return "no pull request record"
+		return "no pull request record", time.Time{}
 	}
 	var pr struct {
-		Head   string `json:"head"`
-		Commit string `json:"commit"`
+		Commit    string    `json:"commit"`
+		CreatedAt time.Time `json:"created_at"`
 	}
 	if err := json.Unmarshal([]byte(rec), &pr); err != nil {
-		return "pull request record unreadable: " + err.Error()
+		return "pull request record unreadable: " + err.Error(), time.Time{}
 	}
 	if pr.Commit != tip {
-		return fmt.Sprintf("pull request record names commit %.12s, the branch is at %.12s", pr.Commit, tip)
+		return fmt.Sprintf("pull request record names commit %.12s, the branch is at %.12s", pr.Commit, tip), pr.CreatedAt
 	}
-	return ""
+	return "", pr.CreatedAt
 }

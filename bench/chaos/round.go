@@ -624,6 +624,17 @@ func (r *round) report(o Observation, res result) {
 			fmt.Fprintf(w, "    %s: %s (branches %v)\n", refs.Name, refs.Why, refs.Branches)
 		}
 	}
+	if closed := campaignClose(o); !closed.IsZero() {
+		var lastPR time.Time
+		for _, refs := range o.Repos {
+			if refs.Recorded.After(lastPR) {
+				lastPR = refs.Recorded
+			}
+		}
+		if !lastPR.IsZero() {
+			fmt.Fprintf(w, "  the campaign closed %.1f s after the last pull request was recorded\n", closed.Sub(lastPR).Seconds())
+		}
+	}
 	passes, lastPass := 0, ""
 	for _, u := range r.ups {
 		n, l := u.passFailures()
@@ -664,6 +675,18 @@ func (r *round) report(o Observation, res result) {
 // sandboxName matches the sandbox ids in errors, so that errors that
 // differ only by sandbox are counted together.
 var sandboxName = regexp.MustCompile(`\bcampaign-` + campaignID + `-[A-Za-z0-9._-]+`)
+
+// campaignClose is when the campaign's latest run closed; zero while it
+// runs.
+func campaignClose(o Observation) time.Time {
+	var latest Run
+	for _, run := range o.Runs {
+		if run.WorkflowID == "campaign/"+o.CampaignID && run.Start.After(latest.Start) {
+			latest = run
+		}
+	}
+	return latest.Close
+}
 
 // byCount orders the keys of m by count, largest first.
 func byCount(m map[string]int) []string {

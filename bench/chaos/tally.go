@@ -20,6 +20,9 @@ type Refs struct {
 	// Why says what is wrong when it does not.
 	Correct bool
 	Why     string
+	// Recorded is when the expected branch's pull request record was
+	// made; zero without one.
+	Recorded time.Time
 }
 
 // Run is one Temporal execution of the round's campaign or of one of its
