@@ -39,9 +39,6 @@ type fixture struct {
 	campaigns string // the campaigns repository's work tree
 	state     string // up's --state-dir
 	names     []string
-	// sessions are the sessions of the `up` processes started on it,
-	// which their processes stay in (see family).
-	sessions map[int]bool
 }
 
 // repoName is the name of the i-th target repository.
@@ -64,7 +61,6 @@ func makeFixture(ctx context.Context, dir string, n int, c campaignOptions) (*fi
 		targets:   filepath.Join(dir, "targets"),
 		campaigns: filepath.Join(dir, "campaigns"),
 		state:     filepath.Join(dir, "state"),
-		sessions:  map[int]bool{},
 	}
 	src := filepath.Join(dir, "src")
 	for i := range n {
@@ -112,7 +108,6 @@ func makeProbe(ctx context.Context, fx *fixture, k int) (*fixture, error) {
 		campaigns: filepath.Join(dir, "campaigns"),
 		state:     filepath.Join(dir, "state"),
 		names:     fx.names,
-		sessions:  map[int]bool{},
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

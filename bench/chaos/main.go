@@ -14,9 +14,9 @@
 // directory. The modes say what is killed, 5 times a round:
 //
 //   - whole-tree: up and every process under it, found through /proc by
-//     session and by the state directory in command lines and
-//     environments: agents in their own process groups, their jails and
-//     the commands jailed there;
+//     the state directory in command lines and environments and by
+//     descent: agents in their own process groups, their jails and the
+//     commands jailed there;
 //   - agents: the fleetlift-agent processes (agents and jails) alone; up
 //     keeps running;
 //   - up: up's process group alone; the agents keep running;
@@ -42,10 +42,13 @@
 // campaign did not complete every repository by itself). The goal:
 // 20/20, 0, 0, 0, 0, no, in every round.
 //
-// Kill moments come from each round's seed, printed with the round: round
-// r of a run with -seed S uses seed S+r, so `-modes M -rounds 1 -seed
-// S+r` replays its kill moments (the system under test keeps its own
-// timing). Only loopback and local processes are involved. Every process
+// A kill comes a random delay after the campaign reaches a progress
+// point drawn at random (so many units finished; in the approvals round,
+// so many results approved), so that the kills spread over the whole
+// campaign whatever its pace. The draws come from each round's seed,
+// printed with the round: round r of a run with -seed S uses seed S+r,
+// so `-modes M -rounds 1 -seed S+r` replays its kill points and delays
+// (the system under test keeps its own timing). Only loopback and local processes are involved. Every process
 // and directory a round makes is removed when it ends, also on Ctrl-C.
 //
 // It prints figures and asserts nothing.
@@ -77,8 +80,8 @@ func main() {
 	flag.IntVar(&cfg.repos, "repos", 20, "target repositories")
 	flag.IntVar(&cfg.parallel, "parallel", 4, "the campaign's max_parallel")
 	flag.IntVar(&cfg.kills, "kills", 5, "kills per round")
-	flag.DurationVar(&cfg.killMin, "kill-min", time.Second, "shortest time from a start serving (or the kill before) to the next kill")
-	flag.DurationVar(&cfg.killMax, "kill-max", 6*time.Second, "longest time from a start serving (or the kill before) to the next kill")
+	flag.DurationVar(&cfg.killMin, "kill-min", 500*time.Millisecond, "shortest time from the campaign reaching a kill's progress point to the kill")
+	flag.DurationVar(&cfg.killMax, "kill-max", 4*time.Second, "longest time from the campaign reaching a kill's progress point to the kill")
 	flag.DurationVar(&cfg.startWindow, "start-window", 250*time.Millisecond, "first-start: kills land up to this long after a start creates temporal.db, most of them early (the window times a uniform draw squared)")
 	flag.DurationVar(&cfg.work, "work", 2*time.Second, "how long the transform takes in each repository (a sleep before the sed), so that kills find agents at work")
 	flag.DurationVar(&cfg.wait, "wait", 2*time.Minute, "how long to wait, after the last kill, for the campaign to finish by itself")

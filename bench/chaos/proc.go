@@ -48,19 +48,19 @@ func readProc(pid int) (p proc, cmdline, environ []byte, ok bool) {
 	return p, cmdline, environ, true
 }
 
-// family lists the live processes a round owns: those in a session one of
-// its `up` processes led (each is started as a session leader, and its
-// agents, jails and commands stay in that session when it dies), those
-// whose command line or environment names the round's state directory
-// (agents: --workspace and HOME are under it), and every descendant of
-// these. The harness itself is never part of it.
-func family(stateDir string, sessions map[int]bool) ([]proc, error) {
+// family lists the live processes of the install whose state directory
+// is stateDir: those whose command line or environment names it (up
+// carries it in stateEnv, agents in --workspace and HOME, jails in their
+// spec), and every descendant of these (the commands in a jail, the git
+// an agent runs). The harness itself is never part of it. Nothing else is
+// matched: a process of someone else's on this machine is never killed.
+func family(stateDir string) ([]proc, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("read /proc: %w", err)
 	}
 	self := os.Getpid()
-	needle := []byte(stateDir + string(filepath.Separator))
+	needle := []byte(stateDir)
 	all := map[int]proc{}
 	in := map[int]bool{}
 	for _, e := range entries {
@@ -73,7 +73,7 @@ func family(stateDir string, sessions map[int]bool) ([]proc, error) {
 			continue
 		}
 		all[pid] = p
-		if sessions[p.sid] || bytes.Contains(cmdline, needle) || bytes.Contains(environ, needle) {
+		if bytes.Contains(cmdline, needle) || bytes.Contains(environ, needle) {
 			in[pid] = true
 		}
 	}
@@ -94,15 +94,15 @@ func family(stateDir string, sessions map[int]bool) ([]proc, error) {
 	return out, nil
 }
 
-// killTree sends SIGKILL to every process of the round's family, again
+// killTree sends SIGKILL to every process of the install's family, again
 // and again until none is left (a process may fork while its siblings
 // die) or wait runs out. It returns the processes it killed.
-func killTree(stateDir string, sessions map[int]bool, wait time.Duration) ([]proc, error) {
+func killTree(stateDir string, wait time.Duration) ([]proc, error) {
 	var killed []proc
 	seen := map[int]bool{}
 	deadline := time.Now().Add(wait)
 	for {
-		fam, err := family(stateDir, sessions)
+		fam, err := family(stateDir)
 		if err != nil || len(fam) == 0 {
 			return killed, err
 		}
@@ -123,12 +123,12 @@ func killTree(stateDir string, sessions map[int]bool, wait time.Duration) ([]pro
 	}
 }
 
-// killSome sends SIGKILL to the processes of the round's family that pick
+// killSome sends SIGKILL to the processes of the install's family that pick
 // selects, as they are at this moment (what they start afterwards lives
 // on), and waits up to wait for them to be gone. It returns the processes
 // it killed.
-func killSome(stateDir string, sessions map[int]bool, pick func(proc) bool, wait time.Duration) ([]proc, error) {
-	fam, err := family(stateDir, sessions)
+func killSome(stateDir string, pick func(proc) bool, wait time.Duration) ([]proc, error) {
+	fam, err := family(stateDir)
 	if err != nil {
 		return nil, err
 	}

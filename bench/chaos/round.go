@@ -137,33 +137,25 @@ func (r *round) run(ctx context.Context) (res result, err error) {
 }
 
 // killWhileRunning starts up, then kills as the mode says at random
-// moments while the campaign runs, restarting up after each kill that
-// took it down. It stops killing once the campaign has finished, or
-// paused with nothing running. In the approvals round each kill follows
-// an approval: the k-th kill comes a moment (up to -kill-min) after the
-// approval numbered by the k-th of kills distinct random numbers.
+// moments of the campaign's course, restarting up after each kill that
+// took it down. The k-th kill comes a random delay (-kill-min to
+// -kill-max) after the campaign reached the k-th of kills progress points
+// drawn at random (see killPoints): so the kills spread over the whole
+// campaign however fast or slow it goes, and a slow recovery does not
+// swallow them. It stops killing once the campaign has finished, or
+// paused with nothing running.
 func (r *round) killWhileRunning(ctx context.Context) error {
-	var after []int
-	if r.mode == Approvals {
-		after = approvalsBeforeKills(r.rng, r.cfg.repos, r.cfg.kills)
-	}
+	points := killPoints(r.rng, r.cfg.repos, r.cfg.kills, r.appr != nil)
 	if !r.bringUp(ctx) {
 		return ctx.Err()
 	}
 	for k := 1; k <= r.cfg.kills; k++ {
-		if after != nil {
-			if err := r.awaitApproval(ctx, after[k-1]); err != nil {
-				return err
-			}
-			delay := time.Duration(r.rng.Int64N(int64(r.cfg.killMin) + 1))
-			if err := r.idle(ctx, delay); err != nil {
-				return err
-			}
-		} else {
-			delay := r.cfg.killMin + time.Duration(r.rng.Int64N(int64(r.cfg.killMax-r.cfg.killMin)+1))
-			if err := r.idle(ctx, delay); err != nil {
-				return err
-			}
+		if err := r.awaitProgress(ctx, points[k-1]); err != nil {
+			return err
+		}
+		delay := r.cfg.killMin + time.Duration(r.rng.Int64N(int64(r.cfg.killMax-r.cfg.killMin)+1))
+		if err := r.idle(ctx, delay); err != nil {
+			return err
 		}
 		if r.gaveUp {
 			return nil
@@ -179,21 +171,17 @@ func (r *round) killWhileRunning(ctx context.Context) error {
 			}
 			continue
 		case UpOnly:
-			victims, err := killSome(r.fx.state, r.fx.sessions, func(p proc) bool { return p.pgid == r.up.pid() }, 10*time.Second)
+			victims, err := killSome(r.fx.state, func(p proc) bool { return p.pgid == r.up.pid() }, 10*time.Second)
 			if err != nil {
 				return err
 			}
-			r.printf("kill %d: up's process group: %s", k, census(victims))
+			r.printf("kill %d (%s): up's process group: %s", k, r.progressText(), census(victims))
 		default:
 			victims, err := r.killTree()
 			if err != nil {
 				return err
 			}
-			if r.appr != nil {
-				r.printf("kill %d, after %d approvals: the whole tree: %s", k, r.appr.made, census(victims))
-			} else {
-				r.printf("kill %d: the whole tree: %s", k, census(victims))
-			}
+			r.printf("kill %d (%s): the whole tree: %s", k, r.progressText(), census(victims))
 		}
 		<-r.up.done
 		if !r.bringUp(ctx) {
@@ -203,20 +191,37 @@ func (r *round) killWhileRunning(ctx context.Context) error {
 	return nil
 }
 
-// approvalStall is how long the approvals round waits for the approval a
-// kill follows before it kills anyway.
-const approvalStall = 90 * time.Second
+// progressStall is how long a kill waits for the campaign to reach its
+// progress point before it comes anyway.
+const progressStall = 90 * time.Second
 
-// awaitApproval waits until the round has committed n approvals, the
-// campaign settles, or approvalStall passes without a new approval.
-func (r *round) awaitApproval(ctx context.Context, n int) error {
-	made, since := r.appr.made, time.Now()
-	for r.appr.made < n && !r.gaveUp && r.settled() == "" {
-		if r.appr.made > made {
-			made, since = r.appr.made, time.Now()
+// progress is how far the campaign has got: the results approved in the
+// approvals round, the units finished in the others.
+func (r *round) progress() int {
+	if r.appr != nil {
+		return r.appr.made
+	}
+	n := 0
+	if r.last.st != nil {
+		for _, u := range r.last.st.Units {
+			if finalUnit(string(u.Phase)) {
+				n++
+			}
 		}
-		if time.Since(since) > approvalStall {
-			r.printf("no approval for %s (%d made, the kill was to follow number %d): killing now", approvalStall, r.appr.made, n)
+	}
+	return n
+}
+
+// awaitProgress waits until the campaign's progress reaches n, the
+// campaign settles, or progressStall passes without progress.
+func (r *round) awaitProgress(ctx context.Context, n int) error {
+	seen, since := r.progress(), time.Now()
+	for r.progress() < n && !r.gaveUp && r.settled() == "" {
+		if p := r.progress(); p > seen {
+			seen, since = p, time.Now()
+		}
+		if time.Since(since) > progressStall {
+			r.printf("no progress for %s (at %d, the kill was to follow %d): killing now", progressStall, seen, n)
 			return nil
 		}
 		if err := r.idle(ctx, 250*time.Millisecond); err != nil {
@@ -226,18 +231,33 @@ func (r *round) awaitApproval(ctx context.Context, n int) error {
 	return nil
 }
 
-// approvalsBeforeKills draws which approvals the kills follow: kills
-// distinct numbers from 1 to repos-1, in order (none after the last
-// approval, which would leave nothing to kill between).
-func approvalsBeforeKills(rng *rand.Rand, repos, kills int) []int {
-	span := max(repos-1, kills, 1)
-	perm := rng.Perm(span)[:min(kills, span)]
-	out := make([]int, len(perm))
-	for i, p := range perm {
-		out[i] = p + 1
+// killPoints draws the progress points the kills follow, in order:
+// kills distinct numbers of units finished, from 0 to repos-1, or, with
+// approvals, of results approved, from 1 to repos-1 (a kill follows an
+// approval and comes before the next). With more kills than points, the
+// points repeat.
+func killPoints(rng *rand.Rand, repos, kills int, approvals bool) []int {
+	lo := 0
+	if approvals {
+		lo = 1
+	}
+	span := max(repos-lo, 1)
+	var out []int
+	for len(out) < kills {
+		for _, p := range rng.Perm(span)[:min(kills-len(out), span)] {
+			out = append(out, p+lo)
+		}
 	}
 	sort.Ints(out)
 	return out
+}
+
+// progressText says how far the campaign had got.
+func (r *round) progressText() string {
+	if r.appr != nil {
+		return fmt.Sprintf("%d approvals made", r.appr.made)
+	}
+	return fmt.Sprintf("%d units finished", r.progress())
 }
 
 // settled says why nothing more will happen in the campaign without a
@@ -380,7 +400,7 @@ func (r *round) killAgents(ctx context.Context, k int) error {
 	isAgent := func(p proc) bool { return strings.TrimSuffix(p.exe, " (deleted)") == agent }
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		fam, err := family(r.fx.state, r.fx.sessions)
+		fam, err := family(r.fx.state)
 		if err != nil {
 			return err
 		}
@@ -399,11 +419,11 @@ func (r *round) killAgents(ctx context.Context, k int) error {
 			return err
 		}
 	}
-	victims, err := killSome(r.fx.state, r.fx.sessions, isAgent, 10*time.Second)
+	victims, err := killSome(r.fx.state, isAgent, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	r.printf("kill %d: the agents: %s", k, census(victims))
+	r.printf("kill %d (%s): the agents: %s", k, r.progressText(), census(victims))
 	return nil
 }
 
@@ -423,7 +443,6 @@ func (r *round) launch() (*upProc, error) {
 		return nil, err
 	}
 	r.ups = append(r.ups, u)
-	r.fx.sessions[u.pid()] = true
 	r.up = u
 	return u, nil
 }
@@ -452,7 +471,7 @@ func (r *round) bringUp(ctx context.Context) bool {
 		r.restartsFailed++
 		r.printf("start %d FAILED: %v", u.n, err)
 		// Only this start's processes: agents an earlier one left run on.
-		if _, err := killSome(r.fx.state, r.fx.sessions, func(p proc) bool { return p.sid == u.pid() }, 10*time.Second); err != nil {
+		if _, err := killSome(r.fx.state, func(p proc) bool { return p.sid == u.pid() }, 10*time.Second); err != nil {
 			r.printf("stop start %d: %v", u.n, err)
 		}
 		<-u.done
@@ -466,7 +485,7 @@ func (r *round) bringUp(ctx context.Context) bool {
 // killTree kills up and everything of the round's, and forgets the
 // connection to the server that died with it.
 func (r *round) killTree() ([]proc, error) {
-	victims, err := killTree(r.fx.state, r.fx.sessions, 10*time.Second)
+	victims, err := killTree(r.fx.state, 10*time.Second)
 	if r.obs != nil {
 		r.obs.Close()
 		r.obs = nil
@@ -711,7 +730,7 @@ func (r *round) cleanup(dir string) error {
 	}
 	var errs []error
 	for _, fx := range r.installs {
-		left, err := killTree(fx.state, fx.sessions, 10*time.Second)
+		left, err := killTree(fx.state, 10*time.Second)
 		errs = append(errs, err)
 		if len(left) > 0 && r.cfg.verbose {
 			r.printf("cleanup killed what remained: %s", census(left))

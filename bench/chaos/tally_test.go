@@ -195,14 +195,23 @@ func TestParseModes(t *testing.T) {
 	}
 }
 
-func TestApprovalsBeforeKills(t *testing.T) {
+func TestKillPoints(t *testing.T) {
 	for seed := range uint64(50) {
-		got := approvalsBeforeKills(rand.New(rand.NewPCG(seed, seed)), 20, 5)
+		rng := rand.New(rand.NewPCG(seed, seed))
+		got := killPoints(rng, 20, 5, false)
+		if len(got) != 5 || !slices.IsSorted(got) || got[0] < 0 || got[4] > 19 || len(slices.Compact(slices.Clone(got))) != 5 {
+			t.Fatalf("seed %d: %v, want 5 distinct sorted numbers from 0 to 19", seed, got)
+		}
+		got = killPoints(rng, 20, 5, true)
 		if len(got) != 5 || !slices.IsSorted(got) || got[0] < 1 || got[4] > 19 || len(slices.Compact(slices.Clone(got))) != 5 {
-			t.Fatalf("seed %d: %v, want 5 distinct sorted numbers from 1 to 19", seed, got)
+			t.Fatalf("seed %d, approvals: %v, want 5 distinct sorted numbers from 1 to 19", seed, got)
 		}
 	}
-	if got := approvalsBeforeKills(rand.New(rand.NewPCG(1, 1)), 3, 5); !slices.Equal(got, []int{1, 2, 3, 4, 5}) {
-		t.Errorf("more kills than approvals: %v, want 1..5", got)
+	got := killPoints(rand.New(rand.NewPCG(1, 1)), 3, 5, true)
+	if len(got) != 5 || !slices.IsSorted(got) || got[0] != 1 || got[4] != 2 {
+		t.Errorf("more kills than approvals: %v, want the points 1 and 2, repeated", got)
+	}
+	if got := killPoints(rand.New(rand.NewPCG(1, 1)), 20, 0, false); len(got) != 0 {
+		t.Errorf("no kills: %v", got)
 	}
 }

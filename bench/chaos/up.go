@@ -25,9 +25,14 @@ type upProc struct {
 	err error
 }
 
+// stateEnv names the variable that carries the state directory in the
+// environment of up and of everything it starts with its own environment
+// (git, its spec evaluators), so that family finds them after up died.
+const stateEnv = "BENCH_CHAOS_STATE_DIR"
+
 // startUp starts `fleetlift up` on the fixture as a session leader (its
-// own session and process group), logging to files in the round's
-// directory.
+// own session and process group, as a service manager would start it),
+// logging to files in the fixture's directory.
 func startUp(bin, addr string, fx *fixture, n int) (*upProc, error) {
 	u := &upProc{
 		n:      n,
@@ -51,7 +56,7 @@ func startUp(bin, addr string, fx *fixture, n int) (*upProc, error) {
 		"--allow-file-root", fx.targets,
 		"--temporal-address", addr,
 	)
-	u.cmd.Env = gitEnv(cleanEnv(os.Environ()))
+	u.cmd.Env = append(gitEnv(cleanEnv(os.Environ())), stateEnv+"="+fx.state)
 	u.cmd.Stdout, u.cmd.Stderr = stdout, stderr
 	u.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	u.started = time.Now()
