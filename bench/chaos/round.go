@@ -638,8 +638,18 @@ func (r *round) report(o Observation, res result) {
 			fmt.Fprintf(w, "    %d× %s\n", errs[e], e)
 		}
 	}
+	phase := map[string]string{}
+	for _, u := range o.Units {
+		phase[u.Key] = u.Phase
+	}
 	for _, refs := range o.Repos {
-		if !refs.Correct && r.cfg.verbose {
+		p, known := phase[refs.Name]
+		switch {
+		case refs.Correct && known && p != "completed":
+			fmt.Fprintf(w, "    %s: the unit is %s, yet its branch is correct\n", refs.Name, p)
+		case !refs.Correct && p == "completed":
+			fmt.Fprintf(w, "    %s: the unit completed, yet %s (branches %v)\n", refs.Name, refs.Why, refs.Branches)
+		case !refs.Correct && r.cfg.verbose:
 			fmt.Fprintf(w, "    %s: %s (branches %v)\n", refs.Name, refs.Why, refs.Branches)
 		}
 	}
