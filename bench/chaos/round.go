@@ -638,12 +638,21 @@ func (r *round) report(o Observation, res result) {
 			fmt.Fprintf(w, "    %d× %s\n", errs[e], e)
 		}
 	}
-	phase := map[string]string{}
+	phase, unitErr, applied := map[string]string{}, map[string]string{}, map[string][]string{}
 	for _, u := range o.Units {
-		phase[u.Key] = u.Phase
+		phase[u.Key], unitErr[u.Key], applied[u.Key] = u.Phase, u.Error, u.Applied
+	}
+	approved := map[string]bool{}
+	for _, key := range o.Approved {
+		approved[key] = true
 	}
 	for _, refs := range o.Repos {
 		p, known := phase[refs.Name]
+		if approved[refs.Name] && !refs.Correct {
+			fmt.Fprintf(w, "    %s: approved, lost: %s; the unit is %s (%s), and reports %d approvals carried out %v\n", refs.Name, refs.Why, p,
+				oneLine(sandboxName.ReplaceAllString(unitErr[refs.Name], "<sandbox>"), 200), len(applied[refs.Name]), applied[refs.Name])
+			continue
+		}
 		switch {
 		case refs.Correct && known && p != "completed":
 			fmt.Fprintf(w, "    %s: the unit is %s, yet its branch is correct\n", refs.Name, p)

@@ -46,6 +46,9 @@ type Unit struct {
 	Key   string
 	Phase string
 	Error string
+	// Applied lists the approval records the unit's tasks report carried
+	// out.
+	Applied []string
 }
 
 // finalUnit reports whether a unit's phase is one nothing follows.
