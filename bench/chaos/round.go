@@ -166,6 +166,9 @@ func (r *round) bringUp(ctx context.Context) bool {
 		}
 		r.restartsFailed++
 		r.printf("start %d FAILED: %v", u.n, err)
+		if cause := serverLogError(r.fx.state); cause != "" {
+			r.printf("  the embedded server's last error: %s", cause)
+		}
 		// Only this start's processes: agents an earlier one left run on.
 		if _, err := killSome(r.fx.state, func(p proc) bool { return p.sid == u.pid() }, 10*time.Second); err != nil {
 			r.printf("stop start %d: %v", u.n, err)

@@ -132,6 +132,19 @@ func (u *upProc) lastError() string {
 	return ""
 }
 
+// serverLogError is the last error the embedded server logged in
+// <state-dir>/temporal.log (it logs errors only), shortened; "" when none.
+func serverLogError(stateDir string) string {
+	b, _ := os.ReadFile(filepath.Join(stateDir, "temporal.log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "ERROR") || strings.Contains(lines[i], "error") {
+			return ends(lines[i], 120, 240)
+		}
+	}
+	return ""
+}
+
 // ends shortens a long line to its first head and last tail bytes: an
 // error chain's innermost cause is at its end.
 func ends(s string, head, tail int) string {
