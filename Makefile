@@ -85,6 +85,12 @@ bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped,
 	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
 	$(GO) run ./bench/run -repos 200 -parallel 8 -group 25 -rounds 5 -agent $(BIN)/fleetlift-agent
 
+.PHONY: bench-chaos
+bench-chaos: ## Crash-proofing (issue 11): SIGKILL fleetlift up and its agents at random moments, 5 modes x 3 rounds; CHAOS_FLAGS="-modes agents -rounds 1 -seed N"
+	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
+	$(GO) run ./bench/chaos -bin $(BIN) $(CHAOS_FLAGS)
+
 .PHONY: bench-plan
 bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorded state; compare with cue export
 	$(GO) run ./bench/plan -cue $(BIN)/cue
