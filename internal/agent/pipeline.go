@@ -359,6 +359,11 @@ func (r *runner) afterActive(ctx context.Context, err error) (done bool, _ error
 			return true, werr
 		}
 		return true, context.Cause(ctx)
+	case errors.Is(err, errJailKilled):
+		// No verdict: the sandbox is going away, and the worker runs the
+		// work again elsewhere.
+		r.o.Log.Error("stopping without a verdict", "err", err)
+		return true, err
 	case errors.Is(err, errCancelled):
 		r.markUnfinished("cancelled")
 		return true, r.end(protocol.PhaseCancelled, "cancelled by steering")

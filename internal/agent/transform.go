@@ -113,6 +113,9 @@ func (r *runner) runIn(ctx context.Context, sc *scope, argv, env []string, stdin
 		if ctx.Err() != nil {
 			return run{}, context.Cause(ctx)
 		}
+		if errors.Is(err, errJailKilled) {
+			return run{}, err
+		}
 		code = 127
 		fmt.Fprintf(errTail, "%v\n", err)
 	}

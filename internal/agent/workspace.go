@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,7 +23,7 @@ func (r *runner) checkout(ctx context.Context) error {
 	r.setPhase(protocol.PhaseInitializing, "cloning", "cloning repositories")
 	if r.recipe != nil {
 		if err := r.checkoutRecipe(ctx, r.recipe); err != nil {
-			return fmt.Errorf("transformation repository %s: %s", r.recipe.repo.Name, err)
+			return fmt.Errorf("transformation repository %s: %w", r.recipe.repo.Name, err)
 		}
 	}
 	ok := 0
@@ -30,6 +31,9 @@ func (r *runner) checkout(ctx context.Context) error {
 		if err := r.checkoutUnit(ctx, u); err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
+			}
+			if errors.Is(err, errJailKilled) {
+				return err
 			}
 			u.broken = true
 			u.res.Status = "failed"
