@@ -261,7 +261,16 @@ func (t *Temporal) Decide(ctx context.Context, a plan.ApprovalChange, rec state.
 		case approval.Steer:
 			name, arg = workflow.SignalSteer, workflow.SteerSignal{Prompt: r.Prompt, DecisionSignal: d}
 		}
-		if err := t.Client.SignalWorkflow(ctx, p.WorkflowID, "", name, arg); err != nil {
+		err := t.Client.SignalWorkflow(ctx, p.WorkflowID, "", name, arg)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			// The task finished between the read the plan came from and
+			// now (with this decision, mostly: its campaign has not
+			// recorded it yet). Nothing is decided here; the next pass
+			// reads what the task did.
+			return nil
+		}
+		if err != nil {
 			return fmt.Errorf("%s %s: %w", r.Action, p.WorkflowID, err)
 		}
 		return nil
