@@ -193,7 +193,7 @@ title: Raise the go directive to 1.26
 template:
   execution:
     deterministic:
-      image: alpine
+      image: debian:bookworm-slim
       command: [sh, -c, %s]
       verifiers:
         - name: go-directive

@@ -55,6 +55,9 @@ func startUp(bin, addr string, fx *fixture, n int) (*upProc, error) {
 		"--state-dir", fx.state,
 		"--allow-file-root", fx.targets,
 		"--temporal-address", addr,
+		// The kills find agents, jails and commands through this host's
+		// /proc: local sandboxes, whatever engine the machine has.
+		"--sandbox", "local",
 	)
 	u.cmd.Env = append(gitEnv(cleanEnv(os.Environ())), stateEnv+"="+fx.state)
 	u.cmd.Stdout, u.cmd.Stderr = stdout, stderr
