@@ -81,9 +81,9 @@ dist: ## Release archives of VERSION (make dist VERSION=v0.1.0) in dist/, their 
 	build/release.sh $(VERSION)
 
 .PHONY: bench-run
-bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push
+bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push; RUN_FLAGS="-sandbox docker" for containers
 	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
-	$(GO) run ./bench/run -repos 200 -parallel 8 -group 25 -rounds 5 -agent $(BIN)/fleetlift-agent
+	$(GO) run ./bench/run -repos 200 -parallel 8 -group 25 -rounds 5 -agent $(BIN)/fleetlift-agent $(RUN_FLAGS)
 
 .PHONY: bench-chaos
 bench-chaos: ## Crash-proofing (issue 11): SIGKILL fleetlift up and its agents at random moments, 5 modes x 3 rounds; CHAOS_FLAGS="-modes agents -rounds 1 -seed N"
