@@ -1,8 +1,8 @@
 // Command sandbox measures how long a Docker sandbox takes to be ready:
 // provision-to-agent-ready through fleetlift's Docker provider (container
 // created and started, workspace and home made the agent's, the agent
-// running), against the floor of `docker run --rm --network none IMAGE
-// true` of the same image in the same run, in alternating order. It prints
+// running), against the floor of `docker run --rm --network none
+// --entrypoint true IMAGE` of the same image in the same run, in alternating order. It prints
 // p50 and p95 of each and the ratio of the p50s (goal: at most 1.3).
 //
 //	go run ./bench/sandbox -n 50
@@ -58,7 +58,7 @@ func run(n int, image, agent, dockerCLI string) error {
 	}
 	floor := func() (time.Duration, error) {
 		start := time.Now()
-		if out, err := exec.Command(dockerCLI, "run", "--rm", "--network", "none", image, "true").CombinedOutput(); err != nil {
+		if out, err := exec.Command(dockerCLI, "run", "--rm", "--network", "none", "--entrypoint", "true", image).CombinedOutput(); err != nil {
 			return 0, fmt.Errorf("docker run: %v: %s", err, out)
 		}
 		return time.Since(start), nil
