@@ -329,6 +329,12 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 		return 0, err
 	}
 	took := time.Since(start)
+	if sandboxKind == "docker" {
+		// Root's again, for git to read them here.
+		if err := chown(root, "0:0"); err != nil {
+			return 0, err
+		}
+	}
 	if st.Summary.Completed != len(in.Units) {
 		return 0, fmt.Errorf("fleetlift completed %d of %d tasks: %+v", st.Summary.Completed, len(in.Units), st.Units[0])
 	}
