@@ -72,6 +72,17 @@ type UnitResult struct {
 	WorkflowID string `json:"workflow_id,omitempty"`
 	// Applied lists the approval records the unit's tasks carried out.
 	Applied []string `json:"applied,omitempty"`
+	// Repos is what happened in each repository of a unit of several
+	// (a group), once it ran: its PRs and Reports count them together.
+	Repos []UnitRepo `json:"repos,omitempty"`
+}
+
+// UnitRepo is one repository of a group: its name, the agent's status
+// (success, failed, skipped) and its pull request's URL.
+type UnitRepo struct {
+	Name        string `json:"name"`
+	Status      string `json:"status"`
+	PullRequest string `json:"pull_request,omitempty"`
 }
 
 // Skipped is the phase of units the campaign never started.
@@ -149,7 +160,9 @@ type CampaignProgress struct {
 	Stopped string `json:"stopped,omitempty"`
 }
 
-// Summary counts a campaign's units.
+// Summary counts a campaign's repositories: a group counts as the
+// repositories it holds, each as the agent reported it (a repository that
+// failed in a group that completed counts failed).
 type Summary struct {
 	Total            int `json:"total"`
 	Completed        int `json:"completed"`
@@ -412,8 +425,16 @@ func (c *campaignRun) record(key string, f workflow.Future) {
 	r.Phase = tr.Phase
 	r.Error = tr.Error
 	r.Applied = append(r.Applied, tr.Applied...)
-	r.PRs, r.Reports = nil, 0
+	r.PRs, r.Reports, r.Repos = nil, 0, nil
+	grouped := len(c.units[key].Repositories) > 1
 	for _, rr := range tr.Repositories {
+		if grouped {
+			ur := UnitRepo{Name: rr.Name, Status: rr.Status}
+			if rr.PullRequest != nil {
+				ur.PullRequest = rr.PullRequest.URL
+			}
+			r.Repos = append(r.Repos, ur)
+		}
 		if rr.PullRequest != nil {
 			r.PRs = append(r.PRs, *rr.PullRequest)
 		}
@@ -467,7 +488,7 @@ func (c *campaignRun) waitForBudget() {
 
 // checkThreshold pauses or aborts when too many finished units failed.
 func (c *campaignRun) checkThreshold() {
-	s := c.summary()
+	s := c.unitCounts()
 	finished := s.Completed + s.Failed
 	if finished == 0 || c.in.ThresholdPercent >= 100 || s.Failed*100 <= c.in.ThresholdPercent*finished || s.Failed <= c.p.Acknowledged {
 		return
@@ -540,7 +561,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 		} else {
 			c.message = ""
 		}
-		c.p.Acknowledged = c.summary().Failed
+		c.p.Acknowledged = c.unitCounts().Failed
 		if c.p.Phase == CampaignPaused {
 			c.p.Phase = CampaignRunning
 		}
@@ -666,7 +687,9 @@ func (c *campaignRun) upsertPhase() {
 	c.search.setPhase(c.ctx, string(c.p.Phase))
 }
 
-func (c *campaignRun) summary() Summary {
+// unitCounts counts the units (tasks) by phase: what the failure
+// threshold is about.
+func (c *campaignRun) unitCounts() Summary {
 	s := Summary{Total: len(c.in.Units)}
 	for _, u := range c.in.Units {
 		r, ok := c.p.Results[u.Key]
@@ -685,6 +708,40 @@ func (c *campaignRun) summary() Summary {
 		default:
 			s.Running++
 		}
+	}
+	return s
+}
+
+// summary counts the repositories of the campaign's units by what
+// happened to them, and the pull requests and reports.
+func (c *campaignRun) summary() Summary {
+	var s Summary
+	for _, u := range c.in.Units {
+		n := max(len(u.Repositories), 1)
+		s.Total += n
+		r, ok := c.p.Results[u.Key]
+		if !ok {
+			continue
+		}
+		switch r.Phase {
+		case TaskCompleted:
+			failed := 0
+			for _, rr := range r.Repos {
+				if rr.Status == "failed" {
+					failed++
+				}
+			}
+			s.Completed += n - failed
+			s.Failed += failed
+		case TaskFailed:
+			s.Failed += n
+		case TaskCancelled:
+			s.Cancelled += n
+		case Skipped:
+			s.Skipped += n
+		default:
+			s.Running += n
+		}
 		s.PRsCreated += len(r.PRs)
 		s.ReportsCollected += r.Reports
 	}
@@ -698,6 +755,13 @@ func (c *campaignRun) state() CampaignState {
 		r, ok := c.p.Results[u.Key]
 		if !ok {
 			r = UnitResult{Key: u.Key, Phase: "pending"}
+		}
+		if len(u.Repositories) > 1 && len(r.Repos) == 0 {
+			// A group not finished yet: its repositories, without a
+			// verdict.
+			for _, repo := range u.Repositories {
+				r.Repos = append(r.Repos, UnitRepo{Name: repo.Name})
+			}
 		}
 		st.Units = append(st.Units, r)
 	}

@@ -27,6 +27,10 @@ type fleet struct {
 	cleaned int
 	// unit maps sandbox ids to unit keys, from the task id label.
 	unit map[string]string
+	// groups names the repositories of units that are groups; a
+	// repository in failRepo fails there, the others open a PR.
+	groups   map[string][]string
+	failRepo map[string]bool
 }
 
 func (f *fleet) unitOf(sandboxID string) string { return f.unit[sandboxID] }
@@ -60,6 +64,18 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		if f.fail[key] {
 			return protocol.Result{Status: protocol.PhaseFailed, Error: "verifier build failed",
 				Repositories: []protocol.RepositoryResult{{Name: key, Status: "failed"}}}, nil
+		}
+		if names, ok := f.groups[key]; ok {
+			r := protocol.Result{Status: protocol.PhaseComplete}
+			for _, name := range names {
+				if f.failRepo[name] {
+					r.Repositories = append(r.Repositories, protocol.RepositoryResult{Name: name, Status: "failed", Error: "verifier build failed"})
+					continue
+				}
+				r.Repositories = append(r.Repositories, protocol.RepositoryResult{Name: name, Status: "success",
+					PullRequest: &protocol.PullRequestInfo{URL: "file:///" + name + "#auto/c", Branch: "auto/c"}})
+			}
+			return r, nil
 		}
 		return protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{Name: key, Status: "success",
 			PullRequest: &protocol.PullRequestInfo{URL: "file:///" + key + "#auto/c", Branch: "auto/c"}}}}, nil
@@ -124,6 +140,44 @@ func TestCampaignAllSucceed(t *testing.T) {
 	}
 	if f.cleaned != 5 {
 		t.Errorf("%d sandboxes cleaned, want 5", f.cleaned)
+	}
+}
+
+// TestCampaignCountsTheRepositoriesOfGroups: a campaign of two groups of
+// three repositories counts six repositories, not two, and one that failed
+// inside a group that completed counts failed: the campaign did not
+// change every repository.
+func TestCampaignCountsTheRepositoriesOfGroups(t *testing.T) {
+	f := &fleet{groups: map[string][]string{"g1": {"a", "b", "c"}, "g2": {"d", "e", "f"}}, failRepo: map[string]bool{"e": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(0)
+	for key, names := range map[string][]string{"g1": f.groups["g1"], "g2": f.groups["g2"]} {
+		u := workflow.Unit{Key: key}
+		for _, n := range names {
+			u.Repositories = append(u.Repositories, protocol.Repository{Name: n})
+		}
+		in.Units = append(in.Units, u)
+	}
+	slices.SortFunc(in.Units, func(a, b workflow.Unit) int { return strings.Compare(a.Key, b.Key) })
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	want := workflow.Summary{Total: 6, Completed: 5, Failed: 1, PRsCreated: 5}
+	if st.Summary != want {
+		t.Errorf("summary %+v, want %+v", st.Summary, want)
+	}
+	if st.Phase != workflow.CampaignCompletedWithFailures || st.Message != "1 of 6 repositories failed, 5 completed" {
+		t.Errorf("ended %s (%s), want completed_with_failures (1 of 6 repositories failed, 5 completed)", st.Phase, st.Message)
+	}
+	var g2 []workflow.UnitRepo
+	for _, u := range st.Units {
+		if u.Key == "g2" {
+			g2 = u.Repos
+		}
+	}
+	wantG2 := []workflow.UnitRepo{{Name: "d", Status: "success", PullRequest: "file:///d#auto/c"},
+		{Name: "e", Status: "failed"}, {Name: "f", Status: "success", PullRequest: "file:///f#auto/c"}}
+	if !slices.Equal(g2, wantG2) {
+		t.Errorf("g2's repositories %+v, want %+v", g2, wantG2)
 	}
 }
 
