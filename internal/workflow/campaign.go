@@ -77,6 +77,23 @@ type UnitResult struct {
 	Repos []UnitRepo `json:"repos,omitempty"`
 }
 
+// HasFailures reports whether the unit failed, or completed with a
+// repository that failed: what retry-failed runs again.
+func (u UnitResult) HasFailures() bool {
+	if u.Phase == TaskFailed {
+		return true
+	}
+	if u.Phase != TaskCompleted {
+		return false
+	}
+	for _, r := range u.Repos {
+		if r.Status == "failed" {
+			return true
+		}
+	}
+	return false
+}
+
 // UnitRepo is one repository of a group: its name, the agent's status
 // (success, failed, skipped) and its pull request's URL.
 type UnitRepo struct {
@@ -590,7 +607,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 			if s.Unit != "" && u.Key != s.Unit {
 				continue
 			}
-			if r, ok := c.p.Results[u.Key]; ok && r.Phase == TaskFailed && !slices.Contains(c.p.Retry, u.Key) {
+			if r, ok := c.p.Results[u.Key]; ok && r.HasFailures() && !slices.Contains(c.p.Retry, u.Key) {
 				c.p.Retry = append(c.p.Retry, u.Key)
 			}
 		}

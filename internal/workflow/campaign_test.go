@@ -181,6 +181,33 @@ func TestCampaignCountsTheRepositoriesOfGroups(t *testing.T) {
 	}
 }
 
+// TestCampaignRetriesAGroupWithAFailedRepository: retry-failed runs again
+// a group that completed with a repository that failed, as it does a task
+// that failed: the failed repositories it counts are what it retries.
+func TestCampaignRetriesAGroupWithAFailedRepository(t *testing.T) {
+	f := &fleet{groups: map[string][]string{"g1": {"a", "b"}}, failRepo: map[string]bool{"b": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(3)
+	in.Units[0] = workflow.Unit{Key: "g1", Repositories: []protocol.Repository{{Name: "a"}, {Name: "b"}}}
+	in.ThresholdPercent, in.BatchSize, in.MaxParallel = 100, 1, 1
+	// One start an hour keeps the campaign running for hours.
+	in.PullRequestsPerHour, in.Burst = 1, 1
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.failRepo["b"] = false
+		f.mu.Unlock()
+		env.SignalWorkflow(workflow.SignalRetryFailed, nil)
+	}, 30*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if st.Phase != workflow.CampaignCompleted || st.Summary.Total != 4 || st.Summary.Completed != 4 || st.Summary.PRsCreated != 4 {
+		t.Errorf("retry-failed: %s (%s) %+v", st.Phase, st.Message, st.Summary)
+	}
+	if st.Units[0].Attempts != 2 {
+		t.Errorf("g1 attempts %d, want 2", st.Units[0].Attempts)
+	}
+}
+
 // queryState reads the campaign's status query during a test.
 func queryState(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflow.CampaignState {
 	t.Helper()
