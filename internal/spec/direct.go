@@ -46,7 +46,7 @@ import (
 // direct path turns itself off, and every file is evaluated with CUE,
 // until it has been brought in line and this digest updated
 // (TestDirectSchemaDigest fails meanwhile).
-const directSchemaSHA256 = "d3913d0fb296e3dbfc9ee8686dd8d80b1e592ecf69494bcdd8e999954dfeaed5"
+const directSchemaSHA256 = "e3c712d87fc4c2752a70e79b166caf6065ef24b38d47e4cc1a2b5501a610bad2"
 
 // directSchemaDigest returns the SHA-256 of the schema's declarations,
 // but for those that only the repository config and approval records
@@ -919,6 +919,7 @@ func (d *direct) campaign(m object) Campaign {
 		c.Groups = d.groups(groups)
 	}
 	c.BatchSize = d.optInt(m, "batch_size", 10, 1, 10000)
+	c.StrictBatches = d.optBool(m, "strict_batches")
 	c.MaxParallel = d.optInt(m, "max_parallel", 5, 1, 1000)
 	c.Failure = d.failure(m, 20)
 	rl := object{}

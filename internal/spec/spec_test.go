@@ -100,6 +100,7 @@ repositories:
 		{"failure action", camp.Failure.Action, spec.FailurePause},
 		{"rate per hour", camp.RateLimit.PullRequestsPerHour, 60},
 		{"burst", camp.RateLimit.Burst, 10},
+		{"sliding window", camp.StrictBatches, false},
 		{"update strategy", camp.SyncPolicy.Update, spec.UpdateInPlace},
 		{"prune", camp.SyncPolicy.Prune, false},
 		{"suspend", camp.Suspend, false},

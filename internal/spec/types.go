@@ -275,11 +275,15 @@ type Campaign struct {
 	Repositories []Repository `json:"repositories,omitempty"`
 	Groups       []Group      `json:"groups,omitempty"`
 	BatchSize    int          `json:"batch_size"`
-	MaxParallel  int          `json:"max_parallel"`
-	Failure      Failure      `json:"failure"`
-	RateLimit    RateLimit    `json:"rate_limit"`
-	Suspend      bool         `json:"suspend,omitempty"`
-	SyncPolicy   SyncPolicy   `json:"sync_policy"`
+	// StrictBatches starts each batch of BatchSize tasks only once the
+	// one before has finished; by default a task starts as soon as one
+	// finishes, MaxParallel at once.
+	StrictBatches bool       `json:"strict_batches,omitempty"`
+	MaxParallel   int        `json:"max_parallel"`
+	Failure       Failure    `json:"failure"`
+	RateLimit     RateLimit  `json:"rate_limit"`
+	Suspend       bool       `json:"suspend,omitempty"`
+	SyncPolicy    SyncPolicy `json:"sync_policy"`
 }
 
 // Watch is the branch and directory a reconciler launches from.

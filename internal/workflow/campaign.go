@@ -25,11 +25,17 @@ type Unit struct {
 // repositories. Progress is empty on the first run and carries the state
 // across continue-as-new.
 type CampaignInput struct {
-	ID          string
-	Template    TaskInput
-	Units       []Unit
-	BatchSize   int
-	MaxParallel int
+	ID        string
+	Template  TaskInput
+	Units     []Unit
+	BatchSize int
+	// StrictBatches starts BatchSize units together and the next batch
+	// once all of them have finished. Otherwise units run as a sliding
+	// window: MaxParallel at once, the next starting as soon as one
+	// finishes, the failure threshold checked as each finishes (runs
+	// started before the sliding window ran strict batches).
+	StrictBatches bool
+	MaxParallel   int
 	// ThresholdPercent: when more than this share of finished units
 	// failed, the campaign pauses (FailureAction "pause") or stops
 	// starting units ("abort").
@@ -244,7 +250,10 @@ type CampaignState struct {
 	Applied []string `json:"applied,omitempty"`
 }
 
-// Campaign runs a campaign's units as child Task workflows in batches.
+// Campaign runs a campaign's units as child Task workflows: MaxParallel
+// at once, the next starting as soon as one finishes, or, with
+// StrictBatches (and on runs started before slidingWindowChange), in
+// batches of BatchSize that each wait for their slowest unit.
 func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 	c := newCampaignRun(ctx, in)
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CampaignState, error) { return c.state(), nil }); err != nil {
@@ -256,27 +265,38 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 		if ctx.Err() != nil {
 			return c.finish(), ctx.Err()
 		}
-		switch {
-		case len(c.p.Retry) > 0:
-			keys := c.p.Retry
-			c.p.Retry = nil
-			c.runBatch(keys)
-		case c.p.Stop || c.p.Next >= len(c.in.Units):
-			return c.finish(), nil
-		default:
-			end := min(c.p.Next+c.batchSize(), len(c.in.Units))
-			var keys []string
-			for _, u := range c.in.Units[c.p.Next:end] {
-				keys = append(keys, u.Key)
+		if c.sliding() {
+			if c.p.Stop || len(c.p.Retry) == 0 && c.p.Next >= len(c.in.Units) {
+				return c.finish(), nil
 			}
-			c.p.Next = end
-			c.runBatch(keys)
+			c.runWindow()
+		} else {
+			switch {
+			case len(c.p.Retry) > 0:
+				keys := c.p.Retry
+				c.p.Retry = nil
+				c.runBatch(keys)
+			case c.p.Stop || c.p.Next >= len(c.in.Units):
+				return c.finish(), nil
+			default:
+				end := min(c.p.Next+c.batchSize(), len(c.in.Units))
+				var keys []string
+				for _, u := range c.in.Units[c.p.Next:end] {
+					keys = append(keys, u.Key)
+				}
+				c.p.Next = end
+				c.runBatch(keys)
+			}
 		}
 		if ctx.Err() != nil {
 			return c.finish(), ctx.Err()
 		}
 		c.checkThreshold()
-		if c.p.Next < len(c.in.Units) && c.shouldContinueAsNew() {
+		pending := c.p.Next < len(c.in.Units)
+		if c.sliding() {
+			pending = (pending || len(c.p.Retry) > 0) && !c.p.Stop
+		}
+		if pending && c.shouldContinueAsNew() {
 			c.p.Runs++
 			c.p.Started = 0
 			next := c.in
@@ -287,8 +307,11 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 }
 
 type campaignRun struct {
-	ctx     workflow.Context
-	in      CampaignInput
+	ctx workflow.Context
+	in  CampaignInput
+	// version is the Campaign workflow's version this run carries out
+	// (workflow.GetVersion of slidingWindowChange).
+	version workflow.Version
 	p       *CampaignProgress
 	units   map[string]Unit
 	running map[string]bool
@@ -310,7 +333,84 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	for _, u := range in.Units {
 		units[u.Key] = u
 	}
-	return &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx)}
+	c := &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx)}
+	c.version = workflow.GetVersion(ctx, slidingWindowChange, workflow.DefaultVersion, 1)
+	return c
+}
+
+// sliding reports whether units start as others finish: on runs started
+// since slidingWindowChange, unless the campaign asks for strict batches.
+// Runs started before it replay their batches.
+func (c *campaignRun) sliding() bool {
+	return c.version >= 1 && !c.in.StrictBatches
+}
+
+// Changes to the Campaign workflow, named for workflow.GetVersion.
+const (
+	// slidingWindowChange starts each unit as soon as a slot is free,
+	// instead of in batches that wait for their slowest unit.
+	slidingWindowChange = "sliding-window"
+)
+
+// runWindow starts units, retried ones first, keeping MaxParallel
+// running, until none is left to start or starting must stop (stop,
+// suspend, the failure threshold, continue-as-new); it returns once none
+// is running.
+func (c *campaignRun) runWindow() {
+	sel := workflow.NewSelector(c.ctx)
+	inFlight := 0
+	for {
+		for inFlight < max(c.in.MaxParallel, 1) && c.mayStart() {
+			key, ok := c.nextKey()
+			if !ok || len(c.p.Retry) == 0 && c.overThreshold() {
+				// Past the threshold, only units asked to run again
+				// start.
+				break
+			}
+			c.waitForBudget()
+			if !c.mayStart() {
+				break
+			}
+			c.takeKey(key)
+			f := c.startChild(key)
+			inFlight++
+			sel.AddFuture(f, func(f workflow.Future) {
+				inFlight--
+				c.record(key, f)
+			})
+		}
+		if inFlight == 0 {
+			return
+		}
+		sel.Select(c.ctx)
+		c.drainSignals()
+	}
+}
+
+// mayStart reports whether another unit may start now.
+func (c *campaignRun) mayStart() bool {
+	return !c.p.Stop && !c.p.Suspended && c.ctx.Err() == nil && !c.shouldContinueAsNew()
+}
+
+// nextKey is the unit to start next: the first to retry, else the next
+// not started.
+func (c *campaignRun) nextKey() (string, bool) {
+	if len(c.p.Retry) > 0 {
+		return c.p.Retry[0], true
+	}
+	if c.p.Next < len(c.in.Units) {
+		return c.in.Units[c.p.Next].Key, true
+	}
+	return "", false
+}
+
+// takeKey marks key, which nextKey returned, as started.
+func (c *campaignRun) takeKey(key string) {
+	if len(c.p.Retry) > 0 && c.p.Retry[0] == key {
+		c.p.Retry = c.p.Retry[1:]
+		return
+	}
+	c.p.Next++
 }
 
 func (c *campaignRun) batchSize() int {
@@ -503,13 +603,21 @@ func (c *campaignRun) waitForBudget() {
 	}
 }
 
-// checkThreshold pauses or aborts when too many finished units failed.
-func (c *campaignRun) checkThreshold() {
+// overThreshold reports whether more of the finished units failed than
+// the threshold allows (failures a human continued past aside).
+func (c *campaignRun) overThreshold() bool {
 	s := c.unitCounts()
 	finished := s.Completed + s.Failed
-	if finished == 0 || c.in.ThresholdPercent >= 100 || s.Failed*100 <= c.in.ThresholdPercent*finished || s.Failed <= c.p.Acknowledged {
+	return finished > 0 && c.in.ThresholdPercent < 100 && s.Failed*100 > c.in.ThresholdPercent*finished && s.Failed > c.p.Acknowledged
+}
+
+// checkThreshold pauses or aborts when too many finished units failed.
+func (c *campaignRun) checkThreshold() {
+	if !c.overThreshold() {
 		return
 	}
+	s := c.unitCounts()
+	finished := s.Completed + s.Failed
 	c.message = fmt.Sprintf("%d of %d finished units failed, over the %d%% threshold", s.Failed, finished, c.in.ThresholdPercent)
 	if c.in.FailureAction == "abort" {
 		c.p.Stop = true
@@ -659,7 +767,7 @@ func (c *campaignRun) update(u UpdateSignal) {
 	c.in.Units = units
 	c.p.Next = next
 	c.in.Template = in.Template
-	c.in.BatchSize, c.in.MaxParallel = in.BatchSize, in.MaxParallel
+	c.in.BatchSize, c.in.StrictBatches, c.in.MaxParallel = in.BatchSize, in.StrictBatches, in.MaxParallel
 	c.in.ThresholdPercent, c.in.FailureAction = in.ThresholdPercent, in.FailureAction
 	c.in.PullRequestsPerHour, c.in.Burst = in.PullRequestsPerHour, in.Burst
 	if in.Generation != 0 {

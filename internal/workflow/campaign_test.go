@@ -31,9 +31,33 @@ type fleet struct {
 	// repository in failRepo fails there, the others open a PR.
 	groups   map[string][]string
 	failRepo map[string]bool
+	// slow units' agents take this long (real time), or less when the
+	// event until names for them has happened first; events records
+	// "start:key" and "end:key" as units provision and clean up.
+	slow   map[string]time.Duration
+	until  map[string]string
+	events []string
 }
 
 func (f *fleet) unitOf(sandboxID string) string { return f.unit[sandboxID] }
+
+// hold keeps a slow unit's agent busy for its time, or until its event.
+func (f *fleet) hold(sandboxID string) {
+	f.mu.Lock()
+	key := f.unitOf(sandboxID)
+	deadline := time.Now().Add(f.slow[key])
+	event := f.until[key]
+	f.mu.Unlock()
+	for time.Now().Before(deadline) {
+		f.mu.Lock()
+		done := event != "" && slices.Contains(f.events, event)
+		f.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 	var a *activity.Activities
@@ -46,10 +70,12 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		key := strings.TrimPrefix(in.Labels["fleetlift.io/task-id"], "c/")
 		f.unit[in.SandboxID] = key
 		f.started = append(f.started, key)
+		f.events = append(f.events, "start:"+key)
 		return activity.SandboxRef{ID: in.SandboxID}, nil
 	})
 	env.OnActivity(a.SubmitManifest, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(a.WaitForAgentPhase, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
+		f.hold(in.Sandbox.ID)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.fail[f.unitOf(in.Sandbox.ID)] {
@@ -81,19 +107,35 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			PullRequest: &protocol.PullRequestInfo{URL: "file:///" + key + "#auto/c", Branch: "auto/c"}}}}, nil
 	})
 	env.OnActivity(a.SubmitSteering, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(func(context.Context, activity.CleanupInput) error {
+	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.CleanupInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.cleaned++
+		f.events = append(f.events, "end:"+f.unitOf(in.Sandbox.ID))
 		return nil
 	})
 }
 
+// forEachMode runs a test with the sliding window and with strict
+// batches.
+func forEachMode(t *testing.T, run func(t *testing.T, strict bool)) {
+	for _, strict := range []bool{false, true} {
+		name := "sliding window"
+		if strict {
+			name = "strict batches"
+		}
+		t.Run(name, func(t *testing.T) { run(t, strict) })
+	}
+}
+
+// campaignInput is a campaign of n units in strict batches of two, as
+// the tests of batch boundaries need; the sliding window's tests clear
+// StrictBatches.
 func campaignInput(n int) workflow.CampaignInput {
 	in := workflow.CampaignInput{
 		ID:        "c",
 		Template:  workflow.TaskInput{Manifest: protocol.Manifest{Mode: protocol.ModeTransform}, Timeout: time.Hour},
-		BatchSize: 2, MaxParallel: 2, ThresholdPercent: 30, FailureAction: "pause",
+		BatchSize: 2, StrictBatches: true, MaxParallel: 2, ThresholdPercent: 30, FailureAction: "pause",
 	}
 	for i := range n {
 		in.Units = append(in.Units, workflow.Unit{Key: fmt.Sprintf("r%d", i), Repositories: []protocol.Repository{{Name: fmt.Sprintf("r%d", i)}}})
@@ -131,16 +173,20 @@ func phases(st workflow.CampaignState) string {
 }
 
 func TestCampaignAllSucceed(t *testing.T) {
-	f := &fleet{}
-	env := newCampaignEnv(f)
-	env.ExecuteWorkflow(workflow.Campaign, campaignInput(5))
-	st := campaignResult(t, env)
-	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 5 || st.Summary.PRsCreated != 5 {
-		t.Errorf("state: %+v", st)
-	}
-	if f.cleaned != 5 {
-		t.Errorf("%d sandboxes cleaned, want 5", f.cleaned)
-	}
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		env := newCampaignEnv(f)
+		in := campaignInput(5)
+		in.StrictBatches = strict
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 5 || st.Summary.PRsCreated != 5 {
+			t.Errorf("state: %+v", st)
+		}
+		if f.cleaned != 5 {
+			t.Errorf("%d sandboxes cleaned, want 5", f.cleaned)
+		}
+	})
 }
 
 // TestCampaignCountsTheRepositoriesOfGroups: a campaign of two groups of
@@ -185,26 +231,113 @@ func TestCampaignCountsTheRepositoriesOfGroups(t *testing.T) {
 // a group that completed with a repository that failed, as it does a task
 // that failed: the failed repositories it counts are what it retries.
 func TestCampaignRetriesAGroupWithAFailedRepository(t *testing.T) {
-	f := &fleet{groups: map[string][]string{"g1": {"a", "b"}}, failRepo: map[string]bool{"b": true}}
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{groups: map[string][]string{"g1": {"a", "b"}}, failRepo: map[string]bool{"b": true}}
+		env := newCampaignEnv(f)
+		in := campaignInput(3)
+		in.StrictBatches = strict
+		in.Units[0] = workflow.Unit{Key: "g1", Repositories: []protocol.Repository{{Name: "a"}, {Name: "b"}}}
+		in.ThresholdPercent, in.BatchSize, in.MaxParallel = 100, 1, 1
+		// One start an hour keeps the campaign running for hours.
+		in.PullRequestsPerHour, in.Burst = 1, 1
+		env.RegisterDelayedCallback(func() {
+			f.mu.Lock()
+			f.failRepo["b"] = false
+			f.mu.Unlock()
+			env.SignalWorkflow(workflow.SignalRetryFailed, nil)
+		}, 30*time.Minute)
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if st.Phase != workflow.CampaignCompleted || st.Summary.Total != 4 || st.Summary.Completed != 4 || st.Summary.PRsCreated != 4 {
+			t.Errorf("retry-failed: %s (%s) %+v", st.Phase, st.Message, st.Summary)
+		}
+		if st.Units[0].Attempts != 2 {
+			t.Errorf("g1 attempts %d, want 2", st.Units[0].Attempts)
+		}
+	})
+}
+
+// TestCampaignSlidingWindow: by default a finished unit's slot is taken
+// by the next at once: while one slow unit runs, the others go through
+// the other slot, where strict batches wait for the slow one at every
+// batch. A run started before the sliding window (its history has no
+// marker of the change) goes on in strict batches.
+func TestCampaignSlidingWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		strict, older bool
+	}{
+		{name: "sliding window"},
+		{name: "strict batches", strict: true},
+		{name: "started before the sliding window", older: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			batches := tc.strict || tc.older
+			// r0 holds its slot until r4 has started, which only the
+			// sliding window does; in batches it holds it its full
+			// time.
+			f := &fleet{slow: map[string]time.Duration{"r0": 10 * time.Second}, until: map[string]string{"r0": "start:r4"}}
+			if batches {
+				f.slow["r0"] = 300 * time.Millisecond
+			}
+			env := newCampaignEnv(f)
+			if tc.older {
+				env.OnGetVersion("sliding-window", sdkworkflow.DefaultVersion, 1).Return(sdkworkflow.DefaultVersion)
+			}
+			in := campaignInput(5)
+			in.StrictBatches = tc.strict
+			env.ExecuteWorkflow(workflow.Campaign, in)
+			if st := campaignResult(t, env); st.Summary.Completed != 5 {
+				t.Fatalf("%s", phases(st))
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			r4, r0 := slices.Index(f.events, "start:r4"), slices.Index(f.events, "end:r0")
+			if !batches && r4 > r0 {
+				t.Errorf("r4 started after the slow r0 ended: %v", f.events)
+			}
+			if batches && (slices.Index(f.events, "start:r2") < r0 || r4 < r0) {
+				t.Errorf("a batch started before the slow r0 of the first ended: %v", f.events)
+			}
+		})
+	}
+}
+
+// TestCampaignSlidingWindowStopsAtTheThreshold: in the sliding window,
+// once more finished units failed than the threshold allows, no unit
+// starts; those running finish, then the campaign pauses, and continue
+// goes on with the rest.
+func TestCampaignSlidingWindowStopsAtTheThreshold(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true}, slow: map[string]time.Duration{"r1": 10 * time.Second}, until: map[string]string{"r1": "end:r0"}}
 	env := newCampaignEnv(f)
-	in := campaignInput(3)
-	in.Units[0] = workflow.Unit{Key: "g1", Repositories: []protocol.Repository{{Name: "a"}, {Name: "b"}}}
-	in.ThresholdPercent, in.BatchSize, in.MaxParallel = 100, 1, 1
-	// One start an hour keeps the campaign running for hours.
-	in.PullRequestsPerHour, in.Burst = 1, 1
+	in := campaignInput(6)
+	in.StrictBatches = false
+	var paused workflow.CampaignState
 	env.RegisterDelayedCallback(func() {
-		f.mu.Lock()
-		f.failRepo["b"] = false
-		f.mu.Unlock()
-		env.SignalWorkflow(workflow.SignalRetryFailed, nil)
-	}, 30*time.Minute)
+		paused = queryState(t, env)
+		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{})
+	}, time.Hour)
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
-	if st.Phase != workflow.CampaignCompleted || st.Summary.Total != 4 || st.Summary.Completed != 4 || st.Summary.PRsCreated != 4 {
-		t.Errorf("retry-failed: %s (%s) %+v", st.Phase, st.Message, st.Summary)
+	if paused.Phase != workflow.CampaignPaused || phases(paused) != "r0=failed r1=completed r2=pending r3=pending r4=pending r5=pending" {
+		t.Errorf("at the threshold: %s %s", paused.Phase, phases(paused))
 	}
-	if st.Units[0].Attempts != 2 {
-		t.Errorf("g1 attempts %d, want 2", st.Units[0].Attempts)
+	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 5 || st.Summary.Failed != 1 {
+		t.Errorf("after continue: %s %s", st.Phase, phases(st))
+	}
+}
+
+// TestCampaignSlidingWindowAbortsAtTheThreshold: with the abort action,
+// the units not started when the threshold passed never start.
+func TestCampaignSlidingWindowAbortsAtTheThreshold(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(6)
+	in.StrictBatches, in.MaxParallel, in.FailureAction = false, 1, "abort"
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if st.Phase != workflow.CampaignAborted || phases(st) != "r0=failed r1=skipped r2=skipped r3=skipped r4=skipped r5=skipped" {
+		t.Errorf("abort: %s %s (%s)", st.Phase, phases(st), st.Message)
 	}
 }
 
@@ -344,47 +477,53 @@ func TestCampaignThresholdAbortAction(t *testing.T) {
 }
 
 func TestCampaignRetryFailed(t *testing.T) {
-	f := &fleet{fail: map[string]bool{"r0": true}}
-	env := newCampaignEnv(f)
-	in := campaignInput(4)
-	in.ThresholdPercent = 100
-	in.BatchSize = 1
-	in.MaxParallel = 1
-	// One start an hour keeps the campaign running for hours.
-	in.PullRequestsPerHour, in.Burst = 1, 1
-	// Heal r0 and ask for the failed to run again while r1.. still run.
-	env.RegisterDelayedCallback(func() {
-		f.mu.Lock()
-		f.fail["r0"] = false
-		f.mu.Unlock()
-		env.SignalWorkflow(workflow.SignalRetryFailed, nil)
-	}, 30*time.Minute)
-	env.ExecuteWorkflow(workflow.Campaign, in)
-	st := campaignResult(t, env)
-	if st.Summary.Completed != 4 || st.Summary.Failed != 0 || st.Phase != workflow.CampaignCompleted {
-		t.Errorf("retry-failed: %s %s", st.Phase, phases(st))
-	}
-	if st.Units[0].Attempts != 2 {
-		t.Errorf("r0 attempts %d, want 2", st.Units[0].Attempts)
-	}
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{fail: map[string]bool{"r0": true}}
+		env := newCampaignEnv(f)
+		in := campaignInput(4)
+		in.StrictBatches = strict
+		in.ThresholdPercent = 100
+		in.BatchSize = 1
+		in.MaxParallel = 1
+		// One start an hour keeps the campaign running for hours.
+		in.PullRequestsPerHour, in.Burst = 1, 1
+		// Heal r0 and ask for the failed to run again while r1.. still run.
+		env.RegisterDelayedCallback(func() {
+			f.mu.Lock()
+			f.fail["r0"] = false
+			f.mu.Unlock()
+			env.SignalWorkflow(workflow.SignalRetryFailed, nil)
+		}, 30*time.Minute)
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if st.Summary.Completed != 4 || st.Summary.Failed != 0 || st.Phase != workflow.CampaignCompleted {
+			t.Errorf("retry-failed: %s %s", st.Phase, phases(st))
+		}
+		if st.Units[0].Attempts != 2 {
+			t.Errorf("r0 attempts %d, want 2", st.Units[0].Attempts)
+		}
+	})
 }
 
 func TestCampaignContinuesAsNewAtBatchBoundary(t *testing.T) {
-	f := &fleet{}
-	env := newCampaignEnv(f)
-	in := campaignInput(6)
-	in.UnitsPerRun = 2 // after the first batch
-	env.ExecuteWorkflow(workflow.Campaign, in)
-	if !env.IsWorkflowCompleted() {
-		t.Fatal("not completed")
-	}
-	err := env.GetWorkflowError()
-	if !sdkworkflow.IsContinueAsNewError(err) {
-		t.Fatalf("want continue-as-new, got %v", err)
-	}
-	if len(f.started) != 2 {
-		t.Errorf("the first run must stop at the batch boundary: started %v", f.started)
-	}
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		env := newCampaignEnv(f)
+		in := campaignInput(6)
+		in.StrictBatches = strict
+		in.UnitsPerRun = 2 // after the first batch
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		if !env.IsWorkflowCompleted() {
+			t.Fatal("not completed")
+		}
+		err := env.GetWorkflowError()
+		if !sdkworkflow.IsContinueAsNewError(err) {
+			t.Fatalf("want continue-as-new, got %v", err)
+		}
+		if len(f.started) != 2 {
+			t.Errorf("the first run must stop at the batch boundary: started %v", f.started)
+		}
+	})
 }
 
 // TestCampaignProgressCarriesOver: a run continued as new starts where the
@@ -408,17 +547,20 @@ func TestCampaignProgressCarriesOver(t *testing.T) {
 }
 
 func TestCampaignPullRequestBudget(t *testing.T) {
-	f := &fleet{}
-	env := newCampaignEnv(f)
-	in := campaignInput(3)
-	in.PullRequestsPerHour, in.Burst = 1, 1
-	start := env.Now()
-	env.ExecuteWorkflow(workflow.Campaign, in)
-	st := campaignResult(t, env)
-	if st.Summary.Completed != 3 {
-		t.Fatalf("budget: %s", phases(st))
-	}
-	if took := env.Now().Sub(start); took < 2*time.Hour {
-		t.Errorf("3 PR-creating units at 1/hour with burst 1 took %s of workflow time, want >= 2h", took)
-	}
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		env := newCampaignEnv(f)
+		in := campaignInput(3)
+		in.StrictBatches = strict
+		in.PullRequestsPerHour, in.Burst = 1, 1
+		start := env.Now()
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if st.Summary.Completed != 3 {
+			t.Fatalf("budget: %s", phases(st))
+		}
+		if took := env.Now().Sub(start); took < 2*time.Hour {
+			t.Errorf("3 PR-creating units at 1/hour with burst 1 took %s of workflow time, want >= 2h", took)
+		}
+	})
 }
