@@ -46,7 +46,7 @@ import (
 // direct path turns itself off, and every file is evaluated with CUE,
 // until it has been brought in line and this digest updated
 // (TestDirectSchemaDigest fails meanwhile).
-const directSchemaSHA256 = "e3c712d87fc4c2752a70e79b166caf6065ef24b38d47e4cc1a2b5501a610bad2"
+const directSchemaSHA256 = "5319a84b485f0f7033e42cf6c93f02f9aca20f725b9b6ef8c132a4626b6e1ead"
 
 // directSchemaDigest returns the SHA-256 of the schema's declarations,
 // but for those that only the repository config and approval records
@@ -922,15 +922,14 @@ func (d *direct) campaign(m object) Campaign {
 	c.StrictBatches = d.optBool(m, "strict_batches")
 	c.MaxParallel = d.optInt(m, "max_parallel", 5, 1, 1000)
 	c.Failure = d.failure(m, 20)
-	rl := object{}
 	if e := d.take(m, "rate_limit"); e != nil {
-		rl = d.obj(e)
+		rl := d.obj(e)
+		c.RateLimit = &RateLimit{
+			PullRequestsPerHour: d.optInt(rl, "pull_requests_per_hour", 60, 1, 10000),
+			Burst:               d.optInt(rl, "burst", 10, 1, 10000),
+		}
+		d.closed(rl)
 	}
-	c.RateLimit = RateLimit{
-		PullRequestsPerHour: d.optInt(rl, "pull_requests_per_hour", 60, 1, 10000),
-		Burst:               d.optInt(rl, "burst", 10, 1, 10000),
-	}
-	d.closed(rl)
 	c.Suspend = d.optBool(m, "suspend")
 	sp := object{}
 	if e := d.take(m, "sync_policy"); e != nil {

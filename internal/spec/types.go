@@ -252,7 +252,8 @@ type Task struct {
 	Failure      Failure      `json:"failure"`
 }
 
-// RateLimit is a campaign's pull-request creation budget.
+// RateLimit is a campaign's own pull-request creation budget, on top of
+// the forge's.
 type RateLimit struct {
 	PullRequestsPerHour int `json:"pull_requests_per_hour"`
 	Burst               int `json:"burst"`
@@ -278,12 +279,14 @@ type Campaign struct {
 	// StrictBatches starts each batch of BatchSize tasks only once the
 	// one before has finished; by default a task starts as soon as one
 	// finishes, MaxParallel at once.
-	StrictBatches bool       `json:"strict_batches,omitempty"`
-	MaxParallel   int        `json:"max_parallel"`
-	Failure       Failure    `json:"failure"`
-	RateLimit     RateLimit  `json:"rate_limit"`
-	Suspend       bool       `json:"suspend,omitempty"`
-	SyncPolicy    SyncPolicy `json:"sync_policy"`
+	StrictBatches bool    `json:"strict_batches,omitempty"`
+	MaxParallel   int     `json:"max_parallel"`
+	Failure       Failure `json:"failure"`
+	// RateLimit, when set, paces the campaign's pull requests; nil leaves
+	// them to the forge's own budget.
+	RateLimit  *RateLimit `json:"rate_limit,omitempty"`
+	Suspend    bool       `json:"suspend,omitempty"`
+	SyncPolicy SyncPolicy `json:"sync_policy"`
 }
 
 // Watch is the branch and directory a reconciler launches from.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/stretchr/testify/mock"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -563,4 +565,46 @@ func TestCampaignPullRequestBudget(t *testing.T) {
 			t.Errorf("3 PR-creating units at 1/hour with burst 1 took %s of workflow time, want >= 2h", took)
 		}
 	})
+}
+
+// TestCampaignPacedByRateLimitOnlyWhenItSetsOne: a campaign of 50
+// repositories that sets no rate_limit starts them as fast as its slots
+// free up (the forge's own budget paces the agents' writes); with the 60
+// an hour, burst 10, that was once every campaign's default, the same
+// campaign spends 40 minutes waiting.
+func TestCampaignPacedByRateLimitOnlyWhenItSetsOne(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rateLimit string
+		min, max  time.Duration
+	}{
+		{name: "no rate_limit", max: time.Minute},
+		{name: "the old default written out", rateLimit: "rate_limit: {pull_requests_per_hour: 60, burst: 10}\n", min: 40 * time.Minute, max: 41 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			b.WriteString("version: 1\nkind: Campaign\nid: c\ntitle: C\ntemplate:\n  execution:\n    deterministic: {image: golang, command: [\"true\"]}\n")
+			b.WriteString("max_parallel: 8\n" + tc.rateLimit + "repositories:\n")
+			for i := range 50 {
+				fmt.Fprintf(&b, "  - url: https://github.com/acme/r%d.git\n", i)
+			}
+			res, err := (&spec.Loader{}).Load(context.Background(), fstest.MapFS{"c.yaml": {Data: []byte(b.String())}}, ".")
+			if err != nil || len(res.Errors) > 0 || len(res.Definitions) != 1 {
+				t.Fatalf("load: %v %v", err, res.Errors)
+			}
+			s, err := workflow.ForDefinition(res.Definitions[0], workflow.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := newCampaignEnv(&fleet{})
+			start := env.Now()
+			env.ExecuteWorkflow(workflow.Campaign, *s.Campaign)
+			if st := campaignResult(t, env); st.Summary.Completed != 50 {
+				t.Fatalf("%s", phases(st))
+			}
+			if took := env.Now().Sub(start); took < tc.min || took > tc.max {
+				t.Errorf("50 repositories took %s of workflow time, want %s to %s", took, tc.min, tc.max)
+			}
+		})
+	}
 }

@@ -64,8 +64,10 @@ func ForDefinition(d spec.Definition, opts Options) (Start, error) {
 		in := CampaignInput{
 			ID: c.ID, Template: tmpl, BatchSize: c.BatchSize, StrictBatches: c.StrictBatches, MaxParallel: c.MaxParallel,
 			ThresholdPercent: c.Failure.ThresholdPercent, FailureAction: string(c.Failure.Action),
-			PullRequestsPerHour: c.RateLimit.PullRequestsPerHour, Burst: c.RateLimit.Burst,
 			Suspend: c.Suspend,
+		}
+		if rl := c.RateLimit; rl != nil {
+			in.PullRequestsPerHour, in.Burst = rl.PullRequestsPerHour, rl.Burst
 		}
 		for _, r := range c.Repositories {
 			in.Units = append(in.Units, Unit{Key: r.Name, Repositories: repositories([]spec.Repository{r})})
