@@ -46,7 +46,7 @@ import (
 // direct path turns itself off, and every file is evaluated with CUE,
 // until it has been brought in line and this digest updated
 // (TestDirectSchemaDigest fails meanwhile).
-const directSchemaSHA256 = "5319a84b485f0f7033e42cf6c93f02f9aca20f725b9b6ef8c132a4626b6e1ead"
+const directSchemaSHA256 = "ec33fb4003ea5677a1ccd006e32542c4d3aa7e34b79aa2e4de58ed3f7b91e23e"
 
 // directSchemaDigest returns the SHA-256 of the schema's declarations,
 // but for those that only the repository config and approval records
@@ -660,6 +660,9 @@ func (d *direct) groups(e *node) []Group {
 		g := Group{Name: d.name(d.required(m, "name"))}
 		if r := d.required(m, "repositories"); r != nil {
 			g.Repositories = d.repositories(r)
+		}
+		if e := d.take(m, "max_parallel"); e != nil {
+			g.MaxParallel = d.integer(e, 1, 100)
 		}
 		d.closed(m)
 		d.check(!seen[g.Name])

@@ -425,6 +425,7 @@ groups:
       - url: https://github.com/acme/x.git
       - url: https://github.com/acme/y.git
         name: y
+    max_parallel: 3
   - name: two
     repositories:
       - url: https://github.com/acme/x.git

@@ -521,7 +521,7 @@ func strictDecode(b []byte, v any) error {
 // runs a finished campaign again for an upgrade).
 func (d Definition) PreviousDigests() []string {
 	c := d.Campaign
-	if c == nil || c.RateLimit != nil || c.StrictBatches {
+	if c == nil || c.RateLimit != nil || c.StrictBatches || slices.ContainsFunc(c.Groups, func(g Group) bool { return g.MaxParallel != 0 }) {
 		return nil
 	}
 	old := *c

@@ -116,7 +116,15 @@ type ForEachTarget struct {
 type Group struct {
 	Name         string       `json:"name"`
 	Repositories []Repository `json:"repositories"`
+	// MaxParallel is how many of the group's repositories its one agent
+	// clones and sets up, and pushes and proposes, at once; 0 (left out)
+	// means DefaultGroupParallel.
+	MaxParallel int `json:"max_parallel,omitempty"`
 }
+
+// DefaultGroupParallel is how many repositories of a group are cloned,
+// and pushed and proposed, at once when the group does not say.
+const DefaultGroupParallel = 4
 
 // Verifier is a command that must succeed before results are accepted.
 type Verifier struct {

@@ -18,6 +18,9 @@ import (
 type Unit struct {
 	Key          string                `json:"key"`
 	Repositories []protocol.Repository `json:"repositories"`
+	// Parallel is how many of a group's repositories its agent works on
+	// at once (Manifest.Parallel).
+	Parallel int `json:"parallel,omitempty"`
 }
 
 // CampaignInput is a Campaign workflow's input. Template is the task each
@@ -499,6 +502,7 @@ func (c *campaignRun) startChild(key string) workflow.Future {
 	m := in.Manifest
 	m.TaskID = c.in.ID
 	m.Repositories = slices.Clone(c.units[key].Repositories)
+	m.Parallel = c.units[key].Parallel
 	in.Manifest = m
 
 	// Child ids are deterministic within a run of the campaign (a replay

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -142,9 +143,10 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 	return in, nil
 }
 
-// groupUnit is the unit of group g: its repositories.
+// groupUnit is the unit of group g: its repositories, worked on
+// g.MaxParallel at once (spec.DefaultGroupParallel when it says none).
 func groupUnit(g spec.Group) Unit {
-	return Unit{Key: g.Name, Repositories: repositories(g.Repositories)}
+	return Unit{Key: g.Name, Repositories: repositories(g.Repositories), Parallel: cmp.Or(g.MaxParallel, spec.DefaultGroupParallel)}
 }
 
 func repositories(rs []spec.Repository) []protocol.Repository {
