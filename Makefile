@@ -90,8 +90,8 @@ bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped,
 	$(GO) run ./bench/run -repos 200 -parallel 8 -group 25 -rounds 5 -agent $(BIN)/fleetlift-agent $(RUN_FLAGS)
 
 .PHONY: bench-chaos
-bench-chaos: ## Crash-proofing (issue 11): SIGKILL fleetlift up and its agents at random moments, 5 modes x 3 rounds; CHAOS_FLAGS="-modes agents -rounds 1 -seed N"
-	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+bench-chaos: ## Crash-proofing (issue 11): SIGKILL fleetlift up and its agents at random moments, 5 modes x 3 rounds; CHAOS_FLAGS="-modes agents -rounds 1 -seed N", "-sandbox docker" for containers (after make images)
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
 	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
 	$(GO) run ./bench/chaos -bin $(BIN) $(CHAOS_FLAGS)
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -172,6 +173,9 @@ type campaignOptions struct {
 	work time.Duration
 	// suspend starts the campaign suspended: no task starts.
 	suspend bool
+	// image is the image the work runs in; "" is debian:bookworm-slim
+	// (which local sandboxes do not use).
+	image string
 }
 
 // transform is the deterministic change: the go directive 1.21 -> 1.26.
@@ -193,7 +197,7 @@ title: Raise the go directive to 1.26
 template:
   execution:
     deterministic:
-      image: debian:bookworm-slim
+      image: %s
       command: [sh, -c, %s]
       verifiers:
         - name: go-directive
@@ -212,7 +216,7 @@ rate_limit:
   burst: %d
 suspend: %t
 repositories:
-`, campaignID, yamlString(script), c.requireApproval, branchPrefix, c.maxParallel, max(len(fx.names), 1), c.suspend)
+`, campaignID, cmp.Or(c.image, "debian:bookworm-slim"), yamlString(script), c.requireApproval, branchPrefix, c.maxParallel, max(len(fx.names), 1), c.suspend)
 	for _, name := range fx.names {
 		fmt.Fprintf(&b, "  - url: file://%s\n    name: %s\n    branch: %s\n", filepath.Join(fx.targets, name+".git"), name, baseBranch)
 	}
@@ -255,7 +259,10 @@ func identity(who string) []string {
 func gitAs(ctx context.Context, dir, who string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
+	// The harness reads the targets whoever owns them (uid 1000's, with
+	// docker sandboxes).
 	cmd.Env = append(gitEnv(os.Environ()), identity(who)...)
+	cmd.Env = append(cmd.Env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

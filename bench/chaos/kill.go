@@ -271,6 +271,25 @@ func dbState(stateDir string) string {
 // killAgents kills the agents and their jails, waiting (bounded) for one
 // to exist when none does at the chosen moment.
 func (r *round) killAgents(ctx context.Context, k int) error {
+	if e := r.cfg.engine; e != nil {
+		scope := scopeOf(r.mode, r.seed)
+		if ok, err := e.waitRunning(ctx, scope, 15*time.Second); err != nil {
+			return err
+		} else if !ok {
+			if why := r.settled(); why != "" {
+				r.printf("kill %d: %s: nothing killed", k, why)
+			} else {
+				r.printf("kill %d: no container ran within 15 s: nothing killed", k)
+			}
+			return nil
+		}
+		n, err := e.kill(ctx, scope)
+		if err != nil {
+			return err
+		}
+		r.printf("kill %d (%s): the agents: %d containers", k, r.progressText(), n)
+		return nil
+	}
 	agent, err := filepath.EvalSymlinks(filepath.Join(r.cfg.bin, "fleetlift-agent"))
 	if err != nil {
 		return err

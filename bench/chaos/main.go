@@ -29,6 +29,14 @@
 //     suspended), the last on the round's own, and each restart there
 //     must serve.
 //
+// With -sandbox docker, up runs the tasks in containers of the round's
+// own label scope on the engine DOCKER_HOST names (the sandbox image, the
+// static agent of -bin bind-mounted, no network: the targets are mounted
+// in, and made uid 1000's so its agents can push). Killing the agents
+// kills those containers through the engine; killing the whole tree kills
+// them too, as a host that died would lose them; killing up alone leaves
+// them running.
+//
 // Per round it prints, against the goal: repositories with exactly one
 // correct branch (the expected branch, one commit on main changing go.mod
 // alone to exactly the expected content, its pull request record naming
@@ -69,6 +77,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 )
 
 func main() {
@@ -88,12 +98,19 @@ func main() {
 	flag.DurationVar(&cfg.startTimeout, "start-timeout", time.Minute, "how long a start of up has to serve before it counts as a failed restart")
 	flag.IntVar(&cfg.startAttempts, "start-attempts", 3, "starts of up tried after a kill before the round gives up")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep each round's directory (repositories, state, up's logs) for inspection")
+	flag.StringVar(&cfg.sandbox, "sandbox", sandboxLocal, "where up runs the tasks: local (processes, killed through /proc) or docker (containers of each round's label scope on the engine DOCKER_HOST names, killed through the engine; make images builds the images)")
+	flag.StringVar(&cfg.image, "image", docker.DefaultImage, "docker: the image the campaign's work runs in")
 	flag.BoolVar(&cfg.verbose, "v", false, "print every approval, every start, and why each repository lacks its correct branch")
 	flag.Parse()
 
 	list, err := parseModes(*modes)
 	if err == nil {
 		err = cfg.check(*rounds)
+	}
+	if err == nil && cfg.sandbox == sandboxDocker {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cfg.engine, err = dialEngine(ctx, cfg.image)
+		cancel()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chaos:", err)
@@ -156,6 +173,11 @@ func (c *config) check(rounds int) error {
 		return errors.New("-kill-min must be positive and at most -kill-max")
 	case c.startWindow <= 0 || c.wait <= 0 || c.startTimeout <= 0 || c.work < 0:
 		return errors.New("-start-window, -wait and -start-timeout must be positive, -work not negative")
+	case c.sandbox != sandboxLocal && c.sandbox != sandboxDocker:
+		return fmt.Errorf("-sandbox %q: want %s or %s", c.sandbox, sandboxLocal, sandboxDocker)
+	}
+	if c.sandbox == sandboxLocal {
+		c.image = ""
 	}
 	return nil
 }
@@ -172,8 +194,8 @@ func run(ctx context.Context, cfg *config, modes []Mode, rounds int, seed uint64
 			os.RemoveAll(root)
 		}
 	}()
-	fmt.Fprintf(cfg.out, "bench-chaos: %s, %d rounds per mode, %d kills a round, %d repositories, max_parallel %d, seed %d\n",
-		cfg.bin, rounds, cfg.kills, cfg.repos, cfg.parallel, seed)
+	fmt.Fprintf(cfg.out, "bench-chaos: %s, %s sandboxes, %d rounds per mode, %d kills a round, %d repositories, max_parallel %d, seed %d\n",
+		cfg.bin, cfg.sandbox, rounds, cfg.kills, cfg.repos, cfg.parallel, seed)
 	fmt.Fprintf(cfg.out, "goal per round: %d/%d repositories with exactly one correct branch, 0 duplicate branches or runs, 0 approvals lost, 0 units stuck, 0 restarts that failed, no human action\n", cfg.repos, cfg.repos)
 	results := map[Mode][]result{}
 	for _, m := range modes {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -30,6 +31,11 @@ type config struct {
 	verbose       bool
 	root          string
 	out           io.Writer
+	// sandbox is the provider up runs (local or docker); image the
+	// campaign's image; engine the Docker engine with docker.
+	sandbox string
+	image   string
+	engine  *engine
 }
 
 // round is one round: a fresh fixture, `up` started on it, the mode's
@@ -96,9 +102,16 @@ func (r *round) run(ctx context.Context) (res result, err error) {
 			err = cerr
 		}
 	}()
-	opts := campaignOptions{maxParallel: r.cfg.parallel, requireApproval: r.mode == Approvals, work: r.cfg.work}
+	opts := campaignOptions{maxParallel: r.cfg.parallel, requireApproval: r.mode == Approvals, work: r.cfg.work, image: r.cfg.image}
 	if r.fx, err = makeFixture(ctx, dir, r.cfg.repos, opts); err != nil {
 		return res, err
+	}
+	if r.cfg.engine != nil {
+		// The agents run as uid 1000 in the containers: the targets must
+		// be theirs to push to.
+		if err := handOver(ctx, r.fx.targets); err != nil {
+			return res, err
+		}
 	}
 	r.installs = append(r.installs, r.fx)
 	if r.addr, err = freeAddr(); err != nil {
@@ -133,8 +146,20 @@ func (r *round) run(ctx context.Context) (res result, err error) {
 }
 
 // launch starts up once more.
+// sandboxArgs are up's sandbox flags: local processes, or containers of
+// the round's own label scope.
+func (r *round) sandboxArgs() []string {
+	if r.cfg.engine == nil {
+		return []string{"--sandbox", sandboxLocal}
+	}
+	// The agent under test is -bin's (static, bind-mounted), not the
+	// agent image's, which may be of another commit.
+	return []string{"--sandbox", sandboxDocker, "--sandbox-scope", scopeOf(r.mode, r.seed), "--sandbox-image", r.cfg.image,
+		"--sandbox-agent-binary", filepath.Join(r.cfg.bin, "fleetlift-agent"), "--sandbox-network", "none"}
+}
+
 func (r *round) launch() (*upProc, error) {
-	u, err := startUp(r.cfg.bin, r.addr, r.fx, len(r.ups)+1)
+	u, err := startUp(r.cfg.bin, r.addr, r.fx, len(r.ups)+1, r.sandboxArgs())
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +210,14 @@ func (r *round) bringUp(ctx context.Context) bool {
 // connection to the server that died with it.
 func (r *round) killTree() ([]proc, error) {
 	victims, err := killTree(r.fx.state, 10*time.Second)
+	if r.cfg.engine != nil {
+		// The host's containers die with it.
+		n, kerr := r.cfg.engine.kill(context.Background(), scopeOf(r.mode, r.seed))
+		err = errors.Join(err, kerr)
+		for range n {
+			victims = append(victims, proc{exe: "container"})
+		}
+	}
 	if r.obs != nil {
 		r.obs.Close()
 		r.obs = nil
@@ -330,6 +363,13 @@ func (r *round) cleanup(dir string) error {
 		errs = append(errs, err)
 		if len(left) > 0 && r.cfg.verbose {
 			r.printf("cleanup killed what remained: %s", census(left))
+		}
+	}
+	if r.cfg.engine != nil {
+		n, err := r.cfg.engine.remove(context.Background(), scopeOf(r.mode, r.seed))
+		errs = append(errs, err)
+		if n > 0 && r.cfg.verbose {
+			r.printf("cleanup removed %d containers of scope %s", n, scopeOf(r.mode, r.seed))
 		}
 	}
 	err := errors.Join(errs...)

@@ -33,7 +33,7 @@ const stateEnv = "BENCH_CHAOS_STATE_DIR"
 // startUp starts `fleetlift up` on the fixture as a session leader (its
 // own session and process group, as a service manager would start it),
 // logging to files in the fixture's directory.
-func startUp(bin, addr string, fx *fixture, n int) (*upProc, error) {
+func startUp(bin, addr string, fx *fixture, n int, sandbox []string) (*upProc, error) {
 	u := &upProc{
 		n:      n,
 		stdout: filepath.Join(fx.dir, fmt.Sprintf("up-%d.out", n)),
@@ -50,15 +50,12 @@ func startUp(bin, addr string, fx *fixture, n int) (*upProc, error) {
 		return nil, err
 	}
 	defer stderr.Close()
-	u.cmd = exec.Command(filepath.Join(bin, "fleetlift"), "up",
+	u.cmd = exec.Command(filepath.Join(bin, "fleetlift"), append([]string{"up",
 		"--repo", fx.campaigns,
 		"--state-dir", fx.state,
 		"--allow-file-root", fx.targets,
 		"--temporal-address", addr,
-		// The kills find agents, jails and commands through this host's
-		// /proc: local sandboxes, whatever engine the machine has.
-		"--sandbox", "local",
-	)
+	}, sandbox...)...)
 	u.cmd.Env = append(gitEnv(cleanEnv(os.Environ())), stateEnv+"="+fx.state)
 	u.cmd.Stdout, u.cmd.Stderr = stdout, stderr
 	u.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
