@@ -46,7 +46,7 @@ import (
 // direct path turns itself off, and every file is evaluated with CUE,
 // until it has been brought in line and this digest updated
 // (TestDirectSchemaDigest fails meanwhile).
-const directSchemaSHA256 = "d3913d0fb296e3dbfc9ee8686dd8d80b1e592ecf69494bcdd8e999954dfeaed5"
+const directSchemaSHA256 = "c664b12e2b191e8299fda435ebf5c024e69eaecf3c315e90b5d07e1f1fddc662"
 
 // directSchemaDigest returns the SHA-256 of the schema's declarations,
 // but for those that only the repository config and approval records
@@ -862,7 +862,7 @@ func (d *direct) work(m object) Work {
 	dur, err := time.ParseDuration(timeout)
 	d.check(err == nil)
 	w.Timeout = Duration(dur)
-	w.RequireApproval = w.Execution.Agentic != nil
+	w.RequireApproval = w.Execution.Agentic != nil && w.Mode == ModeTransform
 	if ra := d.take(m, "require_approval"); ra != nil {
 		w.RequireApproval = d.boolean(ra)
 	}
