@@ -26,9 +26,8 @@ import (
 // The operator's forge settings in the environment, for the flags'
 // defaults.
 const (
-	envForgeType     = "FLEETLIFT_FORGE_TYPE"
-	envForgeURL      = agentcmd.EnvForgeURL
-	envForgeTokenEnv = "FLEETLIFT_FORGE_TOKEN_ENV"
+	envForgeType = "FLEETLIFT_FORGE_TYPE"
+	envForgeURL  = agentcmd.EnvForgeURL
 )
 
 // DefaultForgeTokenEnv holds an allowed forge's token when the operator
@@ -49,12 +48,12 @@ type forgeFlags struct {
 
 func (f *forgeFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.typ, "forge-type", os.Getenv(envForgeType),
-		"the forge fleetlift may talk to: github or gitea (env "+envForgeType+"); the repository config selects it with forge.type")
-	fl.StringVar(&f.url, "forge-url", os.Getenv(envForgeURL),
-		"that forge's root (Gitea) or API root (GitHub Enterprise; GitHub's when empty) (env "+envForgeURL+")")
-	fl.StringVar(&f.tokenEnv, "forge-token-env", envOr(envForgeTokenEnv, DefaultForgeTokenEnv),
-		"the environment variable holding that forge's token (env "+envForgeTokenEnv+")")
+	fl.StringVar(&f.typ, "forge-type", "",
+		"the forge fleetlift may talk to: github or gitea; the repository config selects it with forge.type")
+	fl.StringVar(&f.url, "forge-url", "",
+		"that forge's root (Gitea) or API root (GitHub Enterprise; GitHub's when empty)")
+	fl.StringVar(&f.tokenEnv, "forge-token-env", DefaultForgeTokenEnv,
+		"the environment variable holding that forge's token")
 	fl.StringArrayVar(&f.forges, "forge", nil,
 		"another forge fleetlift may talk to, as name=NAME,type=github|gitea,url=URL[,token-env=VAR] (token-env defaults to "+DefaultForgeTokenEnv+"); the repository config selects it with forge.name (repeatable)")
 }

@@ -85,5 +85,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newSchemaCmd(),
 		agentcmd.NewAgentCommand(),
 	)
+	bindEnv(root)
 	return root
 }
