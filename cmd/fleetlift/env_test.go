@@ -40,7 +40,7 @@ func TestFlagsFromEnvironment(t *testing.T) {
 		{name: "temporal TLS certificate", cmd: "worker", env: map[string]string{"FLEETLIFT_TEMPORAL_TLS_CERT": "/etc/tls/tls.crt"}, flag: "temporal-tls-cert", want: "/etc/tls/tls.crt"},
 		{name: "a list", cmd: "worker", env: map[string]string{"FLEETLIFT_SANDBOX_ENV": "GOPROXY,GOFLAGS"}, flag: "sandbox-env", want: "[GOPROXY,GOFLAGS]"},
 		{name: "a bool", cmd: "reconcile", env: map[string]string{"FLEETLIFT_LEADER_ELECT": "true"}, flag: "leader-elect", want: "true"},
-		{name: "forges one per line", cmd: "reconcile", env: map[string]string{"FLEETLIFT_FORGE": "name=a,type=gitea,url=https://a.example\nname=b,type=github"}, flag: "forge", want: "[name=a,type=gitea,url=https://a.example,name=b,type=github]"},
+		{name: "forges one per line", cmd: "reconcile", env: map[string]string{"FLEETLIFT_FORGE": "name=a,type=gitea,url=https://a.example\nname=b,type=github"}, flag: "forge", want: `["name=a,type=gitea,url=https://a.example","name=b,type=github"]`},
 		{name: "the old name of --sandbox", cmd: "worker", env: map[string]string{"SANDBOX_PROVIDER": "local"}, flag: "sandbox", want: "local"},
 		{name: "the new name wins over the old", cmd: "worker", env: map[string]string{"SANDBOX_PROVIDER": "docker", "FLEETLIFT_SANDBOX": "local"}, flag: "sandbox", want: "local"},
 		{name: "a persistent flag", cmd: "worker", env: map[string]string{"FLEETLIFT_LOG_FORMAT": "json"}, flag: "log-format", want: "json"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/forge/gitea"
 	"github.com/fleetlift/fleetlift/internal/forge/github"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
@@ -44,6 +46,9 @@ const DefaultForgeTokenEnv = agentcmd.EnvForgeToken
 type forgeFlags struct {
 	typ, url, tokenEnv string
 	forges             []string
+	// metrics, set by the command, counts the requests to the forge and
+	// its rate-limit waits; nil: not kept.
+	metrics *metrics.Metrics
 }
 
 func (f *forgeFlags) register(cmd *cobra.Command) {
@@ -227,11 +232,17 @@ func (f *forgeFlags) setup(cfg *spec.Config) (*forgeSetup, error) {
 	}
 	// The forge's adapter sends the token only to its own origin.
 	g := &gitx.Git{TokenEnv: fs.TokenEnv}
+	var hc *http.Client
+	var budget *github.Budget
+	if f.metrics != nil {
+		hc = &http.Client{Transport: f.metrics.ForgeTransport(of.Name, nil)}
+		budget = github.NewBudget(github.BudgetOptions{OnRateLimitWait: f.metrics.RateLimitWait(of.Name)})
+	}
 	switch of.Type {
 	case spec.ForgeGitea:
-		fs.Hub, err = gitea.New(gitea.Options{URL: fs.URL, Token: fs.Token, Git: g})
+		fs.Hub, err = gitea.New(gitea.Options{URL: fs.URL, Token: fs.Token, Git: g, HTTPClient: hc, Budget: budget})
 	case spec.ForgeGitHub:
-		fs.Hub, err = github.New(github.Options{BaseURL: fs.URL, Token: fs.Token, Git: g})
+		fs.Hub, err = github.New(github.Options{BaseURL: fs.URL, Token: fs.Token, Git: g, HTTPClient: hc, Budget: budget})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("forge %s: %w", of.Forge, err)

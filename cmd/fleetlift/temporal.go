@@ -35,6 +35,11 @@ type temporalFlags struct {
 	namespace string
 	stateDir  string
 	tls       temporalTLSFlags
+	// log and metrics, set by long-running commands (see observe), are
+	// where the Temporal SDK's client and workers log and report; nil:
+	// their logs are discarded, their metrics not kept.
+	log     *slog.Logger
+	metrics client.MetricsHandler
 }
 
 // temporalTLSFlags say how a client proves itself to Temporal and checks
@@ -159,12 +164,17 @@ func (f *temporalFlags) dial(ctx context.Context) (client.Client, error) {
 
 // dialWith connects to Temporal as conn says, and explains a refusal.
 func (f *temporalFlags) dialWith(ctx context.Context, conn temporalConn) (client.Client, error) {
+	logger := f.log
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	c, err := client.DialContext(ctx, client.Options{
 		HostPort:          f.address,
 		Namespace:         f.namespace,
 		Credentials:       conn.creds,
 		ConnectionOptions: client.ConnectionOptions{TLS: conn.tls},
-		Logger:            sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		Logger:            sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk")),
+		MetricsHandler:    f.metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s with %s: %w (%s)", f.address, conn.source, err, dialHint(err, conn))

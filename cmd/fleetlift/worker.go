@@ -21,6 +21,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/jail"
+	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
@@ -44,6 +45,9 @@ type workerFlags struct {
 	// forgeEnv and forgeSecrets are set by the command, not flags: what
 	// the operator's forge needs in sandboxes (see forgeSetup.sandbox).
 	forgeEnv, forgeSecrets map[string]string
+	// metrics, set by the command, records sandbox provisioning; nil:
+	// not kept.
+	metrics *metrics.Metrics
 }
 
 // dockerFlags configure the Docker sandbox provider.
@@ -222,6 +226,10 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	if err != nil {
 		return nil, err
 	}
+	closer, _ := provider.(io.Closer)
+	if wf.metrics != nil {
+		provider = wf.metrics.Sandbox(provider)
+	}
 	acts := &activity.Activities{Sandbox: provider, SandboxEnv: env, SandboxSecrets: secrets, Queue: queue}
 	// This host's queue: the steps on the sandboxes it provisions, which
 	// only it can reach.
@@ -235,11 +243,7 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	// The latch the reconciler keeps watch.require_reviewed_merge in.
 	w.RegisterWorkflow(workflow.Latch)
 	w.RegisterActivity(acts)
-	ws := &workers{all: []worker.Worker{w, hw}}
-	if c, ok := provider.(io.Closer); ok {
-		ws.provider = c
-	}
-	return ws, nil
+	return &workers{all: []worker.Worker{w, hw}, provider: closer}, nil
 }
 
 // hostQueue is the task queue of this worker's host: --sandbox-queue, or
@@ -507,6 +511,7 @@ func newWorkerCmd() *cobra.Command {
 	var f temporalFlags
 	var wf workerFlags
 	var ff forgeFlags
+	var mf metricsFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker: executes Task and Campaign workflows in sandboxes (--sandbox local|docker)",
@@ -514,6 +519,12 @@ func newWorkerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			o, err := observe(cmd, &mf, &f)
+			if err != nil {
+				return err
+			}
+			defer o.stop()
+			wf.metrics = o.metrics
 			c, err := f.dial(ctx)
 			if err != nil {
 				return err
@@ -535,6 +546,7 @@ func newWorkerCmd() *cobra.Command {
 	f.register(cmd)
 	wf.register(cmd)
 	ff.register(cmd)
+	mf.register(cmd)
 	return cmd
 }
 
