@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -150,3 +153,42 @@ func (fakeProvider) Name() string { return "fake" }
 func (fakeProvider) Provision(context.Context, sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
 	return &sandbox.Sandbox{}, nil
 }
+
+// TestMonitoringNamesExportedSeries: every fleetlift_ series the alert
+// rules and the dashboard in deploy/monitoring query is one fleetlift
+// exports.
+func TestMonitoringNamesExportedSeries(t *testing.T) {
+	m := metrics.New()
+	m.ObservePass(&reconcile.Result{Recorded: []state.Campaign{{ID: "a", Kind: state.KindTask, Phase: state.PhaseRunning,
+		PendingApprovals: []state.PendingApproval{{Target: "a", Since: time.Now()}}}}}, nil, time.Second)
+	m.Sandbox(fakeProvider{}).Provision(context.Background(), sandbox.ProvisionOptions{})
+	m.RateLimitWait("f")(time.Second)
+	hc := &http.Client{Transport: m.ForgeTransport("f", roundTrip(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	}))}
+	if resp, err := hc.Get("http://forge.invalid/"); err == nil {
+		resp.Body.Close()
+	}
+	s := scrape(t, m)
+	exported := map[string]bool{}
+	for _, n := range s.Names("fleetlift_") {
+		exported[n] = true
+	}
+	name := regexp.MustCompile(`fleetlift_[a-z_]+`)
+	for _, f := range []string{"alerts.yaml", "dashboard.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "monitoring", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range name.FindAllString(string(b), -1) {
+			base := strings.TrimSuffix(n, "_bucket")
+			if !exported[n] && !exported[base+"_count"] {
+				t.Errorf("%s queries %s, which fleetlift does not export", f, n)
+			}
+		}
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
