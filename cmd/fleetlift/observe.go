@@ -74,10 +74,7 @@ func observe(cmd *cobra.Command, mf *metricsFlags, f *temporalFlags) (*observabi
 		return nil, err
 	}
 	m := metrics.New()
-	handler, closer, err := m.TemporalHandler()
-	if err != nil {
-		return nil, err
-	}
+	handler, closer := m.TemporalHandler()
 	o := &observability{log: log, metrics: m, stop: func() { _ = closer.Close() }}
 	f.log, f.metrics = log, handler
 	if mf.listen == "" {

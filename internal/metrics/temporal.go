@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"fmt"
 	"io"
 	"time"
 
@@ -17,18 +16,20 @@ import (
 // task queue polls, workflow and activity task execution, schedule to
 // start latency, sticky cache. Close the Closer when the client is
 // closed: it stops reporting.
-func (m *Metrics) TemporalHandler() (client.MetricsHandler, io.Closer, error) {
-	reporter, err := tallyprom.Configuration{TimerType: "histogram"}.NewReporter(tallyprom.ConfigurationOptions{
-		Registry: m.reg,
-		OnError:  func(error) {},
+func (m *Metrics) TemporalHandler() (client.MetricsHandler, io.Closer) {
+	// NewReporter, not Configuration.NewReporter: that one also
+	// registers a handler on http.DefaultServeMux, which a second
+	// Metrics in the process (a restarted command, a test) panics on.
+	reporter := tallyprom.NewReporter(tallyprom.Options{
+		Registerer:       m.reg,
+		Gatherer:         m.reg,
+		DefaultTimerType: tallyprom.HistogramTimerType,
+		OnRegisterError:  func(error) {},
 	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("temporal metrics: %w", err)
-	}
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
 		CachedReporter:  reporter,
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
 	}, time.Second)
-	return sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer, nil
+	return sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer
 }
