@@ -32,6 +32,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 .PHONY: test
 test: lint lint-actions check-generated check-tidy bin/gitea images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the images, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 ./...
+	cd deploy/monitoring && $(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONSchema$$' -fuzztime $(FUZZTIME) ./internal/spec

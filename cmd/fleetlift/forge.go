@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/forge/gitea"
 	"github.com/fleetlift/fleetlift/internal/forge/github"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
@@ -26,9 +28,8 @@ import (
 // The operator's forge settings in the environment, for the flags'
 // defaults.
 const (
-	envForgeType     = "FLEETLIFT_FORGE_TYPE"
-	envForgeURL      = agentcmd.EnvForgeURL
-	envForgeTokenEnv = "FLEETLIFT_FORGE_TOKEN_ENV"
+	envForgeType = "FLEETLIFT_FORGE_TYPE"
+	envForgeURL  = agentcmd.EnvForgeURL
 )
 
 // DefaultForgeTokenEnv holds an allowed forge's token when the operator
@@ -45,16 +46,19 @@ const DefaultForgeTokenEnv = agentcmd.EnvForgeToken
 type forgeFlags struct {
 	typ, url, tokenEnv string
 	forges             []string
+	// metrics, set by the command, counts the requests to the forge and
+	// its rate-limit waits; nil: not kept.
+	metrics *metrics.Metrics
 }
 
 func (f *forgeFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.typ, "forge-type", os.Getenv(envForgeType),
-		"the forge fleetlift may talk to: github or gitea (env "+envForgeType+"); the repository config selects it with forge.type")
-	fl.StringVar(&f.url, "forge-url", os.Getenv(envForgeURL),
-		"that forge's root (Gitea) or API root (GitHub Enterprise; GitHub's when empty) (env "+envForgeURL+")")
-	fl.StringVar(&f.tokenEnv, "forge-token-env", envOr(envForgeTokenEnv, DefaultForgeTokenEnv),
-		"the environment variable holding that forge's token (env "+envForgeTokenEnv+")")
+	fl.StringVar(&f.typ, "forge-type", "",
+		"the forge fleetlift may talk to: github or gitea; the repository config selects it with forge.type")
+	fl.StringVar(&f.url, "forge-url", "",
+		"that forge's root (Gitea) or API root (GitHub Enterprise; GitHub's when empty)")
+	fl.StringVar(&f.tokenEnv, "forge-token-env", DefaultForgeTokenEnv,
+		"the environment variable holding that forge's token")
 	fl.StringArrayVar(&f.forges, "forge", nil,
 		"another forge fleetlift may talk to, as name=NAME,type=github|gitea,url=URL[,token-env=VAR] (token-env defaults to "+DefaultForgeTokenEnv+"); the repository config selects it with forge.name (repeatable)")
 }
@@ -228,11 +232,17 @@ func (f *forgeFlags) setup(cfg *spec.Config) (*forgeSetup, error) {
 	}
 	// The forge's adapter sends the token only to its own origin.
 	g := &gitx.Git{TokenEnv: fs.TokenEnv}
+	var hc *http.Client
+	var budget *github.Budget
+	if f.metrics != nil {
+		hc = &http.Client{Transport: f.metrics.ForgeTransport(of.Name, nil)}
+		budget = github.NewBudget(github.BudgetOptions{OnRateLimitWait: f.metrics.RateLimitWait(of.Name)})
+	}
 	switch of.Type {
 	case spec.ForgeGitea:
-		fs.Hub, err = gitea.New(gitea.Options{URL: fs.URL, Token: fs.Token, Git: g})
+		fs.Hub, err = gitea.New(gitea.Options{URL: fs.URL, Token: fs.Token, Git: g, HTTPClient: hc, Budget: budget})
 	case spec.ForgeGitHub:
-		fs.Hub, err = github.New(github.Options{BaseURL: fs.URL, Token: fs.Token, Git: g})
+		fs.Hub, err = github.New(github.Options{BaseURL: fs.URL, Token: fs.Token, Git: g, HTTPClient: hc, Budget: budget})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("forge %s: %w", of.Forge, err)

@@ -85,5 +85,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newSchemaCmd(),
 		agentcmd.NewAgentCommand(),
 	)
+	registerLogFormat(root)
+	bindEnv(root)
 	return root
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/leader"
+	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/mirror"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
@@ -49,6 +50,10 @@ type reconcileFlags struct {
 	// forges are the forges the repository config may select.
 	forges     forgeFlags
 	loadBudget time.Duration
+	// metrics, set by the command (see observe), records the passes and
+	// webhook deliveries; nil: not kept.
+	metrics *metrics.Metrics
+	mf      metricsFlags
 }
 
 func (r *reconcileFlags) register(cmd *cobra.Command) {
@@ -69,6 +74,18 @@ func (r *reconcileFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&r.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a lease in Temporal reconciles (workers must be running)")
 	r.forges.register(cmd)
 	registerLoadBudget(cmd, &r.loadBudget)
+	r.mf.register(cmd)
+}
+
+// observe starts the command's logging and metrics (see observe) and
+// hands the metrics to the reconciler and the forges.
+func (r *reconcileFlags) observe(cmd *cobra.Command, f *temporalFlags) (*observability, error) {
+	o, err := observe(cmd, &r.mf, f)
+	if err != nil {
+		return nil, err
+	}
+	r.metrics, r.forges.metrics = o.metrics, o.metrics
+	return o, nil
 }
 
 func newReconcileCmd() *cobra.Command {
@@ -97,6 +114,11 @@ all of it in one process.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			o, err := rf.observe(cmd, &f)
+			if err != nil {
+				return err
+			}
+			defer o.stop()
 			c, err := f.dial(ctx)
 			if err != nil {
 				return err
@@ -114,6 +136,7 @@ func newUpCmd() *cobra.Command {
 	var f temporalFlags
 	var rf reconcileFlags
 	var wf workerFlags
+	var ui string
 	cmd := &cobra.Command{
 		Use:   "up --repo PATH|URL",
 		Short: "Run everything in one process: embedded Temporal, a worker and the reconciler",
@@ -128,11 +151,24 @@ they were when it starts again.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			o, err := rf.observe(cmd, &f)
+			if err != nil {
+				return err
+			}
+			defer o.stop()
+			wf.metrics = o.metrics
 			c, closeAll, err := f.dialOrEmbed(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			defer closeAll()
+			if ui != "" {
+				stopUI, err := serveUI(cmd, ui, &f)
+				if err != nil {
+					return err
+				}
+				defer stopUI()
+			}
 			src, fs, err := openCampaigns(ctx, &f, &rf)
 			if err != nil {
 				return err
@@ -152,6 +188,7 @@ they were when it starts again.`,
 	f.register(cmd)
 	rf.register(cmd)
 	wf.register(cmd)
+	registerUI(cmd, &ui)
 	return cmd
 }
 
@@ -185,7 +222,13 @@ func openCampaigns(ctx context.Context, f *temporalFlags, rf *reconcileFlags) (*
 }
 
 func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f *temporalFlags, rf *reconcileFlags, src *source.Repo, fs *forgeSetup) error {
-	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := f.log
+	if logger == nil {
+		var err error
+		if logger, err = processLogger(cmd); err != nil {
+			return err
+		}
+	}
 	pool, err := spec.NewSelfPool()
 	if err != nil {
 		return err
@@ -197,6 +240,9 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 		Dispatch: &dispatch.Temporal{Client: c, Options: workflow.Options{ApprovalTimeout: rf.approvalTimeout, HostTimeout: rf.hostTimeout, Forge: fs.Type}},
 		Branch:   rf.branch,
 		Log:      logger,
+	}
+	if rf.metrics != nil {
+		r.Observer = rf.metrics
 	}
 	// watch.require_reviewed_merge: only commits merged from reviewed pull
 	// requests launch. Wired without a forge too, so that such a config
@@ -330,6 +376,11 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger)
 		Secret: []byte(secret),
 		Repos:  repos,
 		Log:    logger,
+		Delivered: func(o webhook.Outcome) {
+			if rf.metrics != nil {
+				rf.metrics.WebhookDelivered(o)
+			}
+		},
 		Hint: func(webhook.Event) {
 			select {
 			case hints <- struct{}{}:

@@ -17,7 +17,7 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var f temporalFlags
-	var logLevel string
+	var logLevel, ui string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the embedded Temporal server (SQLite in --state-dir) until interrupted",
@@ -54,6 +54,13 @@ error.`,
 			fmt.Fprintf(cmd.OutOrStdout(), "Temporal listening on %s (namespace %s, database %s)\n", srv.Address(), devserver.Namespace, db)
 			fmt.Fprintf(cmd.OutOrStdout(), "clients must present the install's certificate: commands with --state-dir %s use it; elsewhere pass --temporal-tls-cert %s --temporal-tls-key %s --temporal-tls-ca %s\n",
 				f.stateDir, filepath.Join(creds, credential.ClientCertFile), filepath.Join(creds, credential.ClientKeyFile), filepath.Join(creds, credential.CAFile))
+			if ui != "" {
+				stopUI, err := serveUI(cmd, ui, &f)
+				if err != nil {
+					return err
+				}
+				defer stopUI()
+			}
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 			select {
@@ -66,5 +73,6 @@ error.`,
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "server log level: debug, info, warn, error")
+	registerUI(cmd, &ui)
 	return cmd
 }

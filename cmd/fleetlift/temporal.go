@@ -35,6 +35,11 @@ type temporalFlags struct {
 	namespace string
 	stateDir  string
 	tls       temporalTLSFlags
+	// log and metrics, set by long-running commands (see observe), are
+	// where the Temporal SDK's client and workers log and report; nil:
+	// their logs are discarded, their metrics not kept.
+	log     *slog.Logger
+	metrics client.MetricsHandler
 }
 
 // temporalTLSFlags say how a client proves itself to Temporal and checks
@@ -51,23 +56,16 @@ type temporalTLSFlags struct {
 
 func (f *temporalFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.address, "temporal-address", envOr("FLEETLIFT_TEMPORAL_ADDRESS", defaultAddress), "Temporal frontend host:port")
-	fl.StringVar(&f.namespace, "namespace", envOr("FLEETLIFT_NAMESPACE", devserver.Namespace), "Temporal namespace")
+	fl.StringVar(&f.address, "temporal-address", defaultAddress, "Temporal frontend host:port")
+	fl.StringVar(&f.namespace, "namespace", devserver.Namespace, "Temporal namespace")
 	fl.StringVar(&f.stateDir, "state-dir", defaultStateDir(), "where the embedded server's database, its credentials (tls/) and local sandboxes live")
-	fl.StringVar(&f.tls.cert, "temporal-tls-cert", os.Getenv("FLEETLIFT_TEMPORAL_TLS_CERT"), "client certificate (PEM) for Temporal (default: the install's, in --state-dir/tls)")
-	fl.StringVar(&f.tls.key, "temporal-tls-key", os.Getenv("FLEETLIFT_TEMPORAL_TLS_KEY"), "the client certificate's private key (PEM)")
-	fl.StringVar(&f.tls.ca, "temporal-tls-ca", os.Getenv("FLEETLIFT_TEMPORAL_TLS_CA"), "authorities (PEM) trusted for the Temporal server's certificate (default: the system's)")
-	fl.StringVar(&f.tls.serverName, "temporal-tls-server-name", os.Getenv("FLEETLIFT_TEMPORAL_TLS_SERVER_NAME"), "name the Temporal server's certificate must carry (default: the host of --temporal-address)")
-	fl.StringVar(&f.tls.mode, "temporal-tls", envOr("FLEETLIFT_TEMPORAL_TLS", "auto"), "TLS to Temporal: auto (with a credential from the flags or --state-dir), true (also without a client certificate), false (plaintext, for a cluster without TLS)")
+	fl.StringVar(&f.tls.cert, "temporal-tls-cert", "", "client certificate (PEM) for Temporal (default: the install's, in --state-dir/tls)")
+	fl.StringVar(&f.tls.key, "temporal-tls-key", "", "the client certificate's private key (PEM)")
+	fl.StringVar(&f.tls.ca, "temporal-tls-ca", "", "authorities (PEM) trusted for the Temporal server's certificate (default: the system's)")
+	fl.StringVar(&f.tls.serverName, "temporal-tls-server-name", "", "name the Temporal server's certificate must carry (default: the host of --temporal-address)")
+	fl.StringVar(&f.tls.mode, "temporal-tls", "auto", "TLS to Temporal: auto (with a credential from the flags or --state-dir), true (also without a client certificate), false (plaintext, for a cluster without TLS)")
 	fl.Lookup("temporal-tls").NoOptDefVal = "true"
 	fl.StringVar(&f.tls.apiKeyEnv, "temporal-api-key-env", "FLEETLIFT_TEMPORAL_API_KEY", "environment variable holding an API key sent to Temporal as a bearer token (over TLS); unset or empty: none")
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // defaultStateDir is $XDG_STATE_HOME/fleetlift or ~/.local/state/fleetlift.
@@ -166,12 +164,17 @@ func (f *temporalFlags) dial(ctx context.Context) (client.Client, error) {
 
 // dialWith connects to Temporal as conn says, and explains a refusal.
 func (f *temporalFlags) dialWith(ctx context.Context, conn temporalConn) (client.Client, error) {
+	logger := f.log
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	c, err := client.DialContext(ctx, client.Options{
 		HostPort:          f.address,
 		Namespace:         f.namespace,
 		Credentials:       conn.creds,
 		ConnectionOptions: client.ConnectionOptions{TLS: conn.tls},
-		Logger:            sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		Logger:            sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk")),
+		MetricsHandler:    f.metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s with %s: %w (%s)", f.address, conn.source, err, dialHint(err, conn))

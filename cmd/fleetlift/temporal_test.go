@@ -59,6 +59,9 @@ func TestTemporalFlagsChooseCredential(t *testing.T) {
 			if err := cmd.ParseFlags(tc.args); err != nil {
 				t.Fatal(err)
 			}
+			if err := flagsFromEnv(cmd); err != nil {
+				t.Fatal(err)
+			}
 			conn, err := f.conn()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/jail"
+	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
@@ -44,6 +45,9 @@ type workerFlags struct {
 	// forgeEnv and forgeSecrets are set by the command, not flags: what
 	// the operator's forge needs in sandboxes (see forgeSetup.sandbox).
 	forgeEnv, forgeSecrets map[string]string
+	// metrics, set by the command, records sandbox provisioning; nil:
+	// not kept.
+	metrics *metrics.Metrics
 }
 
 // dockerFlags configure the Docker sandbox provider.
@@ -59,54 +63,36 @@ const (
 )
 
 func (w *workerFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&w.providerName, "sandbox", os.Getenv("SANDBOX_PROVIDER"),
+	cmd.Flags().StringVar(&w.providerName, "sandbox", "",
 		"where tasks run: "+sandboxLocal+" (processes on this machine) or "+sandboxDocker+" (a container per task, in the task's image, on the engine DOCKER_HOST names); by default docker when an engine answers and has the sandbox and agent images, else local")
-	cmd.Flags().StringVar(&w.docker.image, "sandbox-image", envOr("FLEETLIFT_SANDBOX_IMAGE", docker.DefaultImage),
+	cmd.Flags().StringVar(&w.docker.image, "sandbox-image", docker.DefaultImage,
 		"docker: the image of tasks that name none, and the one whose presence makes docker the default")
-	cmd.Flags().StringVar(&w.docker.agentImage, "sandbox-agent-image", envOr("FLEETLIFT_SANDBOX_AGENT_IMAGE", docker.DefaultAgentImage),
+	cmd.Flags().StringVar(&w.docker.agentImage, "sandbox-agent-image", docker.DefaultAgentImage,
 		"docker: the image fleetlift-agent is injected from (its /fleetlift-agent) into every task's image")
-	cmd.Flags().StringVar(&w.docker.agentBinary, "sandbox-agent-binary", os.Getenv("FLEETLIFT_SANDBOX_AGENT_BINARY"),
+	cmd.Flags().StringVar(&w.docker.agentBinary, "sandbox-agent-binary", "",
 		"docker: a static fleetlift-agent on the engine's host to bind-mount instead of the agent image's (development)")
-	cmd.Flags().StringVar(&w.docker.network, "sandbox-network", envOr("FLEETLIFT_SANDBOX_NETWORK", docker.DefaultNetwork),
+	cmd.Flags().StringVar(&w.docker.network, "sandbox-network", docker.DefaultNetwork,
 		"docker: the sandboxes' network: none, host, bridge or a network's name (cloning and pushing over the network needs one)")
-	cmd.Flags().StringVar(&w.docker.scope, "sandbox-scope", envOr("FLEETLIFT_SANDBOX_SCOPE", defaultScope()),
+	cmd.Flags().StringVar(&w.docker.scope, "sandbox-scope", defaultScope(),
 		"docker: this worker's name among the workers sharing an engine; it sees and re-attaches to its scope's sandboxes only (default: the host name)")
-	cmd.Flags().BoolVar(&w.docker.readOnly, "sandbox-read-only", os.Getenv("FLEETLIFT_SANDBOX_READ_ONLY") == "true",
+	cmd.Flags().BoolVar(&w.docker.readOnly, "sandbox-read-only", false,
 		"docker: mount task images read-only; /workspace, HOME and /tmp stay writable")
-	cmd.Flags().StringVar(&w.agentCLI, "agent-cli", os.Getenv("FLEETLIFT_AGENT_CLI"),
+	cmd.Flags().StringVar(&w.agentCLI, "agent-cli", "",
 		`agent CLI for agentic tasks, as a JSON argv (default: Claude Code, "claude -p")`)
-	cmd.Flags().StringSliceVar(&w.agentEnv, "agent-env", envList("FLEETLIFT_AGENT_ENV", []string{"ANTHROPIC_API_KEY"}),
+	cmd.Flags().StringSliceVar(&w.agentEnv, "agent-env", []string{"ANTHROPIC_API_KEY"},
 		"names of this process's environment variables that only the agent CLI sees in sandboxes, such as its model's API key (only when set)")
-	cmd.Flags().StringSliceVar(&w.passEnv, "sandbox-env", envList("FLEETLIFT_SANDBOX_ENV", nil),
+	cmd.Flags().StringSliceVar(&w.passEnv, "sandbox-env", nil,
 		"names of this process's environment variables every command in sandboxes sees (only when set; never a token)")
-	cmd.Flags().StringSliceVar(&w.fileRoots, "allow-file-root", envList("FLEETLIFT_ALLOW_FILE_ROOTS", nil),
+	cmd.Flags().StringSliceVar(&w.fileRoots, "allow-file-root", nil,
 		"a directory local repositories (file:// URLs and absolute paths) may be cloned from and pushed to (repeatable); by default none may")
-	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", envOr("FLEETLIFT_SANDBOX_ISOLATION", agentcmd.IsolationNamespaces),
+	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", agentcmd.IsolationNamespaces,
 		"how the agent isolates the work it runs: "+agentcmd.IsolationNamespaces+" (Linux user, mount and PID namespaces), or "+agentcmd.IsolationNone+" (none: the work can read tokens, approve itself and outlive its commands)")
-	cmd.Flags().DurationVar(&w.orphan, "sandbox-orphan-after", envDuration("FLEETLIFT_SANDBOX_ORPHAN_AFTER", agentcmd.DefaultOrphanAfter),
+	cmd.Flags().DurationVar(&w.orphan, "sandbox-orphan-after", agentcmd.DefaultOrphanAfter,
 		"a sandbox no worker has watched for this long ends itself (a worker that never came back)")
-	cmd.Flags().StringVar(&w.queue, "sandbox-queue", os.Getenv("FLEETLIFT_SANDBOX_QUEUE"),
+	cmd.Flags().StringVar(&w.queue, "sandbox-queue", "",
 		"the task queue for the steps on this worker's sandboxes, which only this host can reach (default: named after the host and the state directory)")
-	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", envList("FLEETLIFT_SANDBOX_HIDE", nil),
+	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", nil,
 		"a directory or file the work in sandboxes must not see (repeatable), besides the state directory and the usual credential files")
-}
-
-// envList is a comma-separated list from the environment variable key, or
-// def.
-func envList(key string, def []string) []string {
-	if v := os.Getenv(key); v != "" {
-		return commaList(v)
-	}
-	return def
-}
-
-// envDuration is the duration in the environment variable key, or def
-// when it is unset or not a duration.
-func envDuration(key string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(key)); err == nil && d > 0 {
-		return d
-	}
-	return def
 }
 
 // commaList splits a comma-separated list, dropping blanks.
@@ -240,6 +226,10 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	if err != nil {
 		return nil, err
 	}
+	closer, _ := provider.(io.Closer)
+	if wf.metrics != nil {
+		provider = wf.metrics.Sandbox(provider)
+	}
 	acts := &activity.Activities{Sandbox: provider, SandboxEnv: env, SandboxSecrets: secrets, Queue: queue}
 	// This host's queue: the steps on the sandboxes it provisions, which
 	// only it can reach.
@@ -253,11 +243,7 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	// The latch the reconciler keeps watch.require_reviewed_merge in.
 	w.RegisterWorkflow(workflow.Latch)
 	w.RegisterActivity(acts)
-	ws := &workers{all: []worker.Worker{w, hw}}
-	if c, ok := provider.(io.Closer); ok {
-		ws.provider = c
-	}
-	return ws, nil
+	return &workers{all: []worker.Worker{w, hw}, provider: closer}, nil
 }
 
 // hostQueue is the task queue of this worker's host: --sandbox-queue, or
@@ -525,6 +511,7 @@ func newWorkerCmd() *cobra.Command {
 	var f temporalFlags
 	var wf workerFlags
 	var ff forgeFlags
+	var mf metricsFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker: executes Task and Campaign workflows in sandboxes (--sandbox local|docker)",
@@ -532,6 +519,12 @@ func newWorkerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			o, err := observe(cmd, &mf, &f)
+			if err != nil {
+				return err
+			}
+			defer o.stop()
+			wf.metrics = o.metrics
 			c, err := f.dial(ctx)
 			if err != nil {
 				return err
@@ -553,6 +546,7 @@ func newWorkerCmd() *cobra.Command {
 	f.register(cmd)
 	wf.register(cmd)
 	ff.register(cmd)
+	mf.register(cmd)
 	return cmd
 }
 

@@ -92,6 +92,9 @@ type Reconciler struct {
 	// Branch is the branch watched, for messages and the launch gate.
 	Branch string
 	Log    *slog.Logger
+	// Observer, when set, is told of every pass Once runs, and how long
+	// it took (metrics).
+	Observer Observer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -123,6 +126,12 @@ func (o Outcome) String() string {
 	return s
 }
 
+// Observer is told of each pass: its result (nil when err is not) and
+// how long it took. It must return quickly.
+type Observer interface {
+	ObservePass(res *Result, err error, took time.Duration)
+}
+
 // Result is one pass.
 type Result struct {
 	Revision string
@@ -131,6 +140,9 @@ type Result struct {
 	Read     bool
 	Plan     plan.Plan
 	Outcomes []Outcome
+	// Recorded is the recorded state the pass planned against, as read
+	// at its start.
+	Recorded []state.Campaign
 }
 
 // Failed returns the outcomes that failed.
@@ -173,9 +185,17 @@ var ErrInvalidConfig = errors.New("the repository config is invalid")
 // plan at all (the repository or the recorded state could not be read)
 // or must not launch anything (ErrWrongBranch, a refusal of the Gate);
 // actions that fail are in Result.Outcomes and the others are carried out.
-func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
+func (r *Reconciler) Once(ctx context.Context) (res *Result, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.Observer != nil {
+		start := time.Now()
+		defer func() { r.Observer.ObservePass(res, err, time.Since(start)) }()
+	}
+	return r.once(ctx)
+}
+
+func (r *Reconciler) once(ctx context.Context) (*Result, error) {
 	// The recorded state is read while Git is: neither needs the other,
 	// and each costs round trips.
 	type listed struct {
@@ -226,6 +246,7 @@ func (r *Reconciler) Once(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("read recorded state: %w", got.err)
 	}
 	recorded := got.recorded
+	res.Recorded = recorded
 	want := rev.Desired
 	if r.Reviews != nil {
 		reviewed, err := r.Reviews.Approvals(ctx, rev, recorded)

@@ -46,7 +46,7 @@ import (
 // direct path turns itself off, and every file is evaluated with CUE,
 // until it has been brought in line and this digest updated
 // (TestDirectSchemaDigest fails meanwhile).
-const directSchemaSHA256 = "1d5d6af46b9027d71acc6e72320925e40d2d55dc41f76e056323406a852fc4a8"
+const directSchemaSHA256 = "0cbc779601e64d80959681a8206eb621294ae4ece39e9d8ea2d97f717bc23176"
 
 // directSchemaDigest returns the SHA-256 of the schema's declarations,
 // but for those that only the repository config and approval records
@@ -865,7 +865,7 @@ func (d *direct) work(m object) Work {
 	dur, err := time.ParseDuration(timeout)
 	d.check(err == nil)
 	w.Timeout = Duration(dur)
-	w.RequireApproval = w.Execution.Agentic != nil
+	w.RequireApproval = w.Execution.Agentic != nil && w.Mode == ModeTransform
 	if ra := d.take(m, "require_approval"); ra != nil {
 		w.RequireApproval = d.boolean(ra)
 	}

@@ -118,17 +118,40 @@ type Options struct {
 	// Log receives a line for every delivery (refusals at info, the rest
 	// at debug); nil discards them.
 	Log *slog.Logger
+	// Delivered, when set, is told how every request ended (metrics). It
+	// must return quickly.
+	Delivered func(Outcome)
 }
+
+// Outcome is how the Handler answered one request.
+type Outcome string
+
+const (
+	// OutcomeAccepted: a verified event for a watched repository: a hint.
+	OutcomeAccepted Outcome = "accepted"
+	// OutcomeIgnored: verified, but an event that gives no hint, or a ping.
+	OutcomeIgnored Outcome = "ignored"
+	// OutcomeDuplicate: a delivery id seen before.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeUnauthorized: no signature, or a wrong one.
+	OutcomeUnauthorized Outcome = "unauthorized"
+	// OutcomeRefused: any other refusal (method, size, headers, payload,
+	// a repository not watched).
+	OutcomeRefused Outcome = "refused"
+)
+
+func (o Outcome) String() string { return string(o) }
 
 // Handler receives webhooks. Make one with New; the zero Handler refuses
 // every request. It is safe for concurrent use.
 type Handler struct {
-	secret  []byte
-	repos   map[string]bool
-	hint    func(Event)
-	maxBody int64
-	seen    *deliveries
-	log     *slog.Logger
+	secret    []byte
+	repos     map[string]bool
+	hint      func(Event)
+	maxBody   int64
+	seen      *deliveries
+	log       *slog.Logger
+	delivered func(Outcome)
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -168,12 +191,13 @@ func New(o Options) (*Handler, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Handler{
-		secret:  append([]byte(nil), o.Secret...),
-		repos:   repos,
-		hint:    o.Hint,
-		maxBody: o.MaxBody,
-		seen:    newDeliveries(o.ReplayEntries, o.ReplayWindow, o.Now),
-		log:     o.Log,
+		secret:    append([]byte(nil), o.Secret...),
+		repos:     repos,
+		hint:      o.Hint,
+		maxBody:   o.MaxBody,
+		seen:      newDeliveries(o.ReplayEntries, o.ReplayWindow, o.Now),
+		log:       o.Log,
+		delivered: o.Delivered,
 	}, nil
 }
 
@@ -281,6 +305,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.hint(ev)
 	h.log.Info("webhook hint", "delivery", d.id, "source", d.source, "event", d.event,
 		"repository", ev.Repository, "ref", ev.Ref, "pull_request", ev.PullRequest)
+	h.outcome(OutcomeAccepted)
 	reply(w, http.StatusAccepted, "accepted")
 }
 
@@ -517,12 +542,28 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, d *delivery, co
 		attrs = append(attrs, "source", d.source, "event", d.event, "delivery", d.id)
 	}
 	h.log.Info("webhook refused", attrs...)
+	if code == http.StatusUnauthorized {
+		h.outcome(OutcomeUnauthorized)
+	} else {
+		h.outcome(OutcomeRefused)
+	}
 	reply(w, code, reason)
 }
 
 func (h *Handler) reply(w http.ResponseWriter, d *delivery, code int, msg string) {
 	h.log.Debug("webhook "+msg, "status", code, "source", d.source, "event", d.event, "delivery", d.id)
+	if code == http.StatusOK && strings.HasPrefix(msg, "duplicate") {
+		h.outcome(OutcomeDuplicate)
+	} else {
+		h.outcome(OutcomeIgnored)
+	}
 	reply(w, code, msg)
+}
+
+func (h *Handler) outcome(o Outcome) {
+	if h.delivered != nil {
+		h.delivered(o)
+	}
 }
 
 // reply writes msg as a plain-text body; http.Error also sets nosniff.

@@ -238,6 +238,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		search.setPhase(ctx, string(st.Phase))
 		digest := ResultDigest(iteration, r)
 		st.ResultDigest = digest
+		st.AwaitingSince = workflow.Now(ctx)
 		var act protocol.Action
 		var prompt string
 		var timedOut bool

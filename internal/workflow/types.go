@@ -132,8 +132,11 @@ type TaskState struct {
 	// ResultDigest identifies the result awaiting approval (set while
 	// Phase is awaiting_approval): a decision naming another digest is
 	// about a result that has since changed, and is ignored.
-	ResultDigest string      `json:"result_digest,omitempty"`
-	Final        *TaskResult `json:"final,omitempty"`
+	ResultDigest string `json:"result_digest,omitempty"`
+	// AwaitingSince is when the result awaiting approval began to wait
+	// (workflow time); zero when none waits.
+	AwaitingSince time.Time   `json:"awaiting_since,omitzero"`
+	Final         *TaskResult `json:"final,omitempty"`
 	// Ignored lists the decisions ignored because they named a result
 	// that was no longer the one awaiting approval (the latest 20).
 	Ignored []string `json:"ignored,omitempty"`

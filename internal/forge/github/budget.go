@@ -84,6 +84,10 @@ type BudgetOptions struct {
 	// Logger receives a warning whenever the budget holds requests back
 	// for a rate limit; nil means no logging.
 	Logger *slog.Logger
+	// OnRateLimitWait, when set, is called before each wait for a rate
+	// limit the forge reported, with its length (metrics). It must
+	// return quickly.
+	OnRateLimitWait func(time.Duration)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Sleep waits for d or until ctx is done; nil means a timer.
@@ -503,6 +507,9 @@ func (b *Budget) waitPause(ctx context.Context) error {
 		}
 		if deadline, ok := ctx.Deadline(); ok && b.now().Add(d).After(deadline) {
 			return fmt.Errorf("%w: requests held back for %s, past the deadline", ErrRateLimited, d.Round(time.Second))
+		}
+		if b.opts.OnRateLimitWait != nil {
+			b.opts.OnRateLimitWait(d)
 		}
 		if err := b.sleep(ctx, d); err != nil {
 			return err

@@ -479,7 +479,7 @@ func pending(target, wid string, st workflow.TaskState) (state.PendingApproval, 
 }
 
 func pendingOf(target, wid string, st workflow.TaskState) state.PendingApproval {
-	p := state.PendingApproval{Target: target, ResultDigest: st.ResultDigest, WorkflowID: wid}
+	p := state.PendingApproval{Target: target, ResultDigest: st.ResultDigest, WorkflowID: wid, Since: st.AwaitingSince}
 	if st.Result != nil {
 		for _, rr := range st.Result.Repositories {
 			pr := state.PendingRepo{Name: rr.Name, Report: rr.Report != nil}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// envPrefix starts the name of the environment variable each flag reads.
+const envPrefix = "FLEETLIFT_"
+
+// envName is the environment variable flag reads when it is not given on
+// the command line: FLEETLIFT_ and the flag's name in capitals, dashes as
+// underscores (--temporal-tls-cert: FLEETLIFT_TEMPORAL_TLS_CERT).
+func envName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// legacyEnv is a variable a flag read before every flag read its
+// FLEETLIFT_ name; still honoured when that name is unset.
+func legacyEnv(flag string) string {
+	switch flag {
+	case "sandbox":
+		return "SANDBOX_PROVIDER"
+	case "allow-file-root":
+		return "FLEETLIFT_ALLOW_FILE_ROOTS"
+	}
+	return ""
+}
+
+// bindEnv makes every flag of every command under root (but hidden ones:
+// the agent in a sandbox reads FLEETLIFT_ variables of its own) read its
+// environment variable, and says which in its help. The order is: the
+// command line, then the variable, then the flag's default. No flag holds
+// a secret: tokens and the webhook secret are read from the variables the
+// *-env flags name.
+func bindEnv(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden {
+			return
+		}
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Name == "help" || strings.Contains(f.Usage, "(env ") {
+				return
+			}
+			f.Usage += " (env " + envName(f.Name) + ")"
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	prev := root.PersistentPreRunE
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := flagsFromEnv(cmd); err != nil {
+			return err
+		}
+		if prev != nil {
+			return prev(cmd, args)
+		}
+		return nil
+	}
+}
+
+// flagsFromEnv sets each flag of cmd not given on the command line from
+// its environment variable, when that is set and not empty. A list flag
+// takes a comma-separated list; --forge, whose values hold commas, one
+// per line.
+func flagsFromEnv(cmd *cobra.Command) error {
+	if cmd.Hidden {
+		return nil
+	}
+	var errs []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "help" {
+			return
+		}
+		name := envName(f.Name)
+		v := os.Getenv(name)
+		if v == "" {
+			if old := legacyEnv(f.Name); old != "" {
+				name, v = old, os.Getenv(old)
+			}
+		}
+		if v == "" {
+			return
+		}
+		values := []string{v}
+		if f.Value.Type() == "stringArray" {
+			values = nil
+			for _, line := range strings.Split(v, "\n") {
+				if line = strings.TrimSpace(line); line != "" {
+					values = append(values, line)
+				}
+			}
+		}
+		for _, one := range values {
+			if err := cmd.Flags().Set(f.Name, one); err != nil {
+				// The value is not quoted: a variable set by mistake to
+				// a secret must not be echoed.
+				errs = append(errs, fmt.Sprintf("$%s (for --%s): not a valid %s", name, f.Name, f.Value.Type()))
+				return
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}

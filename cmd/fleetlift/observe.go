@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetlift/fleetlift/internal/metrics"
+)
+
+// Log formats --log-format takes.
+const (
+	logText = "text"
+	logJSON = "json"
+)
+
+// registerLogFormat adds --log-format to every command.
+func registerLogFormat(root *cobra.Command) {
+	root.PersistentFlags().String("log-format", logText, "format of the log lines on standard error, fleetlift's and the Temporal SDK's: text or json")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		_, err := processLogger(cmd)
+		return err
+	}
+}
+
+// processLogger is the process's logger on cmd's standard error, in the
+// format --log-format names. The Temporal SDK's client and workers log
+// through it too (see temporalFlags.log).
+func processLogger(cmd *cobra.Command) (*slog.Logger, error) {
+	format := logText
+	if f := cmd.Flags().Lookup("log-format"); f != nil {
+		format = f.Value.String()
+	}
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	switch format {
+	case logText, "":
+		return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts)), nil
+	case logJSON:
+		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want %s or %s", format, logText, logJSON)
+}
+
+// metricsFlags configure the /metrics endpoint of a long-running command.
+type metricsFlags struct {
+	listen string
+}
+
+func (m *metricsFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&m.listen, "metrics-listen", "",
+		"address to serve Prometheus metrics on at /metrics (and /healthz), e.g. 127.0.0.1:9464 or :9464 in a pod; off when empty")
+}
+
+// observability is what a long-running command reports through: its
+// logger and its metrics, which the Temporal SDK's client reports into.
+type observability struct {
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	stop    func()
+}
+
+// observe makes the process's logger and metrics, serves /metrics when
+// --metrics-listen says where, and has the Temporal client of f log and
+// report through them. Call stop when the command ends.
+func observe(cmd *cobra.Command, mf *metricsFlags, f *temporalFlags) (*observability, error) {
+	log, err := processLogger(cmd)
+	if err != nil {
+		return nil, err
+	}
+	m := metrics.New()
+	handler, closer := m.TemporalHandler()
+	o := &observability{log: log, metrics: m, stop: func() { _ = closer.Close() }}
+	f.log, f.metrics = log, handler
+	if mf.listen == "" {
+		return o, nil
+	}
+	ln, err := net.Listen("tcp", mf.listen)
+	if err != nil {
+		o.stop()
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics listening", "address", ln.Addr().String(), "path", "/metrics")
+	o.stop = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		_ = closer.Close()
+	}
+	return o, nil
+}

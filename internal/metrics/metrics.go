@@ -1,0 +1,249 @@
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/state"
+	"github.com/fleetlift/fleetlift/internal/webhook"
+)
+
+// Namespace starts every series fleetlift itself exports.
+const Namespace = "fleetlift"
+
+// Metrics holds one process's series and the registry they are
+// exported from. Make it with New; its methods are safe for concurrent
+// use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	passDuration prometheus.Histogram
+	passErrors   *prometheus.CounterVec
+	lastSuccess  prometheus.Gauge
+	webhooks     *prometheus.CounterVec
+	provision    *prometheus.HistogramVec
+	forgeReqs    *prometheus.CounterVec
+	rateWaits    *prometheus.CounterVec
+	rateWaitSecs *prometheus.CounterVec
+	runs         *runCollector
+}
+
+// New makes the series and registers them, with the Go runtime's and the
+// process's, in a registry of their own.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		passDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: "reconcile", Name: "pass_duration_seconds",
+			Help:    "How long reconcile passes took: read the campaigns repository and the recorded state, plan, carry out.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		passErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "reconcile", Name: "errors_total",
+			Help: "Reconcile errors: stage=pass for a pass that could not plan or was refused, stage=apply for an action of a pass that failed.",
+		}, []string{"stage"}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "reconcile", Name: "last_success_timestamp_seconds",
+			Help: "When the last pass that planned and carried out every action ended, as a Unix time.",
+		}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "webhook", Name: "deliveries_total",
+			Help: "Webhook requests by outcome: accepted, ignored, duplicate, unauthorized, refused.",
+		}, []string{"outcome"}),
+		provision: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: "sandbox", Name: "provision_duration_seconds",
+			Help:    "How long provisioning a sandbox took, until its agent was started, by provider and outcome (ok, error).",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"provider", "outcome"}),
+		forgeReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "forge", Name: "requests_total",
+			Help: "HTTP requests sent to a forge's API, retries included, by forge, method and status code (0: no response).",
+		}, []string{"forge", "method", "code"}),
+		rateWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "forge", Name: "rate_limit_waits_total",
+			Help: "Times requests to a forge were held back for a rate limit it reported.",
+		}, []string{"forge"}),
+		rateWaitSecs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "forge", Name: "rate_limit_wait_seconds_total",
+			Help: "Time requests to a forge were held back for rate limits it reported.",
+		}, []string{"forge"}),
+		runs: &runCollector{now: time.Now},
+	}
+	m.passErrors.WithLabelValues("pass")
+	m.passErrors.WithLabelValues("apply")
+	for _, o := range []webhook.Outcome{webhook.OutcomeAccepted, webhook.OutcomeIgnored, webhook.OutcomeDuplicate, webhook.OutcomeUnauthorized, webhook.OutcomeRefused} {
+		m.webhooks.WithLabelValues(o.String())
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.passDuration, m.passErrors, m.lastSuccess, m.webhooks, m.provision,
+		m.forgeReqs, m.rateWaits, m.rateWaitSecs, m.runs,
+	)
+	return m
+}
+
+// Registry is where the series are registered; the Temporal SDK's go
+// there too (see TemporalHandler).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in Prometheus's text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+var _ reconcile.Observer = (*Metrics)(nil)
+
+// ObservePass records a reconcile pass: its duration, its errors, the
+// time of the last one that succeeded, and the recorded state it read,
+// which the run series show until the next pass.
+func (m *Metrics) ObservePass(res *reconcile.Result, err error, took time.Duration) {
+	m.passDuration.Observe(took.Seconds())
+	if err != nil {
+		m.passErrors.WithLabelValues("pass").Inc()
+		return
+	}
+	failed := len(res.Failed())
+	m.passErrors.WithLabelValues("apply").Add(float64(failed))
+	if failed == 0 {
+		m.lastSuccess.Set(float64(time.Now().UnixNano()) / 1e9)
+	}
+	m.runs.set(res.Recorded)
+}
+
+// WebhookDelivered counts one webhook request (webhook.Options.Delivered).
+func (m *Metrics) WebhookDelivered(o webhook.Outcome) {
+	m.webhooks.WithLabelValues(o.String()).Inc()
+}
+
+// ForgeTransport counts the requests next sends to the forge named
+// forge. Only the method and the status code are recorded: never a URL
+// or a header, which may hold a token.
+func (m *Metrics) ForgeTransport(forge string, next http.RoundTripper) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(req)
+		code := "0"
+		if err == nil {
+			code = strconv.Itoa(resp.StatusCode)
+		}
+		m.forgeReqs.WithLabelValues(forge, req.Method, code).Inc()
+		return resp, err
+	})
+}
+
+// RateLimitWait records a wait for a rate limit of the forge named forge
+// (github.BudgetOptions.OnRateLimitWait).
+func (m *Metrics) RateLimitWait(forge string) func(time.Duration) {
+	return func(d time.Duration) {
+		m.rateWaits.WithLabelValues(forge).Inc()
+		m.rateWaitSecs.WithLabelValues(forge).Add(d.Seconds())
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Sandbox returns p with the duration of each Provision recorded.
+func (m *Metrics) Sandbox(p sandbox.Provider) sandbox.Provider {
+	return &timedProvider{Provider: p, m: m}
+}
+
+type timedProvider struct {
+	sandbox.Provider
+	m *Metrics
+}
+
+var _ sandbox.Provider = (*timedProvider)(nil)
+
+func (t *timedProvider) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
+	start := time.Now()
+	sb, err := t.Provider.Provision(ctx, opts)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	t.m.provision.WithLabelValues(t.Name(), outcome).Observe(time.Since(start).Seconds())
+	return sb, err
+}
+
+// runCollector exports the recorded state the last pass read, the way
+// Argo CD exports its applications: one info series per run, and counts
+// by state. Ages are computed when scraped.
+type runCollector struct {
+	now func() time.Time
+
+	mu   sync.Mutex
+	runs []state.Campaign
+}
+
+var (
+	descInfo = prometheus.NewDesc(Namespace+"_campaign_info",
+		"One series per recorded Task or Campaign run, with its kind and phase.", []string{"id", "kind", "phase"}, nil)
+	descRepos = prometheus.NewDesc(Namespace+"_campaign_repositories",
+		"Repositories of a run by state: pending, running, awaiting_approval, completed, failed, skipped, cancelled.", []string{"id", "state"}, nil)
+	descPulls = prometheus.NewDesc(Namespace+"_campaign_pull_requests",
+		"Pull requests of a run by state: open, merged, closed.", []string{"id", "state"}, nil)
+	descWaiting = prometheus.NewDesc(Namespace+"_campaign_approvals_waiting",
+		"Results of a run waiting for an approval.", []string{"id"}, nil)
+	descAge = prometheus.NewDesc(Namespace+"_approval_waiting_seconds",
+		"How long each result has waited for an approval, by run and target (the task, or the campaign's repository or group).", []string{"id", "target"}, nil)
+)
+
+func (c *runCollector) set(runs []state.Campaign) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runs = runs
+}
+
+func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descInfo, descRepos, descPulls, descWaiting, descAge} {
+		ch <- d
+	}
+}
+
+func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	runs := c.runs
+	c.mu.Unlock()
+	now := c.now()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, r := range runs {
+		gauge(descInfo, 1, r.ID, r.Kind.String(), r.Phase.String())
+		repos := map[state.RepoStatus]int{}
+		pulls := map[state.PullRequestState]int{}
+		for _, repo := range r.Repos {
+			repos[repo.Status]++
+			if repo.PullRequestState != "" {
+				pulls[repo.PullRequestState]++
+			}
+		}
+		for _, s := range []state.RepoStatus{state.RepoPending, state.RepoRunning, state.RepoAwaitingApproval,
+			state.RepoCompleted, state.RepoFailed, state.RepoSkipped, state.RepoCancelled} {
+			gauge(descRepos, float64(repos[s]), r.ID, s.String())
+		}
+		for _, s := range []state.PullRequestState{state.PullRequestOpen, state.PullRequestMerged, state.PullRequestClosed} {
+			gauge(descPulls, float64(pulls[s]), r.ID, s.String())
+		}
+		gauge(descWaiting, float64(len(r.PendingApprovals)), r.ID)
+		for _, p := range r.PendingApprovals {
+			if !p.Since.IsZero() {
+				gauge(descAge, max(0, now.Sub(p.Since).Seconds()), r.ID, p.Target)
+			}
+		}
+	}
+}

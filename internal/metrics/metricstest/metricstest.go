@@ -1,0 +1,110 @@
+// Package metricstest scrapes a /metrics endpoint in tests and looks up
+// series by name and labels.
+package metricstest
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+// Samples are the series of one scrape, keyed by name and sorted labels:
+// `fleetlift_campaign_info{id="a",kind="Task",phase="completed"}`.
+// A counter, gauge or untyped series gives its value; a histogram gives
+// name_count and name_sum.
+type Samples map[string]float64
+
+// Key is the key of the series name with labels, given as name, value
+// pairs in any order.
+func Key(name string, labels ...string) string {
+	if len(labels) == 0 {
+		return name
+	}
+	var parts []string
+	for i := 0; i+1 < len(labels); i += 2 {
+		parts = append(parts, fmt.Sprintf("%s=%q", labels[i], labels[i+1]))
+	}
+	sort.Strings(parts)
+	return name + "{" + strings.Join(parts, ",") + "}"
+}
+
+// Get returns the value of a series and whether it was there.
+func (s Samples) Get(name string, labels ...string) (float64, bool) {
+	v, ok := s[Key(name, labels...)]
+	return v, ok
+}
+
+// Names returns the names of the series whose name starts with prefix.
+func (s Samples) Names(prefix string) []string {
+	seen := map[string]bool{}
+	for k := range s {
+		name, _, _ := strings.Cut(k, "{")
+		if strings.HasPrefix(name, prefix) {
+			seen[name] = true
+		}
+	}
+	var out []string
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Scrape GETs url and parses Prometheus's text format.
+func Scrape(t testing.TB, url string) Samples {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("scrape %s: %s: %s", url, resp.Status, b)
+	}
+	s, err := Parse(resp.Body)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	return s
+}
+
+// Parse reads Prometheus's text format.
+func Parse(r io.Reader) (Samples, error) {
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, err
+	}
+	out := Samples{}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName(), l.GetValue())
+			}
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				out[Key(name, labels...)] = m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				out[Key(name, labels...)] = m.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				out[Key(name+"_count", labels...)] = float64(m.GetHistogram().GetSampleCount())
+				out[Key(name+"_sum", labels...)] = m.GetHistogram().GetSampleSum()
+			case dto.MetricType_SUMMARY:
+				out[Key(name+"_count", labels...)] = float64(m.GetSummary().GetSampleCount())
+				out[Key(name+"_sum", labels...)] = m.GetSummary().GetSampleSum()
+			default:
+				out[Key(name, labels...)] = m.GetUntyped().GetValue()
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,8 @@
+// Package webui serves the Temporal Web UI (github.com/temporalio/ui-server)
+// beside the embedded Temporal server, as `temporal server start-dev` does:
+// `fleetlift up` and `fleetlift server` start it on a local port.
+//
+// It must not import go.temporal.io/server (package devserver is the only
+// importer), and it makes no request beyond the Temporal frontend it is
+// given: the UI's release check and news are switched off.
+package webui

@@ -1,0 +1,55 @@
+package webui_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/fleetlift/fleetlift/internal/webui"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestServesTheUI: the UI's page and its health check answer on the
+// port; the Temporal frontend is asked only when the page asks for data.
+func TestServesTheUI(t *testing.T) {
+	s, err := webui.Start(webui.Options{Listen: freeAddr(t), Temporal: freeAddr(t), Namespace: "fleetlift"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	for path, want := range map[string]string{"/": "<html", "/healthz": "OK"} {
+		resp, err := http.Get(s.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(strings.ToLower(string(body)), strings.ToLower(want)) {
+			t.Errorf("GET %s: %s, %.200q; want 200 with %q", path, resp.Status, body, want)
+		}
+	}
+}
+
+// TestTakenPort: a port something else holds is an error, not the end of
+// the process.
+func TestTakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if _, err := webui.Start(webui.Options{Listen: ln.Addr().String(), Temporal: freeAddr(t)}); err == nil {
+		t.Fatal("started on a taken port")
+	}
+}
