@@ -4,6 +4,10 @@ GO    ?= go
 BIN   := $(CURDIR)/bin
 CUE_VERSION := v0.17.1
 ACTIONLINT_VERSION := v1.7.12
+# multi-gitter, which bench-peer measures fleetlift against, pinned in
+# bench/peer/multigitter/go.mod (one dependency raised there: see its
+# comment).
+MULTI_GITTER_VERSION := 0.63.1
 FUZZTIME ?= 20s
 # The version the images are tagged with, beside :dev: git describe, the one
 # place it is set (make images VERSION=1.2.3 for a release).
@@ -91,6 +95,15 @@ bench-chaos: ## Crash-proofing (issue 11): SIGKILL fleetlift up and its agents a
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
 	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
 	$(GO) run ./bench/chaos -bin $(BIN) $(CHAOS_FLAGS)
+
+.PHONY: bench-peer
+bench-peer: build bin/gitea $(BIN)/multi-gitter ## fleetlift vs multi-gitter v0.63.1 on a loopback Gitea: 50 repositories per round, 3 rounds, wall and whole-tree CPU; PEER_FLAGS="-repos 10 -rounds 1"
+	$(GO) run ./bench/peer -bin $(BIN) $(PEER_FLAGS)
+
+# The binary's version is checked, so that a pin moved here rebuilds it.
+$(BIN)/multi-gitter: FORCE
+	@$@ version 2>/dev/null | grep -qx 'multi-gitter version: $(MULTI_GITTER_VERSION)' || \
+		(cd bench/peer/multigitter && $(GO) build -ldflags '-X main.version=$(MULTI_GITTER_VERSION)' -o $@ github.com/lindell/multi-gitter)
 
 .PHONY: bench-plan
 bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorded state; compare with cue export

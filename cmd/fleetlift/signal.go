@@ -285,7 +285,7 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 	p := &workflow.CampaignProgress{Next: len(in.Units), Results: map[string]workflow.UnitResult{}, Phase: workflow.CampaignRunning}
 	for _, u := range last.Units {
 		p.Results[u.Key] = u
-		if u.Phase == workflow.TaskFailed {
+		if u.HasFailures() {
 			p.Retry = append(p.Retry, u.Key)
 		}
 	}

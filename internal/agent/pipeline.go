@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -143,8 +144,13 @@ type runner struct {
 
 	iteration int
 	outputs   map[string]string // latest output per scope
-	status    protocol.Status
-	result    protocol.Result
+	// statusMu guards status, which repositories worked on side by side
+	// (see each) step and count; resultMu guards result while they
+	// record their outcomes in it.
+	statusMu sync.Mutex
+	status   protocol.Status
+	resultMu sync.Mutex
+	result   protocol.Result
 	// statusFile and resultFile write status.json and result.json; nil
 	// until the first write.
 	statusFile, resultFile *protocolFile
@@ -323,6 +329,39 @@ func (r *runner) layout() error {
 	return nil
 }
 
+// each calls fn for every unit, Manifest.Parallel of them at once (one
+// after another when it is 0 or 1), and returns when all calls have
+// returned. Once ctx has ended, no further call starts. fn touches its
+// own unit; status goes through setStep and progressed, results under
+// resultMu.
+func (r *runner) each(ctx context.Context, units []*unit, fn func(*unit)) {
+	n := min(max(r.m.Parallel, 1), len(units))
+	if n <= 1 {
+		for _, u := range units {
+			if ctx.Err() != nil {
+				return
+			}
+			fn(u)
+		}
+		return
+	}
+	slots := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, u := range units {
+		slots <- struct{}{}
+		if ctx.Err() != nil {
+			<-slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			fn(u)
+		}()
+	}
+	wg.Wait()
+}
+
 // active runs one stretch of work under the manifest's timeout, stopping
 // it when steering asks to cancel or reject.
 func (r *runner) active(parent context.Context, fn func(context.Context) error) error {
@@ -454,7 +493,9 @@ func (r *runner) end(phase protocol.Phase, msg string) error {
 
 // setPhase moves to phase and writes status.json.
 func (r *runner) setPhase(phase protocol.Phase, step, msg string) {
+	r.statusMu.Lock()
 	r.status.Progress = protocol.Progress{TotalRepos: len(r.units)}
+	r.statusMu.Unlock()
 	if err := r.writeStatus(phase, step, msg, true); err != nil {
 		r.o.Log.Error("write status", "err", err)
 	}
@@ -463,20 +504,33 @@ func (r *runner) setPhase(phase protocol.Phase, step, msg string) {
 
 // setStep updates the step within the current phase.
 func (r *runner) setStep(step, msg string) {
-	if err := r.writeStatus(r.status.Phase, step, msg, false); err != nil {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	if err := r.writeStatusLocked(r.status.Phase, step, msg, false); err != nil {
 		r.o.Log.Error("write status", "err", err)
 	}
 }
 
 // progressed counts a repository done in the current phase.
 func (r *runner) progressed(n int) {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
 	r.status.Progress.CompletedRepos += n
-	r.setStep(r.status.Step, r.status.Message)
+	if err := r.writeStatusLocked(r.status.Phase, r.status.Step, r.status.Message, false); err != nil {
+		r.o.Log.Error("write status", "err", err)
+	}
 }
 
 // writeStatus records the phase and step in status.json: at once when
 // urgent (a new phase, the end), otherwise soon (see protocolFile).
 func (r *runner) writeStatus(phase protocol.Phase, step, msg string, urgent bool) error {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	return r.writeStatusLocked(phase, step, msg, urgent)
+}
+
+// writeStatusLocked is writeStatus with statusMu held.
+func (r *runner) writeStatusLocked(phase protocol.Phase, step, msg string, urgent bool) error {
 	urgent = urgent || phase != r.status.Phase || r.iteration != r.status.Iteration
 	r.status.Phase = phase
 	r.status.Step = step
@@ -491,6 +545,8 @@ func (r *runner) writeStatus(phase protocol.Phase, step, msg string, urgent bool
 
 // writeResult writes result.json now: before a new phase or the end.
 func (r *runner) writeResult() error {
+	r.resultMu.Lock()
+	defer r.resultMu.Unlock()
 	return r.file(&r.resultFile, protocol.ResultFile).write(r.result, true)
 }
 

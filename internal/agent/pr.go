@@ -23,15 +23,22 @@ func (r *runner) openPullRequests(ctx context.Context) error {
 		message += "\n\n" + pr.Body
 	}
 	author := git.Identity{Name: r.m.GitConfig.UserName, Email: r.m.GitConfig.UserEmail}
+	var todo []*unit
 	for _, u := range r.units {
-		if u.broken || u.res.Status != "success" || len(u.res.Diffs) == 0 {
-			continue
+		if !u.broken && u.res.Status == "success" && len(u.res.Diffs) > 0 {
+			todo = append(todo, u)
 		}
+	}
+	// Each repository's push and pull request are round trips to the
+	// forge: a group's go Manifest.Parallel at once.
+	r.each(ctx, todo, func(u *unit) {
 		r.setStep("pushing", fmt.Sprintf("pushing %s to %s", branch, u.repo.Name))
 		info, err := r.openPullRequest(ctx, u, branch, message, author)
+		if ctx.Err() != nil {
+			return
+		}
+		r.resultMu.Lock()
 		switch {
-		case ctx.Err() != nil:
-			return context.Cause(ctx)
 		case errors.Is(err, git.ErrNoChanges):
 			u.res.Status = "skipped"
 		case err != nil:
@@ -40,8 +47,12 @@ func (r *runner) openPullRequests(ctx context.Context) error {
 		default:
 			u.res.PullRequest = info
 		}
+		r.resultMu.Unlock()
 		r.progressed(1)
 		r.writeResultQuietly()
+	})
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
 	}
 	return nil
 }

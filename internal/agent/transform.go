@@ -370,6 +370,8 @@ func lastLines(s string, n int) string {
 // writeResultQuietly writes result.json mid-phase, soon rather than at
 // once (see protocolFile), logging a failure.
 func (r *runner) writeResultQuietly() {
+	r.resultMu.Lock()
+	defer r.resultMu.Unlock()
 	if err := r.file(&r.resultFile, protocol.ResultFile).write(r.result, false); err != nil {
 		r.o.Log.Error("write result", "err", err)
 	}

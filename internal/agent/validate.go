@@ -22,6 +22,9 @@ func validate(m *protocol.Manifest) error {
 	if m.TaskID == "" {
 		add("task_id is empty")
 	}
+	if m.Parallel < 0 || m.Parallel > 100 {
+		add("parallel %d is not between 0 and 100", m.Parallel)
+	}
 	switch m.Mode {
 	case "":
 		m.Mode = protocol.ModeTransform

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git"
@@ -26,22 +27,40 @@ func (r *runner) checkout(ctx context.Context) error {
 			return fmt.Errorf("transformation repository %s: %w", r.recipe.repo.Name, err)
 		}
 	}
+	// A group's repositories are cloned and set up Manifest.Parallel at
+	// once; a killed jail stops the others.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
 	ok := 0
-	for _, u := range r.units {
-		if err := r.checkoutUnit(ctx, u); err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			if errors.Is(err, errJailKilled) {
-				return err
-			}
+	var fatal error
+	r.each(cctx, r.units, func(u *unit) {
+		err := r.checkoutUnit(cctx, u)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case fatal != nil:
+			return
+		case err == nil:
+			ok++
+		case errors.Is(err, errJailKilled):
+			fatal = err
+			cancel()
+			return
+		default:
+			r.resultMu.Lock()
 			u.broken = true
 			u.res.Status = "failed"
 			u.res.Error = err.Error()
-		} else {
-			ok++
+			r.resultMu.Unlock()
 		}
 		r.progressed(1)
+	})
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if fatal != nil {
+		return fatal
 	}
 	if ok == 0 {
 		return fmt.Errorf("no repository could be cloned and set up: %s", r.units[0].res.Error)

@@ -81,12 +81,18 @@ func create(d *spec.Definition) Change {
 }
 
 func compare(df *differ, d *spec.Definition, r *state.Campaign) Change {
+	recorded := r.SpecDigest
+	if slices.Contains(d.PreviousDigests(), recorded) {
+		// Recorded by an earlier release, whose schema gave the
+		// definition a default this one does not: the same spec.
+		recorded = d.Digest
+	}
 	c := Change{
 		ID:        d.ID,
 		Kind:      d.Kind,
 		Action:    Unchanged,
 		File:      d.File,
-		OldDigest: r.SpecDigest,
+		OldDigest: recorded,
 		NewDigest: d.Digest,
 		Suspend:   suspended(d),
 		Phase:     r.Phase,
@@ -94,7 +100,7 @@ func compare(df *differ, d *spec.Definition, r *state.Campaign) Change {
 	if r.File != "" && r.File != d.File {
 		c.PreviousFile = r.File
 	}
-	changed := d.Digest != r.SpecDigest
+	changed := d.Digest != recorded
 	switch {
 	case c.Suspend && !r.Suspended:
 		c.Action = Suspend

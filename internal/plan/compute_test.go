@@ -206,6 +206,21 @@ func TestCompute(t *testing.T) {
 				Added: []string{"billing"}}},
 		},
 		{
+			// Its runs recorded the digest with the schema's default
+			// rate_limit of then, which this definition no longer
+			// has: an upgrade changes nothing.
+			name:   "recorded by a release whose schema defaulted rate_limit",
+			before: files{"campaigns/slog.yaml": slogRollout.with(func(c *camp) { c.rateLimit = "{pull_requests_per_hour: 60, burst: 10}" }).yaml()},
+			after:  files{"campaigns/slog.yaml": slogRollout.yaml()},
+			want:   []view{{ID: "slog-rollout", Action: plan.Unchanged}},
+		},
+		{
+			name:   "rate_limit set",
+			before: files{"campaigns/slog.yaml": slogRollout.yaml()},
+			after:  files{"campaigns/slog.yaml": slogRollout.with(func(c *camp) { c.rateLimit = "{pull_requests_per_hour: 600}" }).yaml()},
+			want:   []view{{ID: "slog-rollout", Action: plan.Update, Strategy: spec.UpdateInPlace, Fields: []string{`rate_limit: ∅ → {"pull_requests_per_hour":600,"burst":10}`}}},
+		},
+		{
 			name:   "recorded digest unknown: treated as changed",
 			before: files{"campaigns/slog.yaml": slogRollout.yaml()},
 			recorded: func(cs []state.Campaign) []state.Campaign {

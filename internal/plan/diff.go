@@ -27,7 +27,10 @@ func (df *differ) diffSpecs(c *Change, r *state.Campaign, d *spec.Definition) {
 		if len(r.Repos) > 0 {
 			oldUnits := make([]string, 0, len(r.Repos))
 			for _, rp := range r.Repos {
-				oldUnits = append(oldUnits, rp.Name)
+				// A group's repositories are recorded as group/name:
+				// the unit is the group.
+				unit, _, _ := strings.Cut(rp.Name, "/")
+				oldUnits = append(oldUnits, unit)
 			}
 			c.Repositories = repoDiff(sortedSet(oldUnits), newUnits)
 		}

@@ -24,6 +24,8 @@ type camp struct {
 	prune   bool
 	update  string
 	suspend bool
+	// rateLimit is the rate_limit line's value, if any.
+	rateLimit string
 }
 
 func (c camp) yaml() string {
@@ -45,6 +47,9 @@ func (c camp) yaml() string {
 		prompt = "Migrate from log.Printf to log/slog."
 	}
 	fmt.Fprintf(&b, "template:\n  execution:\n    agentic:\n      prompt: %q\n", prompt)
+	if c.rateLimit != "" {
+		fmt.Fprintf(&b, "rate_limit: %s\n", c.rateLimit)
+	}
 	fmt.Fprintf(&b, "suspend: %t\nsync_policy:\n  prune: %t\n", c.suspend, c.prune)
 	if c.update != "" {
 		fmt.Fprintf(&b, "  update: %s\n", c.update)

@@ -46,7 +46,7 @@ import (
 // direct path turns itself off, and every file is evaluated with CUE,
 // until it has been brought in line and this digest updated
 // (TestDirectSchemaDigest fails meanwhile).
-const directSchemaSHA256 = "c664b12e2b191e8299fda435ebf5c024e69eaecf3c315e90b5d07e1f1fddc662"
+const directSchemaSHA256 = "0cbc779601e64d80959681a8206eb621294ae4ece39e9d8ea2d97f717bc23176"
 
 // directSchemaDigest returns the SHA-256 of the schema's declarations,
 // but for those that only the repository config and approval records
@@ -661,6 +661,9 @@ func (d *direct) groups(e *node) []Group {
 		if r := d.required(m, "repositories"); r != nil {
 			g.Repositories = d.repositories(r)
 		}
+		if e := d.take(m, "max_parallel"); e != nil {
+			g.MaxParallel = d.integer(e, 1, 100)
+		}
 		d.closed(m)
 		d.check(!seen[g.Name])
 		seen[g.Name] = true
@@ -919,17 +922,17 @@ func (d *direct) campaign(m object) Campaign {
 		c.Groups = d.groups(groups)
 	}
 	c.BatchSize = d.optInt(m, "batch_size", 10, 1, 10000)
+	c.StrictBatches = d.optBool(m, "strict_batches")
 	c.MaxParallel = d.optInt(m, "max_parallel", 5, 1, 1000)
 	c.Failure = d.failure(m, 20)
-	rl := object{}
 	if e := d.take(m, "rate_limit"); e != nil {
-		rl = d.obj(e)
+		rl := d.obj(e)
+		c.RateLimit = &RateLimit{
+			PullRequestsPerHour: d.optInt(rl, "pull_requests_per_hour", 60, 1, 10000),
+			Burst:               d.optInt(rl, "burst", 10, 1, 10000),
+		}
+		d.closed(rl)
 	}
-	c.RateLimit = RateLimit{
-		PullRequestsPerHour: d.optInt(rl, "pull_requests_per_hour", 60, 1, 10000),
-		Burst:               d.optInt(rl, "burst", 10, 1, 10000),
-	}
-	d.closed(rl)
 	c.Suspend = d.optBool(m, "suspend")
 	sp := object{}
 	if e := d.take(m, "sync_policy"); e != nil {

@@ -425,10 +425,12 @@ groups:
       - url: https://github.com/acme/x.git
       - url: https://github.com/acme/y.git
         name: y
+    max_parallel: 3
   - name: two
     repositories:
       - url: https://github.com/acme/x.git
 batch_size: 10000
+strict_batches: true
 max_parallel: 1
 failure: {}
 rate_limit:
@@ -504,7 +506,7 @@ var trickyScalars = []string{
 var fieldNames = []string{
 	"version", "kind", "id", "title", "description", "template", "mode", "transformation", "for_each", "execution",
 	"agentic", "deterministic", "timeout", "require_approval", "pull_request", "sandbox", "credentials", "repositories",
-	"targets", "groups", "max_parallel", "failure", "batch_size", "rate_limit", "suspend", "sync_policy", "url", "branch",
+	"targets", "groups", "max_parallel", "failure", "batch_size", "strict_batches", "rate_limit", "suspend", "sync_policy", "url", "branch",
 	"name", "setup", "submodules", "context", "prompt", "verifiers", "limits", "output", "agent", "image", "command",
 	"args", "env", "max_iterations", "max_tokens", "max_verifier_retries", "max_steering_iterations", "schema", "capture",
 	"threshold_percent", "action", "branch_prefix", "body", "labels", "reviewers", "draft", "secret_ref", "key",

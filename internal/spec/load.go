@@ -513,6 +513,26 @@ func strictDecode(b []byte, v any) error {
 	return nil
 }
 
+// PreviousDigests are the digests this definition had under earlier
+// releases of fleetlift whose schema gave it defaults this one does not:
+// a campaign without rate_limit had 60 pull requests an hour, burst 10.
+// A run recorded with one of them carries out this definition as that
+// release read it, so the plan does not count it changed (and so never
+// runs a finished campaign again for an upgrade).
+func (d Definition) PreviousDigests() []string {
+	c := d.Campaign
+	if c == nil || c.RateLimit != nil || c.StrictBatches || slices.ContainsFunc(c.Groups, func(g Group) bool { return g.MaxParallel != 0 }) {
+		return nil
+	}
+	old := *c
+	old.RateLimit = &RateLimit{PullRequestsPerHour: 60, Burst: 10}
+	digest, err := Digest(&old)
+	if err != nil {
+		return nil
+	}
+	return []string{digest}
+}
+
 // Digest returns "sha256:<hex>" of the canonical JSON of a normalised
 // spec: struct fields in declaration order, map keys sorted, durations in
 // canonical form. Equal meaning gives an equal digest.

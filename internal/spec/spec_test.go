@@ -98,8 +98,8 @@ repositories:
 		{"max_parallel", camp.MaxParallel, 5},
 		{"failure threshold", camp.Failure.ThresholdPercent, 20},
 		{"failure action", camp.Failure.Action, spec.FailurePause},
-		{"rate per hour", camp.RateLimit.PullRequestsPerHour, 60},
-		{"burst", camp.RateLimit.Burst, 10},
+		{"no rate limit of its own: the forge's budget paces", camp.RateLimit == nil, true},
+		{"sliding window", camp.StrictBatches, false},
 		{"update strategy", camp.SyncPolicy.Update, spec.UpdateInPlace},
 		{"prune", camp.SyncPolicy.Prune, false},
 		{"suspend", camp.Suspend, false},
@@ -109,6 +109,46 @@ repositories:
 	for _, c := range cchecks {
 		if c.got != c.want {
 			t.Errorf("campaign %s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if rl := loadOne(t, "b.yaml", strings.Replace(campaignYAML, "repositories:", "rate_limit: {burst: 5}\nrepositories:", 1)).Campaign.RateLimit; rl == nil || *rl != (spec.RateLimit{PullRequestsPerHour: 60, Burst: 5}) {
+		t.Errorf("rate_limit with a burst alone: %+v, want 60 an hour, burst 5", rl)
+	}
+}
+
+const campaignYAML = `version: 1
+kind: Campaign
+id: c
+title: C
+template:
+  execution:
+    deterministic: {image: golang}
+repositories:
+  - url: git@github.com:acme/api.git
+`
+
+// TestPreviousDigestsKeepRunsUnchanged: a campaign without rate_limit had
+// the schema's old default, 60 pull requests an hour with a burst of 10,
+// in the digest its runs recorded: PreviousDigests gives that digest, the
+// one the same file with the old default written out has, so the plan
+// does not count the campaign changed after an upgrade. A campaign that
+// sets what no earlier release read has none.
+func TestPreviousDigestsKeepRunsUnchanged(t *testing.T) {
+	now := loadOne(t, "c.yaml", campaignYAML)
+	then := loadOne(t, "c.yaml", strings.Replace(campaignYAML, "repositories:", "rate_limit: {pull_requests_per_hour: 60, burst: 10}\nrepositories:", 1))
+	if now.Digest == then.Digest {
+		t.Fatal("a campaign without rate_limit has the digest of one with 60 an hour: they no longer mean the same")
+	}
+	if got := now.PreviousDigests(); len(got) != 1 || got[0] != then.Digest {
+		t.Errorf("previous digests %v, want [%s]", got, then.Digest)
+	}
+	for name, extra := range map[string]string{
+		"its own rate limit": "rate_limit: {pull_requests_per_hour: 600}\n",
+		"strict batches":     "strict_batches: true\n",
+	} {
+		d := loadOne(t, "c.yaml", strings.Replace(campaignYAML, "repositories:", extra+"repositories:", 1))
+		if got := d.PreviousDigests(); got != nil {
+			t.Errorf("%s: previous digests %v, want none", name, got)
 		}
 	}
 }

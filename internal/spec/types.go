@@ -116,7 +116,15 @@ type ForEachTarget struct {
 type Group struct {
 	Name         string       `json:"name"`
 	Repositories []Repository `json:"repositories"`
+	// MaxParallel is how many of the group's repositories its one agent
+	// clones and sets up, and pushes and proposes, at once; 0 (left out)
+	// means DefaultGroupParallel.
+	MaxParallel int `json:"max_parallel,omitempty"`
 }
+
+// DefaultGroupParallel is how many repositories of a group are cloned,
+// and pushed and proposed, at once when the group does not say.
+const DefaultGroupParallel = 4
 
 // Verifier is a command that must succeed before results are accepted.
 type Verifier struct {
@@ -252,7 +260,8 @@ type Task struct {
 	Failure      Failure      `json:"failure"`
 }
 
-// RateLimit is a campaign's pull-request creation budget.
+// RateLimit is a campaign's own pull-request creation budget, on top of
+// the forge's.
 type RateLimit struct {
 	PullRequestsPerHour int `json:"pull_requests_per_hour"`
 	Burst               int `json:"burst"`
@@ -275,11 +284,17 @@ type Campaign struct {
 	Repositories []Repository `json:"repositories,omitempty"`
 	Groups       []Group      `json:"groups,omitempty"`
 	BatchSize    int          `json:"batch_size"`
-	MaxParallel  int          `json:"max_parallel"`
-	Failure      Failure      `json:"failure"`
-	RateLimit    RateLimit    `json:"rate_limit"`
-	Suspend      bool         `json:"suspend,omitempty"`
-	SyncPolicy   SyncPolicy   `json:"sync_policy"`
+	// StrictBatches starts each batch of BatchSize tasks only once the
+	// one before has finished; by default a task starts as soon as one
+	// finishes, MaxParallel at once.
+	StrictBatches bool    `json:"strict_batches,omitempty"`
+	MaxParallel   int     `json:"max_parallel"`
+	Failure       Failure `json:"failure"`
+	// RateLimit, when set, paces the campaign's pull requests; nil leaves
+	// them to the forge's own budget.
+	RateLimit  *RateLimit `json:"rate_limit,omitempty"`
+	Suspend    bool       `json:"suspend,omitempty"`
+	SyncPolicy SyncPolicy `json:"sync_policy"`
 }
 
 // Watch is the branch and directory a reconciler launches from.

@@ -18,6 +18,9 @@ import (
 type Unit struct {
 	Key          string                `json:"key"`
 	Repositories []protocol.Repository `json:"repositories"`
+	// Parallel is how many of a group's repositories its agent works on
+	// at once (Manifest.Parallel).
+	Parallel int `json:"parallel,omitempty"`
 }
 
 // CampaignInput is a Campaign workflow's input. Template is the task each
@@ -25,11 +28,17 @@ type Unit struct {
 // repositories. Progress is empty on the first run and carries the state
 // across continue-as-new.
 type CampaignInput struct {
-	ID          string
-	Template    TaskInput
-	Units       []Unit
-	BatchSize   int
-	MaxParallel int
+	ID        string
+	Template  TaskInput
+	Units     []Unit
+	BatchSize int
+	// StrictBatches starts BatchSize units together and the next batch
+	// once all of them have finished. Otherwise units run as a sliding
+	// window: MaxParallel at once, the next starting as soon as one
+	// finishes, the failure threshold checked as each finishes (runs
+	// started before the sliding window ran strict batches).
+	StrictBatches bool
+	MaxParallel   int
 	// ThresholdPercent: when more than this share of finished units
 	// failed, the campaign pauses (FailureAction "pause") or stops
 	// starting units ("abort").
@@ -72,6 +81,34 @@ type UnitResult struct {
 	WorkflowID string `json:"workflow_id,omitempty"`
 	// Applied lists the approval records the unit's tasks carried out.
 	Applied []string `json:"applied,omitempty"`
+	// Repos is what happened in each repository of a unit of several
+	// (a group), once it ran: its PRs and Reports count them together.
+	Repos []UnitRepo `json:"repos,omitempty"`
+}
+
+// HasFailures reports whether the unit failed, or completed with a
+// repository that failed: what retry-failed runs again.
+func (u UnitResult) HasFailures() bool {
+	if u.Phase == TaskFailed {
+		return true
+	}
+	if u.Phase != TaskCompleted {
+		return false
+	}
+	for _, r := range u.Repos {
+		if r.Status == "failed" {
+			return true
+		}
+	}
+	return false
+}
+
+// UnitRepo is one repository of a group: its name, the agent's status
+// (success, failed, skipped) and its pull request's URL.
+type UnitRepo struct {
+	Name        string `json:"name"`
+	Status      string `json:"status"`
+	PullRequest string `json:"pull_request,omitempty"`
 }
 
 // Skipped is the phase of units the campaign never started.
@@ -149,7 +186,9 @@ type CampaignProgress struct {
 	Stopped string `json:"stopped,omitempty"`
 }
 
-// Summary counts a campaign's units.
+// Summary counts a campaign's repositories: a group counts as the
+// repositories it holds, each as the agent reported it (a repository that
+// failed in a group that completed counts failed).
 type Summary struct {
 	Total            int `json:"total"`
 	Completed        int `json:"completed"`
@@ -214,7 +253,10 @@ type CampaignState struct {
 	Applied []string `json:"applied,omitempty"`
 }
 
-// Campaign runs a campaign's units as child Task workflows in batches.
+// Campaign runs a campaign's units as child Task workflows: MaxParallel
+// at once, the next starting as soon as one finishes, or, with
+// StrictBatches (and on runs started before slidingWindowChange), in
+// batches of BatchSize that each wait for their slowest unit.
 func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 	c := newCampaignRun(ctx, in)
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CampaignState, error) { return c.state(), nil }); err != nil {
@@ -226,27 +268,38 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 		if ctx.Err() != nil {
 			return c.finish(), ctx.Err()
 		}
-		switch {
-		case len(c.p.Retry) > 0:
-			keys := c.p.Retry
-			c.p.Retry = nil
-			c.runBatch(keys)
-		case c.p.Stop || c.p.Next >= len(c.in.Units):
-			return c.finish(), nil
-		default:
-			end := min(c.p.Next+c.batchSize(), len(c.in.Units))
-			var keys []string
-			for _, u := range c.in.Units[c.p.Next:end] {
-				keys = append(keys, u.Key)
+		if c.sliding() {
+			if c.p.Stop || len(c.p.Retry) == 0 && c.p.Next >= len(c.in.Units) {
+				return c.finish(), nil
 			}
-			c.p.Next = end
-			c.runBatch(keys)
+			c.runWindow()
+		} else {
+			switch {
+			case len(c.p.Retry) > 0:
+				keys := c.p.Retry
+				c.p.Retry = nil
+				c.runBatch(keys)
+			case c.p.Stop || c.p.Next >= len(c.in.Units):
+				return c.finish(), nil
+			default:
+				end := min(c.p.Next+c.batchSize(), len(c.in.Units))
+				var keys []string
+				for _, u := range c.in.Units[c.p.Next:end] {
+					keys = append(keys, u.Key)
+				}
+				c.p.Next = end
+				c.runBatch(keys)
+			}
 		}
 		if ctx.Err() != nil {
 			return c.finish(), ctx.Err()
 		}
 		c.checkThreshold()
-		if c.p.Next < len(c.in.Units) && c.shouldContinueAsNew() {
+		pending := c.p.Next < len(c.in.Units)
+		if c.sliding() {
+			pending = (pending || len(c.p.Retry) > 0) && !c.p.Stop
+		}
+		if pending && c.shouldContinueAsNew() {
 			c.p.Runs++
 			c.p.Started = 0
 			next := c.in
@@ -257,8 +310,11 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 }
 
 type campaignRun struct {
-	ctx     workflow.Context
-	in      CampaignInput
+	ctx workflow.Context
+	in  CampaignInput
+	// version is the Campaign workflow's version this run carries out
+	// (workflow.GetVersion of slidingWindowChange).
+	version workflow.Version
 	p       *CampaignProgress
 	units   map[string]Unit
 	running map[string]bool
@@ -280,7 +336,84 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	for _, u := range in.Units {
 		units[u.Key] = u
 	}
-	return &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx)}
+	c := &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx)}
+	c.version = workflow.GetVersion(ctx, slidingWindowChange, workflow.DefaultVersion, 1)
+	return c
+}
+
+// sliding reports whether units start as others finish: on runs started
+// since slidingWindowChange, unless the campaign asks for strict batches.
+// Runs started before it replay their batches.
+func (c *campaignRun) sliding() bool {
+	return c.version >= 1 && !c.in.StrictBatches
+}
+
+// Changes to the Campaign workflow, named for workflow.GetVersion.
+const (
+	// slidingWindowChange starts each unit as soon as a slot is free,
+	// instead of in batches that wait for their slowest unit.
+	slidingWindowChange = "sliding-window"
+)
+
+// runWindow starts units, retried ones first, keeping MaxParallel
+// running, until none is left to start or starting must stop (stop,
+// suspend, the failure threshold, continue-as-new); it returns once none
+// is running.
+func (c *campaignRun) runWindow() {
+	sel := workflow.NewSelector(c.ctx)
+	inFlight := 0
+	for {
+		for inFlight < max(c.in.MaxParallel, 1) && c.mayStart() {
+			key, ok := c.nextKey()
+			if !ok || len(c.p.Retry) == 0 && c.overThreshold() {
+				// Past the threshold, only units asked to run again
+				// start.
+				break
+			}
+			c.waitForBudget()
+			if !c.mayStart() {
+				break
+			}
+			c.takeKey(key)
+			f := c.startChild(key)
+			inFlight++
+			sel.AddFuture(f, func(f workflow.Future) {
+				inFlight--
+				c.record(key, f)
+			})
+		}
+		if inFlight == 0 {
+			return
+		}
+		sel.Select(c.ctx)
+		c.drainSignals()
+	}
+}
+
+// mayStart reports whether another unit may start now.
+func (c *campaignRun) mayStart() bool {
+	return !c.p.Stop && !c.p.Suspended && c.ctx.Err() == nil && !c.shouldContinueAsNew()
+}
+
+// nextKey is the unit to start next: the first to retry, else the next
+// not started.
+func (c *campaignRun) nextKey() (string, bool) {
+	if len(c.p.Retry) > 0 {
+		return c.p.Retry[0], true
+	}
+	if c.p.Next < len(c.in.Units) {
+		return c.in.Units[c.p.Next].Key, true
+	}
+	return "", false
+}
+
+// takeKey marks key, which nextKey returned, as started.
+func (c *campaignRun) takeKey(key string) {
+	if len(c.p.Retry) > 0 && c.p.Retry[0] == key {
+		c.p.Retry = c.p.Retry[1:]
+		return
+	}
+	c.p.Next++
 }
 
 func (c *campaignRun) batchSize() int {
@@ -369,6 +502,7 @@ func (c *campaignRun) startChild(key string) workflow.Future {
 	m := in.Manifest
 	m.TaskID = c.in.ID
 	m.Repositories = slices.Clone(c.units[key].Repositories)
+	m.Parallel = c.units[key].Parallel
 	in.Manifest = m
 
 	// Child ids are deterministic within a run of the campaign (a replay
@@ -412,8 +546,16 @@ func (c *campaignRun) record(key string, f workflow.Future) {
 	r.Phase = tr.Phase
 	r.Error = tr.Error
 	r.Applied = append(r.Applied, tr.Applied...)
-	r.PRs, r.Reports = nil, 0
+	r.PRs, r.Reports, r.Repos = nil, 0, nil
+	grouped := len(c.units[key].Repositories) > 1
 	for _, rr := range tr.Repositories {
+		if grouped {
+			ur := UnitRepo{Name: rr.Name, Status: rr.Status}
+			if rr.PullRequest != nil {
+				ur.PullRequest = rr.PullRequest.URL
+			}
+			r.Repos = append(r.Repos, ur)
+		}
 		if rr.PullRequest != nil {
 			r.PRs = append(r.PRs, *rr.PullRequest)
 		}
@@ -465,13 +607,21 @@ func (c *campaignRun) waitForBudget() {
 	}
 }
 
+// overThreshold reports whether more of the finished units failed than
+// the threshold allows (failures a human continued past aside).
+func (c *campaignRun) overThreshold() bool {
+	s := c.unitCounts()
+	finished := s.Completed + s.Failed
+	return finished > 0 && c.in.ThresholdPercent < 100 && s.Failed*100 > c.in.ThresholdPercent*finished && s.Failed > c.p.Acknowledged
+}
+
 // checkThreshold pauses or aborts when too many finished units failed.
 func (c *campaignRun) checkThreshold() {
-	s := c.summary()
-	finished := s.Completed + s.Failed
-	if finished == 0 || c.in.ThresholdPercent >= 100 || s.Failed*100 <= c.in.ThresholdPercent*finished || s.Failed <= c.p.Acknowledged {
+	if !c.overThreshold() {
 		return
 	}
+	s := c.unitCounts()
+	finished := s.Completed + s.Failed
 	c.message = fmt.Sprintf("%d of %d finished units failed, over the %d%% threshold", s.Failed, finished, c.in.ThresholdPercent)
 	if c.in.FailureAction == "abort" {
 		c.p.Stop = true
@@ -540,7 +690,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 		} else {
 			c.message = ""
 		}
-		c.p.Acknowledged = c.summary().Failed
+		c.p.Acknowledged = c.unitCounts().Failed
 		if c.p.Phase == CampaignPaused {
 			c.p.Phase = CampaignRunning
 		}
@@ -569,7 +719,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 			if s.Unit != "" && u.Key != s.Unit {
 				continue
 			}
-			if r, ok := c.p.Results[u.Key]; ok && r.Phase == TaskFailed && !slices.Contains(c.p.Retry, u.Key) {
+			if r, ok := c.p.Results[u.Key]; ok && r.HasFailures() && !slices.Contains(c.p.Retry, u.Key) {
 				c.p.Retry = append(c.p.Retry, u.Key)
 			}
 		}
@@ -621,7 +771,7 @@ func (c *campaignRun) update(u UpdateSignal) {
 	c.in.Units = units
 	c.p.Next = next
 	c.in.Template = in.Template
-	c.in.BatchSize, c.in.MaxParallel = in.BatchSize, in.MaxParallel
+	c.in.BatchSize, c.in.StrictBatches, c.in.MaxParallel = in.BatchSize, in.StrictBatches, in.MaxParallel
 	c.in.ThresholdPercent, c.in.FailureAction = in.ThresholdPercent, in.FailureAction
 	c.in.PullRequestsPerHour, c.in.Burst = in.PullRequestsPerHour, in.Burst
 	if in.Generation != 0 {
@@ -666,7 +816,9 @@ func (c *campaignRun) upsertPhase() {
 	c.search.setPhase(c.ctx, string(c.p.Phase))
 }
 
-func (c *campaignRun) summary() Summary {
+// unitCounts counts the units (tasks) by phase: what the failure
+// threshold is about.
+func (c *campaignRun) unitCounts() Summary {
 	s := Summary{Total: len(c.in.Units)}
 	for _, u := range c.in.Units {
 		r, ok := c.p.Results[u.Key]
@@ -685,6 +837,40 @@ func (c *campaignRun) summary() Summary {
 		default:
 			s.Running++
 		}
+	}
+	return s
+}
+
+// summary counts the repositories of the campaign's units by what
+// happened to them, and the pull requests and reports.
+func (c *campaignRun) summary() Summary {
+	var s Summary
+	for _, u := range c.in.Units {
+		n := max(len(u.Repositories), 1)
+		s.Total += n
+		r, ok := c.p.Results[u.Key]
+		if !ok {
+			continue
+		}
+		switch r.Phase {
+		case TaskCompleted:
+			failed := 0
+			for _, rr := range r.Repos {
+				if rr.Status == "failed" {
+					failed++
+				}
+			}
+			s.Completed += n - failed
+			s.Failed += failed
+		case TaskFailed:
+			s.Failed += n
+		case TaskCancelled:
+			s.Cancelled += n
+		case Skipped:
+			s.Skipped += n
+		default:
+			s.Running += n
+		}
 		s.PRsCreated += len(r.PRs)
 		s.ReportsCollected += r.Reports
 	}
@@ -698,6 +884,13 @@ func (c *campaignRun) state() CampaignState {
 		r, ok := c.p.Results[u.Key]
 		if !ok {
 			r = UnitResult{Key: u.Key, Phase: "pending"}
+		}
+		if len(u.Repositories) > 1 && len(r.Repos) == 0 {
+			// A group not finished yet: its repositories, without a
+			// verdict.
+			for _, repo := range u.Repositories {
+				r.Repos = append(r.Repos, UnitRepo{Name: repo.Name})
+			}
 		}
 		st.Units = append(st.Units, r)
 	}

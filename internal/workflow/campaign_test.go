@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/stretchr/testify/mock"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -27,9 +29,37 @@ type fleet struct {
 	cleaned int
 	// unit maps sandbox ids to unit keys, from the task id label.
 	unit map[string]string
+	// groups names the repositories of units that are groups; a
+	// repository in failRepo fails there, the others open a PR.
+	groups   map[string][]string
+	failRepo map[string]bool
+	// slow units' agents take this long (real time), or less when the
+	// event until names for them has happened first; events records
+	// "start:key" and "end:key" as units provision and clean up.
+	slow   map[string]time.Duration
+	until  map[string]string
+	events []string
 }
 
 func (f *fleet) unitOf(sandboxID string) string { return f.unit[sandboxID] }
+
+// hold keeps a slow unit's agent busy for its time, or until its event.
+func (f *fleet) hold(sandboxID string) {
+	f.mu.Lock()
+	key := f.unitOf(sandboxID)
+	deadline := time.Now().Add(f.slow[key])
+	event := f.until[key]
+	f.mu.Unlock()
+	for time.Now().Before(deadline) {
+		f.mu.Lock()
+		done := event != "" && slices.Contains(f.events, event)
+		f.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 	var a *activity.Activities
@@ -42,10 +72,12 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		key := strings.TrimPrefix(in.Labels["fleetlift.io/task-id"], "c/")
 		f.unit[in.SandboxID] = key
 		f.started = append(f.started, key)
+		f.events = append(f.events, "start:"+key)
 		return activity.SandboxRef{ID: in.SandboxID}, nil
 	})
 	env.OnActivity(a.SubmitManifest, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(a.WaitForAgentPhase, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
+		f.hold(in.Sandbox.ID)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.fail[f.unitOf(in.Sandbox.ID)] {
@@ -61,23 +93,51 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			return protocol.Result{Status: protocol.PhaseFailed, Error: "verifier build failed",
 				Repositories: []protocol.RepositoryResult{{Name: key, Status: "failed"}}}, nil
 		}
+		if names, ok := f.groups[key]; ok {
+			r := protocol.Result{Status: protocol.PhaseComplete}
+			for _, name := range names {
+				if f.failRepo[name] {
+					r.Repositories = append(r.Repositories, protocol.RepositoryResult{Name: name, Status: "failed", Error: "verifier build failed"})
+					continue
+				}
+				r.Repositories = append(r.Repositories, protocol.RepositoryResult{Name: name, Status: "success",
+					PullRequest: &protocol.PullRequestInfo{URL: "file:///" + name + "#auto/c", Branch: "auto/c"}})
+			}
+			return r, nil
+		}
 		return protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{Name: key, Status: "success",
 			PullRequest: &protocol.PullRequestInfo{URL: "file:///" + key + "#auto/c", Branch: "auto/c"}}}}, nil
 	})
 	env.OnActivity(a.SubmitSteering, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(func(context.Context, activity.CleanupInput) error {
+	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.CleanupInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.cleaned++
+		f.events = append(f.events, "end:"+f.unitOf(in.Sandbox.ID))
 		return nil
 	})
 }
 
+// forEachMode runs a test with the sliding window and with strict
+// batches.
+func forEachMode(t *testing.T, run func(t *testing.T, strict bool)) {
+	for _, strict := range []bool{false, true} {
+		name := "sliding window"
+		if strict {
+			name = "strict batches"
+		}
+		t.Run(name, func(t *testing.T) { run(t, strict) })
+	}
+}
+
+// campaignInput is a campaign of n units in strict batches of two, as
+// the tests of batch boundaries need; the sliding window's tests clear
+// StrictBatches.
 func campaignInput(n int) workflow.CampaignInput {
 	in := workflow.CampaignInput{
 		ID:        "c",
 		Template:  workflow.TaskInput{Manifest: protocol.Manifest{Mode: protocol.ModeTransform}, Timeout: time.Hour},
-		BatchSize: 2, MaxParallel: 2, ThresholdPercent: 30, FailureAction: "pause",
+		BatchSize: 2, StrictBatches: true, MaxParallel: 2, ThresholdPercent: 30, FailureAction: "pause",
 	}
 	for i := range n {
 		in.Units = append(in.Units, workflow.Unit{Key: fmt.Sprintf("r%d", i), Repositories: []protocol.Repository{{Name: fmt.Sprintf("r%d", i)}}})
@@ -115,15 +175,171 @@ func phases(st workflow.CampaignState) string {
 }
 
 func TestCampaignAllSucceed(t *testing.T) {
-	f := &fleet{}
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		env := newCampaignEnv(f)
+		in := campaignInput(5)
+		in.StrictBatches = strict
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 5 || st.Summary.PRsCreated != 5 {
+			t.Errorf("state: %+v", st)
+		}
+		if f.cleaned != 5 {
+			t.Errorf("%d sandboxes cleaned, want 5", f.cleaned)
+		}
+	})
+}
+
+// TestCampaignCountsTheRepositoriesOfGroups: a campaign of two groups of
+// three repositories counts six repositories, not two, and one that failed
+// inside a group that completed counts failed: the campaign did not
+// change every repository.
+func TestCampaignCountsTheRepositoriesOfGroups(t *testing.T) {
+	f := &fleet{groups: map[string][]string{"g1": {"a", "b", "c"}, "g2": {"d", "e", "f"}}, failRepo: map[string]bool{"e": true}}
 	env := newCampaignEnv(f)
-	env.ExecuteWorkflow(workflow.Campaign, campaignInput(5))
-	st := campaignResult(t, env)
-	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 5 || st.Summary.PRsCreated != 5 {
-		t.Errorf("state: %+v", st)
+	in := campaignInput(0)
+	for key, names := range map[string][]string{"g1": f.groups["g1"], "g2": f.groups["g2"]} {
+		u := workflow.Unit{Key: key}
+		for _, n := range names {
+			u.Repositories = append(u.Repositories, protocol.Repository{Name: n})
+		}
+		in.Units = append(in.Units, u)
 	}
-	if f.cleaned != 5 {
-		t.Errorf("%d sandboxes cleaned, want 5", f.cleaned)
+	slices.SortFunc(in.Units, func(a, b workflow.Unit) int { return strings.Compare(a.Key, b.Key) })
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	want := workflow.Summary{Total: 6, Completed: 5, Failed: 1, PRsCreated: 5}
+	if st.Summary != want {
+		t.Errorf("summary %+v, want %+v", st.Summary, want)
+	}
+	if st.Phase != workflow.CampaignCompletedWithFailures || st.Message != "1 of 6 repositories failed, 5 completed" {
+		t.Errorf("ended %s (%s), want completed_with_failures (1 of 6 repositories failed, 5 completed)", st.Phase, st.Message)
+	}
+	var g2 []workflow.UnitRepo
+	for _, u := range st.Units {
+		if u.Key == "g2" {
+			g2 = u.Repos
+		}
+	}
+	wantG2 := []workflow.UnitRepo{{Name: "d", Status: "success", PullRequest: "file:///d#auto/c"},
+		{Name: "e", Status: "failed"}, {Name: "f", Status: "success", PullRequest: "file:///f#auto/c"}}
+	if !slices.Equal(g2, wantG2) {
+		t.Errorf("g2's repositories %+v, want %+v", g2, wantG2)
+	}
+}
+
+// TestCampaignRetriesAGroupWithAFailedRepository: retry-failed runs again
+// a group that completed with a repository that failed, as it does a task
+// that failed: the failed repositories it counts are what it retries.
+func TestCampaignRetriesAGroupWithAFailedRepository(t *testing.T) {
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{groups: map[string][]string{"g1": {"a", "b"}}, failRepo: map[string]bool{"b": true}}
+		env := newCampaignEnv(f)
+		in := campaignInput(3)
+		in.StrictBatches = strict
+		in.Units[0] = workflow.Unit{Key: "g1", Repositories: []protocol.Repository{{Name: "a"}, {Name: "b"}}}
+		in.ThresholdPercent, in.BatchSize, in.MaxParallel = 100, 1, 1
+		// One start an hour keeps the campaign running for hours.
+		in.PullRequestsPerHour, in.Burst = 1, 1
+		env.RegisterDelayedCallback(func() {
+			f.mu.Lock()
+			f.failRepo["b"] = false
+			f.mu.Unlock()
+			env.SignalWorkflow(workflow.SignalRetryFailed, nil)
+		}, 30*time.Minute)
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if st.Phase != workflow.CampaignCompleted || st.Summary.Total != 4 || st.Summary.Completed != 4 || st.Summary.PRsCreated != 4 {
+			t.Errorf("retry-failed: %s (%s) %+v", st.Phase, st.Message, st.Summary)
+		}
+		if st.Units[0].Attempts != 2 {
+			t.Errorf("g1 attempts %d, want 2", st.Units[0].Attempts)
+		}
+	})
+}
+
+// TestCampaignSlidingWindow: by default a finished unit's slot is taken
+// by the next at once: while one slow unit runs, the others go through
+// the other slot, where strict batches wait for the slow one at every
+// batch. A run started before the sliding window (its history has no
+// marker of the change) goes on in strict batches.
+func TestCampaignSlidingWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		strict, older bool
+	}{
+		{name: "sliding window"},
+		{name: "strict batches", strict: true},
+		{name: "started before the sliding window", older: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			batches := tc.strict || tc.older
+			// r0 holds its slot until r4 has started, which only the
+			// sliding window does; in batches it holds it its full
+			// time.
+			f := &fleet{slow: map[string]time.Duration{"r0": 10 * time.Second}, until: map[string]string{"r0": "start:r4"}}
+			if batches {
+				f.slow["r0"] = 300 * time.Millisecond
+			}
+			env := newCampaignEnv(f)
+			if tc.older {
+				env.OnGetVersion("sliding-window", sdkworkflow.DefaultVersion, 1).Return(sdkworkflow.DefaultVersion)
+			}
+			in := campaignInput(5)
+			in.StrictBatches = tc.strict
+			env.ExecuteWorkflow(workflow.Campaign, in)
+			if st := campaignResult(t, env); st.Summary.Completed != 5 {
+				t.Fatalf("%s", phases(st))
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			r4, r0 := slices.Index(f.events, "start:r4"), slices.Index(f.events, "end:r0")
+			if !batches && r4 > r0 {
+				t.Errorf("r4 started after the slow r0 ended: %v", f.events)
+			}
+			if batches && (slices.Index(f.events, "start:r2") < r0 || r4 < r0) {
+				t.Errorf("a batch started before the slow r0 of the first ended: %v", f.events)
+			}
+		})
+	}
+}
+
+// TestCampaignSlidingWindowStopsAtTheThreshold: in the sliding window,
+// once more finished units failed than the threshold allows, no unit
+// starts; those running finish, then the campaign pauses, and continue
+// goes on with the rest.
+func TestCampaignSlidingWindowStopsAtTheThreshold(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true}, slow: map[string]time.Duration{"r1": 10 * time.Second}, until: map[string]string{"r1": "end:r0"}}
+	env := newCampaignEnv(f)
+	in := campaignInput(6)
+	in.StrictBatches = false
+	var paused workflow.CampaignState
+	env.RegisterDelayedCallback(func() {
+		paused = queryState(t, env)
+		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{})
+	}, time.Hour)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if paused.Phase != workflow.CampaignPaused || phases(paused) != "r0=failed r1=completed r2=pending r3=pending r4=pending r5=pending" {
+		t.Errorf("at the threshold: %s %s", paused.Phase, phases(paused))
+	}
+	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 5 || st.Summary.Failed != 1 {
+		t.Errorf("after continue: %s %s", st.Phase, phases(st))
+	}
+}
+
+// TestCampaignSlidingWindowAbortsAtTheThreshold: with the abort action,
+// the units not started when the threshold passed never start.
+func TestCampaignSlidingWindowAbortsAtTheThreshold(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(6)
+	in.StrictBatches, in.MaxParallel, in.FailureAction = false, 1, "abort"
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if st.Phase != workflow.CampaignAborted || phases(st) != "r0=failed r1=skipped r2=skipped r3=skipped r4=skipped r5=skipped" {
+		t.Errorf("abort: %s %s (%s)", st.Phase, phases(st), st.Message)
 	}
 }
 
@@ -263,47 +479,53 @@ func TestCampaignThresholdAbortAction(t *testing.T) {
 }
 
 func TestCampaignRetryFailed(t *testing.T) {
-	f := &fleet{fail: map[string]bool{"r0": true}}
-	env := newCampaignEnv(f)
-	in := campaignInput(4)
-	in.ThresholdPercent = 100
-	in.BatchSize = 1
-	in.MaxParallel = 1
-	// One start an hour keeps the campaign running for hours.
-	in.PullRequestsPerHour, in.Burst = 1, 1
-	// Heal r0 and ask for the failed to run again while r1.. still run.
-	env.RegisterDelayedCallback(func() {
-		f.mu.Lock()
-		f.fail["r0"] = false
-		f.mu.Unlock()
-		env.SignalWorkflow(workflow.SignalRetryFailed, nil)
-	}, 30*time.Minute)
-	env.ExecuteWorkflow(workflow.Campaign, in)
-	st := campaignResult(t, env)
-	if st.Summary.Completed != 4 || st.Summary.Failed != 0 || st.Phase != workflow.CampaignCompleted {
-		t.Errorf("retry-failed: %s %s", st.Phase, phases(st))
-	}
-	if st.Units[0].Attempts != 2 {
-		t.Errorf("r0 attempts %d, want 2", st.Units[0].Attempts)
-	}
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{fail: map[string]bool{"r0": true}}
+		env := newCampaignEnv(f)
+		in := campaignInput(4)
+		in.StrictBatches = strict
+		in.ThresholdPercent = 100
+		in.BatchSize = 1
+		in.MaxParallel = 1
+		// One start an hour keeps the campaign running for hours.
+		in.PullRequestsPerHour, in.Burst = 1, 1
+		// Heal r0 and ask for the failed to run again while r1.. still run.
+		env.RegisterDelayedCallback(func() {
+			f.mu.Lock()
+			f.fail["r0"] = false
+			f.mu.Unlock()
+			env.SignalWorkflow(workflow.SignalRetryFailed, nil)
+		}, 30*time.Minute)
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if st.Summary.Completed != 4 || st.Summary.Failed != 0 || st.Phase != workflow.CampaignCompleted {
+			t.Errorf("retry-failed: %s %s", st.Phase, phases(st))
+		}
+		if st.Units[0].Attempts != 2 {
+			t.Errorf("r0 attempts %d, want 2", st.Units[0].Attempts)
+		}
+	})
 }
 
 func TestCampaignContinuesAsNewAtBatchBoundary(t *testing.T) {
-	f := &fleet{}
-	env := newCampaignEnv(f)
-	in := campaignInput(6)
-	in.UnitsPerRun = 2 // after the first batch
-	env.ExecuteWorkflow(workflow.Campaign, in)
-	if !env.IsWorkflowCompleted() {
-		t.Fatal("not completed")
-	}
-	err := env.GetWorkflowError()
-	if !sdkworkflow.IsContinueAsNewError(err) {
-		t.Fatalf("want continue-as-new, got %v", err)
-	}
-	if len(f.started) != 2 {
-		t.Errorf("the first run must stop at the batch boundary: started %v", f.started)
-	}
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		env := newCampaignEnv(f)
+		in := campaignInput(6)
+		in.StrictBatches = strict
+		in.UnitsPerRun = 2 // after the first batch
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		if !env.IsWorkflowCompleted() {
+			t.Fatal("not completed")
+		}
+		err := env.GetWorkflowError()
+		if !sdkworkflow.IsContinueAsNewError(err) {
+			t.Fatalf("want continue-as-new, got %v", err)
+		}
+		if len(f.started) != 2 {
+			t.Errorf("the first run must stop at the batch boundary: started %v", f.started)
+		}
+	})
 }
 
 // TestCampaignProgressCarriesOver: a run continued as new starts where the
@@ -327,17 +549,62 @@ func TestCampaignProgressCarriesOver(t *testing.T) {
 }
 
 func TestCampaignPullRequestBudget(t *testing.T) {
-	f := &fleet{}
-	env := newCampaignEnv(f)
-	in := campaignInput(3)
-	in.PullRequestsPerHour, in.Burst = 1, 1
-	start := env.Now()
-	env.ExecuteWorkflow(workflow.Campaign, in)
-	st := campaignResult(t, env)
-	if st.Summary.Completed != 3 {
-		t.Fatalf("budget: %s", phases(st))
-	}
-	if took := env.Now().Sub(start); took < 2*time.Hour {
-		t.Errorf("3 PR-creating units at 1/hour with burst 1 took %s of workflow time, want >= 2h", took)
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		env := newCampaignEnv(f)
+		in := campaignInput(3)
+		in.StrictBatches = strict
+		in.PullRequestsPerHour, in.Burst = 1, 1
+		start := env.Now()
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if st.Summary.Completed != 3 {
+			t.Fatalf("budget: %s", phases(st))
+		}
+		if took := env.Now().Sub(start); took < 2*time.Hour {
+			t.Errorf("3 PR-creating units at 1/hour with burst 1 took %s of workflow time, want >= 2h", took)
+		}
+	})
+}
+
+// TestCampaignPacedByRateLimitOnlyWhenItSetsOne: a campaign of 50
+// repositories that sets no rate_limit starts them as fast as its slots
+// free up (the forge's own budget paces the agents' writes); with the 60
+// an hour, burst 10, that was once every campaign's default, the same
+// campaign spends 40 minutes waiting.
+func TestCampaignPacedByRateLimitOnlyWhenItSetsOne(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rateLimit string
+		min, max  time.Duration
+	}{
+		{name: "no rate_limit", max: time.Minute},
+		{name: "the old default written out", rateLimit: "rate_limit: {pull_requests_per_hour: 60, burst: 10}\n", min: 40 * time.Minute, max: 41 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			b.WriteString("version: 1\nkind: Campaign\nid: c\ntitle: C\ntemplate:\n  execution:\n    deterministic: {image: golang, command: [\"true\"]}\n")
+			b.WriteString("max_parallel: 8\n" + tc.rateLimit + "repositories:\n")
+			for i := range 50 {
+				fmt.Fprintf(&b, "  - url: https://github.com/acme/r%d.git\n", i)
+			}
+			res, err := (&spec.Loader{}).Load(context.Background(), fstest.MapFS{"c.yaml": {Data: []byte(b.String())}}, ".")
+			if err != nil || len(res.Errors) > 0 || len(res.Definitions) != 1 {
+				t.Fatalf("load: %v %v", err, res.Errors)
+			}
+			s, err := workflow.ForDefinition(res.Definitions[0], workflow.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := newCampaignEnv(&fleet{})
+			start := env.Now()
+			env.ExecuteWorkflow(workflow.Campaign, *s.Campaign)
+			if st := campaignResult(t, env); st.Summary.Completed != 50 {
+				t.Fatalf("%s", phases(st))
+			}
+			if took := env.Now().Sub(start); took < tc.min || took > tc.max {
+				t.Errorf("50 repositories took %s of workflow time, want %s to %s", took, tc.min, tc.max)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -48,7 +49,7 @@ func ForDefinition(d spec.Definition, opts Options) (Start, error) {
 				ThresholdPercent: t.Failure.ThresholdPercent, FailureAction: string(t.Failure.Action),
 			}
 			for _, g := range t.Groups {
-				c.Units = append(c.Units, Unit{Key: g.Name, Repositories: repositories(g.Repositories)})
+				c.Units = append(c.Units, groupUnit(g))
 			}
 			return Start{WorkflowID: "campaign/" + t.ID, Campaign: &c}, nil
 		}
@@ -62,16 +63,18 @@ func ForDefinition(d spec.Definition, opts Options) (Start, error) {
 			return Start{}, err
 		}
 		in := CampaignInput{
-			ID: c.ID, Template: tmpl, BatchSize: c.BatchSize, MaxParallel: c.MaxParallel,
+			ID: c.ID, Template: tmpl, BatchSize: c.BatchSize, StrictBatches: c.StrictBatches, MaxParallel: c.MaxParallel,
 			ThresholdPercent: c.Failure.ThresholdPercent, FailureAction: string(c.Failure.Action),
-			PullRequestsPerHour: c.RateLimit.PullRequestsPerHour, Burst: c.RateLimit.Burst,
 			Suspend: c.Suspend,
+		}
+		if rl := c.RateLimit; rl != nil {
+			in.PullRequestsPerHour, in.Burst = rl.PullRequestsPerHour, rl.Burst
 		}
 		for _, r := range c.Repositories {
 			in.Units = append(in.Units, Unit{Key: r.Name, Repositories: repositories([]spec.Repository{r})})
 		}
 		for _, g := range c.Groups {
-			in.Units = append(in.Units, Unit{Key: g.Name, Repositories: repositories(g.Repositories)})
+			in.Units = append(in.Units, groupUnit(g))
 		}
 		return Start{WorkflowID: "campaign/" + c.ID, Campaign: &in}, nil
 	}
@@ -138,6 +141,12 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 	}
 	in.Manifest = m
 	return in, nil
+}
+
+// groupUnit is the unit of group g: its repositories, worked on
+// g.MaxParallel at once (spec.DefaultGroupParallel when it says none).
+func groupUnit(g spec.Group) Unit {
+	return Unit{Key: g.Name, Repositories: repositories(g.Repositories), Parallel: cmp.Or(g.MaxParallel, spec.DefaultGroupParallel)}
 }
 
 func repositories(rs []spec.Repository) []protocol.Repository {

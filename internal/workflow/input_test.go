@@ -42,8 +42,8 @@ func TestForDefinitionExamples(t *testing.T) {
 	fleet := byID["fleet-migration"]
 	if fleet.Campaign == nil || len(fleet.Campaign.Units) != 3 || fleet.Campaign.ThresholdPercent != 20 {
 		t.Errorf("a task with groups runs as a campaign of its groups: %+v", fleet)
-	} else if fleet.Campaign.Units[0].Key != "team-a" || len(fleet.Campaign.Units[0].Repositories) != 2 {
-		t.Errorf("fleet-migration first group: %+v", fleet.Campaign.Units[0])
+	} else if u := fleet.Campaign.Units[0]; u.Key != "team-a" || len(u.Repositories) != 2 || u.Parallel != spec.DefaultGroupParallel {
+		t.Errorf("fleet-migration first group (its repositories worked on %d at once): %+v", spec.DefaultGroupParallel, u)
 	}
 
 	classify := byID["endpoint-classification"].Task

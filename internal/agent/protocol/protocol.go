@@ -157,6 +157,10 @@ type Manifest struct {
 	// Forge says how PRs are created: "local" pushes a branch to the
 	// repository URL; others come later.
 	Forge string `json:"forge,omitempty"`
+	// Parallel is how many repositories the agent clones and sets up,
+	// and pushes and opens pull requests for, at once; 0 or 1 means one
+	// after another. Transforms and verifiers run one after another.
+	Parallel int `json:"parallel,omitempty"`
 }
 
 // Progress counts repositories done.

@@ -10,6 +10,11 @@
 // never in a URL or on a command line. Gitea's logs reach the test log only
 // when the test failed.
 //
+// Launch does the same for a program (the benchmarks), in a directory it
+// is given, until Close; Call is Do returning its error, and
+// Options.MaxResponseItems raises Gitea's page cap of 50 for clients that
+// read only the first page.
+//
 // The binary is found through $FLEETLIFT_GITEA_BINARY or as bin/gitea in the
 // module root above the working directory. A missing binary fails the test;
 // it never skips. Gitea's templates and options come from its module source

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -37,12 +38,17 @@ const (
 // Server is a running Gitea. Its methods that take a testing.TB fail that
 // test on any error.
 type Server struct {
-	bin    string
-	dir    string
-	config string
-	url    string
-	admin  User
-	client *http.Client
+	bin      string
+	dir      string
+	config   string
+	url      string
+	admin    User
+	client   *http.Client
+	maxItems int
+
+	// ready and adminAfter are how long Gitea took to answer, and to
+	// have its administrator.
+	ready, adminAfter time.Duration
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the gitea process has exited
@@ -60,26 +66,55 @@ type User struct {
 // It fails the test when bin/gitea is missing or Gitea does not come up.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, err := binary()
+	s, err := Launch(Options{Dir: t.TempDir()})
+	if s != nil {
+		t.Cleanup(func() {
+			s.Close()
+			if t.Failed() {
+				s.dumpLogs(t)
+			}
+		})
+	}
 	if err != nil {
 		t.Fatalf("giteatest: %v", err)
+	}
+	t.Logf("giteatest: gitea at %s ready in %s, admin after %s", s.url, s.ready.Round(time.Millisecond), s.adminAfter.Round(time.Millisecond))
+	return s
+}
+
+// Options configure Launch.
+type Options struct {
+	// Dir holds Gitea's configuration, database, repositories and logs.
+	// Required; Launch fills it and leaves it for its caller to remove.
+	Dir string
+	// MaxResponseItems is Gitea's [api] MAX_RESPONSE_ITEMS, the largest
+	// page a listing answers with; 0 keeps Gitea's default, 50.
+	MaxResponseItems int
+}
+
+// Launch runs a fresh Gitea in opts.Dir with a site administrator, as
+// Start does for a test, for programs such as the benchmarks; Close stops
+// it. On an error after Gitea started, the returned Server is not nil:
+// Close it (its logs are in opts.Dir/log).
+func Launch(opts Options) (*Server, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("launch gitea: Options.Dir is required")
+	}
+	bin, err := binary()
+	if err != nil {
+		return nil, err
 	}
 	static, err := staticRoot(bin)
 	if err != nil {
-		t.Fatalf("giteatest: %v", err)
+		return nil, err
 	}
 	s := &Server{
-		bin:    bin,
-		dir:    t.TempDir(),
-		client: &http.Client{Timeout: 30 * time.Second},
+		bin:      bin,
+		dir:      opts.Dir,
+		maxItems: opts.MaxResponseItems,
+		client:   &http.Client{Timeout: 30 * time.Second},
 	}
 	s.config = filepath.Join(s.dir, "app.ini")
-	t.Cleanup(func() {
-		s.stop()
-		if t.Failed() {
-			s.dumpLogs(t)
-		}
-	})
 
 	began := time.Now()
 	for attempt := 1; ; attempt++ {
@@ -91,25 +126,36 @@ func Start(t testing.TB) *Server {
 		if attempt < 3 && s.lostPortRace() {
 			continue
 		}
-		t.Fatalf("giteatest: start gitea: %v", err)
+		return s, fmt.Errorf("start gitea: %w", err)
 	}
-	ready := time.Since(began)
+	s.ready = time.Since(began)
 
 	out, err := s.gitea("admin", "user", "create",
 		"--admin", "--username", adminName, "--password", password(),
 		"--email", adminName+"@example.com", "--must-change-password=false",
 		"--access-token", "--access-token-name", "giteatest", "--access-token-scopes", "all")
 	if err != nil {
-		t.Fatalf("giteatest: create admin user: %v\n%s", err, out)
+		return s, fmt.Errorf("create admin user: %v\n%s", err, out)
 	}
 	const marker = "Access token was successfully created... "
 	_, token, ok := strings.Cut(string(out), marker)
 	if !ok {
-		t.Fatalf("giteatest: create admin user: no access token in its output")
+		return s, errors.New("create admin user: no access token in its output")
 	}
 	s.admin = User{Name: adminName, Token: strings.TrimSpace(token)}
-	t.Logf("giteatest: gitea at %s ready in %s, admin after %s", s.url, ready.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
-	return s
+	s.adminAfter = time.Since(began)
+	return s, nil
+}
+
+// Close stops Gitea and everything it started, and waits for them.
+func (s *Server) Close() { s.stop() }
+
+// Pid is the process id of the gitea process, 0 once stopped.
+func (s *Server) Pid() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // URL is the root URL, with a trailing slash: http://127.0.0.1:PORT/.
@@ -243,11 +289,18 @@ func (s *Server) AddCollaborator(t testing.TB, owner, repo, user, permission str
 // 2xx.
 func (s *Server) Do(t testing.TB, token, method, path string, in, out any) {
 	t.Helper()
+	if err := s.Call(token, method, path, in, out); err != nil {
+		t.Fatalf("giteatest: %v", err)
+	}
+}
+
+// Call is Do for programs: it returns what Do fails the test with.
+func (s *Server) Call(token, method, path string, in, out any) error {
 	var body []byte
 	if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
-			t.Fatalf("giteatest: %s %s: %v", method, path, err)
+			return fmt.Errorf("%s %s: %w", method, path, err)
 		}
 	}
 	status, resp, err := s.request(method, path, body, func(r *http.Request) {
@@ -256,16 +309,17 @@ func (s *Server) Do(t testing.TB, token, method, path string, in, out any) {
 		}
 	})
 	if err != nil {
-		t.Fatalf("giteatest: %s %s: %v", method, path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if status/100 != 2 {
-		t.Fatalf("giteatest: %s %s: %d %s", method, path, status, bytes.TrimSpace(resp))
+		return fmt.Errorf("%s %s: %d %s", method, path, status, bytes.TrimSpace(resp))
 	}
 	if out != nil {
 		if err := json.Unmarshal(resp, out); err != nil {
-			t.Fatalf("giteatest: %s %s: decode %s: %v", method, path, resp, err)
+			return fmt.Errorf("%s %s: decode %s: %w", method, path, resp, err)
 		}
 	}
+	return nil
 }
 
 // GitEnv is the environment for a git command that talks to this server
@@ -344,7 +398,7 @@ func (s *Server) start(static string) error {
 	if err := os.MkdirAll(filepath.Join(s.dir, "log"), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(s.config, []byte(config(s.dir, static, port)), 0o600); err != nil {
+	if err := os.WriteFile(s.config, []byte(config(s.dir, static, port, s.maxItems)), 0o600); err != nil {
 		return err
 	}
 	out, err := os.OpenFile(filepath.Join(s.dir, "log", "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -563,7 +617,11 @@ func runUser() string {
 // config is Gitea's app.ini: SQLite, everything under dir, loopback only,
 // no mail, SSH, LFS, actions, indexers or outbound calls, webhooks allowed
 // to loopback and sent at once.
-func config(dir, static string, port int) string {
+func config(dir, static string, port, maxItems int) string {
+	api := ""
+	if maxItems > 0 {
+		api = fmt.Sprintf("\n[api]\nMAX_RESPONSE_ITEMS = %d\n", maxItems)
+	}
 	root := ""
 	if os.Getuid() == 0 {
 		// Gitea refuses to run as root without this; CI runs as root.
@@ -658,5 +716,5 @@ ENABLED = false
 MODE = file
 LEVEL = Info
 ROOT_PATH = %[2]s/log
-`, runUser(), dir, port, static, root)
+%[6]s`, runUser(), dir, port, static, root, api)
 }

@@ -292,3 +292,35 @@ func write(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestLaunchSetsThePageCap: a Gitea launched with MaxResponseItems answers
+// a listing with at most that many items per page, whatever the client
+// asks for, as a program that reads only the first page relies on (and
+// Launch leaves Gitea running for its caller until Close).
+func TestLaunchSetsThePageCap(t *testing.T) {
+	g, err := giteatest.Launch(giteatest.Options{Dir: t.TempDir(), MaxResponseItems: 2})
+	if g != nil {
+		t.Cleanup(g.Close)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, org := range []string{"cap-a", "cap-b", "cap-c"} {
+		if err := g.Call(g.AdminToken(), http.MethodPost, "orgs", map[string]any{"username": org, "visibility": "public"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var orgs []struct {
+		Name string `json:"username"`
+	}
+	if err := g.Call(g.AdminToken(), http.MethodGet, "orgs?limit=10", nil, &orgs); err != nil {
+		t.Fatal(err)
+	}
+	if len(orgs) != 2 {
+		t.Fatalf("a page of %d organisations, want the cap of 2: %+v", len(orgs), orgs)
+	}
+	g.Close()
+	if g.Pid() != 0 {
+		t.Errorf("Pid %d after Close, want 0", g.Pid())
+	}
+}

@@ -326,7 +326,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 					}
 				}
 			}
-			c.Repos = append(c.Repos, repo)
+			c.Repos = append(c.Repos, groupRepos(u, repo)...)
 			if reports {
 				c.Reports = append(c.Reports, r.unitReports(ctx, u, live, running)...)
 			}
@@ -579,6 +579,30 @@ func unitStatus(p workflow.TaskPhase) state.RepoStatus {
 
 // agentStatus maps the agent's per-repository status (success, failed,
 // skipped) to the recorded one.
+// groupRepos is what happened in each repository of unit u, a group, as
+// "group/name" rows: the agent's verdict once the group completed,
+// otherwise the group's own status (unit). A unit of one repository is
+// unit alone.
+func groupRepos(u workflow.UnitResult, unit state.Repo) []state.Repo {
+	if len(u.Repos) == 0 {
+		return []state.Repo{unit}
+	}
+	out := make([]state.Repo, 0, len(u.Repos))
+	for _, ur := range u.Repos {
+		repo := state.Repo{Name: u.Key + "/" + ur.Name, Status: unit.Status}
+		if u.Phase == workflow.TaskCompleted && ur.Status == "failed" {
+			repo.Status = state.RepoFailed
+		}
+		for _, pr := range u.PRs {
+			if ur.PullRequest != "" && pr.URL == ur.PullRequest {
+				repo.Branch, repo.PullRequestURL, repo.PullRequestState = pr.Branch, pr.URL, state.PullRequestOpen
+			}
+		}
+		out = append(out, repo)
+	}
+	return out
+}
+
 func agentStatus(s string) state.RepoStatus {
 	switch s {
 	case "success":

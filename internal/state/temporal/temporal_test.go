@@ -303,3 +303,41 @@ func TestReaderReadsReports(t *testing.T) {
 		}
 	})
 }
+
+// TestReaderListsTheRepositoriesOfGroups: a finished campaign of groups
+// reads as one row per repository ("group/name") with its own verdict and
+// pull request, so that the status mirror counts and links repositories,
+// not groups; a group that did not run lists its repositories with its
+// status.
+func TestReaderListsTheRepositoriesOfGroups(t *testing.T) {
+	pr := func(name string) protocol.PullRequestInfo {
+		return protocol.PullRequestInfo{URL: "https://git.example.com/acme/" + name + "/pulls/1", Branch: "auto/x"}
+	}
+	res := workflow.CampaignState{Phase: workflow.CampaignAborted,
+		Summary: workflow.Summary{Total: 4, Completed: 1, Failed: 1, Skipped: 2},
+		Units: []workflow.UnitResult{
+			{Key: "g1", Phase: workflow.TaskCompleted, PRs: []protocol.PullRequestInfo{pr("a")},
+				Repos: []workflow.UnitRepo{{Name: "a", Status: "success", PullRequest: pr("a").URL}, {Name: "b", Status: "failed"}}},
+			{Key: "g2", Phase: workflow.Skipped, Repos: []workflow.UnitRepo{{Name: "c"}, {Name: "d"}}},
+		}}
+	memo := map[string]any{statetemporal.MemoID: "x", statetemporal.MemoKind: "Campaign", statetemporal.MemoGeneration: int64(1)}
+	r := &statetemporal.Reader{Client: finished{wid: "campaign/x", typ: "Campaign", memo: memo, result: res}}
+	got, err := r.Get(t.Context(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []state.Repo{
+		{Name: "g1/a", Status: state.RepoCompleted, Branch: "auto/x", PullRequestURL: pr("a").URL, PullRequestState: state.PullRequestOpen},
+		{Name: "g1/b", Status: state.RepoFailed},
+		{Name: "g2/c", Status: state.RepoSkipped},
+		{Name: "g2/d", Status: state.RepoSkipped},
+	}
+	if len(got.Repos) != len(want) {
+		t.Fatalf("repositories %+v, want %+v", got.Repos, want)
+	}
+	for i := range want {
+		if got.Repos[i] != want[i] {
+			t.Errorf("repository %d: %+v, want %+v", i, got.Repos[i], want[i])
+		}
+	}
+}
