@@ -25,7 +25,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint check-generated check-tidy bin/gitea images ## Run every test: vet, format, generated files, go.mod tidy, the images, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
+test: lint check-generated check-tidy bin/gitea bin/envtest images ## Run every test: vet, format, generated files, go.mod tidy, the images, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
@@ -83,6 +83,10 @@ bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue expor
 .PHONY: images
 images: ## Build fleetlift/{sandbox,agent,fleetlift}, tagged with git describe and :dev, offline (needs a Docker engine; a few seconds when up to date)
 	images/build.sh $(VERSION) $(IMAGES)
+
+.PHONY: bin/envtest
+bin/envtest: ## Build kube-apiserver and etcd for the Kubernetes suites into bin/envtest (~6-10 min cold; a no-op when up to date)
+	tools/envtest/build.sh
 
 .PHONY: bin/gitea
 bin/gitea: ## Build the pinned Gitea the end-to-end tests run (~6.5 min cold; a no-op when up to date)
