@@ -3,6 +3,11 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := $(CURDIR)/bin
 CUE_VERSION := v0.17.1
+CONTROLLER_TOOLS_VERSION := v0.23.0
+CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+# What controller-gen makes from api/: deepcopy beside the types, the CRD
+# under deploy/kubernetes/crd.
+CRD_DIR := deploy/kubernetes/crd
 FUZZTIME ?= 20s
 # The version the images are tagged with, beside :dev: git describe, the one
 # place it is set (make images VERSION=1.2.3 for a release).
@@ -37,16 +42,22 @@ lint: ## go vet and gofmt
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
 .PHONY: generate
-generate: ## Regenerate the JSON Schema files from schemas/fleetlift.cue
+generate: $(CONTROLLER_GEN) ## Regenerate the JSON Schema files from schemas/fleetlift.cue, and the API's deepcopy and CRD
 	$(GO) generate ./schemas
+	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/... output:crd:dir=$(CRD_DIR)
 
 .PHONY: check-generated
-check-generated: ## Fail when the generated JSON Schema files are stale
+check-generated: $(CONTROLLER_GEN) ## Fail when the generated JSON Schema files, deepcopy or CRD are stale
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(GO) run ./schemas/gen -out $$tmp && \
 	for f in $$tmp/*.json; do \
 		diff -u schemas/$$(basename $$f) $$f || { echo "schemas/$$(basename $$f) is stale: run make generate"; exit 1; }; \
-	done
+	done && \
+	$(CONTROLLER_GEN) object paths=./api/... output:object:stdout >$$tmp/deepcopy.go && \
+	{ diff -u api/v1alpha1/zz_generated.deepcopy.go $$tmp/deepcopy.go || { echo "api/v1alpha1/zz_generated.deepcopy.go is stale: run make generate"; exit 1; }; } && \
+	mkdir $$tmp/crd && $(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/... output:crd:dir=$$tmp/crd && \
+	{ diff -ru $(CRD_DIR) $$tmp/crd || { echo "$(CRD_DIR) is stale: run make generate"; exit 1; }; }
 
 .PHONY: check-tidy
 check-tidy: ## Fail when go.mod or go.sum is not tidy
@@ -55,13 +66,18 @@ check-tidy: ## Fail when go.mod or go.sum is not tidy
 .PHONY: verify
 verify: generate ## Regenerate and tidy, then fail if anything changed
 	$(GO) mod tidy
-	git diff --exit-code -- go.mod go.sum schemas/
+	git diff --exit-code -- go.mod go.sum schemas/ api/ $(CRD_DIR)
 
 $(BIN)/cue:
 	GOBIN=$(BIN) $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
 
+# controller-gen, versioned in its name so that a new pin installs anew.
+$(CONTROLLER_GEN):
+	GOBIN=$(BIN)/.controller-gen $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+	mv $(BIN)/.controller-gen/controller-gen $@ && rmdir $(BIN)/.controller-gen
+
 .PHONY: tools
-tools: $(BIN)/cue ## Install pinned tools into ./bin
+tools: $(BIN)/cue $(CONTROLLER_GEN) ## Install pinned tools into ./bin
 
 .PHONY: bench-run
 bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push
