@@ -118,8 +118,8 @@ func (c Config) Defaults() Config {
 type Sandbox struct {
 	// Name is the Job's name; ID the sandbox's id (LabelSandbox).
 	Name, Namespace, ID string
-	TaskID             string
-	Image              string
+	TaskID              string
+	Image               string
 	// WorkingDir is the workspace (DefaultWorkingDir).
 	WorkingDir       string
 	Env              map[string]string
