@@ -29,7 +29,9 @@ func TestPolicyCheck(t *testing.T) {
 		kinds  []string
 	}{
 		{"allowed", func(*v1alpha1.SandboxRequestSpec, *v1alpha1.Resources) {}, nil},
-		{"image below a prefix", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Image = "registry.example.com/team/go/tool:1.2" }, nil},
+		{"image below a prefix", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Image = "registry.example.com/team/go/tool:1.2"
+		}, nil},
 		{"exact image", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Image = "exact/image:1" }, nil},
 		{"other tag of an exact image", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Image = "exact/image:2" }, []string{"image"}},
 		{"image elsewhere", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Image = "registry.example.com/other/x" }, []string{"image"}},
@@ -37,7 +39,9 @@ func TestPolicyCheck(t *testing.T) {
 		{"memory above", func(_ *v1alpha1.SandboxRequestSpec, r *v1alpha1.Resources) { r.Limits.Memory = q("9Gi") }, []string{"memory"}},
 		{"cpu request above", func(_ *v1alpha1.SandboxRequestSpec, r *v1alpha1.Resources) { r.Requests.CPU = q("5") }, []string{"cpu"}},
 		{"secret", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Credentials[0].Name = "other" }, []string{"secret"}},
-		{"reserved env", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Env = map[string]string{"AGENT_WORKDIR": "/"} }, []string{"env"}},
+		{"reserved env", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"AGENT_WORKDIR": "/"}
+		}, []string{"env"}},
 		{"env sets a credential", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Env = map[string]string{"TOKEN": "x"} }, []string{"env"}},
 		{"bad env name", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Env = map[string]string{"1X": "x"} }, []string{"env"}},
 		{"several", func(s *v1alpha1.SandboxRequestSpec, r *v1alpha1.Resources) {
