@@ -223,17 +223,18 @@ const (
 // Reasons of the Ready and Stalled conditions; a failed request's reason
 // says why (seed 004's classification).
 const (
-	ReasonProvisioning     = "Provisioning"
-	ReasonRunning          = "Running"
-	ReasonSucceeded        = "Succeeded"
-	ReasonPolicyRefused    = "PolicyRefused"
-	ReasonOOMKilled        = "OOMKilled"
-	ReasonDeadlineExceeded = "DeadlineExceeded"
-	ReasonImagePullFailed  = "ImagePullFailed"
-	ReasonApplicationError = "ApplicationError"
-	ReasonPodFailed        = "PodFailed"
-	ReasonPodLost          = "PodLost"
-	ReasonBackendFailed    = "BackendFailed"
+	ReasonProvisioning      = "Provisioning"
+	ReasonRunning           = "Running"
+	ReasonSucceeded         = "Succeeded"
+	ReasonPolicyRefused     = "PolicyRefused"
+	ReasonCredentialMissing = "CredentialMissing"
+	ReasonOOMKilled         = "OOMKilled"
+	ReasonDeadlineExceeded  = "DeadlineExceeded"
+	ReasonImagePullFailed   = "ImagePullFailed"
+	ReasonApplicationError  = "ApplicationError"
+	ReasonPodFailed         = "PodFailed"
+	ReasonPodLost           = "PodLost"
+	ReasonBackendFailed     = "BackendFailed"
 )
 
 // SandboxRequestStatus is what the controller observed and did. The

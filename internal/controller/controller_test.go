@@ -132,6 +132,26 @@ func TestPolicyRefusals(t *testing.T) {
 	g.phase("gvisor", v1alpha1.PhaseProvisioning)
 }
 
+// A credential whose Secret or key is missing fails the request before
+// a pod would wait for it.
+func TestCredentialMissing(t *testing.T) {
+	f := newFixture(t, defaultPolicy())
+	f.request("no-key", func(s *v1alpha1.SandboxRequest) { s.Spec.Credentials[0].SecretKey = "nope" })
+	got := f.phase("no-key", v1alpha1.PhaseFailed)
+	if c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionStalled); c == nil || c.Reason != v1alpha1.ReasonCredentialMissing || !strings.Contains(c.Message, "has no key nope") {
+		t.Errorf("Stalled = %+v; want CredentialMissing, naming the key", c)
+	}
+	if err := f.c.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "claude-credentials", Namespace: f.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	f.request("no-secret", func(s *v1alpha1.SandboxRequest) {
+		s.Spec.Credentials = append(s.Spec.Credentials, v1alpha1.Credential{Name: "claude-credentials", EnvVar: "ANTHROPIC_API_KEY", SecretKey: "api-key"})
+	})
+	if got := f.phase("no-secret", v1alpha1.PhaseFailed); !strings.Contains(got.Status.Message, "Secret claude-credentials does not exist") || got.Status.JobName != "" {
+		t.Errorf("message %q, Job %q; want the missing Secret named and no Job", got.Status.Message, got.Status.JobName)
+	}
+}
+
 func counter(t *testing.T, f *fixture, metric, label string) float64 {
 	t.Helper()
 	families, err := f.registry.Gather()

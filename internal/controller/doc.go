@@ -12,22 +12,26 @@
 //     images, the required runtime class, maximum memory and CPU, the
 //     Secrets credentials may name, the variables env may set. A refusal
 //     fails it (PolicyRefused), for good.
-//  2. workload: the Backend makes what runs the pod — a Job built by
+//  2. credentials: each credential's Secret must have its key (read
+//     live, by name: the controller may get the Secrets the policy names
+//     and no others); else the request fails (CredentialMissing) before a
+//     pod waits for it.
+//  3. workload: the Backend makes what runs the pod — a Job built by
 //     jobspec (owned by the request, backoffLimit 0, the request's TTL,
 //     the operator's deadline), or an agent-sandbox SandboxClaim — and the
 //     request is Provisioning.
-//  3. pod: the pod's state, classified by jobspec.Classify, moves the
+//  4. pod: the pod's state, classified by jobspec.Classify, moves the
 //     request to Running, Succeeded or Failed (OOMKilled,
 //     DeadlineExceeded, ImagePullFailed, ApplicationError, PodFailed,
 //     PodLost).
-//  4. exec: requests past the processed ones run, asynchronously, in the
+//  5. exec: requests past the processed ones run, asynchronously, in the
 //     pod's exec sidecar through the shim (Executor); a result appears
 //     running (startedAt), then final (completedAt), stdout capped at
 //     1 MiB and stderr at 64 KiB ("... [truncated]"), at most 100 kept,
 //     results the worker consumed evicted first, so the object stays
 //     within etcd's limit. A request the worker removes is cancelled. A
 //     result the controller cannot know (it restarted meanwhile) says so.
-//  5. expiry: a finished request is deleted ttlSecondsAfterFinished after
+//  6. expiry: a finished request is deleted ttlSecondsAfterFinished after
 //     it finished.
 //
 // Deleting a request deletes its workload (propagation Foreground) before

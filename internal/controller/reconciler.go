@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -46,6 +48,10 @@ type Reconciler struct {
 	Defaults v1alpha1.Resources
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Secrets reads the credentials' Secrets, live: the controller may
+	// get the Secrets its policy names and no others, so they are never
+	// listed or watched.
+	Secrets client.Reader
 
 	execs   *execs
 	metrics *metrics
@@ -92,6 +98,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Reconciler, error) {
 		Backend:  o.Backend,
 		Defaults: o.Defaults,
 		Now:      time.Now,
+		Secrets:  mgr.GetAPIReader(),
 		execs:    newExecs(o.Executor, m, o.ExecTimeout),
 		metrics:  m,
 	}
@@ -142,7 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			res = sooner(res, ctrl.Result{RequeueAfter: staleRetry})
 		}
 	}()
-	for _, s := range []step{r.reconcilePolicy, r.reconcileWorkload, r.reconcilePod, r.reconcileExec, r.reconcileExpiry} {
+	for _, s := range []step{r.reconcilePolicy, r.reconcileCredentials, r.reconcileWorkload, r.reconcilePod, r.reconcileExec, r.reconcileExpiry} {
 		sres, err := s(ctx, obj)
 		res = sooner(res, sres)
 		if err != nil {
@@ -213,6 +220,31 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, obj *v1alpha1.SandboxR
 	}
 	ctrl.LoggerFrom(ctx).Info("refused by policy", "reasons", refusal.Reasons)
 	r.fail(obj, v1alpha1.ReasonPolicyRefused, "refused by policy: "+refusal.Error(), nil)
+	return ctrl.Result{}, nil
+}
+
+// reconcileCredentials checks that every credential's Secret has its key,
+// so that a missing one fails the request before a pod waits for it.
+func (r *Reconciler) reconcileCredentials(ctx context.Context, obj *v1alpha1.SandboxRequest) (ctrl.Result, error) {
+	if obj.Status.Phase != v1alpha1.PhasePending || r.Secrets == nil {
+		return ctrl.Result{}, nil
+	}
+	var missing []string
+	for _, c := range obj.Spec.Credentials {
+		var s corev1.Secret
+		err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: c.Name}, &s)
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, fmt.Sprintf("%s: Secret %s does not exist", c.EnvVar, c.Name))
+		case err != nil:
+			return ctrl.Result{}, fmt.Errorf("read Secret %s: %w", c.Name, err)
+		case s.Data[c.SecretKey] == nil && s.StringData[c.SecretKey] == "":
+			missing = append(missing, fmt.Sprintf("%s: Secret %s has no key %s", c.EnvVar, c.Name, c.SecretKey))
+		}
+	}
+	if len(missing) > 0 {
+		r.fail(obj, v1alpha1.ReasonCredentialMissing, "credentials missing: "+strings.Join(missing, "; "), nil)
+	}
 	return ctrl.Result{}, nil
 }
 

@@ -75,6 +75,14 @@ func newFixture(t *testing.T, policy controller.Policy) *fixture {
 	env := cp.Env(t)
 	f := &fixture{t: t, env: env, c: env.Client, exec: &scripted{}}
 	f.ns = env.Namespace(t, "ctrl", kubetest.RestrictedLabels)
+	for name, key := range map[string]string{"github-credentials": "token", "claude-credentials": "api-key"} {
+		if err := f.c.Create(context.Background(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+			Data:       map[string][]byte{key: []byte("secret value of " + name)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	f.start(policy)
 	t.Cleanup(f.shutdown)
 	return f
