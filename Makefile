@@ -21,8 +21,9 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_\/-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/fleetlift and bin/fleetlift-agent (the slim agent local sandboxes run)
+build: ## Build bin/fleetlift, bin/fleetlift-agent (the slim agent sandboxes run) and bin/fleetlift-controller (the Kubernetes sandbox controller)
 	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+	$(GO) build -o $(BIN)/fleetlift-controller ./cmd/fleetlift-controller
 	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
 
 .PHONY: demo

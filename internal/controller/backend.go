@@ -21,9 +21,10 @@ import (
 
 // Backend makes and reads what runs a request's pod.
 type Backend interface {
-	// Ensure makes the workload for sbr unless it exists, and records
-	// its name in sbr's status; created says whether this call made it.
-	Ensure(ctx context.Context, sbr *v1alpha1.SandboxRequest) (created bool, err error)
+	// Ensure makes the workload for sbr, its sandbox container given
+	// resources, unless it exists, and records its name in sbr's status;
+	// created says whether this call made it.
+	Ensure(ctx context.Context, sbr *v1alpha1.SandboxRequest, resources v1alpha1.Resources) (created bool, err error)
 	// Observe reads the workload's state. A missing workload is Failed
 	// (PodLost).
 	Observe(ctx context.Context, sbr *v1alpha1.SandboxRequest) (pod *corev1.Pod, o jobspec.Outcome, err error)
@@ -42,9 +43,6 @@ type Jobs struct {
 	Live client.Reader
 	// Pod is the operator's part of every pod.
 	Pod jobspec.Config
-	// Resources are the sandbox container's, filled in where a request
-	// names none.
-	Resources func(v1alpha1.Resources) v1alpha1.Resources
 	// DeadlineSeconds is every Job's activeDeadlineSeconds; zero means
 	// none.
 	DeadlineSeconds int64
@@ -90,8 +88,8 @@ func Sandbox(sbr *v1alpha1.SandboxRequest, resources v1alpha1.Resources) jobspec
 }
 
 // Ensure implements Backend.
-func (j *Jobs) Ensure(ctx context.Context, sbr *v1alpha1.SandboxRequest) (bool, error) {
-	s := Sandbox(sbr, j.Resources(sbr.Spec.Resources))
+func (j *Jobs) Ensure(ctx context.Context, sbr *v1alpha1.SandboxRequest, resources v1alpha1.Resources) (bool, error) {
+	s := Sandbox(sbr, resources)
 	if j.DeadlineSeconds > 0 {
 		s.ActiveDeadlineSeconds = &j.DeadlineSeconds
 	}

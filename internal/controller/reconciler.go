@@ -253,7 +253,7 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, obj *v1alpha1.Sandbo
 	if obj.Status.Phase != v1alpha1.PhasePending {
 		return ctrl.Result{}, nil
 	}
-	created, err := r.Backend.Ensure(ctx, obj)
+	created, err := r.Backend.Ensure(ctx, obj, r.effective(obj.Spec.Resources))
 	if err != nil {
 		obj.Status.Message = err.Error()
 		return ctrl.Result{}, err

@@ -104,7 +104,7 @@ func (f *fixture) start(policy controller.Policy) {
 	f.registry = prometheus.NewRegistry()
 	if _, err := controller.Setup(mgr, controller.Options{
 		Policy:     policy,
-		Backend:    &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: jobspec.Config{ManagedBy: "fleetlift-controller"}, Resources: withDefaults},
+		Backend:    &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: jobspec.Config{ManagedBy: "fleetlift-controller"}},
 		Executor:   f.exec,
 		Defaults:   defaults(),
 		Registerer: f.registry,
@@ -125,19 +125,6 @@ func (f *fixture) start(policy controller.Policy) {
 func (f *fixture) shutdown() {
 	f.stop()
 	<-f.done
-}
-
-// withDefaults fills in the fixture's default resources.
-func withDefaults(r v1alpha1.Resources) v1alpha1.Resources {
-	out := *r.DeepCopy()
-	d := defaults()
-	if out.Limits.Memory == nil {
-		out.Limits.Memory = d.Limits.Memory
-	}
-	if out.Limits.CPU == nil {
-		out.Limits.CPU = d.Limits.CPU
-	}
-	return out
 }
 
 func (f *fixture) request(name string, mutate ...func(*v1alpha1.SandboxRequest)) *v1alpha1.SandboxRequest {
