@@ -181,9 +181,9 @@ func (j *Jobs) Watch(b *builder.Builder) *builder.Builder {
 
 var _ Backend = (*Jobs)(nil)
 
-// podsOf maps a sandbox pod to its request, by label.
+// podsOf maps a sandbox pod to its request, by annotation.
 func podsOf(_ context.Context, obj client.Object) []reconcile.Request {
-	id := obj.GetLabels()[jobspec.LabelSandbox]
+	id := obj.GetAnnotations()[jobspec.AnnotationSandbox]
 	if id == "" || obj.GetLabels()[jobspec.LabelComponent] != jobspec.ComponentValue {
 		return nil
 	}

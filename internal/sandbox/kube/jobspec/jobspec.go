@@ -56,9 +56,11 @@ const (
 	LabelInstance  = "app.kubernetes.io/instance"
 	// LabelTaskID is the task the sandbox is for (seed 000).
 	LabelTaskID = "fleetlift.io/task-id"
-	// LabelSandbox is the sandbox's id: the SandboxRequest's name, or the
-	// kubernetes-jobs provider's sandbox id.
+	// LabelSandbox is the sandbox's id (the SandboxRequest's name, or the
+	// kubernetes-jobs provider's sandbox id) as a label value (LabelValue).
 	LabelSandbox = "fleetlift.io/sandbox"
+	// AnnotationSandbox is the sandbox's id, whole.
+	AnnotationSandbox = "fleetlift.io/sandbox"
 
 	// NameValue and ComponentValue are the values of LabelName and
 	// LabelComponent; the sandbox NetworkPolicy selects on the latter.
@@ -152,9 +154,9 @@ func (c Config) Labels(s Sandbox) map[string]string {
 	}
 	l[LabelName] = NameValue
 	l[LabelComponent] = ComponentValue
-	l[LabelInstance] = s.ID
-	l[LabelSandbox] = s.ID
-	l[LabelTaskID] = s.TaskID
+	l[LabelInstance] = LabelValue(s.ID)
+	l[LabelSandbox] = LabelValue(s.ID)
+	l[LabelTaskID] = LabelValue(s.TaskID)
 	if c.ManagedBy != "" {
 		l[LabelManagedBy] = c.ManagedBy
 	}
@@ -167,9 +169,10 @@ func (c Config) Job(s Sandbox) *batchv1.Job {
 	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      s.Name,
-			Namespace: s.Namespace,
-			Labels:    c.Labels(s),
+			Name:        s.Name,
+			Namespace:   s.Namespace,
+			Labels:      c.Labels(s),
+			Annotations: map[string]string{AnnotationSandbox: s.ID},
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptr(int32(0)),
@@ -207,7 +210,7 @@ func (c Config) PodTemplate(s Sandbox) corev1.PodTemplateSpec {
 	}
 	always := corev1.ContainerRestartPolicyAlways
 	pod := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: c.Labels(s)},
+		ObjectMeta: metav1.ObjectMeta{Labels: c.Labels(s), Annotations: map[string]string{AnnotationSandbox: s.ID}},
 		Spec: corev1.PodSpec{
 			ServiceAccountName:           c.ServiceAccount,
 			AutomountServiceAccountToken: ptr(false),
