@@ -35,12 +35,18 @@ type workerFlags struct {
 	hide      []string
 	queue     string
 	orphan    time.Duration
+	// sandboxKind is --sandbox: local, kubernetes or kubernetes-jobs.
+	sandboxKind string
+	kube        kubeFlags
 	// forgeEnv and forgeSecrets are set by the command, not flags: what
 	// the operator's forge needs in sandboxes (see forgeSetup.sandbox).
 	forgeEnv, forgeSecrets map[string]string
 }
 
 func (w *workerFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&w.sandboxKind, "sandbox", envOr("SANDBOX_PROVIDER", sandboxLocal),
+		"where tasks run: "+sandboxLocal+" (processes on this machine), "+sandboxKubernetes+" (pods the sandbox controller makes from SandboxRequests; the worker may only create those) or "+sandboxKubernetesJobs+" (Jobs this worker makes and execs into itself, for clusters without the controller)")
+	w.kube.register(cmd)
 	cmd.Flags().StringVar(&w.agentCLI, "agent-cli", os.Getenv("FLEETLIFT_AGENT_CLI"),
 		`agent CLI for agentic tasks, as a JSON argv (default: Claude Code, "claude -p")`)
 	cmd.Flags().StringSliceVar(&w.agentEnv, "agent-env", envList("FLEETLIFT_AGENT_ENV", []string{"ANTHROPIC_API_KEY"}),
@@ -198,6 +204,13 @@ func (w *workerFlags) hidden(tf *temporalFlags) ([]string, error) {
 // it first makes sure the agent can jail the work it runs, and refuses to
 // start when it cannot.
 func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, error) {
+	switch wf.sandboxKind {
+	case sandboxLocal, "":
+	case sandboxKubernetes, sandboxKubernetesJobs:
+		return newKubeWorker(c, wf)
+	default:
+		return nil, fmt.Errorf("--sandbox %q: want %s, %s or %s", wf.sandboxKind, sandboxLocal, sandboxKubernetes, sandboxKubernetesJobs)
+	}
 	agentArgv, err := agentCommand()
 	if err != nil {
 		return nil, err
@@ -253,6 +266,12 @@ func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, e
 	// only it can reach.
 	hw := worker.New(c, queue, worker.Options{})
 	hw.RegisterActivity(acts)
+	return &workers{all: []worker.Worker{sharedWorker(c, acts), hw}, provider: provider}, nil
+}
+
+// sharedWorker is the worker of the shared task queue: the workflows, and
+// the activities any worker may run.
+func sharedWorker(c client.Client, acts *activity.Activities) worker.Worker {
 	w := worker.New(c, workflow.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
@@ -261,7 +280,7 @@ func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, e
 	// The latch the reconciler keeps watch.require_reviewed_merge in.
 	w.RegisterWorkflow(workflow.Latch)
 	w.RegisterActivity(acts)
-	return &workers{all: []worker.Worker{w, hw}, provider: provider}, nil
+	return w
 }
 
 // hostQueue is the task queue of this worker's host: --sandbox-queue, or
@@ -371,7 +390,7 @@ func newWorkerCmd() *cobra.Command {
 	var ff forgeFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run a worker: executes Task and Campaign workflows with local sandboxes",
+		Short: "Run a worker: executes Task and Campaign workflows, in local or Kubernetes sandboxes (--sandbox)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
+	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
+	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
+	"github.com/fleetlift/fleetlift/internal/sandbox/kube/podexec"
+)
+
+// Sandbox providers --sandbox names.
+const (
+	sandboxLocal          = "local"
+	sandboxKubernetes     = "kubernetes"
+	sandboxKubernetesJobs = "kubernetes-jobs"
+)
+
+// kubeFlags configure the Kubernetes sandbox providers.
+type kubeFlags struct {
+	kubeconfig, namespace, image string
+	secrets                      []string
+	agentImage, serviceAccount   string
+}
+
+func (k *kubeFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"),
+		"kubernetes sandboxes: a kubeconfig file; empty means this pod's service account")
+	f.StringVar(&k.namespace, "sandbox-namespace", envOr("FLEETLIFT_SANDBOX_NAMESPACE", "sandbox-isolated"),
+		"kubernetes sandboxes: the namespace of SandboxRequests (kubernetes) or Jobs (kubernetes-jobs)")
+	f.StringVar(&k.image, "sandbox-image", envOr("FLEETLIFT_SANDBOX_IMAGE", "fleetlift/sandbox:dev"),
+		"the image of tasks that name none")
+	f.StringSliceVar(&k.secrets, "sandbox-secret", envList("FLEETLIFT_SANDBOX_SECRETS", nil),
+		"kubernetes sandboxes: VARIABLE=SECRET/KEY, a secret variable of the agent (a forge token, --agent-env's API key) and the key of the Secret in the sandbox namespace that holds its value (repeatable); values never leave the cluster's Secrets")
+	f.StringVar(&k.agentImage, "sandbox-agent-image", envOr("FLEETLIFT_SANDBOX_AGENT_IMAGE", jobspec.DefaultAgentImage),
+		"the image fleetlift-agent is installed from into every task's image (kubernetes-jobs; the controller has its own)")
+	f.StringVar(&k.serviceAccount, "sandbox-service-account", jobspec.DefaultServiceAccount,
+		"kubernetes-jobs: the sandbox pods' service account, which must have no bindings")
+}
+
+// refs parses --sandbox-secret.
+func (k *kubeFlags) refs() (map[string]kube.SecretRef, error) {
+	refs := map[string]kube.SecretRef{}
+	for _, s := range k.secrets {
+		name, ref, err := kube.ParseSecretRef(s)
+		if err != nil {
+			return nil, fmt.Errorf("--sandbox-secret %w", err)
+		}
+		refs[name] = ref
+	}
+	return refs, nil
+}
+
+// restConfig is --kubeconfig's cluster, else this pod's.
+func (k *kubeFlags) restConfig() (*rest.Config, error) {
+	if k.kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", k.kubeconfig)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes sandboxes: no --kubeconfig and not in a cluster: %w", err)
+	}
+	return cfg, nil
+}
+
+// provider makes the provider kind names, and checks that the worker can
+// reach what it needs.
+func (k *kubeFlags) provider(ctx context.Context, kind, isolation string) (sandbox.Provider, error) {
+	refs, err := k.refs()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := k.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := ctrlclient.NewWithWatch(cfg, ctrlclient.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes sandboxes: %w", err)
+	}
+	check, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if kind == sandboxKubernetes {
+		if err := c.List(check, &v1alpha1.SandboxRequestList{}, ctrlclient.InNamespace(k.namespace), ctrlclient.Limit(1)); err != nil {
+			return nil, fmt.Errorf("--sandbox kubernetes: list SandboxRequests in %s: %w (install deploy/kubernetes and run fleetlift-controller; see the README)", k.namespace, err)
+		}
+		return &kube.Requests{Client: c, Namespace: k.namespace, Image: k.image, SecretRefs: refs}, nil
+	}
+	var serve []string
+	switch isolation {
+	case agentcmd.IsolationNamespaces:
+	case agentcmd.IsolationNone:
+		serve = []string{"--isolation", agentcmd.IsolationNone}
+	default:
+		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", isolation, agentcmd.IsolationNamespaces, agentcmd.IsolationNone)
+	}
+	exec, err := podexec.NewRemote(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mem, cpu := resource.MustParse("4Gi"), resource.MustParse("2")
+	return &kube.Jobs{
+		Client: c, Executor: exec, Namespace: k.namespace, Image: k.image, SecretRefs: refs,
+		Pod:      jobspec.Config{AgentImage: k.agentImage, ServiceAccount: k.serviceAccount, ManagedBy: "fleetlift-worker", ServeArgs: serve},
+		Defaults: v1alpha1.Resources{Limits: v1alpha1.ResourceList{Memory: &mem, CPU: &cpu}},
+	}, nil
+}
+
+// newKubeWorker is the worker with Kubernetes sandboxes: every worker
+// reaches every sandbox, so all the activities go to the shared queue.
+func newKubeWorker(c client.Client, wf *workerFlags) (*workers, error) {
+	provider, err := wf.kube.provider(context.Background(), wf.sandboxKind, wf.isolation)
+	if err != nil {
+		return nil, err
+	}
+	env, secrets, err := wf.kubeSandbox()
+	if err != nil {
+		return nil, err
+	}
+	acts := &activity.Activities{Sandbox: provider, SandboxEnv: env, SandboxSecrets: secrets}
+	return &workers{all: []worker.Worker{sharedWorker(c, acts)}}, nil
+}
+
+// kubeSandbox is what Kubernetes sandboxes get: the variables of local
+// ones, and as secrets every --sandbox-secret, by name only (the
+// provider sends each name's reference; values stay in the cluster's
+// Secrets and this process), whatever this process's environment holds.
+// The --agent-env names among them are the agent CLI's alone.
+func (w *workerFlags) kubeSandbox() (env, secrets map[string]string, _ error) {
+	env, secrets, err := w.sandbox()
+	if err != nil {
+		return nil, nil, err
+	}
+	refs, err := w.kube.refs()
+	if err != nil {
+		return nil, nil, err
+	}
+	for name := range refs {
+		secrets[name] = ""
+	}
+	for name := range secrets {
+		secrets[name] = ""
+	}
+	var cliOnly []string
+	for _, name := range w.agentEnv {
+		if _, ok := secrets[name]; ok {
+			cliOnly = append(cliOnly, name)
+		}
+	}
+	delete(env, agent.EnvAgentCLIEnv)
+	if len(cliOnly) > 0 {
+		slices.Sort(cliOnly)
+		env[agent.EnvAgentCLIEnv] = strings.Join(cliOnly, ",")
+	}
+	return env, secrets, nil
+}
