@@ -40,5 +40,6 @@ func newRootCmd() *cobra.Command {
 	var o options
 	o.register(root)
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr()) }
+	root.AddCommand(newTemplateCmd())
 	return root
 }

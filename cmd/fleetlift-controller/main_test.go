@@ -15,7 +15,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
@@ -134,5 +136,42 @@ func TestControllerCommand(t *testing.T) {
 			t.Errorf("a log line that is not JSON: %s", line)
 			break
 		}
+	}
+}
+
+// template prints a SandboxTemplate of the sandbox pod, with the
+// credentials by reference, and a warm pool serving it.
+func TestTemplateCommand(t *testing.T) {
+	var out bytes.Buffer
+	cmd := newRootCmd()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"template", "--name", "go", "--namespace", "sbx", "--image", "registry.example.com/go:1",
+		"--credential", "FLEETLIFT_FORGE_TOKEN=github-credentials/token", "--replicas", "3"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(out.String(), "\n---\n")
+	if len(docs) != 2 {
+		t.Fatalf("%d documents; want a template and a warm pool:\n%s", len(docs), out.String())
+	}
+	var tpl extv1beta1.SandboxTemplate
+	var pool extv1beta1.SandboxWarmPool
+	if err := yaml.UnmarshalStrict([]byte(docs[0]), &tpl); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), &pool); err != nil {
+		t.Fatal(err)
+	}
+	spec := tpl.Spec.PodTemplate.Spec
+	if tpl.Namespace != "sbx" || tpl.Spec.EnvVarsInjectionPolicy != extv1beta1.EnvVarsInjectionPolicyAllowed ||
+		len(spec.Containers) != 1 || spec.Containers[0].Image != "registry.example.com/go:1" || *spec.AutomountServiceAccountToken {
+		t.Errorf("template = %+v", tpl)
+	}
+	env := spec.Containers[0].Env
+	if len(env) != 1 || env[0].Name != "FLEETLIFT_FORGE_TOKEN" || env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef.Name != "github-credentials" || env[0].Value != "" {
+		t.Errorf("the sandbox container's env = %+v; want the credential by reference", env)
+	}
+	if pool.Spec.TemplateRef.Name != "go" || pool.Spec.Replicas == nil || *pool.Spec.Replicas != 3 {
+		t.Errorf("warm pool = %+v", pool.Spec)
 	}
 }

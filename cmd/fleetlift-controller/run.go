@@ -19,6 +19,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	agentsv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,7 +49,15 @@ type options struct {
 	maxLifetime, execTimeout              time.Duration
 	workers                               int
 	logLevel                              string
+	backend                               string
+	warmPools                             []string
 }
+
+// Backends --backend names.
+const (
+	backendJobs         = "jobs"
+	backendAgentSandbox = "agent-sandbox"
+)
 
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
@@ -88,6 +98,21 @@ func (o *options) register(cmd *cobra.Command) {
 	f.DurationVar(&o.execTimeout, "exec-timeout", controller.DefaultExecTimeout, "the timeout of exec requests that name none")
 	f.IntVar(&o.workers, "workers", 8, "how many requests to reconcile at once")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info or error")
+	f.StringVar(&o.backend, "backend", envOr("FLEETLIFT_SANDBOX_BACKEND", backendJobs), "what runs sandbox pods: "+backendJobs+" (a Job per request) or "+backendAgentSandbox+" (a SandboxClaim on a kubernetes-sigs/agent-sandbox warm pool per request; see the template command)")
+	f.StringSliceVar(&o.warmPools, "warm-pool", envList("FLEETLIFT_WARM_POOLS", nil), "agent-sandbox: IMAGE=POOL, the SandboxWarmPool that serves requests for IMAGE (repeatable)")
+}
+
+// pools parses --warm-pool.
+func (o *options) pools() (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range o.warmPools {
+		image, pool, ok := strings.Cut(p, "=")
+		if !ok || image == "" || pool == "" {
+			return nil, fmt.Errorf("--warm-pool %q: want IMAGE=POOL", p)
+		}
+		out[image] = pool
+	}
+	return out, nil
 }
 
 // restConfig is the cluster's configuration: --kubeconfig, else in the
@@ -161,7 +186,7 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 		return err
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, agentsv1beta1.AddToScheme, extv1beta1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
@@ -211,14 +236,30 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 		ImagePullPolicy:         corev1.PullPolicy(o.pullPolicy),
 		SeccompLocalhostProfile: o.seccompProfile,
 	}
+	var backend controller.Backend
+	switch o.backend {
+	case backendJobs:
+		backend = &controller.Jobs{
+			Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: pod,
+			DeadlineSeconds: int64(o.maxLifetime / time.Second),
+		}
+	case backendAgentSandbox:
+		pools, err := o.pools()
+		if err != nil {
+			return err
+		}
+		backend = &controller.Claims{
+			Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pools: pools,
+			LifetimeSeconds: int64(o.maxLifetime / time.Second),
+		}
+	default:
+		return fmt.Errorf("--backend %q: want %s or %s", o.backend, backendJobs, backendAgentSandbox)
+	}
 	_, err = controller.Setup(mgr, controller.Options{
 		Policy: controller.Policy{
 			Images: o.images, RuntimeClass: o.runtimeClass, MaxMemory: maxMem, MaxCPU: maxCPU, Secrets: o.secrets,
 		},
-		Backend: &controller.Jobs{
-			Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: pod,
-			DeadlineSeconds: int64(o.maxLifetime / time.Second),
-		},
+		Backend:     backend,
 		Executor:    executor,
 		Defaults:    defaults,
 		ExecTimeout: o.execTimeout,
@@ -228,6 +269,6 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 		return err
 	}
 	log.Info("starting", "namespace", o.namespace, "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr,
-		"allowedImages", o.images, "allowedSecrets", o.secrets, "requiredRuntimeClass", o.runtimeClass, "isolation", o.isolation)
+		"backend", o.backend, "allowedImages", o.images, "allowedSecrets", o.secrets, "requiredRuntimeClass", o.runtimeClass, "isolation", o.isolation)
 	return mgr.Start(ctx)
 }

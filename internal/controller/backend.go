@@ -35,6 +35,12 @@ type Backend interface {
 	Watch(b *builder.Builder) *builder.Builder
 }
 
+// Unservable is a request a backend cannot serve, for good: Ensure's
+// error that fails the request (BackendFailed).
+type Unservable struct{ Reason string }
+
+func (u *Unservable) Error() string { return u.Reason }
+
 // Jobs is the Backend of Jobs built by jobspec (seed 001).
 type Jobs struct {
 	Client client.Client

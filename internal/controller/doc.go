@@ -16,10 +16,13 @@
 //     live, by name: the controller may get the Secrets the policy names
 //     and no others); else the request fails (CredentialMissing) before a
 //     pod waits for it.
-//  3. workload: the Backend makes what runs the pod — a Job built by
-//     jobspec (owned by the request, backoffLimit 0, the request's TTL,
-//     the operator's deadline), or an agent-sandbox SandboxClaim — and the
-//     request is Provisioning.
+//  3. workload: the Backend makes what runs the pod — Jobs: a Job built
+//     by jobspec (owned by the request, backoffLimit 0, the request's TTL,
+//     the operator's deadline); Claims: a kubernetes-sigs/agent-sandbox
+//     SandboxClaim on the warm pool that serves the image, whose template
+//     (Template) must give the request's credentials, since a claim can
+//     add plain variables only — and the request is Provisioning. A
+//     request a backend can never serve fails (BackendFailed).
 //  4. pod: the pod's state, classified by jobspec.Classify, moves the
 //     request to Running, Succeeded or Failed (OOMKilled,
 //     DeadlineExceeded, ImagePullFailed, ApplicationError, PodFailed,
@@ -37,6 +40,7 @@
 // Deleting a request deletes its workload (propagation Foreground) before
 // the finalizer lets it go.
 //
-// controller imports the API, jobspec, podexec, controller-runtime and
-// client-go; never a sandbox provider, Temporal or the agent.
+// controller imports the API, jobspec, podexec, agent-sandbox's API,
+// controller-runtime and client-go; never a sandbox provider, Temporal or
+// the agent.
 package controller

@@ -254,6 +254,11 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, obj *v1alpha1.Sandbo
 		return ctrl.Result{}, nil
 	}
 	created, err := r.Backend.Ensure(ctx, obj, r.effective(obj.Spec.Resources))
+	var unservable *Unservable
+	if errors.As(err, &unservable) {
+		r.fail(obj, v1alpha1.ReasonBackendFailed, unservable.Reason, nil)
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		obj.Status.Message = err.Error()
 		return ctrl.Result{}, err

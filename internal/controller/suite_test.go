@@ -3,8 +3,10 @@ package controller_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,8 +19,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	agentsv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +45,16 @@ var (
 
 func TestMain(m *testing.M) {
 	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	// agent-sandbox's CRDs, for the Claims backend.
+	dir, err := kubetest.ModuleDir("sigs.k8s.io/agent-sandbox")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cp.Options = kubetest.Options{
+		CRDPaths:    []string{filepath.Join(dir, "k8s", "crds")},
+		AddToScheme: []func(*runtime.Scheme) error{agentsv1beta1.AddToScheme, extv1beta1.AddToScheme},
+	}
 	os.Exit(cp.Main(m))
 }
 
@@ -54,6 +69,7 @@ type fixture struct {
 	registry *prometheus.Registry
 	stop     context.CancelFunc
 	done     chan struct{}
+	backend  func(ctrl.Manager) controller.Backend
 }
 
 func defaultPolicy() controller.Policy {
@@ -72,8 +88,15 @@ func defaults() v1alpha1.Resources {
 
 func newFixture(t *testing.T, policy controller.Policy) *fixture {
 	t.Helper()
+	return newFixtureWith(t, policy, nil)
+}
+
+// newFixtureWith runs the controller with the backend backend makes
+// (nil: Jobs).
+func newFixtureWith(t *testing.T, policy controller.Policy, backend func(ctrl.Manager) controller.Backend) *fixture {
+	t.Helper()
 	env := cp.Env(t)
-	f := &fixture{t: t, env: env, c: env.Client, exec: &scripted{}}
+	f := &fixture{t: t, env: env, c: env.Client, exec: &scripted{}, backend: backend}
 	f.ns = env.Namespace(t, "ctrl", kubetest.RestrictedLabels)
 	for name, key := range map[string]string{"github-credentials": "token", "claude-credentials": "api-key"} {
 		if err := f.c.Create(context.Background(), &corev1.Secret{
@@ -102,9 +125,13 @@ func (f *fixture) start(policy controller.Policy) {
 		f.t.Fatalf("manager: %v", err)
 	}
 	f.registry = prometheus.NewRegistry()
+	var backend controller.Backend = &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: jobspec.Config{ManagedBy: "fleetlift-controller"}}
+	if f.backend != nil {
+		backend = f.backend(mgr)
+	}
 	if _, err := controller.Setup(mgr, controller.Options{
 		Policy:     policy,
-		Backend:    &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: jobspec.Config{ManagedBy: "fleetlift-controller"}},
+		Backend:    backend,
 		Executor:   f.exec,
 		Defaults:   defaults(),
 		Registerer: f.registry,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -210,4 +211,20 @@ func (e *Env) ServiceAccountClient(t testing.TB, namespace, name string) client.
 		t.Fatalf("client for service account %s/%s: %v", namespace, name, err)
 	}
 	return c
+}
+
+// ModuleDir is where the Go module path of the repository's build list
+// is on disk (go list -m), for the CRDs a dependency ships.
+func ModuleDir(path string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", path)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m %s: %w", path, err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
