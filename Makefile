@@ -97,6 +97,10 @@ bench-reconcile: ## Commit to workflow started, via fsnotify and via webhook, 50
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
 	$(GO) run ./bench/spec -cue $(BIN)/cue
 
+.PHONY: bench-kube
+bench-kube: bin/envtest ## SandboxRequest create -> Job created and -> status written, p50 over 100 requests on envtest, against a plain client-go Job create
+	$(GO) run ./bench/kube -n 100
+
 .PHONY: images
 images: ## Build fleetlift/{sandbox,agent,fleetlift}, tagged with git describe and :dev, offline (needs a Docker engine; a few seconds when up to date)
 	images/build.sh $(VERSION) $(IMAGES)
