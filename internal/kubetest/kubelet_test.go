@@ -91,6 +91,15 @@ func TestKubeletRunsASandbox(t *testing.T) {
 	if code, _, _ := run("sh", "-c", "touch /usr/x || touch /x"); code == 0 {
 		t.Error("the exec container's root file system is writable")
 	}
+	// In the agent's own container, as its user (the work the agent runs
+	// unjailed, with --isolation none), its environment is out of reach.
+	var out, errb bytes.Buffer
+	if _, err := k.Exec(ctx, key, jobspec.ContainerSandbox, []string{"sh", "-c", "id -u; cat /proc/1/environ"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "1000\n") || strings.Contains(out.String(), "s3cret") {
+		t.Errorf("a process of the agent's user in its container reads its environment: %q %q", out.String(), errb.String())
+	}
 	procs := k.Processes(key, jobspec.ContainerSandbox)
 	if len(procs) != 1 || !strings.Contains(procs[0], "fleetlift-agent serve --workspace /workspace") {
 		t.Errorf("sandbox container processes = %q; want the agent alone", procs)
