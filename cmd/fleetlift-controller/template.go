@@ -28,7 +28,7 @@ func newTemplateCmd() *cobra.Command {
 		Short: "Print a SandboxTemplate of fleetlift's sandbox pod for IMAGE and a SandboxWarmPool serving it, for --backend agent-sandbox",
 		Long: `template prints, as YAML for kubectl apply, an agent-sandbox SandboxTemplate
 whose pod is the one fleetlift's Jobs run (the agent installed from the agent
-image, restricted security, the exec sidecar) with the credentials given,
+image, restricted security, the exec container) with the credentials given,
 which claims cannot add, and a SandboxWarmPool of --replicas ready pods of it.
 Run the controller with --backend agent-sandbox --warm-pool IMAGE=NAME.`,
 		Args: cobra.NoArgs,

@@ -137,7 +137,7 @@ func (c *Claims) checkTemplate(ctx context.Context, sbr *v1alpha1.SandboxRequest
 		}
 		return nil
 	}
-	sandbox, exec := container(spec.Containers, jobspec.ContainerSandbox), container(spec.InitContainers, jobspec.ContainerExec)
+	sandbox, exec := container(spec.Containers, jobspec.ContainerSandbox), container(spec.Containers, jobspec.ContainerExec)
 	switch {
 	case sandbox == nil || exec == nil:
 		problems = append(problems, "it does not run fleetlift's pod (containers sandbox and exec): make it with `fleetlift-controller template`")

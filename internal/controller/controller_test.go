@@ -214,7 +214,7 @@ func TestTransitions(t *testing.T) {
 		return s.Generation > 1 && s.Status.ObservedGeneration == s.Generation && c != nil && c.ObservedGeneration == s.Generation
 	})
 
-	f.setPod(pod, corev1.PodSucceeded, []corev1.ContainerStatus{exited(jobspec.ContainerInstall, 0, "Completed"), exited(jobspec.ContainerExec, 0, "Completed")}, exited(jobspec.ContainerSandbox, 0, "Completed"))
+	f.setPod(pod, corev1.PodSucceeded, []corev1.ContainerStatus{exited(jobspec.ContainerInstall, 0, "Completed")}, exited(jobspec.ContainerSandbox, 0, "Completed"), exited(jobspec.ContainerExec, 0, "Completed"))
 	got = f.phase(sbr.Name, v1alpha1.PhaseSucceeded)
 	if got.Status.ExitCode == nil || *got.Status.ExitCode != 0 || got.Status.CompletionTime == nil {
 		t.Errorf("Succeeded: exit code %v, completion %v", got.Status.ExitCode, got.Status.CompletionTime)
@@ -229,7 +229,7 @@ func TestTransitions(t *testing.T) {
 // conditions (seed 004).
 func TestFailureClassification(t *testing.T) {
 	f := newFixture(t, defaultPolicy())
-	init := []corev1.ContainerStatus{exited(jobspec.ContainerInstall, 0, "Completed"), running(jobspec.ContainerExec)}
+	init := []corev1.ContainerStatus{exited(jobspec.ContainerInstall, 0, "Completed")}
 	for _, c := range []struct {
 		name, reason string
 		code         *int32
@@ -258,8 +258,9 @@ func TestFailureClassification(t *testing.T) {
 			}
 		}},
 		{"image pull", v1alpha1.ReasonImagePullFailed, nil, func(pod *corev1.Pod, _ *batchv1.Job) {
-			f.setPod(pod, corev1.PodPending, []corev1.ContainerStatus{exited(jobspec.ContainerInstall, 0, "Completed"),
-				status(jobspec.ContainerExec, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}})})
+			f.setPod(pod, corev1.PodPending, []corev1.ContainerStatus{exited(jobspec.ContainerInstall, 0, "Completed")},
+				status(jobspec.ContainerSandbox, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}),
+				status(jobspec.ContainerExec, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -454,6 +455,21 @@ func TestExecRetention(t *testing.T) {
 	b, _ := yamlJSON(got)
 	if len(b) > 1536<<10 {
 		t.Errorf("the request is %d bytes; etcd's limit is 1.5 MiB", len(b))
+	}
+}
+
+// After the agent exits, its exec container still runs: the worker reads
+// what the agent left.
+func TestExecAfterTheAgent(t *testing.T) {
+	f := newFixture(t, defaultPolicy())
+	sbr := f.request("after")
+	_, pod := f.run(sbr.Name)
+	f.setPod(pod, corev1.PodRunning, []corev1.ContainerStatus{exited(jobspec.ContainerInstall, 0, "Completed")},
+		exited(jobspec.ContainerSandbox, 0, "Completed"), running(jobspec.ContainerExec))
+	f.phase(sbr.Name, v1alpha1.PhaseSucceeded)
+	f.execRequest(sbr.Name, v1alpha1.ExecRequest{ID: "read", Command: []string{"cat", ".fleetlift/result.json"}})
+	if r := f.result(sbr.Name, "read"); r.Error != "" || r.Stdout != "cat .fleetlift/result.json" {
+		t.Errorf("read = %+v; want it run", r)
 	}
 }
 

@@ -28,7 +28,8 @@
 //     DeadlineExceeded, ImagePullFailed, ApplicationError, PodFailed,
 //     PodLost).
 //  5. exec: requests past the processed ones run, asynchronously, in the
-//     pod's exec sidecar through the shim (Executor); a result appears
+//     pod's exec container through the shim (Executor), also after the
+//     agent exited while that container runs; a result appears
 //     running (startedAt), then final (completedAt), stdout capped at
 //     1 MiB and stderr at 64 KiB ("... [truncated]"), at most 100 kept,
 //     results the worker consumed evicted first, so the object stays

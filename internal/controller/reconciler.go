@@ -120,8 +120,14 @@ func (r *Reconciler) now() time.Time {
 	return r.Now()
 }
 
+// pass is what one reconcile learns in a step for the steps after it.
+type pass struct {
+	// execReady says the pod's exec container runs, the agent's or not.
+	execReady bool
+}
+
 // step is one part of a reconcile.
-type step func(ctx context.Context, obj *v1alpha1.SandboxRequest) (ctrl.Result, error)
+type step func(ctx context.Context, obj *v1alpha1.SandboxRequest, p *pass) (ctrl.Result, error)
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
@@ -149,8 +155,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			res = sooner(res, ctrl.Result{RequeueAfter: staleRetry})
 		}
 	}()
+	p := &pass{}
 	for _, s := range []step{r.reconcilePolicy, r.reconcileCredentials, r.reconcileWorkload, r.reconcilePod, r.reconcileExec, r.reconcileExpiry} {
-		sres, err := s(ctx, obj)
+		sres, err := s(ctx, obj, p)
 		res = sooner(res, sres)
 		if err != nil {
 			return res, err
@@ -202,7 +209,7 @@ func (r *Reconciler) effective(res v1alpha1.Resources) v1alpha1.Resources {
 }
 
 // reconcilePolicy checks a new request against the policy.
-func (r *Reconciler) reconcilePolicy(ctx context.Context, obj *v1alpha1.SandboxRequest) (ctrl.Result, error) {
+func (r *Reconciler) reconcilePolicy(ctx context.Context, obj *v1alpha1.SandboxRequest, _ *pass) (ctrl.Result, error) {
 	if obj.Status.Phase == "" {
 		obj.Status.Phase = v1alpha1.PhasePending
 		obj.Status.Message = "accepted"
@@ -225,7 +232,7 @@ func (r *Reconciler) reconcilePolicy(ctx context.Context, obj *v1alpha1.SandboxR
 
 // reconcileCredentials checks that every credential's Secret has its key,
 // so that a missing one fails the request before a pod waits for it.
-func (r *Reconciler) reconcileCredentials(ctx context.Context, obj *v1alpha1.SandboxRequest) (ctrl.Result, error) {
+func (r *Reconciler) reconcileCredentials(ctx context.Context, obj *v1alpha1.SandboxRequest, _ *pass) (ctrl.Result, error) {
 	if obj.Status.Phase != v1alpha1.PhasePending || r.Secrets == nil {
 		return ctrl.Result{}, nil
 	}
@@ -249,7 +256,7 @@ func (r *Reconciler) reconcileCredentials(ctx context.Context, obj *v1alpha1.San
 }
 
 // reconcileWorkload makes the workload of an accepted request.
-func (r *Reconciler) reconcileWorkload(ctx context.Context, obj *v1alpha1.SandboxRequest) (ctrl.Result, error) {
+func (r *Reconciler) reconcileWorkload(ctx context.Context, obj *v1alpha1.SandboxRequest, _ *pass) (ctrl.Result, error) {
 	if obj.Status.Phase != v1alpha1.PhasePending {
 		return ctrl.Result{}, nil
 	}
@@ -276,15 +283,27 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, obj *v1alpha1.Sandbo
 	return ctrl.Result{RequeueAfter: provisioningPoll}, nil
 }
 
-// reconcilePod follows the pod.
-func (r *Reconciler) reconcilePod(ctx context.Context, obj *v1alpha1.SandboxRequest) (ctrl.Result, error) {
-	if obj.Status.Phase != v1alpha1.PhaseProvisioning && obj.Status.Phase != v1alpha1.PhaseRunning {
+// reconcilePod follows the pod; after the agent finished, only whether
+// its exec container still runs (the worker reads the agent's files
+// then).
+func (r *Reconciler) reconcilePod(ctx context.Context, obj *v1alpha1.SandboxRequest, p *pass) (ctrl.Result, error) {
+	switch obj.Status.Phase {
+	case v1alpha1.PhaseProvisioning, v1alpha1.PhaseRunning:
+	case v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed:
+		if obj.Status.PodName == "" {
+			return ctrl.Result{}, nil
+		}
+		_, o, err := r.Backend.Observe(ctx, obj)
+		p.execReady = err == nil && o.ExecReady
+		return ctrl.Result{}, nil
+	default:
 		return ctrl.Result{}, nil
 	}
 	pod, o, err := r.Backend.Observe(ctx, obj)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	p.execReady = o.ExecReady
 	if pod != nil {
 		obj.Status.PodName = pod.Name
 	}
@@ -316,7 +335,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, obj *v1alpha1.SandboxRequ
 
 // reconcileExec runs new exec requests, records finished ones and keeps
 // the results within their limits.
-func (r *Reconciler) reconcileExec(ctx context.Context, obj *v1alpha1.SandboxRequest) (ctrl.Result, error) {
+func (r *Reconciler) reconcileExec(ctx context.Context, obj *v1alpha1.SandboxRequest, p *pass) (ctrl.Result, error) {
 	now := metav1.NewTime(r.now())
 	s := &obj.Status
 	requested := map[string]bool{}
@@ -352,7 +371,7 @@ func (r *Reconciler) reconcileExec(ctx context.Context, obj *v1alpha1.SandboxReq
 			continue
 		}
 		if r.execs.running(obj.UID, e.ID) {
-			if !requested[e.ID] || s.Phase.Finished() {
+			if !requested[e.ID] || s.Phase.Finished() && !p.execReady {
 				r.execs.cancel(obj.UID, e.ID)
 			}
 			continue
@@ -368,7 +387,7 @@ func (r *Reconciler) reconcileExec(ctx context.Context, obj *v1alpha1.SandboxReq
 		case r.execs.running(obj.UID, q.ID):
 			// Started by a reconcile whose status write failed.
 			s.ExecResults = append(s.ExecResults, v1alpha1.ExecResult{ID: q.ID, StartedAt: &now})
-		case s.Phase == v1alpha1.PhaseRunning:
+		case p.execReady && (s.Phase == v1alpha1.PhaseRunning || s.Phase.Finished()):
 			s.ExecResults = append(s.ExecResults, v1alpha1.ExecResult{ID: q.ID, StartedAt: &now})
 			r.execs.start(obj, q)
 		case s.Phase.Finished():
@@ -422,7 +441,7 @@ func (r *Reconciler) evict(s *v1alpha1.SandboxRequestStatus, requested map[strin
 }
 
 // reconcileExpiry deletes a finished request once its TTL has passed.
-func (r *Reconciler) reconcileExpiry(ctx context.Context, obj *v1alpha1.SandboxRequest) (ctrl.Result, error) {
+func (r *Reconciler) reconcileExpiry(ctx context.Context, obj *v1alpha1.SandboxRequest, _ *pass) (ctrl.Result, error) {
 	if !obj.Status.Phase.Finished() || obj.Status.CompletionTime == nil {
 		return ctrl.Result{}, nil
 	}

@@ -279,7 +279,7 @@ func (f *fixture) run(name string) (*v1alpha1.SandboxRequest, *corev1.Pod) {
 // running writes the status of a running sandbox pod.
 func (f *fixture) running(pod *corev1.Pod) {
 	f.t.Helper()
-	f.setPod(pod, corev1.PodRunning, []corev1.ContainerStatus{exited(jobspec.ContainerInstall, 0, "Completed"), running(jobspec.ContainerExec)}, running(jobspec.ContainerSandbox))
+	f.setPod(pod, corev1.PodRunning, []corev1.ContainerStatus{exited(jobspec.ContainerInstall, 0, "Completed")}, running(jobspec.ContainerSandbox), running(jobspec.ContainerExec))
 }
 
 // events are the reasons of the events about a request.

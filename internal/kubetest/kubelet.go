@@ -51,6 +51,10 @@ type Kubelet struct {
 	AgentImage string
 	// Missing are images that cannot be pulled.
 	Missing []string
+	// HostPaths are directories of this machine that task images'
+	// containers see at the same paths (read-write), as a node's shared
+	// file system: local repositories for the agent.
+	HostPaths []string
 
 	mu   sync.Mutex
 	runs map[types.UID]*podRun
@@ -390,16 +394,29 @@ func (k *Kubelet) runPod(ctx context.Context, r *podRun) error {
 	if err := k.report(ctx, pod, st); err != nil {
 		return err
 	}
-	failed := false
+	// Each container's end is reported as it comes; the pod ends with
+	// the last.
+	exits := make(chan int, len(mains))
 	for i, ct := range mains {
+		go func() {
+			<-ct.exit
+			exits <- i
+		}()
+	}
+	failed := false
+	for range mains {
+		var i int
 		select {
-		case <-ct.exit:
+		case i = <-exits:
 		case <-ctx.Done():
 			return nil
 		}
-		st.ContainerStatuses[i].State = terminated(ct.code)
+		st.ContainerStatuses[i].State = terminated(mains[i].code)
 		st.ContainerStatuses[i].Ready = false
-		failed = failed || ct.code != 0
+		failed = failed || mains[i].code != 0
+		if err := k.report(ctx, pod, st); err != nil {
+			return err
+		}
 	}
 	for _, ct := range sidecars {
 		ct.kill(syscall.SIGTERM)
@@ -608,6 +625,11 @@ func (k *Kubelet) startContainer(r *podRun, c corev1.Container, env []string) (*
 		filepath.Join(r.dir, "rootfs", c.Name), image, k.Agent,
 		filepath.Join(k.Root, "passwd"), filepath.Join(k.Root, "group"),
 		ro, wd, strconv.FormatInt(uid, 10), strconv.FormatInt(gid, 10)}
+	if image == "host" {
+		for _, p := range k.HostPaths {
+			args = append(args, "--mount", p+":"+p+":rw")
+		}
+	}
 	for _, m := range c.VolumeMounts {
 		mode := "rw"
 		if m.ReadOnly {

@@ -50,7 +50,7 @@ func NewShimCommands() []*cobra.Command {
 	}
 	idle := &cobra.Command{
 		Use:    "idle",
-		Short:  "Wait for SIGTERM (the exec sidecar's main process)",
+		Short:  "Wait for SIGTERM (the exec container's main process)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		Run:    func(*cobra.Command, []string) { shim.Idle() },

@@ -6,7 +6,7 @@
 //   - install DIR copies the running fleetlift-agent into DIR (an init
 //     container of the agent image fills the pod's agent volume with it,
 //     so any tool image can run the agent without a cp);
-//   - idle waits for SIGTERM (the exec sidecar's main process);
+//   - idle waits for SIGTERM (the exec container's main process);
 //   - exec runs one command: in a directory confined to the workspace
 //     (absolute paths, ".." and symbolic links that lead out are
 //     refused), with exactly the environment it is given (plus PATH and

@@ -1,7 +1,7 @@
 // Package kube holds the worker's Kubernetes sandbox providers. Both run
 // every sandbox in the pod jobspec builds (the agent in the task's image,
 // credentials by secretKeyRef into the agent's container only, exec in a
-// sidecar through the agent's shim) and speak the agent's file protocol
+// second container, which outlives the agent, through the agent's shim) and speak the agent's file protocol
 // through exec: CopyTo uploads base64 chunks and renames the file into
 // place, CopyFrom reads base64 ranges, both confined to the workspace by
 // the shim.

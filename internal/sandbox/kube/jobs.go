@@ -182,8 +182,8 @@ func (p *Jobs) runner(ctx context.Context, id string) (runner, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if o.Phase != v1alpha1.PhaseRunning {
-		return nil, "", fmt.Errorf("sandbox %s is not running (%s): %s", id, o.Phase, o.Message)
+	if !o.ExecReady {
+		return nil, "", fmt.Errorf("sandbox %s takes no commands (%s): %s", id, o.Phase, o.Message)
 	}
 	env := map[string]string{}
 	ws := jobspec.DefaultWorkingDir

@@ -254,10 +254,10 @@ func (r requestRunner) run(ctx context.Context, id string, argv []string, dir st
 	if timeout > 0 {
 		req.TimeoutSeconds = int32(min(math.Ceil(timeout.Seconds()), math.MaxInt32))
 	}
+	// A finished sandbox whose exec container still runs takes requests
+	// too (the worker reads what the agent left); the controller answers
+	// those it cannot run with an error.
 	if err := p.edit(ctx, id, func(s *v1alpha1.SandboxRequest) error {
-		if s.Status.Phase.Finished() {
-			return fmt.Errorf("the sandbox %s: %s", s.Status.Phase, s.Status.Message)
-		}
 		s.Spec.ExecRequests = append(s.Spec.ExecRequests, req)
 		return nil
 	}); err != nil {

@@ -21,6 +21,9 @@ type Outcome struct {
 	ExitCode *int32
 	// StartedAt is when the agent's container started running.
 	StartedAt *metav1.Time
+	// ExecReady says the exec container runs: commands can run in the
+	// sandbox, the agent's files can be read, even after the agent exited.
+	ExecReady bool
 }
 
 // Classify reads the state of a sandbox from its Job (nil for the
@@ -55,8 +58,12 @@ func Classify(job *batchv1.Job, pod *corev1.Pod) Outcome {
 		return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonPodLost, Message: "the pod was evicted: " + pod.Status.Message}
 	}
 	sandbox := containerStatus(pod.Status.ContainerStatuses, ContainerSandbox)
+	exec := containerStatus(pod.Status.ContainerStatuses, ContainerExec)
+	execReady := pod.DeletionTimestamp == nil && exec != nil && exec.State.Running != nil
 	if sandbox != nil && sandbox.State.Terminated != nil {
-		return terminated(sandbox.State.Terminated)
+		o := terminated(sandbox.State.Terminated)
+		o.ExecReady = execReady
+		return o
 	}
 	for _, cs := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
 		if w := cs.State.Waiting; w != nil {
@@ -84,10 +91,9 @@ func Classify(job *batchv1.Job, pod *corev1.Pod) Outcome {
 	if pod.DeletionTimestamp != nil {
 		return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonPodLost, Message: "the pod is being deleted"}
 	}
-	exec := containerStatus(pod.Status.InitContainerStatuses, ContainerExec)
-	if pod.Status.Phase == corev1.PodRunning && sandbox != nil && sandbox.State.Running != nil && exec != nil && exec.State.Running != nil {
+	if pod.Status.Phase == corev1.PodRunning && sandbox != nil && sandbox.State.Running != nil && execReady {
 		started := sandbox.State.Running.StartedAt
-		return Outcome{Phase: v1alpha1.PhaseRunning, Reason: v1alpha1.ReasonRunning, Message: "the agent runs", StartedAt: &started}
+		return Outcome{Phase: v1alpha1.PhaseRunning, Reason: v1alpha1.ReasonRunning, Message: "the agent runs", StartedAt: &started, ExecReady: true}
 	}
 	return Outcome{Phase: v1alpha1.PhaseProvisioning, Reason: v1alpha1.ReasonProvisioning, Message: fmt.Sprintf("the pod is %s", pod.Status.Phase)}
 }

@@ -28,8 +28,8 @@ func pod(phase corev1.PodPhase, init []corev1.ContainerStatus, main ...corev1.Co
 
 func TestClassify(t *testing.T) {
 	deadline := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded}}}}
-	sidecar := []corev1.ContainerStatus{exited(ContainerInstall, 0, "Completed"), running(ContainerExec)}
-	deleting := pod(corev1.PodRunning, sidecar, running(ContainerSandbox))
+	sidecar := []corev1.ContainerStatus{exited(ContainerInstall, 0, "Completed")}
+	deleting := pod(corev1.PodRunning, sidecar, running(ContainerSandbox), running(ContainerExec))
 	deleting.DeletionTimestamp = &metav1.Time{}
 	for _, c := range []struct {
 		name   string
@@ -42,16 +42,16 @@ func TestClassify(t *testing.T) {
 		{"no pod yet", &batchv1.Job{}, nil, v1alpha1.PhaseProvisioning, v1alpha1.ReasonProvisioning, nil},
 		{"pending", nil, pod(corev1.PodPending, nil), v1alpha1.PhaseProvisioning, v1alpha1.ReasonProvisioning, nil},
 		{"initializing", nil, pod(corev1.PodPending, []corev1.ContainerStatus{running(ContainerInstall)}, waitingFor(ContainerSandbox, "PodInitializing")), v1alpha1.PhaseProvisioning, v1alpha1.ReasonProvisioning, nil},
-		{"running", nil, pod(corev1.PodRunning, sidecar, running(ContainerSandbox)), v1alpha1.PhaseRunning, v1alpha1.ReasonRunning, nil},
-		{"running without the exec sidecar", nil, pod(corev1.PodRunning, []corev1.ContainerStatus{exited(ContainerInstall, 0, "")}, running(ContainerSandbox)), v1alpha1.PhaseProvisioning, v1alpha1.ReasonProvisioning, nil},
-		{"succeeded", nil, pod(corev1.PodRunning, sidecar, exited(ContainerSandbox, 0, "Completed")), v1alpha1.PhaseSucceeded, v1alpha1.ReasonSucceeded, ptr(int32(0))},
+		{"running", nil, pod(corev1.PodRunning, sidecar, running(ContainerSandbox), running(ContainerExec)), v1alpha1.PhaseRunning, v1alpha1.ReasonRunning, nil},
+		{"running without the exec container", nil, pod(corev1.PodRunning, sidecar, running(ContainerSandbox), waitingFor(ContainerExec, "ContainerCreating")), v1alpha1.PhaseProvisioning, v1alpha1.ReasonProvisioning, nil},
+		{"succeeded", nil, pod(corev1.PodRunning, sidecar, exited(ContainerSandbox, 0, "Completed"), running(ContainerExec)), v1alpha1.PhaseSucceeded, v1alpha1.ReasonSucceeded, ptr(int32(0))},
 		{"oom", nil, pod(corev1.PodFailed, sidecar, exited(ContainerSandbox, 137, "OOMKilled")), v1alpha1.PhaseFailed, v1alpha1.ReasonOOMKilled, ptr(int32(137))},
 		{"killed, not oom", nil, pod(corev1.PodFailed, sidecar, exited(ContainerSandbox, 137, "Error")), v1alpha1.PhaseFailed, v1alpha1.ReasonApplicationError, ptr(int32(137))},
 		{"application error", nil, pod(corev1.PodFailed, sidecar, exited(ContainerSandbox, 2, "Error")), v1alpha1.PhaseFailed, v1alpha1.ReasonApplicationError, ptr(int32(2))},
-		{"job deadline", deadline, pod(corev1.PodRunning, sidecar, running(ContainerSandbox)), v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
+		{"job deadline", deadline, pod(corev1.PodRunning, sidecar, running(ContainerSandbox), running(ContainerExec)), v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
 		{"job deadline, pod gone", deadline, nil, v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
 		{"pod deadline", nil, &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded"}}, v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
-		{"image pull", nil, pod(corev1.PodPending, []corev1.ContainerStatus{exited(ContainerInstall, 0, ""), waitingFor(ContainerExec, "ImagePullBackOff")}, waitingFor(ContainerSandbox, "PodInitializing")), v1alpha1.PhaseFailed, v1alpha1.ReasonImagePullFailed, nil},
+		{"image pull", nil, pod(corev1.PodPending, []corev1.ContainerStatus{exited(ContainerInstall, 0, "")}, waitingFor(ContainerSandbox, "ImagePullBackOff"), waitingFor(ContainerExec, "ImagePullBackOff")), v1alpha1.PhaseFailed, v1alpha1.ReasonImagePullFailed, nil},
 		{"agent image pull", nil, pod(corev1.PodPending, []corev1.ContainerStatus{waitingFor(ContainerInstall, "ErrImagePull")}), v1alpha1.PhaseFailed, v1alpha1.ReasonImagePullFailed, nil},
 		{"missing secret", nil, pod(corev1.PodPending, sidecar, waitingFor(ContainerSandbox, "CreateContainerConfigError")), v1alpha1.PhaseFailed, v1alpha1.ReasonPodFailed, nil},
 		{"install failed", nil, pod(corev1.PodFailed, []corev1.ContainerStatus{exited(ContainerInstall, 1, "Error")}), v1alpha1.PhaseFailed, v1alpha1.ReasonPodFailed, nil},
@@ -65,6 +65,9 @@ func TestClassify(t *testing.T) {
 			}
 			if got.Message == "" {
 				t.Error("no message")
+			}
+			if want := c.name == "running" || c.name == "succeeded"; got.ExecReady != want {
+				t.Errorf("ExecReady = %v; want %v", got.ExecReady, want)
 			}
 		})
 	}

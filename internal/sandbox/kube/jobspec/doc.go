@@ -25,9 +25,12 @@
 //     kubelet makes group-owned by fsGroup 1000, group-writable and
 //     set-group-ID, so the agent writes them without any capability;
 //   - credentials reach that container alone, as secretKeyRef variables;
-//   - the container "exec" (a native sidecar: an init container with
-//     restartPolicy Always, Kubernetes 1.29 or later) runs the same image
-//     idle, sharing the workspace and home. Exec requests run there
+//   - the container "exec", a second regular container, runs the same
+//     image idle, sharing the workspace and home. It outlives the agent
+//     (a native sidecar would be stopped when the agent exits), so the
+//     worker can still read the files the agent left; the pod ends when
+//     the worker cleans up, at the Job's deadline or the request's TTL.
+//     Exec requests run there
 //     through the shim (ExecArgv), never in the agent's container: a
 //     command run for the worker cannot see the agent's processes or its
 //     environment, where the credentials are.

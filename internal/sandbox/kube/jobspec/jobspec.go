@@ -19,7 +19,8 @@ import (
 const (
 	// ContainerSandbox runs the agent.
 	ContainerSandbox = "sandbox"
-	// ContainerExec runs exec requests (a native sidecar).
+	// ContainerExec runs exec requests; it outlives the agent, so the
+	// worker can read the results the agent left.
 	ContainerExec = "exec"
 	// ContainerInstall copies the agent into AgentDir.
 	ContainerInstall = "agent-install"
@@ -88,7 +89,7 @@ type Config struct {
 	// system calls the agent's jail needs (user and mount namespaces),
 	// which RuntimeDefault refuses.
 	SeccompLocalhostProfile string
-	// ExecResources are the exec sidecar's; InstallResources the install
+	// ExecResources are the exec container's; InstallResources the install
 	// container's.
 	ExecResources, InstallResources corev1.ResourceRequirements
 }
@@ -208,7 +209,6 @@ func (c Config) PodTemplate(s Sandbox) corev1.PodTemplateSpec {
 		{Name: "tmp", MountPath: "/tmp"},
 		{Name: "agent", MountPath: AgentDir, ReadOnly: true},
 	}
-	always := corev1.ContainerRestartPolicyAlways
 	pod := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: c.Labels(s), Annotations: map[string]string{AnnotationSandbox: s.ID}},
 		Spec: corev1.PodSpec{
@@ -234,11 +234,24 @@ func (c Config) PodTemplate(s Sandbox) corev1.PodTemplateSpec {
 					Resources:       c.InstallResources,
 					VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: AgentDir}},
 				},
+			},
+			Containers: []corev1.Container{
+				{
+					Name:            ContainerSandbox,
+					Image:           s.Image,
+					ImagePullPolicy: c.ImagePullPolicy,
+					Command:         []string{Agent, "entrypoint", "--workdir", ws, "--"},
+					Args:            serve,
+					WorkingDir:      ws,
+					Env:             env,
+					SecurityContext: restricted(),
+					Resources:       resources(s.Resources),
+					VolumeMounts:    mounts,
+				},
 				{
 					Name:            ContainerExec,
 					Image:           s.Image,
 					ImagePullPolicy: c.ImagePullPolicy,
-					RestartPolicy:   &always,
 					Command:         []string{Agent, "idle"},
 					WorkingDir:      ws,
 					Env:             []corev1.EnvVar{{Name: "HOME", Value: HomeDir}},
@@ -247,18 +260,6 @@ func (c Config) PodTemplate(s Sandbox) corev1.PodTemplateSpec {
 					VolumeMounts:    append(slices.Clone(mounts), corev1.VolumeMount{Name: "scratch", MountPath: ScratchDir}),
 				},
 			},
-			Containers: []corev1.Container{{
-				Name:            ContainerSandbox,
-				Image:           s.Image,
-				ImagePullPolicy: c.ImagePullPolicy,
-				Command:         []string{Agent, "entrypoint", "--workdir", ws, "--"},
-				Args:            serve,
-				WorkingDir:      ws,
-				Env:             env,
-				SecurityContext: restricted(),
-				Resources:       resources(s.Resources),
-				VolumeMounts:    mounts,
-			}},
 			Volumes: []corev1.Volume{
 				emptyDir("workspace"), emptyDir("home"), emptyDir("tmp"), emptyDir("agent"), emptyDir("scratch"),
 			},
