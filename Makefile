@@ -8,6 +8,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 # What controller-gen makes from api/: deepcopy beside the types, the CRD
 # under deploy/kubernetes/crd.
 CRD_DIR := deploy/kubernetes/crd
+ACTIONLINT_VERSION := v1.7.12
 FUZZTIME ?= 20s
 # The version the images are tagged with, beside :dev: git describe, the one
 # place it is set (make images VERSION=1.2.3 for a release).
@@ -31,16 +32,21 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint check-generated check-tidy bin/gitea bin/envtest images ## Run every test: vet, format, generated files, go.mod tidy, the images, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
+test: lint lint-actions check-generated check-tidy bin/gitea bin/envtest images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the images, the envtest control plane, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
+	$(GO) test -run '^$$' -fuzz '^FuzzJSONSchema$$' -fuzztime $(FUZZTIME) ./internal/spec
 
 .PHONY: lint
 lint: ## go vet and gofmt
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+.PHONY: lint-actions
+lint-actions: $(BIN)/actionlint ## actionlint the campaigns template's GitHub Actions workflow
+	$(BIN)/actionlint campaigns-template/.github/workflows/*.yml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate the JSON Schema files from schemas/fleetlift.cue, and the API's deepcopy and CRD
@@ -77,13 +83,30 @@ $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/.controller-gen $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	mv $(BIN)/.controller-gen/controller-gen $@ && rmdir $(BIN)/.controller-gen
 
+# The binary's version is checked, so that a pin moved here reinstalls it.
+$(BIN)/actionlint: FORCE
+	@$@ -version 2>/dev/null | grep -qx '$(ACTIONLINT_VERSION)' || GOBIN=$(BIN) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
+.PHONY: FORCE
+FORCE:
+
 .PHONY: tools
-tools: $(BIN)/cue $(CONTROLLER_GEN) ## Install pinned tools into ./bin
+tools: $(BIN)/cue $(BIN)/actionlint $(CONTROLLER_GEN) ## Install pinned tools into ./bin
+
+.PHONY: dist
+dist: ## Release archives of VERSION (make dist VERSION=v0.1.0) in dist/, their checksums recorded for the setup-fleetlift action
+	build/release.sh $(VERSION)
 
 .PHONY: bench-run
-bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push
+bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push; RUN_FLAGS="-sandbox docker" for containers
 	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
-	$(GO) run ./bench/run -repos 200 -parallel 8 -group 25 -rounds 5 -agent $(BIN)/fleetlift-agent
+	$(GO) run ./bench/run -repos 200 -parallel 8 -group 25 -rounds 5 -agent $(BIN)/fleetlift-agent $(RUN_FLAGS)
+
+.PHONY: bench-chaos
+bench-chaos: ## Crash-proofing (issue 11): SIGKILL fleetlift up and its agents at random moments, 5 modes x 3 rounds; CHAOS_FLAGS="-modes agents -rounds 1 -seed N"
+	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
+	$(GO) run ./bench/chaos -bin $(BIN) $(CHAOS_FLAGS)
 
 .PHONY: bench-plan
 bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorded state; compare with cue export
@@ -92,6 +115,10 @@ bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorde
 .PHONY: bench-reconcile
 bench-reconcile: ## Commit to workflow started, via fsnotify and via webhook, 50 commits each; floor: git fetch of the same change
 	$(GO) run ./bench/reconcile -commits 50
+
+.PHONY: bench-sandbox
+bench-sandbox: images ## Docker sandbox provision-to-agent-ready, p50 and p95 of 50, against docker run --rm IMAGE true of the same image
+	$(GO) run ./bench/sandbox -n 50 -docker $$(command -v /usr/bin/docker || command -v docker)
 
 .PHONY: bench-spec
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files

@@ -155,3 +155,19 @@ for tag in "debian:$SUITE-slim" $froms; do
 	*) die "no recipe for FROM $tag: add one to images/base.sh" ;;
 	esac
 done
+
+# The tool images examples/local names, so that they run in Docker
+# sandboxes here too: golang:X is golang:X-bookworm.
+for tag in $(awk '$1 == "image:" { print $2 }' examples/local/*.yaml | sort -u); do
+	exists "$tag" && continue
+	case "$tag" in
+	golang:*-*) ;;
+	golang:*)
+		exists "$tag-$SUITE" || golang "$tag-$SUITE"
+		$DOCKER tag "$tag-$SUITE" "$tag"
+		say "tagged $tag-$SUITE as $tag"
+		;;
+	"debian:$SUITE-slim") ;;
+	*) die "examples/local names image $tag, which this machine cannot make (no registry is reachable): add a recipe to images/base.sh" ;;
+	esac
+done

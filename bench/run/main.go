@@ -29,6 +29,8 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -49,6 +51,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each runs all three in a rotating order on fresh repositories, and medians are reported")
 	withPerRepo := flag.Bool("per-repo", true, "also time one task per repository")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the embedded server and the worker) to this file")
+	flag.StringVar(&sandboxKind, "sandbox", "local", "the sandboxes fleetlift's tasks run in: local, or docker (fleetlift/sandbox:dev, make images; the containers' CPU is not counted)")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -69,6 +72,9 @@ func main() {
 }
 
 const change = `sed -i 's/^go 1.21$/go 1.26/' go.mod`
+
+// sandboxKind is -sandbox.
+var sandboxKind string
 
 // The three ways of making the change that each round times.
 const (
@@ -134,7 +140,7 @@ func run(n, parallel, group, rounds int, poll time.Duration, agentBin string, wi
 
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	fmt.Printf("bench-run: %d repositories, parallelism %d, %d CPUs, median of %d rounds\n", n, parallel, runtime.NumCPU(), rounds)
+	fmt.Printf("bench-run: %d repositories, parallelism %d, %s sandboxes, %d CPUs, median of %d rounds\n", n, parallel, sandboxKind, runtime.NumCPU(), rounds)
 	for way, ts := range times {
 		if len(ts) == 0 {
 			continue
@@ -261,7 +267,25 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 		}
 		agent = []string{exe, "agent"}
 	}
-	p, err := local.New(local.Options{Root: filepath.Join(root, "sandboxes-"+name), AgentCommand: agent})
+	var p sandbox.Provider
+	switch sandboxKind {
+	case "local":
+		p, err = local.New(local.Options{Root: filepath.Join(root, "sandboxes-"+name), AgentCommand: agent})
+	case "docker":
+		// The agent in a container is uid 1000: the repositories are its
+		// while it pushes, and root's again for the shell loop after.
+		if err = chown(root, "1000:1000"); err == nil {
+			defer chown(root, "0:0")
+			var dp *docker.Provider
+			dp, err = docker.New(docker.Options{Scope: "bench-run-" + name, Binds: []string{root}})
+			if dp != nil {
+				defer dp.Close()
+			}
+			p = dp
+		}
+	default:
+		err = fmt.Errorf("-sandbox %q: want local or docker", sandboxKind)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -305,6 +329,12 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 		return 0, err
 	}
 	took := time.Since(start)
+	if sandboxKind == "docker" {
+		// Root's again, for git to read them here.
+		if err := chown(root, "0:0"); err != nil {
+			return 0, err
+		}
+	}
 	if st.Summary.Completed != len(in.Units) {
 		return 0, fmt.Errorf("fleetlift completed %d of %d tasks: %+v", st.Summary.Completed, len(in.Units), st.Units[0])
 	}
@@ -315,4 +345,12 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 		}
 	}
 	return took, nil
+}
+
+// chown gives dir and everything in it to owner ("uid:gid").
+func chown(dir, owner string) error {
+	if out, err := exec.Command("chown", "-R", owner, dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("chown %s: %v: %s", dir, err, out)
+	}
+	return nil
 }

@@ -60,7 +60,7 @@ func (g *gitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&g.by, "by", "", "your forge login, as the record's by (default: git config fleetlift.login, else user.name)")
 	fl.StringVar(&g.comment, "comment", "", "a comment for people, kept in the record")
 	fl.StringVar(&g.target, "target", "", "offline: the target awaiting approval (campaign/repository or task id); needs --digest")
-	fl.StringVar(&g.digest, "digest", "", "the digest of the result decided on (sha256:...), as `fleetlift status ID` shows it: a unique prefix of 12 or more hex digits will do, several comma-separated; with --git, only offline, with --target")
+	fl.StringVar(&g.digest, "digest", "", "the digest of the result decided on (sha256:...), as fleetlift status ID shows it: a unique prefix of 12 or more hex digits will do, several comma-separated; with --git, only offline, with --target")
 	fl.BoolVar(&g.force, "force", false, "replace a different record already at the record's path")
 	fl.BoolVar(&g.push, "push", false, "push the current branch to its upstream after committing")
 	fl.BoolVar(&g.pullRequest, "pull-request", false, "push the commit to a branch of its own and open a pull request against the watched branch (forge github or gitea)")

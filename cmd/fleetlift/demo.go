@@ -39,7 +39,7 @@ func newDemoCmd() *cobra.Command {
 		Use:   "demo",
 		Short: "Show the GitOps loop end to end on this machine, with no external service",
 		Long: `Demo makes a campaigns repository and three target repositories under --dir,
-starts what ` + "`fleetlift up`" + ` starts (embedded Temporal, a worker, local sandboxes,
+starts what ` + "`fleetlift up`" + ` starts (embedded Temporal, a worker, sandboxes,
 the reconciler watching the campaigns repository), and then walks the loop:
 
   1. commits a campaign to the campaigns repository's main branch;
@@ -51,7 +51,11 @@ the reconciler watching the campaigns repository), and then walks the loop:
   5. prints the status mirror the reconciler wrote to the fleetlift/status
      branch.
 
-Everything it makes stays under --dir for you to look at.`,
+Everything it makes stays under --dir for you to look at.
+
+Its sandboxes are local processes unless --sandbox says otherwise: the demo
+needs nothing but this binary and git. (With --sandbox docker the agent runs
+as uid 1000 in containers, so --dir must be writable by that user.)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -104,7 +108,10 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 	defer closeAll()
 	// The demo's repositories are local, under dir.
 	wf.fileRoots = append(wf.fileRoots, dir)
-	w, err := newWorker(c, f, wf)
+	if wf.providerName == "" {
+		wf.providerName = sandboxLocal
+	}
+	w, err := newWorker(ctx, cmd.ErrOrStderr(), c, f, wf)
 	if err != nil {
 		return err
 	}

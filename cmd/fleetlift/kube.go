@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -28,18 +27,18 @@ import (
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube/podexec"
 )
 
-// Sandbox providers --sandbox names.
+// The Kubernetes sandbox providers --sandbox names.
 const (
-	sandboxLocal          = "local"
 	sandboxKubernetes     = "kubernetes"
 	sandboxKubernetesJobs = "kubernetes-jobs"
 )
 
-// kubeFlags configure the Kubernetes sandbox providers.
+// kubeFlags configure the Kubernetes sandbox providers; the images are
+// --sandbox-image and --sandbox-agent-image (dockerFlags).
 type kubeFlags struct {
-	kubeconfig, namespace, image string
-	secrets                      []string
-	agentImage, serviceAccount   string
+	kubeconfig, namespace string
+	secrets               []string
+	serviceAccount        string
 }
 
 func (k *kubeFlags) register(cmd *cobra.Command) {
@@ -48,12 +47,8 @@ func (k *kubeFlags) register(cmd *cobra.Command) {
 		"kubernetes sandboxes: a kubeconfig file; empty means this pod's service account")
 	f.StringVar(&k.namespace, "sandbox-namespace", envOr("FLEETLIFT_SANDBOX_NAMESPACE", "sandbox-isolated"),
 		"kubernetes sandboxes: the namespace of SandboxRequests (kubernetes) or Jobs (kubernetes-jobs)")
-	f.StringVar(&k.image, "sandbox-image", envOr("FLEETLIFT_SANDBOX_IMAGE", "fleetlift/sandbox:dev"),
-		"the image of tasks that name none")
 	f.StringSliceVar(&k.secrets, "sandbox-secret", envList("FLEETLIFT_SANDBOX_SECRETS", nil),
 		"kubernetes sandboxes: VARIABLE=SECRET/KEY, a secret variable of the agent (a forge token, --agent-env's API key) and the key of the Secret in the sandbox namespace that holds its value (repeatable); values never leave the cluster's Secrets")
-	f.StringVar(&k.agentImage, "sandbox-agent-image", envOr("FLEETLIFT_SANDBOX_AGENT_IMAGE", jobspec.DefaultAgentImage),
-		"the image fleetlift-agent is installed from into every task's image (kubernetes-jobs; the controller has its own)")
 	f.StringVar(&k.serviceAccount, "sandbox-service-account", jobspec.DefaultServiceAccount,
 		"kubernetes-jobs: the sandbox pods' service account, which must have no bindings")
 }
@@ -83,9 +78,10 @@ func (k *kubeFlags) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// provider makes the provider kind names, and checks that the worker can
-// reach what it needs.
-func (k *kubeFlags) provider(ctx context.Context, kind, isolation string) (sandbox.Provider, error) {
+// kubeProvider makes the Kubernetes provider kind names, and checks that
+// the worker can reach what it needs.
+func (w *workerFlags) kubeProvider(ctx context.Context, kind string) (sandbox.Provider, error) {
+	k, image, isolation := &w.kube, w.docker.image, w.isolation
 	refs, err := k.refs()
 	if err != nil {
 		return nil, err
@@ -111,7 +107,7 @@ func (k *kubeFlags) provider(ctx context.Context, kind, isolation string) (sandb
 		if err := c.List(check, &v1alpha1.SandboxRequestList{}, ctrlclient.InNamespace(k.namespace), ctrlclient.Limit(1)); err != nil {
 			return nil, fmt.Errorf("--sandbox kubernetes: list SandboxRequests in %s: %w (install deploy/kubernetes and run fleetlift-controller; see the README)", k.namespace, err)
 		}
-		return &kube.Requests{Client: c, Namespace: k.namespace, Image: k.image, SecretRefs: refs}, nil
+		return &kube.Requests{Client: c, Namespace: k.namespace, Image: image, SecretRefs: refs}, nil
 	}
 	var serve []string
 	switch isolation {
@@ -127,25 +123,22 @@ func (k *kubeFlags) provider(ctx context.Context, kind, isolation string) (sandb
 	}
 	mem, cpu := resource.MustParse("4Gi"), resource.MustParse("2")
 	return &kube.Jobs{
-		Client: c, Executor: exec, Namespace: k.namespace, Image: k.image, SecretRefs: refs,
-		Pod:      jobspec.Config{AgentImage: k.agentImage, ServiceAccount: k.serviceAccount, ManagedBy: "fleetlift-worker", ServeArgs: serve},
+		Client: c, Executor: exec, Namespace: k.namespace, Image: image, SecretRefs: refs,
+		Pod:      jobspec.Config{AgentImage: w.docker.agentImage, ServiceAccount: k.serviceAccount, ManagedBy: "fleetlift-worker", ServeArgs: serve},
 		Defaults: v1alpha1.Resources{Limits: v1alpha1.ResourceList{Memory: &mem, CPU: &cpu}},
 	}, nil
 }
 
 // newKubeWorker is the worker with Kubernetes sandboxes: every worker
-// reaches every sandbox, so all the activities go to the shared queue.
-func newKubeWorker(c client.Client, wf *workerFlags) (*workers, error) {
-	provider, err := wf.kube.provider(context.Background(), wf.sandboxKind, wf.isolation)
-	if err != nil {
-		return nil, err
-	}
+// reaches every sandbox, so all the activities go to the shared queue
+// (no host queue).
+func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) (*workers, error) {
 	env, secrets, err := wf.kubeSandbox()
 	if err != nil {
 		return nil, err
 	}
 	acts := &activity.Activities{Sandbox: provider, SandboxEnv: env, SandboxSecrets: secrets}
-	return &workers{all: []worker.Worker{sharedWorker(c, acts)}}, nil
+	return newWorkers(provider, sharedWorker(c, acts)), nil
 }
 
 // kubeSandbox is what Kubernetes sandboxes get: the variables of local

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 
@@ -37,9 +38,13 @@ func TestWorkerKubernetesSandbox(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "from this process, never sent")
 	wf := parseWorkerFlags(t, "--sandbox", "kubernetes", "--kubeconfig", kubeconfig, "--sandbox-namespace", sandbox,
 		"--sandbox-secret", "FLEETLIFT_FORGE_TOKEN=github-credentials/token", "--sandbox-secret", "ANTHROPIC_API_KEY=claude-credentials/api-key")
-	p, err := wf.kube.provider(context.Background(), wf.sandboxKind, wf.isolation)
+	var logw strings.Builder
+	p, kind, err := wf.provider(context.Background(), &logw, &temporalFlags{})
 	if err != nil {
 		t.Fatalf("provider: %v", err)
+	}
+	if kind != sandboxKubernetes || !strings.Contains(logw.String(), "sandboxes: kubernetes SandboxRequests in namespace "+sandbox) {
+		t.Errorf("provider %s, logged %q; want kubernetes, said", kind, logw.String())
 	}
 	r, ok := p.(*kube.Requests)
 	if !ok || r.Name() != "kubernetes" || r.Namespace != sandbox || len(r.SecretRefs) != 2 {
@@ -63,7 +68,7 @@ func TestWorkerKubernetesSandbox(t *testing.T) {
 
 	// In a namespace the worker has no Role in, it says what to install.
 	wf = parseWorkerFlags(t, "--sandbox", "kubernetes", "--kubeconfig", kubeconfig, "--sandbox-namespace", system)
-	if _, err := wf.kube.provider(context.Background(), wf.sandboxKind, wf.isolation); err == nil || !strings.Contains(err.Error(), "install deploy/kubernetes") {
+	if _, err := wf.kubeProvider(context.Background(), wf.providerName); err == nil || !strings.Contains(err.Error(), "install deploy/kubernetes") {
 		t.Errorf("provider without a Role = %v; want an error that says what to install", err)
 	}
 	for _, bad := range []string{"NAME", "NAME=secret", "=s/k", "N=/k"} {
@@ -72,7 +77,7 @@ func TestWorkerKubernetesSandbox(t *testing.T) {
 			t.Errorf("--sandbox-secret %s accepted", bad)
 		}
 	}
-	if _, err := newWorker(nil, &temporalFlags{}, parseWorkerFlags(t, "--sandbox", "kubernetes-pods")); err == nil || !strings.Contains(err.Error(), "want local, kubernetes or kubernetes-jobs") {
+	if _, err := newWorker(context.Background(), io.Discard, nil, &temporalFlags{}, parseWorkerFlags(t, "--sandbox", "kubernetes-pods")); err == nil || !strings.Contains(err.Error(), "want local, docker, kubernetes or kubernetes-jobs") {
 		t.Errorf("--sandbox kubernetes-pods: %v", err)
 	}
 }

@@ -65,12 +65,14 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(
 		newValidateCmd(),
+		newMigrateCmd(),
 		newPlanCmd(),
 		newRunCmd(),
 		newUpCmd(),
 		newReconcileCmd(),
 		newDemoCmd(),
 		newStatusCmd(),
+		newReportsCmd(),
 		newServerCmd(),
 		newWorkerCmd(),
 		newTaskSignalCmd("approve", "Approve the results a task (or each task of a campaign) awaits approval for", workflow.SignalApprove),
@@ -79,6 +81,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newCampaignSignalCmd("continue", "Resume a campaign paused at its failure threshold", workflow.SignalContinue),
 		newCampaignSignalCmd("abort", "Stop a campaign: no more repositories start", workflow.SignalAbort),
 		newRetryCmd(),
+		newVersionCmd(),
+		newSchemaCmd(),
 		agentcmd.NewAgentCommand(),
 	)
 	return root

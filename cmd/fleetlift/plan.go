@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/desired"
+	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/markdown"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/plan/render"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
@@ -25,9 +30,8 @@ import (
 
 func newPlanCmd() *cobra.Command {
 	var f temporalFlags
-	var repo, ref, base, sub, stateArg, output string
+	var repo, ref, base, sub, stateArg, output, commentOn string
 	var detailed bool
-	var commentOn int
 	var forges forgeFlags
 	var budget time.Duration
 	cmd := &cobra.Command{
@@ -43,6 +47,16 @@ With --base, it plans what merging --ref into --base would change: the check
 for a pull request on the campaigns repository. Without recorded state, the
 base's definitions count as applied.
 
+--state auto (the default) reads the recorded state from Temporal when it can
+be reached, and otherwise plans without it, saying so in the plan ("Assumed:
+..."): a pull request's CI needs no server.
+
+--comment-on posts the plan (markdown) on a pull request of the campaigns
+repository, on the forge the config selects (at --base, the branch people
+trust) among those you allow (--forge-type/--forge-url, --forge). It keeps one
+comment of its own there, found by a marker and edited in place: the plan,
+with the errors when definitions are invalid, or why no plan could be made.
+
 Exit status: 0 success; 1 error (including invalid definitions); with
 --detailed-exitcode, 2 when there are changes.`,
 		Args: cobra.NoArgs,
@@ -55,27 +69,35 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 			default:
 				return fmt.Errorf("unknown output format %q: use human, json or markdown", output)
 			}
+			var target pullRequestRef
+			if commentOn != "" {
+				var err error
+				if target, err = parseCommentOn(repo, commentOn); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			src, err := source.Open(ctx, source.Options{URL: repo, CacheDir: filepath.Join(f.stateDir, "source")})
 			if err != nil {
 				return err
 			}
-			head, err := loadRevision(ctx, src, ref, sub, budget)
-			if err != nil {
-				return err
-			}
-			recorded, err := readRecorded(ctx, &f, stateArg)
-			if err != nil {
-				return err
-			}
-			if base != "" {
-				prior, err := loadRevision(ctx, src, base, sub, budget)
-				if err != nil {
+			// The forge to comment on comes first, so that a plan that
+			// cannot be made is commented too.
+			var c *planComment
+			if commentOn != "" {
+				if c, err = newPlanComment(ctx, src, &forges, base, ref, target); err != nil {
 					return err
 				}
-				recorded = overlayApplied(recorded, prior.Desired.Definitions)
 			}
-			p := plan.Compute(head.Desired, recorded, head.Policy())
+			p, err := makePlan(ctx, src, &f, ref, base, sub, stateArg, budget)
+			if err != nil {
+				if c != nil {
+					if cerr := c.failed(ctx, err); cerr != nil {
+						return fmt.Errorf("%w; and %v", err, cerr)
+					}
+				}
+				return err
+			}
 			w := cmd.OutOrStdout()
 			switch output {
 			case "json":
@@ -88,11 +110,11 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 			if err != nil {
 				return err
 			}
-			if commentOn > 0 {
-				if err := commentPlan(ctx, src, &forges, repo, base, ref, commentOn, p); err != nil {
+			if c != nil {
+				if err := c.plan(ctx, p); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "plan commented on pull request %d\n", commentOn)
+				fmt.Fprintf(cmd.ErrOrStderr(), "plan commented on %s\n", c.target)
 			}
 			switch {
 			case len(p.Errors) > 0:
@@ -108,13 +130,43 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 	cmd.Flags().StringVar(&ref, "ref", "HEAD", "the revision to plan: branch, tag or commit")
 	cmd.Flags().StringVar(&base, "base", "", "plan what merging --ref into this revision would change")
 	cmd.Flags().StringVar(&sub, "path", "", "the definitions directory inside the repository (default: the config's watch.path, else the root)")
-	cmd.Flags().StringVar(&stateArg, "state", "temporal", "recorded state: temporal, file:PATH or none")
+	cmd.Flags().StringVar(&stateArg, "state", "auto", "recorded state: auto (Temporal when it can be reached, else none, and the plan says so), temporal, file:PATH or none")
 	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human, json or markdown")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when there are changes, as terraform plan does")
 	registerLoadBudget(cmd, &budget)
-	cmd.Flags().IntVar(&commentOn, "comment-on", 0, "also post the plan (markdown) as a comment on this pull request of --repo, editing fleetlift's earlier plan comment (on the forge the config selects among --forge-type/--forge-url and --forge)")
+	cmd.Flags().StringVar(&commentOn, "comment-on", "", "also post the plan on this pull request, keeping one comment of fleetlift's up to date there: its number on --repo, or its URL (https://github.com/OWNER/NAME/pull/N) when --repo is a local clone")
 	forges.register(cmd)
 	return cmd
+}
+
+// makePlan plans ref (merged into base, when given) against the recorded
+// state stateArg names.
+func makePlan(ctx context.Context, src *source.Repo, f *temporalFlags, ref, base, sub, stateArg string, budget time.Duration) (plan.Plan, error) {
+	head, err := loadRevision(ctx, src, ref, sub, budget)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	recorded, source, err := readRecorded(ctx, f, stateArg)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	if base != "" {
+		prior, err := loadRevision(ctx, src, base, sub, budget)
+		if err != nil {
+			return plan.Plan{}, err
+		}
+		recorded = overlayApplied(recorded, prior.Desired.Definitions)
+	}
+	p := plan.Compute(head.Desired, recorded, head.Policy())
+	p.Recorded = source
+	if source.Assumed != "" {
+		if base != "" {
+			p.Recorded.Assumed += fmt.Sprintf("; the definitions at %s count as applied, and no run's phase is known.", base)
+		} else {
+			p.Recorded.Assumed += "; nothing counts as applied: every definition shows as new."
+		}
+	}
+	return p, nil
 }
 
 // registerLoadBudget adds --load-budget, the spec.Limits.RevisionBudget
@@ -150,22 +202,40 @@ func loadRevision(ctx context.Context, src *source.Repo, ref, sub string, budget
 	return rev, nil
 }
 
-// readRecorded reads the recorded run state named by --state.
-func readRecorded(ctx context.Context, f *temporalFlags, arg string) ([]state.Campaign, error) {
+// autoDialTimeout bounds how long --state auto tries to reach Temporal
+// before it plans without it.
+const autoDialTimeout = 10 * time.Second
+
+// readRecorded reads the recorded run state named by --state, and says
+// where it came from. With auto, a Temporal that cannot be reached (a
+// pull request's CI, a laptop without a server) means none: the plan says
+// so, and what it assumed.
+func readRecorded(ctx context.Context, f *temporalFlags, arg string) ([]state.Campaign, plan.Recorded, error) {
 	switch {
 	case arg == "none":
-		return nil, nil
+		return nil, plan.Recorded{Source: "none"}, nil
 	case strings.HasPrefix(arg, "file:"):
-		return file.New(strings.TrimPrefix(arg, "file:")).List(ctx)
-	case arg == "temporal":
-		c, err := f.dial(ctx)
+		cs, err := file.New(strings.TrimPrefix(arg, "file:")).List(ctx)
+		return cs, plan.Recorded{Source: arg}, err
+	case arg == "temporal", arg == "auto":
+		dctx := ctx
+		if arg == "auto" {
+			var cancel context.CancelFunc
+			dctx, cancel = context.WithTimeout(ctx, autoDialTimeout)
+			defer cancel()
+		}
+		c, err := f.dial(dctx)
+		if err != nil && arg == "auto" {
+			return nil, plan.Recorded{Source: "none", Assumed: fmt.Sprintf("no recorded state (Temporal at %s cannot be reached: %v)", f.address, errors.Unwrap(err))}, nil
+		}
 		if err != nil {
-			return nil, fmt.Errorf("%w (or plan offline with --state none or --state file:PATH)", err)
+			return nil, plan.Recorded{}, fmt.Errorf("%w (or plan offline with --state none or --state file:PATH)", err)
 		}
 		defer c.Close()
-		return (&statetemporal.Reader{Client: c, Namespace: f.namespace}).List(ctx)
+		cs, err := (&statetemporal.Reader{Client: c, Namespace: f.namespace}).List(ctx)
+		return cs, plan.Recorded{Source: "temporal"}, err
 	}
-	return nil, fmt.Errorf("unknown --state %q: use temporal, file:PATH or none", arg)
+	return nil, plan.Recorded{}, fmt.Errorf("unknown --state %q: use auto, temporal, file:PATH or none", arg)
 }
 
 // overlayApplied adds the base revision's definitions to the recorded
@@ -202,32 +272,92 @@ func shortSHA(s string) string {
 	return s
 }
 
-// planMarker marks fleetlift's plan comment on a pull request, so that a
-// new plan edits it instead of adding another.
+// planMarker starts fleetlift's plan comment on a pull request: a new
+// plan edits the comment that starts with it instead of adding another.
 const planMarker = "<!-- fleetlift:plan -->"
 
-// commentPlan posts the plan as markdown on pull request number of repo,
-// on the forge the config selects among the operator's (read at base
-// when given: the branch people trust, not the proposed change).
-func commentPlan(ctx context.Context, src *source.Repo, forges *forgeFlags, repo, base, ref string, number int, p plan.Plan) error {
+// pullRequestRef is a pull request: its repository, as the forge knows
+// it, and its number.
+type pullRequestRef struct {
+	Repository string
+	Number     int
+}
+
+func (r pullRequestRef) String() string {
+	return fmt.Sprintf("pull request %d of %s", r.Number, r.Repository)
+}
+
+// pullRequestURL is a pull request's web URL: .../OWNER/NAME/pull/N
+// (GitHub) or .../pulls/N (Gitea).
+var pullRequestURL = regexp.MustCompile(`^(https?://[^?#]+?)/pulls?/([0-9]+)/?$`)
+
+// parseCommentOn reads --comment-on: a pull request number of repo, or a
+// pull request's URL.
+func parseCommentOn(repo, arg string) (pullRequestRef, error) {
+	if n, err := strconv.Atoi(arg); err == nil {
+		if n <= 0 {
+			return pullRequestRef{}, fmt.Errorf("--comment-on %s: a pull request number is positive", arg)
+		}
+		return pullRequestRef{Repository: repo, Number: n}, nil
+	}
+	m := pullRequestURL.FindStringSubmatch(arg)
+	if m == nil {
+		return pullRequestRef{}, fmt.Errorf("--comment-on %q: want a pull request number, or its URL such as https://github.com/OWNER/NAME/pull/12", arg)
+	}
+	n, err := strconv.Atoi(m[2])
+	if err != nil || n <= 0 {
+		return pullRequestRef{}, fmt.Errorf("--comment-on %q: the pull request number is out of range", arg)
+	}
+	return pullRequestRef{Repository: m[1], Number: n}, nil
+}
+
+// planComment is fleetlift's comment on a pull request.
+type planComment struct {
+	hub    forge.Hub
+	target pullRequestRef
+}
+
+// newPlanComment finds the forge to comment on: the one the config at
+// base selects (the branch people trust, not the proposed change), or at
+// ref without a base.
+func newPlanComment(ctx context.Context, src *source.Repo, forges *forgeFlags, base, ref string, target pullRequestRef) (*planComment, error) {
 	at := base
 	if at == "" {
 		at = ref
 	}
 	fs, problems, err := readForge(ctx, src, at, forges)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("--comment-on needs the forge from the config at %s, which is invalid: %w", at, problems)
+		return nil, fmt.Errorf("--comment-on needs the forge from the config at %s, which is invalid: %w", at, problems)
 	}
 	if fs.Hub == nil {
-		return fmt.Errorf("--comment-on needs a forge with pull requests: the config at %s selects forge %s", at, fs.Type)
+		return nil, fmt.Errorf("--comment-on needs a forge with pull requests: the config at %s selects forge %s", at, fs.Type)
 	}
+	return &planComment{hub: fs.Hub, target: target}, nil
+}
+
+// plan puts the plan in the comment.
+func (c *planComment) plan(ctx context.Context, p plan.Plan) error {
 	var b bytes.Buffer
 	b.WriteString(planMarker + "\n")
 	if err := render.Markdown(&b, p); err != nil {
 		return err
 	}
-	return fs.Hub.UpsertComment(ctx, repo, number, planMarker, b.String())
+	return c.post(ctx, b.String())
+}
+
+// failed puts in the comment why no plan could be made, so that an
+// earlier revision's plan does not stand for this one.
+func (c *planComment) failed(ctx context.Context, cause error) error {
+	body := planMarker + "\n### fleetlift plan\n\n**No plan: it could not be made.**\n\n" + markdown.Fence(visible.String(cause.Error())+"\n", "")
+	return c.post(ctx, body)
+}
+
+func (c *planComment) post(ctx context.Context, body string) error {
+	if err := c.hub.UpsertComment(ctx, c.target.Repository, c.target.Number, planMarker, body); err != nil {
+		return fmt.Errorf("comment on %s: %w", c.target, err)
+	}
+	return nil
 }

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fleetlift/fleetlift/internal/spec"
@@ -148,6 +151,44 @@ func TestPlanPullRequest(t *testing.T) {
 	}
 }
 
+// TestPlanWithoutServer: by default a plan reads the recorded state from
+// Temporal; where none can be reached (a pull request's CI), it plans
+// without it and says what it assumed, in every view. Asked for Temporal
+// explicitly, it fails instead.
+func TestPlanWithoutServer(t *testing.T) {
+	repo := campaignsRepo(t)
+	nobody := freeAddr(t)
+	args := []string{"plan", "--repo", repo, "--ref", "feature", "--base", "main", "--temporal-address", nobody, "--state-dir", t.TempDir()}
+	out, code := runCLI(t, append(args, "-o", "markdown", "--detailed-exitcode")...)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2 (changes):\n%s", code, out)
+	}
+	for _, want := range []string{"Assumed: no recorded state (Temporal at " + nobody + " cannot be reached", "the definitions at main count as applied, and no run's phase is known.", "Plan: 1 to create, 1 to update"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	out, code = runCLI(t, append(args, "-o", "json")...)
+	var p struct {
+		Recorded struct{ Source, Assumed string } `json:"recorded_state"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
+	}
+	if p.Recorded.Source != "none" || !strings.Contains(p.Recorded.Assumed, "cannot be reached") {
+		t.Errorf("json recorded_state: %+v", p.Recorded)
+	}
+	// Without --base nothing counts as applied, and the plan says that.
+	out, code = runCLI(t, "plan", "--repo", repo, "--temporal-address", nobody, "--state-dir", t.TempDir())
+	if code != 0 || !strings.Contains(out, "nothing counts as applied: every definition shows as new.") || !strings.Contains(out, "3 to create") {
+		t.Errorf("plan without --base: exit %d:\n%s", code, out)
+	}
+	out, code = runCLI(t, append(args, "--state", "temporal")...)
+	if code != 1 || !strings.Contains(out, "connect to Temporal at "+nobody) {
+		t.Errorf("--state temporal without a server: exit %d:\n%s", code, out)
+	}
+}
+
 // TestPlanInvalidFile: a broken definition is an error for its file, every
 // other campaign is still planned, and the exit status is 1.
 func TestPlanInvalidFile(t *testing.T) {
@@ -211,18 +252,173 @@ repositories:
 	if out, code := plan(); code != 0 || !strings.Contains(out, "No changes.") {
 		t.Fatalf("plan after the run: exit %d, want no changes:\n%s", code, out)
 	}
+	// By default (--state auto) the plan reads the server it reaches.
+	out, code := runCLI(t, "plan", "--repo", repo, "--path", "campaigns", "--temporal-address", addr, "--state-dir", state, "-o", "json")
+	if code != 0 || !strings.Contains(out, `"source": "temporal"`) || strings.Contains(out, "Assumed") {
+		t.Fatalf("plan with the default --state: exit %d:\n%s", code, out)
+	}
 
 	if err := os.WriteFile(file, []byte(def("Bump go to 1.26")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	git(t, repo, "commit", "-qam", "retitle")
-	out, code := plan()
+	out, code = plan()
 	if code != 2 {
 		t.Fatalf("plan after an edit: exit %d, want 2:\n%s", code, out)
 	}
 	for _, want := range []string{"~ bump", `title: "Bump go" → "Bump go to 1.26"`, "Plan: 0 to create, 1 to update"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// prComments is a forge API that keeps the issue comments of pull request
+// 7 of acme/campaigns, as GitHub's API serves them under /api/v3.
+type prComments struct {
+	mu       sync.Mutex
+	comments []prComment
+	nextID   int64
+}
+
+type prComment struct {
+	ID   int64  `json:"id"`
+	Body string `json:"body"`
+}
+
+func (p *prComments) handler(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	const list = "/api/v3/repos/acme/campaigns/issues/7/comments"
+	var in prComment
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == list:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(p.comments)
+	case r.Method == http.MethodPost && r.URL.Path == list:
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		p.nextID++
+		in.ID = p.nextID
+		p.comments = append(p.comments, in)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(in)
+	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/api/v3/repos/acme/campaigns/issues/comments/"):
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		id, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, "/api/v3/repos/acme/campaigns/issues/comments/"), 10, 64)
+		for i := range p.comments {
+			if p.comments[i].ID == id {
+				p.comments[i].Body = in.Body
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(p.comments[i])
+				return
+			}
+		}
+		http.NotFound(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (p *prComments) bodies() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, c := range p.comments {
+		out = append(out, c.Body)
+	}
+	return out
+}
+
+// TestPlanCommentOnPullRequest: in a pull request's CI, with the
+// repository checked out and the pull request named by its URL, the plan
+// keeps one comment of its own: with the errors while a definition is
+// invalid, the plan once it is fixed, why no plan could be made when none
+// could; the people's comments, one quoting the old plan, are left alone.
+func TestPlanCommentOnPullRequest(t *testing.T) {
+	comments := &prComments{comments: []prComment{{ID: 1, Body: "LGTM"}}, nextID: 1}
+	api := startForgeRecorder(t, comments.handler)
+	t.Setenv("FLEETLIFT_FORGE_TYPE", "github")
+	t.Setenv("FLEETLIFT_FORGE_URL", api.URL+"/api/v3/")
+	t.Setenv("FLEETLIFT_FORGE_TOKEN", "ci-token")
+	repo := campaignsRepo(t)
+	if err := os.WriteFile(filepath.Join(repo, "fleetlift.yaml"), []byte("version: 1\nforge: {type: github}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "commit", "-qam", "the forge")
+	git(t, repo, "checkout", "-q", "feature")
+	git(t, repo, "merge", "-q", "main", "-m", "merge main")
+	if err := os.WriteFile(filepath.Join(repo, "campaigns/broken.yaml"), []byte("version: 1\nkind: Campaign\nid: Broken\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-qm", "broken")
+	pr := api.URL + "/acme/campaigns/pull/7"
+	plan := func(ref string) (string, int) {
+		return runCLI(t, "plan", "--repo", repo, "--ref", ref, "--base", "main", "-o", "markdown", "--comment-on", pr, "--state", "none", "--state-dir", t.TempDir())
+	}
+
+	out, code := plan("feature")
+	bodies := comments.bodies()
+	if code != 1 || len(bodies) != 2 {
+		t.Fatalf("exit %d, %d comments:\n%s", code, len(bodies), out)
+	}
+	for _, want := range []string{planMarker, "#### Errors", "`campaigns/broken.yaml:3:5`", "delta"} {
+		if !strings.Contains(bodies[1], want) {
+			t.Errorf("the comment lacks %q:\n%s", want, bodies[1])
+		}
+	}
+	// Someone replies quoting the plan: that comment is theirs.
+	comments.mu.Lock()
+	quote := "> " + strings.ReplaceAll(comments.comments[1].Body, "\n", "\n> ")
+	comments.comments = append(comments.comments, prComment{ID: 99, Body: "Why is broken.yaml broken?\n" + quote})
+	comments.mu.Unlock()
+
+	git(t, repo, "rm", "-q", "campaigns/broken.yaml")
+	git(t, repo, "commit", "-qm", "fixed")
+	out, code = plan("feature")
+	bodies = comments.bodies()
+	if code != 0 || len(bodies) != 3 {
+		t.Fatalf("after the fix: exit %d, %d comments:\n%s", code, len(bodies), out)
+	}
+	if !strings.HasPrefix(bodies[1], planMarker) || strings.Contains(bodies[1], "Errors") || !strings.Contains(bodies[1], "Plan: 1 to create, 1 to update") {
+		t.Errorf("the plan comment was not brought up to date:\n%s", bodies[1])
+	}
+	if bodies[0] != "LGTM" || !strings.HasPrefix(bodies[2], "Why is broken.yaml broken?") {
+		t.Errorf("people's comments changed: %q", bodies)
+	}
+
+	out, code = plan("no-such-branch")
+	bodies = comments.bodies()
+	if code != 1 || len(bodies) != 3 || !strings.Contains(bodies[1], "No plan: it could not be made.") || !strings.Contains(bodies[1], "no-such-branch") {
+		t.Errorf("a plan that cannot be made: exit %d:\n%s\ncomment:\n%s", code, out, bodies[1])
+	}
+	for _, r := range api.requests() {
+		if r.authorization != "Bearer ci-token" {
+			t.Errorf("%s %s carried %q, want the CI token", r.method, r.path, r.authorization)
+		}
+	}
+}
+
+// TestParseCommentOn: --comment-on takes a pull request number of --repo,
+// or a pull request's URL on GitHub or Gitea.
+func TestParseCommentOn(t *testing.T) {
+	for _, tt := range []struct {
+		arg, want, err string
+	}{
+		{arg: "12", want: "pull request 12 of ."},
+		{arg: "https://github.com/acme/campaigns/pull/12", want: "pull request 12 of https://github.com/acme/campaigns"},
+		{arg: "https://git.example.com/acme/campaigns/pulls/3/", want: "pull request 3 of https://git.example.com/acme/campaigns"},
+		{arg: "0", err: "positive"},
+		{arg: "https://github.com/acme/campaigns/issues/12", err: "want a pull request number, or its URL"},
+		{arg: "pr-12", err: "want a pull request number, or its URL"},
+	} {
+		got, err := parseCommentOn(".", tt.arg)
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s: %v, want an error with %q", tt.arg, err, tt.err)
+		case tt.err == "" && (err != nil || got.String() != tt.want):
+			t.Errorf("%s: %v %v, want %s", tt.arg, got, err, tt.want)
 		}
 	}
 }

@@ -118,8 +118,9 @@ func newUpCmd() *cobra.Command {
 		Use:   "up --repo PATH|URL",
 		Short: "Run everything in one process: embedded Temporal, a worker and the reconciler",
 		Long: `Up runs fleetlift's whole loop on this machine with no external service: the
-embedded Temporal server (persisting under --state-dir), a worker with local
-sandboxes, and the reconciler watching the campaigns repository (--repo).
+embedded Temporal server (persisting under --state-dir), a worker with its
+sandboxes (--sandbox: local processes, or Docker containers where an engine
+answers), and the reconciler watching the campaigns repository (--repo).
 Commit a campaign to the watched branch and it starts; commit an approval
 record and the waiting task goes on. Stop it with Ctrl-C; runs resume where
 they were when it starts again.`,
@@ -137,7 +138,7 @@ they were when it starts again.`,
 				return err
 			}
 			wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
-			w, err := newWorker(c, &f, &wf)
+			w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 			if err != nil {
 				return err
 			}

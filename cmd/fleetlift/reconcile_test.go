@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,20 @@ func TestDemo(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), "go 1.26") {
 			t.Errorf("%s: the pushed branch's go.mod = %q (%v), want go 1.26", name, b, err)
 		}
+	}
+	// Temporal's own clients find the demo's campaign by its search
+	// attributes, as the Temporal UI and CLI would.
+	srv := startServer(t, freeAddr(t), filepath.Join(dir, "state"))
+	c, err := dialServer(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := waitForList(t, c, `FleetliftKind = "Campaign"`, 1); !slices.Equal(got, []string{"campaign/demo-go-version"}) {
+		t.Errorf(`FleetliftKind = "Campaign" finds %v, want the demo's campaign`, got)
+	}
+	if got := waitForList(t, c, `FleetliftCampaign = "demo-go-version" AND FleetliftPhase = "completed"`, 4); len(got) != 4 {
+		t.Errorf("the demo's campaign and its three repositories' tasks, completed: %v", got)
 	}
 }
 

@@ -83,7 +83,7 @@ one, branches are pushed to the repositories themselves.`,
 			}
 			defer closeAll()
 			if !noWorker {
-				w, err := newWorker(c, &f, &wf)
+				w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 				if err != nil {
 					return err
 				}
@@ -100,7 +100,7 @@ one, branches are pushed to the repositories themselves.`,
 			if detach {
 				return nil
 			}
-			return follow(ctx, c, start.WorkflowID, out, isTerminal(out))
+			return follow(ctx, c, f.namespace, start.WorkflowID, out, isTerminal(out))
 		},
 	}
 	f.register(cmd)
@@ -108,7 +108,7 @@ one, branches are pushed to the repositories themselves.`,
 	ff.register(cmd)
 	cmd.Flags().StringVarP(&file, "file", "f", "", "definition file (.yaml, .yml or .cue)")
 	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process (workers run elsewhere)")
-	cmd.Flags().BoolVar(&detach, "detach", false, "start and return; follow with `fleetlift status ID`")
+	cmd.Flags().BoolVar(&detach, "detach", false, "start and return; follow with: fleetlift status ID")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
 	registerHostTimeout(cmd, &hostTimeout)
 	return cmd
@@ -160,12 +160,13 @@ func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Defin
 	return run, err
 }
 
-// follow prints progress until the run ends, then the result table. On a
+// follow prints progress until the run ends, then the result table (and
+// a report's table of reports). On a
 // terminal the per-repository lines are redrawn in place; otherwise a line
 // is printed whenever a repository's state changes. Text from the run is
 // shown through visible.String: the only escape sequences are follow's
 // own. It fails when the run did not complete cleanly.
-func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bool) error {
+func follow(ctx context.Context, c client.Client, namespace, id string, w io.Writer, tty bool) error {
 	seen := map[string]string{}
 	hinted := map[string]bool{}
 	drawn := 0
@@ -209,6 +210,7 @@ func follow(ctx context.Context, c client.Client, id string, w io.Writer, tty bo
 		if st.closed {
 			fmt.Fprintln(w)
 			st.write(w)
+			writeRunReports(ctx, c, namespace, id, w)
 			if why := shortfall(st); why != "" {
 				fmt.Fprintln(w, "\n"+visible.String(why))
 				return exitError{code: 1}

@@ -11,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -304,10 +305,18 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 		}
 		carried[k] = raw
 	}
-	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	// The search attributes of the campaign, as its memo names it.
+	var kind, did, digest string
+	for key, dst := range map[string]*string{workflow.MemoKind: &kind, workflow.MemoID: &did, workflow.MemoDigest: &digest} {
+		if v, ok := memo[key]; ok {
+			_ = converterFor().FromPayload(v, dst)
+		}
+	}
+	_, err = dispatch.Execute(ctx, c, client.StartWorkflowOptions{
 		ID: id, TaskQueue: workflow.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		Memo:                  carried,
+		TypedSearchAttributes: workflow.StartAttributes(kind, did, did, digest, string(workflow.CampaignRunning)),
 	}, workflow.Campaign, in)
 	return len(p.Retry), err
 }

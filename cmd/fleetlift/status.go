@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -22,22 +25,39 @@ import (
 func newStatusCmd() *cobra.Command {
 	var f temporalFlags
 	var diff bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "status [ID]",
 		Short: "Show runs, or one run's state per repository",
 		Long: `Without ID, lists fleetlift's runs. With ID (campaign/<id>, task/<id>, or a bare
 definition id), shows the run's phase, summary and per-repository results.
 With --diff, also the patches of every result awaiting approval: what an
-approval would push.`,
+approval would push.
+
+-o json prints the same as one JSON object (format_version 1; the README
+documents its fields): {"format_version", "runs": [...]} for the list, and
+{"format_version", "id", "workflow", "phase", ..., "repositories",
+"awaiting_approval"} for one run.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "human" && output != "json" {
+				return fmt.Errorf("unknown output format %q: use human or json", output)
+			}
+			w := cmd.OutOrStdout()
 			if len(args) == 0 {
 				c, err := f.dial(cmd.Context())
 				if err != nil {
 					return err
 				}
 				defer c.Close()
-				return listRuns(cmd.Context(), c, f.namespace, cmd.OutOrStdout())
+				runs, err := listRuns(cmd.Context(), c, f.namespace)
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					return writeJSON(w, jsonRunList{FormatVersion: statusFormatVersion, Runs: runs})
+				}
+				return writeRunList(w, runs)
 			}
 			c, id, err := f.dialRun(cmd.Context(), args[0])
 			if err != nil {
@@ -48,16 +68,20 @@ approval would push.`,
 			if err != nil {
 				return err
 			}
-			st.write(cmd.OutOrStdout())
-			st.writeAwaiting(cmd.Context(), c, cmd.OutOrStdout())
+			if output == "json" {
+				return writeJSON(w, st.json(st.waiting(cmd.Context(), c), diff))
+			}
+			st.write(w)
+			st.writeAwaiting(cmd.Context(), c, w)
 			if diff {
-				st.writeDiffs(cmd.Context(), c, cmd.OutOrStdout())
+				st.writeDiffs(cmd.Context(), c, w)
 			}
 			return nil
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&diff, "diff", false, "print the patches awaiting approval")
+	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human or json")
 	return cmd
 }
 
@@ -122,38 +146,210 @@ func (s *runState) writeDiffs(ctx context.Context, c client.Client, w io.Writer)
 	}
 }
 
-func listRuns(ctx context.Context, c client.Client, ns string, w io.Writer) error {
-	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, PageSize: 200})
-	if err != nil {
-		return fmt.Errorf("list runs: %w", err)
+// listRuns reads every run that is not a campaign's child, newest first.
+func listRuns(ctx context.Context, c client.Client, ns string) ([]jsonRunEntry, error) {
+	var runs []jsonRunEntry
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, PageSize: 200, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		for _, e := range resp.Executions {
+			if e.ParentExecution != nil {
+				continue
+			}
+			runs = append(runs, runEntry(e))
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return runs, nil
+		}
 	}
+}
+
+// runEntry is a run as the list shows it, with what its memo records.
+func runEntry(e *workflowpb.WorkflowExecutionInfo) jsonRunEntry {
+	r := jsonRunEntry{
+		ID: e.Execution.WorkflowId, RunID: e.Execution.RunId, Workflow: e.Type.Name,
+		Status:  strings.ToLower(strings.TrimPrefix(e.Status.String(), "WORKFLOW_EXECUTION_STATUS_")),
+		Started: e.StartTime.AsTime().UTC().Format(time.RFC3339),
+	}
+	if e.CloseTime != nil && e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		r.Closed = e.CloseTime.AsTime().UTC().Format(time.RFC3339)
+	}
+	memo := e.GetMemo().GetFields()
+	for key, dst := range map[string]any{workflow.MemoKind: &r.Kind, workflow.MemoID: &r.Definition, workflow.MemoDigest: &r.Digest, workflow.MemoGeneration: &r.Generation, workflow.MemoPhase: &r.Phase} {
+		if p, ok := memo[key]; ok {
+			_ = converterFor().FromPayload(p, dst)
+		}
+	}
+	// The phase kept current in the search attributes (a task's
+	// awaiting_approval), else as the memo records it (a campaign's
+	// paused, or how it ended: completed_with_failures, …), else the
+	// workflow's status; a run that failed, was cancelled or terminated
+	// is that.
+	if p, ok := e.GetSearchAttributes().GetIndexedFields()[workflow.SearchPhase.GetName()]; ok {
+		var phase string
+		if converterFor().FromPayload(p, &phase) == nil && phase != "" {
+			r.Phase = phase
+		}
+	}
+	if r.Phase == "" || (e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED) {
+		r.Phase = r.Status
+	}
+	return r
+}
+
+// statusFormatVersion is the version of status -o json's format.
+const statusFormatVersion = 1
+
+// jsonRunList is status -o json without ID.
+type jsonRunList struct {
+	FormatVersion int            `json:"format_version"`
+	Runs          []jsonRunEntry `json:"runs"`
+}
+
+// jsonRunEntry is one run in the list.
+type jsonRunEntry struct {
+	ID         string `json:"id"`
+	RunID      string `json:"run_id"`
+	Workflow   string `json:"workflow"`
+	Kind       string `json:"kind,omitempty"`
+	Definition string `json:"definition,omitempty"`
+	Status     string `json:"status"`
+	Phase      string `json:"phase"`
+	Digest     string `json:"digest,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+	Started    string `json:"started"`
+	Closed     string `json:"closed,omitempty"`
+}
+
+// jsonRun is status ID -o json.
+type jsonRun struct {
+	FormatVersion    int            `json:"format_version"`
+	ID               string         `json:"id"`
+	Workflow         string         `json:"workflow"`
+	Closed           bool           `json:"closed"`
+	Phase            string         `json:"phase"`
+	Message          string         `json:"message,omitempty"`
+	Error            string         `json:"error,omitempty"`
+	Suspended        bool           `json:"suspended,omitempty"`
+	Summary          *jsonSummary   `json:"summary,omitempty"`
+	Repositories     []jsonRepo     `json:"repositories"`
+	AwaitingApproval []jsonAwaiting `json:"awaiting_approval"`
+}
+
+type jsonSummary struct {
+	Total        int `json:"total"`
+	Completed    int `json:"completed"`
+	Failed       int `json:"failed"`
+	Skipped      int `json:"skipped"`
+	Cancelled    int `json:"cancelled"`
+	Running      int `json:"running"`
+	PullRequests int `json:"pull_requests"`
+	Reports      int `json:"reports"`
+}
+
+type jsonRepo struct {
+	Name         string   `json:"name"`
+	Status       string   `json:"status"`
+	PullRequests []string `json:"pull_requests"`
+	Files        []string `json:"files,omitempty"`
+	Error        string   `json:"error,omitempty"`
+	WorkflowID   string   `json:"workflow_id,omitempty"`
+	Attempts     int      `json:"attempts,omitempty"`
+}
+
+type jsonAwaiting struct {
+	Task         string       `json:"task"`
+	ResultDigest string       `json:"result_digest"`
+	Changes      []jsonChange `json:"changes"`
+}
+
+type jsonChange struct {
+	Repository string `json:"repository"`
+	Path       string `json:"path"`
+	Status     string `json:"status"`
+	Additions  int    `json:"additions"`
+	Deletions  int    `json:"deletions"`
+	Truncated  bool   `json:"truncated,omitempty"`
+	Diff       string `json:"diff,omitempty"`
+}
+
+// json is the run's state as status -o json shows it, with the results
+// awaiting approval (their patches too, with diff).
+func (s *runState) json(waiting []*workflow.TaskState, diff bool) jsonRun {
+	out := jsonRun{FormatVersion: statusFormatVersion, ID: s.id, Closed: s.closed, Repositories: []jsonRepo{}, AwaitingApproval: []jsonAwaiting{}}
+	if c := s.campaign; c != nil {
+		out.Workflow, out.Phase, out.Message, out.Suspended = "Campaign", string(c.Phase), c.Message, c.Suspended
+		sm := c.Summary
+		out.Summary = &jsonSummary{Total: sm.Total, Completed: sm.Completed, Failed: sm.Failed, Skipped: sm.Skipped,
+			Cancelled: sm.Cancelled, Running: sm.Running, PullRequests: sm.PRsCreated, Reports: sm.ReportsCollected}
+		for _, u := range c.Units {
+			r := jsonRepo{Name: u.Key, Status: string(u.Phase), PullRequests: []string{}, Error: u.Error, WorkflowID: u.WorkflowID, Attempts: u.Attempts}
+			for _, pr := range u.PRs {
+				r.PullRequests = append(r.PullRequests, pr.URL)
+			}
+			out.Repositories = append(out.Repositories, r)
+		}
+	} else if t := s.task; t != nil {
+		out.Workflow, out.Phase, out.Message = "Task", string(t.Phase), t.Message
+		switch {
+		case t.Final != nil:
+			out.Error = t.Final.Error
+			for _, rr := range t.Final.Repositories {
+				r := jsonRepo{Name: rr.Name, Status: rr.Status, PullRequests: []string{}, Files: rr.FilesModified, Error: rr.Error}
+				if rr.PullRequest != nil {
+					r.PullRequests = append(r.PullRequests, rr.PullRequest.URL)
+				}
+				out.Repositories = append(out.Repositories, r)
+			}
+		case t.Result != nil:
+			for _, rr := range t.Result.Repositories {
+				out.Repositories = append(out.Repositories, jsonRepo{Name: rr.Name, Status: rr.Status, PullRequests: []string{}, Files: rr.FilesModified, Error: rr.Error})
+			}
+		}
+	}
+	for _, t := range waiting {
+		a := jsonAwaiting{Task: t.ID, ResultDigest: t.ResultDigest, Changes: []jsonChange{}}
+		for _, r := range t.Result.Repositories {
+			for _, d := range r.Diffs {
+				ch := jsonChange{Repository: r.Name, Path: d.Path, Status: d.Status, Additions: d.Additions, Deletions: d.Deletions, Truncated: d.Truncated}
+				if diff {
+					ch.Diff = d.Diff
+				}
+				a.Changes = append(a.Changes, ch)
+			}
+		}
+		out.AwaitingApproval = append(out.AwaitingApproval, a)
+	}
+	return out
+}
+
+// writeJSON writes v indented, with a trailing newline. Text from runs
+// keeps its value, with every character a terminal would act on escaped.
+func writeJSON(w io.Writer, v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(visible.JSON(b.Bytes()))
+	return err
+}
+
+// writeRunList prints the list for people.
+func writeRunList(w io.Writer, runs []jsonRunEntry) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	vw := visible.Writer(tw)
 	fmt.Fprintln(vw, "ID\tTYPE\tSTATUS\tSTARTED")
-	for _, e := range resp.Executions {
-		if e.ParentExecution != nil {
-			continue
-		}
-		fmt.Fprintf(vw, "%s\t%s\t%s\t%s\n", e.Execution.WorkflowId, e.Type.Name, listStatus(e),
-			e.StartTime.AsTime().Local().Format("2006-01-02 15:04:05"))
+	for _, r := range runs {
+		started, _ := time.Parse(time.RFC3339, r.Started)
+		fmt.Fprintf(vw, "%s\t%s\t%s\t%s\n", r.ID, r.Workflow, r.Phase, started.Local().Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()
-}
-
-// listStatus is a run's status in the list: a campaign's phase as its
-// memo records it (paused, or how it ended: completed_with_failures, …),
-// else the workflow's status.
-func listStatus(e *workflowpb.WorkflowExecutionInfo) string {
-	status := strings.ToLower(strings.TrimPrefix(e.Status.String(), "WORKFLOW_EXECUTION_STATUS_"))
-	if e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		return status
-	}
-	p, ok := e.GetMemo().GetFields()[workflow.MemoPhase]
-	var phase string
-	if !ok || converterFor().FromPayload(p, &phase) != nil || phase == "" {
-		return status
-	}
-	return phase
 }
 
 // resolveID accepts a workflow id or a bare definition id.

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -41,5 +45,158 @@ func TestStatusDiffNeutralisesTerminalEscapes(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("status does not show %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestStatusJSONShape: status ID -o json has the documented fields for a
+// campaign and for a task awaiting approval, lists are [] rather than
+// null, patches appear only with --diff, and text from the run keeps its
+// value with its control characters escaped.
+func TestStatusJSONShape(t *testing.T) {
+	campaign := &runState{id: "campaign/c", closed: true, campaign: &workflow.CampaignState{
+		ID: "c", Phase: workflow.CampaignCompletedWithFailures, Message: "1 of 2 repositories failed, 1 completed",
+		Summary: workflow.Summary{Total: 2, Completed: 1, Failed: 1, PRsCreated: 1},
+		Units: []workflow.UnitResult{
+			{Key: "api", Phase: workflow.TaskCompleted, Attempts: 1, WorkflowID: "campaign/c/api@1", PRs: []protocol.PullRequestInfo{{URL: "https://git.example.com/acme/api/pulls/3"}}},
+			{Key: "web", Phase: workflow.TaskFailed, Attempts: 2, Error: "verifier build failed\u009b2J"},
+		},
+	}}
+	task := &workflow.TaskState{ID: "t", Phase: workflow.TaskAwaitingApproval, ResultDigest: "sha256:" + strings.Repeat("a", 64),
+		Result: &protocol.Result{Repositories: []protocol.RepositoryResult{{
+			Name: "svc", Status: "success", FilesModified: []string{"go.mod"},
+			Diffs: []protocol.FileDiff{{Path: "go.mod", Status: "modified", Additions: 1, Deletions: 1, Diff: "-go 1.21\n+go 1.26\n"}},
+		}}}}
+	awaiting := &runState{id: "task/t", task: task}
+
+	decode := func(st *runState, waiting []*workflow.TaskState, diff bool) map[string]any {
+		var b bytes.Buffer
+		if err := writeJSON(&b, st.json(waiting, diff)); err != nil {
+			t.Fatal(err)
+		}
+		if i := strings.IndexAny(b.String(), "\u009b\x1b"); i >= 0 {
+			t.Errorf("a control character reaches the terminal at byte %d:\n%s", i, b.String())
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, b.String())
+		}
+		return doc
+	}
+	c := decode(campaign, nil, false)
+	if c["format_version"] != float64(1) || c["workflow"] != "Campaign" || c["phase"] != "completed_with_failures" || c["closed"] != true {
+		t.Errorf("campaign: %v", c)
+	}
+	if sm, _ := c["summary"].(map[string]any); sm["failed"] != float64(1) || sm["pull_requests"] != float64(1) {
+		t.Errorf("campaign summary: %v", c["summary"])
+	}
+	repos, _ := c["repositories"].([]any)
+	if len(repos) != 2 {
+		t.Fatalf("campaign repositories: %v", c["repositories"])
+	}
+	api, web := repos[0].(map[string]any), repos[1].(map[string]any)
+	if api["name"] != "api" || api["status"] != "completed" || len(api["pull_requests"].([]any)) != 1 || web["attempts"] != float64(2) {
+		t.Errorf("campaign repositories: %v", repos)
+	}
+	if web["error"] != "verifier build failed\u009b2J" {
+		t.Errorf("the error's value changed: %q", web["error"])
+	}
+	if w, ok := c["awaiting_approval"].([]any); !ok || len(w) != 0 {
+		t.Errorf("awaiting_approval = %v, want []", c["awaiting_approval"])
+	}
+
+	for _, diff := range []bool{false, true} {
+		a := decode(awaiting, []*workflow.TaskState{task}, diff)
+		w, _ := a["awaiting_approval"].([]any)
+		if a["workflow"] != "Task" || a["phase"] != "awaiting_approval" || len(w) != 1 {
+			t.Fatalf("task: %v", a)
+		}
+		first := w[0].(map[string]any)
+		change := first["changes"].([]any)[0].(map[string]any)
+		if first["task"] != "t" || first["result_digest"] != task.ResultDigest || change["path"] != "go.mod" || change["additions"] != float64(1) {
+			t.Errorf("awaiting_approval: %v", first)
+		}
+		if _, has := change["diff"]; has != diff {
+			t.Errorf("with --diff %v the patch is there: %v", diff, has)
+		}
+	}
+}
+
+// TestStatusJSON: a script follows a run with `fleetlift status -o json`:
+// the list shows the task awaiting approval, the run shows the digest to
+// approve, and once approved with it, the run shows the task completed
+// with its branch.
+func TestStatusJSON(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 1)
+	def := writeDef(t, root, "task.yaml", fmt.Sprintf(`version: 1
+id: scripted
+title: Bump go
+repositories: [{url: %s}]
+execution:
+  deterministic: {image: golang, command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]}
+require_approval: true
+pull_request: {branch_prefix: auto/scripted, title: Bump go}
+`, urls[0]))
+	addr, state := freeAddr(t), filepath.Join(root, "state")
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"run", "--file", def, "--temporal-address", addr, "--state-dir", state}, &out, &out)
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(out.String(), "awaits approval") {
+		if time.Now().After(deadline) {
+			t.Fatalf("never awaited approval:\n%s", out.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	status := func(args ...string) map[string]any {
+		t.Helper()
+		got, code := runCLI(t, append(append([]string{"status"}, args...), "-o", "json", "--temporal-address", addr, "--state-dir", state)...)
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(got), &doc); err != nil || code != 0 {
+			t.Fatalf("status %v -o json: exit %d, %v:\n%s", args, code, err, got)
+		}
+		return doc
+	}
+	// The list: visibility shows the run's phase once it has caught up.
+	var entry map[string]any
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		runs, _ := status()["runs"].([]any)
+		if len(runs) == 1 {
+			entry = runs[0].(map[string]any)
+		}
+		if entry["phase"] == "awaiting_approval" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if entry["id"] != "task/scripted" || entry["workflow"] != "Task" || entry["kind"] != "Task" || entry["definition"] != "scripted" ||
+		entry["status"] != "running" || entry["phase"] != "awaiting_approval" || !strings.HasPrefix(fmt.Sprint(entry["digest"]), "sha256:") || entry["generation"] != float64(1) {
+		t.Errorf("list entry: %v", entry)
+	}
+	waiting, _ := status("scripted")["awaiting_approval"].([]any)
+	if len(waiting) != 1 {
+		t.Fatalf("awaiting_approval: %v", waiting)
+	}
+	digest, _ := waiting[0].(map[string]any)["result_digest"].(string)
+	if msg, code := runCLI(t, "approve", "scripted", "--digest", digest, "--temporal-address", addr, "--state-dir", state); code != 0 {
+		t.Fatalf("approve with the digest status -o json gave: exit %d: %s", code, msg)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("run after approval: exit %d:\n%s", code, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("run did not finish after approval:\n%s", out.String())
+	}
+	startServer(t, addr, state)
+	doc := status("task/scripted")
+	repos, _ := doc["repositories"].([]any)
+	if doc["phase"] != "completed" || doc["closed"] != true || len(repos) != 1 {
+		t.Fatalf("after approval: %v", doc)
+	}
+	if prs, _ := repos[0].(map[string]any)["pull_requests"].([]any); len(prs) != 1 || !strings.Contains(fmt.Sprint(prs[0]), "auto/scripted/scripted") {
+		t.Errorf("the task's pull request: %v", repos[0])
 	}
 }

@@ -200,6 +200,11 @@ func dialHint(err error, conn temporalConn) string {
 		return "the server's certificate is not one this client trusts: for another install's embedded server pass that install's --state-dir; for an external cluster pass --temporal-tls-ca (and --temporal-tls-server-name if its certificate names another host)"
 	case has("certificate required", "bad certificate", "unknown certificate authority", "unknown certificate", "handshake failure"):
 		return "the server refused the client certificate: use the credential of the install that started the server (--state-dir), or the cluster's (--temporal-tls-cert/--temporal-tls-key)"
+	case conn.tls != nil && has("broken pipe", "connection reset"):
+		// Under TLS 1.3 the client's certificate is judged after the
+		// client has finished its handshake: a refusal can reach it as
+		// the connection closing under its first write.
+		return "the server closed the connection after the TLS handshake, as it does when it refused the client certificate: use the credential of the install that started the server (--state-dir), or the cluster's (--temporal-tls-cert/--temporal-tls-key)"
 	}
 	return "start one with `fleetlift server`, or pass --temporal-address"
 }

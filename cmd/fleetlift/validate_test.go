@@ -30,9 +30,16 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// A script that runs `fleetlift` runs this binary (cliOnPath).
+	if os.Getenv(asCLIEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	// Tests' repositories are local, in temporary directories: the one
 	// place outside the demo where local repositories are allowed.
 	os.Setenv("FLEETLIFT_ALLOW_FILE_ROOTS", os.TempDir())
+	// Tests run tasks as local processes unless they ask for containers,
+	// whatever engine this machine has.
+	os.Setenv("SANDBOX_PROVIDER", "local")
 	// Sandboxes a test leaves behind (its worker stopped with tasks
 	// waiting) end themselves soon after; the suite leaves none running.
 	os.Setenv("FLEETLIFT_SANDBOX_ORPHAN_AFTER", "10s")

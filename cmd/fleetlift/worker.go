@@ -21,31 +21,62 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/jail"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
-// workerFlags configure the worker and its local sandboxes.
+// workerFlags configure the worker and its sandboxes.
 type workerFlags struct {
-	agentCLI  string
-	agentEnv  []string
-	passEnv   []string
-	fileRoots []string
-	isolation string
-	hide      []string
-	queue     string
-	orphan    time.Duration
-	// sandboxKind is --sandbox: local, kubernetes or kubernetes-jobs.
-	sandboxKind string
-	kube        kubeFlags
+	// providerName is the sandbox provider: local, docker, kubernetes,
+	// kubernetes-jobs, or empty to choose (local or docker).
+	providerName string
+	docker       dockerFlags
+	kube         kubeFlags
+	agentCLI     string
+	agentEnv     []string
+	passEnv      []string
+	fileRoots    []string
+	isolation    string
+	hide         []string
+	queue        string
+	orphan       time.Duration
 	// forgeEnv and forgeSecrets are set by the command, not flags: what
 	// the operator's forge needs in sandboxes (see forgeSetup.sandbox).
 	forgeEnv, forgeSecrets map[string]string
 }
 
+// dockerFlags configure the Docker sandbox provider; image and
+// agentImage (--sandbox-image, --sandbox-agent-image) serve the
+// Kubernetes ones too.
+type dockerFlags struct {
+	image, agentImage, agentBinary, network, scope string
+	readOnly                                       bool
+}
+
+// Sandbox providers --sandbox names.
+const (
+	sandboxLocal  = "local"
+	sandboxDocker = "docker"
+)
+
 func (w *workerFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&w.sandboxKind, "sandbox", envOr("SANDBOX_PROVIDER", sandboxLocal),
-		"where tasks run: "+sandboxLocal+" (processes on this machine), "+sandboxKubernetes+" (pods the sandbox controller makes from SandboxRequests; the worker may only create those) or "+sandboxKubernetesJobs+" (Jobs this worker makes and execs into itself, for clusters without the controller)")
+	cmd.Flags().StringVar(&w.providerName, "sandbox", os.Getenv("SANDBOX_PROVIDER"),
+		"where tasks run: "+sandboxLocal+" (processes on this machine), "+sandboxDocker+" (a container per task, in the task's image, on the engine DOCKER_HOST names), "+
+			sandboxKubernetes+" (pods the sandbox controller makes from SandboxRequests; the worker may only create those) or "+sandboxKubernetesJobs+" (Jobs this worker makes and execs into itself, for clusters without the controller); by default docker when an engine answers and has the sandbox and agent images, else local")
+	cmd.Flags().StringVar(&w.docker.image, "sandbox-image", envOr("FLEETLIFT_SANDBOX_IMAGE", docker.DefaultImage),
+		"docker and kubernetes: the image of tasks that name none; for docker also the one whose presence makes docker the default")
+	cmd.Flags().StringVar(&w.docker.agentImage, "sandbox-agent-image", envOr("FLEETLIFT_SANDBOX_AGENT_IMAGE", docker.DefaultAgentImage),
+		"docker and kubernetes-jobs: the image fleetlift-agent is injected from into every task's image (the controller has its own for kubernetes)")
+	cmd.Flags().StringVar(&w.docker.agentBinary, "sandbox-agent-binary", os.Getenv("FLEETLIFT_SANDBOX_AGENT_BINARY"),
+		"docker: a static fleetlift-agent on the engine's host to bind-mount instead of the agent image's (development)")
+	cmd.Flags().StringVar(&w.docker.network, "sandbox-network", envOr("FLEETLIFT_SANDBOX_NETWORK", docker.DefaultNetwork),
+		"docker: the sandboxes' network: none, host, bridge or a network's name (cloning and pushing over the network needs one)")
+	cmd.Flags().StringVar(&w.docker.scope, "sandbox-scope", envOr("FLEETLIFT_SANDBOX_SCOPE", defaultScope()),
+		"docker: this worker's name among the workers sharing an engine; it sees and re-attaches to its scope's sandboxes only (default: the host name)")
+	cmd.Flags().BoolVar(&w.docker.readOnly, "sandbox-read-only", os.Getenv("FLEETLIFT_SANDBOX_READ_ONLY") == "true",
+		"docker: mount task images read-only; /workspace, HOME and /tmp stay writable")
 	w.kube.register(cmd)
 	cmd.Flags().StringVar(&w.agentCLI, "agent-cli", os.Getenv("FLEETLIFT_AGENT_CLI"),
 		`agent CLI for agentic tasks, as a JSON argv (default: Claude Code, "claude -p")`)
@@ -56,7 +87,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&w.fileRoots, "allow-file-root", envList("FLEETLIFT_ALLOW_FILE_ROOTS", nil),
 		"a directory local repositories (file:// URLs and absolute paths) may be cloned from and pushed to (repeatable); by default none may")
 	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", envOr("FLEETLIFT_SANDBOX_ISOLATION", agentcmd.IsolationNamespaces),
-		"how local sandboxes isolate the work they run: "+agentcmd.IsolationNamespaces+" (Linux user, mount and PID namespaces), or "+agentcmd.IsolationNone+" (none: the work can read tokens, approve itself and outlive its commands)")
+		"how the agent isolates the work it runs: "+agentcmd.IsolationNamespaces+" (Linux user, mount and PID namespaces), or "+agentcmd.IsolationNone+" (none: the work can read tokens, approve itself and outlive its commands)")
 	cmd.Flags().DurationVar(&w.orphan, "sandbox-orphan-after", envDuration("FLEETLIFT_SANDBOX_ORPHAN_AFTER", agentcmd.DefaultOrphanAfter),
 		"a sandbox no worker has watched for this long ends itself (a worker that never came back)")
 	cmd.Flags().StringVar(&w.queue, "sandbox-queue", os.Getenv("FLEETLIFT_SANDBOX_QUEUE"),
@@ -198,60 +229,16 @@ func (w *workerFlags) hidden(tf *temporalFlags) ([]string, error) {
 	return out, nil
 }
 
-// newWorker registers fleetlift's workflows and activities, with local
-// sandboxes under the state directory's sandboxes/ whose agent is
-// fleetlift-agent (or this executable). Unless --sandbox-isolation=none,
-// it first makes sure the agent can jail the work it runs, and refuses to
-// start when it cannot.
-func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, error) {
-	switch wf.sandboxKind {
-	case sandboxLocal, "":
-	case sandboxKubernetes, sandboxKubernetesJobs:
-		return newKubeWorker(c, wf)
-	default:
-		return nil, fmt.Errorf("--sandbox %q: want %s, %s or %s", wf.sandboxKind, sandboxLocal, sandboxKubernetes, sandboxKubernetesJobs)
-	}
-	agentArgv, err := agentCommand()
+// newWorker registers fleetlift's workflows and activities, with the
+// sandbox provider --sandbox names (or the one chosen for this machine,
+// see chooseSandbox), and says which on logw.
+func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, error) {
+	provider, kind, err := wf.provider(ctx, logw, tf)
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Join(tf.stateDir, "sandboxes")
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("create sandbox directory: %w", err)
-	}
-	hidden, err := wf.hidden(tf)
-	if err != nil {
-		return nil, err
-	}
-	var serve []string
-	switch wf.isolation {
-	case agentcmd.IsolationNamespaces:
-		j := &jail.Jail{Self: append(append([]string{}, agentArgv...), "jail"), Spec: jail.Spec{
-			Writable: []string{root}, Hidden: hidden, Scratch: jail.DefaultScratch,
-		}}
-		if err := j.Check(); err != nil {
-			return nil, fmt.Errorf("local sandboxes cannot isolate the work they run (%v): allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone), or accept running untrusted work unisolated with --sandbox-isolation=%s", err, agentcmd.IsolationNone)
-		}
-		for _, h := range hidden {
-			serve = append(serve, "--hide", h)
-		}
-	case agentcmd.IsolationNone:
-		serve = []string{"--isolation", agentcmd.IsolationNone}
-	default:
-		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", wf.isolation, agentcmd.IsolationNamespaces, agentcmd.IsolationNone)
-	}
-	orphan := wf.orphan
-	if orphan <= 0 {
-		orphan = agentcmd.DefaultOrphanAfter
-	}
-	provider, err := local.New(local.Options{
-		Root:         root,
-		AgentCommand: agentArgv,
-		ServeArgs:    serve,
-		OrphanAfter:  orphan,
-	})
-	if err != nil {
-		return nil, err
+	if kind == sandboxKubernetes || kind == sandboxKubernetesJobs {
+		return newKubeWorker(c, wf, provider)
 	}
 	env, secrets, err := wf.sandbox()
 	if err != nil {
@@ -266,7 +253,7 @@ func newWorker(c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, e
 	// only it can reach.
 	hw := worker.New(c, queue, worker.Options{})
 	hw.RegisterActivity(acts)
-	return &workers{all: []worker.Worker{sharedWorker(c, acts), hw}, provider: provider}, nil
+	return newWorkers(provider, sharedWorker(c, acts), hw), nil
 }
 
 // sharedWorker is the worker of the shared task queue: the workflows, and
@@ -281,6 +268,16 @@ func sharedWorker(c client.Client, acts *activity.Activities) worker.Worker {
 	w.RegisterWorkflow(workflow.Latch)
 	w.RegisterActivity(acts)
 	return w
+}
+
+// newWorkers runs all together, and closes provider with them when it
+// is a Closer.
+func newWorkers(provider sandbox.Provider, all ...worker.Worker) *workers {
+	ws := &workers{all: all}
+	if c, ok := provider.(io.Closer); ok {
+		ws.provider = c
+	}
+	return ws
 }
 
 // hostQueue is the task queue of this worker's host: --sandbox-queue, or
@@ -342,6 +339,177 @@ func (ws *workers) Run(interrupt <-chan any) error {
 	return nil
 }
 
+// provider makes the sandbox provider --sandbox names, choosing one when
+// it names none, and logs the choice; kind is the provider's --sandbox.
+func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporalFlags) (_ sandbox.Provider, kind string, _ error) {
+	kind, why := w.providerName, "--sandbox "+w.providerName
+	if kind == "" {
+		kind, why = w.chooseSandbox(ctx)
+	}
+	switch kind {
+	case sandboxLocal:
+		p, err := w.localProvider(tf)
+		if err != nil {
+			return nil, "", err
+		}
+		fmt.Fprintf(logw, "sandboxes: local processes under %s (%s)\n", filepath.Join(tf.stateDir, "sandboxes"), why)
+		return p, kind, nil
+	case sandboxDocker:
+		p, err := w.dockerProvider()
+		if err != nil {
+			return nil, "", err
+		}
+		checkCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := p.Check(checkCtx); err != nil {
+			p.Close()
+			return nil, "", fmt.Errorf("--sandbox docker: %w: start the engine, or build the images with `make images`, or run tasks as local processes with --sandbox local", err)
+		}
+		fmt.Fprintf(logw, "sandboxes: docker containers of scope %s, images %s and agent %s, network %s (%s); the agent checks in each sandbox that it can isolate the work, and fails the task when it cannot\n",
+			w.docker.scope, w.docker.image, cmpOr(w.docker.agentBinary, w.docker.agentImage), w.docker.network, why)
+		return p, kind, nil
+	case sandboxKubernetes, sandboxKubernetesJobs:
+		p, err := w.kubeProvider(ctx, kind)
+		if err != nil {
+			return nil, "", err
+		}
+		if kind == sandboxKubernetes {
+			fmt.Fprintf(logw, "sandboxes: kubernetes SandboxRequests in namespace %s, image %s, pods made by fleetlift-controller (%s)\n", w.kube.namespace, w.docker.image, why)
+		} else {
+			fmt.Fprintf(logw, "sandboxes: kubernetes Jobs this worker makes in namespace %s, image %s and agent %s (%s)\n", w.kube.namespace, w.docker.image, w.docker.agentImage, why)
+		}
+		return p, kind, nil
+	default:
+		return nil, "", fmt.Errorf("--sandbox %q: want %s, %s, %s or %s", kind, sandboxLocal, sandboxDocker, sandboxKubernetes, sandboxKubernetesJobs)
+	}
+}
+
+// chooseSandbox picks docker when an engine answers and has the sandbox
+// and agent images, else local, and says why.
+func (w *workerFlags) chooseSandbox(ctx context.Context) (kind, why string) {
+	p, err := w.dockerProvider()
+	if err != nil {
+		return sandboxLocal, fmt.Sprintf("the default, as docker cannot be set up: %v", err)
+	}
+	defer p.Close()
+	checkCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := p.Check(checkCtx); err != nil {
+		return sandboxLocal, fmt.Sprintf("the default without docker: %v", err)
+	}
+	return sandboxDocker, "the default where a Docker engine answers and has the images"
+}
+
+// dockerProvider makes the Docker provider. The work is isolated by the
+// agent in each container (its jail needs what the container allows,
+// which the agent checks before every run); the worker's own check of
+// local sandboxes does not apply.
+func (w *workerFlags) dockerProvider() (*docker.Provider, error) {
+	opts := docker.Options{
+		Image:        w.docker.image,
+		AgentImage:   w.docker.agentImage,
+		AgentBinary:  w.docker.agentBinary,
+		Scope:        w.docker.scope,
+		Network:      w.docker.network,
+		ReadOnlyRoot: w.docker.readOnly,
+	}
+	switch w.isolation {
+	case agentcmd.IsolationNamespaces:
+	case agentcmd.IsolationNone:
+		opts.ServeArgs = []string{"--isolation", agentcmd.IsolationNone}
+	default:
+		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", w.isolation, agentcmd.IsolationNamespaces, agentcmd.IsolationNone)
+	}
+	// Local repositories are cloned from and pushed to where the worker
+	// allows them: the same paths, bind-mounted read-write.
+	for _, r := range w.fileRoots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, fmt.Errorf("--allow-file-root %s: %w", r, err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--allow-file-root %s: not a directory to mount into sandboxes", r)
+		}
+		opts.Binds = append(opts.Binds, abs)
+	}
+	return docker.New(opts)
+}
+
+// localProvider makes the local provider: sandboxes under the state
+// directory's sandboxes/ whose agent is fleetlift-agent (or this
+// executable). Unless --sandbox-isolation=none, it first makes sure the
+// agent can jail the work it runs, and refuses to start when it cannot.
+func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error) {
+	agentArgv, err := agentCommand()
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(tf.stateDir, "sandboxes")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	hidden, err := w.hidden(tf)
+	if err != nil {
+		return nil, err
+	}
+	var serve []string
+	switch w.isolation {
+	case agentcmd.IsolationNamespaces:
+		j := &jail.Jail{Self: append(append([]string{}, agentArgv...), "jail"), Spec: jail.Spec{
+			Writable: []string{root}, Hidden: hidden, Scratch: jail.DefaultScratch,
+		}}
+		if err := j.Check(); err != nil {
+			return nil, fmt.Errorf("local sandboxes cannot isolate the work they run (%v): allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone), or accept running untrusted work unisolated with --sandbox-isolation=%s", err, agentcmd.IsolationNone)
+		}
+		for _, h := range hidden {
+			serve = append(serve, "--hide", h)
+		}
+	case agentcmd.IsolationNone:
+		serve = []string{"--isolation", agentcmd.IsolationNone}
+	default:
+		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", w.isolation, agentcmd.IsolationNamespaces, agentcmd.IsolationNone)
+	}
+	orphan := w.orphan
+	if orphan <= 0 {
+		orphan = agentcmd.DefaultOrphanAfter
+	}
+	return local.New(local.Options{
+		Root:         root,
+		AgentCommand: agentArgv,
+		ServeArgs:    serve,
+		OrphanAfter:  orphan,
+	})
+}
+
+// defaultScope is this host's name, cut to what a scope may hold.
+func defaultScope() string {
+	host, err := os.Hostname()
+	if err != nil {
+		return docker.DefaultScope
+	}
+	scope := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '-'
+	}, host)
+	scope = strings.TrimLeft(scope, "._-")
+	if len(scope) > 32 {
+		scope = scope[:32]
+	}
+	if scope == "" {
+		return docker.DefaultScope
+	}
+	return scope
+}
+
+func cmpOr(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
 // agentCommand is the agent that local sandboxes run: $FLEETLIFT_AGENT_BINARY,
 // else fleetlift-agent beside this executable, else this executable's
 // hidden agent command. The slim fleetlift-agent starts in a tenth of the
@@ -390,7 +558,7 @@ func newWorkerCmd() *cobra.Command {
 	var ff forgeFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run a worker: executes Task and Campaign workflows, in local or Kubernetes sandboxes (--sandbox)",
+		Short: "Run a worker: executes Task and Campaign workflows in sandboxes (--sandbox local|docker|kubernetes|kubernetes-jobs)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -405,7 +573,7 @@ func newWorkerCmd() *cobra.Command {
 				return err
 			}
 			wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
-			w, err := newWorker(c, &f, &wf)
+			w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 			if err != nil {
 				return err
 			}

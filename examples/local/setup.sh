@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Makes the three local repositories the examples in this directory change:
-# bare repositories under /tmp/fleetlift-demo, each a tiny Go module that
-# says `go 1.21`. Run again to start over.
+# Makes the three local repositories the examples in this directory change
+# or report on: bare repositories under /tmp/fleetlift-demo (or
+# $FLEETLIFT_DEMO_DIR), each a tiny Go module that says `go 1.21`. Run again
+# to start over.
 set -euo pipefail
-demo=/tmp/fleetlift-demo
+demo=${FLEETLIFT_DEMO_DIR:-/tmp/fleetlift-demo}
 rm -rf "$demo"
 mkdir -p "$demo/src"
 for name in payments ledger search; do

@@ -57,6 +57,11 @@ const (
 	maxOutputBytes = 16 << 10
 	maxErrorBytes  = 4 << 10
 	maxReportBytes = 256 << 10
+	// maxFrontmatterBytes bounds a report's frontmatter as JSON; one
+	// larger is left out, the raw text still holding it.
+	maxFrontmatterBytes = 64 << 10
+	// maxValidationErrors bounds the schema violations listed per report.
+	maxValidationErrors = 100
 )
 
 // Error types that the workflows see in ApplicationError.Type().
@@ -207,7 +212,9 @@ type ReadResultInput struct {
 
 // ReadResult reads result.json and trims it to what workflow history can
 // hold: diffs beyond MaxResultBytes, files beyond a thousand per
-// repository (counted in FilesOmitted), long outputs, errors and reports.
+// repository (counted in FilesOmitted), long outputs, errors and reports
+// (bodies and raw texts over 256 KiB, frontmatter over 64 KiB, schema
+// violations beyond a hundred).
 // A result that is still too large, or a result.json over 64 MiB, fails
 // without retry. What an approval approves is each repository's tree,
 // which trimming never touches.
@@ -286,9 +293,26 @@ func trimResult(r *protocol.Result, limit int) {
 }
 
 func cutReport(rep *protocol.Report) {
-	if rep != nil {
-		rep.Body = cut(rep.Body, maxReportBytes)
-		rep.Raw = cut(rep.Raw, maxReportBytes)
+	if rep == nil {
+		return
+	}
+	rep.Body = cut(rep.Body, maxReportBytes)
+	rep.Raw = cut(rep.Raw, maxReportBytes)
+	rep.Warning = cut(rep.Warning, maxErrorBytes)
+	if n := len(rep.ValidationErrors); n > maxValidationErrors {
+		rep.ValidationErrors = append(rep.ValidationErrors[:maxValidationErrors-1:maxValidationErrors-1],
+			fmt.Sprintf("and %d more", n-maxValidationErrors+1))
+	}
+	for i, e := range rep.ValidationErrors {
+		rep.ValidationErrors[i] = cut(e, maxErrorBytes/4)
+	}
+	if b, err := json.Marshal(rep.Frontmatter); err != nil || len(b) > maxFrontmatterBytes {
+		rep.Frontmatter = nil
+		note := fmt.Sprintf("the frontmatter is over the %d KiB a result records: left out (the raw text holds it)", maxFrontmatterBytes>>10)
+		if rep.Warning != "" {
+			note = rep.Warning + "; " + note
+		}
+		rep.Warning = note
 	}
 }
 

@@ -183,6 +183,32 @@ func TestSandboxFilesAreReadWithinBounds(t *testing.T) {
 		t.Errorf("agent output of %d bytes recorded", len(got.AgentOutput))
 	}
 
+	// A report that fails its schema in 5,000 ways, with a 1 MiB
+	// frontmatter: recorded with a hundred of them listed and the
+	// frontmatter left out, said in its warning.
+	var problems []string
+	for i := range 5000 {
+		problems = append(problems, fmt.Sprintf("/items/%d: got string, want integer", i))
+	}
+	bulky := protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{
+		Name: "svc", Status: "failed", ErrorKind: protocol.ReportSchemaInvalid,
+		Report: &protocol.Report{Frontmatter: map[string]any{"items": strings.Repeat("i", 1<<20)}, Raw: "---\n...", ValidationErrors: problems},
+	}}}
+	data, _ = json.Marshal(bulky)
+	write(protocol.ResultFile, data)
+	if v, err = env.ExecuteActivity(a.ReadResult, activity.ReadResultInput{Sandbox: ref}); err != nil {
+		t.Fatalf("ReadResult of a bulky report: %v", err)
+	}
+	got = protocol.Result{}
+	if err := v.Get(&got); err != nil {
+		t.Fatal(err)
+	}
+	rep := got.Repositories[0].Report
+	if rep == nil || len(rep.ValidationErrors) != 100 || rep.ValidationErrors[0] != problems[0] || rep.ValidationErrors[99] != "and 4901 more" ||
+		rep.Frontmatter != nil || !strings.Contains(rep.Warning, "frontmatter is over the 64 KiB") || rep.Raw != "---\n..." {
+		t.Errorf("bulky report recorded as %+v", rep)
+	}
+
 	// A result.json past 64 MiB is refused, not read into memory.
 	huge := append([]byte(`{"status":"awaiting_input","agent_output":"`), bytes.Repeat([]byte("x"), 65<<20)...)
 	write(protocol.ResultFile, append(huge, `"}`...))

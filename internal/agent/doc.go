@@ -10,13 +10,18 @@
 //
 // # Layout
 //
-// Repositories are cloned into <workspace>/<name>; with a transformation
-// repository, that goes to <workspace>/<name> and the targets to
-// <workspace>/targets/<name>. Names are checked again and no path
-// component may be a symbolic link. Deterministic commands run in each
-// repository (each target). The agent CLI runs in each repository, or
-// once in the workspace for the transformation + targets layout; reports
-// are REPORT.md in the directory it runs in (or its standard output with
+// Repositories are cloned into <workspace>/<name>. With a transformation
+// (recipe) repository, seed 001's layout: the recipe's files are the
+// workspace's own (its .claude/skills/, CLAUDE.md and bin/ at the root,
+// where the agent CLI starts and finds them) and the targets go to
+// <workspace>/targets/<name>. The recipe is cloned aside and moved into
+// the root, which already holds the protocol directory; a recipe with a
+// top-level .fleetlift or targets is refused, and the recipe's git
+// ignores both. Names are checked again and no path component may be a
+// symbolic link. Deterministic commands run in each repository (each
+// target). The agent CLI runs in each repository, or once in the
+// workspace for the transformation + targets layout; reports are
+// REPORT.md in the directory it runs in (or its standard output with
 // output.capture "stdout").
 //
 // # Agent CLI
@@ -41,7 +46,11 @@
 // and stop after three attempts that change nothing. timeout_seconds
 // bounds each stretch of work (the first run, each steer, pushing), never
 // the wait for input. Report mode collects reports, not diffs, and never
-// pushes. A steer whose iteration was already applied is ignored, so a
+// pushes; as seed 001's failure table says, a missing report fails (its
+// error quotes the end of the agent's output), so does one whose
+// frontmatter does not parse or fails output.schema (with the raw text
+// kept and every violation in validation_errors), and an empty one is
+// kept with a warning for a person to look at. A steer whose iteration was already applied is ignored, so a
 // retried write of steering.json does not steer twice.
 //
 // # Safety
@@ -56,7 +65,7 @@
 // REDACTED in status, results and logs.
 //
 // agent imports protocol, forge (the interface only), git, a YAML parser
-// and a JSON Schema validator. It must not import Temporal, the sandbox
+// and a JSON Schema validator (with its message printer). It must not import Temporal, the sandbox
 // providers or forge adapters: the command wires forges through
 // Options.Forges (see agentcmd).
 package agent

@@ -33,7 +33,7 @@ const (
 	// EnvRepository is the name of the repository a command runs in.
 	EnvRepository = "FLEETLIFT_REPOSITORY"
 	// EnvTransformationDir is the transformation repository's directory
-	// in the transformation + targets layout.
+	// in the transformation + targets layout: the workspace itself.
 	EnvTransformationDir = "FLEETLIFT_TRANSFORMATION_DIR"
 	// EnvForEachName and EnvForEachContext are the for_each target of a
 	// report run.

@@ -263,11 +263,10 @@ func (r *runner) layout() error {
 		return &unit{repo: repo, dir: dir, elems: dirs}, nil
 	}
 	if r.m.Transformation != nil {
-		u, err := newUnit(*r.m.Transformation, r.m.Transformation.Name)
-		if err != nil {
-			return err
-		}
-		r.recipe = u
+		// The recipe's files are the workspace's own (seed 001's layout):
+		// the agent CLI, which runs in the workspace, finds its
+		// .claude/skills, CLAUDE.md and bin/ where it starts.
+		r.recipe = &unit{repo: *r.m.Transformation, dir: r.ws}
 		for _, t := range r.m.Targets {
 			u, err := newUnit(t, targetsDir, t.Name)
 			if err != nil {
@@ -360,6 +359,11 @@ func (r *runner) afterActive(ctx context.Context, err error) (done bool, _ error
 			return true, werr
 		}
 		return true, context.Cause(ctx)
+	case errors.Is(err, errJailKilled):
+		// No verdict: the sandbox is going away, and the worker runs the
+		// work again elsewhere.
+		r.o.Log.Error("stopping without a verdict", "err", err)
+		return true, err
 	case errors.Is(err, errCancelled):
 		r.markUnfinished("cancelled")
 		return true, r.end(protocol.PhaseCancelled, "cancelled by steering")

@@ -26,6 +26,12 @@ type command struct {
 	jail *jail.Jail
 }
 
+// errJailKilled is a jailed command whose jail was killed from outside the
+// sandbox: the sandbox is being torn down (its host killed, say), and the
+// agent stops without a verdict, so that the worker runs the work again
+// rather than count the work failed.
+var errJailKilled = errors.New("the jail of a command was killed from outside the sandbox")
+
 // pipeGrace is how long output is still read after the process group is
 // gone; something that escaped the group cannot hold run open longer.
 const pipeGrace = 2 * time.Second
@@ -122,6 +128,14 @@ func (c command) run(ctx context.Context) (int, error) {
 	switch {
 	case waitErr == nil:
 		return 0, nil
+	case c.jail != nil && errors.As(waitErr, &ee):
+		// The jail reports its command's end as an exit status; the jail
+		// itself killed by a signal the agent did not send was killed
+		// from outside the sandbox (nothing inside can signal it).
+		if sig, ok := signaled(waitErr); ok {
+			return -1, fmt.Errorf("%w (%s)", errJailKilled, sig)
+		}
+		return ee.ExitCode(), nil
 	case errors.As(waitErr, &ee):
 		return ee.ExitCode(), nil
 	default:

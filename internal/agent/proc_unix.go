@@ -8,6 +8,17 @@ import (
 	"syscall"
 )
 
+// signaled reports the signal that killed the process err says exited.
+func signaled(err error) (syscall.Signal, bool) {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ws.Signal(), true
+		}
+	}
+	return 0, false
+}
+
 const openNoFollow = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 
 func isSymlinkErr(_ string, err error) bool { return errors.Is(err, syscall.ELOOP) }

@@ -2,13 +2,16 @@ package agent_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 )
@@ -139,4 +142,46 @@ func processesWith(t *testing.T, marker string) []string {
 		}
 	}
 	return out
+}
+
+// A jail killed from outside the sandbox (its host going down kills every
+// process) is not the work failing: the agent stops without writing a
+// verdict, so that the worker sees a lost sandbox and runs the work again.
+func TestJailKilledFromOutsideLeavesNoVerdict(t *testing.T) {
+	o := options(t)
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	m := manifest(repo("svc", remote))
+	marker := "fleetlift-jail-killed-" + strconv.Itoa(os.Getpid())
+	m.Execution.Command = sh(`exec -a ` + marker + ` sleep 1000`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := agent.Run(ctx, o, m)
+		done <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); len(processesWith(t, marker)) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never ran")
+		}
+	}
+	jails := processesWith(t, "\x00--spec\x00")
+	var killed int
+	for _, j := range jails {
+		if strings.Contains(j, o.Workspace) {
+			pid, _ := strconv.Atoi(strings.SplitN(j, ":", 2)[0])
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+	}
+	if killed == 0 {
+		t.Fatalf("no jail of this workspace among %v", jails)
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "killed from outside the sandbox") {
+		t.Fatalf("Run: %v; want it to stop saying the jail was killed from outside", err)
+	}
+	if st := status(t, o.Workspace); st.Phase.Terminal() {
+		t.Fatalf("status %s %q: the agent wrote a verdict for a sandbox going away", st.Phase, st.Message)
+	}
 }

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 	"gopkg.in/yaml.v3"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -163,33 +166,76 @@ func compileSchema(raw json.RawMessage) (*schema, error) {
 	return &schema{s: s}, nil
 }
 
-// validate checks frontmatter; errors are *ReportError of kind
-// schema_invalid.
-func (s *schema) validate(fm map[string]any) error {
+// validate checks frontmatter. It returns every violation of the schema
+// (see protocol.Report.ValidationErrors) and, when there is any, an error
+// of kind schema_invalid that names them.
+func (s *schema) validate(fm map[string]any) ([]string, error) {
 	if s == nil {
-		return nil
+		return nil, nil
 	}
 	data, err := json.Marshal(fm)
 	if err != nil {
-		return &ReportError{Kind: protocol.ReportSchemaInvalid, Err: fmt.Errorf("encode frontmatter: %w", err)}
+		return nil, &ReportError{Kind: protocol.ReportSchemaInvalid, Err: fmt.Errorf("encode frontmatter: %w", err)}
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
-		return &ReportError{Kind: protocol.ReportSchemaInvalid, Err: fmt.Errorf("encode frontmatter: %w", err)}
+		return nil, &ReportError{Kind: protocol.ReportSchemaInvalid, Err: fmt.Errorf("encode frontmatter: %w", err)}
 	}
-	if err := s.s.Validate(v); err != nil {
-		msg := strings.ReplaceAll(err.Error(), schemaURL, "output.schema")
-		return &ReportError{Kind: protocol.ReportSchemaInvalid, Err: fmt.Errorf("frontmatter does not match output.schema: %s", msg)}
+	err = s.s.Validate(v)
+	if err == nil {
+		return nil, nil
 	}
-	return nil
+	var problems []string
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		violations(ve, message.NewPrinter(language.English), &problems)
+	}
+	if len(problems) == 0 {
+		problems = []string{strings.ReplaceAll(err.Error(), schemaURL, "output.schema")}
+	}
+	// The validator finds them in no fixed order.
+	slices.Sort(problems)
+	return problems, &ReportError{Kind: protocol.ReportSchemaInvalid,
+		Err: fmt.Errorf("frontmatter does not match output.schema: %s", strings.Join(problems, "; "))}
 }
 
-// collectReport parses raw and validates it against s. A report without
-// frontmatter fails when there is a schema.
+// violations appends the leaves of e, the violations themselves, as
+// "<JSON pointer>: <message>".
+func violations(e *jsonschema.ValidationError, p *message.Printer, out *[]string) {
+	if len(e.Causes) > 0 {
+		for _, c := range e.Causes {
+			violations(c, p, out)
+		}
+		return
+	}
+	msg := e.ErrorKind.LocalizedString(p)
+	if len(e.InstanceLocation) == 0 {
+		*out = append(*out, msg)
+		return
+	}
+	var b strings.Builder
+	for _, tok := range e.InstanceLocation {
+		b.WriteString("/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(tok))
+	}
+	*out = append(*out, b.String()+": "+msg)
+}
+
+// collectReport parses raw and validates it against s. A report that is
+// empty, or has neither frontmatter data nor body text, is kept with
+// protocol.ReportEmptyWarning and not validated: seed 001 flags it for
+// review rather than failing it. Otherwise a report without frontmatter
+// fails when there is a schema.
 func collectReport(raw string, s *schema) (*protocol.Report, error) {
+	if strings.TrimSpace(strings.TrimPrefix(raw, "\ufeff")) == "" {
+		return &protocol.Report{Raw: raw, Warning: protocol.ReportEmptyWarning}, nil
+	}
 	rep, err := ParseReport(raw)
 	if err != nil {
 		return rep, err
+	}
+	if len(rep.Frontmatter) == 0 && rep.Body == "" {
+		rep.Warning = protocol.ReportEmptyWarning
+		return rep, nil
 	}
 	if s == nil {
 		return rep, nil
@@ -197,5 +243,6 @@ func collectReport(raw string, s *schema) (*protocol.Report, error) {
 	if rep.Frontmatter == nil {
 		return rep, &ReportError{Kind: protocol.ReportFrontmatterInvalid, Err: errors.New("report has no YAML frontmatter between --- lines")}
 	}
-	return rep, s.validate(rep.Frontmatter)
+	rep.ValidationErrors, err = s.validate(rep.Frontmatter)
+	return rep, err
 }

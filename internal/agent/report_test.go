@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,6 +78,10 @@ func TestReportMode(t *testing.T) {
 		errPart string
 		score   any
 		rawPart string
+		// warning and problems are the report's Warning and
+		// ValidationErrors.
+		warning  string
+		problems []string
 	}{
 		{
 			name:    "valid frontmatter",
@@ -94,12 +99,35 @@ func TestReportMode(t *testing.T) {
 			rawPart: "score: [8",
 		},
 		{
-			name:    "schema violation",
-			command: sh(`printf -- '---\nscore: 11\n---\nbody\n' > REPORT.md`),
-			phase:   protocol.PhaseFailed,
-			kind:    protocol.ReportSchemaInvalid,
-			errPart: "/score",
-			rawPart: "score: 11",
+			name:     "schema violation",
+			command:  sh(`printf -- '---\nscore: 11\n---\nbody\n' > REPORT.md`),
+			phase:    protocol.PhaseFailed,
+			kind:     protocol.ReportSchemaInvalid,
+			errPart:  "/score",
+			rawPart:  "score: 11",
+			problems: []string{"/score: maximum: got 11, want 10"},
+		},
+		{
+			name:     "every schema violation is listed",
+			command:  sh(`printf -- '---\ntarget: 5\n---\nbody\n' > REPORT.md`),
+			phase:    protocol.PhaseFailed,
+			kind:     protocol.ReportSchemaInvalid,
+			errPart:  "/target: got number, want string; missing property 'score'",
+			rawPart:  "target: 5",
+			problems: []string{"/target: got number, want string", "missing property 'score'"},
+		},
+		{
+			name:    "empty REPORT.md is flagged, not failed",
+			command: sh(`: > REPORT.md`),
+			phase:   protocol.PhaseComplete,
+			warning: protocol.ReportEmptyWarning,
+		},
+		{
+			name:    "a report with neither data nor text is flagged, not failed",
+			command: sh(`printf -- '---\n---\n\n' > REPORT.md`),
+			phase:   protocol.PhaseComplete,
+			warning: protocol.ReportEmptyWarning,
+			rawPart: "---\n---",
 		},
 		{
 			name:    "no frontmatter although there is a schema",
@@ -109,11 +137,11 @@ func TestReportMode(t *testing.T) {
 			errPart: "no YAML frontmatter",
 		},
 		{
-			name:    "missing REPORT.md",
+			name:    "missing REPORT.md, with what the agent said instead",
 			command: sh(`echo 'I forgot to write the report'`),
 			phase:   protocol.PhaseFailed,
 			kind:    protocol.ReportMissing,
-			errPart: "REPORT.md was not written",
+			errPart: "REPORT.md was not written; the agent's output ends:\nI forgot to write the report",
 		},
 		{
 			name:    "REPORT.md linked to /etc/passwd is not read",
@@ -162,9 +190,15 @@ func TestReportMode(t *testing.T) {
 				if res.Status != tt.phase || r.Status != "success" || r.Error != "" {
 					t.Fatalf("phase %s, repository %s %q", res.Status, r.Status, r.Error)
 				}
-				if r.Report == nil || fmt.Sprint(r.Report.Frontmatter["score"]) != fmt.Sprint(tt.score) {
+				if r.Report == nil || tt.score != nil && fmt.Sprint(r.Report.Frontmatter["score"]) != fmt.Sprint(tt.score) {
 					t.Fatalf("report %+v, want score %v", r.Report, tt.score)
 				}
+			}
+			if r.Report != nil && r.Report.Warning != tt.warning {
+				t.Errorf("warning %q, want %q", r.Report.Warning, tt.warning)
+			}
+			if r.Report != nil && !slices.Equal(r.Report.ValidationErrors, tt.problems) {
+				t.Errorf("validation errors %q, want %q", r.Report.ValidationErrors, tt.problems)
 			}
 			if tt.rawPart != "" && (r.Report == nil || !strings.Contains(r.Report.Raw, tt.rawPart)) {
 				t.Errorf("raw report %+v lacks %q", r.Report, tt.rawPart)

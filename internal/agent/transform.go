@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
@@ -111,6 +112,9 @@ func (r *runner) runIn(ctx context.Context, sc *scope, argv, env []string, stdin
 	if err != nil {
 		if ctx.Err() != nil {
 			return run{}, context.Cause(ctx)
+		}
+		if errors.Is(err, errJailKilled) {
+			return run{}, err
 		}
 		code = 127
 		fmt.Fprintf(errTail, "%v\n", err)
@@ -312,6 +316,12 @@ func (r *runner) reportScope(ctx context.Context, sc *scope, steer string) error
 		if errors.As(err, &re) {
 			kind = re.Kind
 		}
+		if kind == protocol.ReportMissing {
+			// What the agent said instead is the diagnostic (seed 001).
+			if said := lastLines(r.outputs[sc.name], missingDiagnostic); said != "" {
+				err = fmt.Errorf("%w; the agent's output ends:\n%s", err, said)
+			}
+		}
 		if err == nil && res.code != 0 {
 			err = fmt.Errorf("agent exited with status %d", res.code)
 		}
@@ -335,6 +345,26 @@ func (r *runner) reportScope(ctx context.Context, sc *scope, steer string) error
 		owner.failure = fmt.Sprintf("%d of %d reports failed", failed, len(items))
 	}
 	return nil
+}
+
+// missingDiagnostic is how much of the agent's output the error of a
+// missing report quotes.
+const missingDiagnostic = 1024
+
+// lastLines is the end of s, at most n bytes, starting on a whole line.
+func lastLines(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return s
 }
 
 // writeResultQuietly writes result.json mid-phase, soon rather than at

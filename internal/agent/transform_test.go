@@ -1,6 +1,8 @@
 package agent_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -268,6 +270,81 @@ func TestTransformationAndTargets(t *testing.T) {
 				if got := gittest.Run(t, remote, "show", branch+":README.md"); !strings.Contains(got, tt.want) {
 					t.Errorf("%s: pushed README.md = %q", name, got)
 				}
+			}
+			if remoteRef(t, recipe, "refs/heads/"+branch) != "" {
+				t.Error("the transformation repository got a branch")
+			}
+		})
+	}
+}
+
+// The transformation repository is the workspace, as seed 001 lays it out:
+// the agent CLI starts where the recipe's .claude/skills, CLAUDE.md and
+// bin/ are, with the targets under targets/, and the protocol directory
+// still hidden from it. A recipe that would take the place of the
+// protocol directory or of the targets is refused.
+func TestRecipeAtTheWorkspaceRoot(t *testing.T) {
+	recipeFiles := map[string]string{
+		".claude/skills/classify/SKILL.md": "# classify\n",
+		"CLAUDE.md":                        "Use the classify skill.\n",
+		"bin/tool":                         "#!/bin/sh\necho tool\n",
+	}
+	tests := []struct {
+		name    string
+		extra   map[string]string // more files in the recipe
+		wantErr string
+	}{
+		{name: "skills, CLAUDE.md and bin/ at the root, targets under targets/"},
+		{name: "a recipe with its own targets/ is refused", extra: map[string]string{"targets/x": "x\n"},
+			wantErr: "top-level targets, where the workspace keeps the target repositories"},
+		{name: "a recipe with its own .fleetlift is refused", extra: map[string]string{".fleetlift/steering.json": "{}\n"},
+			wantErr: "top-level .fleetlift, where the workspace keeps fleetlift's protocol files"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := options(t)
+			parent := t.TempDir()
+			files := map[string]string{}
+			for k, v := range recipeFiles {
+				files[k] = v
+			}
+			for k, v := range tt.extra {
+				files[k] = v
+			}
+			recipe := gittest.NewRemote(t, parent, "recipe", files)
+			api := gittest.NewRemote(t, parent, "api", map[string]string{"README.md": "# api\n"})
+			web := gittest.NewRemote(t, parent, "web", map[string]string{"README.md": "# web\n"})
+			m := manifest()
+			tr := repo("classification-tools", recipe)
+			m.Transformation = &tr
+			m.Targets = []protocol.Repository{repo("api", api), repo("web", web)}
+			m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "check-recipe edit-targets"}
+			res := run(t, o, m)
+			if tt.wantErr != "" {
+				if res.Status != protocol.PhaseFailed || !strings.Contains(res.Error, tt.wantErr) {
+					t.Fatalf("phase %s %q, want failed: %s", res.Status, res.Error, tt.wantErr)
+				}
+				if _, err := os.Stat(filepath.Join(o.Workspace, "CLAUDE.md")); err == nil {
+					t.Error("the refused recipe's files are in the workspace")
+				}
+				return
+			}
+			if res.Status != protocol.PhaseComplete {
+				t.Fatalf("phase %s: %s\n%s", res.Status, res.Error, res.AgentOutput)
+			}
+			for name, remote := range map[string]string{"api": api, "web": web} {
+				if got := gittest.Run(t, remote, "show", branch+":README.md"); !strings.Contains(got, "edited by the agent") {
+					t.Errorf("%s: pushed README.md = %q", name, got)
+				}
+			}
+			if got, err := os.ReadFile(filepath.Join(o.Workspace, "CLAUDE.md")); err != nil || string(got) != recipeFiles["CLAUDE.md"] {
+				t.Errorf("CLAUDE.md at the workspace root: %q, %v", got, err)
+			}
+			// The recipe's git sees its own files: not the protocol
+			// directory, not the targets.
+			st := gittest.Run(t, o.Workspace, "status", "--porcelain", "--untracked-files=all")
+			if strings.Contains(st, protocol.Dir) || strings.Contains(st, "targets/") {
+				t.Errorf("git status in the workspace shows fleetlift's or the targets' files:\n%s", st)
 			}
 			if remoteRef(t, recipe, "refs/heads/"+branch) != "" {
 				t.Error("the transformation repository got a branch")

@@ -62,9 +62,6 @@ func validate(m *protocol.Manifest) error {
 			add("transformation needs at least one target")
 		}
 		checkRepo("transformation", *m.Transformation)
-		if m.Transformation.Name == targetsDir {
-			add("transformation: name %q is reserved for the targets directory", targetsDir)
-		}
 		unique("targets", m.Targets)
 	case len(m.Targets) > 0:
 		add("targets need a transformation repository")

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -28,6 +29,9 @@ func (r *runner) runVerifiers(ctx context.Context, u *unit) ([]protocol.Verifier
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
+			}
+			if errors.Is(err, errJailKilled) {
+				return nil, err
 			}
 			code = 127
 			fmt.Fprintf(out, "%v\n", err)

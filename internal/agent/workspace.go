@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,8 +22,8 @@ const outputTail = 4096
 func (r *runner) checkout(ctx context.Context) error {
 	r.setPhase(protocol.PhaseInitializing, "cloning", "cloning repositories")
 	if r.recipe != nil {
-		if err := r.checkoutUnit(ctx, r.recipe); err != nil {
-			return fmt.Errorf("transformation repository %s: %s", r.recipe.repo.Name, err)
+		if err := r.checkoutRecipe(ctx, r.recipe); err != nil {
+			return fmt.Errorf("transformation repository %s: %w", r.recipe.repo.Name, err)
 		}
 	}
 	ok := 0
@@ -30,6 +31,9 @@ func (r *runner) checkout(ctx context.Context) error {
 		if err := r.checkoutUnit(ctx, u); err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
+			}
+			if errors.Is(err, errJailKilled) {
+				return err
 			}
 			u.broken = true
 			u.res.Status = "failed"
@@ -58,10 +62,93 @@ func (r *runner) checkoutUnit(ctx context.Context, u *unit) error {
 	if _, err := git.SafeJoin(r.ws, u.elems...); err != nil {
 		return err
 	}
+	if err := r.clone(ctx, u, u.dir); err != nil {
+		return err
+	}
+	var current string
+	var err error
+	if u.base, current, err = r.g.Head(ctx, u.dir); err != nil {
+		return err
+	}
+	u.baseBranch = cmp.Or(u.repo.Branch, current)
+	return r.setup(ctx, u)
+}
+
+// recipeClone is where the transformation repository is cloned, inside
+// the protocol directory that no command sees, before its files move to
+// the workspace root.
+const recipeClone = "recipe-clone"
+
+// recipeExclude is what the transformation repository's git ignores at the
+// workspace root: the protocol directory and the targets.
+const recipeExclude = "/" + protocol.Dir + "/\n/" + targetsDir + "/\n"
+
+// checkoutRecipe clones the transformation repository into the workspace
+// root, which already holds the protocol directory: it is cloned aside,
+// then each of its top-level entries (its .git among them) is renamed
+// into the root. A recipe with a top-level .fleetlift or targets, which
+// the workspace keeps for itself, is refused.
+func (r *runner) checkoutRecipe(ctx context.Context, u *unit) error {
+	r.setStep("cloning", "cloning "+u.repo.Name)
+	tmp := filepath.Join(r.pdir, recipeClone)
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("remove %s: %w", tmp, err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := r.clone(ctx, u, tmp); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return fmt.Errorf("read the clone: %w", err)
+	}
+	for _, e := range entries {
+		switch e.Name() {
+		case protocol.Dir:
+			return fmt.Errorf("it has a top-level %s, where the workspace keeps fleetlift's protocol files", protocol.Dir)
+		case targetsDir:
+			return fmt.Errorf("it has a top-level %s, where the workspace keeps the target repositories", targetsDir)
+		}
+		dst := filepath.Join(r.ws, e.Name())
+		if _, err := os.Lstat(dst); err == nil {
+			return fmt.Errorf("the workspace already holds %s", e.Name())
+		}
+	}
+	for _, e := range entries {
+		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(r.ws, e.Name())); err != nil {
+			return fmt.Errorf("move %s to the workspace: %w", e.Name(), err)
+		}
+	}
+	// git status in the workspace shows the recipe's changes, not the
+	// protocol directory or the targets, which are repositories of their
+	// own.
+	info := filepath.Join(r.ws, ".git", "info")
+	if err := os.MkdirAll(info, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", info, err)
+	}
+	f, err := os.OpenFile(filepath.Join(info, "exclude"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("write .git/info/exclude: %w", err)
+	}
+	_, err = f.WriteString(recipeExclude)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write .git/info/exclude: %w", err)
+	}
+	if u.base, u.baseBranch, err = r.g.Head(ctx, u.dir); err != nil {
+		return err
+	}
+	return r.setup(ctx, u)
+}
+
+// clone clones u's repository into dir, from a place the operator allows.
+func (r *runner) clone(ctx context.Context, u *unit, dir string) error {
 	if err := r.checkLocal(u.repo.URL); err != nil {
 		return err
 	}
-	err := r.g.Clone(ctx, u.repo.URL, u.dir, git.CloneOptions{
+	err := r.g.Clone(ctx, u.repo.URL, dir, git.CloneOptions{
 		Branch:     u.repo.Branch,
 		Depth:      r.m.GitConfig.CloneDepth,
 		Submodules: u.repo.Submodules,
@@ -69,11 +156,11 @@ func (r *runner) checkoutUnit(ctx context.Context, u *unit) error {
 	if err != nil {
 		return fmt.Errorf("%s", r.redact(err.Error()))
 	}
-	var current string
-	if u.base, current, err = r.g.Head(ctx, u.dir); err != nil {
-		return err
-	}
-	u.baseBranch = cmp.Or(u.repo.Branch, current)
+	return nil
+}
+
+// setup runs u's setup commands in its directory.
+func (r *runner) setup(ctx context.Context, u *unit) error {
 	for _, line := range u.repo.Setup {
 		r.setStep("setup", fmt.Sprintf("%s: %s", u.repo.Name, line))
 		out := newTail(outputTail)

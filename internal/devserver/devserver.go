@@ -20,6 +20,8 @@ import (
 	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
 )
@@ -114,7 +116,13 @@ func Start(opts Options) (*Server, error) {
 	} {
 		hosts[name] = static.SingleLocalHost(net.JoinHostPort(opts.IP, strconv.Itoa(cfg.Services[svc].RPC.GRPCPort)))
 	}
-	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: opts.LogLevel, OutputFile: opts.LogFile, Format: "console"}))
+	// The server logs at fatal level when a service's listener fails,
+	// which it does when Stop closes it while the service is still
+	// starting: zap would end the whole process (fleetlift up, a test
+	// binary). The goroutine that logged it ends instead.
+	zl := log.BuildZapLogger(log.Config{Level: opts.LogLevel, OutputFile: opts.LogFile, Format: "console"}).
+		WithOptions(zap.WithFatalHook(zapcore.WriteThenGoexit))
+	logger := log.NewZapLogger(zl)
 	dyn := dynamicconfig.StaticClient{
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8192,

@@ -23,12 +23,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/plan"
@@ -141,9 +143,11 @@ func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts work
 	if s.Campaign != nil {
 		in := *s.Campaign
 		in.Generation = generation
-		run, err = c.ExecuteWorkflow(ctx, so, workflow.Campaign, in)
+		so.TypedSearchAttributes = workflow.StartAttributes(string(d.Kind), d.ID, d.ID, d.Digest, string(workflow.CampaignRunning))
+		run, err = Execute(ctx, c, so, workflow.Campaign, in)
 	} else {
-		run, err = c.ExecuteWorkflow(ctx, so, workflow.Task, *s.Task)
+		so.TypedSearchAttributes = workflow.StartAttributes(string(d.Kind), d.ID, "", d.Digest, string(workflow.TaskProvisioning))
+		run, err = Execute(ctx, c, so, workflow.Task, *s.Task)
 	}
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
@@ -155,6 +159,27 @@ func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts work
 		return nil, fmt.Errorf("start %s: %w", s.WorkflowID, err)
 	}
 	return run, nil
+}
+
+// Execute starts a workflow with its search attributes, or without
+// them when the namespace has not registered them (a Temporal cluster
+// whose operator has not run `temporal operator search-attribute create`
+// for workflow.SearchAttributeNames): the run then carries its memo
+// alone, and keeps no search attribute current.
+func Execute(ctx context.Context, c client.Client, so client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	run, err := c.ExecuteWorkflow(ctx, so, wf, args...)
+	if err != nil && so.TypedSearchAttributes.Size() > 0 && unregisteredAttribute(err) {
+		so.TypedSearchAttributes = temporal.SearchAttributes{}
+		return c.ExecuteWorkflow(ctx, so, wf, args...)
+	}
+	return run, err
+}
+
+// unregisteredAttribute reports whether a start was refused for a search
+// attribute the namespace does not define.
+func unregisteredAttribute(err error) bool {
+	var ia *serviceerror.InvalidArgument
+	return errors.As(err, &ia) && strings.Contains(strings.ToLower(ia.Message), "search attribute")
 }
 
 // Start starts a run of d; a run already going under its ID, or one of
@@ -236,7 +261,16 @@ func (t *Temporal) Decide(ctx context.Context, a plan.ApprovalChange, rec state.
 		case approval.Steer:
 			name, arg = workflow.SignalSteer, workflow.SteerSignal{Prompt: r.Prompt, DecisionSignal: d}
 		}
-		if err := t.Client.SignalWorkflow(ctx, p.WorkflowID, "", name, arg); err != nil {
+		err := t.Client.SignalWorkflow(ctx, p.WorkflowID, "", name, arg)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			// The task finished between the read the plan came from and
+			// now (with this decision, mostly: its campaign has not
+			// recorded it yet). Nothing is decided here; the next pass
+			// reads what the task did.
+			return nil
+		}
+		if err != nil {
 			return fmt.Errorf("%s %s: %w", r.Action, p.WorkflowID, err)
 		}
 		return nil

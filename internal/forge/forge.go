@@ -97,8 +97,9 @@ type Hub interface {
 	// one).
 	MergedPullRequest(ctx context.Context, repository, sha string) (*PullRequest, []Review, error)
 	// UpsertComment keeps one comment per marker on a pull request: the
-	// comment whose body contains marker is edited to body (which must
-	// contain marker), or a new one is made.
+	// comment whose body starts with marker is edited to body (which
+	// must start with marker), or a new one is made. A comment that only
+	// quotes the marker further down is left alone.
 	UpsertComment(ctx context.Context, repository string, number int, marker, body string) error
 	// SetCommitStatus sets the status named s.Context on commit s.SHA.
 	SetCommitStatus(ctx context.Context, repository string, s CommitStatus) error

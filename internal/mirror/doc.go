@@ -21,6 +21,14 @@
 //	                     "1 of 3 repositories failed, 2 completed"), its
 //	                     repositories with branch and pull request, and the
 //	                     files of each result awaiting approval
+//	reports/<id>/        for a report-mode run (package report):
+//	                     README.md, the table of every repository's (and
+//	                     for_each target's) frontmatter with status,
+//	                     problems and a link to each report's own file,
+//	                     <name>.md, its frontmatter and body (or, for one
+//	                     that failed, what the agent wrote); README.md and
+//	                     the campaign's page link to it, and status.json
+//	                     holds the reports without their texts
 //
 // To read it:
 //
@@ -42,8 +50,8 @@
 // URLs) is left out, and URL user-info in every field and file is
 // replaced by REDACTED (git.Redact).
 //
-// mirror imports reconcile, plan, approval, state, git, markdown and the
-// standard library. It must not import any SDK (Temporal, go-github,
+// mirror imports reconcile, plan, approval, state, report, git, markdown
+// and the standard library. It must not import any SDK (Temporal, go-github,
 // client-go), a forge, or a state store: it only shows the status it is
 // handed.
 package mirror

@@ -103,3 +103,31 @@ func one() reconcile.Status {
 		}},
 	}
 }
+
+// audit is a status with one report campaign that ended with a valid, an
+// invalid and an empty report.
+func audit() reconcile.Status {
+	return reconcile.Status{
+		Revision: revision,
+		Time:     clock,
+		Campaigns: []state.Campaign{{
+			ID: "auth-audit", Kind: state.KindCampaign, File: "campaigns/auth-audit.yaml",
+			SpecDigest: "sha256:4444444444444444444444444444444444444444444444444444444444444444",
+			Spec: []byte(`{"kind":"Campaign","template":{"mode":"report","execution":{"agentic":{"output":{"schema":` +
+				`{"required":["score"],"properties":{"auth_library":{"type":"string"},"score":{"type":"integer","maximum":10}}}}}}}}`),
+			Generation: 1, WorkflowID: "campaign/auth-audit", RunID: "run-1",
+			Phase: state.PhaseCompletedWithFailures, Message: "1 of 3 repositories failed, 2 completed",
+			Repos: []state.Repo{
+				{Name: "api", Status: state.RepoCompleted}, {Name: "billing", Status: state.RepoFailed}, {Name: "search", Status: state.RepoCompleted},
+			},
+			Reports: []state.Report{
+				{Unit: "search", Repository: "search", Status: state.ReportEmpty, Warning: "the report is empty: a person should look at this repository"},
+				{Unit: "api", Repository: "api", Status: state.ReportValid, Frontmatter: []byte(`{"auth_library":"oauth2-proxy","score":8}`),
+					Body: "# Authentication audit: api\n\nSessions expire after **15 minutes**.\n"},
+				{Unit: "billing", Repository: "billing", Status: state.ReportInvalid, Frontmatter: []byte(`{"auth_library":"custom","score":11}`),
+					Raw: "---\nauth_library: custom\nscore: 11\n---\n\n# Audit of billing\n", Error: "frontmatter does not match output.schema: /score: maximum: got 11, want 10",
+					ErrorKind: "schema_invalid", ValidationErrors: []string{"/score: maximum: got 11, want 10"}},
+			},
+		}},
+	}
+}

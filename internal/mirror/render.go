@@ -17,6 +17,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/markdown"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/report"
 	"github.com/fleetlift/fleetlift/internal/state"
 )
 
@@ -25,6 +26,7 @@ const (
 	ReadmeFile   = "README.md"
 	StatusFile   = "status.json"
 	CampaignsDir = "campaigns"
+	ReportsDir   = "reports"
 )
 
 // FormatVersion is the version of status.json's format.
@@ -43,6 +45,11 @@ func Render(s reconcile.Status, watched string) map[string][]byte {
 	}
 	for _, c := range v.campaigns {
 		files[PagePath(c.ID)] = []byte(v.page(c))
+		if t := v.reports[c.ID]; t != nil {
+			for name, content := range t.Files() {
+				files[ReportDir(c.ID)+"/"+name] = []byte(content)
+			}
+		}
 	}
 	for p, b := range files {
 		// What the fields missed (an error text quoting a URL): whole
@@ -58,6 +65,14 @@ func Render(s reconcile.Status, watched string) map[string][]byte {
 // keep it unique.
 func PagePath(id string) string {
 	return CampaignsDir + "/" + fileName(id) + ".md"
+}
+
+// ReportDir is the directory of a report-mode run's reports:
+// reports/<id>, named as PagePath names the campaign's page. It holds
+// report.PageFile, the table, and each report's body as a file of its
+// own.
+func ReportDir(id string) string {
+	return ReportsDir + "/" + fileName(id)
 }
 
 // ApprovalPath is where an approval record for target goes in the
@@ -117,11 +132,18 @@ type view struct {
 	// orphaned or unknown.
 	leftAlone []plan.Change
 	pending   int
+	// reports are the report tables of the campaigns that have reports,
+	// by id.
+	reports map[string]*report.Table
 }
 
 func prepare(s reconcile.Status, watched string) *view {
-	v := &view{revision: s.Revision, time: s.Time.UTC().Truncate(time.Second), watched: watched}
+	v := &view{revision: s.Revision, time: s.Time.UTC().Truncate(time.Second), watched: watched, reports: map[string]*report.Table{}}
 	for _, c := range s.Campaigns {
+		if len(c.Reports) > 0 {
+			// The spec, which clean leaves out, names the columns.
+			v.reports[c.ID] = report.New(c.ID, c.Spec, c.Reports)
+		}
 		c = clean(c)
 		v.pending += len(c.PendingApprovals)
 		v.campaigns = append(v.campaigns, c)
@@ -212,6 +234,9 @@ func clean(c state.Campaign) state.Campaign {
 		c.AppliedApprovals[i] = git.Redact(a)
 	}
 	slices.Sort(c.AppliedApprovals)
+	slices.SortStableFunc(c.Reports, func(a, b state.Report) int {
+		return cmp.Or(strings.Compare(a.Unit, b.Unit), strings.Compare(a.Repository, b.Repository), strings.Compare(a.Target, b.Target))
+	})
 	return c
 }
 
@@ -292,13 +317,22 @@ type jsonApproval struct {
 }
 
 func (v *view) json() []byte {
+	// Report bodies and raw texts are in the report files, not here.
+	campaigns := make([]state.Campaign, len(v.campaigns))
+	for i, c := range v.campaigns {
+		c.Reports = slices.Clone(c.Reports)
+		for j := range c.Reports {
+			c.Reports[j].Body, c.Reports[j].Raw = "", ""
+		}
+		campaigns[i] = c
+	}
 	out := jsonStatus{
 		FormatVersion: FormatVersion,
 		Revision:      v.revision,
 		Time:          v.time,
 		Summary: jsonSummary{Campaigns: len(v.campaigns), AwaitingApproval: v.pending,
 			FailedActions: len(v.failed()), Errors: len(v.errors)},
-		Campaigns: nonNil(v.campaigns),
+		Campaigns: nonNil(campaigns),
 		Errors:    nonNil(v.errors),
 		Outcomes:  nonNil(v.outcomes),
 		Approvals: nonNil(v.approvals),
@@ -393,6 +427,15 @@ func (v *view) readme() string {
 					fmt.Fprintf(&b, "\nThe files are listed in [%s](%s).\n", text(PagePath(c.ID)), PagePath(c.ID))
 				}
 				v.howToApprove(&b, p, c.Generation)
+			}
+		}
+	}
+
+	if len(v.reports) > 0 {
+		b.WriteString("\n## Reports\n\n")
+		for _, c := range v.campaigns {
+			if t := v.reports[c.ID]; t != nil {
+				fmt.Fprintf(&b, "- [%s](%s/%s): %s\n", code(c.ID), ReportDir(c.ID), report.PageFile, text(t.Summary()))
 			}
 		}
 	}
@@ -513,6 +556,12 @@ func (v *view) page(c state.Campaign) string {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(code(r.Name)), cell(text(string(r.Status))),
 				cell(code(r.Branch)), cell(link(r.PullRequestURL)), cell(text(string(r.PullRequestState))))
 		}
+	}
+
+	if t := v.reports[c.ID]; t != nil {
+		b.WriteString("\n## Reports\n\n")
+		fmt.Fprintf(&b, "%s: the table and each report in [%s](../%s/%s).\n", text(t.Summary()),
+			text(ReportDir(c.ID)+"/"), ReportDir(c.ID), report.PageFile)
 	}
 
 	if len(c.PendingApprovals) > 0 {

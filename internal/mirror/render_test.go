@@ -29,6 +29,7 @@ func TestRenderGolden(t *testing.T) {
 	}{
 		{"everything", everything()},
 		{"no campaigns", reconcile.Status{Revision: revision, Time: clock}},
+		{"reports", audit()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,6 +121,61 @@ func TestRenderWhatAUserReads(t *testing.T) {
 // TestMirrorShowsACampaignThatEndedWithFailures: a campaign that ended
 // with a failed repository reads as such on the status branch, in the
 // table, on its page and in status.json; not as plain "completed".
+// A report campaign gets a page of its reports, linked from the status
+// and the campaign's page: the table (columns from the output schema,
+// the required score first) and each report in a file of its own, the
+// invalid one with its raw text; status.json keeps the reports without
+// their texts.
+func TestRenderReports(t *testing.T) {
+	files := mirror.Render(audit(), "main")
+	dir := mirror.ReportDir("auth-audit")
+	page := string(files[dir+"/README.md"])
+	for _, want := range []string{
+		"3 reports: 1 valid, 1 empty, 1 invalid.",
+		"| Repository | Status | `score` | `auth_library` | Problems | Report |",
+		"| `api` | valid | 8 | oauth2-proxy |  | [api.md](api.md) |",
+		"| `billing` | **invalid** | 11 | custom | /score: maximum: got 11, want 10 | [billing.md](billing.md) |",
+		"| `search` | **empty** (look at it) |  |  | the report is empty: a person should look at this repository |  |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report page lacks %q:\n%s", want, page)
+		}
+	}
+	if api := string(files[dir+"/api.md"]); !strings.Contains(api, "Sessions expire after **15 minutes**.") {
+		t.Errorf("api.md does not hold the body:\n%s", api)
+	}
+	if billing := string(files[dir+"/billing.md"]); !strings.Contains(billing, "```markdown\n---\nauth_library: custom\nscore: 11\n---") {
+		t.Errorf("billing.md does not show what the agent wrote:\n%s", billing)
+	}
+	if _, ok := files[dir+"/search.md"]; ok {
+		t.Error("the empty report has a file of its own")
+	}
+	readme, campaign := string(files["README.md"]), string(files["campaigns/auth-audit.md"])
+	if !strings.Contains(readme, "- [`auth-audit`](reports/auth-audit/README.md): 3 reports: 1 valid, 1 empty, 1 invalid") {
+		t.Errorf("README.md does not link the reports:\n%s", readme)
+	}
+	if !strings.Contains(campaign, "[reports/auth-audit/](../reports/auth-audit/README.md)") {
+		t.Errorf("the campaign page does not link the reports:\n%s", campaign)
+	}
+	var st struct {
+		Campaigns []state.Campaign `json:"campaigns"`
+	}
+	if err := json.Unmarshal(files["status.json"], &st); err != nil {
+		t.Fatal(err)
+	}
+	if r := st.Campaigns[0].Reports; len(r) != 3 || r[1].Repository != "billing" || r[1].Status != state.ReportInvalid ||
+		len(r[1].ValidationErrors) != 1 || r[0].Body != "" || r[1].Raw != "" {
+		t.Errorf("status.json reports, sorted and without their texts: %+v", r)
+	}
+
+	// Another order of the same reports renders the same.
+	b := audit()
+	slices.Reverse(b.Campaigns[0].Reports)
+	if !maps.EqualFunc(files, mirror.Render(b, "main"), func(x, y []byte) bool { return string(x) == string(y) }) {
+		t.Errorf("reordered reports render differently")
+	}
+}
+
 func TestMirrorShowsACampaignThatEndedWithFailures(t *testing.T) {
 	files := mirror.Render(everything(), "main")
 	readme, page := string(files["README.md"]), string(files["campaigns/tls-upgrade.md"])

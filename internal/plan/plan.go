@@ -193,6 +193,19 @@ type Plan struct {
 	// Errors are the invalid definition files' problems, sorted by file
 	// and position.
 	Errors []*spec.Error
+	// Recorded says which recorded state the plan was computed against.
+	// Compute leaves it empty; the caller that read the state fills it.
+	Recorded Recorded
+}
+
+// Recorded says which recorded state a plan was computed against.
+type Recorded struct {
+	// Source is where the recorded state came from: "temporal",
+	// "file:PATH" or "none".
+	Source string
+	// Assumed, when set, says what the plan assumed instead of the
+	// recorded state it could not read, and why it could not.
+	Assumed string
 }
 
 // HasChanges reports whether carrying out the plan would do anything:

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -374,6 +375,11 @@ func fingerprint(s Status) string {
 		}
 		for _, pa := range c.PendingApprovals {
 			fmt.Fprintf(&b, " ? %s %s\n", pa.Target, pa.ResultDigest)
+		}
+		for _, rp := range c.Reports {
+			sum := sha256.Sum256([]byte(string(rp.Frontmatter) + "\x00" + rp.Body + "\x00" + rp.Raw + "\x00" + rp.Error + "\x00" +
+				rp.Warning + "\x00" + strings.Join(rp.ValidationErrors, "\n")))
+			fmt.Fprintf(&b, " = %s %s %s %s %x\n", rp.Unit, rp.Repository, rp.Target, rp.Status, sum[:8])
 		}
 	}
 	for _, e := range s.Plan.Errors {

@@ -691,6 +691,22 @@ func TestMirror(t *testing.T) {
 	if len(w) != 3 || w[2].Campaigns[0].Phase != state.PhaseCompleted {
 		t.Errorf("after a failed write: %d mirror writes, want 3 showing slog completed", len(w))
 	}
+
+	// A report that comes in, or changes, while the phase stays is shown.
+	running := recorded(t, definition(t, rev, "slog"), "c1", 1, state.PhaseRunning)
+	running.Reports = []state.Report{{Repository: "api", Status: state.ReportPending}}
+	h.put(t, running)
+	h.once(t)
+	running.Reports[0] = state.Report{Repository: "api", Status: state.ReportValid, Body: "# Audit"}
+	h.put(t, running)
+	h.once(t)
+	running.Reports[0].Body = "# Audit, second thoughts"
+	h.put(t, running)
+	h.once(t)
+	w = h.mirror.writes()
+	if len(w) != 6 || w[5].Campaigns[0].Reports[0].Body != "# Audit, second thoughts" {
+		t.Errorf("after reports changed: %d mirror writes, want 6 showing the last report", len(w))
+	}
 }
 
 // TestInvalidConfigLaunchesNothing: a config that does not load leaves

@@ -1,8 +1,8 @@
 // Package state holds the recorded run state of campaigns: for each Task
 // or Campaign id, the spec it was last applied with (digest, and the
 // normalised spec itself when known), the source revision and generation,
-// the workflow running it, its phase, what happened in each repository and
-// which results wait for approval.
+// the workflow running it, its phase, what happened in each repository,
+// which results wait for approval and, for a report, every report.
 //
 // The plan (package plan) pairs this recorded state with the desired state
 // read from Git. Stores keep it: Reader is all the plan needs; Writer is for

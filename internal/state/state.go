@@ -167,6 +167,62 @@ type PendingFile struct {
 	Deletions int    `json:"deletions"`
 }
 
+// ReportStatus is how one report of a report-mode run came out.
+type ReportStatus string
+
+const (
+	// ReportValid: collected, and its frontmatter matches the output
+	// schema (or there is none).
+	ReportValid ReportStatus = "valid"
+	// ReportEmpty: collected but empty, or with neither data nor text:
+	// not a failure, flagged for a person to look at.
+	ReportEmpty ReportStatus = "empty"
+	// ReportInvalid: the frontmatter does not parse, or fails the schema.
+	ReportInvalid ReportStatus = "invalid"
+	// ReportMissing: no report was written.
+	ReportMissing ReportStatus = "missing"
+	// ReportFailed: the repository failed before it could report (clone,
+	// setup, the agent's exit status), or its task did.
+	ReportFailed ReportStatus = "failed"
+	// ReportPending: not collected yet; the repository runs or waits.
+	ReportPending ReportStatus = "pending"
+	// ReportSkipped: the run ended without running the repository.
+	ReportSkipped ReportStatus = "skipped"
+)
+
+func (s ReportStatus) String() string { return string(s) }
+
+// Report is one report of a report-mode run: a repository's, or one of
+// its for_each targets'.
+type Report struct {
+	// Unit is the campaign's unit (a repository or a group) the report
+	// comes from; empty for a Task.
+	Unit string `json:"unit,omitempty"`
+	// Repository is the repository reported on, or the transformation
+	// repository for a report over targets; the unit's name while its
+	// repositories are not known yet.
+	Repository string `json:"repository"`
+	// Target is the for_each target; empty without for_each.
+	Target string       `json:"target,omitempty"`
+	Status ReportStatus `json:"status"`
+	// Frontmatter is the report's structured data, a JSON object, when
+	// it parsed.
+	Frontmatter json.RawMessage `json:"frontmatter,omitempty"`
+	// Body is the report's markdown after the frontmatter.
+	Body string `json:"body,omitempty"`
+	// Raw is the report as written, kept when it failed.
+	Raw string `json:"raw,omitempty"`
+	// Error says why the report, or the repository, failed; ErrorKind is
+	// the agent's kind of report failure (report_missing,
+	// frontmatter_invalid, schema_invalid).
+	Error     string `json:"error,omitempty"`
+	ErrorKind string `json:"error_kind,omitempty"`
+	// ValidationErrors lists every way the frontmatter fails the schema.
+	ValidationErrors []string `json:"validation_errors,omitempty"`
+	// Warning flags a collected report for a person to look at.
+	Warning string `json:"warning,omitempty"`
+}
+
 // Campaign is the recorded state of one Task or Campaign definition.
 type Campaign struct {
 	// ID is the definition's id.
@@ -207,6 +263,10 @@ type Campaign struct {
 	// AppliedApprovals lists the approval records (approval.Record.ID)
 	// the run has carried out; such a record is never carried out again.
 	AppliedApprovals []string `json:"applied_approvals,omitempty"`
+	// Reports lists the reports of a report-mode run, unit by unit and
+	// repository by repository, for_each targets in their order; none
+	// for a transform.
+	Reports []Report `json:"reports,omitempty"`
 }
 
 // Validate reports what makes c unfit to record: no id, an unknown kind or
@@ -224,6 +284,11 @@ func (c Campaign) Validate() error {
 	if len(c.Spec) > 0 && !json.Valid(c.Spec) {
 		return fmt.Errorf("campaign %s: spec is not valid JSON", c.ID)
 	}
+	for _, r := range c.Reports {
+		if len(r.Frontmatter) > 0 && !json.Valid(r.Frontmatter) {
+			return fmt.Errorf("campaign %s: the frontmatter of the report on %s is not valid JSON", c.ID, r.Repository)
+		}
+	}
 	return nil
 }
 
@@ -233,6 +298,11 @@ func (c Campaign) Clone() Campaign {
 	c.Repos = slices.Clone(c.Repos)
 	c.PendingApprovals = slices.Clone(c.PendingApprovals)
 	c.AppliedApprovals = slices.Clone(c.AppliedApprovals)
+	c.Reports = slices.Clone(c.Reports)
+	for i := range c.Reports {
+		c.Reports[i].Frontmatter = slices.Clone(c.Reports[i].Frontmatter)
+		c.Reports[i].ValidationErrors = slices.Clone(c.Reports[i].ValidationErrors)
+	}
 	return c
 }
 

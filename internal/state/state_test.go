@@ -19,6 +19,8 @@ func TestValidate(t *testing.T) {
 		{"no kind", state.Campaign{ID: "c"}, `campaign c: kind "" is neither Task nor Campaign`},
 		{"unknown phase", state.Campaign{ID: "c", Kind: state.KindTask, Phase: "exploded"}, `campaign c: unknown phase "exploded"`},
 		{"spec not JSON", state.Campaign{ID: "c", Kind: state.KindTask, Spec: json.RawMessage(`{`)}, "campaign c: spec is not valid JSON"},
+		{"report frontmatter not JSON", state.Campaign{ID: "c", Kind: state.KindTask, Reports: []state.Report{{Repository: "api", Frontmatter: json.RawMessage(`{`)}}},
+			"campaign c: the frontmatter of the report on api is not valid JSON"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -50,12 +52,16 @@ func TestPhaseDone(t *testing.T) {
 func TestCloneIsDeep(t *testing.T) {
 	c := state.Campaign{ID: "c", Kind: state.KindCampaign, Spec: json.RawMessage(`{"a":1}`),
 		Repos:            []state.Repo{{Name: "r", Status: state.RepoRunning}},
-		PendingApprovals: []state.PendingApproval{{Target: "c/r", ResultDigest: "sha256:1"}}}
+		PendingApprovals: []state.PendingApproval{{Target: "c/r", ResultDigest: "sha256:1"}},
+		Reports:          []state.Report{{Repository: "r", Frontmatter: json.RawMessage(`{"a":1}`), ValidationErrors: []string{"/a: x"}}}}
 	d := c.Clone()
 	d.Spec[2] = 'b'
 	d.Repos[0].Status = state.RepoFailed
 	d.PendingApprovals[0].ResultDigest = "x"
-	if string(c.Spec) != `{"a":1}` || c.Repos[0].Status != state.RepoRunning || c.PendingApprovals[0].ResultDigest != "sha256:1" {
+	d.Reports[0].Frontmatter[2] = 'b'
+	d.Reports[0].ValidationErrors[0] = "y"
+	if string(c.Spec) != `{"a":1}` || c.Repos[0].Status != state.RepoRunning || c.PendingApprovals[0].ResultDigest != "sha256:1" ||
+		string(c.Reports[0].Frontmatter) != `{"a":1}` || c.Reports[0].ValidationErrors[0] != "/a: x" {
 		t.Errorf("changing the clone changed the original: %+v", c)
 	}
 }

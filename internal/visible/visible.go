@@ -108,3 +108,27 @@ func (v writer) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// JSON returns JSON text b with the characters String shows as \u
+// escapes, which JSON encoders leave as they are (C1 controls,
+// bidirectional formatting characters), escaped: the same JSON value,
+// safe to print. encoding/json escapes the C0 controls itself.
+func JSON(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if hidden(r) {
+			if out == nil {
+				out = append(make([]byte, 0, len(b)+12), b[:i]...)
+			}
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else if out != nil {
+			out = append(out, b[i:i+size]...)
+		}
+		i += size
+	}
+	if out == nil {
+		return b
+	}
+	return out
+}

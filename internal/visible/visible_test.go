@@ -2,7 +2,9 @@ package visible_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"text/tabwriter"
 
@@ -48,5 +50,26 @@ func TestWriter(t *testing.T) {
 	}
 	if visible.Writer(w) != w {
 		t.Error("a visible writer is wrapped again")
+	}
+}
+
+// TestJSON: JSON text keeps its value, and shows no character a terminal
+// would act on.
+func TestJSON(t *testing.T) {
+	in := map[string]string{"message": "pay\u009b2Jment \u202eevil\u2066 \x1b[2J ok é"}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := visible.JSON(b)
+	if i := strings.IndexAny(string(got), "\u009b\u202e\u2066\x1b"); i >= 0 {
+		t.Errorf("a control character remains at byte %d: %q", i, got)
+	}
+	var back map[string]string
+	if err := json.Unmarshal(got, &back); err != nil || back["message"] != in["message"] {
+		t.Errorf("the value changed: %q, %v", back["message"], err)
+	}
+	if plain := []byte(`{"a":"é b"}`); string(visible.JSON(plain)) != string(plain) {
+		t.Errorf("plain JSON changed: %s", visible.JSON(plain))
 	}
 }

@@ -263,6 +263,8 @@ type campaignRun struct {
 	units   map[string]Unit
 	running map[string]bool
 	message string
+	// search keeps the run's search attributes current.
+	search *searchAttributes
 }
 
 func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
@@ -278,7 +280,7 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	for _, u := range in.Units {
 		units[u.Key] = u
 	}
-	return &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}}
+	return &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx)}
 }
 
 func (c *campaignRun) batchSize() int {
@@ -385,6 +387,11 @@ func (c *campaignRun) startChild(key string) workflow.Future {
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		RetryPolicy:           &temporal.RetryPolicy{MaximumAttempts: 1},
+		// What a child is, for Temporal's UI and CLI: the memo and
+		// search attributes of a task of this campaign. (A child's start
+		// is matched on replay by its type, not by these.)
+		Memo:                  childMemo(c.ctx, in.ID, c.in.ID, c.in.Generation),
+		TypedSearchAttributes: c.search.child(c.ctx, in.ID, c.in.ID),
 	})
 	return workflow.ExecuteChildWorkflow(cctx, Task, in)
 }
@@ -628,6 +635,8 @@ func (c *campaignRun) update(u UpdateSignal) {
 		if err := workflow.UpsertMemo(c.ctx, u.Memo); err != nil {
 			workflow.GetLogger(c.ctx).Error("record updated spec", "error", err)
 		}
+		digest, _ := u.Memo[MemoDigest].(string)
+		c.search.setDigest(c.ctx, digest)
 	}
 }
 
@@ -654,6 +663,7 @@ func (c *campaignRun) drainSignals() {
 
 func (c *campaignRun) upsertPhase() {
 	_ = workflow.UpsertMemo(c.ctx, map[string]any{MemoPhase: string(c.p.Phase)})
+	c.search.setPhase(c.ctx, string(c.p.Phase))
 }
 
 func (c *campaignRun) summary() Summary {

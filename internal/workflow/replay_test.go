@@ -13,13 +13,15 @@ import (
 
 // TestReplayTaskHistory replays Task runs recorded on the embedded server
 // (provision, agent run, approval, pull request, cleanup): one from before
-// the cleanup became a regular activity, one after. It fails when a change
+// the cleanup became a regular activity, one after, and one that carries
+// search attributes and keeps its phase current (recorded by
+// TestSearchAttributes in cmd/fleetlift, -record-search-histories). It fails when a change
 // to the workflow code would break runs already in flight. Record another
 // fixture (do not overwrite these: they are the runs in flight) with:
 //
 //	go test ./internal/devserver -run TestTaskApprovalOnServer -record-history $PWD/internal/workflow/testdata/NAME.history.json
 func TestReplayTaskHistory(t *testing.T) {
-	for _, name := range []string{"task-approve", "task-approve-cleanup-activity"} {
+	for _, name := range []string{"task-approve", "task-approve-cleanup-activity", "task-search-attributes"} {
 		t.Run(name, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflow.Task)
@@ -38,7 +40,15 @@ func TestReplayTaskHistory(t *testing.T) {
 // came in finishes on the new code: the phase it ends in is data (the
 // result and the memo's value), not a new command.
 func TestReplayCampaignHistory(t *testing.T) {
-	for _, name := range []string{"campaign-some-failed", "campaign-pause-skip-remaining"} {
+	for name, id := range map[string]string{
+		"campaign-some-failed":          "campaign/phases",
+		"campaign-pause-skip-remaining": "campaign/phases",
+		// A campaign (campaign/bump, two repositories) with search
+		// attributes, which gives its children a memo and search
+		// attributes and keeps its phase current (TestSearchAttributes
+		// in cmd/fleetlift).
+		"campaign-search-attributes": "campaign/bump",
+	} {
 		t.Run(name, func(t *testing.T) {
 			f, err := os.Open("testdata/" + name + ".history.json")
 			if err != nil {
@@ -53,7 +63,7 @@ func TestReplayCampaignHistory(t *testing.T) {
 			r.RegisterWorkflow(workflow.Campaign)
 			// Children's ids derive from the campaign's workflow id.
 			err = r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
-				OriginalExecution: sdkworkflow.Execution{ID: "campaign/phases"}})
+				OriginalExecution: sdkworkflow.Execution{ID: id}})
 			if err != nil {
 				t.Fatal(err)
 			}

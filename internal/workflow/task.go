@@ -45,8 +45,11 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// runs deferred functions too, and a cleanup run then would remove the
 	// sandbox of a task that is still going on elsewhere.
 	finished := false
+	// search keeps the run's phase search attribute current.
+	search := newSearchAttributes(ctx)
 	finish := func(p TaskPhase, msg string, r *protocol.Result) (TaskResult, error) {
 		finished = true
+		search.setPhase(ctx, string(p))
 		st.Phase = p
 		res.Phase = p
 		res.Error = msg
@@ -145,6 +148,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// while waiting is noticed at the heartbeat timeout and the wait goes
 	// on elsewhere, as often as that happens within the budget.
 	wait := func(budget time.Duration, minIteration int, phases ...protocol.Phase) (*protocol.Result, error) {
+		search.setPhase(ctx, string(st.Phase))
 		wctx := workflow.WithActivityOptions(ctx, steps.onHost(ref, workflow.ActivityOptions{
 			StartToCloseTimeout:    budget,
 			ScheduleToCloseTimeout: budget,
@@ -231,6 +235,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}
 		// awaiting_input: the approval loop.
 		st.Phase = TaskAwaitingApproval
+		search.setPhase(ctx, string(st.Phase))
 		digest := ResultDigest(iteration, r)
 		st.ResultDigest = digest
 		var act protocol.Action
@@ -513,7 +518,7 @@ func repoResults(r protocol.Result) []RepoResult {
 	for _, rr := range r.Repositories {
 		out = append(out, RepoResult{
 			Name: rr.Name, Status: rr.Status, FilesModified: rr.FilesModified,
-			PullRequest: rr.PullRequest, Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error,
+			PullRequest: rr.PullRequest, Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error, ErrorKind: rr.ErrorKind,
 		})
 	}
 	return out

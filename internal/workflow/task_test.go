@@ -42,6 +42,9 @@ type agentScript struct {
 	// first.
 	sandboxes []string
 	rerunTree string
+	// repos, when set, are the agent's results instead of one changed
+	// repository.
+	repos []protocol.RepositoryResult
 }
 
 // scriptTree is the tree of the change the scripted agent collects.
@@ -81,6 +84,9 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		tree := scriptTree
 		if s.rerunTree != "" && len(s.sandboxes) > 1 {
 			tree = s.rerunTree
+		}
+		if s.repos != nil {
+			return protocol.Result{Status: s.current, Repositories: s.repos}, nil
 		}
 		rr := protocol.RepositoryResult{Name: "svc", Status: "success", FilesModified: []string{"main.go"}, Tree: tree}
 		if s.current == protocol.PhaseComplete {
@@ -181,6 +187,38 @@ func TestTaskWithoutApprovalCompletes(t *testing.T) {
 	}
 	if len(s.steerings) != 0 {
 		t.Errorf("no steering expected, got %+v", s.steerings)
+	}
+}
+
+// A report-mode task's result carries each repository's report as the
+// agent collected it: the failed one with its raw text, its validation
+// errors and how it failed, the empty one with its warning.
+func TestTaskReportsReachTheResult(t *testing.T) {
+	valid := &protocol.Report{Frontmatter: map[string]any{"score": 8.0}, Body: "# fine", Raw: "---\nscore: 8\n---\n# fine"}
+	invalid := &protocol.Report{Frontmatter: map[string]any{"score": 11.0}, Raw: "---\nscore: 11\n---\n",
+		ValidationErrors: []string{"/score: maximum: got 11, want 10"}}
+	empty := &protocol.Report{Warning: protocol.ReportEmptyWarning}
+	s := &agentScript{first: protocol.PhaseComplete, repos: []protocol.RepositoryResult{
+		{Name: "a", Status: "success", Report: valid},
+		{Name: "b", Status: "failed", Report: invalid, Error: "frontmatter does not match output.schema", ErrorKind: protocol.ReportSchemaInvalid},
+		{Name: "c", Status: "success", Report: empty},
+	}}
+	in := taskInput()
+	in.Manifest.Mode, in.Manifest.RequireApproval = protocol.ModeReport, false
+	res, _ := runTask(t, s, in, nil)
+	if res.Phase != workflow.TaskCompleted || len(res.Repositories) != 3 {
+		t.Fatalf("result: %+v", res)
+	}
+	a, b, c := res.Repositories[0], res.Repositories[1], res.Repositories[2]
+	if a.Report == nil || a.Report.Body != "# fine" || a.ErrorKind != "" {
+		t.Errorf("valid report: %+v", a)
+	}
+	if b.Status != "failed" || b.ErrorKind != protocol.ReportSchemaInvalid || b.Report == nil || b.Report.Raw != invalid.Raw ||
+		len(b.Report.ValidationErrors) != 1 {
+		t.Errorf("failed report: %+v", b)
+	}
+	if c.Report == nil || c.Report.Warning != protocol.ReportEmptyWarning {
+		t.Errorf("empty report: %+v", c)
 	}
 }
 

@@ -98,6 +98,9 @@ type RepoResult struct {
 	Report        *protocol.Report          `json:"report,omitempty"`
 	ForEach       []protocol.ForEachResult  `json:"for_each,omitempty"`
 	Error         string                    `json:"error,omitempty"`
+	// ErrorKind says how a report failed (protocol.ReportMissing,
+	// ReportFrontmatterInvalid, ReportSchemaInvalid); empty otherwise.
+	ErrorKind string `json:"error_kind,omitempty"`
 }
 
 // TaskResult is a Task workflow's result.

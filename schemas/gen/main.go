@@ -1,7 +1,9 @@
 // Command gen writes the JSON Schema files in package schemas from
 // fleetlift.cue, so YAML authors get completion and checks in editors
-// (yaml-language-server). `make generate` runs it; `make verify` fails when
-// its output is stale.
+// (yaml-language-server) and any JSON Schema 2020-12 validator checks
+// definitions as fleetlift does, but for the cross-field checks only
+// fleetlift makes. `make generate` runs it; `make check-generated` fails
+// when its output is stale.
 package main
 
 import (
@@ -11,10 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"cuelang.org/go/cue"
-	"cuelang.org/go/cue/cuecontext"
-	"cuelang.org/go/encoding/jsonschema"
 
 	"github.com/fleetlift/fleetlift/schemas"
 )
@@ -33,35 +31,26 @@ func run(out string) error {
 	if err != nil {
 		return err
 	}
-	ctx := cuecontext.New()
-	root := ctx.CompileBytes(src, cue.Filename(schemas.CUEFile))
-	if err := root.Err(); err != nil {
-		return fmt.Errorf("compile %s: %w", schemas.CUEFile, err)
+	c, err := newConverter(schemas.CUEFile, src)
+	if err != nil {
+		return err
 	}
-	for def, file := range map[string]string{
-		"#Task":     "task.schema.json",
-		"#Campaign": "campaign.schema.json",
-		"#Config":   "config.schema.json",
-		"#Approval": "approval.schema.json",
-	} {
-		expr, err := jsonschema.Generate(root.LookupPath(cue.ParsePath(def)), &jsonschema.GenerateConfig{})
+	for _, f := range schemas.Files() {
+		s, err := c.Document(f.Definition)
 		if err != nil {
-			return fmt.Errorf("generate %s: %w", def, err)
+			return fmt.Errorf("%s: %w", f.Definition, err)
 		}
-		v := ctx.BuildExpr(expr)
-		if err := v.Err(); err != nil {
-			return fmt.Errorf("build %s: %w", def, err)
-		}
-		raw, err := v.MarshalJSON()
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", def, err)
-		}
+		s.Schema = "https://json-schema.org/draft/2020-12/schema"
+		s.ID = schemas.ID(f.Name)
+		s.Title = fmt.Sprintf("fleetlift %s, schema version %d", f.Kind, schemas.Version)
 		var buf bytes.Buffer
-		if err := json.Indent(&buf, raw, "", "  "); err != nil {
-			return err
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(s); err != nil {
+			return fmt.Errorf("encode %s: %w", f.Definition, err)
 		}
-		buf.WriteByte('\n')
-		if err := os.WriteFile(filepath.Join(out, file), buf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(out, f.Name), buf.Bytes(), 0o644); err != nil {
 			return err
 		}
 	}

@@ -208,12 +208,26 @@ type PullRequestInfo struct {
 }
 
 // Report is a report-mode result: the validated frontmatter, the prose
-// body and the raw text.
+// body and the raw text (seed 001's ReportOutput). A report that failed
+// keeps what could be read of it: the raw text always, the frontmatter
+// when it parsed.
 type Report struct {
 	Frontmatter map[string]any `json:"frontmatter,omitempty"`
 	Body        string         `json:"body,omitempty"`
 	Raw         string         `json:"raw"`
+	// Warning flags a report for a person to look at without failing it:
+	// a report that is empty, or has neither data nor text.
+	Warning string `json:"warning,omitempty"`
+	// ValidationErrors lists every way the frontmatter fails
+	// output.schema, each "<JSON pointer>: <what is wrong>" ("/score:
+	// maximum: got 11, want 10"); the pointer is left out for the
+	// frontmatter as a whole ("missing property 'score'").
+	ValidationErrors []string `json:"validation_errors,omitempty"`
 }
+
+// ReportEmptyWarning is the Warning of a report that is empty or says
+// nothing.
+const ReportEmptyWarning = "the report is empty: a person should look at this repository"
 
 // Report failure kinds.
 const (

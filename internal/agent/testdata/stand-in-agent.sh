@@ -8,8 +8,14 @@
 #                    verifier feedback
 #   write-report     write REPORT.md (frontmatter names the for_each target)
 #   print-report     print the report on standard output instead
+#   report-from-repo write REPORT.md with what the repository's report.src
+#                    holds (so each repository of a campaign reports its own)
 #   dump-env         write its environment to AGENT_ENV.txt
 #   edit-targets     append "edited by the agent" to targets/*/README.md
+#   check-recipe     fail (status 5) unless its working directory holds the
+#                    recipe as seed 001 lays it out (.claude/skills/,
+#                    CLAUDE.md, bin/, targets/) and status.json in the
+#                    protocol directory is hidden from it
 #   fail-agent       exit with status 4
 #
 # Unless told to do nothing it appends the iteration, the attempt and the
@@ -20,6 +26,16 @@ if [ "$prompt" != "$(cat "$FLEETLIFT_PROMPT_FILE")" ]; then
 	echo "stdin and FLEETLIFT_PROMPT_FILE differ" >&2
 	exit 3
 fi
+case "$prompt" in
+*check-recipe*)
+	for want in .claude/skills CLAUDE.md bin targets; do
+		[ -e "$want" ] || { echo "no $want in $(pwd)" >&2; exit 5; }
+	done
+	if [ -s .fleetlift/status.json ]; then
+		echo "status.json is readable in $(pwd)/.fleetlift" >&2
+		exit 5
+	fi ;;
+esac
 case "$prompt" in *fail-agent*) echo "giving up" >&2; exit 4 ;; esac
 case "$prompt" in *do-nothing*) echo "nothing to do"; exit 0 ;; esac
 
@@ -50,4 +66,5 @@ REPORT
 }
 case "$prompt" in *write-report*) report > REPORT.md ;; esac
 case "$prompt" in *print-report*) report ;; esac
+case "$prompt" in *report-from-repo*) cat report.src > REPORT.md ;; esac
 echo "stand-in agent done"

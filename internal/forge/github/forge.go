@@ -763,14 +763,14 @@ func (f *Forge) mergedPull(ctx context.Context, r ownerRepo, commit string) (*pu
 }
 
 // UpsertComment edits the comment of pull request number whose body
-// contains marker to body, or makes a new comment when there is none.
+// starts with marker to body, or makes a new comment when there is none.
 func (f *Forge) UpsertComment(ctx context.Context, repository string, number int, marker, body string) error {
 	r, err := f.repository(repository)
 	if err != nil {
 		return err
 	}
-	if marker == "" || !strings.Contains(body, marker) {
-		return fmt.Errorf("comment on pull request %d of %s: the body must contain the marker", number, r)
+	if marker == "" || !strings.HasPrefix(body, marker) {
+		return fmt.Errorf("comment on pull request %d of %s: the body must start with the marker", number, r)
 	}
 	type comment struct {
 		ID   int64  `json:"id"`
@@ -781,7 +781,9 @@ func (f *Forge) UpsertComment(ctx context.Context, repository string, number int
 	find := func() (bool, error) {
 		found = nil
 		err := List(ctx, f.api, comments, nil, func(c comment) bool {
-			if strings.Contains(c.Body, marker) {
+			// Starts with it: a reply quoting the marker is someone
+			// else's comment.
+			if strings.HasPrefix(strings.TrimLeft(c.Body, " \t\r\n"), marker) {
 				found = &c
 				return false
 			}

@@ -415,7 +415,7 @@ func TestUpsertComment(t *testing.T) {
 	fx.fake.MaxPerPage = 2
 	fx.fake.AddPull(&fakePull{Head: branch, Base: "main"})
 	fx.fake.AddComment(1, "LGTM")
-	fx.fake.AddComment(1, "What does this change?")
+	fx.fake.AddComment(1, "What does this change? Last time it said:\n> "+marker+"\n> plan: 0 to start")
 	comments := "/repos/acme/svc/issues/1/comments"
 
 	if err := fx.f.UpsertComment(fx.ctx, fx.url, 1, marker, marker+"\nplan: 1 to start"); err != nil {
@@ -431,7 +431,8 @@ func TestUpsertComment(t *testing.T) {
 	for _, c := range fx.fake.Comments[1] {
 		bodies = append(bodies, c.Body)
 	}
-	want := []string{"LGTM", "What does this change?", marker + "\nplan: 2 to start"}
+	// The reply quoting the marker is someone else's: left as it is.
+	want := []string{"LGTM", "What does this change? Last time it said:\n> " + marker + "\n> plan: 0 to start", marker + "\nplan: 2 to start"}
 	if !slices.Equal(bodies, want) {
 		t.Errorf("comments = %q, want %q", bodies, want)
 	}
@@ -443,6 +444,9 @@ func TestUpsertComment(t *testing.T) {
 	}
 	if err := fx.f.UpsertComment(fx.ctx, fx.url, 1, marker, "no marker"); err == nil {
 		t.Error("a body without the marker was accepted")
+	}
+	if err := fx.f.UpsertComment(fx.ctx, fx.url, 1, marker, "plan:\n"+marker); err == nil {
+		t.Error("a body that does not start with the marker was accepted")
 	}
 }
 

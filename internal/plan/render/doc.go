@@ -10,7 +10,8 @@
 // `~ template.execution.agentic.prompt: "old" → "new"` with long values
 // shortened around what changed; the repositories added and removed; then
 // the errors, the approvals ("✓" applies, "✗" ignored, with the reason),
-// and a last line such as
+// what the plan assumed when it could not read the recorded state
+// ("Assumed: …"), and a last line such as
 //
 //	Plan: 2 to create, 1 to update, 0 to prune, 1 orphaned.
 //
@@ -75,7 +76,11 @@
 //	  "errors": [                     // invalid definition files, sorted by file and position
 //	    {"file": "campaigns/broken.yaml", "line": 4, "column": 8,
 //	     "field": "title", "message": "…"}   // line, column, field optional
-//	  ]
+//	  ],
+//	  "recorded_state": {             // optional: the recorded state planned against
+//	    "source": "none",             // temporal | file:PATH | none
+//	    "assumed": "…"                // optional: what the plan assumed for want of it
+//	  }
 //	}
 //
 // # Markdown

@@ -89,9 +89,9 @@ func Human(w io.Writer, p plan.Plan, o Options) error {
 		}
 		h.line(0, "")
 	}
-	for _, l := range []string{approvalsLine(p), errorsLine(p)} {
+	for _, l := range []string{assumedLine(p), approvalsLine(p), errorsLine(p)} {
 		if l != "" {
-			h.line(0, l)
+			h.line(0, visible.String(l))
 		}
 	}
 	h.line(0, h.paint(ansiBold, SummaryLine(p)))

@@ -18,6 +18,13 @@ type jsonPlan struct {
 	Campaigns     []jsonCampaign `json:"campaigns"`
 	Approvals     []jsonApproval `json:"approvals"`
 	Errors        []jsonError    `json:"errors"`
+	// Recorded is left out when the caller did not say.
+	Recorded *jsonRecorded `json:"recorded_state,omitempty"`
+}
+
+type jsonRecorded struct {
+	Source  string `json:"source"`
+	Assumed string `json:"assumed,omitempty"`
 }
 
 type jsonSummary struct {
@@ -99,6 +106,9 @@ func JSON(w io.Writer, p plan.Plan) error {
 		Campaigns: make([]jsonCampaign, 0, len(p.Changes)),
 		Approvals: make([]jsonApproval, 0, len(p.Approvals)),
 		Errors:    make([]jsonError, 0, len(p.Errors)),
+	}
+	if p.Recorded.Source != "" {
+		out.Recorded = &jsonRecorded{Source: p.Recorded.Source, Assumed: p.Recorded.Assumed}
 	}
 	for _, c := range p.Changes {
 		jc := jsonCampaign{

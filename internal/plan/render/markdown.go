@@ -22,7 +22,7 @@ func Markdown(w io.Writer, p plan.Plan) error {
 	var b strings.Builder
 	b.WriteString("### fleetlift plan\n\n")
 	b.WriteString("**" + SummaryLine(p) + "**\n")
-	for _, l := range []string{approvalsLine(p), errorsLine(p)} {
+	for _, l := range []string{assumedLine(p), approvalsLine(p), errorsLine(p)} {
 		if l != "" {
 			b.WriteString("\n" + text(l) + "\n")
 		}

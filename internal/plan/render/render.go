@@ -40,6 +40,15 @@ func approvalsLine(p plan.Plan) string {
 	return fmt.Sprintf("Approvals: %d to apply, %d ignored.", s.ApprovalsApplied, s.ApprovalsIgnored)
 }
 
+// assumedLine says what the plan assumed for want of the recorded state,
+// or is "" when it read it.
+func assumedLine(p plan.Plan) string {
+	if p.Recorded.Assumed == "" {
+		return ""
+	}
+	return "Assumed: " + p.Recorded.Assumed
+}
+
 // errorsLine counts errors, or is "" when there are none.
 func errorsLine(p plan.Plan) string {
 	if len(p.Errors) == 0 {

@@ -278,3 +278,44 @@ func TestApprovalCarriedOut(t *testing.T) {
 		}
 	}
 }
+
+// TestAssumedRecordedState: a plan computed without the recorded state it
+// was meant to read says what it assumed in every view; one that read it
+// says nothing more than where it came from.
+func TestAssumedRecordedState(t *testing.T) {
+	assumed := noChange()
+	assumed.Recorded = plan.Recorded{Source: "none", Assumed: "no recorded state (Temporal at 127.0.0.1:7233 cannot be reached: refused); the definitions at main count as applied, and no run's phase is known."}
+	read := noChange()
+	read.Recorded = plan.Recorded{Source: "temporal"}
+	for name, view := range map[string]func(*bytes.Buffer, plan.Plan) error{
+		"human":    func(b *bytes.Buffer, p plan.Plan) error { return render.Human(b, p, render.Options{}) },
+		"markdown": func(b *bytes.Buffer, p plan.Plan) error { return render.Markdown(b, p) },
+		"json":     func(b *bytes.Buffer, p plan.Plan) error { return render.JSON(b, p) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var a, r bytes.Buffer
+			if err := view(&a, assumed); err != nil {
+				t.Fatal(err)
+			}
+			if err := view(&r, read); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(a.String(), "the definitions at main count as applied") {
+				t.Errorf("the plan does not say what it assumed:\n%s", a.String())
+			}
+			if strings.Contains(r.String(), "Assumed") || strings.Contains(r.String(), "assumed") {
+				t.Errorf("a plan that read the recorded state claims an assumption:\n%s", r.String())
+			}
+		})
+	}
+	var b bytes.Buffer
+	if err := render.JSON(&b, assumed); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Recorded struct{ Source, Assumed string } `json:"recorded_state"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil || doc.Recorded.Source != "none" || doc.Recorded.Assumed == "" {
+		t.Errorf("json recorded_state: %+v %v", doc.Recorded, err)
+	}
+}

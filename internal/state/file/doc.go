@@ -47,8 +47,11 @@
 //   - phase: pending, running, awaiting_approval, paused, suspended,
 //     completed, completed_with_failures, failed, aborted, cancelled.
 //   - file, spec, source_revision, workflow_id, run_id, message, prune,
-//     suspended, repos, pending_approvals: optional. Without spec, the plan shows a
-//     changed definition as "spec changed (digest a → b)" with no field diff.
+//     suspended, repos, pending_approvals, applied_approvals, reports:
+//     optional. Without spec, the plan shows a changed definition as
+//     "spec changed (digest a → b)" with no field diff.
+//   - reports[].status: valid, empty, invalid, missing, failed, pending,
+//     skipped; reports[].frontmatter: a JSON object.
 //   - repos[].status: pending, running, awaiting_approval, completed,
 //     failed, skipped, cancelled; repos[].pull_request_state: open, merged,
 //     closed.

@@ -41,6 +41,12 @@ func Example(id string) state.Campaign {
 		PendingApprovals: []state.PendingApproval{
 			{Target: id + "/payments", ResultDigest: "sha256:" + fmt.Sprintf("%064x", 7), Since: since},
 		},
+		Reports: []state.Report{
+			{Unit: "ledger", Repository: "ledger", Target: "users-api", Status: state.ReportInvalid,
+				Frontmatter: json.RawMessage(`{"score":11}`), Raw: "---\nscore: 11\n---\n", Error: "frontmatter does not match output.schema",
+				ErrorKind: "schema_invalid", ValidationErrors: []string{"/score: maximum: got 11, want 10"}, Warning: "look"},
+			{Unit: "payments", Repository: "payments", Status: state.ReportValid, Frontmatter: json.RawMessage(`{"score":8}`), Body: "# Audit"},
+		},
 	}
 }
 
@@ -65,6 +71,17 @@ func normal(c state.Campaign) state.Campaign {
 	}
 	if len(c.PendingApprovals) == 0 {
 		c.PendingApprovals = nil
+	}
+	if len(c.Reports) == 0 {
+		c.Reports = nil
+	}
+	for i := range c.Reports {
+		if fm := c.Reports[i].Frontmatter; len(fm) > 0 {
+			var buf bytes.Buffer
+			if json.Compact(&buf, fm) == nil {
+				c.Reports[i].Frontmatter = buf.Bytes()
+			}
+		}
 	}
 	for i := range c.PendingApprovals {
 		c.PendingApprovals[i].Since = c.PendingApprovals[i].Since.UTC().Round(0)

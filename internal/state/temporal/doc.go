@@ -5,6 +5,10 @@
 // outcomes. The workflows write it; this package only reads, so Reader is
 // all it implements.
 //
-// It imports the Temporal SDK client, state and workflow (for the status
-// types); never the server.
+// The reports of a report-mode run come from the same places: the task's
+// result (or status, while it runs), and for a campaign each unit's task,
+// whose result is read once it finished and kept.
+//
+// It imports the Temporal SDK client, state, workflow (for the status
+// types) and report (to turn results into reports); never the server.
 package temporal

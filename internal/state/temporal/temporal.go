@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/fleetlift/fleetlift/internal/report"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -56,6 +58,9 @@ type Reader struct {
 	// closed caches what was read of finished runs, by run id: a finished
 	// run never changes, and reading its result costs a round trip.
 	closed map[string]state.Campaign
+	// finishedUnits caches the reports of a campaign's finished units, by
+	// task workflow id (each unit's run has an id of its own).
+	finishedUnits map[string][]state.Report
 }
 
 type answer struct {
@@ -107,18 +112,31 @@ var _ state.Reader = (*Reader)(nil)
 // Get returns the latest run of the definition id.
 func (r *Reader) Get(ctx context.Context, id string) (state.Campaign, error) {
 	for _, wid := range []string{"campaign/" + id, "task/" + id} {
-		d, err := r.Client.DescribeWorkflowExecution(ctx, wid, "")
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
+		c, err := r.GetRun(ctx, wid)
+		if errors.Is(err, state.ErrNotFound) {
 			continue
 		}
-		if err != nil {
-			return state.Campaign{}, fmt.Errorf("describe %s: %w", wid, err)
-		}
-		info := d.WorkflowExecutionInfo
-		return r.campaign(ctx, info.Execution.WorkflowId, info.Execution.RunId, info.Type.Name, info.Status, info.GetMemo().GetFields())
+		return c, err
 	}
 	return state.Campaign{}, fmt.Errorf("%s: %w", id, state.ErrNotFound)
+}
+
+// GetRun returns the latest run of the workflow wid ("campaign/<id>" or
+// "task/<id>"), or an error wrapping state.ErrNotFound.
+func (r *Reader) GetRun(ctx context.Context, wid string) (state.Campaign, error) {
+	d, err := r.Client.DescribeWorkflowExecution(ctx, wid, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return state.Campaign{}, fmt.Errorf("%s: %w", wid, state.ErrNotFound)
+	}
+	if err != nil {
+		return state.Campaign{}, fmt.Errorf("describe %s: %w", wid, err)
+	}
+	info := d.WorkflowExecutionInfo
+	if _, ok := info.GetMemo().GetFields()[MemoID]; !ok {
+		return state.Campaign{}, fmt.Errorf("%s was not started by fleetlift (its memo names no definition)", wid)
+	}
+	return r.campaign(ctx, info.Execution.WorkflowId, info.Execution.RunId, info.Type.Name, info.Status, info.GetMemo().GetFields())
 }
 
 // List returns the latest run of every definition, sorted by id.
@@ -223,6 +241,7 @@ func (r *Reader) read(ctx context.Context, wid, runID, typ string, status enumsp
 	if p, ok := memo[MemoGeneration]; ok {
 		_ = dc.FromPayload(p, &c.Generation)
 	}
+	reports := false
 	if p, ok := memo[MemoSpec]; ok {
 		var raw json.RawMessage
 		if err := dc.FromPayload(p, &raw); err == nil {
@@ -236,18 +255,20 @@ func (r *Reader) read(ctx context.Context, wid, runID, typ string, status enumsp
 			if json.Unmarshal(raw, &policy) == nil {
 				c.Suspended, c.Prune = policy.Suspend, policy.SyncPolicy.Prune
 			}
+			reports = report.InSpec(raw)
 		}
 	}
 	c.Phase = phaseOf(status, str(MemoPhase))
-	if err := r.repos(ctx, &c, typ, status); err != nil {
+	if err := r.repos(ctx, &c, typ, status, reports); err != nil {
 		return state.Campaign{}, err
 	}
 	return c, c.Validate()
 }
 
-// repos fills in per-repository outcomes: from the status query of a
-// running workflow, or the result of a completed one.
-func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, status enumspb.WorkflowExecutionStatus) error {
+// repos fills in per-repository outcomes, and the reports of a report-mode
+// run: from the status query of a running workflow, or the result of a
+// completed one.
+func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, status enumspb.WorkflowExecutionStatus, reports bool) error {
 	var get func(any) error
 	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
@@ -291,11 +312,13 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 				repo.Branch, repo.PullRequestURL, repo.PullRequestState = u.PRs[0].Branch, u.PRs[0].URL, state.PullRequestOpen
 			}
 			c.AppliedApprovals = append(c.AppliedApprovals, u.Applied...)
+			var live *workflow.TaskState
 			if running && u.Phase == workflow.TaskRunning && u.WorkflowID != "" {
 				// A running unit may be waiting for approval, or have
 				// carried out records the campaign hears of only when it
 				// ends: ask it.
 				if ts, ok := r.task(ctx, u.WorkflowID); ok {
+					live = &ts
 					c.AppliedApprovals = append(c.AppliedApprovals, ts.Applied...)
 					if p, ok := pending(c.ID+"/"+u.Key, u.WorkflowID, ts); ok {
 						repo.Status = state.RepoAwaitingApproval
@@ -304,6 +327,9 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 				}
 			}
 			c.Repos = append(c.Repos, repo)
+			if reports {
+				c.Reports = append(c.Reports, r.unitReports(ctx, u, live, running)...)
+			}
 		}
 		if running && len(c.PendingApprovals) > 0 && c.Phase == state.PhaseRunning {
 			c.Phase = state.PhaseAwaitingApproval
@@ -322,7 +348,8 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 			c.AppliedApprovals = st.Applied
 			if st.Result != nil {
 				for _, rr := range st.Result.Repositories {
-					repos = append(repos, workflow.RepoResult{Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest})
+					repos = append(repos, workflow.RepoResult{Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest,
+						Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error, ErrorKind: rr.ErrorKind})
 				}
 			}
 		} else {
@@ -344,10 +371,90 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 			}
 			c.Repos = append(c.Repos, repo)
 		}
+		if reports {
+			c.Reports = repoReports("", repos)
+		}
 	}
 	slices.SortFunc(c.Repos, func(a, b state.Repo) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(c.PendingApprovals, func(a, b state.PendingApproval) int { return strings.Compare(a.Target, b.Target) })
 	return nil
+}
+
+// unitReports are the reports of campaign unit u: from its task's
+// status (live) while it runs, from its task's result once it finished,
+// or a row saying it has not run. While the campaign runs (keep), a
+// finished task's reports are kept, as a finished task never changes;
+// once the campaign has finished, what is read of it is kept whole (see
+// closed) and its units' are let go.
+func (r *Reader) unitReports(ctx context.Context, u workflow.UnitResult, live *workflow.TaskState, keep bool) []state.Report {
+	row := func(s state.ReportStatus, err string) []state.Report {
+		return []state.Report{{Unit: u.Key, Repository: u.Key, Status: s, Error: err}}
+	}
+	switch u.Phase {
+	case workflow.Skipped:
+		return row(state.ReportSkipped, "")
+	case workflow.TaskCompleted, workflow.TaskFailed, workflow.TaskCancelled:
+	default:
+		if live != nil && live.Result != nil {
+			var repos []workflow.RepoResult
+			for _, rr := range live.Result.Repositories {
+				repos = append(repos, workflow.RepoResult{Name: rr.Name, Status: rr.Status, Report: rr.Report, ForEach: rr.ForEach,
+					Error: rr.Error, ErrorKind: rr.ErrorKind})
+			}
+			if out := repoReports(u.Key, repos); len(out) > 0 {
+				return out
+			}
+		}
+		return row(state.ReportPending, "")
+	}
+	failed := func(err string) []state.Report {
+		if u.Phase == workflow.TaskCancelled && err == "" {
+			err = "cancelled"
+		}
+		return row(state.ReportFailed, err)
+	}
+	if u.WorkflowID == "" {
+		return failed(u.Error)
+	}
+	r.mu.Lock()
+	cached, ok := r.finishedUnits[u.WorkflowID]
+	if !keep {
+		delete(r.finishedUnits, u.WorkflowID)
+	}
+	r.mu.Unlock()
+	if ok {
+		return slices.Clone(cached)
+	}
+	var res workflow.TaskResult
+	if err := r.Client.GetWorkflow(ctx, u.WorkflowID, "").Get(ctx, &res); err != nil {
+		if u.Error != "" {
+			return failed(u.Error)
+		}
+		return failed(fmt.Sprintf("the result of %s cannot be read: %v", u.WorkflowID, err))
+	}
+	out := repoReports(u.Key, res.Repositories)
+	if len(out) == 0 {
+		out = failed(cmp.Or(res.Error, u.Error))
+	}
+	if keep {
+		r.mu.Lock()
+		if r.finishedUnits == nil {
+			r.finishedUnits = map[string][]state.Report{}
+		}
+		r.finishedUnits[u.WorkflowID] = slices.Clone(out)
+		r.mu.Unlock()
+	}
+	return out
+}
+
+// repoReports are the reports of a task's repositories, from unit.
+func repoReports(unit string, repos []workflow.RepoResult) []state.Report {
+	var out []state.Report
+	for _, rr := range repos {
+		out = append(out, report.FromOutcome(report.Outcome{Unit: unit, Repository: rr.Name, Status: rr.Status,
+			Error: rr.Error, ErrorKind: rr.ErrorKind, Report: rr.Report, ForEach: rr.ForEach})...)
+	}
+	return out
 }
 
 // pending asks the task workflow wid whether it awaits approval.

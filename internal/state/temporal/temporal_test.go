@@ -3,6 +3,7 @@ package temporal_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -134,4 +136,170 @@ func TestReaderReportsHowARunEnded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fleet is a Temporal with several runs, finished or running: what
+// Reader.Get reads of a campaign and of its units' tasks.
+type fleet struct {
+	client.Client
+	runs    map[string]fleetRun // by workflow id
+	results map[string]any      // finished workflows' results
+	queries map[string]any      // running workflows' status answers
+	gets    map[string]int      // results read, by workflow id
+}
+
+type fleetRun struct {
+	typ    string
+	status enumspb.WorkflowExecutionStatus
+	memo   map[string]any
+}
+
+func (f *fleet) DescribeWorkflowExecution(_ context.Context, wid, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	run, ok := f.runs[wid]
+	if !ok {
+		return nil, serviceerror.NewNotFound(wid)
+	}
+	fields := map[string]*commonpb.Payload{}
+	for k, v := range run.memo {
+		p, err := converter.GetDefaultDataConverter().ToPayload(v)
+		if err != nil {
+			return nil, err
+		}
+		fields[k] = p
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: wid, RunId: "run-of-" + wid},
+		Type:      &commonpb.WorkflowType{Name: run.typ},
+		Status:    run.status,
+		Memo:      &commonpb.Memo{Fields: fields},
+	}}, nil
+}
+
+func (f *fleet) GetWorkflow(_ context.Context, wid, _ string) client.WorkflowRun {
+	f.gets[wid]++
+	return result{v: f.results[wid]}
+}
+
+func (f *fleet) QueryWorkflow(_ context.Context, wid, _, _ string, _ ...any) (converter.EncodedValue, error) {
+	v, ok := f.queries[wid]
+	if !ok {
+		return nil, serviceerror.NewNotFound(wid)
+	}
+	p, err := converter.GetDefaultDataConverter().ToPayloads(v)
+	if err != nil {
+		return nil, err
+	}
+	return encoded{p}, nil
+}
+
+type encoded struct{ p *commonpb.Payloads }
+
+func (e encoded) HasValue() bool { return e.p != nil }
+func (e encoded) Get(v any) error {
+	return converter.GetDefaultDataConverter().FromPayloads(e.p, v)
+}
+
+// TestReaderReadsReports: a report-mode Task's reports come from its
+// result; a report-mode campaign's from each unit's task, running or
+// finished, with a row for each unit that has not run; a transform has
+// none.
+func TestReaderReadsReports(t *testing.T) {
+	valid := &protocol.Report{Frontmatter: map[string]any{"score": 8}, Body: "# ok", Raw: "---\nscore: 8\n---\n# ok"}
+	invalid := &protocol.Report{Frontmatter: map[string]any{"score": 11}, Raw: "---\nscore: 11\n---\n", ValidationErrors: []string{"/score: maximum: got 11, want 10"}}
+	empty := &protocol.Report{Warning: protocol.ReportEmptyWarning}
+	reportSpec := json.RawMessage(`{"kind":"Task","mode":"report"}`)
+	memo := func(kind string, spec json.RawMessage) map[string]any {
+		return map[string]any{statetemporal.MemoID: "audit", statetemporal.MemoKind: kind, statetemporal.MemoGeneration: int64(1), statetemporal.MemoSpec: spec}
+	}
+	threeRepos := []workflow.RepoResult{
+		{Name: "a", Status: "success", Report: valid},
+		{Name: "b", Status: "failed", Report: invalid, Error: "frontmatter does not match output.schema", ErrorKind: protocol.ReportSchemaInvalid},
+		{Name: "c", Status: "success", Report: empty},
+	}
+	statuses := func(rs []state.Report) string {
+		var parts []string
+		for _, r := range rs {
+			parts = append(parts, r.Unit+"/"+r.Repository+":"+string(r.Status))
+		}
+		return strings.Join(parts, " ")
+	}
+
+	t.Run("finished task", func(t *testing.T) {
+		f := &fleet{gets: map[string]int{},
+			runs:    map[string]fleetRun{"task/audit": {"Task", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, memo("Task", reportSpec)}},
+			results: map[string]any{"task/audit": workflow.TaskResult{Phase: workflow.TaskCompleted, Repositories: threeRepos}}}
+		c, err := (&statetemporal.Reader{Client: f}).Get(t.Context(), "audit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := statuses(c.Reports); got != "/a:valid /b:invalid /c:empty" {
+			t.Fatalf("reports %s", got)
+		}
+		if b := c.Reports[1]; b.Raw != invalid.Raw || len(b.ValidationErrors) != 1 || string(b.Frontmatter) != `{"score":11}` {
+			t.Errorf("invalid report recorded as %+v", b)
+		}
+	})
+
+	t.Run("running task, reports so far", func(t *testing.T) {
+		f := &fleet{gets: map[string]int{},
+			runs: map[string]fleetRun{"task/audit": {"Task", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, memo("Task", reportSpec)}},
+			queries: map[string]any{"task/audit": workflow.TaskState{Phase: workflow.TaskRunning, Result: &protocol.Result{Repositories: []protocol.RepositoryResult{
+				{Name: "a", Status: "success", Report: valid},
+				{Name: "b", Status: "running"},
+			}}}}}
+		c, err := (&statetemporal.Reader{Client: f}).Get(t.Context(), "audit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := statuses(c.Reports); got != "/a:valid /b:pending" {
+			t.Fatalf("reports %s", got)
+		}
+	})
+
+	t.Run("a transform has no reports", func(t *testing.T) {
+		f := &fleet{gets: map[string]int{},
+			runs:    map[string]fleetRun{"task/audit": {"Task", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, memo("Task", json.RawMessage(`{"mode":"transform"}`))}},
+			results: map[string]any{"task/audit": workflow.TaskResult{Phase: workflow.TaskCompleted, Repositories: threeRepos}}}
+		c, err := (&statetemporal.Reader{Client: f}).Get(t.Context(), "audit")
+		if err != nil || len(c.Reports) != 0 {
+			t.Fatalf("reports %+v, %v", c.Reports, err)
+		}
+	})
+
+	t.Run("running campaign", func(t *testing.T) {
+		f := &fleet{gets: map[string]int{},
+			runs: map[string]fleetRun{"campaign/audit": {"Campaign", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+				memo("Campaign", json.RawMessage(`{"kind":"Campaign","template":{"mode":"report"}}`))}},
+			queries: map[string]any{
+				"campaign/audit": workflow.CampaignState{Phase: workflow.CampaignRunning, Units: []workflow.UnitResult{
+					{Key: "team-a", Phase: workflow.TaskCompleted, WorkflowID: "campaign/audit/team-a@1"},
+					{Key: "team-b", Phase: workflow.TaskRunning, WorkflowID: "campaign/audit/team-b@1"},
+					{Key: "team-c", Phase: workflow.TaskFailed, WorkflowID: "campaign/audit/team-c@1", Error: "provision sandbox: no space left"},
+					{Key: "team-d", Phase: "pending"},
+				}},
+				"campaign/audit/team-b@1": workflow.TaskState{Phase: workflow.TaskRunning, Result: &protocol.Result{Repositories: []protocol.RepositoryResult{
+					{Name: "web", Status: "running", ForEach: []protocol.ForEachResult{{Name: "users-api", Report: valid}}}}}},
+			},
+			results: map[string]any{
+				"campaign/audit/team-a@1": workflow.TaskResult{Phase: workflow.TaskCompleted, Repositories: threeRepos},
+				"campaign/audit/team-c@1": workflow.TaskResult{Phase: workflow.TaskFailed, Error: "provision sandbox: no space left"},
+			}}
+		r := &statetemporal.Reader{Client: f, QueryCache: -1}
+		for range 2 {
+			c, err := r.Get(t.Context(), "audit")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "team-a/a:valid team-a/b:invalid team-a/c:empty team-b/web:valid team-c/team-c:failed team-d/team-d:pending"
+			if got := statuses(c.Reports); got != want {
+				t.Fatalf("reports %s\nwant    %s", got, want)
+			}
+			if c.Reports[3].Target != "users-api" || c.Reports[4].Error != "provision sandbox: no space left" {
+				t.Errorf("running unit's report %+v, failed unit's %+v", c.Reports[3], c.Reports[4])
+			}
+		}
+		if f.gets["campaign/audit/team-a@1"] != 1 {
+			t.Errorf("a finished unit's result was read %d times in two passes, want once", f.gets["campaign/audit/team-a@1"])
+		}
+	})
 }

@@ -1,0 +1,22 @@
+// Package report makes the reports of a report-mode run readable: one
+// table over every repository (and every for_each target), whose columns
+// come from the output schema, with each report's status, validation
+// errors and a link to its body. The table has a text, a JSON, a CSV and
+// a markdown view, and each body a markdown file of its own: what
+// `fleetlift reports` prints and what the status mirror writes under
+// reports/<id>/.
+//
+// FromOutcome turns what a run recorded of one repository (the agent's
+// protocol.RepositoryResult, or a Task workflow's result) into
+// state.Report rows; New pairs rows with the run's normalised spec, which
+// names the schema.
+//
+// Text from the work (frontmatter values, bodies, errors) is never
+// trusted: the markdown views quote it with package markdown, except a
+// report's body, which is the agent's markdown and is written as it is
+// into the body's own file. The text views leave control characters to
+// the caller (package visible).
+//
+// report imports protocol, state, markdown and the standard library; no
+// SDK, and not package spec, whose JSON form it reads.
+package report

@@ -1,0 +1,86 @@
+package docker
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/moby/moby/api/types/container"
+
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+)
+
+// resources turns a sandbox's limits, written as Kubernetes quantities
+// ("512Mi", "4Gi", "2", "500m"), into the container's. Memory is also the
+// memory+swap limit: a sandbox never swaps.
+func resources(r sandbox.Resources, pids int64) (container.Resources, error) {
+	out := container.Resources{PidsLimit: &pids}
+	if r.Memory != "" {
+		mem, err := parseMemory(r.Memory)
+		if err != nil {
+			return out, fmt.Errorf("memory limit %q: %w", r.Memory, err)
+		}
+		out.Memory, out.MemorySwap = mem, mem
+	}
+	if r.CPU != "" {
+		nano, err := parseCPU(r.CPU)
+		if err != nil {
+			return out, fmt.Errorf("cpu limit %q: %w", r.CPU, err)
+		}
+		out.NanoCPUs = nano
+	}
+	return out, nil
+}
+
+// minMemory is the engine's lower bound on a memory limit.
+const minMemory = 6 << 20
+
+var memorySuffixes = []struct {
+	suffix string
+	factor float64
+}{
+	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40},
+	{"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
+}
+
+// parseMemory parses a byte quantity: a number with an optional binary
+// (Ki, Mi, Gi, Ti) or decimal (k, M, G, T) suffix.
+func parseMemory(s string) (int64, error) {
+	num, factor := s, 1.0
+	for _, m := range memorySuffixes {
+		if strings.HasSuffix(s, m.suffix) {
+			num, factor = strings.TrimSuffix(s, m.suffix), m.factor
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("want a positive number of bytes such as 512Mi or 4Gi")
+	}
+	bytes := v * factor
+	if bytes > math.MaxInt64/2 {
+		return 0, fmt.Errorf("too large")
+	}
+	if bytes < minMemory {
+		return 0, fmt.Errorf("below the engine's minimum of 6Mi")
+	}
+	return int64(bytes), nil
+}
+
+// parseCPU parses a number of CPUs, "2", "0.5" or "500m".
+func parseCPU(s string) (int64, error) {
+	num, factor := s, 1e9
+	if strings.HasSuffix(s, "m") {
+		num, factor = strings.TrimSuffix(s, "m"), 1e6
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("want a positive number of CPUs such as 2, 0.5 or 500m")
+	}
+	nano := v * factor
+	if nano < 1e7 || nano > 1e12 {
+		return 0, fmt.Errorf("out of range: want 10m to 1000 CPUs")
+	}
+	return int64(nano), nil
+}
