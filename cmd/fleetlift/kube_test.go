@@ -2,13 +2,20 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/controller/controllertest"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
 )
@@ -79,5 +86,63 @@ func TestWorkerKubernetesSandbox(t *testing.T) {
 	}
 	if _, err := newWorker(context.Background(), io.Discard, nil, &temporalFlags{}, parseWorkerFlags(t, "--sandbox", "kubernetes-pods")); err == nil || !strings.Contains(err.Error(), "want local, docker, kubernetes or kubernetes-jobs") {
 		t.Errorf("--sandbox kubernetes-pods: %v", err)
+	}
+}
+
+// TestRunKubernetesSandbox: `fleetlift run --sandbox kubernetes` runs a
+// campaign end to end with its sandbox a pod: the worker (as its service
+// account) asks for it with a SandboxRequest, the controller (as its
+// own) makes the Job, a kubelet stand-in runs the pod on this machine
+// (the agent in it, from the agent image), and the worker drives the
+// agent through exec requests; the branch is pushed.
+func TestRunKubernetesSandbox(t *testing.T) {
+	env := kubeCP.Env(t)
+	// Outside /tmp, which is the pod's own.
+	root, err := os.MkdirTemp("/var/tmp", "fleetlift-kube-run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	urls := demoRepos(t, root, 1)
+	// The agent runs as uid 1000.
+	if out, err := exec.Command("chown", "-R", "1000:1000", root).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v\n%s", err, out)
+	}
+	c := controllertest.New(t, env, controllertest.Options{Controller: true, HostPaths: []string{root}})
+	def := writeDef(t, root, "bump.yaml", fmt.Sprintf(`version: 1
+kind: Campaign
+id: kube-bump
+title: Bump go in a pod
+template:
+  execution:
+    deterministic:
+      image: %s
+      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
+  pull_request: {branch_prefix: auto/kube, title: Bump go}
+repositories:
+  - url: %s
+`, controllertest.Image, urls[0]))
+	addr, state := freeAddr(t), filepath.Join(t.TempDir(), "state")
+	var buf syncBuffer
+	code := run([]string{"run", "--file", def, "--temporal-address", addr, "--state-dir", state,
+		"--sandbox", "kubernetes", "--kubeconfig", c.WorkerKubeconfig(t), "--sandbox-namespace", c.Sandbox,
+		"--allow-file-root", root}, &buf, &buf)
+	out := buf.String()
+	if code != 0 || !strings.Contains(out, "1 repositories: 1 completed") && !strings.Contains(out, "1 repository: 1 completed") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	bare := strings.TrimPrefix(urls[0], "file://")
+	// The repository is uid 1000's: git checks who owns it.
+	got, err := exec.Command("git", "-c", "safe.directory=*", "-C", bare, "show", "auto/kube/kube-bump:go.mod").Output()
+	if err != nil || !strings.Contains(string(got), "go 1.26") {
+		t.Errorf("branch auto/kube/kube-bump missing or unchanged: %v %s", err, got)
+	}
+	// The sandbox was a SandboxRequest, cleaned up with its Job.
+	var sbrs v1alpha1.SandboxRequestList
+	if err := env.Client.List(context.Background(), &sbrs, client.InNamespace(c.Sandbox)); err != nil {
+		t.Fatal(err)
+	}
+	if len(sbrs.Items) != 0 {
+		t.Errorf("%d SandboxRequests left after the run", len(sbrs.Items))
 	}
 }
