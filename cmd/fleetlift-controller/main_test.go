@@ -164,7 +164,8 @@ func TestTemplateCommand(t *testing.T) {
 	}
 	spec := tpl.Spec.PodTemplate.Spec
 	if tpl.Namespace != "sbx" || tpl.Spec.EnvVarsInjectionPolicy != extv1beta1.EnvVarsInjectionPolicyAllowed ||
-		len(spec.Containers) != 1 || spec.Containers[0].Image != "registry.example.com/go:1" || *spec.AutomountServiceAccountToken {
+		len(spec.Containers) != 2 || spec.Containers[0].Name != "sandbox" || spec.Containers[1].Name != "exec" ||
+		spec.Containers[0].Image != "registry.example.com/go:1" || spec.Containers[1].Image != "registry.example.com/go:1" || *spec.AutomountServiceAccountToken {
 		t.Errorf("template = %+v", tpl)
 	}
 	env := spec.Containers[0].Env
