@@ -541,7 +541,9 @@ func (k *Kubelet) env(ctx context.Context, pod *corev1.Pod, c corev1.Container) 
 // the agent at /usr/local/bin/fleetlift-agent from $3) or "host", $4 the
 // passwd and $5 the group file, $6 "ro" for a read-only root, $7 the
 // working directory, $8 uid, $9 gid; then pairs of "--mount
-// SRC:DST:ro|rw" and, after "--", the command.
+// SRC:DST:ro|rw" and, after "--", the command. Its mounts made, it
+// writes "ready" to file descriptor 3 and closes it, which the command
+// does not inherit.
 const launch = `set -e
 root=$1 image=$2 agent=$3 passwd=$4 group=$5 ro=$6 wd=$7 uid=$8 gid=$9
 shift 9
@@ -580,6 +582,8 @@ shift
 /usr/bin/mkdir -p "$root$wd"
 if [ "$ro" = ro ]; then /usr/bin/mount -o remount,ro "$root"; fi
 if [ "$image" = agent ]; then
+	echo ready >&3
+	exec 3>&-
 	exec /usr/bin/unshare --root="$root" --wd="$wd" --setgid "$gid" --setuid "$uid" -- "$@"
 fi
 # pivot_root rather than chroot: in a chroot the agent's jail could not
@@ -587,6 +591,8 @@ fi
 cd "$root"
 /usr/sbin/pivot_root . .old
 /usr/bin/umount -l /.old
+echo ready >&3
+exec 3>&-
 exec /usr/bin/unshare --wd="$wd" --setgid "$gid" --setuid "$uid" -- "$@"
 `
 
@@ -642,7 +648,18 @@ func (k *Kubelet) startContainer(r *podRun, c corev1.Container, env []string) (*
 	cmd.Env = env
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
+	// The launch script says on this pipe when the container's mounts
+	// are in place: exec may join it from then on. Reading the PID 1's
+	// command line for that raced with its execve.
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start container %s: %w", c.Name, err)
+	}
+	defer ready.Close()
+	cmd.ExtraFiles = []*os.File{readyW}
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
 		return nil, fmt.Errorf("start container %s: %w", c.Name, err)
 	}
 	ct := &container{cmd: cmd, env: env, exit: make(chan struct{})}
@@ -657,34 +674,24 @@ func (k *Kubelet) startContainer(r *podRun, c corev1.Container, env []string) (*
 		}
 		close(ct.exit)
 	}()
+	// The script says so before it executes the command, or dies (then
+	// the pipe ends: unshare, which holds it too, follows its child). A
+	// loaded machine takes seconds; a minute means something is wrong.
+	ready.SetReadDeadline(time.Now().Add(time.Minute))
+	said := make([]byte, len("ready\n"))
+	if _, err := io.ReadFull(ready, said); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// It failed before its command ran: the exit code tells.
+			return ct, nil
+		}
+		ct.kill(syscall.SIGKILL)
+		return nil, fmt.Errorf("start container %s: not set up after a minute: %w", c.Name, err)
+	}
 	// The container's PID 1 is unshare's child; exec joins its
 	// namespaces.
-	for range 500 {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
-		if err == nil {
-			if f := strings.Fields(string(b)); len(f) > 0 {
-				ct.pid1, _ = strconv.Atoi(f[0])
-				break
-			}
-		}
-		select {
-		case <-ct.exit:
-			return ct, nil
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	// Wait for the container's own command: its PID 1 no longer runs
-	// the launch script.
-	for range 2500 {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ct.pid1))
-		if err != nil || !bytes.Contains(b, []byte("launch")) {
-			break
-		}
-		select {
-		case <-ct.exit:
-			return ct, nil
-		case <-time.After(2 * time.Millisecond):
-		}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		ct.pid1, _ = strconv.Atoi(f[0])
 	}
 	return ct, nil
 }
