@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -10,12 +11,15 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/activity"
@@ -80,8 +84,12 @@ func (k *kubeFlags) restConfig() (*rest.Config, error) {
 
 // kubeProvider makes the Kubernetes provider kind names, and checks that
 // the worker can reach what it needs.
-func (w *workerFlags) kubeProvider(ctx context.Context, kind string) (sandbox.Provider, error) {
+func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind string) (sandbox.Provider, error) {
 	k, image, isolation := &w.kube, w.docker.image, w.isolation
+	// controller-runtime's client logs through its own logger, and
+	// prints a stack trace half a minute on when none was set: its errors
+	// go with the worker's log.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(logw), zap.Level(zapcore.ErrorLevel)))
 	refs, err := k.refs()
 	if err != nil {
 		return nil, err

@@ -369,7 +369,7 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 			w.docker.scope, w.docker.image, cmpOr(w.docker.agentBinary, w.docker.agentImage), w.docker.network, why)
 		return p, kind, nil
 	case sandboxKubernetes, sandboxKubernetesJobs:
-		p, err := w.kubeProvider(ctx, kind)
+		p, err := w.kubeProvider(ctx, logw, kind)
 		if err != nil {
 			return nil, "", err
 		}
