@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
@@ -144,5 +145,12 @@ repositories:
 	}
 	if len(sbrs.Items) != 0 {
 		t.Errorf("%d SandboxRequests left after the run", len(sbrs.Items))
+	}
+	var jobs batchv1.JobList
+	if err := env.Client.List(context.Background(), &jobs, client.InNamespace(c.Sandbox)); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 0 {
+		t.Errorf("%d Jobs left after the run", len(jobs.Items))
 	}
 }
