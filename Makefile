@@ -3,6 +3,11 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := $(CURDIR)/bin
 CUE_VERSION := v0.17.1
+CONTROLLER_TOOLS_VERSION := v0.23.0
+CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+# What controller-gen makes from api/: deepcopy beside the types, the CRD
+# under deploy/kubernetes/crd.
+CRD_DIR := deploy/kubernetes/crd
 ACTIONLINT_VERSION := v1.7.12
 # multi-gitter, which bench-peer measures fleetlift against, pinned in
 # bench/peer/multigitter/go.mod (one dependency raised there: see its
@@ -21,8 +26,9 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_\/-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/fleetlift and bin/fleetlift-agent (the slim agent local sandboxes run)
+build: ## Build bin/fleetlift, bin/fleetlift-agent (the slim agent sandboxes run) and bin/fleetlift-controller (the Kubernetes sandbox controller)
 	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+	$(GO) build -o $(BIN)/fleetlift-controller ./cmd/fleetlift-controller
 	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
 
 .PHONY: demo
@@ -30,7 +36,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint lint-actions check-generated check-tidy bin/gitea images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the images, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
+test: lint lint-actions check-generated check-tidy bin/gitea bin/envtest images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the images, the envtest control plane, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 ./...
 	cd deploy/monitoring && $(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
@@ -48,16 +54,22 @@ lint-actions: $(BIN)/actionlint ## actionlint the campaigns template's GitHub Ac
 	$(BIN)/actionlint campaigns-template/.github/workflows/*.yml
 
 .PHONY: generate
-generate: ## Regenerate the JSON Schema files from schemas/fleetlift.cue
+generate: $(CONTROLLER_GEN) ## Regenerate the JSON Schema files from schemas/fleetlift.cue, and the API's deepcopy and CRD
 	$(GO) generate ./schemas
+	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/... output:crd:dir=$(CRD_DIR)
 
 .PHONY: check-generated
-check-generated: ## Fail when the generated JSON Schema files are stale
+check-generated: $(CONTROLLER_GEN) ## Fail when the generated JSON Schema files, deepcopy or CRD are stale
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(GO) run ./schemas/gen -out $$tmp && \
 	for f in $$tmp/*.json; do \
 		diff -u schemas/$$(basename $$f) $$f || { echo "schemas/$$(basename $$f) is stale: run make generate"; exit 1; }; \
-	done
+	done && \
+	$(CONTROLLER_GEN) object paths=./api/... output:object:stdout >$$tmp/deepcopy.go && \
+	{ diff -u api/v1alpha1/zz_generated.deepcopy.go $$tmp/deepcopy.go || { echo "api/v1alpha1/zz_generated.deepcopy.go is stale: run make generate"; exit 1; }; } && \
+	mkdir $$tmp/crd && $(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/... output:crd:dir=$$tmp/crd && \
+	{ diff -ru $(CRD_DIR) $$tmp/crd || { echo "$(CRD_DIR) is stale: run make generate"; exit 1; }; }
 
 .PHONY: check-tidy
 check-tidy: ## Fail when go.mod or go.sum is not tidy
@@ -66,10 +78,15 @@ check-tidy: ## Fail when go.mod or go.sum is not tidy
 .PHONY: verify
 verify: generate ## Regenerate and tidy, then fail if anything changed
 	$(GO) mod tidy
-	git diff --exit-code -- go.mod go.sum schemas/
+	git diff --exit-code -- go.mod go.sum schemas/ api/ $(CRD_DIR)
 
 $(BIN)/cue:
 	GOBIN=$(BIN) $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
+
+# controller-gen, versioned in its name so that a new pin installs anew.
+$(CONTROLLER_GEN):
+	GOBIN=$(BIN)/.controller-gen $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+	mv $(BIN)/.controller-gen/controller-gen $@ && rmdir $(BIN)/.controller-gen
 
 # The binary's version is checked, so that a pin moved here reinstalls it.
 $(BIN)/actionlint: FORCE
@@ -79,7 +96,7 @@ $(BIN)/actionlint: FORCE
 FORCE:
 
 .PHONY: tools
-tools: $(BIN)/cue $(BIN)/actionlint ## Install pinned tools into ./bin
+tools: $(BIN)/cue $(BIN)/actionlint $(CONTROLLER_GEN) ## Install pinned tools into ./bin
 
 .PHONY: dist
 dist: ## Release archives of VERSION (make dist VERSION=v0.1.0) in dist/, their checksums recorded for the setup-fleetlift action
@@ -121,9 +138,17 @@ bench-sandbox: images ## Docker sandbox provision-to-agent-ready, p50 and p95 of
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
 	$(GO) run ./bench/spec -cue $(BIN)/cue
 
+.PHONY: bench-kube
+bench-kube: bin/envtest ## SandboxRequest create -> Job created and -> status written, p50 over 100 requests on envtest, against a plain client-go Job create
+	$(GO) run ./bench/kube -n 100
+
 .PHONY: images
 images: ## Build fleetlift/{sandbox,agent,fleetlift}, tagged with git describe and :dev, offline (needs a Docker engine; a few seconds when up to date)
 	images/build.sh $(VERSION) $(IMAGES)
+
+.PHONY: bin/envtest
+bin/envtest: ## Build kube-apiserver and etcd for the Kubernetes suites into bin/envtest (~6-10 min cold; a no-op when up to date)
+	tools/envtest/build.sh
 
 .PHONY: bin/gitea
 bin/gitea: ## Build the pinned Gitea the end-to-end tests run (~6.5 min cold; a no-op when up to date)

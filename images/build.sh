@@ -35,7 +35,7 @@ images/base.sh
 
 # The builds take Go modules from this machine's module cache, served on
 # loopback by images/modproxy (go list fetches what the cache lacks).
-go list -deps ./cmd/fleetlift ./cmd/fleetlift-agent >/dev/null ||
+go list -deps ./cmd/fleetlift ./cmd/fleetlift-agent ./cmd/fleetlift-controller >/dev/null ||
 	die "go list of the commands' packages failed: the builds need their modules in $(go env GOMODCACHE)"
 go build -o bin/modproxy ./images/modproxy
 secret=$(mktemp)

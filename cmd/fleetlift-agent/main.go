@@ -28,10 +28,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(agentcmd.NewServeCommand(), agentcmd.NewJailCommand(), agentcmd.NewEntrypointCommand())
+	root.AddCommand(agentcmd.NewShimCommands()...)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(stderr, "fleetlift-agent:", err)
-		return 1
+		// The shim's commands have said what went wrong; their exit
+		// codes pass through.
+		code, ok := agentcmd.ShimExit(err)
+		if !ok {
+			fmt.Fprintln(stderr, "fleetlift-agent:", err)
+		}
+		return code
 	}
 	return 0
 }

@@ -27,6 +27,8 @@ func legacyEnv(flag string) string {
 		return "SANDBOX_PROVIDER"
 	case "allow-file-root":
 		return "FLEETLIFT_ALLOW_FILE_ROOTS"
+	case "sandbox-secret-ref":
+		return "FLEETLIFT_SANDBOX_SECRETS"
 	}
 	return ""
 }

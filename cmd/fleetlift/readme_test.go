@@ -231,12 +231,22 @@ func checkReadmeCommand(t *testing.T, c readmeCommand, makefile []byte) {
 		}
 		args = args[1:]
 	}
+	if n := len(args); n > 0 && args[n-1] == "&" {
+		// A background job.
+		args = args[:n-1]
+	}
 	if len(args) == 0 {
 		return
 	}
 	switch prog := args[0]; {
 	case prog == "fleetlift":
 		checkFleetlift(t, c, args[1:])
+	case prog == "bin/fleetlift-controller":
+		checkControllerFlags(t, c, args[1:])
+	case prog == "kubectl":
+		checkKubectl(t, c, args[1:])
+	case prog == "kind":
+		// Loading images into a kind cluster: not from a test.
 	case prog == "make":
 		for _, target := range args[1:] {
 			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `:`).Match(makefile) {
@@ -291,5 +301,83 @@ func checkFleetlift(t *testing.T, c readmeCommand, args []string) {
 	}
 	if err := cmd.ValidateArgs(cmd.Flags().Args()); err != nil {
 		t.Fatalf("%s: %v", c, err)
+	}
+}
+
+// checkControllerFlags checks that fleetlift-controller, a main package of
+// its own that this test cannot call, defines every flag a command line
+// gives it.
+func checkControllerFlags(t *testing.T, c readmeCommand, args []string) {
+	t.Helper()
+	files, err := filepath.Glob("cmd/fleetlift-controller/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: the controller's sources: %v", c, err)
+	}
+	var src []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
+	for _, a := range args {
+		name, ok := strings.CutPrefix(a, "--")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, "=")
+		if !bytes.Contains(src, []byte(`"`+name+`"`)) {
+			t.Errorf("%s: fleetlift-controller has no flag --%s", c, name)
+		}
+	}
+}
+
+// checkKubectl checks what a kubectl command line takes from this
+// repository: the manifests it applies, the namespaces and the service
+// accounts deploy/kubernetes makes.
+func checkKubectl(t *testing.T, c readmeCommand, args []string) {
+	t.Helper()
+	read := func(glob string) string {
+		files, _ := filepath.Glob(glob)
+		var b strings.Builder
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(data)
+		}
+		return b.String()
+	}
+	for i := 0; i+1 < len(args); i++ {
+		switch v := args[i+1]; args[i] {
+		case "-k", "-f":
+			if _, err := os.Stat(v); err != nil {
+				t.Errorf("%s: %s %s: %v", c, args[i], v, err)
+			}
+			if args[i] == "-k" {
+				if _, err := os.Stat(filepath.Join(v, "kustomization.yaml")); err != nil {
+					t.Errorf("%s: %s has no kustomization.yaml", c, v)
+				}
+			}
+		case "-n":
+			if !strings.Contains(read("deploy/kubernetes/namespaces.yaml"), "name: "+v+"\n") {
+				t.Errorf("%s: deploy/kubernetes makes no namespace %s", c, v)
+			}
+		case "token":
+			if i == 0 || args[i-1] != "create" {
+				continue
+			}
+			found := false
+			for _, doc := range strings.Split(read("deploy/kubernetes/rbac/*.yaml"), "\n---") {
+				if strings.Contains(doc, "\nkind: ServiceAccount\n") && strings.Contains(doc, "\n  name: "+v+"\n") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s: deploy/kubernetes makes no service account %s", c, v)
+			}
+		}
 	}
 }

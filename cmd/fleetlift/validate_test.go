@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	// Sandboxes a test leaves behind (its worker stopped with tasks
 	// waiting) end themselves soon after; the suite leaves none running.
 	os.Setenv("FLEETLIFT_SANDBOX_ORPHAN_AFTER", "10s")
-	code := m.Run()
+	code := kubeCP.Main(m)
 	if left := leftoverAgents(time.Minute); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "agents still running a minute after the tests ended:\n%s\n", strings.Join(left, "\n"))
 		code = 1

@@ -30,10 +30,11 @@ import (
 
 // workerFlags configure the worker and its sandboxes.
 type workerFlags struct {
-	// providerName is the sandbox provider: local, docker, or empty to
-	// choose.
+	// providerName is the sandbox provider: local, docker, kubernetes,
+	// kubernetes-jobs, or empty to choose (local or docker).
 	providerName string
 	docker       dockerFlags
+	kube         kubeFlags
 	agentCLI     string
 	agentEnv     []string
 	passEnv      []string
@@ -50,7 +51,9 @@ type workerFlags struct {
 	metrics *metrics.Metrics
 }
 
-// dockerFlags configure the Docker sandbox provider.
+// dockerFlags configure the Docker sandbox provider; image and
+// agentImage (--sandbox-image, --sandbox-agent-image) serve the
+// Kubernetes ones too.
 type dockerFlags struct {
 	image, agentImage, agentBinary, network, scope string
 	readOnly                                       bool
@@ -64,11 +67,12 @@ const (
 
 func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&w.providerName, "sandbox", "",
-		"where tasks run: "+sandboxLocal+" (processes on this machine) or "+sandboxDocker+" (a container per task, in the task's image, on the engine DOCKER_HOST names); by default docker when an engine answers and has the sandbox and agent images, else local")
+		"where tasks run: "+sandboxLocal+" (processes on this machine), "+sandboxDocker+" (a container per task, in the task's image, on the engine DOCKER_HOST names), "+
+			sandboxKubernetes+" (pods the sandbox controller makes from SandboxRequests; the worker may only create those) or "+sandboxKubernetesJobs+" (Jobs this worker makes and execs into itself, for clusters without the controller); by default docker when an engine answers and has the sandbox and agent images, else local")
 	cmd.Flags().StringVar(&w.docker.image, "sandbox-image", docker.DefaultImage,
-		"docker: the image of tasks that name none, and the one whose presence makes docker the default")
+		"docker and kubernetes: the image of tasks that name none; for docker also the one whose presence makes docker the default")
 	cmd.Flags().StringVar(&w.docker.agentImage, "sandbox-agent-image", docker.DefaultAgentImage,
-		"docker: the image fleetlift-agent is injected from (its /fleetlift-agent) into every task's image")
+		"docker and kubernetes-jobs: the image fleetlift-agent is injected from into every task's image (the controller has its own for kubernetes)")
 	cmd.Flags().StringVar(&w.docker.agentBinary, "sandbox-agent-binary", "",
 		"docker: a static fleetlift-agent on the engine's host to bind-mount instead of the agent image's (development)")
 	cmd.Flags().StringVar(&w.docker.network, "sandbox-network", docker.DefaultNetwork,
@@ -77,6 +81,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"docker: this worker's name among the workers sharing an engine; it sees and re-attaches to its scope's sandboxes only (default: the host name)")
 	cmd.Flags().BoolVar(&w.docker.readOnly, "sandbox-read-only", false,
 		"docker: mount task images read-only; /workspace, HOME and /tmp stay writable")
+	w.kube.register(cmd)
 	cmd.Flags().StringVar(&w.agentCLI, "agent-cli", "",
 		`agent CLI for agentic tasks, as a JSON argv (default: Claude Code, "claude -p")`)
 	cmd.Flags().StringSliceVar(&w.agentEnv, "agent-env", []string{"ANTHROPIC_API_KEY"},
@@ -214,9 +219,12 @@ func (w *workerFlags) hidden(tf *temporalFlags) ([]string, error) {
 // sandbox provider --sandbox names (or the one chosen for this machine,
 // see chooseSandbox), and says which on logw.
 func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, error) {
-	provider, err := wf.provider(ctx, logw, tf)
+	provider, kind, err := wf.provider(ctx, logw, tf)
 	if err != nil {
 		return nil, err
+	}
+	if kind == sandboxKubernetes || kind == sandboxKubernetesJobs {
+		return newKubeWorker(c, wf, provider)
 	}
 	env, secrets, err := wf.sandbox()
 	if err != nil {
@@ -226,15 +234,26 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	if err != nil {
 		return nil, err
 	}
-	closer, _ := provider.(io.Closer)
-	if wf.metrics != nil {
-		provider = wf.metrics.Sandbox(provider)
-	}
-	acts := &activity.Activities{Sandbox: provider, SandboxEnv: env, SandboxSecrets: secrets, Queue: queue}
+	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets, Queue: queue}
 	// This host's queue: the steps on the sandboxes it provisions, which
 	// only it can reach.
 	hw := worker.New(c, queue, worker.Options{})
 	hw.RegisterActivity(acts)
+	return newWorkers(provider, sharedWorker(c, acts), hw), nil
+}
+
+// observed is provider with its provisioning recorded in the metrics,
+// when kept.
+func (w *workerFlags) observed(provider sandbox.Provider) sandbox.Provider {
+	if w.metrics == nil {
+		return provider
+	}
+	return w.metrics.Sandbox(provider)
+}
+
+// sharedWorker is the worker of the shared task queue: the workflows, and
+// the activities any worker may run.
+func sharedWorker(c client.Client, acts *activity.Activities) worker.Worker {
 	w := worker.New(c, workflow.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
@@ -243,7 +262,17 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	// The latch the reconciler keeps watch.require_reviewed_merge in.
 	w.RegisterWorkflow(workflow.Latch)
 	w.RegisterActivity(acts)
-	return &workers{all: []worker.Worker{w, hw}, provider: closer}, nil
+	return w
+}
+
+// newWorkers runs all together, and closes provider with them when it
+// is a Closer (the provider itself, before metrics wrap it).
+func newWorkers(provider sandbox.Provider, all ...worker.Worker) *workers {
+	ws := &workers{all: all}
+	if c, ok := provider.(io.Closer); ok {
+		ws.provider = c
+	}
+	return ws
 }
 
 // hostQueue is the task queue of this worker's host: --sandbox-queue, or
@@ -306,8 +335,8 @@ func (ws *workers) Run(interrupt <-chan any) error {
 }
 
 // provider makes the sandbox provider --sandbox names, choosing one when
-// it names none, and logs the choice.
-func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporalFlags) (sandbox.Provider, error) {
+// it names none, and logs the choice; kind is the provider's --sandbox.
+func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporalFlags) (_ sandbox.Provider, kind string, _ error) {
 	kind, why := w.providerName, "--sandbox "+w.providerName
 	if kind == "" {
 		kind, why = w.chooseSandbox(ctx)
@@ -316,26 +345,37 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 	case sandboxLocal:
 		p, err := w.localProvider(tf)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		fmt.Fprintf(logw, "sandboxes: local processes under %s (%s)\n", filepath.Join(tf.stateDir, "sandboxes"), why)
-		return p, nil
+		return p, kind, nil
 	case sandboxDocker:
 		p, err := w.dockerProvider()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		checkCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := p.Check(checkCtx); err != nil {
 			p.Close()
-			return nil, fmt.Errorf("--sandbox docker: %w: start the engine, or build the images with `make images`, or run tasks as local processes with --sandbox local", err)
+			return nil, "", fmt.Errorf("--sandbox docker: %w: start the engine, or build the images with `make images`, or run tasks as local processes with --sandbox local", err)
 		}
 		fmt.Fprintf(logw, "sandboxes: docker containers of scope %s, images %s and agent %s, network %s (%s); the agent checks in each sandbox that it can isolate the work, and fails the task when it cannot\n",
 			w.docker.scope, w.docker.image, cmpOr(w.docker.agentBinary, w.docker.agentImage), w.docker.network, why)
-		return p, nil
+		return p, kind, nil
+	case sandboxKubernetes, sandboxKubernetesJobs:
+		p, err := w.kubeProvider(ctx, logw, kind)
+		if err != nil {
+			return nil, "", err
+		}
+		if kind == sandboxKubernetes {
+			fmt.Fprintf(logw, "sandboxes: kubernetes SandboxRequests in namespace %s, image %s, pods made by fleetlift-controller (%s)\n", w.kube.namespace, w.docker.image, why)
+		} else {
+			fmt.Fprintf(logw, "sandboxes: kubernetes Jobs this worker makes in namespace %s, image %s and agent %s (%s)\n", w.kube.namespace, w.docker.image, w.docker.agentImage, why)
+		}
+		return p, kind, nil
 	default:
-		return nil, fmt.Errorf("--sandbox %q: want %s or %s", kind, sandboxLocal, sandboxDocker)
+		return nil, "", fmt.Errorf("--sandbox %q: want %s, %s, %s or %s", kind, sandboxLocal, sandboxDocker, sandboxKubernetes, sandboxKubernetesJobs)
 	}
 }
 
@@ -514,7 +554,7 @@ func newWorkerCmd() *cobra.Command {
 	var mf metricsFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run a worker: executes Task and Campaign workflows in sandboxes (--sandbox local|docker)",
+		Short: "Run a worker: executes Task and Campaign workflows in sandboxes (--sandbox local|docker|kubernetes|kubernetes-jobs)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

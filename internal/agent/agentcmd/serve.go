@@ -67,6 +67,11 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 			case IsolationNamespaces:
 				opts.Isolation = &agent.Isolation{Self: jailSelf(cmd), Hidden: hidden}
 			case IsolationNone:
+				// Unjailed commands run as the agent's user: keep them
+				// out of its environment (its tokens) and memory.
+				if err := undumpable(); err != nil {
+					return fmt.Errorf("serve: %w", err)
+				}
 			default:
 				return fmt.Errorf("--isolation %q: want %s or %s", isolation, IsolationNamespaces, IsolationNone)
 			}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "fleetlift-controller:", err)
+		return 1
+	}
+	return 0
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fleetlift-controller",
+		Short:         "Reconcile SandboxRequests into sandbox pods (Jobs or agent-sandbox claims), and run their exec requests",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+	}
+	var o options
+	o.register(root)
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr()) }
+	root.AddCommand(newTemplateCmd())
+	return root
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
+	"github.com/fleetlift/fleetlift/internal/kubetest"
+)
+
+var cp kubetest.Shared
+
+func TestMain(m *testing.M) { os.Exit(cp.Main(m)) }
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// The command, run as the shipped controller service account (the
+// shipped RBAC, nothing more), elects itself leader, serves probes and
+// metrics, logs JSON, and reconciles requests into Jobs.
+func TestControllerCommand(t *testing.T) {
+	env := cp.Env(t)
+	ctx := context.Background()
+	system, sandbox := env.Install(t)
+	env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-credentials", Namespace: sandbox}, Data: map[string][]byte{"token": []byte("t")}})
+	kubeconfig := kubetest.Kubeconfig(t, env.ServiceAccountConfig(system, "fleetlift-controller"))
+	metrics, probes := freePort(t), freePort(t)
+
+	var logs syncBuffer
+	cmd := newRootCmd()
+	cmd.SetArgs([]string{"--kubeconfig", kubeconfig, "--namespace", sandbox, "--leader-election-namespace", system,
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes})
+	cmd.SetErr(&logs)
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(cctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the command: %v", err)
+		}
+	})
+
+	sbr := &v1alpha1.SandboxRequest{ObjectMeta: metav1.ObjectMeta{Name: "cmd", Namespace: sandbox},
+		Spec: v1alpha1.SandboxRequestSpec{TaskID: "t", Image: "fleetlift/sandbox:dev",
+			Credentials: []v1alpha1.Credential{{Name: "github-credentials", EnvVar: "FLEETLIFT_FORGE_TOKEN", SecretKey: "token"}}}}
+	if err := env.Client.Create(ctx, sbr); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(func() bool {
+		env.Client.Get(ctx, client.ObjectKeyFromObject(sbr), sbr)
+		return sbr.Status.Phase == v1alpha1.PhaseProvisioning && sbr.Status.JobName != ""
+	}) {
+		t.Fatalf("the request never got a Job: %+v\nlogs:\n%s", sbr.Status, logs.String())
+	}
+	var lease coordinationv1.Lease
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: "fleetlift-controller.fleetlift.io"}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
+		t.Errorf("no leader Lease in %s: %v", system, err)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body := get("http://" + probes + path); code != http.StatusOK {
+			t.Errorf("%s: %d %s", path, code, body)
+		}
+	}
+	code, body := get("http://" + metrics + "/metrics")
+	for _, series := range []string{"controller_runtime_reconcile_total", `fleetlift_sandboxrequests{phase="Provisioning"} 1`} {
+		if code != http.StatusOK || !strings.Contains(body, series) {
+			t.Errorf("/metrics (%d) lacks %s", code, series)
+		}
+	}
+	if !eventually(func() bool { return strings.Contains(logs.String(), `"msg":"created the workload"`) }) {
+		t.Errorf("no JSON log of the Job's creation:\n%s", logs.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			t.Errorf("a log line that is not JSON: %s", line)
+			break
+		}
+	}
+}
+
+// template prints a SandboxTemplate of the sandbox pod, with the
+// credentials by reference, and a warm pool serving it.
+func TestTemplateCommand(t *testing.T) {
+	var out bytes.Buffer
+	cmd := newRootCmd()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"template", "--name", "go", "--namespace", "sbx", "--image", "registry.example.com/go:1",
+		"--credential", "FLEETLIFT_FORGE_TOKEN=github-credentials/token", "--replicas", "3"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(out.String(), "\n---\n")
+	if len(docs) != 2 {
+		t.Fatalf("%d documents; want a template and a warm pool:\n%s", len(docs), out.String())
+	}
+	var tpl extv1beta1.SandboxTemplate
+	var pool extv1beta1.SandboxWarmPool
+	if err := yaml.UnmarshalStrict([]byte(docs[0]), &tpl); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), &pool); err != nil {
+		t.Fatal(err)
+	}
+	spec := tpl.Spec.PodTemplate.Spec
+	if tpl.Namespace != "sbx" || tpl.Spec.EnvVarsInjectionPolicy != extv1beta1.EnvVarsInjectionPolicyAllowed ||
+		len(spec.Containers) != 2 || spec.Containers[0].Name != "sandbox" || spec.Containers[1].Name != "exec" ||
+		spec.Containers[0].Image != "registry.example.com/go:1" || spec.Containers[1].Image != "registry.example.com/go:1" || *spec.AutomountServiceAccountToken {
+		t.Errorf("template = %+v", tpl)
+	}
+	env := spec.Containers[0].Env
+	if len(env) != 1 || env[0].Name != "FLEETLIFT_FORGE_TOKEN" || env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef.Name != "github-credentials" || env[0].Value != "" {
+		t.Errorf("the sandbox container's env = %+v; want the credential by reference", env)
+	}
+	if pool.Spec.TemplateRef.Name != "go" || pool.Spec.Replicas == nil || *pool.Spec.Replicas != 3 {
+		t.Errorf("warm pool = %+v", pool.Spec)
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
+	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
+	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
+	"github.com/fleetlift/fleetlift/internal/sandbox/kube/podexec"
+)
+
+// The Kubernetes sandbox providers --sandbox names.
+const (
+	sandboxKubernetes     = "kubernetes"
+	sandboxKubernetesJobs = "kubernetes-jobs"
+)
+
+// kubeFlags configure the Kubernetes sandbox providers; the images are
+// --sandbox-image and --sandbox-agent-image (dockerFlags).
+type kubeFlags struct {
+	kubeconfig, namespace string
+	secrets               []string
+	serviceAccount        string
+}
+
+func (k *kubeFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"),
+		"kubernetes sandboxes: a kubeconfig file; empty means this pod's service account")
+	f.StringVar(&k.namespace, "sandbox-namespace", "sandbox-isolated",
+		"kubernetes sandboxes: the namespace of SandboxRequests (kubernetes) or Jobs (kubernetes-jobs)")
+	f.StringSliceVar(&k.secrets, "sandbox-secret-ref", nil,
+		"kubernetes sandboxes: VARIABLE=SECRET/KEY, a secret variable of the agent (a forge token, --agent-env's API key) and the key of the Secret in the sandbox namespace that holds its value (repeatable); values never leave the cluster's Secrets")
+	f.StringVar(&k.serviceAccount, "sandbox-service-account", jobspec.DefaultServiceAccount,
+		"kubernetes-jobs: the sandbox pods' service account, which must have no bindings")
+}
+
+// refs parses --sandbox-secret-ref.
+func (k *kubeFlags) refs() (map[string]kube.SecretRef, error) {
+	refs := map[string]kube.SecretRef{}
+	for _, s := range k.secrets {
+		name, ref, err := kube.ParseSecretRef(s)
+		if err != nil {
+			return nil, fmt.Errorf("--sandbox-secret-ref %w", err)
+		}
+		refs[name] = ref
+	}
+	return refs, nil
+}
+
+// restConfig is --kubeconfig's cluster, else this pod's.
+func (k *kubeFlags) restConfig() (*rest.Config, error) {
+	if k.kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", k.kubeconfig)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes sandboxes: no --kubeconfig and not in a cluster: %w", err)
+	}
+	return cfg, nil
+}
+
+// kubeProvider makes the Kubernetes provider kind names, and checks that
+// the worker can reach what it needs.
+func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind string) (sandbox.Provider, error) {
+	k, image, isolation := &w.kube, w.docker.image, w.isolation
+	// controller-runtime's client logs through its own logger, and
+	// prints a stack trace half a minute on when none was set: its errors
+	// go with the worker's log.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(logw), zap.Level(zapcore.ErrorLevel)))
+	refs, err := k.refs()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := k.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := ctrlclient.NewWithWatch(cfg, ctrlclient.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes sandboxes: %w", err)
+	}
+	check, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if kind == sandboxKubernetes {
+		if err := c.List(check, &v1alpha1.SandboxRequestList{}, ctrlclient.InNamespace(k.namespace), ctrlclient.Limit(1)); err != nil {
+			return nil, fmt.Errorf("--sandbox kubernetes: list SandboxRequests in %s: %w (install deploy/kubernetes and run fleetlift-controller; see the README)", k.namespace, err)
+		}
+		return &kube.Requests{Client: c, Namespace: k.namespace, Image: image, SecretRefs: refs}, nil
+	}
+	var serve []string
+	switch isolation {
+	case agentcmd.IsolationNamespaces:
+	case agentcmd.IsolationNone:
+		serve = []string{"--isolation", agentcmd.IsolationNone}
+	default:
+		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", isolation, agentcmd.IsolationNamespaces, agentcmd.IsolationNone)
+	}
+	exec, err := podexec.NewRemote(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mem, cpu := resource.MustParse("4Gi"), resource.MustParse("2")
+	return &kube.Jobs{
+		Client: c, Executor: exec, Namespace: k.namespace, Image: image, SecretRefs: refs,
+		Pod:      jobspec.Config{AgentImage: w.docker.agentImage, ServiceAccount: k.serviceAccount, ManagedBy: "fleetlift-worker", ServeArgs: serve},
+		Defaults: v1alpha1.Resources{Limits: v1alpha1.ResourceList{Memory: &mem, CPU: &cpu}},
+	}, nil
+}
+
+// newKubeWorker is the worker with Kubernetes sandboxes: every worker
+// reaches every sandbox, so all the activities go to the shared queue
+// (no host queue).
+func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) (*workers, error) {
+	env, secrets, err := wf.kubeSandbox()
+	if err != nil {
+		return nil, err
+	}
+	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets}
+	return newWorkers(provider, sharedWorker(c, acts)), nil
+}
+
+// kubeSandbox is what Kubernetes sandboxes get: the variables of local
+// ones, and as secrets every --sandbox-secret-ref, by name only (the
+// provider sends each name's reference; values stay in the cluster's
+// Secrets and this process), whatever this process's environment holds.
+// The --agent-env names among them are the agent CLI's alone.
+func (w *workerFlags) kubeSandbox() (env, secrets map[string]string, _ error) {
+	env, secrets, err := w.sandbox()
+	if err != nil {
+		return nil, nil, err
+	}
+	refs, err := w.kube.refs()
+	if err != nil {
+		return nil, nil, err
+	}
+	for name := range refs {
+		secrets[name] = ""
+	}
+	for name := range secrets {
+		secrets[name] = ""
+	}
+	var cliOnly []string
+	for _, name := range w.agentEnv {
+		if _, ok := secrets[name]; ok {
+			cliOnly = append(cliOnly, name)
+		}
+	}
+	delete(env, agent.EnvAgentCLIEnv)
+	if len(cliOnly) > 0 {
+		slices.Sort(cliOnly)
+		env[agent.EnvAgentCLIEnv] = strings.Join(cliOnly, ",")
+	}
+	return env, secrets, nil
+}

@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
+)
+
+// Policy is what the controller allows a request to ask for. The worker
+// cannot change it: it lives in the controller's flags.
+type Policy struct {
+	// Images are the images requests may use: path.Match patterns, where
+	// a trailing "*" also matches any rest (registry.example.com/team/*
+	// allows every image below team/, with any tag).
+	Images []string
+	// RuntimeClass, when set, is the runtime class every request must
+	// name (such as gvisor).
+	RuntimeClass string
+	// MaxMemory and MaxCPU, when set, bound the sandbox container's
+	// limits and requests.
+	MaxMemory, MaxCPU *resource.Quantity
+	// Secrets are the Secrets credentials may name.
+	Secrets []string
+}
+
+// Refusal is a request the policy refuses, with every reason.
+type Refusal struct {
+	// Kinds name the rules broken: image, runtime-class, memory, cpu,
+	// secret, env.
+	Kinds   []string
+	Reasons []string
+}
+
+func (r *Refusal) Error() string { return strings.Join(r.Reasons, "; ") }
+
+func (r *Refusal) add(kind, format string, args ...any) {
+	if !slices.Contains(r.Kinds, kind) {
+		r.Kinds = append(r.Kinds, kind)
+	}
+	r.Reasons = append(r.Reasons, fmt.Sprintf(format, args...))
+}
+
+// reservedEnv are variables the entrypoint reads to decide who the agent
+// runs as and where: a request may not set them.
+var reservedEnv = []string{"AGENT_USER", "AGENT_WORKDIR"}
+
+// Check returns a *Refusal when spec, with the resources the controller
+// gives it (effective), breaks the policy; nil otherwise.
+func (p Policy) Check(spec v1alpha1.SandboxRequestSpec, effective v1alpha1.Resources) error {
+	r := &Refusal{}
+	if !p.imageAllowed(spec.Image) {
+		r.add("image", "image %s is not allowed (allowed: %s)", spec.Image, strings.Join(p.Images, ", "))
+	}
+	if p.RuntimeClass != "" && spec.RuntimeClassName != p.RuntimeClass {
+		r.add("runtime-class", "runtime class %q is required, not %q", p.RuntimeClass, spec.RuntimeClassName)
+	}
+	for _, l := range []struct {
+		name string
+		v    v1alpha1.ResourceList
+	}{{"limit", effective.Limits}, {"request", effective.Requests}} {
+		if p.MaxMemory != nil && l.v.Memory != nil && l.v.Memory.Cmp(*p.MaxMemory) > 0 {
+			r.add("memory", "memory %s %s exceeds the maximum %s", l.name, l.v.Memory, p.MaxMemory)
+		}
+		if p.MaxCPU != nil && l.v.CPU != nil && l.v.CPU.Cmp(*p.MaxCPU) > 0 {
+			r.add("cpu", "cpu %s %s exceeds the maximum %s", l.name, l.v.CPU, p.MaxCPU)
+		}
+	}
+	credentialVars := map[string]bool{}
+	for _, c := range spec.Credentials {
+		credentialVars[c.EnvVar] = true
+		if !slices.Contains(p.Secrets, c.Name) {
+			r.add("secret", "credential %s names Secret %s, which requests may not use", c.EnvVar, c.Name)
+		}
+	}
+	for k := range spec.Env {
+		switch {
+		case slices.Contains(reservedEnv, k):
+			r.add("env", "env may not set %s: the controller decides who the agent runs as and where", k)
+		case credentialVars[k]:
+			r.add("env", "env sets %s, which a credential sets", k)
+		case !validEnvName(k):
+			r.add("env", "env name %q is not a valid variable name", k)
+		}
+	}
+	if len(r.Reasons) > 0 {
+		slices.Sort(r.Reasons)
+		return r
+	}
+	return nil
+}
+
+func (p Policy) imageAllowed(image string) bool {
+	for _, pat := range p.Images {
+		if ok, _ := path.Match(pat, image); ok {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(pat, "*"); ok && strings.HasPrefix(image, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func validEnvName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		letter := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}

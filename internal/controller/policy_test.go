@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
+)
+
+func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+
+func TestPolicyCheck(t *testing.T) {
+	p := Policy{
+		Images:    []string{"fleetlift/sandbox:*", "registry.example.com/team/*", "exact/image:1"},
+		MaxMemory: q("8Gi"), MaxCPU: q("4"),
+		Secrets: []string{"github-credentials"},
+	}
+	ok := v1alpha1.SandboxRequestSpec{
+		Image:       "fleetlift/sandbox:dev",
+		Env:         map[string]string{"A_1": "x"},
+		Credentials: []v1alpha1.Credential{{Name: "github-credentials", EnvVar: "TOKEN", SecretKey: "t"}},
+	}
+	for _, c := range []struct {
+		name   string
+		mutate func(*v1alpha1.SandboxRequestSpec, *v1alpha1.Resources)
+		kinds  []string
+	}{
+		{"allowed", func(*v1alpha1.SandboxRequestSpec, *v1alpha1.Resources) {}, nil},
+		{"image below a prefix", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Image = "registry.example.com/team/go/tool:1.2"
+		}, nil},
+		{"exact image", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Image = "exact/image:1" }, nil},
+		{"other tag of an exact image", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Image = "exact/image:2" }, []string{"image"}},
+		{"image elsewhere", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Image = "registry.example.com/other/x" }, []string{"image"}},
+		{"memory at the maximum", func(_ *v1alpha1.SandboxRequestSpec, r *v1alpha1.Resources) { r.Limits.Memory = q("8Gi") }, nil},
+		{"memory above", func(_ *v1alpha1.SandboxRequestSpec, r *v1alpha1.Resources) { r.Limits.Memory = q("9Gi") }, []string{"memory"}},
+		{"cpu request above", func(_ *v1alpha1.SandboxRequestSpec, r *v1alpha1.Resources) { r.Requests.CPU = q("5") }, []string{"cpu"}},
+		{"secret", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Credentials[0].Name = "other" }, []string{"secret"}},
+		{"reserved env", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"AGENT_WORKDIR": "/"}
+		}, []string{"env"}},
+		{"env sets a credential", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Env = map[string]string{"TOKEN": "x"} }, []string{"env"}},
+		{"bad env name", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Env = map[string]string{"1X": "x"} }, []string{"env"}},
+		{"several", func(s *v1alpha1.SandboxRequestSpec, r *v1alpha1.Resources) {
+			s.Image, r.Limits.CPU = "x", q("64")
+		}, []string{"image", "cpu"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := *ok.DeepCopy()
+			var res v1alpha1.Resources
+			c.mutate(&spec, &res)
+			err := p.Check(spec, res)
+			var refusal *Refusal
+			switch {
+			case c.kinds == nil && err != nil:
+				t.Errorf("Check = %v; want allowed", err)
+			case c.kinds != nil && !errors.As(err, &refusal):
+				t.Errorf("Check = %v; want a refusal for %v", err, c.kinds)
+			case c.kinds != nil && !slices.Equal(refusal.Kinds, c.kinds):
+				t.Errorf("refused for %v (%v); want %v", refusal.Kinds, err, c.kinds)
+			}
+		})
+	}
+	// Runtime class.
+	p.RuntimeClass = "gvisor"
+	if err := p.Check(ok, v1alpha1.Resources{}); err == nil {
+		t.Error("a request without the required runtime class passes")
+	}
+	ok.RuntimeClassName = "gvisor"
+	if err := p.Check(ok, v1alpha1.Resources{}); err != nil {
+		t.Errorf("a request with the required runtime class: %v", err)
+	}
+}
+
+func TestFitJSON(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		cut      bool
+		max      int
+		want     string
+	}{
+		{"fits", "hello", false, 10, "hello"},
+		{"cut before", "hello", true, 100, "hello... [truncated]"},
+		{"too long", "0123456789abcdefghijklmnopqrstuvwxyz", false, 20, "01234... [truncated]"},
+		{"escapes count", `""""""""""`, false, 19, `""... [truncated]`},
+		{"whole runes", "éééééééééé", false, 19, "éé... [truncated]"},
+	} {
+		if got := fitJSON([]byte(c.in), c.cut, c.max); got != c.want {
+			t.Errorf("%s: fitJSON = %q; want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,260 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
+	"github.com/fleetlift/fleetlift/internal/sandbox/kube/podexec"
+)
+
+// Jobs is the "kubernetes-jobs" provider (seed 000): the worker makes the
+// sandboxes' Jobs and execs into their pods itself, with no controller.
+type Jobs struct {
+	// Client is the worker's: Jobs (create, get, list, watch, delete),
+	// pods (get, list, watch) in Namespace.
+	Client client.WithWatch
+	// Executor execs into the pods (pods/exec).
+	Executor podexec.Executor
+	// Namespace holds the sandboxes.
+	Namespace string
+	// Image is the image of tasks that name none.
+	Image string
+	// Pod is the operator's part of every pod.
+	Pod jobspec.Config
+	// SecretRefs are where secret variables' values come from.
+	SecretRefs map[string]SecretRef
+	// Defaults are the sandbox container's resources where the options
+	// name none.
+	Defaults v1alpha1.Resources
+	// TTLSecondsAfterFinished and DeadlineSeconds go to every Job.
+	TTLSecondsAfterFinished *int32
+	DeadlineSeconds         int64
+	// Poll is how often Provision looks at the pod (250ms).
+	Poll time.Duration
+}
+
+var _ sandbox.Provider = (*Jobs)(nil)
+
+// Name implements sandbox.Provider.
+func (p *Jobs) Name() string { return "kubernetes-jobs" }
+
+func (p *Jobs) key(id string) client.ObjectKey {
+	return client.ObjectKey{Namespace: p.Namespace, Name: jobspec.Name(id)}
+}
+
+// Provision implements sandbox.Provider.
+func (p *Jobs) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
+	creds, err := credentials(opts.Secrets, p.SecretRefs)
+	if err != nil {
+		return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
+	}
+	if opts.Namespace != "" && opts.Namespace != p.Namespace {
+		return nil, fmt.Errorf("provision %s: namespace %s: this worker's sandboxes are in %s", opts.ID, opts.Namespace, p.Namespace)
+	}
+	res, err := resources(opts.Resources)
+	if err != nil {
+		return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
+	}
+	if res.Limits.Memory == nil {
+		res.Limits.Memory = p.Defaults.Limits.Memory
+	}
+	if res.Limits.CPU == nil {
+		res.Limits.CPU = p.Defaults.Limits.CPU
+	}
+	image := opts.Image
+	if image == "" {
+		image = p.Image
+	}
+	taskID := opts.Labels[jobspec.LabelTaskID]
+	if taskID == "" {
+		taskID = opts.ID
+	}
+	s := jobspec.Sandbox{
+		Name: jobspec.Name(opts.ID), Namespace: p.Namespace, ID: opts.ID, TaskID: taskID,
+		Image: image, Env: opts.Env, Credentials: creds, Resources: res,
+		RuntimeClassName: opts.RuntimeClass, NodeSelector: opts.NodeSelector,
+		TTLSecondsAfterFinished: p.TTLSecondsAfterFinished, Labels: labels(opts.Labels),
+	}
+	deadline := p.DeadlineSeconds
+	if opts.Timeout > 0 {
+		deadline = int64(opts.Timeout / time.Second)
+	}
+	if deadline > 0 {
+		s.ActiveDeadlineSeconds = &deadline
+	}
+	job := p.Pod.Job(s)
+	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("provision %s: create the Job: %w", opts.ID, err)
+	}
+	poll := p.Poll
+	if poll == 0 {
+		poll = 250 * time.Millisecond
+	}
+	for {
+		_, _, o, err := p.observe(ctx, opts.ID)
+		if err != nil {
+			return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
+		}
+		switch o.Phase {
+		case v1alpha1.PhaseRunning:
+			return &sandbox.Sandbox{ID: opts.ID, Provider: p.Name(), WorkingDir: s.Workspace(), Phase: sandbox.PhaseRunning}, nil
+		case v1alpha1.PhaseFailed, v1alpha1.PhaseSucceeded:
+			return nil, fmt.Errorf("provision %s: the sandbox %s (%s): %s", opts.ID, o.Phase, o.Reason, o.Message)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("provision %s: %w (%s)", opts.ID, ctx.Err(), o.Message)
+		case <-time.After(poll):
+		}
+	}
+}
+
+// observe reads the sandbox's Job and pod.
+func (p *Jobs) observe(ctx context.Context, id string) (*batchv1.Job, *corev1.Pod, jobspec.Outcome, error) {
+	var job batchv1.Job
+	if err := p.Client.Get(ctx, p.key(id), &job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, jobspec.Outcome{}, fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotFound)
+		}
+		return nil, nil, jobspec.Outcome{}, fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	if job.DeletionTimestamp != nil {
+		return nil, nil, jobspec.Outcome{}, fmt.Errorf("sandbox %s is being deleted: %w", id, sandbox.ErrNotFound)
+	}
+	var pods corev1.PodList
+	if err := p.Client.List(ctx, &pods, client.InNamespace(p.Namespace), client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}); err != nil {
+		return nil, nil, jobspec.Outcome{}, fmt.Errorf("sandbox %s: list its pods: %w", id, err)
+	}
+	var pod *corev1.Pod
+	if len(pods.Items) > 0 {
+		newest := slices.MaxFunc(pods.Items, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+		pod = &newest
+	}
+	return &job, pod, jobspec.Classify(&job, pod), nil
+}
+
+// Exec implements sandbox.Provider.
+func (p *Jobs) Exec(ctx context.Context, id string, cmd sandbox.ExecCommand) (*sandbox.ExecResult, error) {
+	r, ws, err := p.runner(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return execute(ctx, r, id, ws, cmd)
+}
+
+// CopyTo implements sandbox.Provider.
+func (p *Jobs) CopyTo(ctx context.Context, id string, src io.Reader, dest string) error {
+	r, ws, err := p.runner(ctx, id)
+	if err != nil {
+		return err
+	}
+	return copyTo(ctx, r, id, ws, src, dest)
+}
+
+// CopyFrom implements sandbox.Provider.
+func (p *Jobs) CopyFrom(ctx context.Context, id, src string) (io.ReadCloser, error) {
+	r, ws, err := p.runner(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return copyFrom(ctx, r, id, ws, src)
+}
+
+// runner execs into the sandbox's running pod, with the declared
+// variables the Job gives the agent (its literal values; never its
+// secretKeyRefs).
+func (p *Jobs) runner(ctx context.Context, id string) (runner, string, error) {
+	job, pod, o, err := p.observe(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	if !o.ExecReady {
+		return nil, "", fmt.Errorf("sandbox %s takes no commands (%s): %s", id, o.Phase, o.Message)
+	}
+	env := map[string]string{}
+	ws := jobspec.DefaultWorkingDir
+	for _, c := range job.Spec.Template.Spec.Containers {
+		if c.Name != jobspec.ContainerSandbox {
+			continue
+		}
+		ws = c.WorkingDir
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				env[e.Name] = e.Value
+			}
+		}
+	}
+	return directRunner{x: p.Executor, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, workspace: ws, env: env}, ws, nil
+}
+
+// directRunner execs into a pod through the shim.
+type directRunner struct {
+	x         podexec.Executor
+	pod       types.NamespacedName
+	workspace string
+	env       map[string]string
+}
+
+func (r directRunner) run(ctx context.Context, _ string, argv []string, dir string, timeout time.Duration) (*sandbox.ExecResult, error) {
+	var stdout, stderr bytes.Buffer
+	code, err := r.x.Exec(ctx, r.pod, jobspec.ContainerExec, jobspec.ExecArgv(r.workspace, r.env, dir, timeout, argv), &stdout, &stderr)
+	if err != nil {
+		return nil, err
+	}
+	return &sandbox.ExecResult{ExitCode: code, Stdout: stdout.String(), Stderr: stderr.String()}, nil
+}
+
+// Status implements sandbox.Provider.
+func (p *Jobs) Status(ctx context.Context, id string) (*sandbox.Status, error) {
+	_, _, o, err := p.observe(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st := &sandbox.Status{Phase: phase(o.Phase), Message: o.Message}
+	if o.ExitCode != nil {
+		st.ExitCode = int(*o.ExitCode)
+	}
+	return st, nil
+}
+
+// Cleanup implements sandbox.Provider: it deletes the Job, its pod first
+// (propagation Foreground), and waits until it is gone.
+func (p *Jobs) Cleanup(ctx context.Context, id string) error {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: jobspec.Name(id), Namespace: p.Namespace}}
+	err := p.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("clean up sandbox %s: %w", id, err)
+	}
+	poll := p.Poll
+	if poll == 0 {
+		poll = 250 * time.Millisecond
+	}
+	for {
+		err := p.Client.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("clean up sandbox %s: %w", id, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}

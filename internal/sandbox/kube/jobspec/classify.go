@@ -1,0 +1,131 @@
+package jobspec
+
+import (
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
+)
+
+// Outcome is what a sandbox's pod (and Job) say about it.
+type Outcome struct {
+	// Phase is Provisioning, Running, Succeeded or Failed.
+	Phase v1alpha1.Phase
+	// Reason is one of v1alpha1's Reason* constants.
+	Reason  string
+	Message string
+	// ExitCode is the agent's, once it exited.
+	ExitCode *int32
+	// StartedAt is when the agent's container started running.
+	StartedAt *metav1.Time
+	// ExecReady says the exec container runs: commands can run in the
+	// sandbox, the agent's files can be read, even after the agent exited.
+	ExecReady bool
+}
+
+// Classify reads the state of a sandbox from its Job (nil for the
+// agent-sandbox backend) and its pod (nil while there is none), with seed
+// 004's failure classification: OOMKilled, DeadlineExceeded (the Job's or
+// the pod's deadline), ImagePullFailed, ApplicationError (the agent exited
+// with another status), PodFailed (the pod could not start, or failed
+// without a container's word), PodLost (evicted or deleted under a
+// running sandbox).
+func Classify(job *batchv1.Job, pod *corev1.Pod) Outcome {
+	if job != nil {
+		for _, c := range job.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Reason == batchv1.JobReasonDeadlineExceeded {
+				return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonDeadlineExceeded, Message: "the sandbox ran past its deadline: " + c.Message}
+			}
+		}
+	}
+	if pod == nil {
+		if job != nil {
+			for _, c := range job.Status.Conditions {
+				if (c.Type == batchv1.JobFailed || c.Type == batchv1.JobFailureTarget) && c.Status == corev1.ConditionTrue {
+					return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonPodFailed, Message: fmt.Sprintf("the Job failed (%s): %s", c.Reason, c.Message)}
+				}
+			}
+		}
+		return Outcome{Phase: v1alpha1.PhaseProvisioning, Reason: v1alpha1.ReasonProvisioning, Message: "waiting for the pod"}
+	}
+	if pod.Status.Reason == "DeadlineExceeded" {
+		return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonDeadlineExceeded, Message: "the pod ran past its deadline: " + pod.Status.Message}
+	}
+	if pod.Status.Reason == "Evicted" {
+		return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonPodLost, Message: "the pod was evicted: " + pod.Status.Message}
+	}
+	sandbox := containerStatus(pod.Status.ContainerStatuses, ContainerSandbox)
+	exec := containerStatus(pod.Status.ContainerStatuses, ContainerExec)
+	execReady := pod.DeletionTimestamp == nil && exec != nil && exec.State.Running != nil
+	if sandbox != nil && sandbox.State.Terminated != nil {
+		o := terminated(sandbox.State.Terminated)
+		o.ExecReady = execReady
+		return o
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+				return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonImagePullFailed, Message: fmt.Sprintf("container %s cannot pull %s: %s", cs.Name, cs.Image, w.Message)}
+			case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+				return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonPodFailed, Message: fmt.Sprintf("container %s cannot start (%s): %s", cs.Name, w.Reason, w.Message)}
+			}
+		}
+	}
+	if install := containerStatus(pod.Status.InitContainerStatuses, ContainerInstall); install != nil {
+		if t := install.State.Terminated; t != nil && t.ExitCode != 0 {
+			return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonPodFailed, Message: fmt.Sprintf("the agent could not be installed (exit status %d, %s): %s", t.ExitCode, t.Reason, t.Message)}
+		}
+	}
+	switch pod.Status.Phase {
+	case corev1.PodFailed:
+		return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonPodFailed, Message: fmt.Sprintf("the pod failed (%s): %s", pod.Status.Reason, pod.Status.Message)}
+	case corev1.PodSucceeded:
+		// Succeeded without a terminated sandbox status: take the
+		// pod's word.
+		return Outcome{Phase: v1alpha1.PhaseSucceeded, Reason: v1alpha1.ReasonSucceeded, Message: "the agent finished"}
+	}
+	if pod.DeletionTimestamp != nil {
+		return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonPodLost, Message: "the pod is being deleted"}
+	}
+	if pod.Status.Phase == corev1.PodRunning && sandbox != nil && sandbox.State.Running != nil && execReady {
+		started := sandbox.State.Running.StartedAt
+		return Outcome{Phase: v1alpha1.PhaseRunning, Reason: v1alpha1.ReasonRunning, Message: "the agent runs", StartedAt: &started, ExecReady: true}
+	}
+	return Outcome{Phase: v1alpha1.PhaseProvisioning, Reason: v1alpha1.ReasonProvisioning, Message: fmt.Sprintf("the pod is %s", pod.Status.Phase)}
+}
+
+func terminated(t *corev1.ContainerStateTerminated) Outcome {
+	code := t.ExitCode
+	o := Outcome{ExitCode: &code}
+	switch {
+	case t.ExitCode == 0:
+		o.Phase, o.Reason, o.Message = v1alpha1.PhaseSucceeded, v1alpha1.ReasonSucceeded, "the agent finished"
+	case t.Reason == "OOMKilled":
+		o.Phase, o.Reason, o.Message = v1alpha1.PhaseFailed, v1alpha1.ReasonOOMKilled, fmt.Sprintf("the sandbox ran out of memory (exit status %d)", t.ExitCode)
+	case t.Reason == "DeadlineExceeded":
+		o.Phase, o.Reason, o.Message = v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, "the sandbox ran past its deadline"
+	default:
+		o.Phase, o.Reason = v1alpha1.PhaseFailed, v1alpha1.ReasonApplicationError
+		o.Message = fmt.Sprintf("the agent exited with status %d", t.ExitCode)
+		if t.ExitCode == 137 {
+			o.Message += " (killed by SIGKILL, but not reported out of memory)"
+		}
+		if t.Message != "" {
+			o.Message += ": " + t.Message
+		}
+	}
+	return o
+}
+
+func containerStatus(list []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package jobspec
+
+import (
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
+)
+
+func running(name string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+}
+
+func exited(name string, code int32, reason string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}}
+}
+
+func waitingFor(name, reason string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}
+}
+
+func pod(phase corev1.PodPhase, init []corev1.ContainerStatus, main ...corev1.ContainerStatus) *corev1.Pod {
+	return &corev1.Pod{Status: corev1.PodStatus{Phase: phase, InitContainerStatuses: init, ContainerStatuses: main}}
+}
+
+func TestClassify(t *testing.T) {
+	deadline := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded}}}}
+	sidecar := []corev1.ContainerStatus{exited(ContainerInstall, 0, "Completed")}
+	deleting := pod(corev1.PodRunning, sidecar, running(ContainerSandbox), running(ContainerExec))
+	deleting.DeletionTimestamp = &metav1.Time{}
+	for _, c := range []struct {
+		name   string
+		job    *batchv1.Job
+		pod    *corev1.Pod
+		phase  v1alpha1.Phase
+		reason string
+		code   *int32
+	}{
+		{"no pod yet", &batchv1.Job{}, nil, v1alpha1.PhaseProvisioning, v1alpha1.ReasonProvisioning, nil},
+		{"pending", nil, pod(corev1.PodPending, nil), v1alpha1.PhaseProvisioning, v1alpha1.ReasonProvisioning, nil},
+		{"initializing", nil, pod(corev1.PodPending, []corev1.ContainerStatus{running(ContainerInstall)}, waitingFor(ContainerSandbox, "PodInitializing")), v1alpha1.PhaseProvisioning, v1alpha1.ReasonProvisioning, nil},
+		{"running", nil, pod(corev1.PodRunning, sidecar, running(ContainerSandbox), running(ContainerExec)), v1alpha1.PhaseRunning, v1alpha1.ReasonRunning, nil},
+		{"running without the exec container", nil, pod(corev1.PodRunning, sidecar, running(ContainerSandbox), waitingFor(ContainerExec, "ContainerCreating")), v1alpha1.PhaseProvisioning, v1alpha1.ReasonProvisioning, nil},
+		{"succeeded", nil, pod(corev1.PodRunning, sidecar, exited(ContainerSandbox, 0, "Completed"), running(ContainerExec)), v1alpha1.PhaseSucceeded, v1alpha1.ReasonSucceeded, ptr(int32(0))},
+		{"oom", nil, pod(corev1.PodFailed, sidecar, exited(ContainerSandbox, 137, "OOMKilled")), v1alpha1.PhaseFailed, v1alpha1.ReasonOOMKilled, ptr(int32(137))},
+		{"killed, not oom", nil, pod(corev1.PodFailed, sidecar, exited(ContainerSandbox, 137, "Error")), v1alpha1.PhaseFailed, v1alpha1.ReasonApplicationError, ptr(int32(137))},
+		{"application error", nil, pod(corev1.PodFailed, sidecar, exited(ContainerSandbox, 2, "Error")), v1alpha1.PhaseFailed, v1alpha1.ReasonApplicationError, ptr(int32(2))},
+		{"job deadline", deadline, pod(corev1.PodRunning, sidecar, running(ContainerSandbox), running(ContainerExec)), v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
+		{"job deadline, pod gone", deadline, nil, v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
+		{"pod deadline", nil, &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded"}}, v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
+		{"image pull", nil, pod(corev1.PodPending, []corev1.ContainerStatus{exited(ContainerInstall, 0, "")}, waitingFor(ContainerSandbox, "ImagePullBackOff"), waitingFor(ContainerExec, "ImagePullBackOff")), v1alpha1.PhaseFailed, v1alpha1.ReasonImagePullFailed, nil},
+		{"agent image pull", nil, pod(corev1.PodPending, []corev1.ContainerStatus{waitingFor(ContainerInstall, "ErrImagePull")}), v1alpha1.PhaseFailed, v1alpha1.ReasonImagePullFailed, nil},
+		{"missing secret", nil, pod(corev1.PodPending, sidecar, waitingFor(ContainerSandbox, "CreateContainerConfigError")), v1alpha1.PhaseFailed, v1alpha1.ReasonPodFailed, nil},
+		{"install failed", nil, pod(corev1.PodFailed, []corev1.ContainerStatus{exited(ContainerInstall, 1, "Error")}), v1alpha1.PhaseFailed, v1alpha1.ReasonPodFailed, nil},
+		{"evicted", nil, &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted"}}, v1alpha1.PhaseFailed, v1alpha1.ReasonPodLost, nil},
+		{"deleted while running", nil, deleting, v1alpha1.PhaseFailed, v1alpha1.ReasonPodLost, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Classify(c.job, c.pod)
+			if got.Phase != c.phase || got.Reason != c.reason || (c.code == nil) != (got.ExitCode == nil) || c.code != nil && *c.code != *got.ExitCode {
+				t.Errorf("Classify = %+v; want phase %s, reason %s, exit code %v", got, c.phase, c.reason, c.code)
+			}
+			if got.Message == "" {
+				t.Error("no message")
+			}
+			if want := c.name == "running" || c.name == "succeeded"; got.ExecReady != want {
+				t.Errorf("ExecReady = %v; want %v", got.ExecReady, want)
+			}
+		})
+	}
+}
+
+func TestExecArgv(t *testing.T) {
+	got := ExecArgv("/workspace", map[string]string{"B": "2", "A": "1"}, "sub", 1500*1000*1000, []string{"sh", "-c", "x"})
+	want := []string{Agent, "exec", "--workspace", "/workspace", "--clear-env", "--hangup-on-eof", "--env", "A=1", "--env", "B=2", "--dir", "sub", "--timeout", "1500ms", "--", "sh", "-c", "x"}
+	if len(got) != len(want) {
+		t.Fatalf("ExecArgv = %q; want %q", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("ExecArgv = %q; want %q", got, want)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package kube_test
+
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fleetlift/fleetlift/internal/controller/controllertest"
+	"github.com/fleetlift/fleetlift/internal/kubetest"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
+	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
+	"github.com/fleetlift/fleetlift/internal/sandbox/sandboxtest"
+)
+
+var cp kubetest.Shared
+
+func TestMain(m *testing.M) {
+	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	os.Exit(cp.Main(m))
+}
+
+// refs give the conformance suite's secret from a Secret.
+var refs = map[string]kube.SecretRef{
+	"FLEETLIFT_FORGE_TOKEN": {Secret: "github-credentials", Key: "token"},
+	"FLEETLIFT_TEST_TOKEN":  {Secret: "claude-credentials", Key: "test-token"},
+}
+
+// agents counts the agents running in sandbox sb's pod.
+func agents(c *controllertest.Cluster) func(t *testing.T, sb *sandbox.Sandbox) int {
+	return func(t *testing.T, sb *sandbox.Sandbox) int {
+		n := 0
+		for _, p := range c.Kubelet.Processes(c.Pod(t, sb.ID), jobspec.ContainerSandbox) {
+			if strings.Contains(p, "fleetlift-agent serve") {
+				n++
+			}
+		}
+		return n
+	}
+}
+
+func options(t *testing.T, id string) sandbox.ProvisionOptions {
+	return sandbox.ProvisionOptions{Image: controllertest.Image}
+}
+
+// The kubernetes provider, as the worker's service account (the
+// sandboxrequests Role alone), against the controller (as its service
+// account) and a kubelet that runs the pods on this machine: the whole
+// conformance suite.
+func TestRequestsConformance(t *testing.T) {
+	c := controllertest.New(t, cp.Env(t), controllertest.Options{Controller: true})
+	worker := c.Worker(t)
+	sandboxtest.Run(t, sandboxtest.Harness{
+		New: func(t *testing.T) sandbox.Provider {
+			return &kube.Requests{Client: worker, Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs}
+		},
+		Options: options,
+		Agents:  agents(c),
+	})
+}
+
+// The kubernetes-jobs provider, as the worker's service account with the
+// shipped worker-jobs Role, execing through the kubelet.
+func TestJobsConformance(t *testing.T) {
+	c := controllertest.New(t, cp.Env(t), controllertest.Options{})
+	c.Env.Apply(t, map[string]string{"fleetlift-system": c.System, "sandbox-isolated": c.Sandbox}, "deploy/kubernetes/rbac/worker-jobs.yaml")
+	worker := c.Worker(t)
+	sandboxtest.Run(t, sandboxtest.Harness{
+		New: func(t *testing.T) sandbox.Provider {
+			return &kube.Jobs{Client: worker, Executor: c.Kubelet, Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs,
+				Pod: controllertest.PodConfig(), Defaults: controllertest.Defaults(), Poll: 20e6}
+		},
+		Options: options,
+		Agents:  agents(c),
+	})
+}

@@ -1,0 +1,10 @@
+// Package podexec runs commands in pods' containers: the Executor
+// interface the controller and the kubernetes-jobs provider use, its
+// implementation on the API server's pods/exec (WebSocket, falling back
+// to SPDY), and Capped, which keeps a command's output within a budget.
+//
+// Tests that play kubelet implement Executor themselves (see
+// internal/kubetest).
+//
+// podexec imports client-go; never a fleetlift package but the API.
+package podexec
