@@ -6,8 +6,8 @@ CUE_VERSION := v0.17.1
 CONTROLLER_TOOLS_VERSION := v0.23.0
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 # What controller-gen makes from api/: deepcopy beside the types, the CRD
-# under deploy/kubernetes/crd.
-CRD_DIR := deploy/kubernetes/crd
+# under deploy/crds/bases.
+CRD_DIR := deploy/crds/bases
 FUZZTIME ?= 20s
 # The version the images are tagged with, beside :dev: git describe, the one
 # place it is set (make images VERSION=1.2.3 for a release).

@@ -174,7 +174,7 @@ func TestRequestsConformance(t *testing.T) {
 // shipped worker-jobs Role, execing through the kubelet.
 func TestJobsConformance(t *testing.T) {
 	c := newCluster(t)
-	c.env.Apply(t, map[string]string{"fleetlift-system": c.system, "sandbox-isolated": c.sandbox}, "deploy/kubernetes/rbac/worker-jobs.yaml")
+	c.env.Apply(t, map[string]string{"fleetlift-system": c.system, "sandbox-isolated": c.sandbox}, "deploy/base/kubernetes/rbac/worker-jobs.yaml")
 	worker := c.env.ServiceAccountClient(t, c.system, "fleetlift-worker")
 	mem, cpu := resource.MustParse("1Gi"), resource.MustParse("1")
 	sandboxtest.Run(t, sandboxtest.Harness{
