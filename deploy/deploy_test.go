@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 )
@@ -668,4 +670,86 @@ func assertRestricted(t *testing.T, env *kubetest.Env, objs []*unstructured.Unst
 			t.Errorf("%s %s: its pod is refused in %s: %v", w.GetKind(), w.GetName(), w.GetNamespace(), err)
 		}
 	}
+}
+
+// readYAML decodes every document of a file under deploy/.
+func readYAML(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if u.Object != nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// The Argo CD Application and the Flux Kustomizations name what the tests
+// above apply, in the order they apply it, with the policies the README
+// promises.
+func TestGitOps(t *testing.T) {
+	t.Run("argocd", func(t *testing.T) {
+		docs := readYAML(t, "gitops/argocd/application.yaml")
+		if len(docs) != 1 || docs[0].GetKind() != "Application" {
+			t.Fatalf("application.yaml: want one Application")
+		}
+		app := docs[0].Object
+		sources, _, _ := unstructured.NestedSlice(app, "spec", "sources")
+		var paths []string
+		for _, s := range sources {
+			p, _, _ := unstructured.NestedString(s.(map[string]any), "path")
+			paths = append(paths, p)
+		}
+		if len(paths) != 2 || paths[0] != "deploy/crds" || !slices.Contains(prefixed("deploy/", overlays), paths[1]) {
+			t.Errorf("Application sources %v, want deploy/crds and an overlay", paths)
+		}
+		auto, ok, _ := unstructured.NestedMap(app, "spec", "syncPolicy", "automated")
+		if !ok || auto["prune"] != true || auto["selfHeal"] != false {
+			t.Errorf("syncPolicy.automated %v, want prune and no self-heal", auto)
+		}
+	})
+	t.Run("flux", func(t *testing.T) {
+		ks := map[string]map[string]any{}
+		for _, d := range readYAML(t, "gitops/flux/fleetlift.yaml") {
+			if d.GetKind() == "Kustomization" {
+				ks[d.GetName()] = d.Object
+			}
+		}
+		crds, app := ks["fleetlift-crds"], ks["fleetlift"]
+		if crds == nil || app == nil {
+			t.Fatalf("want Kustomizations fleetlift-crds and fleetlift, have %d", len(ks))
+		}
+		if p, _, _ := unstructured.NestedString(crds, "spec", "path"); p != "./deploy/crds" {
+			t.Errorf("fleetlift-crds path %q", p)
+		}
+		if w, _, _ := unstructured.NestedBool(crds, "spec", "wait"); !w {
+			t.Errorf("fleetlift-crds does not wait for the CRD")
+		}
+		if p, _, _ := unstructured.NestedString(app, "spec", "path"); !slices.Contains(prefixed("./deploy/", overlays), p) {
+			t.Errorf("fleetlift path %q, want an overlay", p)
+		}
+		deps, _, _ := unstructured.NestedSlice(app, "spec", "dependsOn")
+		if len(deps) != 1 || deps[0].(map[string]any)["name"] != "fleetlift-crds" {
+			t.Errorf("fleetlift dependsOn %v, want fleetlift-crds", deps)
+		}
+		if w, _, _ := unstructured.NestedBool(app, "spec", "wait"); !w {
+			t.Errorf("fleetlift does not wait for its workloads")
+		}
+	})
+}
+
+func prefixed(prefix string, l []string) []string {
+	var out []string
+	for _, s := range l {
+		out = append(out, prefix+s)
+	}
+	return out
 }
