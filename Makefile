@@ -6,8 +6,8 @@ CUE_VERSION := v0.17.1
 CONTROLLER_TOOLS_VERSION := v0.23.0
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 # What controller-gen makes from api/: deepcopy beside the types, the CRD
-# under deploy/kubernetes/crd.
-CRD_DIR := deploy/kubernetes/crd
+# under deploy/crds/bases.
+CRD_DIR := deploy/crds/bases
 ACTIONLINT_VERSION := v1.7.12
 # multi-gitter, which bench-peer measures fleetlift against, pinned in
 # bench/peer/multigitter/go.mod (one dependency raised there: see its
@@ -18,6 +18,10 @@ FUZZTIME ?= 20s
 # place it is set (make images VERSION=1.2.3 for a release).
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGES  := sandbox agent fleetlift
+# deploy/ is a module of its own: Argo CD's gitops-engine and Flux's ssa
+# need Go 1.27, which the go command fetches as a toolchain module for that
+# module's commands only; the main module stays on the machine's Go.
+DEPLOY_GOTOOLCHAIN := go1.27.3
 
 .DEFAULT_GOAL := help
 
@@ -39,13 +43,19 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 test: lint lint-actions check-generated check-tidy bin/gitea bin/envtest images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the images, the envtest control plane, unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 ./...
 	cd deploy/monitoring && $(GO) test -count=1 ./...
+	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZTIME) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONSchema$$' -fuzztime $(FUZZTIME) ./internal/spec
 
+.PHONY: test-deploy
+test-deploy: bin/envtest ## Render deploy/'s overlays with kustomize and apply them to kube-apiserver with Argo CD's gitops-engine and Flux's ssa (deploy/ module, Go 1.27)
+	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) test -count=1 ./...
+
 .PHONY: lint
 lint: ## go vet and gofmt
 	$(GO) vet ./...
+	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
@@ -74,6 +84,7 @@ check-generated: $(CONTROLLER_GEN) ## Fail when the generated JSON Schema files,
 .PHONY: check-tidy
 check-tidy: ## Fail when go.mod or go.sum is not tidy
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) mod tidy -diff || { echo "deploy/go.mod/go.sum are not tidy: run cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) go mod tidy"; exit 1; }
 
 .PHONY: verify
 verify: generate ## Regenerate and tidy, then fail if anything changed

@@ -76,7 +76,7 @@ func TestWorkerKubernetesSandbox(t *testing.T) {
 
 	// In a namespace the worker has no Role in, it says what to install.
 	wf = parseWorkerFlags(t, "--sandbox", "kubernetes", "--kubeconfig", kubeconfig, "--sandbox-namespace", system)
-	if _, err := wf.kubeProvider(context.Background(), io.Discard, wf.providerName); err == nil || !strings.Contains(err.Error(), "install deploy/kubernetes") {
+	if _, err := wf.kubeProvider(context.Background(), io.Discard, wf.providerName); err == nil || !strings.Contains(err.Error(), "install deploy/crds") {
 		t.Errorf("provider without a Role = %v; want an error that says what to install", err)
 	}
 	for _, bad := range []string{"NAME", "NAME=secret", "=s/k", "N=/k"} {

@@ -335,7 +335,7 @@ func checkControllerFlags(t *testing.T, c readmeCommand, args []string) {
 
 // checkKubectl checks what a kubectl command line takes from this
 // repository: the manifests it applies, the namespaces and the service
-// accounts deploy/kubernetes makes.
+// accounts deploy/base/kubernetes makes.
 func checkKubectl(t *testing.T, c readmeCommand, args []string) {
 	t.Helper()
 	read := func(glob string) string {
@@ -362,21 +362,21 @@ func checkKubectl(t *testing.T, c readmeCommand, args []string) {
 				}
 			}
 		case "-n":
-			if !strings.Contains(read("deploy/kubernetes/namespaces.yaml"), "name: "+v+"\n") {
-				t.Errorf("%s: deploy/kubernetes makes no namespace %s", c, v)
+			if !strings.Contains(read("deploy/base/kubernetes/namespaces.yaml"), "name: "+v+"\n") {
+				t.Errorf("%s: deploy/base/kubernetes makes no namespace %s", c, v)
 			}
 		case "token":
 			if i == 0 || args[i-1] != "create" {
 				continue
 			}
 			found := false
-			for _, doc := range strings.Split(read("deploy/kubernetes/rbac/*.yaml"), "\n---") {
+			for _, doc := range strings.Split(read("deploy/base/kubernetes/rbac/*.yaml"), "\n---") {
 				if strings.Contains(doc, "\nkind: ServiceAccount\n") && strings.Contains(doc, "\n  name: "+v+"\n") {
 					found = true
 				}
 			}
 			if !found {
-				t.Errorf("%s: deploy/kubernetes makes no service account %s", c, v)
+				t.Errorf("%s: deploy/base/kubernetes makes no service account %s", c, v)
 			}
 		}
 	}

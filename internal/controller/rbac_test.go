@@ -18,7 +18,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
 )
 
-// The shipped RBAC (deploy/kubernetes/rbac), loaded onto the API server
+// The shipped RBAC (deploy/base/kubernetes/rbac), loaded onto the API server
 // and exercised by impersonating its service accounts: the worker may
 // only ask for sandboxes; the controller may do what sandboxes need; the
 // sandbox may do nothing.

@@ -14,7 +14,7 @@ import (
 )
 
 // Apply creates the objects of YAML files under the repository root (such
-// as deploy/kubernetes/rbac/worker.yaml), with the namespaces rename
+// as deploy/base/kubernetes/rbac/worker.yaml), with the namespaces rename
 // names renamed, in objects and in RoleBinding subjects, so that each
 // test has its own. Namespace objects are left out.
 func (e *Env) Apply(t testing.TB, rename map[string]string, files ...string) {
@@ -56,7 +56,7 @@ func (e *Env) Apply(t testing.TB, rename map[string]string, files ...string) {
 
 // Install makes a control namespace and a sandbox namespace (restricted
 // Pod Security) for one test and applies the shipped RBAC
-// (deploy/kubernetes/rbac) to them, in place of fleetlift-system and
+// (deploy/base/kubernetes/rbac) to them, in place of fleetlift-system and
 // sandbox-isolated: the worker's, the controller's and the sandbox's
 // service accounts, Roles and bindings.
 func (e *Env) Install(t testing.TB) (system, sandbox string) {
@@ -64,6 +64,6 @@ func (e *Env) Install(t testing.TB) (system, sandbox string) {
 	system = e.Namespace(t, "fleetlift-system", nil)
 	sandbox = e.Namespace(t, "sandbox", RestrictedLabels)
 	e.Apply(t, map[string]string{"fleetlift-system": system, "sandbox-isolated": sandbox},
-		"deploy/kubernetes/rbac/worker.yaml", "deploy/kubernetes/rbac/controller.yaml", "deploy/kubernetes/rbac/sandbox.yaml")
+		"deploy/base/kubernetes/rbac/worker.yaml", "deploy/base/kubernetes/rbac/controller.yaml", "deploy/base/kubernetes/rbac/sandbox.yaml")
 	return system, sandbox
 }

@@ -4,7 +4,7 @@
 // envtest, with RBAC authorization on and the Pod Security admission
 // plugin enforcing, so that what the suites prove about permissions and
 // pod security holds on a real API server. The CRDs under
-// deploy/kubernetes/crd are installed.
+// deploy/crds/bases are installed.
 //
 // Missing binaries fail the tests, with the make target that builds them;
 // they are never skipped.

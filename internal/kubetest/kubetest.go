@@ -44,10 +44,14 @@ type Env struct {
 // Options configure Start.
 type Options struct {
 	// CRDPaths are more CRD files or directories to install, besides
-	// deploy/kubernetes/crd.
+	// deploy/crds/bases.
 	CRDPaths []string
 	// AddToScheme adds more types to Env.Scheme.
 	AddToScheme []func(*runtime.Scheme) error
+	// NoCRDs starts an empty cluster: neither deploy/crds/bases nor
+	// CRDPaths are installed (for suites that install them as a user
+	// would, such as the deploy/ tests).
+	NoCRDs bool
 }
 
 // Start starts etcd and kube-apiserver from bin/envtest (or the directory
@@ -72,8 +76,11 @@ func Start(opts Options) (*Env, error) {
 	env := &envtest.Environment{
 		Scheme:                scheme,
 		UseExistingCluster:    &existing,
-		CRDDirectoryPaths:     append([]string{filepath.Join(root, "deploy", "kubernetes", "crd")}, opts.CRDPaths...),
+		CRDDirectoryPaths:     append([]string{filepath.Join(root, "deploy", "crds", "bases")}, opts.CRDPaths...),
 		ErrorIfCRDPathMissing: true,
+	}
+	if opts.NoCRDs {
+		env.CRDDirectoryPaths = nil
 	}
 	env.ControlPlane.GetAPIServer().Path = filepath.Join(assets, "kube-apiserver")
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}

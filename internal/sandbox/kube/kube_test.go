@@ -67,7 +67,7 @@ func TestRequestsConformance(t *testing.T) {
 // shipped worker-jobs Role, execing through the kubelet.
 func TestJobsConformance(t *testing.T) {
 	c := controllertest.New(t, cp.Env(t), controllertest.Options{})
-	c.Env.Apply(t, map[string]string{"fleetlift-system": c.System, "sandbox-isolated": c.Sandbox}, "deploy/kubernetes/rbac/worker-jobs.yaml")
+	c.Env.Apply(t, map[string]string{"fleetlift-system": c.System, "sandbox-isolated": c.Sandbox}, "deploy/base/kubernetes/rbac/worker-jobs.yaml")
 	worker := c.Worker(t)
 	sandboxtest.Run(t, sandboxtest.Harness{
 		New: func(t *testing.T) sandbox.Provider {
