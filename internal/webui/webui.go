@@ -65,6 +65,13 @@ func Start(o Options) (*Server, error) {
 		HideLogs:            true,
 		Distribution:        "cli",
 		CORS:                uiconfig.CORS{CookieInsecure: true},
+		// Read-only: the UI has no login of its own and presents the
+		// install's client certificate, so anyone who reaches its port
+		// (the work in a local sandbox included) would otherwise signal,
+		// terminate or start workflows with the install's rights, and a
+		// decision signal is how a change gets approved. Approvals go
+		// through fleetlift approve or Git.
+		DisableWriteActions: true,
 	}
 	if o.CertFile != "" || o.CAFile != "" {
 		serverName := o.ServerName

@@ -53,3 +53,33 @@ func TestTakenPort(t *testing.T) {
 		t.Fatal("started on a taken port")
 	}
 }
+
+// TestReadOnly: the UI refuses writes (terminating a run, starting one)
+// before anything reaches Temporal, even from a client that skips its
+// CSRF check with an Authorization header; reads go through.
+func TestReadOnly(t *testing.T) {
+	s, err := webui.Start(webui.Options{Listen: freeAddr(t), Temporal: freeAddr(t), Namespace: "fleetlift"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	for _, path := range []string{
+		"/api/v1/namespaces/fleetlift/workflows/campaign%2Fx/terminate",
+		"/api/v1/namespaces/fleetlift/workflows/campaign%2Fx",
+	} {
+		req, err := http.NewRequest(http.MethodPost, s.URL()+path, strings.NewReader(`{"input":{"payloads":[]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer anything")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("POST %s: %s; want 405 Method Not Allowed (the UI is read-only)", path, resp.Status)
+		}
+	}
+}
