@@ -209,6 +209,25 @@ func TestRenderOverlays(t *testing.T) {
 				}
 			}
 
+			// A port named metrics is one fleetlift serves: the command's
+			// listener is on it, and a worker's probes ask it.
+			for _, o := range objs {
+				if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" || o.GetName() == "fleetlift-controller" {
+					continue
+				}
+				c := containers(o)[0]
+				ports, _ := c["ports"].([]any)
+				if !slices.ContainsFunc(ports, func(p any) bool { return p.(map[string]any)["name"] == "metrics" }) {
+					continue
+				}
+				if a := args(c); !slices.Contains(a, "--metrics-listen=:9090") {
+					t.Errorf("%s declares a metrics port but does not serve it: args %v", o.GetName(), a)
+				}
+				if o.GetName() == "fleetlift-worker" && (c["readinessProbe"] == nil || c["livenessProbe"] == nil) {
+					t.Errorf("the worker has no probes")
+				}
+			}
+
 			ctl := find(objs, "Deployment", "fleetlift-controller")
 			if a := args(containers(ctl)[0]); !slices.Contains(a, "--leader-elect") {
 				t.Errorf("the controller is not leader-elected: %v", a)
