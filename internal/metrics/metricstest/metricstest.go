@@ -12,6 +12,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Samples are the series of one scrape, keyed by name and sorted labels:
@@ -78,7 +79,9 @@ func Scrape(t testing.TB, url string) Samples {
 
 // Parse reads Prometheus's text format.
 func Parse(r io.Reader) (Samples, error) {
-	var p expfmt.TextParser
+	// Names as Prometheus 3 accepts them (a zero TextParser validates
+	// with no scheme and panics).
+	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return nil, err
