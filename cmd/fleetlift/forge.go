@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/desired"
@@ -291,6 +292,22 @@ func (f *forgeSetup) sandbox() (env, secrets map[string]string) {
 		env[agentcmd.EnvForgeURL] = f.URL
 	}
 	return env, map[string]string{agentcmd.EnvForgeToken: f.Token, gitx.DefaultTokenEnv: f.Token}
+}
+
+// envAnthropicAPIKey is the agent CLI's API key: --agent-env's default,
+// and the variable a definition's credentials.anthropic gives.
+const envAnthropicAPIKey = "ANTHROPIC_API_KEY"
+
+// credentialVariables are the variables a definition's credentials give
+// the agent in Kubernetes sandboxes: credentials.github the forge token,
+// under both names sandbox gives it, and credentials.anthropic the agent
+// CLI's key, listed as the CLI's alone.
+func credentialVariables() activity.CredentialVariables {
+	return activity.CredentialVariables{
+		Forge:        []string{agentcmd.EnvForgeToken, gitx.DefaultTokenEnv},
+		AgentCLI:     envAnthropicAPIKey,
+		AgentCLIList: agent.EnvAgentCLIEnv,
+	}
 }
 
 // gitOrigins are the origins git may send the forge's token to: the

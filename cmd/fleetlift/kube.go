@@ -145,7 +145,8 @@ func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) 
 	if err != nil {
 		return nil, err
 	}
-	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets}
+	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets,
+		CredentialVariables: credentialVariables()}
 	return newWorkers(provider, sharedWorker(c, acts)), nil
 }
 

@@ -226,13 +226,16 @@ type jsonRunEntry struct {
 
 // jsonRun is status ID -o json.
 type jsonRun struct {
-	FormatVersion    int            `json:"format_version"`
-	ID               string         `json:"id"`
-	Workflow         string         `json:"workflow"`
-	Closed           bool           `json:"closed"`
-	Phase            string         `json:"phase"`
-	Message          string         `json:"message,omitempty"`
-	Error            string         `json:"error,omitempty"`
+	FormatVersion int    `json:"format_version"`
+	ID            string `json:"id"`
+	Workflow      string `json:"workflow"`
+	Closed        bool   `json:"closed"`
+	Phase         string `json:"phase"`
+	Message       string `json:"message,omitempty"`
+	Error         string `json:"error,omitempty"`
+	// Notes say what of the definition the task's sandboxes could not
+	// apply (a credentials secret_ref in a local sandbox).
+	Notes            []string       `json:"notes,omitempty"`
 	Suspended        bool           `json:"suspended,omitempty"`
 	Summary          *jsonSummary   `json:"summary,omitempty"`
 	Repositories     []jsonRepo     `json:"repositories"`
@@ -294,6 +297,7 @@ func (s *runState) json(waiting []*workflow.TaskState, diff bool) jsonRun {
 		}
 	} else if t := s.task; t != nil {
 		out.Workflow, out.Phase, out.Message = "Task", string(t.Phase), t.Message
+		out.Notes = taskNotes(t)
 		switch {
 		case t.Final != nil:
 			out.Error = t.Final.Error
@@ -470,6 +474,9 @@ func (s *runState) write(w io.Writer) {
 		fmt.Fprintf(tw, " (%s)", t.Message)
 	}
 	fmt.Fprintln(tw)
+	for _, n := range taskNotes(t) {
+		fmt.Fprintf(tw, "note: %s\n", n)
+	}
 	var repos []workflow.RepoResult
 	switch {
 	case t.Final != nil:
@@ -512,4 +519,12 @@ func oneLine(s string) string {
 		s = s[:117] + "..."
 	}
 	return s
+}
+
+// taskNotes are t's notes: its result's once it has ended.
+func taskNotes(t *workflow.TaskState) []string {
+	if t.Final != nil && len(t.Final.Notes) > 0 {
+		return t.Final.Notes
+	}
+	return t.Notes
 }

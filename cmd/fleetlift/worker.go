@@ -84,7 +84,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	w.kube.register(cmd)
 	cmd.Flags().StringVar(&w.agentCLI, "agent-cli", "",
 		`agent CLI for agentic tasks, as a JSON argv (default: Claude Code, "claude -p")`)
-	cmd.Flags().StringSliceVar(&w.agentEnv, "agent-env", []string{"ANTHROPIC_API_KEY"},
+	cmd.Flags().StringSliceVar(&w.agentEnv, "agent-env", []string{envAnthropicAPIKey},
 		"names of this process's environment variables that only the agent CLI sees in sandboxes, such as its model's API key (only when set)")
 	cmd.Flags().StringSliceVar(&w.passEnv, "sandbox-env", nil,
 		"names of this process's environment variables every command in sandboxes sees (only when set; never a token)")
@@ -234,7 +234,8 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	if err != nil {
 		return nil, err
 	}
-	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets, Queue: queue}
+	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets, Queue: queue,
+		CredentialVariables: credentialVariables()}
 	// This host's queue: the steps on the sandboxes it provisions, which
 	// only it can reach.
 	hw := worker.New(c, queue, worker.Options{})

@@ -29,6 +29,9 @@ type Activities struct {
 	// tokens, the agent CLI's key): never to disk, never to Exec'd
 	// commands, never into workflow history. They stay in the worker.
 	SandboxSecrets map[string]string
+	// CredentialVariables are the secret variables a definition's
+	// credentials give values (Kubernetes sandboxes).
+	CredentialVariables CredentialVariables
 	// PollInterval is how often WaitForAgentPhase reads status.json
 	// (default 100ms: a small file read).
 	PollInterval time.Duration
@@ -83,6 +86,9 @@ type ProvisionInput struct {
 	Timeout   time.Duration
 	Labels    map[string]string
 	Resources sandbox.Resources
+	// Credentials are the definition's: which Secrets give the agent its
+	// forge token and its CLI's key, over the worker's --sandbox-secret-ref.
+	Credentials *Credentials `json:",omitempty"`
 }
 
 // SandboxRef names a provisioned sandbox.
@@ -92,6 +98,9 @@ type SandboxRef struct {
 	// Queue is the task queue of the worker that provisioned the sandbox:
 	// the steps on it go there. Empty means any worker's.
 	Queue string `json:",omitempty"`
+	// Notes say what of the definition the sandbox could not apply (a
+	// credentials secret_ref in a local sandbox) and what it did instead.
+	Notes []string `json:",omitempty"`
 }
 
 // ProvisionSandbox creates the sandbox, or finds the one a previous attempt
@@ -101,14 +110,16 @@ func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (S
 	for k, v := range a.SandboxEnv {
 		env[k] = v
 	}
+	refs := a.CredentialVariables.secretRefs(in.Credentials, env)
 	sb, err := a.Sandbox.Provision(ctx, sandbox.ProvisionOptions{
-		ID: in.SandboxID, Image: in.Image, Env: env, Secrets: a.SandboxSecrets,
-		Timeout: in.Timeout, Labels: in.Labels, Resources: in.Resources,
+		ID: in.SandboxID, Image: in.Image, Env: env, Secrets: cloneSecrets(a.SandboxSecrets),
+		Timeout: in.Timeout, Labels: in.Labels, Resources: in.Resources, SecretRefs: refs,
 	})
 	if err != nil {
 		return SandboxRef{}, fmt.Errorf("provision sandbox %s: %w", in.SandboxID, err)
 	}
-	return SandboxRef{ID: sb.ID, Provider: sb.Provider, Queue: a.Queue}, nil
+	return SandboxRef{ID: sb.ID, Provider: sb.Provider, Queue: a.Queue,
+		Notes: a.CredentialVariables.notes(in.Credentials, sb.Provider, sb.IgnoredSecretRefs)}, nil
 }
 
 // SubmitManifestInput is the manifest for a sandbox's agent.

@@ -88,7 +88,7 @@ func TestPolicyRefusals(t *testing.T) {
 		{"cpu", "cpu", "cpu request 8 exceeds the maximum 4", func(s *v1alpha1.SandboxRequest) {
 			s.Spec.Resources.Limits.CPU, s.Spec.Resources.Requests.CPU = &many, &many
 		}},
-		{"secret", "secret", "names Secret fleetlift-controller-token, which requests may not use", func(s *v1alpha1.SandboxRequest) {
+		{"secret", "secret", "names Secret fleetlift-controller-token, which requests may not use (the controller's --allowed-secret; allowed: claude-credentials, github-credentials)", func(s *v1alpha1.SandboxRequest) {
 			s.Spec.Credentials[0].Name = "fleetlift-controller-token"
 		}},
 		{"env", "env", "env may not set AGENT_USER", func(s *v1alpha1.SandboxRequest) { s.Spec.Env["AGENT_USER"] = "root" }},

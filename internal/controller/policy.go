@@ -74,7 +74,7 @@ func (p Policy) Check(spec v1alpha1.SandboxRequestSpec, effective v1alpha1.Resou
 	for _, c := range spec.Credentials {
 		credentialVars[c.EnvVar] = true
 		if !slices.Contains(p.Secrets, c.Name) {
-			r.add("secret", "credential %s names Secret %s, which requests may not use", c.EnvVar, c.Name)
+			r.add("secret", "credential %s names Secret %s, which requests may not use (the controller's --allowed-secret; allowed: %s)", c.EnvVar, c.Name, allowedList(p.Secrets))
 		}
 	}
 	for k := range spec.Env {
@@ -92,6 +92,14 @@ func (p Policy) Check(spec v1alpha1.SandboxRequestSpec, effective v1alpha1.Resou
 		return r
 	}
 	return nil
+}
+
+// allowedList is names, sorted and comma-separated, or "none".
+func allowedList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(slices.Values(names)), ", ")
 }
 
 func (p Policy) imageAllowed(image string) bool {

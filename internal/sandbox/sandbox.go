@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -58,6 +60,30 @@ type ProvisionOptions struct {
 	Namespace    string
 	NodeSelector map[string]string
 	RuntimeClass string
+	// SecretRefs say, for this sandbox alone, which Kubernetes Secret key
+	// gives each of these secret variables of the agent its value, over
+	// the provider's own references (a definition's credentials); a
+	// variable named here that Secrets lacks is added. Names only, never
+	// values. Kubernetes only: a provider that cannot apply them lists
+	// the variables in Sandbox.IgnoredSecretRefs.
+	SecretRefs map[string]SecretRef
+}
+
+// SecretRef names the key of a Kubernetes Secret that holds a secret
+// variable's value.
+type SecretRef struct {
+	Secret, Key string
+}
+
+func (r SecretRef) String() string { return r.Secret + "/" + r.Key }
+
+// Ignoring returns sb with the variables of opts.SecretRefs as its
+// IgnoredSecretRefs: what a provider that cannot apply them returns.
+func Ignoring(sb *Sandbox, opts ProvisionOptions) *Sandbox {
+	if sb != nil && len(opts.SecretRefs) > 0 {
+		sb.IgnoredSecretRefs = slices.Sorted(maps.Keys(opts.SecretRefs))
+	}
+	return sb
 }
 
 // Resources are resource limits ("4Gi", "2").
@@ -73,6 +99,10 @@ type Sandbox struct {
 	// WorkingDir is the workspace as the agent sees it.
 	WorkingDir string
 	Phase      Phase
+	// IgnoredSecretRefs are the variables of ProvisionOptions.SecretRefs
+	// the provider did not apply (sorted): their values, if any, come
+	// from the worker's own configuration.
+	IgnoredSecretRefs []string
 }
 
 // Phase is a sandbox's lifecycle state.

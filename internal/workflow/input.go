@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/spec"
@@ -139,8 +140,24 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 	if s := w.Sandbox; s != nil && s.Resources != nil && s.Resources.Limits != nil {
 		in.Resources = sandbox.Resources{Memory: s.Resources.Limits.Memory, CPU: s.Resources.Limits.CPU}
 	}
+	in.Credentials = credentials(w.Credentials)
 	in.Manifest = m
 	return in, nil
+}
+
+// credentials are the references of c, the definition's credentials
+// (names of Secrets and keys, never values); nil when it has none.
+func credentials(c *spec.Credentials) *activity.Credentials {
+	if c == nil || c.GitHub == nil && c.Anthropic == nil {
+		return nil
+	}
+	ref := func(c *spec.Credential) *sandbox.SecretRef {
+		if c == nil {
+			return nil
+		}
+		return &sandbox.SecretRef{Secret: c.SecretRef.Name, Key: c.SecretRef.Key}
+	}
+	return &activity.Credentials{GitHub: ref(c.GitHub), Anthropic: ref(c.Anthropic)}
 }
 
 // groupUnit is the unit of group g: its repositories, worked on

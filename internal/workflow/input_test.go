@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -54,6 +55,19 @@ func TestForDefinitionExamples(t *testing.T) {
 	audit := byID["auth-audit"].Task
 	if audit == nil || audit.Manifest.Output == nil || len(audit.Manifest.Output.Schema) == 0 || audit.Manifest.PullRequest != nil {
 		t.Errorf("report: output schema carried, no pull request: %+v", audit)
+	}
+
+	// A definition's credentials travel as references (Secret and key
+	// names), for every unit of a campaign.
+	rollout := byID["slog-rollout"].Campaign
+	if rollout == nil || rollout.Template.Credentials == nil {
+		t.Errorf("slog-rollout: no credentials in %+v", rollout)
+	} else if c := rollout.Template.Credentials; c.GitHub == nil || *c.GitHub != (sandbox.SecretRef{Secret: "fleetlift-github", Key: "token"}) ||
+		c.Anthropic == nil || *c.Anthropic != (sandbox.SecretRef{Secret: "fleetlift-anthropic", Key: "api-key"}) {
+		t.Errorf("slog-rollout credentials: %+v %+v", c.GitHub, c.Anthropic)
+	}
+	if c := slog.Task.Credentials; c != nil {
+		t.Errorf("slog-migration names no credentials, got %+v", c)
 	}
 
 	for id, s := range byID {

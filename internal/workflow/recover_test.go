@@ -1,13 +1,16 @@
 package workflow_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -152,5 +155,31 @@ func TestApprovalOfAChangeNeverPushedIsNotCarriedOut(t *testing.T) {
 	})
 	if res.Phase != workflow.TaskFailed || len(res.Applied) != 0 {
 		t.Fatalf("result %s, applied %q; want failed and the approval not carried out", res.Phase, res.Applied)
+	}
+}
+
+// A definition's credentials reach every sandbox of the task, and what a
+// sandbox could not apply of them is noted once per task, in the result
+// and the status, however many sandboxes said so.
+func TestTaskCredentialsAndNotes(t *testing.T) {
+	note := "credentials.github.secret_ref (Secret team-github/token) does not apply to local sandboxes: the agent's forge token comes from the worker's own configuration"
+	s := &agentScript{first: protocol.PhaseComplete, lose: loseAt(0), notes: []string{note}}
+	in := taskInput()
+	in.Manifest.RequireApproval = false
+	in.Credentials = &activity.Credentials{GitHub: &sandbox.SecretRef{Secret: "team-github", Key: "token"}}
+	res, env := runTask(t, s, in, nil)
+	if res.Phase != workflow.TaskCompleted || len(s.sandboxes) != 2 {
+		t.Fatalf("result %+v after %d sandboxes; want completed in the second", res, len(s.sandboxes))
+	}
+	for i, c := range s.credentials {
+		if c == nil || c.GitHub == nil || *c.GitHub != *in.Credentials.GitHub || c.Anthropic != nil {
+			t.Errorf("sandbox %d provisioned with credentials %+v; want %+v", i, c, in.Credentials)
+		}
+	}
+	if !slices.Equal(res.Notes, []string{note}) {
+		t.Errorf("result notes %q; want the note once", res.Notes)
+	}
+	if st := queryTask(t, env); !slices.Equal(st.Notes, []string{note}) {
+		t.Errorf("status notes %q; want the note once", st.Notes)
 	}
 }

@@ -65,6 +65,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			st.Applied = res.Applied
 		}
 		res.SandboxesLost = len(st.Lost)
+		res.Notes = st.Notes
 		st.Final = &res
 		return res, nil
 	}
@@ -126,11 +127,21 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		got, err := steps.provision(ctx, activity.ProvisionInput{
 			SandboxID: id, Image: in.Image, Resources: in.Resources,
 			// The sandbox outlives the agent's timeout by the approval wait.
-			Labels: map[string]string{"fleetlift.io/task-id": in.ID},
+			Labels:      map[string]string{"fleetlift.io/task-id": in.ID},
+			Credentials: in.Credentials,
 		})
 		if err != nil {
 			return &stepError{"provision sandbox", err}
 		}
+		// What the sandbox could not apply is said once per task, in
+		// the worker's log and the task's notes.
+		for _, n := range got.Notes {
+			if !slices.Contains(st.Notes, n) {
+				st.Notes = append(st.Notes, n)
+				workflow.GetLogger(ctx).Warn(n, "task", in.ID, "sandbox", got.ID)
+			}
+		}
+		got.Notes = nil
 		ref = got
 		st.Sandbox = ref.ID
 		if err := steps.run(ctx, ref, 5, a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}, nil); err != nil {

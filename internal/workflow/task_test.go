@@ -45,6 +45,10 @@ type agentScript struct {
 	// repos, when set, are the agent's results instead of one changed
 	// repository.
 	repos []protocol.RepositoryResult
+	// notes are every provisioned sandbox's; credentials what each
+	// provisioning was given.
+	notes       []string
+	credentials []*activity.Credentials
 }
 
 // scriptTree is the tree of the change the scripted agent collects.
@@ -56,8 +60,9 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.sandboxes = append(s.sandboxes, in.SandboxID)
+		s.credentials = append(s.credentials, in.Credentials)
 		s.current, s.iteration = "", 0
-		return activity.SandboxRef{ID: in.SandboxID, Provider: "script"}, nil
+		return activity.SandboxRef{ID: in.SandboxID, Provider: "script", Notes: s.notes}, nil
 	})
 	env.OnActivity(a.SubmitManifest, mockAny, mockAny).Return(func(context.Context, activity.SubmitManifestInput) error {
 		s.mu.Lock()

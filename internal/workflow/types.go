@@ -3,6 +3,7 @@ package workflow
 import (
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
@@ -67,6 +68,10 @@ type TaskInput struct {
 	// holds the sandbox before the sandbox counts as lost and the work
 	// runs again elsewhere (default DefaultHostTimeout).
 	HostTimeout time.Duration
+	// Credentials are the definition's credentials: which Kubernetes
+	// Secret keys give the agent its forge token and its CLI's key, names
+	// only.
+	Credentials *activity.Credentials `json:",omitempty"`
 }
 
 // TaskPhase is where a Task workflow is.
@@ -117,6 +122,9 @@ type TaskResult struct {
 	Applied []string `json:"applied,omitempty"`
 	// SandboxesLost counts the sandboxes lost to crashes and replaced.
 	SandboxesLost int `json:"sandboxes_lost,omitempty"`
+	// Notes say what of the definition the task's sandboxes could not
+	// apply, and what they did instead (each once).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // TaskState answers QueryStatus on a Task workflow.
@@ -147,6 +155,8 @@ type TaskState struct {
 	// Lost says, for each sandbox lost to a crash and replaced, what
 	// happened.
 	Lost []string `json:"lost,omitempty"`
+	// Notes are TaskResult.Notes so far.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // DecisionSignal is the payload of SignalApprove and SignalReject (and,

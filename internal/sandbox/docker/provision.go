@@ -81,7 +81,8 @@ func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 	if c, err = p.find(ctx, id); err != nil {
 		return fail(err)
 	}
-	return &sandbox.Sandbox{ID: id, Provider: p.Name(), WorkingDir: Workspace, Phase: p.status(c).Phase}, nil
+	// Secrets come from the worker: a Secret reference cannot apply.
+	return sandbox.Ignoring(&sandbox.Sandbox{ID: id, Provider: p.Name(), WorkingDir: Workspace, Phase: p.status(c).Phase}, opts), nil
 }
 
 // create makes the sandbox's volumes and container, not started; Provision

@@ -58,7 +58,7 @@ func (p *Jobs) key(id string) client.ObjectKey {
 
 // Provision implements sandbox.Provider.
 func (p *Jobs) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
-	creds, err := credentials(opts.Secrets, p.SecretRefs)
+	creds, err := credentials(opts, p.SecretRefs)
 	if err != nil {
 		return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
 	}

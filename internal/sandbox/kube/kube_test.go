@@ -1,14 +1,22 @@
 package kube_test
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/controller/controllertest"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
@@ -76,5 +84,127 @@ func TestJobsConformance(t *testing.T) {
 		},
 		Options: options,
 		Agents:  agents(c),
+	})
+}
+
+// A definition's credentials (opts.SecretRefs) say, for its sandboxes
+// alone, which Secret key gives the agent's forge token and its CLI's key:
+// over the worker's references, by reference in the pod (secretKeyRef),
+// and no value anywhere in what the worker writes.
+func TestDefinitionSecretRefs(t *testing.T) {
+	const workerValue = "the worker's own value, never sent"
+	opts := func(id string) sandbox.ProvisionOptions {
+		return sandbox.ProvisionOptions{
+			ID: id, Image: controllertest.Image,
+			Secrets: map[string]string{"FLEETLIFT_FORGE_TOKEN": workerValue, "FLEETLIFT_TEST_TOKEN": workerValue},
+			SecretRefs: map[string]sandbox.SecretRef{
+				"FLEETLIFT_FORGE_TOKEN": {Secret: "claude-credentials", Key: "test-token"},
+				"ANTHROPIC_API_KEY":     {Secret: "github-credentials", Key: "token"},
+			},
+		}
+	}
+	want := map[string]corev1.SecretKeySelector{
+		"FLEETLIFT_FORGE_TOKEN": {LocalObjectReference: corev1.LocalObjectReference{Name: "claude-credentials"}, Key: "test-token"},
+		"ANTHROPIC_API_KEY":     {LocalObjectReference: corev1.LocalObjectReference{Name: "github-credentials"}, Key: "token"},
+		"FLEETLIFT_TEST_TOKEN":  {LocalObjectReference: corev1.LocalObjectReference{Name: "claude-credentials"}, Key: "test-token"},
+	}
+	// checkPod finds want in the sandbox container's env, as references.
+	checkPod := func(t *testing.T, spec corev1.PodSpec) {
+		t.Helper()
+		got := map[string]corev1.SecretKeySelector{}
+		for _, c := range spec.Containers {
+			if c.Name != jobspec.ContainerSandbox {
+				continue
+			}
+			for _, e := range c.Env {
+				if strings.Contains(e.Value, workerValue) {
+					t.Errorf("%s holds the worker's value", e.Name)
+				}
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					got[e.Name] = *e.ValueFrom.SecretKeyRef
+				}
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("secretKeyRef env = %+v; want %+v", got, want)
+		}
+	}
+	noValue := func(t *testing.T, obj any) {
+		t.Helper()
+		b, err := json.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), workerValue) || strings.Contains(string(b), "value of ") {
+			t.Errorf("a secret's value is in %T: %s", obj, b)
+		}
+	}
+
+	t.Run("kubernetes", func(t *testing.T) {
+		c := controllertest.New(t, cp.Env(t), controllertest.Options{Controller: true})
+		p := &kube.Requests{Client: c.Worker(t), Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		sb, err := p.Provision(ctx, opts("definition-refs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Cleanup(context.Background(), sb.ID) })
+		if sb.IgnoredSecretRefs != nil {
+			t.Errorf("IgnoredSecretRefs = %q; the provider applies them", sb.IgnoredSecretRefs)
+		}
+		var sbr v1alpha1.SandboxRequest
+		if err := c.Env.Client.Get(ctx, client.ObjectKey{Namespace: c.Sandbox, Name: jobspec.Name(sb.ID)}, &sbr); err != nil {
+			t.Fatal(err)
+		}
+		noValue(t, &sbr)
+		var pod corev1.Pod
+		if err := c.Env.Client.Get(ctx, c.Pod(t, sb.ID), &pod); err != nil {
+			t.Fatal(err)
+		}
+		checkPod(t, pod.Spec)
+		noValue(t, &pod)
+	})
+
+	// The controller's policy still decides: a definition cannot name a
+	// Secret the operator did not allow.
+	t.Run("kubernetes refused", func(t *testing.T) {
+		c := controllertest.New(t, cp.Env(t), controllertest.Options{Controller: true})
+		p := &kube.Requests{Client: c.Worker(t), Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		o := opts("definition-refused")
+		o.SecretRefs["FLEETLIFT_FORGE_TOKEN"] = sandbox.SecretRef{Secret: "fleetlift-reconciler-token", Key: "token"}
+		sb, err := p.Provision(ctx, o)
+		if err == nil {
+			_ = p.Cleanup(context.Background(), sb.ID)
+			t.Fatal("provisioned a sandbox with a Secret the controller does not allow")
+		}
+		t.Cleanup(func() { _ = p.Cleanup(context.Background(), o.ID) })
+		for _, s := range []string{"Secret fleetlift-reconciler-token", "allowed: claude-credentials, github-credentials"} {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("error %q does not say %q", err, s)
+			}
+		}
+	})
+
+	t.Run("kubernetes-jobs", func(t *testing.T) {
+		c := controllertest.New(t, cp.Env(t), controllertest.Options{})
+		c.Env.Apply(t, map[string]string{"fleetlift-system": c.System, "sandbox-isolated": c.Sandbox}, "deploy/base/kubernetes/rbac/worker-jobs.yaml")
+		p := &kube.Jobs{Client: c.Worker(t), Executor: c.Kubelet, Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs,
+			Pod: controllertest.PodConfig(), Defaults: controllertest.Defaults(), Poll: 20e6}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		sb, err := p.Provision(ctx, opts("definition-refs-jobs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Cleanup(context.Background(), sb.ID) })
+		var jobs batchv1.JobList
+		if err := c.Env.Client.List(ctx, &jobs, client.InNamespace(c.Sandbox), client.MatchingLabels{jobspec.LabelSandbox: jobspec.LabelValue(sb.ID)}); err != nil || len(jobs.Items) != 1 {
+			t.Fatalf("jobs of %s: %d (%v); want one", sb.ID, len(jobs.Items), err)
+		}
+		noValue(t, &jobs.Items[0])
+		checkPod(t, jobs.Items[0].Spec.Template.Spec)
 	})
 }

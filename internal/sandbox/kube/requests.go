@@ -53,7 +53,7 @@ func (p *Requests) key(id string) client.ObjectKey {
 // Provision implements sandbox.Provider: it creates the request (or finds
 // the one a previous attempt created) and waits for it to run.
 func (p *Requests) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
-	creds, err := credentials(opts.Secrets, p.SecretRefs)
+	creds, err := credentials(opts, p.SecretRefs)
 	if err != nil {
 		return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
 	}

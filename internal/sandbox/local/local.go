@@ -249,8 +249,14 @@ func (p *Provider) Name() string { return "local" }
 // The agent runs with the environment opts.Env plus PATH (Options.Path,
 // unless opts.Env sets it), HOME=Root/<id>/home and opts.Secrets; neither
 // may set HOME. The record on disk holds opts.Env, never opts.Secrets.
-// Image, Resources, Labels and the Kubernetes fields are ignored.
+// Image, Resources, Labels and the Kubernetes fields are ignored; the
+// sandbox lists opts.SecretRefs' variables as IgnoredSecretRefs.
 func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
+	sb, err := p.provision(ctx, opts)
+	return sandbox.Ignoring(sb, opts), err
+}
+
+func (p *Provider) provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
 	id := opts.ID
 	if err := checkID(id); err != nil {
 		return nil, fmt.Errorf("provision sandbox: %w", err)

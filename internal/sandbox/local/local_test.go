@@ -624,3 +624,44 @@ func TestOrphanedSandboxEndsItself(t *testing.T) {
 		t.Errorf("the adopted sandbox: %+v, %v; want still running", st, err)
 	}
 }
+
+// A local sandbox cannot take a secret from a Kubernetes Secret: the agent
+// gets the worker's own value, and the sandbox says the reference was
+// ignored, also when a retried Provision finds it.
+func TestSecretRefsAreIgnoredAndSaidSo(t *testing.T) {
+	p := newProvider(t, t.TempDir(), standInAgent(t))
+	ctx := t.Context()
+	opts := sandbox.ProvisionOptions{
+		ID: "refs", Env: map[string]string{"LANG": "C.UTF-8"},
+		Secrets: map[string]string{"FLEETLIFT_FORGE_TOKEN": "the worker's own token"},
+		SecretRefs: map[string]sandbox.SecretRef{
+			"FLEETLIFT_FORGE_TOKEN": {Secret: "team-github", Key: "token"},
+			"ANTHROPIC_API_KEY":     {Secret: "team-claude", Key: "api-key"},
+		},
+	}
+	for range 2 {
+		sb, err := p.Provision(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Cleanup(context.Background(), sb.ID) })
+		if want := []string{"ANTHROPIC_API_KEY", "FLEETLIFT_FORGE_TOKEN"}; !slices.Equal(sb.IgnoredSecretRefs, want) {
+			t.Errorf("IgnoredSecretRefs = %q; want %q", sb.IgnoredSecretRefs, want)
+		}
+		environ, err := os.ReadFile("/proc/" + strconv.Itoa(oneAgent(t, sb.WorkingDir)) + "/environ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(environ, []byte("FLEETLIFT_FORGE_TOKEN=the worker's own token\x00")) || bytes.Contains(environ, []byte("ANTHROPIC_API_KEY")) {
+			t.Errorf("the agent's environment is not the worker's: %q", environ)
+		}
+	}
+	sb, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: "norefs", Env: map[string]string{"LANG": "C.UTF-8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Cleanup(context.Background(), sb.ID) })
+	if sb.IgnoredSecretRefs != nil {
+		t.Errorf("IgnoredSecretRefs = %q with no references", sb.IgnoredSecretRefs)
+	}
+}
