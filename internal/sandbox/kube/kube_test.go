@@ -1,14 +1,20 @@
 package kube_test
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	agentsv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/controller/controllertest"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
@@ -21,6 +27,16 @@ var cp kubetest.Shared
 
 func TestMain(m *testing.M) {
 	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	// agent-sandbox's CRDs, for TestClaimsConformance.
+	dir, err := kubetest.ModuleDir("sigs.k8s.io/agent-sandbox")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cp.Options = kubetest.Options{
+		CRDPaths:    []string{filepath.Join(dir, "k8s", "crds")},
+		AddToScheme: []func(*runtime.Scheme) error{agentsv1beta1.AddToScheme, extv1beta1.AddToScheme},
+	}
 	os.Exit(cp.Main(m))
 }
 
@@ -73,6 +89,26 @@ func TestJobsConformance(t *testing.T) {
 		New: func(t *testing.T) sandbox.Provider {
 			return &kube.Jobs{Client: worker, Executor: c.Kubelet, Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs,
 				Pod: controllertest.PodConfig(), Defaults: controllertest.Defaults(), Poll: 20e6}
+		},
+		Options: options,
+		Agents:  agents(c),
+	})
+}
+
+// The kubernetes provider, as the worker's service account, against the
+// controller with the agent-sandbox backend and agent-sandbox's own
+// controllers: each request is a SandboxClaim on a warm pool whose
+// template gives the suite's secrets, its pod run by the kubelet.
+func TestClaimsConformance(t *testing.T) {
+	var creds []v1alpha1.Credential
+	for env, ref := range refs {
+		creds = append(creds, v1alpha1.Credential{Name: ref.Secret, EnvVar: env, SecretKey: ref.Key})
+	}
+	c := controllertest.New(t, cp.Env(t), controllertest.Options{Controller: true, AgentSandbox: true, PoolCredentials: creds})
+	worker := c.Worker(t)
+	sandboxtest.Run(t, sandboxtest.Harness{
+		New: func(t *testing.T) sandbox.Provider {
+			return &kube.Requests{Client: worker, Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs}
 		},
 		Options: options,
 		Agents:  agents(c),
