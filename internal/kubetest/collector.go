@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -101,6 +102,12 @@ func (c *Collector) sync(ctx context.Context) {
 				orphan = false
 			}
 		}
+		// The lists are not one snapshot: an owner made after its
+		// kind was listed is missing from them. As the real collector
+		// does, ask for each owner before deleting.
+		if orphan && !c.ownersGone(ctx, o) {
+			orphan = false
+		}
 		if orphan {
 			c.Client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		}
@@ -121,4 +128,18 @@ func (c *Collector) foreground(ctx context.Context, o *metav1.PartialObjectMetad
 	patch := client.MergeFrom(o.DeepCopy())
 	o.Finalizers = slices.DeleteFunc(slices.Clone(o.Finalizers), func(f string) bool { return f == metav1.FinalizerDeleteDependents })
 	c.Client.Patch(ctx, o, patch)
+}
+
+// ownersGone says every owner of o is confirmed missing (or replaced by
+// an object of another uid) by a read of the API server.
+func (c *Collector) ownersGone(ctx context.Context, o *metav1.PartialObjectMetadata) bool {
+	for _, ref := range o.OwnerReferences {
+		owner := &metav1.PartialObjectMetadata{}
+		owner.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+		err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ref.Name}, owner)
+		if err == nil && owner.UID == ref.UID || err != nil && !apierrors.IsNotFound(err) {
+			return false
+		}
+	}
+	return true
 }
