@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -8,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	agentsv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -106,11 +110,47 @@ func TestClaimsConformance(t *testing.T) {
 	}
 	c := controllertest.New(t, cp.Env(t), controllertest.Options{Controller: true, AgentSandbox: true, PoolCredentials: creds})
 	worker := c.Worker(t)
+	count := agents(c)
 	sandboxtest.Run(t, sandboxtest.Harness{
 		New: func(t *testing.T) sandbox.Provider {
 			return &kube.Requests{Client: worker, Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs}
 		},
 		Options: options,
-		Agents:  agents(c),
+		Agents: func(t *testing.T, sb *sandbox.Sandbox) int {
+			claimed(t, c, sb.ID)
+			return count(t, sb)
+		},
 	})
+}
+
+// claimed fails t unless request id runs in the pod agent-sandbox made
+// for its claim: the pod of a Sandbox the claim controls.
+func claimed(t *testing.T, c *controllertest.Cluster, id string) {
+	t.Helper()
+	ctx := context.Background()
+	var sbr v1alpha1.SandboxRequest
+	if err := c.Env.Client.Get(ctx, types.NamespacedName{Namespace: c.Sandbox, Name: id}, &sbr); err != nil {
+		t.Fatal(err)
+	}
+	if sbr.Status.ClaimName == "" || sbr.Status.JobName != "" {
+		t.Fatalf("request %s: claim %q, Job %q; want a claim only", id, sbr.Status.ClaimName, sbr.Status.JobName)
+	}
+	var claim extv1beta1.SandboxClaim
+	if err := c.Env.Client.Get(ctx, types.NamespacedName{Namespace: c.Sandbox, Name: sbr.Status.ClaimName}, &claim); err != nil {
+		t.Fatal(err)
+	}
+	var sb agentsv1beta1.Sandbox
+	if err := c.Env.Client.Get(ctx, types.NamespacedName{Namespace: c.Sandbox, Name: claim.Status.SandboxStatus.Name}, &sb); err != nil {
+		t.Fatalf("the Sandbox of claim %s: %v", claim.Name, err)
+	}
+	if !metav1.IsControlledBy(&sb, &claim) {
+		t.Errorf("Sandbox %s is not controlled by claim %s", sb.Name, claim.Name)
+	}
+	var pod corev1.Pod
+	if err := c.Env.Client.Get(ctx, types.NamespacedName{Namespace: c.Sandbox, Name: sbr.Status.PodName}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(&pod, &sb) {
+		t.Errorf("pod %s is not Sandbox %s's, of claim %s", pod.Name, sb.Name, claim.Name)
+	}
 }
