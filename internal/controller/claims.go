@@ -246,17 +246,21 @@ func (c *Claims) Delete(ctx context.Context, sbr *v1alpha1.SandboxRequest) (bool
 	return true, nil
 }
 
-// Watch implements Backend: the requests' claims, and the pods
-// agent-sandbox labels with a claim's uid.
+// Watch implements Backend: the requests' claims, and the pods of their
+// sandboxes.
 func (c *Claims) Watch(b *builder.Builder) *builder.Builder {
 	return b.Owns(&extv1beta1.SandboxClaim{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(c.podToRequest))
 }
 
-// podToRequest maps a pod to the request whose claim it serves.
+// podToRequest maps a pod to the request whose claim it serves: the pod's
+// controller is a Sandbox, the Sandbox the one the claim names. The pod
+// carries no label of the claim: agent-sandbox's Sandbox controller keeps
+// its own label prefixes (agents.x-k8s.io/) off the pods it makes, the
+// claim's uid among them.
 func (c *Claims) podToRequest(ctx context.Context, pod client.Object) []reconcile.Request {
-	uid := pod.GetLabels()[extv1beta1.SandboxIDLabel]
-	if uid == "" {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.Kind != "Sandbox" || !strings.HasPrefix(owner.APIVersion, agentsv1beta1.GroupVersion.Group+"/") {
 		return nil
 	}
 	var claims extv1beta1.SandboxClaimList
@@ -264,7 +268,7 @@ func (c *Claims) podToRequest(ctx context.Context, pod client.Object) []reconcil
 		return nil
 	}
 	for _, cl := range claims.Items {
-		if string(cl.UID) != uid {
+		if cl.Status.SandboxStatus.Name != owner.Name && cl.Annotations[extv1beta1.AssignedSandboxNameAnnotation] != owner.Name {
 			continue
 		}
 		if ref := metav1.GetControllerOf(&cl); ref != nil && ref.Kind == "SandboxRequest" {

@@ -66,13 +66,13 @@ func (f *fixture) bind(claim *extv1beta1.SandboxClaim, tpl *extv1beta1.SandboxTe
 	if err := f.c.Create(ctx, sb); err != nil {
 		f.t.Fatalf("create the Sandbox: %v", err)
 	}
-	labels := map[string]string{extv1beta1.SandboxIDLabel: string(claim.UID)}
-	for k, v := range tpl.Spec.PodTemplate.ObjectMeta.Labels {
-		labels[k] = v
-	}
+	// The pod is the Sandbox's, with the template's labels: agent-sandbox
+	// keeps its own (the claim's uid among them) off pods.
+	yes := true
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: f.ns, Labels: labels, Annotations: tpl.Spec.PodTemplate.ObjectMeta.Annotations},
-		Spec:       *tpl.Spec.PodTemplate.Spec.DeepCopy(),
+		ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: f.ns, Labels: tpl.Spec.PodTemplate.ObjectMeta.Labels, Annotations: tpl.Spec.PodTemplate.ObjectMeta.Annotations,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: agentsv1beta1.GroupVersion.String(), Kind: "Sandbox", Name: sb.Name, UID: sb.UID, Controller: &yes, BlockOwnerDeletion: &yes}}},
+		Spec: *tpl.Spec.PodTemplate.Spec.DeepCopy(),
 	}
 	if err := f.c.Create(ctx, pod); err != nil {
 		f.t.Fatalf("create the pod of the template: %v", err)

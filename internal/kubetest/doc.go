@@ -10,7 +10,8 @@
 // they are never skipped.
 //
 // There is no kubelet, scheduler or controller manager: a test that needs
-// pods plays their part (see Kubelet).
+// pods plays their part (see Kubelet), and one whose objects rely on
+// owner references for deletion runs a Collector.
 //
 // kubetest is for tests only; it imports controller-runtime's envtest,
 // client-go and the fleetlift API, never a fleetlift adapter.

@@ -47,6 +47,14 @@ type Options struct {
 	Controller bool
 	// HostPaths are the kubelet's (see kubetest.Kubelet).
 	HostPaths []string
+	// AgentSandbox, when true, runs kubernetes-sigs/agent-sandbox's
+	// controllers with a warm pool (Pool) serving Image, and the
+	// controller, if it runs, with the agent-sandbox backend.
+	AgentSandbox bool
+	// PoolCredentials are the credentials the warm pool's template
+	// gives its pods (the administrator's choice; claims cannot add
+	// any).
+	PoolCredentials []v1alpha1.Credential
 }
 
 // New makes the cluster; everything stops when the test ends.
@@ -79,8 +87,11 @@ func New(t testing.TB, env *kubetest.Env, o Options) *Cluster {
 			t.Errorf("kubelet: %v", err)
 		}
 	})
+	if o.AgentSandbox {
+		c.startAgentSandbox(t, o.PoolCredentials)
+	}
 	if o.Controller {
-		c.startController(t)
+		c.startController(t, o.AgentSandbox)
 	}
 	return c
 }
@@ -99,8 +110,9 @@ func Defaults() v1alpha1.Resources {
 }
 
 // startController runs the controller as the shipped controller service
-// account, with the kubelet as its executor.
-func (c *Cluster) startController(t testing.TB) {
+// account, with the kubelet as its executor; claims, when true, backs
+// requests with SandboxClaims on Pool.
+func (c *Cluster) startController(t testing.TB, claims bool) {
 	t.Helper()
 	cfg := c.Env.ServiceAccountConfig(c.System, "fleetlift-controller")
 	sandboxPods, err := labels.Parse(jobspec.LabelComponent + "=" + jobspec.ComponentValue)
@@ -121,9 +133,13 @@ func (c *Cluster) startController(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var backend controller.Backend = &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: PodConfig()}
+	if claims {
+		backend = &controller.Claims{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pools: map[string]string{Image: Pool}}
+	}
 	if _, err := controller.Setup(mgr, controller.Options{
 		Policy:     controller.Policy{Images: []string{"fleetlift/sandbox:*"}, Secrets: []string{"github-credentials", "claude-credentials"}},
-		Backend:    &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: PodConfig()},
+		Backend:    backend,
 		Executor:   c.Kubelet,
 		Defaults:   Defaults(),
 		Registerer: prometheus.NewRegistry(),
@@ -142,9 +158,18 @@ func (c *Cluster) startController(t testing.TB) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// Pod is the running pod of sandbox id, or a zero name.
+// Pod is the running pod of sandbox id, or a zero name: the pod labelled
+// with id, or else (a warm pool's pod, labelled for its pool) the pod the
+// SandboxRequest id names.
 func (c *Cluster) Pod(t testing.TB, id string) types.NamespacedName {
 	t.Helper()
+	var sbr v1alpha1.SandboxRequest
+	if err := c.Env.Client.Get(context.Background(), types.NamespacedName{Namespace: c.Sandbox, Name: id}, &sbr); err == nil && sbr.Status.ClaimName != "" {
+		if sbr.Status.PodName == "" {
+			return types.NamespacedName{}
+		}
+		return types.NamespacedName{Namespace: c.Sandbox, Name: sbr.Status.PodName}
+	}
 	var pods corev1.PodList
 	if err := c.Env.Client.List(context.Background(), &pods, client.InNamespace(c.Sandbox), client.MatchingLabels{jobspec.LabelSandbox: jobspec.LabelValue(id)}); err != nil {
 		t.Fatal(err)

@@ -3,8 +3,10 @@ package kube_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +14,11 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	agentsv1beta1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -29,6 +36,16 @@ var cp kubetest.Shared
 
 func TestMain(m *testing.M) {
 	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	// agent-sandbox's CRDs, for TestClaimsConformance.
+	dir, err := kubetest.ModuleDir("sigs.k8s.io/agent-sandbox")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cp.Options = kubetest.Options{
+		CRDPaths:    []string{filepath.Join(dir, "k8s", "crds")},
+		AddToScheme: []func(*runtime.Scheme) error{agentsv1beta1.AddToScheme, extv1beta1.AddToScheme},
+	}
 	os.Exit(cp.Main(m))
 }
 
@@ -207,4 +224,60 @@ func TestDefinitionSecretRefs(t *testing.T) {
 		noValue(t, &jobs.Items[0])
 		checkPod(t, jobs.Items[0].Spec.Template.Spec)
 	})
+}
+
+// The kubernetes provider, as the worker's service account, against the
+// controller with the agent-sandbox backend and agent-sandbox's own
+// controllers: each request is a SandboxClaim on a warm pool whose
+// template gives the suite's secrets, its pod run by the kubelet.
+func TestClaimsConformance(t *testing.T) {
+	var creds []v1alpha1.Credential
+	for env, ref := range refs {
+		creds = append(creds, v1alpha1.Credential{Name: ref.Secret, EnvVar: env, SecretKey: ref.Key})
+	}
+	c := controllertest.New(t, cp.Env(t), controllertest.Options{Controller: true, AgentSandbox: true, PoolCredentials: creds})
+	worker := c.Worker(t)
+	count := agents(c)
+	sandboxtest.Run(t, sandboxtest.Harness{
+		New: func(t *testing.T) sandbox.Provider {
+			return &kube.Requests{Client: worker, Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs}
+		},
+		Options: options,
+		Agents: func(t *testing.T, sb *sandbox.Sandbox) int {
+			claimed(t, c, sb.ID)
+			return count(t, sb)
+		},
+	})
+}
+
+// claimed fails t unless request id runs in the pod agent-sandbox made
+// for its claim: the pod of a Sandbox the claim controls.
+func claimed(t *testing.T, c *controllertest.Cluster, id string) {
+	t.Helper()
+	ctx := context.Background()
+	var sbr v1alpha1.SandboxRequest
+	if err := c.Env.Client.Get(ctx, types.NamespacedName{Namespace: c.Sandbox, Name: id}, &sbr); err != nil {
+		t.Fatal(err)
+	}
+	if sbr.Status.ClaimName == "" || sbr.Status.JobName != "" {
+		t.Fatalf("request %s: claim %q, Job %q; want a claim only", id, sbr.Status.ClaimName, sbr.Status.JobName)
+	}
+	var claim extv1beta1.SandboxClaim
+	if err := c.Env.Client.Get(ctx, types.NamespacedName{Namespace: c.Sandbox, Name: sbr.Status.ClaimName}, &claim); err != nil {
+		t.Fatal(err)
+	}
+	var sb agentsv1beta1.Sandbox
+	if err := c.Env.Client.Get(ctx, types.NamespacedName{Namespace: c.Sandbox, Name: claim.Status.SandboxStatus.Name}, &sb); err != nil {
+		t.Fatalf("the Sandbox of claim %s: %v", claim.Name, err)
+	}
+	if !metav1.IsControlledBy(&sb, &claim) {
+		t.Errorf("Sandbox %s is not controlled by claim %s", sb.Name, claim.Name)
+	}
+	var pod corev1.Pod
+	if err := c.Env.Client.Get(ctx, types.NamespacedName{Namespace: c.Sandbox, Name: sbr.Status.PodName}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(&pod, &sb) {
+		t.Errorf("pod %s is not Sandbox %s's, of claim %s", pod.Name, sb.Name, claim.Name)
+	}
 }
