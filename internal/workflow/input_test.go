@@ -62,8 +62,8 @@ func TestForDefinitionExamples(t *testing.T) {
 	rollout := byID["slog-rollout"].Campaign
 	if rollout == nil || rollout.Template.Credentials == nil {
 		t.Errorf("slog-rollout: no credentials in %+v", rollout)
-	} else if c := rollout.Template.Credentials; c.GitHub == nil || *c.GitHub != (sandbox.SecretRef{Secret: "fleetlift-github", Key: "token"}) ||
-		c.Anthropic == nil || *c.Anthropic != (sandbox.SecretRef{Secret: "fleetlift-anthropic", Key: "api-key"}) {
+	} else if c := rollout.Template.Credentials; c.GitHub == nil || *c.GitHub != (sandbox.SecretRef{Secret: "github-credentials", Key: "token"}) ||
+		c.Anthropic == nil || *c.Anthropic != (sandbox.SecretRef{Secret: "claude-credentials", Key: "api-key"}) {
 		t.Errorf("slog-rollout credentials: %+v %+v", c.GitHub, c.Anthropic)
 	}
 	if c := slog.Task.Credentials; c != nil {
