@@ -62,6 +62,10 @@ func (j *Jail) Check() error {
 	if err != nil {
 		return err
 	}
+	// The probe runs nothing: it needs no working directory of the
+	// caller's, which may be one the jail hides or makes private (a
+	// checkout under /tmp).
+	cmd.Dir = "/"
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))

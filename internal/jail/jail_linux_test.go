@@ -275,3 +275,14 @@ func processesWith(t *testing.T, marker string) []string {
 	}
 	return out
 }
+
+// TestCheckFromAPrivateDirectory: the caller's working directory under
+// /tmp, which every jail makes private, does not make the check fail
+// (fleetlift run from a checkout under /tmp).
+func TestCheckFromAPrivateDirectory(t *testing.T) {
+	b := newBox(t)
+	t.Chdir(t.TempDir())
+	if err := b.jail().Check(); err != nil {
+		t.Fatalf("check with the working directory under /tmp: %v", err)
+	}
+}
