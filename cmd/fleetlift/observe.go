@@ -47,6 +47,19 @@ func processLogger(cmd *cobra.Command) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want %s or %s", format, logText, logJSON)
 }
 
+// defaultMetricsListen is where `fleetlift up` serves /metrics unless told
+// otherwise: loopback, the port Prometheus's client libraries' examples
+// use. The other commands serve none unless --metrics-listen says where.
+const defaultMetricsListen = "127.0.0.1:9464"
+
+// metricsDefault makes up's --metrics-listen default defaultMetricsListen.
+func metricsDefault(cmd *cobra.Command, m *metricsFlags) {
+	m.listen = defaultMetricsListen
+	if f := cmd.Flags().Lookup("metrics-listen"); f != nil {
+		f.DefValue = defaultMetricsListen
+	}
+}
+
 // metricsFlags configure the /metrics endpoint of a long-running command.
 type metricsFlags struct {
 	listen string
@@ -82,6 +95,12 @@ func observe(cmd *cobra.Command, mf *metricsFlags, f *temporalFlags) (*observabi
 	}
 	ln, err := net.Listen("tcp", mf.listen)
 	if err != nil {
+		if mf.listen == defaultMetricsListen && !cmd.Flags().Changed("metrics-listen") {
+			// up's default port taken, say by another install: said,
+			// as for the Web UI, not fatal.
+			log.Warn("no metrics endpoint: the default address is taken (set --metrics-listen to another)", "address", mf.listen, "error", err)
+			return o, nil
+		}
 		o.stop()
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}

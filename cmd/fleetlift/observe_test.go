@@ -154,3 +154,25 @@ func TestUpMetricsLogsAndUI(t *testing.T) {
 		t.Errorf("%d JSON lines of the Temporal SDK and %d of fleetlift, want some of each:\n%s", sdk, fleet, up.out.String())
 	}
 }
+
+// TestMetricsDefaults: up serves /metrics on loopback by default, as the
+// README's curl expects; reconcile and worker only where they are told.
+func TestMetricsDefaults(t *testing.T) {
+	root := newRootCmd(io.Discard, io.Discard)
+	for name, want := range map[string]string{"up": defaultMetricsListen, "reconcile": "", "worker": ""} {
+		cmd, _, err := root.Find([]string{name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := cmd.Flags().Lookup("metrics-listen")
+		if f == nil {
+			t.Fatalf("%s has no --metrics-listen", name)
+		}
+		if f.DefValue != want || f.Value.String() != want {
+			t.Errorf("%s --metrics-listen defaults to %q (value %q), want %q", name, f.DefValue, f.Value.String(), want)
+		}
+	}
+	if defaultMetricsListen != "127.0.0.1:9464" {
+		t.Errorf("up's metrics address is %s; the README's curl reads 127.0.0.1:9464", defaultMetricsListen)
+	}
+}

@@ -187,6 +187,7 @@ they were when it starts again.`,
 	}
 	f.register(cmd)
 	rf.register(cmd)
+	metricsDefault(cmd, &rf.mf)
 	wf.register(cmd)
 	registerUI(cmd, &ui)
 	return cmd
