@@ -53,6 +53,7 @@ for name in "$@"; do
 	# does, and modproxy on loopback.
 	if ! $DOCKER build --network host --progress plain \
 		--secret id=goproxy,src="$secret" \
+		--build-arg VERSION="$version" \
 		--label org.opencontainers.image.title="fleetlift/$name" \
 		--label org.opencontainers.image.version="$version" \
 		--label org.opencontainers.image.revision="$revision" \

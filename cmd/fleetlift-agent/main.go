@@ -11,6 +11,10 @@ import (
 	"github.com/fleetlift/fleetlift/internal/jail"
 )
 
+// version is the release this binary was built as: make dist and the
+// images set it (-X main.version=v0.1.0).
+var version = "dev"
+
 func main() {
 	if args, ok := agentcmd.JailArgs(os.Args[1:]); ok {
 		os.Exit(jail.Main(args))
@@ -24,7 +28,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Short:         "The fleetlift agent that runs inside a sandbox",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version,
 	}
+	root.SetVersionTemplate("fleetlift-agent {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(agentcmd.NewServeCommand(), agentcmd.NewJailCommand(), agentcmd.NewEntrypointCommand())

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
+	"github.com/fleetlift/fleetlift/schemas"
 )
 
 // exitError carries an exit code out of a command that has already told
@@ -60,7 +61,10 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Run code-change campaigns across many repositories, the GitOps way",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       releaseVersion(),
 	}
+	// --version says what the version command says.
+	root.SetVersionTemplate(fmt.Sprintf("fleetlift {{.Version}} (definitions: schema version %d)\n", schemas.Version))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(

@@ -1,6 +1,7 @@
 package imagetest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,40 @@ func TestFleetliftImageAgentEntrypoint(t *testing.T) {
 	p.checkEnv(t)
 	if p.exe != "/usr/local/bin/fleetlift" || p.cwd != "/workspace" {
 		t.Errorf("PID 1 is %s in %s, want /usr/local/bin/fleetlift in /workspace", p.exe, p.cwd)
+	}
+}
+
+// TestImagesSayTheirVersion: each image's binaries print, with --version,
+// the release the image is labelled with (make images passes git
+// describe to the builds).
+func TestImagesSayTheirVersion(t *testing.T) {
+	requireImages(t, fleetliftImage, agentImage, sandboxImage)
+	for _, c := range []struct {
+		image string
+		run   []string
+		want  string
+	}{
+		{fleetliftImage, nil, "fleetlift %s (definitions: schema version "},
+		{fleetliftImage, []string{"--entrypoint", "fleetlift-agent"}, "fleetlift-agent %s\n"},
+		{agentImage, nil, "fleetlift-agent %s\n"},
+		{sandboxImage, []string{"--entrypoint", "fleetlift-agent"}, "fleetlift-agent %s\n"},
+	} {
+		tag, err := docker("image", "inspect", "-f", `{{index .Config.Labels "org.opencontainers.image.version"}}`, c.image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		version := strings.TrimSpace(tag)
+		if version == "" || version == "dev" {
+			t.Fatalf("%s has no release label (%q): build it with make images", c.image, version)
+		}
+		args := append([]string{"run", "--rm", "--network", "none", "--label", label}, c.run...)
+		out, err := docker(append(append(args, c.image), "--version")...)
+		if err != nil {
+			t.Errorf("%s %v --version: %v", c.image, c.run, err)
+			continue
+		}
+		if want := fmt.Sprintf(c.want, version); !strings.HasPrefix(out, want) {
+			t.Errorf("%s %v --version = %q, want it to start with %q", c.image, c.run, out, want)
+		}
 	}
 }
