@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -170,7 +171,33 @@ func (r *runner) runAgent(ctx context.Context, sc *scope, prompt string, attempt
 	}
 	defer f.Close()
 	env := r.scopeEnv(r.cliEnv, sc, append([]string{EnvPromptFile + "=" + promptFile, EnvAttempt + "=" + strconv.Itoa(attempt)}, forEachEnv(item)...)...)
-	return r.runIn(ctx, sc, r.cli, env, f, promptFile)
+	return r.runIn(ctx, sc, r.cli, env, f, append([]string{promptFile}, r.cliFiles()...)...)
+}
+
+// cliFiles are the agent CLI's executable, which the operator chose: the
+// jail shows it wherever it lives, even in a directory every jail makes
+// private (/tmp) or hides. A definition's command gets no such exception.
+func (r *runner) cliFiles() []string {
+	if len(r.cli) == 0 {
+		return nil
+	}
+	path := r.cli[0]
+	if !strings.ContainsRune(path, '/') {
+		found, err := exec.LookPath(path)
+		if err != nil {
+			return nil
+		}
+		path = found
+	}
+	// A relative path is the command's directory's, a repository's:
+	// nothing of the operator's to show.
+	if !filepath.IsAbs(path) {
+		return nil
+	}
+	if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+		return nil
+	}
+	return []string{filepath.Clean(path)}
 }
 
 // runCommand runs the deterministic command in sc.

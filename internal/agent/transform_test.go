@@ -352,3 +352,26 @@ func TestRecipeAtTheWorkspaceRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentCLIUnderTmp: the agent CLI the operator configured runs in the
+// jail though it lives in /tmp, which every jail makes private (a
+// checkout under /tmp, a CLI unpacked there).
+func TestAgentCLIUnderTmp(t *testing.T) {
+	src, err := os.ReadFile(standIn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := filepath.Join(t.TempDir(), "stand-in-agent.sh")
+	if err := os.WriteFile(cli, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := options(t)
+	o.AgentCLI = []string{cli}
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	m := manifest(repo("svc", remote))
+	m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "Make the checks pass. fix-on-feedback"}
+	res := run(t, o, m)
+	if r := repoResult(t, res, "svc"); res.Status != protocol.PhaseComplete || diffOf(r, "AGENT_LOG.md") == nil {
+		t.Fatalf("phase %s, repository %s %q; want the agent from %s to have run and completed", res.Status, r.Status, r.Error, cli)
+	}
+}
