@@ -82,6 +82,7 @@ func Start(opts Options) (*Env, error) {
 	if opts.NoCRDs {
 		env.CRDDirectoryPaths = nil
 	}
+	reapOrphans(assets)
 	env.ControlPlane.GetAPIServer().Path = filepath.Join(assets, "kube-apiserver")
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}
 	// RBAC is envtest's default; say so, since the suites depend on it.
