@@ -335,8 +335,9 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 			return 0, err
 		}
 	}
-	if st.Summary.Completed != len(in.Units) {
-		return 0, fmt.Errorf("fleetlift completed %d of %d tasks: %+v", st.Summary.Completed, len(in.Units), st.Units[0])
+	// The summary counts repositories, a group as the repositories it holds.
+	if st.Summary.Completed != len(bares) {
+		return 0, fmt.Errorf("fleetlift completed %d of %d repositories: %+v", st.Summary.Completed, len(bares), st.Units[0])
 	}
 	for _, b := range bares {
 		out, err := exec.Command("git", "-C", b, "show", "auto/bench/bench-"+name+":go.mod").Output()
