@@ -515,22 +515,55 @@ func strictDecode(b []byte, v any) error {
 
 // PreviousDigests are the digests this definition had under earlier
 // releases of fleetlift whose schema gave it defaults this one does not:
-// a campaign without rate_limit had 60 pull requests an hour, burst 10.
-// A run recorded with one of them carries out this definition as that
-// release read it, so the plan does not count it changed (and so never
-// runs a finished campaign again for an upgrade).
+// a campaign without rate_limit had 60 pull requests an hour, burst 10;
+// an agent's report without require_approval waited for approval. A run
+// recorded with one of them carries out this definition as that release
+// read it, so the plan does not count it changed (and so never runs a
+// finished campaign again for an upgrade). The price: a report whose
+// require_approval: true was recorded and is now set to false reads as
+// unchanged too.
 func (d Definition) PreviousDigests() []string {
+	var out []string
+	add := func(spec any) {
+		if digest, err := Digest(spec); err == nil && digest != d.Digest && !slices.Contains(out, digest) {
+			out = append(out, digest)
+		}
+	}
+	if t := d.Task; t != nil {
+		if reportApprovalDefaulted(&t.Work) {
+			old := *t
+			old.RequireApproval = true
+			add(&old)
+		}
+		return out
+	}
 	c := d.Campaign
-	if c == nil || c.RateLimit != nil || c.StrictBatches || slices.ContainsFunc(c.Groups, func(g Group) bool { return g.MaxParallel != 0 }) {
+	if c == nil {
 		return nil
 	}
-	old := *c
-	old.RateLimit = &RateLimit{PullRequestsPerHour: 60, Burst: 10}
-	digest, err := Digest(&old)
-	if err != nil {
-		return nil
+	rate := c.RateLimit == nil && !c.StrictBatches && !slices.ContainsFunc(c.Groups, func(g Group) bool { return g.MaxParallel != 0 })
+	approval := reportApprovalDefaulted(&c.Template)
+	for _, both := range [][2]bool{{rate, false}, {false, approval}, {rate, approval}} {
+		if !both[0] && !both[1] {
+			continue
+		}
+		old := *c
+		if both[0] {
+			old.RateLimit = &RateLimit{PullRequestsPerHour: 60, Burst: 10}
+		}
+		if both[1] {
+			old.Template.RequireApproval = true
+		}
+		add(&old)
 	}
-	return []string{digest}
+	return out
+}
+
+// reportApprovalDefaulted reports whether w is an agent's report that
+// does not wait for approval: what an earlier release, which made such
+// reports wait by default, may have read with require_approval true.
+func reportApprovalDefaulted(w *Work) bool {
+	return w.Mode == ModeReport && w.Execution.Agentic != nil && !w.RequireApproval
 }
 
 // Digest returns "sha256:<hex>" of the canonical JSON of a normalised

@@ -2,6 +2,7 @@ package spec_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -148,6 +149,46 @@ func TestPreviousDigestsKeepRunsUnchanged(t *testing.T) {
 	} {
 		d := loadOne(t, "c.yaml", strings.Replace(campaignYAML, "repositories:", extra+"repositories:", 1))
 		if got := d.PreviousDigests(); got != nil {
+			t.Errorf("%s: previous digests %v, want none", name, got)
+		}
+	}
+}
+
+// TestPreviousDigestsOfReports: an agent's report without
+// require_approval waited for approval under earlier releases; the digest
+// of the same file with require_approval: true written out is among its
+// previous digests (with the old rate limit too, for a campaign), so its
+// recorded run is not counted changed. A deterministic report, or one that
+// waits for approval, has no such digest.
+func TestPreviousDigestsOfReports(t *testing.T) {
+	const report = `version: 1
+kind: Campaign
+id: audit
+title: Audit
+template:
+  mode: report
+  execution:
+    agentic: {prompt: "Audit the module."}
+rate_limit: {pull_requests_per_hour: 600}
+repositories:
+  - url: git@github.com:acme/api.git
+`
+	now := loadOne(t, "audit.yaml", report)
+	then := loadOne(t, "audit.yaml", strings.Replace(report, "  execution:", "  require_approval: true\n  execution:", 1))
+	if got := now.PreviousDigests(); len(got) != 1 || got[0] != then.Digest {
+		t.Errorf("report: previous digests %v, want [%s]", got, then.Digest)
+	}
+	noRate := strings.Replace(report, "rate_limit: {pull_requests_per_hour: 600}\n", "", 1)
+	both := loadOne(t, "audit.yaml", strings.Replace(strings.Replace(noRate, "  execution:", "  require_approval: true\n  execution:", 1),
+		"repositories:", "rate_limit: {pull_requests_per_hour: 60, burst: 10}\nrepositories:", 1))
+	if got := loadOne(t, "audit.yaml", noRate).PreviousDigests(); !slices.Contains(got, both.Digest) || len(got) != 3 {
+		t.Errorf("report without rate_limit: previous digests %v, want 3 with %s (both old defaults)", got, both.Digest)
+	}
+	for name, from := range map[string][2]string{
+		"deterministic report": {"agentic: {prompt: \"Audit the module.\"}", "deterministic: {image: golang, command: [\"true\"]}"},
+		"waits for approval":   {"  execution:", "  require_approval: true\n  execution:"},
+	} {
+		if got := loadOne(t, "audit.yaml", strings.Replace(report, from[0], from[1], 1)).PreviousDigests(); got != nil {
 			t.Errorf("%s: previous digests %v, want none", name, got)
 		}
 	}
