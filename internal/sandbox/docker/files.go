@@ -164,6 +164,13 @@ func (p *Provider) CopyFrom(ctx context.Context, id string, srcPath string) (io.
 			return fail(err)
 		}
 		data, err := io.ReadAll(io.LimitReader(rc, maxArchiveRead+1))
+		if err == nil && len(data) <= maxArchiveRead {
+			// A file replaced by a longer one between the two looks
+			// fills the entry with the new file's first bytes and
+			// breaks the stream after it: only a stream that ends
+			// cleanly holds one version whole.
+			err = rc.(*entryReader).ended()
+		}
 		rc.Close()
 		switch {
 		case err == nil && len(data) > maxArchiveRead:
@@ -265,8 +272,17 @@ func (p *Provider) mountpoint(ctx context.Context, volume string) (string, error
 }
 
 type entryReader struct {
-	io.Reader
+	*tar.Reader
 	io.Closer
+}
+
+// ended reports, once the entry is read, whether the archive ends after
+// it as it should; io.ErrUnexpectedEOF when it does not.
+func (e *entryReader) ended() error {
+	if _, err := e.Reader.Next(); err != io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
 }
 
 // walk checks the directories of rel, a clean path relative to the
