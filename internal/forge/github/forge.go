@@ -373,12 +373,24 @@ func (f *Forge) push(ctx context.Context, req forge.PullRequestRequest) (string,
 		return "", fmt.Errorf("push branch %s: %w", req.Head, err)
 	}
 	ref := "refs/heads/" + req.Head
+	// Nearly every push makes a new branch: push on the lease that it
+	// does not exist, and ask the forge for the branch only when that
+	// fails (a run carried out again, a branch left by an earlier run).
+	// That saves a round trip per repository, on the forge as well.
+	pushErr := f.git.Push(ctx, req.Dir, target, git.RefUpdate{Src: head, Dst: ref, Lease: true})
+	if pushErr == nil {
+		return head, nil
+	}
 	refs, err := f.git.LsRemote(ctx, target, ref)
 	if err != nil {
-		return "", fmt.Errorf("push branch %s: %w", req.Head, err)
+		return "", fmt.Errorf("push branch %s: %w", req.Head, pushErr)
 	}
-	if refs[ref] == head {
+	switch refs[ref] {
+	case head:
 		return head, nil
+	case "":
+		// Not for want of the lease: the push failed on its own.
+		return "", fmt.Errorf("push branch %s: %w", req.Head, pushErr)
 	}
 	update := git.RefUpdate{Src: head, Dst: ref, Lease: true, Expect: refs[ref]}
 	if err := f.git.Push(ctx, req.Dir, target, update); err != nil {

@@ -170,8 +170,10 @@ func TestCreatePullRequest(t *testing.T) {
 	if got := fx.remoteBranch(t); got != head {
 		t.Errorf("branch pushed at %s, want %s", got, head)
 	}
-	if fx.gitHTTP.Load() == 0 {
-		t.Error("the push never authenticated with the token")
+	// A new branch costs the push alone (its ref advertisement and its
+	// pack): no listing of the forge's branches first.
+	if got := fx.gitHTTP.Load(); got != 2 {
+		t.Errorf("%d authenticated git requests for a new branch, want 2 (the push alone)", got)
 	}
 	created := fx.fake.Bodies("POST", pulls)
 	if len(created) != 1 || created[0]["draft"] != true || created[0]["head"] != branch || created[0]["base"] != "main" {
@@ -217,7 +219,8 @@ func TestCreatePullRequestIsIdempotent(t *testing.T) {
 			if len(writes) != 0 {
 				t.Errorf("second call wrote %v", writes)
 			}
-			// Only the ls-remote: nothing pushed.
+			// The push refused on its lease, then the listing that finds
+			// the branch up to date: no pack sent.
 			if got := fx.gitHTTP.Load() - pushes; got > 2 {
 				t.Errorf("%d git requests for an up-to-date branch", got)
 			}
