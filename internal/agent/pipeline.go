@@ -227,11 +227,6 @@ func (r *runner) prepare() error {
 	if err := validate(&r.m); err != nil {
 		return fmt.Errorf("invalid manifest: %w", err)
 	}
-	if j := r.jail(); j != nil {
-		if err := j.Check(); err != nil {
-			return fmt.Errorf("cannot isolate the work: %w", err)
-		}
-	}
 	if r.m.Execution.Type == protocol.ExecutionAgentic {
 		cli, err := r.o.agentCLI(r.m.Execution.Agent)
 		if err != nil {

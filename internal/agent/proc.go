@@ -32,6 +32,22 @@ type command struct {
 // rather than count the work failed.
 var errJailKilled = errors.New("the jail of a command was killed from outside the sandbox")
 
+// isolationError is a jailed command whose jail could not be made (the
+// kernel refused a namespace or a mount): the command did not run, and no
+// other would run isolated either, so the run fails with the jail's
+// reason. The agent learns it from the first jailed command rather than
+// from a probe of its own, which cost two more processes per sandbox.
+type isolationError struct{ reason string }
+
+func (e *isolationError) Error() string { return "cannot isolate the work: " + e.reason }
+
+// stopsRun reports whether err, from running a command, ends the whole
+// run rather than the one command.
+func stopsRun(err error) bool {
+	var iso *isolationError
+	return errors.Is(err, errJailKilled) || errors.As(err, &iso)
+}
+
 // pipeGrace is how long output is still read after the process group is
 // gone; something that escaped the group cannot hold run open longer.
 const pipeGrace = 2 * time.Second
@@ -50,11 +66,13 @@ func (c command) run(ctx context.Context) (int, error) {
 		return -1, context.Cause(ctx)
 	}
 	var cmd *exec.Cmd
+	var jailed *jail.Cmd
 	if c.jail != nil {
 		var err error
-		if cmd, err = c.jail.Command(c.argv); err != nil {
+		if jailed, err = c.jail.Command(c.argv); err != nil {
 			return -1, fmt.Errorf("start %s: %w", c.argv[0], err)
 		}
+		cmd = jailed.Cmd
 	} else {
 		cmd = exec.Command(c.argv[0], c.argv[1:]...)
 		newProcessGroup(cmd)
@@ -75,7 +93,11 @@ func (c command) run(ctx context.Context) (int, error) {
 		return -1, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	err = cmd.Start()
+	if jailed != nil {
+		err = jailed.Start()
+	} else {
+		err = cmd.Start()
+	}
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -105,7 +127,13 @@ func (c command) run(ctx context.Context) (int, error) {
 		case <-exited:
 		}
 	}()
-	waitErr := cmd.Wait()
+	var waitErr, setupErr error
+	if jailed != nil {
+		waitErr = jailed.Wait()
+		setupErr = jailed.SetupError()
+	} else {
+		waitErr = cmd.Wait()
+	}
 	close(exited)
 	killGroup(pid)
 
@@ -134,6 +162,9 @@ func (c command) run(ctx context.Context) (int, error) {
 		// from outside the sandbox (nothing inside can signal it).
 		if sig, ok := signaled(waitErr); ok {
 			return -1, fmt.Errorf("%w (%s)", errJailKilled, sig)
+		}
+		if setupErr != nil {
+			return -1, &isolationError{reason: setupErr.Error()}
 		}
 		return ee.ExitCode(), nil
 	case errors.As(waitErr, &ee):

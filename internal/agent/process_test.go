@@ -185,3 +185,37 @@ func TestJailKilledFromOutsideLeavesNoVerdict(t *testing.T) {
 		t.Fatalf("status %s %q: the agent wrote a verdict for a sandbox going away", st.Phase, st.Message)
 	}
 }
+
+// A jail the kernel will not make fails the run with the jail's reason,
+// before any command ran; a command that exits with the status the jail
+// uses for that is only a command that failed.
+func TestJailThatCannotBeMadeFailsTheRun(t *testing.T) {
+	t.Run("the kernel refuses", func(t *testing.T) {
+		o := options(t)
+		// A jail entry point that fails as one does on a kernel that
+		// refuses its mounts: it says why on the jail's report (the
+		// jail package's tests make a real one fail).
+		o.Isolation = &agent.Isolation{Self: []string{"/bin/sh", "-c",
+			`echo "make mounts private: operation not permitted" >&3; exit 126`, "jail"}}
+		remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+		m := manifest(repo("svc", remote))
+		m.Execution.Command = sh(`echo changed >> README.md`)
+		res := run(t, o, m)
+		if res.Status != protocol.PhaseFailed || !strings.Contains(res.Error, "cannot isolate the work: make mounts private: operation not permitted") {
+			t.Fatalf("phase %s %q; want failed, saying the work cannot be isolated and why", res.Status, res.Error)
+		}
+	})
+	t.Run("the command exits 126", func(t *testing.T) {
+		o := options(t)
+		remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+		m := manifest(repo("svc", remote))
+		m.Execution.Command = sh(`echo "fleetlift jail: not really" >&2; echo changed >> README.md; exit 126`)
+		res := run(t, o, m)
+		if strings.Contains(res.Error, "cannot isolate") {
+			t.Fatalf("phase %s %q: a command's own exit status was taken for the jail's", res.Status, res.Error)
+		}
+		if r := repoResult(t, res, "svc"); r.Status != "failed" || !strings.Contains(r.Error, "126") {
+			t.Fatalf("repository %s %q; want failed with the command's status 126", r.Status, r.Error)
+		}
+	})
+}

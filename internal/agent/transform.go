@@ -114,7 +114,7 @@ func (r *runner) runIn(ctx context.Context, sc *scope, argv, env []string, stdin
 		if ctx.Err() != nil {
 			return run{}, context.Cause(ctx)
 		}
-		if errors.Is(err, errJailKilled) {
+		if stopsRun(err) {
 			return run{}, err
 		}
 		code = 127

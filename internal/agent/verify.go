@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -30,7 +29,7 @@ func (r *runner) runVerifiers(ctx context.Context, u *unit) ([]protocol.Verifier
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
 			}
-			if errors.Is(err, errJailKilled) {
+			if stopsRun(err) {
 				return nil, err
 			}
 			code = 127

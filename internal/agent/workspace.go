@@ -3,7 +3,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,7 +42,7 @@ func (r *runner) checkout(ctx context.Context) error {
 			return
 		case err == nil:
 			ok++
-		case errors.Is(err, errJailKilled):
+		case stopsRun(err):
 			fatal = err
 			cancel()
 			return

@@ -1,13 +1,18 @@
 package jail
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Spec says what a jailed command sees of the file system. Every path is
@@ -59,10 +64,69 @@ const (
 
 // flags of Main.
 const (
-	flagSpec  = "--spec"
-	flagDrop  = "--drop"
-	flagProbe = "--probe"
+	flagSpec   = "--spec"
+	flagDrop   = "--drop"
+	flagProbe  = "--probe"
+	flagReport = "--report-fd"
 )
+
+// Cmd is a command to run in a jail (Jail.Command). Besides its exit
+// status it tells whether the jail itself could be made: the jail says so
+// on a pipe of its own, closed before the command starts, so nothing the
+// command does can pass for a jail that failed. Start, Wait, Run and
+// CombinedOutput are exec.Cmd's, with the pipe looked after.
+type Cmd struct {
+	*exec.Cmd
+	// report is read once the jail ended; reportW is the jail's end,
+	// given to it at Start and closed here then.
+	report, reportW *os.File
+	setupErr        error
+}
+
+// Start starts the jail; see exec.Cmd.Start.
+func (c *Cmd) Start() error {
+	err := c.Cmd.Start()
+	c.reportW.Close()
+	if err != nil {
+		c.report.Close()
+	}
+	return err
+}
+
+// Wait waits for the jail to end; see exec.Cmd.Wait.
+func (c *Cmd) Wait() error {
+	err := c.Cmd.Wait()
+	// Every writer is gone once the jail ended; a deadline all the same,
+	// so that no mistake can hang the caller.
+	_ = c.report.SetReadDeadline(time.Now().Add(time.Second))
+	data, _ := io.ReadAll(io.LimitReader(c.report, 4096))
+	c.report.Close()
+	if reason := strings.TrimSpace(string(data)); reason != "" {
+		c.setupErr = errors.New(reason)
+	}
+	return err
+}
+
+// Run starts the jail and waits for it.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+// CombinedOutput runs the jail and returns its standard output and error.
+func (c *Cmd) CombinedOutput() ([]byte, error) {
+	var b bytes.Buffer
+	c.Stdout, c.Stderr = &b, &b
+	err := c.Run()
+	return b.Bytes(), err
+}
+
+// SetupError, once Wait returned, is why the jail could not be made (the
+// kernel refused a namespace or a mount, so the command never ran), or nil
+// when the jail was made, whatever the command then did.
+func (c *Cmd) SetupError() error { return c.setupErr }
 
 // validate checks the spec's paths.
 func (s Spec) validate() error {
@@ -128,16 +192,24 @@ func (j *Jail) args(spec Spec, probe bool, argv []string) ([]string, error) {
 	args := append(append([]string{}, j.Self[1:]...), flagSpec, string(data))
 	if probe {
 		args = append(args, flagProbe)
+	} else {
+		args = append(args, flagReport, strconv.Itoa(reportFD))
 	}
 	return append(append(args, "--"), argv...), nil
 }
+
+// reportFD is the descriptor a jail says why it could not be made on:
+// the first of exec.Cmd.ExtraFiles.
+const reportFD = 3
 
 // parsed is Main's command line.
 type parsed struct {
 	spec  *Spec
 	drop  bool
 	probe bool
-	argv  []string
+	// report is the descriptor of --report-fd, 0 when there is none.
+	report int
+	argv   []string
 }
 
 func parseArgs(args []string) (parsed, error) {
@@ -158,6 +230,16 @@ func parseArgs(args []string) (parsed, error) {
 			p.drop = true
 		case flagProbe:
 			p.probe = true
+		case flagReport:
+			if i+1 >= len(args) {
+				return p, errors.New("--report-fd needs a value")
+			}
+			i++
+			fd, err := strconv.Atoi(args[i])
+			if err != nil || fd < 3 {
+				return p, fmt.Errorf("--report-fd: %q is not a descriptor above 2", args[i])
+			}
+			p.report = fd
 		case "--":
 			p.argv = args[i+1:]
 			if len(p.argv) == 0 && !p.probe {

@@ -21,11 +21,20 @@ import (
 // streams, and starts it; the returned command leads a process group of
 // its own and is killed with SIGKILL if the thread that started it dies.
 // Killing it kills everything the command started.
-func (j *Jail) Command(argv []string) (*exec.Cmd, error) {
+func (j *Jail) Command(argv []string) (*Cmd, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("jail: empty command")
 	}
-	return j.command(argv, false)
+	cmd, err := j.command(argv, false)
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("jail: %w", err)
+	}
+	cmd.ExtraFiles = []*os.File{w} // reportFD
+	return &Cmd{Cmd: cmd, report: r, reportW: w}, nil
 }
 
 func (j *Jail) command(argv []string, probe bool) (*exec.Cmd, error) {
@@ -85,10 +94,28 @@ func Main(args []string) int {
 	if err != nil {
 		return fail(ExitSetup, "%v", err)
 	}
+	if p.report > 0 {
+		// Neither the command nor anything it starts may write here.
+		unix.CloseOnExec(p.report)
+		report = os.NewFile(uintptr(p.report), "jail report")
+	}
 	if p.drop {
 		return dropMain(p.argv, p.probe)
 	}
 	return initMain(*p.spec, p.argv, p.probe, os.Args[1:len(os.Args)-len(args)])
+}
+
+// report, when set, is where the jail says why it could not be made
+// (Cmd.SetupError).
+var report *os.File
+
+// setupFail is a failure to make the jail: told on standard error, as
+// fail does, and on the report.
+func setupFail(format string, args ...any) int {
+	if report != nil {
+		fmt.Fprintf(report, format+"\n", args...)
+	}
+	return fail(ExitSetup, format, args...)
 }
 
 // initMain is the PID namespace's init: it makes the file system the spec
@@ -97,29 +124,34 @@ func Main(args []string) int {
 // exits with the command's status, which ends every process left.
 func initMain(spec Spec, argv []string, probe bool, self []string) int {
 	if os.Getpid() != 1 {
-		return fail(ExitSetup, "not started as a PID namespace's init (use Jail.Command)")
+		return setupFail("not started as a PID namespace's init (use Jail.Command)")
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return fail(ExitSetup, "working directory: %v", err)
+		return setupFail("working directory: %v", err)
 	}
 	if err := mountAll(spec); err != nil {
-		return fail(ExitSetup, "%v", err)
+		return setupFail("%v", err)
 	}
 	// The old working directory is on the now read-only mount beneath;
 	// enter it again through the new ones.
 	if err := os.Chdir(cwd); err != nil {
-		return fail(ExitSetup, "working directory %s: %v", cwd, err)
+		return setupFail("working directory %s: %v", cwd, err)
 	}
 
 	args := append(append([]string{}, self...), flagDrop)
+	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
 	if probe {
 		args = append(args, flagProbe)
+	}
+	if report != nil {
+		args = append(args, flagReport, strconv.Itoa(len(files)))
+		files = append(files, report)
 	}
 	args = append(append(args, "--"), argv...)
 	proc, err := os.StartProcess("/proc/self/exe", append([]string{os.Args[0]}, args...), &os.ProcAttr{
 		Env:   os.Environ(),
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Files: files,
 		Sys: &syscall.SysProcAttr{
 			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
 			UidMappings:                []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: 0, Size: 1}},
@@ -129,7 +161,7 @@ func initMain(spec Spec, argv []string, probe bool, self []string) int {
 		},
 	})
 	if err != nil {
-		return fail(ExitSetup, "start %s: %v", argv0(argv), err)
+		return setupFail("start %s: %v", argv0(argv), err)
 	}
 
 	sigs := make(chan os.Signal, 8)
@@ -172,21 +204,21 @@ func dropMain(argv []string, probe bool) int {
 	// calling thread's.
 	runtime.LockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fail(ExitSetup, "no_new_privs: %v", err)
+		return setupFail("no_new_privs: %v", err)
 	}
 	if os.Geteuid() == 0 {
 		// Root in its namespace keeps a full set across execve unless
 		// the bounding set is empty.
 		for c := 0; c <= lastCap(); c++ {
 			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-				return fail(ExitSetup, "drop capability %d: %v", c, err)
+				return setupFail("drop capability %d: %v", c, err)
 			}
 		}
 		_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 		var data [2]unix.CapUserData
 		if err := unix.Capset(&hdr, &data[0]); err != nil {
-			return fail(ExitSetup, "clear capabilities: %v", err)
+			return setupFail("clear capabilities: %v", err)
 		}
 	}
 	if probe {

@@ -70,22 +70,8 @@ func (b box) jail() *Jail {
 // combined output.
 func run(t *testing.T, j *Jail, dir, script string, env ...string) (int, string) {
 	t.Helper()
-	cmd, err := j.Command([]string{"sh", "-c", script})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String()
-	}
-	if err != nil {
-		t.Fatalf("run %q: %v", script, err)
-	}
-	return 0, out.String()
+	code, out, _ := runCmd(t, j, dir, script, env...)
+	return code, out
 }
 
 func requireJail(t *testing.T, j *Jail) {
@@ -285,4 +271,55 @@ func TestCheckFromAPrivateDirectory(t *testing.T) {
 	if err := b.jail().Check(); err != nil {
 		t.Fatalf("check with the working directory under /tmp: %v", err)
 	}
+}
+
+// A jail that cannot be made says why through Cmd.SetupError, and
+// nothing a jailed command does can say it in its stead.
+func TestSetupErrorIsTheJailsAlone(t *testing.T) {
+	b := newBox(t)
+	requireJail(t, b.jail())
+	t.Run("a jail that cannot be made", func(t *testing.T) {
+		j := b.jail()
+		notDir := filepath.Join(b.ws, "main.go")
+		j.Spec.Writable = append(j.Spec.Writable, notDir)
+		code, out, setupErr := runCmd(t, j, b.ws, "echo ran > ran.txt")
+		if code != ExitSetup || setupErr == nil || !strings.Contains(setupErr.Error(), "writable path "+notDir+" is not a directory") {
+			t.Fatalf("exit %d, setup error %v, output %q; want %d and the jail's reason", code, setupErr, out, ExitSetup)
+		}
+		if _, err := os.Stat(filepath.Join(b.ws, "ran.txt")); err == nil {
+			t.Error("the command ran in a jail that could not be made")
+		}
+	})
+	for name, script := range map[string]string{
+		"a command that says what a jail says": `echo "fleetlift jail: make mounts private: operation not permitted" >&2; exit 126`,
+		"a command that writes the report's descriptor": `echo forged >&3; exit 126`,
+		"a command that writes init's report":           `echo forged > /proc/1/fd/3; exit 126`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, setupErr := runCmd(t, b.jail(), b.ws, script)
+			if code != ExitSetup || setupErr != nil {
+				t.Fatalf("exit %d, setup error %v, output %q; want %d from the command and no setup error", code, setupErr, out, ExitSetup)
+			}
+		})
+	}
+}
+
+// runCmd runs a shell script in j and returns its exit code, combined
+// output and the jail's setup error.
+func runCmd(t *testing.T, j *Jail, dir, script string, env ...string) (int, string, error) {
+	t.Helper()
+	cmd, err := j.Command([]string{"sh", "-c", script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(out), cmd.SetupError()
 }

@@ -2,16 +2,13 @@
 
 package jail
 
-import (
-	"errors"
-	"os/exec"
-)
+import "errors"
 
 // errUnsupported: the jail needs Linux namespaces.
 var errUnsupported = errors.New("jail unavailable: it needs Linux user, mount and PID namespaces")
 
 // Command fails: the jail needs Linux.
-func (j *Jail) Command(argv []string) (*exec.Cmd, error) { return nil, errUnsupported }
+func (j *Jail) Command(argv []string) (*Cmd, error) { return nil, errUnsupported }
 
 // Check fails: the jail needs Linux.
 func (j *Jail) Check() error { return errUnsupported }
