@@ -129,6 +129,10 @@ func Start(opts Options) (*Server, error) {
 		// The worker runs beside the server: hand it activities with the
 		// workflow task that schedules them, without a matching round trip.
 		dynamicconfig.EnableActivityEagerExecution.Key(): true,
+		// One matching host: a task queue in one partition is matched
+		// there, with no forwarding between partitions.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(cfg),
