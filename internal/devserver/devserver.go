@@ -72,6 +72,7 @@ type Options struct {
 // Server is a running embedded Temporal server.
 type Server struct {
 	server  temporal.Server
+	polls   *longPolls
 	address string
 	creds   *credential.Authority
 	repairs []string
@@ -134,7 +135,9 @@ func Start(opts Options) (*Server, error) {
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
 	}
+	polls := &longPolls{}
 	srv, err := temporal.NewServer(
+		temporal.WithChainedFrontendGrpcInterceptors(polls.intercept),
 		temporal.WithConfig(cfg),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithStaticHosts(hosts),
@@ -147,13 +150,13 @@ func Start(opts Options) (*Server, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
-	s := &Server{server: srv, address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), creds: creds, repairs: repairs}
+	s := &Server{server: srv, polls: polls, address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), creds: creds, repairs: repairs}
 	if err := waitListening(s.address, 30*time.Second); err != nil {
-		srv.Stop()
+		s.Stop()
 		return nil, err
 	}
 	if err := s.checkServes(healthWait); err != nil {
-		srv.Stop()
+		s.Stop()
 		return nil, cannotServe(opts, s.address, err)
 	}
 	return s, nil
@@ -182,8 +185,12 @@ func (s *Server) Repairs() []string { return s.repairs }
 // Address is the frontend's host:port for SDK clients.
 func (s *Server) Address() string { return s.address }
 
-// Stop stops the server.
-func (s *Server) Stop() { s.server.Stop() }
+// Stop stops the server. Long polls still in flight (its own workers')
+// end first, so that the frontend has nothing to drain.
+func (s *Server) Stop() {
+	s.polls.stop()
+	s.server.Stop()
+}
 
 // ClientTLS is the TLS configuration a client of this server needs: the
 // install's client certificate, and its authority as the only one
