@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/term"
@@ -172,6 +173,9 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 	drawn := 0
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	wctx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	ended := awaitClose(wctx, c, id)
 	for {
 		st, err := readState(ctx, c, id)
 		if err != nil && ctx.Err() == nil {
@@ -220,8 +224,27 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 		select {
 		case <-ctx.Done():
 		case <-t.C:
+		case <-ended:
+			// Read at once: the run just ended. Once only; the ticker
+			// goes on should the read not show it closed yet.
+			ended = nil
 		}
 	}
+}
+
+// awaitClose's channel is closed when the run id has ended (its latest
+// run's close event, waited for on the server), or the wait failed: the
+// end of a run is printed when it happens, not on the next tick.
+func awaitClose(ctx context.Context, c client.Client, id string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		it := c.GetWorkflowHistory(ctx, id, "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+		if it.HasNext() {
+			_, _ = it.Next()
+		}
+	}()
+	return done
 }
 
 type progressRow struct{ key, state string }
