@@ -254,7 +254,8 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 	}
 	defer srv.Stop()
 	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
-		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
+		// As fleetlift dials a server on loopback: without gzip.
+		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS(), GrpcCompression: &client.GrpcCompressionNone{}}})
 	if err != nil {
 		return 0, err
 	}

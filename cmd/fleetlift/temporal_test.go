@@ -134,3 +134,16 @@ func TestCommandsPresentInstallCredential(t *testing.T) {
 		})
 	}
 }
+
+// A frontend on this machine's loopback is dialled without gzip; one
+// elsewhere keeps it.
+func TestOnLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7233": true, "127.0.0.2:7233": true, "[::1]:7233": true, "localhost:7233": true,
+		"10.0.0.5:7233": false, "temporal.example.com:7233": false, "[2001:db8::1]:7233": false, "127.0.0.1": false,
+	} {
+		if got := onLoopback(addr); got != want {
+			t.Errorf("onLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
