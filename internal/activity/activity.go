@@ -188,6 +188,28 @@ func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (proto
 	}
 }
 
+// AgentOutcome is the agent's status once it reached a phase waited for,
+// and the result it wrote.
+type AgentOutcome struct {
+	Status protocol.Status
+	Result protocol.Result
+}
+
+// AwaitAgentResult is WaitForAgentPhase and then ReadResult in one
+// activity: one round trip through the workflow instead of two for each
+// wait. A retried attempt waits (at once satisfied) and reads again.
+func (a *Activities) AwaitAgentResult(ctx context.Context, in WaitInput) (AgentOutcome, error) {
+	st, err := a.WaitForAgentPhase(ctx, in)
+	if err != nil {
+		return AgentOutcome{}, err
+	}
+	r, err := a.ReadResult(ctx, ReadResultInput{Sandbox: in.Sandbox})
+	if err != nil {
+		return AgentOutcome{}, err
+	}
+	return AgentOutcome{Status: st, Result: r}, nil
+}
+
 // checkAlive fails without retry when the agent process has exited or the
 // sandbox is gone: nothing more will be written.
 func (a *Activities) checkAlive(ctx context.Context, id string) error {

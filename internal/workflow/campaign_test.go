@@ -76,7 +76,7 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		return activity.SandboxRef{ID: in.SandboxID}, nil
 	})
 	env.OnActivity(a.SubmitManifest, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(a.WaitForAgentPhase, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
+	wait := func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
 		f.hold(in.Sandbox.ID)
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -84,8 +84,8 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			return protocol.Status{Phase: protocol.PhaseFailed}, nil
 		}
 		return protocol.Status{Phase: protocol.PhaseComplete}, nil
-	})
-	env.OnActivity(a.ReadResult, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.ReadResultInput) (protocol.Result, error) {
+	}
+	read := func(_ context.Context, in activity.ReadResultInput) (protocol.Result, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		key := f.unitOf(in.Sandbox.ID)
@@ -107,7 +107,10 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{Name: key, Status: "success",
 			PullRequest: &protocol.PullRequestInfo{URL: "file:///" + key + "#auto/c", Branch: "auto/c"}}}}, nil
-	})
+	}
+	env.OnActivity(a.WaitForAgentPhase, mock.Anything, mock.Anything).Return(wait)
+	env.OnActivity(a.ReadResult, mock.Anything, mock.Anything).Return(read)
+	env.OnActivity(a.AwaitAgentResult, mock.Anything, mock.Anything).Return(awaitResult(wait, read))
 	env.OnActivity(a.SubmitSteering, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.CleanupInput) error {
 		f.mu.Lock()

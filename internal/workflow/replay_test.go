@@ -21,7 +21,9 @@ import (
 //
 //	go test ./internal/devserver -run TestTaskApprovalOnServer -record-history $PWD/internal/workflow/testdata/NAME.history.json
 func TestReplayTaskHistory(t *testing.T) {
-	for _, name := range []string{"task-approve", "task-approve-cleanup-activity", "task-search-attributes"} {
+	// task-await-result waits for the agent and reads its result in one
+	// activity (AwaitAgentResult).
+	for _, name := range []string{"task-approve", "task-approve-cleanup-activity", "task-search-attributes", "task-await-result"} {
 		t.Run(name, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflow.Task)

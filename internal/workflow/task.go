@@ -167,8 +167,18 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			RetryPolicy: &temporal.RetryPolicy{NonRetryableErrorTypes: []string{
 				activity.ErrAgentExited, activity.ErrSandboxGone, activity.ErrResultTooLarge}},
 		}))
+		waitIn := activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration}
+		if workflow.GetVersion(ctx, awaitResultChange, workflow.DefaultVersion, 1) == 1 {
+			var out activity.AgentOutcome
+			if err := workflow.ExecuteActivity(wctx, a.AwaitAgentResult, waitIn).Get(ctx, &out); err != nil {
+				return nil, &stepError{"agent", err}
+			}
+			st.AgentPhase, st.Message, st.Iteration = out.Status.Phase, out.Status.Message, out.Status.Iteration
+			st.Result = &out.Result
+			return &out.Result, nil
+		}
 		var s protocol.Status
-		if err := workflow.ExecuteActivity(wctx, a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration}).Get(ctx, &s); err != nil {
+		if err := workflow.ExecuteActivity(wctx, a.WaitForAgentPhase, waitIn).Get(ctx, &s); err != nil {
 			return nil, &stepError{"agent", err}
 		}
 		st.AgentPhase, st.Message, st.Iteration = s.Phase, s.Message, s.Iteration
@@ -339,6 +349,9 @@ const (
 	digestChange = "decision-needs-digest"
 	// pushedTreeChange checks what was pushed against what was approved.
 	pushedTreeChange = "pushed-tree-is-approved"
+	// awaitResultChange waits for the agent and reads its result in one
+	// activity (AwaitAgentResult) rather than two.
+	awaitResultChange = "await-agent-result"
 )
 
 // unapprovedPushes compares what the agent pushed after an approval with

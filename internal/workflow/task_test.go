@@ -70,7 +70,7 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		s.current = s.first
 		return nil
 	})
-	env.OnActivity(a.WaitForAgentPhase, mockAny, mockAny).Return(func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
+	wait := func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.waitErr != nil {
@@ -82,8 +82,8 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 			return protocol.Status{}, temporal.NewNonRetryableApplicationError("agent in sandbox exited (code 137) without finishing: agent killed by signal 9", activity.ErrAgentExited, nil)
 		}
 		return protocol.Status{Phase: s.current, Iteration: s.iteration}, nil
-	})
-	env.OnActivity(a.ReadResult, mockAny, mockAny).Return(func(context.Context, activity.ReadResultInput) (protocol.Result, error) {
+	}
+	read := func(context.Context, activity.ReadResultInput) (protocol.Result, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		tree := scriptTree
@@ -102,7 +102,10 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 			rr.PullRequest = &protocol.PullRequestInfo{URL: "file:///svc#auto/x", Branch: "auto/x", Commit: "c0ffee", Tree: pushed}
 		}
 		return protocol.Result{Status: s.current, Repositories: []protocol.RepositoryResult{rr}}, nil
-	})
+	}
+	env.OnActivity(a.WaitForAgentPhase, mockAny, mockAny).Return(wait)
+	env.OnActivity(a.ReadResult, mockAny, mockAny).Return(read)
+	env.OnActivity(a.AwaitAgentResult, mockAny, mockAny).Return(awaitResult(wait, read))
 	env.OnActivity(a.SubmitSteering, mockAny, mockAny).Return(func(_ context.Context, in activity.SteeringInput) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -329,5 +332,19 @@ func TestTaskAgentFailed(t *testing.T) {
 	res, _ := runTask(t, s, taskInput(), nil)
 	if res.Phase != workflow.TaskFailed {
 		t.Errorf("result: %+v", res)
+	}
+}
+
+// awaitResult is the stand-in AwaitAgentResult made of the stand-ins for
+// the two activities it joins.
+func awaitResult(wait func(context.Context, activity.WaitInput) (protocol.Status, error),
+	read func(context.Context, activity.ReadResultInput) (protocol.Result, error)) func(context.Context, activity.WaitInput) (activity.AgentOutcome, error) {
+	return func(ctx context.Context, in activity.WaitInput) (activity.AgentOutcome, error) {
+		st, err := wait(ctx, in)
+		if err != nil {
+			return activity.AgentOutcome{}, err
+		}
+		r, err := read(ctx, activity.ReadResultInput{Sandbox: in.Sandbox})
+		return activity.AgentOutcome{Status: st, Result: r}, err
 	}
 }
