@@ -36,8 +36,9 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_\/-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/fleetlift, bin/fleetlift-agent (the slim agent sandboxes run) and bin/fleetlift-controller (the Kubernetes sandbox controller)
+build: ## Build bin/fleetlift, bin/fleetlift-agent (the slim agent sandboxes run, with bin/fleetlift-jail, its jail entry point) and bin/fleetlift-controller (the Kubernetes sandbox controller)
 	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+	$(GO) build -o $(BIN)/fleetlift-jail ./cmd/fleetlift-jail
 	$(GO) build -o $(BIN)/fleetlift-controller ./cmd/fleetlift-controller
 	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
 
@@ -122,11 +123,13 @@ dist: ## Release archives of VERSION (make dist VERSION=v0.1.0) in dist/, their 
 .PHONY: bench-run
 bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push; RUN_FLAGS="-sandbox docker" for containers
 	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+	$(GO) build -o $(BIN)/fleetlift-jail ./cmd/fleetlift-jail
 	$(GO) run ./bench/run -repos 200 -parallel 8 -group 25 -rounds 5 -agent $(BIN)/fleetlift-agent $(RUN_FLAGS)
 
 .PHONY: bench-chaos
 bench-chaos: ## Crash-proofing (issue 11): SIGKILL fleetlift up and its agents at random moments, 5 modes x 3 rounds; CHAOS_FLAGS="-modes agents -rounds 1 -seed N", "-sandbox docker" for containers (after make images)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetlift-jail ./cmd/fleetlift-jail
 	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
 	$(GO) run ./bench/chaos -bin $(BIN) $(CHAOS_FLAGS)
 

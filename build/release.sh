@@ -3,7 +3,7 @@
 # of fleetlift VERSION in dist/,
 #
 #   fleetlift_VERSION_linux_amd64.tar.gz, fleetlift_VERSION_linux_arm64.tar.gz
-#     fleetlift_VERSION_linux_ARCH/{fleetlift,fleetlift-agent,README.md,schemas/}
+#     fleetlift_VERSION_linux_ARCH/{fleetlift,fleetlift-agent,fleetlift-jail,README.md,schemas/}
 #   checksums.txt (SHA-256, as sha256sum writes them)
 #
 # and the same checksums in .github/actions/setup-fleetlift/checksums.txt:
@@ -30,7 +30,7 @@ for arch in amd64 arm64; do
 	name=fleetlift_${version}_linux_${arch}
 	stage=dist/$name
 	mkdir -p "$stage/schemas"
-	for cmd in fleetlift fleetlift-agent; do
+	for cmd in fleetlift fleetlift-agent fleetlift-jail; do
 		CGO_ENABLED=0 GOOS=linux GOARCH=$arch "$go" build -trimpath -buildvcs=false \
 			-ldflags "-s -w -X main.version=$version" -o "$stage/$cmd" "./cmd/$cmd"
 	done

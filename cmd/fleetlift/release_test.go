@@ -101,7 +101,7 @@ func TestReleaseInstallsThroughTheSetupAction(t *testing.T) {
 	if err != nil || !strings.HasSuffix(string(recorded), string(sums)) {
 		t.Fatalf("the action's checksums.txt does not record the release (%v):\n%s", err, recorded)
 	}
-	wantFiles := []string{"fleetlift_v1.2.3_linux_arm64/README.md", "fleetlift_v1.2.3_linux_arm64/fleetlift", "fleetlift_v1.2.3_linux_arm64/fleetlift-agent", "fleetlift_v1.2.3_linux_arm64/schemas/fleetlift.cue"}
+	wantFiles := []string{"fleetlift_v1.2.3_linux_arm64/README.md", "fleetlift_v1.2.3_linux_arm64/fleetlift", "fleetlift_v1.2.3_linux_arm64/fleetlift-agent", "fleetlift_v1.2.3_linux_arm64/fleetlift-jail", "fleetlift_v1.2.3_linux_arm64/schemas/fleetlift.cue"}
 	for _, f := range schemaFiles {
 		wantFiles = append(wantFiles, "fleetlift_v1.2.3_linux_arm64/schemas/"+filepath.Base(f))
 	}

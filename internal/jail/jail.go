@@ -62,12 +62,17 @@ const (
 	ExitNotFound = 127
 )
 
+// Protocol is the version of Main's command line: a jail program that
+// prints another with --protocol (or none) does not speak this one.
+const Protocol = "2"
+
 // flags of Main.
 const (
-	flagSpec   = "--spec"
-	flagDrop   = "--drop"
-	flagProbe  = "--probe"
-	flagReport = "--report-fd"
+	flagProtocol = "--protocol"
+	flagSpec     = "--spec"
+	flagDrop     = "--drop"
+	flagProbe    = "--probe"
+	flagReport   = "--report-fd"
 )
 
 // Cmd is a command to run in a jail (Jail.Command). Besides its exit

@@ -90,6 +90,10 @@ func (j *Jail) Check() error {
 // returns the exit code: the command's, 128+n when signal n killed it,
 // ExitSetup or ExitNotFound when the jail failed.
 func Main(args []string) int {
+	if len(args) == 1 && args[0] == flagProtocol {
+		fmt.Println(Protocol)
+		return 0
+	}
 	p, err := parseArgs(args)
 	if err != nil {
 		return fail(ExitSetup, "%v", err)

@@ -291,7 +291,7 @@ func TestSetupErrorIsTheJailsAlone(t *testing.T) {
 		}
 	})
 	for name, script := range map[string]string{
-		"a command that says what a jail says": `echo "fleetlift jail: make mounts private: operation not permitted" >&2; exit 126`,
+		"a command that says what a jail says":          `echo "fleetlift jail: make mounts private: operation not permitted" >&2; exit 126`,
 		"a command that writes the report's descriptor": `echo forged >&3; exit 126`,
 		"a command that writes init's report":           `echo forged > /proc/1/fd/3; exit 126`,
 	} {

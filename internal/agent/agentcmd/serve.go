@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -114,6 +115,11 @@ const (
 // (a program running the command itself), it is serve's parents but the
 // root.
 func jailSelf(serve *cobra.Command) []string {
+	if exe, err := os.Executable(); err == nil {
+		if p := JailProgram(filepath.Dir(exe)); p != "" {
+			return []string{p}
+		}
+	}
 	prefix := []string{"/proc/self/exe"}
 	if i := slices.Index(os.Args, "serve"); i > 0 {
 		prefix = append(prefix, os.Args[1:i]...)
@@ -125,6 +131,27 @@ func jailSelf(serve *cobra.Command) []string {
 		prefix = append(prefix, parents...)
 	}
 	return append(prefix, "jail")
+}
+
+// JailProgramName is the jail entry point as a program of its own
+// (cmd/fleetlift-jail), which the agent runs when it lies beside it.
+const JailProgramName = "fleetlift-jail"
+
+// JailProgram returns the path of the fleetlift-jail in dir when there is
+// one that speaks this agent's jail protocol, "" otherwise: a missing one,
+// or one left from another build, leaves the agent running its own jail
+// command.
+func JailProgram(dir string) string {
+	p := filepath.Join(dir, JailProgramName)
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		return ""
+	}
+	out, err := exec.Command(p, "--protocol").Output()
+	if err != nil || strings.TrimSpace(string(out)) != jail.Protocol {
+		return ""
+	}
+	return p
 }
 
 // NewJailCommand returns the hidden jail command, the sibling of serve
