@@ -336,7 +336,7 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	for _, u := range in.Units {
 		units[u.Key] = u
 	}
-	c := &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx)}
+	c := &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx, campaignVersion)}
 	c.version = workflow.GetVersion(ctx, slidingWindowChange, workflow.DefaultVersion, 1)
 	return c
 }
@@ -346,6 +346,11 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 // Runs started before it replay their batches.
 func (c *campaignRun) sliding() bool {
 	return c.version >= 1 && !c.in.StrictBatches
+}
+
+// campaignVersion is the version of change id a Campaign run takes.
+func campaignVersion(ctx workflow.Context, id string) workflow.Version {
+	return workflow.GetVersion(ctx, id, workflow.DefaultVersion, 1)
 }
 
 // Changes to the Campaign workflow, named for workflow.GetVersion.

@@ -22,8 +22,11 @@ import (
 //	go test ./internal/devserver -run TestTaskApprovalOnServer -record-history $PWD/internal/workflow/testdata/NAME.history.json
 func TestReplayTaskHistory(t *testing.T) {
 	// task-await-result waits for the agent and reads its result in one
-	// activity (AwaitAgentResult).
-	for _, name := range []string{"task-approve", "task-approve-cleanup-activity", "task-search-attributes", "task-await-result"} {
+	// activity (AwaitAgentResult); the task-folded-changes ones record one
+	// marker for every change (allTaskChanges), without and with search
+	// attributes.
+	for _, name := range []string{"task-approve", "task-approve-cleanup-activity", "task-search-attributes", "task-await-result",
+		"task-folded-changes", "task-folded-changes-search-attributes"} {
 		t.Run(name, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflow.Task)

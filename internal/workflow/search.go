@@ -65,13 +65,15 @@ type searchAttributes struct {
 	phase string
 }
 
-func newSearchAttributes(ctx workflow.Context) *searchAttributes {
+// version gives the run's version of a change (workflow.GetVersion, or
+// the Task's taskChanges).
+func newSearchAttributes(ctx workflow.Context, version func(workflow.Context, string) workflow.Version) *searchAttributes {
 	sa := workflow.GetTypedSearchAttributes(ctx)
 	if _, ok := sa.GetKeyword(SearchKind); !ok {
 		return &searchAttributes{}
 	}
 	phase, _ := sa.GetKeyword(SearchPhase)
-	on := workflow.GetVersion(ctx, searchAttributesChange, workflow.DefaultVersion, 1) == 1
+	on := version(ctx, searchAttributesChange) == 1
 	return &searchAttributes{on: on, phase: phase}
 }
 

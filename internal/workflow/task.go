@@ -45,8 +45,11 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// runs deferred functions too, and a cleanup run then would remove the
 	// sandbox of a task that is still going on elsewhere.
 	finished := false
+	// changes says which version of each change this run takes: one
+	// marker for all of them in a run started now.
+	changes := taskChangesOf(ctx)
 	// search keeps the run's phase search attribute current.
-	search := newSearchAttributes(ctx)
+	search := newSearchAttributes(ctx, changes.version)
 	finish := func(p TaskPhase, msg string, r *protocol.Result) (TaskResult, error) {
 		finished = true
 		search.setPhase(ctx, string(p))
@@ -82,7 +85,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		hostTimeout = DefaultHostTimeout
 	}
 	steps := sandboxSteps{
-		routed:      workflow.GetVersion(ctx, hostRoutedChange, workflow.DefaultVersion, 1) == 1,
+		routed:      changes.version(ctx, hostRoutedChange) == 1,
 		hostTimeout: hostTimeout,
 	}
 
@@ -102,7 +105,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		// that workflow task then failed to complete (the server's
 		// database busy, say), its retry ran those local activities again
 		// and found the sandbox gone.
-		if workflow.GetVersion(dctx, cleanupChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		if changes.version(dctx, cleanupChange) == workflow.DefaultVersion {
 			lctx := workflow.WithLocalActivityOptions(dctx, shortOptions(10))
 			err = workflow.ExecuteLocalActivity(lctx, a.CleanupSandbox, in).Get(lctx, nil)
 		} else {
@@ -168,7 +171,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 				activity.ErrAgentExited, activity.ErrSandboxGone, activity.ErrResultTooLarge}},
 		}))
 		waitIn := activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration}
-		if workflow.GetVersion(ctx, awaitResultChange, workflow.DefaultVersion, 1) == 1 {
+		if changes.version(ctx, awaitResultChange) == 1 {
 			var out activity.AgentOutcome
 			if err := workflow.ExecuteActivity(wctx, a.AwaitAgentResult, waitIn).Get(ctx, &out); err != nil {
 				return nil, &stepError{"agent", err}
@@ -201,7 +204,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	startOver := func(err error) (bool, error) {
 		for {
 			if !sandboxLost(err) || len(st.Lost)+1 >= maxSandboxes ||
-				workflow.GetVersion(ctx, reprovisionChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				changes.version(ctx, reprovisionChange) == workflow.DefaultVersion {
 				return false, err
 			}
 			st.Lost = append(st.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", ref.ID, errText(err)))
@@ -243,7 +246,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}
 		switch st.AgentPhase {
 		case protocol.PhaseComplete:
-			if approvedResult != nil && workflow.GetVersion(ctx, pushedTreeChange, workflow.DefaultVersion, 1) == 1 {
+			if approvedResult != nil && changes.version(ctx, pushedTreeChange) == 1 {
 				if msg := unapprovedPushes(approvedResult, r); msg != "" {
 					return finish(TaskFailed, msg, r)
 				}
@@ -275,7 +278,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 				st.Ignored = appendNote(st.Ignored, fmt.Sprintf("the work run again in a new sandbox came out as result %s, not %s, which was approved: it awaits a decision of its own", digest, approved))
 				approved = ""
 			}
-			act, prompt, timedOut = awaitDecision(ctx, in.ApprovalTimeout, st, &approvals)
+			act, prompt, timedOut = awaitDecision(ctx, in.ApprovalTimeout, st, &approvals, changes)
 		}
 		st.ResultDigest = ""
 		if ctx.Err() != nil || timedOut {
@@ -352,7 +355,48 @@ const (
 	// awaitResultChange waits for the agent and reads its result in one
 	// activity (AwaitAgentResult) rather than two.
 	awaitResultChange = "await-agent-result"
+	// allTaskChanges, at version 1, stands for every change in
+	// foldedTaskChanges at its version there (taskChanges).
+	allTaskChanges = "task-changes-2026-11"
 )
+
+// foldedTaskChanges are the changes allTaskChanges stands for, and the
+// version of each it means. It is fixed: a later change is asked for on
+// its own (or by a new version of allTaskChanges, with a map of its own).
+var foldedTaskChanges = map[string]workflow.Version{
+	cleanupChange:          1,
+	reprovisionChange:      1,
+	hostRoutedChange:       1,
+	digestChange:           1,
+	pushedTreeChange:       1,
+	awaitResultChange:      1,
+	searchAttributesChange: 1,
+}
+
+// taskChanges says which version of each change a Task run takes. Each
+// GetVersion records a marker and upserts the TemporalChangeVersion search
+// attribute, a write to the visibility store each: a run started on this
+// code records one, allTaskChanges, and takes every folded change at its
+// version there; a run started before asks for each change as it always
+// did.
+type taskChanges struct{ folded bool }
+
+// taskChangesOf asks for allTaskChanges: call it before any other change.
+func taskChangesOf(ctx workflow.Context) taskChanges {
+	return taskChanges{folded: workflow.GetVersion(ctx, allTaskChanges, workflow.DefaultVersion, 1) == 1}
+}
+
+// version is the version of change id this run takes.
+func (c taskChanges) version(ctx workflow.Context, id string) workflow.Version {
+	if v, ok := foldedTaskChanges[id]; ok && c.folded {
+		return v
+	}
+	max, ok := foldedTaskChanges[id]
+	if !ok {
+		panic("workflow: change " + id + " is not a Task change")
+	}
+	return workflow.GetVersion(ctx, id, workflow.DefaultVersion, max)
+}
 
 // unapprovedPushes compares what the agent pushed after an approval with
 // the result approved: every pull request must propose exactly the tree
@@ -397,10 +441,10 @@ func shortOptions(attempts int32) workflow.LocalActivityOptions {
 // result, or a result other than the one awaiting approval
 // (st.ResultDigest), is recorded as ignored and the wait goes on: whoever
 // can signal the workflow must still know what the result is.
-func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState, approvals *[]string) (act protocol.Action, prompt string, timedOut bool) {
+func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState, approvals *[]string, changes taskChanges) (act protocol.Action, prompt string, timedOut bool) {
 	sel := workflow.NewSelector(ctx)
 	decided := false
-	needDigest := workflow.GetVersion(ctx, digestChange, workflow.DefaultVersion, 1) == 1
+	needDigest := changes.version(ctx, digestChange) == 1
 	current := func(name string, d DecisionSignal) bool {
 		if d.ResultDigest == "" && needDigest {
 			note := fmt.Sprintf("%s without a result digest refused: a decision names the result it decides (`fleetlift status %s` shows it)", name, st.ID)
