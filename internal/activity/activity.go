@@ -89,6 +89,10 @@ type ProvisionInput struct {
 	// Credentials are the definition's: which Secrets give the agent its
 	// forge token and its CLI's key, over the worker's --sandbox-secret-ref.
 	Credentials *Credentials `json:",omitempty"`
+	// Manifest, when set, is written for the sandbox's agent once the
+	// sandbox is there, as SubmitManifest does: the worker that made the
+	// sandbox reaches it, and the task is spared a step.
+	Manifest *protocol.Manifest `json:",omitempty"`
 }
 
 // SandboxRef names a provisioned sandbox.
@@ -117,6 +121,11 @@ func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (S
 	})
 	if err != nil {
 		return SandboxRef{}, fmt.Errorf("provision sandbox %s: %w", in.SandboxID, err)
+	}
+	if in.Manifest != nil {
+		if err := a.writeJSON(ctx, sb.ID, protocol.ManifestFile, *in.Manifest); err != nil {
+			return SandboxRef{}, fmt.Errorf("submit the manifest to sandbox %s: %w", sb.ID, err)
+		}
 	}
 	return SandboxRef{ID: sb.ID, Provider: sb.Provider, Queue: a.Queue,
 		Notes: a.CredentialVariables.notes(in.Credentials, sb.Provider, sb.IgnoredSecretRefs)}, nil

@@ -82,6 +82,33 @@ func TestWaitForAgentPhaseThenReadResult(t *testing.T) {
 	}
 }
 
+// A sandbox provisioned with its manifest starts on it with no step of
+// its own, and AwaitAgentResult gives the phase and the result in one.
+func TestProvisionWithManifestThenAwaitResult(t *testing.T) {
+	a, env := newActivities(t)
+	v, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "with-manifest",
+		Manifest: &protocol.Manifest{TaskID: "with-manifest", Title: "awaiting_input"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref activity.SandboxRef
+	if err := v.Get(&ref); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = env.ExecuteActivity(a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}) })
+	v, err = env.ExecuteActivity(a.AwaitAgentResult, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out activity.AgentOutcome
+	if err := v.Get(&out); err != nil || out.Status.Phase != protocol.PhaseAwaitingInput {
+		t.Fatalf("outcome %+v, %v", out.Status, err)
+	}
+	if len(out.Result.Repositories) == 0 || len(out.Result.Repositories[0].Diffs) == 0 {
+		t.Fatalf("no result with the phase: %+v", out.Result)
+	}
+}
+
 func TestWaitReturnsTerminalPhaseItDidNotAskFor(t *testing.T) {
 	a, env := newActivities(t)
 	ref := start(t, a, env, "wait-failed", "failed")

@@ -127,12 +127,18 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		if n > 0 {
 			id = fmt.Sprintf("%s-%d", base, n)
 		}
-		got, err := steps.provision(ctx, activity.ProvisionInput{
+		pin := activity.ProvisionInput{
 			SandboxID: id, Image: in.Image, Resources: in.Resources,
 			// The sandbox outlives the agent's timeout by the approval wait.
 			Labels:      map[string]string{"fleetlift.io/task-id": in.ID},
 			Credentials: in.Credentials,
-		})
+		}
+		// The worker that makes the sandbox hands its agent the manifest.
+		submitted := changes.version(ctx, provisionSubmitsChange) == 1
+		if submitted {
+			pin.Manifest = &in.Manifest
+		}
+		got, err := steps.provision(ctx, pin)
 		if err != nil {
 			return &stepError{"provision sandbox", err}
 		}
@@ -147,6 +153,10 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		got.Notes = nil
 		ref = got
 		st.Sandbox = ref.ID
+		if submitted {
+			st.Phase = TaskRunning
+			return nil
+		}
 		if err := steps.run(ctx, ref, 5, a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}, nil); err != nil {
 			return &stepError{"submit manifest", err}
 		}
@@ -355,23 +365,42 @@ const (
 	// awaitResultChange waits for the agent and reads its result in one
 	// activity (AwaitAgentResult) rather than two.
 	awaitResultChange = "await-agent-result"
-	// allTaskChanges, at version 1, stands for every change in
-	// foldedTaskChanges at its version there (taskChanges).
+	// provisionSubmitsChange hands the agent its manifest in
+	// ProvisionSandbox rather than in a SubmitManifest of its own.
+	provisionSubmitsChange = "provision-submits-manifest"
+	// allTaskChanges, at version n, stands for every change in
+	// foldedTaskChanges[n] at its version there (taskChanges).
 	allTaskChanges = "task-changes-2026-11"
 )
 
-// foldedTaskChanges are the changes allTaskChanges stands for, and the
-// version of each it means. It is fixed: a later change is asked for on
-// its own (or by a new version of allTaskChanges, with a map of its own).
-var foldedTaskChanges = map[string]workflow.Version{
-	cleanupChange:          1,
-	reprovisionChange:      1,
-	hostRoutedChange:       1,
-	digestChange:           1,
-	pushedTreeChange:       1,
-	awaitResultChange:      1,
-	searchAttributesChange: 1,
+// foldedTaskChanges are, for each version of allTaskChanges, the changes
+// it stands for and the version of each it means. Each is fixed once
+// released: a later change gets a new version of allTaskChanges with a
+// set of its own, and a run at an older one asks for it on its own.
+var foldedTaskChanges = map[workflow.Version]map[string]workflow.Version{
+	1: {
+		cleanupChange:          1,
+		reprovisionChange:      1,
+		hostRoutedChange:       1,
+		digestChange:           1,
+		pushedTreeChange:       1,
+		awaitResultChange:      1,
+		searchAttributesChange: 1,
+	},
+	2: {
+		cleanupChange:          1,
+		reprovisionChange:      1,
+		hostRoutedChange:       1,
+		digestChange:           1,
+		pushedTreeChange:       1,
+		awaitResultChange:      1,
+		searchAttributesChange: 1,
+		provisionSubmitsChange: 1,
+	},
 }
+
+// latestTaskChanges is the newest version of allTaskChanges.
+const latestTaskChanges workflow.Version = 2
 
 // taskChanges says which version of each change a Task run takes. Each
 // GetVersion records a marker and upserts the TemporalChangeVersion search
@@ -379,19 +408,19 @@ var foldedTaskChanges = map[string]workflow.Version{
 // code records one, allTaskChanges, and takes every folded change at its
 // version there; a run started before asks for each change as it always
 // did.
-type taskChanges struct{ folded bool }
+type taskChanges struct{ all workflow.Version }
 
 // taskChangesOf asks for allTaskChanges: call it before any other change.
 func taskChangesOf(ctx workflow.Context) taskChanges {
-	return taskChanges{folded: workflow.GetVersion(ctx, allTaskChanges, workflow.DefaultVersion, 1) == 1}
+	return taskChanges{all: workflow.GetVersion(ctx, allTaskChanges, workflow.DefaultVersion, latestTaskChanges)}
 }
 
 // version is the version of change id this run takes.
 func (c taskChanges) version(ctx workflow.Context, id string) workflow.Version {
-	if v, ok := foldedTaskChanges[id]; ok && c.folded {
+	if v, ok := foldedTaskChanges[c.all][id]; ok {
 		return v
 	}
-	max, ok := foldedTaskChanges[id]
+	max, ok := foldedTaskChanges[latestTaskChanges][id]
 	if !ok {
 		panic("workflow: change " + id + " is not a Task change")
 	}

@@ -62,6 +62,11 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		s.sandboxes = append(s.sandboxes, in.SandboxID)
 		s.credentials = append(s.credentials, in.Credentials)
 		s.current, s.iteration = "", 0
+		if in.Manifest != nil {
+			// Handed the manifest with the sandbox, as SubmitManifest
+			// hands it.
+			s.current = s.first
+		}
 		return activity.SandboxRef{ID: in.SandboxID, Provider: "script", Notes: s.notes}, nil
 	})
 	env.OnActivity(a.SubmitManifest, mockAny, mockAny).Return(func(context.Context, activity.SubmitManifestInput) error {
