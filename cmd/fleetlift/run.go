@@ -263,19 +263,44 @@ func progressRows(ctx context.Context, c client.Client, st *runState) (rows []pr
 	rows = append(rows, progressRow{"campaign", string(st.campaign.Phase) + suffix(st.campaign.Message)})
 	for _, u := range units {
 		state := string(u.Phase)
-		var t *workflow.TaskState
 		if !st.closed {
-			t = unitTask(ctx, c, u)
-		}
-		if t != nil {
-			state = string(t.Phase)
-			if t.Phase == workflow.TaskAwaitingApproval {
-				waiting = append(waiting, u.WorkflowID)
+			if phase, ok := unitPhase(ctx, c, u); ok {
+				state = string(phase)
+				if phase == workflow.TaskAwaitingApproval {
+					waiting = append(waiting, u.WorkflowID)
+				}
 			}
 		}
 		rows = append(rows, progressRow{u.Key, state})
 	}
 	return rows, waiting
+}
+
+// unitPhase is the phase of a campaign's running unit: the one its run
+// keeps current in its search attributes, which a description of it
+// carries, else the one it answers a query with. Progress reads every
+// running unit each second; a query is a round trip through the worker
+// each.
+func unitPhase(ctx context.Context, c client.Client, u workflow.UnitResult) (workflow.TaskPhase, bool) {
+	if u.Phase != workflow.TaskRunning || u.WorkflowID == "" {
+		return "", false
+	}
+	d, err := c.DescribeWorkflowExecution(ctx, u.WorkflowID, "")
+	if err != nil {
+		return "", false
+	}
+	if d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if p, ok := d.WorkflowExecutionInfo.GetSearchAttributes().GetIndexedFields()[workflow.SearchPhase.GetName()]; ok {
+			var phase string
+			if converterFor().FromPayload(p, &phase) == nil && phase != "" {
+				return workflow.TaskPhase(phase), true
+			}
+		}
+	}
+	if t := unitTask(ctx, c, u); t != nil {
+		return t.Phase, true
+	}
+	return "", false
 }
 
 func suffix(msg string) string {
