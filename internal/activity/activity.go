@@ -89,10 +89,6 @@ type ProvisionInput struct {
 	// Credentials are the definition's: which Secrets give the agent its
 	// forge token and its CLI's key, over the worker's --sandbox-secret-ref.
 	Credentials *Credentials `json:",omitempty"`
-	// Manifest, when set, is written for the sandbox's agent once the
-	// sandbox is there, as SubmitManifest does: the worker that made the
-	// sandbox reaches it, and the task is spared a step.
-	Manifest *protocol.Manifest `json:",omitempty"`
 }
 
 // SandboxRef names a provisioned sandbox.
@@ -122,11 +118,6 @@ func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (S
 	if err != nil {
 		return SandboxRef{}, fmt.Errorf("provision sandbox %s: %w", in.SandboxID, err)
 	}
-	if in.Manifest != nil {
-		if err := a.writeJSON(ctx, sb.ID, protocol.ManifestFile, *in.Manifest); err != nil {
-			return SandboxRef{}, fmt.Errorf("submit the manifest to sandbox %s: %w", sb.ID, err)
-		}
-	}
 	return SandboxRef{ID: sb.ID, Provider: sb.Provider, Queue: a.Queue,
 		Notes: a.CredentialVariables.notes(in.Credentials, sb.Provider, sb.IgnoredSecretRefs)}, nil
 }
@@ -149,6 +140,12 @@ type WaitInput struct {
 	// MinIteration ignores statuses from before a steer: the agent must
 	// have reached at least this iteration.
 	MinIteration int
+	// Manifest, when set, is written first, as SubmitManifest writes it
+	// (AwaitAgentResult): the first wait on a sandbox hands its agent the
+	// manifest on the sandbox's host, a step less for the task. An agent
+	// starts on the first manifest it reads; a retried attempt writes the
+	// same one again.
+	Manifest *protocol.Manifest `json:",omitempty"`
 }
 
 // WaitForAgentPhase polls status.json until the agent reaches one of the
@@ -205,9 +202,15 @@ type AgentOutcome struct {
 }
 
 // AwaitAgentResult is WaitForAgentPhase and then ReadResult in one
-// activity: one round trip through the workflow instead of two for each
-// wait. A retried attempt waits (at once satisfied) and reads again.
+// activity (after SubmitManifest, when in.Manifest is set): one round
+// trip through the workflow instead of two or three. A retried attempt
+// waits (at once satisfied) and reads again.
 func (a *Activities) AwaitAgentResult(ctx context.Context, in WaitInput) (AgentOutcome, error) {
+	if in.Manifest != nil {
+		if err := a.SubmitManifest(ctx, SubmitManifestInput{Sandbox: in.Sandbox, Manifest: *in.Manifest}); err != nil {
+			return AgentOutcome{}, err
+		}
+	}
 	st, err := a.WaitForAgentPhase(ctx, in)
 	if err != nil {
 		return AgentOutcome{}, err

@@ -82,12 +82,11 @@ func TestWaitForAgentPhaseThenReadResult(t *testing.T) {
 	}
 }
 
-// A sandbox provisioned with its manifest starts on it with no step of
-// its own, and AwaitAgentResult gives the phase and the result in one.
-func TestProvisionWithManifestThenAwaitResult(t *testing.T) {
+// AwaitAgentResult hands a new sandbox's agent its manifest, and gives
+// the phase it reached and its result in one step.
+func TestAwaitResultHandsTheManifest(t *testing.T) {
 	a, env := newActivities(t)
-	v, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "with-manifest",
-		Manifest: &protocol.Manifest{TaskID: "with-manifest", Title: "awaiting_input"}})
+	v, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "with-manifest"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +95,8 @@ func TestProvisionWithManifestThenAwaitResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = env.ExecuteActivity(a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}) })
-	v, err = env.ExecuteActivity(a.AwaitAgentResult, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput}})
+	v, err = env.ExecuteActivity(a.AwaitAgentResult, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput},
+		Manifest: &protocol.Manifest{TaskID: "with-manifest", Title: "awaiting_input"}})
 	if err != nil {
 		t.Fatal(err)
 	}

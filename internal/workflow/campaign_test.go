@@ -110,7 +110,8 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 	}
 	env.OnActivity(a.WaitForAgentPhase, mock.Anything, mock.Anything).Return(wait)
 	env.OnActivity(a.ReadResult, mock.Anything, mock.Anything).Return(read)
-	env.OnActivity(a.AwaitAgentResult, mock.Anything, mock.Anything).Return(awaitResult(wait, read))
+	env.OnActivity(a.AwaitAgentResult, mock.Anything, mock.Anything).Return(awaitResult(
+		func(context.Context, activity.SubmitManifestInput) error { return nil }, wait, read))
 	env.OnActivity(a.SubmitSteering, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.CleanupInput) error {
 		f.mu.Lock()

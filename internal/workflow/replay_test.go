@@ -24,10 +24,10 @@ func TestReplayTaskHistory(t *testing.T) {
 	// task-await-result waits for the agent and reads its result in one
 	// activity (AwaitAgentResult); the task-folded-changes ones record one
 	// marker for every change (allTaskChanges), without and with search
-	// attributes; task-provision-submits hands the agent its manifest
-	// with the sandbox.
+	// attributes; task-wait-submits hands the agent its manifest with the
+	// first wait (allTaskChanges 2).
 	for _, name := range []string{"task-approve", "task-approve-cleanup-activity", "task-search-attributes", "task-await-result",
-		"task-folded-changes", "task-folded-changes-search-attributes", "task-provision-submits"} {
+		"task-folded-changes", "task-folded-changes-search-attributes", "task-wait-submits"} {
 		t.Run(name, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflow.Task)

@@ -120,25 +120,23 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Minute
 	}
+	// unsubmitted is set while the sandbox's agent awaits the manifest
+	// the next wait hands it (waitSubmitsChange).
+	unsubmitted := false
 	// start provisions sandbox n (0, then 1, 2, ... for the ones that
-	// replace a lost sandbox) and hands its agent the manifest.
+	// replace a lost sandbox) and hands its agent the manifest, or leaves
+	// that to the first wait.
 	start := func(n int) error {
 		id := base
 		if n > 0 {
 			id = fmt.Sprintf("%s-%d", base, n)
 		}
-		pin := activity.ProvisionInput{
+		got, err := steps.provision(ctx, activity.ProvisionInput{
 			SandboxID: id, Image: in.Image, Resources: in.Resources,
 			// The sandbox outlives the agent's timeout by the approval wait.
 			Labels:      map[string]string{"fleetlift.io/task-id": in.ID},
 			Credentials: in.Credentials,
-		}
-		// The worker that makes the sandbox hands its agent the manifest.
-		submitted := changes.version(ctx, provisionSubmitsChange) == 1
-		if submitted {
-			pin.Manifest = &in.Manifest
-		}
-		got, err := steps.provision(ctx, pin)
+		})
 		if err != nil {
 			return &stepError{"provision sandbox", err}
 		}
@@ -153,7 +151,10 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		got.Notes = nil
 		ref = got
 		st.Sandbox = ref.ID
-		if submitted {
+		if changes.folds(waitSubmitsChange) {
+			// The first wait on this sandbox hands its agent the
+			// manifest, on the sandbox's host.
+			unsubmitted = true
 			st.Phase = TaskRunning
 			return nil
 		}
@@ -182,10 +183,14 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}))
 		waitIn := activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration}
 		if changes.version(ctx, awaitResultChange) == 1 {
+			if unsubmitted {
+				waitIn.Manifest = &in.Manifest
+			}
 			var out activity.AgentOutcome
 			if err := workflow.ExecuteActivity(wctx, a.AwaitAgentResult, waitIn).Get(ctx, &out); err != nil {
 				return nil, &stepError{"agent", err}
 			}
+			unsubmitted = false
 			st.AgentPhase, st.Message, st.Iteration = out.Status.Phase, out.Status.Message, out.Status.Iteration
 			st.Result = &out.Result
 			return &out.Result, nil
@@ -365,9 +370,11 @@ const (
 	// awaitResultChange waits for the agent and reads its result in one
 	// activity (AwaitAgentResult) rather than two.
 	awaitResultChange = "await-agent-result"
-	// provisionSubmitsChange hands the agent its manifest in
-	// ProvisionSandbox rather than in a SubmitManifest of its own.
-	provisionSubmitsChange = "provision-submits-manifest"
+	// waitSubmitsChange hands the agent its manifest in the first
+	// AwaitAgentResult on its sandbox rather than in a SubmitManifest of
+	// its own. Only runs at allTaskChanges 2 take it (taskChanges.folds):
+	// it is never asked for on its own.
+	waitSubmitsChange = "wait-submits-manifest"
 	// allTaskChanges, at version n, stands for every change in
 	// foldedTaskChanges[n] at its version there (taskChanges).
 	allTaskChanges = "task-changes-2026-11"
@@ -395,7 +402,7 @@ var foldedTaskChanges = map[workflow.Version]map[string]workflow.Version{
 		pushedTreeChange:       1,
 		awaitResultChange:      1,
 		searchAttributesChange: 1,
-		provisionSubmitsChange: 1,
+		waitSubmitsChange:      1,
 	},
 }
 
@@ -413,6 +420,12 @@ type taskChanges struct{ all workflow.Version }
 // taskChangesOf asks for allTaskChanges: call it before any other change.
 func taskChangesOf(ctx workflow.Context) taskChanges {
 	return taskChanges{all: workflow.GetVersion(ctx, allTaskChanges, workflow.DefaultVersion, latestTaskChanges)}
+}
+
+// folds reports whether this run takes change id by its allTaskChanges
+// version, at version 1, without asking for it.
+func (c taskChanges) folds(id string) bool {
+	return foldedTaskChanges[c.all][id] == 1
 }
 
 // version is the version of change id this run takes.

@@ -62,19 +62,15 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		s.sandboxes = append(s.sandboxes, in.SandboxID)
 		s.credentials = append(s.credentials, in.Credentials)
 		s.current, s.iteration = "", 0
-		if in.Manifest != nil {
-			// Handed the manifest with the sandbox, as SubmitManifest
-			// hands it.
-			s.current = s.first
-		}
 		return activity.SandboxRef{ID: in.SandboxID, Provider: "script", Notes: s.notes}, nil
 	})
-	env.OnActivity(a.SubmitManifest, mockAny, mockAny).Return(func(context.Context, activity.SubmitManifestInput) error {
+	submit := func(context.Context, activity.SubmitManifestInput) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.current = s.first
 		return nil
-	})
+	}
+	env.OnActivity(a.SubmitManifest, mockAny, mockAny).Return(submit)
 	wait := func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -110,7 +106,7 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 	}
 	env.OnActivity(a.WaitForAgentPhase, mockAny, mockAny).Return(wait)
 	env.OnActivity(a.ReadResult, mockAny, mockAny).Return(read)
-	env.OnActivity(a.AwaitAgentResult, mockAny, mockAny).Return(awaitResult(wait, read))
+	env.OnActivity(a.AwaitAgentResult, mockAny, mockAny).Return(awaitResult(submit, wait, read))
 	env.OnActivity(a.SubmitSteering, mockAny, mockAny).Return(func(_ context.Context, in activity.SteeringInput) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -341,10 +337,16 @@ func TestTaskAgentFailed(t *testing.T) {
 }
 
 // awaitResult is the stand-in AwaitAgentResult made of the stand-ins for
-// the two activities it joins.
-func awaitResult(wait func(context.Context, activity.WaitInput) (protocol.Status, error),
+// the activities it joins.
+func awaitResult(submit func(context.Context, activity.SubmitManifestInput) error,
+	wait func(context.Context, activity.WaitInput) (protocol.Status, error),
 	read func(context.Context, activity.ReadResultInput) (protocol.Result, error)) func(context.Context, activity.WaitInput) (activity.AgentOutcome, error) {
 	return func(ctx context.Context, in activity.WaitInput) (activity.AgentOutcome, error) {
+		if in.Manifest != nil {
+			if err := submit(ctx, activity.SubmitManifestInput{Sandbox: in.Sandbox, Manifest: *in.Manifest}); err != nil {
+				return activity.AgentOutcome{}, err
+			}
+		}
 		st, err := wait(ctx, in)
 		if err != nil {
 			return activity.AgentOutcome{}, err
