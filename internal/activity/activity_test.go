@@ -38,9 +38,8 @@ func newActivities(t *testing.T) (*activity.Activities, *testsuite.TestActivityE
 	return a, env
 }
 
-// start provisions a sandbox and submits a manifest whose title names the
-// phase the stand-in agent reaches.
-func start(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, id, phase string) activity.SandboxRef {
+// provision provisions a sandbox, removed when the test ends.
+func provision(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, id string) activity.SandboxRef {
 	t.Helper()
 	v, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: id})
 	if err != nil {
@@ -51,6 +50,14 @@ func start(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = env.ExecuteActivity(a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}) })
+	return ref
+}
+
+// start provisions a sandbox and submits a manifest whose title names the
+// phase the stand-in agent reaches.
+func start(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, id, phase string) activity.SandboxRef {
+	t.Helper()
+	ref := provision(t, a, env, id)
 	if _, err := env.ExecuteActivity(a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: protocol.Manifest{TaskID: id, Title: phase}}); err != nil {
 		t.Fatal(err)
 	}
@@ -86,16 +93,8 @@ func TestWaitForAgentPhaseThenReadResult(t *testing.T) {
 // the phase it reached and its result in one step.
 func TestAwaitResultHandsTheManifest(t *testing.T) {
 	a, env := newActivities(t)
-	v, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "with-manifest"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref activity.SandboxRef
-	if err := v.Get(&ref); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = env.ExecuteActivity(a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}) })
-	v, err = env.ExecuteActivity(a.AwaitAgentResult, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput},
+	ref := provision(t, a, env, "with-manifest")
+	v, err := env.ExecuteActivity(a.AwaitAgentResult, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput},
 		Manifest: &protocol.Manifest{TaskID: "with-manifest", Title: "awaiting_input"}})
 	if err != nil {
 		t.Fatal(err)

@@ -200,20 +200,8 @@ func TestJailExitCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd, err := j.Command(tt.argv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd.Dir = b.ws
-			cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-			out, err := cmd.CombinedOutput()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != tt.code || !strings.Contains(string(out), tt.output) {
+			code, out, _ := runArgv(t, j, b.ws, tt.argv)
+			if code != tt.code || !strings.Contains(out, tt.output) {
 				t.Errorf("exit %d, output %q; want %d and %q", code, out, tt.code, tt.output)
 			}
 		})
@@ -308,7 +296,13 @@ func TestSetupErrorIsTheJailsAlone(t *testing.T) {
 // output and the jail's setup error.
 func runCmd(t *testing.T, j *Jail, dir, script string, env ...string) (int, string, error) {
 	t.Helper()
-	cmd, err := j.Command([]string{"sh", "-c", script})
+	return runArgv(t, j, dir, []string{"sh", "-c", script}, env...)
+}
+
+// runArgv runs argv in j as runCmd runs a script.
+func runArgv(t *testing.T, j *Jail, dir string, argv []string, env ...string) (int, string, error) {
+	t.Helper()
+	cmd, err := j.Command(argv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -385,25 +386,26 @@ const (
 // released: a later change gets a new version of allTaskChanges with a
 // set of its own, and a run at an older one asks for it on its own.
 var foldedTaskChanges = map[workflow.Version]map[string]workflow.Version{
-	1: {
-		cleanupChange:          1,
-		reprovisionChange:      1,
-		hostRoutedChange:       1,
-		digestChange:           1,
-		pushedTreeChange:       1,
-		awaitResultChange:      1,
-		searchAttributesChange: 1,
-	},
-	2: {
-		cleanupChange:          1,
-		reprovisionChange:      1,
-		hostRoutedChange:       1,
-		digestChange:           1,
-		pushedTreeChange:       1,
-		awaitResultChange:      1,
-		searchAttributesChange: 1,
-		waitSubmitsChange:      1,
-	},
+	1: taskChangesV1,
+	2: with(taskChangesV1, waitSubmitsChange, 1),
+}
+
+// taskChangesV1 is what allTaskChanges stands for at version 1.
+var taskChangesV1 = map[string]workflow.Version{
+	cleanupChange:          1,
+	reprovisionChange:      1,
+	hostRoutedChange:       1,
+	digestChange:           1,
+	pushedTreeChange:       1,
+	awaitResultChange:      1,
+	searchAttributesChange: 1,
+}
+
+// with is changes and change id at version v.
+func with(changes map[string]workflow.Version, id string, v workflow.Version) map[string]workflow.Version {
+	out := maps.Clone(changes)
+	out[id] = v
+	return out
 }
 
 // latestTaskChanges is the newest version of allTaskChanges.
