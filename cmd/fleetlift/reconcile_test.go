@@ -240,7 +240,7 @@ func TestUpWebhookWakesTheLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	stateDir := filepath.Join(root, "state")
-	addr, _, reader := serverForTest(t, stateDir)
+	addr, c, reader := serverForTest(t, stateDir)
 	t.Setenv("FLEETLIFT_WEBHOOK_SECRET", "s3cret")
 	hook := freeAddr(t)
 	const forgeURL = "https://git.example.com/acme/campaigns.git"
@@ -290,6 +290,33 @@ func TestUpWebhookWakesTheLoop(t *testing.T) {
 			t.Fatalf("the signed delivery did not wake the reconciler\n%s", up.out.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The campaign's agents work until they await approval; the test
+	// ends once they do, so that nothing is still writing its sandbox
+	// when up stops and the state directory is removed.
+	awaitApprovals(t, c, "campaign/demo-go-version")
+}
+
+// awaitApprovals waits until every unit of campaign id awaits approval.
+func awaitApprovals(t *testing.T, c client.Client, id string) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		st, err := readState(ctx, c, id)
+		waiting := 0
+		if err == nil && st.campaign != nil {
+			for _, u := range st.campaign.Units {
+				if phase, ok := unitPhase(ctx, c, u); ok && phase == workflow.TaskAwaitingApproval {
+					waiting++
+				}
+			}
+		}
+		if err == nil && st.campaign != nil && len(st.campaign.Units) > 0 && waiting == len(st.campaign.Units) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d units await approval after a minute (%v)", id, waiting, err)
+		}
 	}
 }
 

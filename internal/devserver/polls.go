@@ -33,7 +33,7 @@ func isLongPoll(method string) bool {
 
 // intercept is the frontend interceptor: a long poll runs on a context
 // stop can end; a long poll that comes after stop began is refused at
-// once, as unavailable, which pollers wait out and retry.
+// once, as cancelled (an error the server neither logs nor counts as a failure), which pollers wait out and retry.
 func (p *longPolls) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if !isLongPoll(info.FullMethod) {
 		return handler(ctx, req)
@@ -41,7 +41,7 @@ func (p *longPolls) intercept(ctx context.Context, req any, info *grpc.UnaryServ
 	p.mu.Lock()
 	if p.stopping {
 		p.mu.Unlock()
-		return nil, status.Error(codes.Unavailable, "the server is stopping")
+		return nil, status.Error(codes.Canceled, "the server is stopping")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	id := p.next

@@ -67,8 +67,8 @@ func TestStopEndsLongPollsOnly(t *testing.T) {
 		t.Error("a long poll after stop reached the handler")
 		return nil, nil
 	})
-	if status.Code(err) != codes.Unavailable {
-		t.Errorf("long poll after stop: %v, want Unavailable", err)
+	if status.Code(err) != codes.Canceled {
+		t.Errorf("long poll after stop: %v, want Canceled", err)
 	}
 	got, err := p.intercept(context.Background(), "req", &grpc.UnaryServerInfo{FullMethod: start}, func(_ context.Context, req any) (any, error) { return req, nil })
 	if err != nil || got != "req" {
