@@ -19,10 +19,13 @@
 //   - when the command's first process exits, or the process that started
 //     the jail dies, the kernel kills every process it left behind.
 //
-// The jail is this executable run again: Jail.Command starts Self with the
-// specification, and Main, called by the command Self names, sets the
-// namespaces up and runs the command as its child (it is the PID
-// namespace's init). Check tells whether the kernel allows all of this.
+// The jail is a program that calls Main: this executable run again, or
+// cmd/fleetlift-jail, which starts faster. Jail.Command starts Self with
+// the specification, and Main sets the namespaces up and runs the command
+// as its child (it is the PID namespace's init). A jail that cannot be
+// made says why on a pipe of its own (Cmd.SetupError), closed before the
+// command starts, so that the command cannot pass for it. Check tells
+// whether the kernel allows all of this.
 //
 // jail imports only the standard library and golang.org/x/sys.
 package jail
