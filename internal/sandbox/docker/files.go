@@ -166,10 +166,16 @@ func (p *Provider) CopyFrom(ctx context.Context, id string, srcPath string) (io.
 		data, err := io.ReadAll(io.LimitReader(rc, maxArchiveRead+1))
 		if err == nil && len(data) <= maxArchiveRead {
 			// A file replaced by a longer one between the two looks
-			// fills the entry with the new file's first bytes and
-			// breaks the stream after it: only a stream that ends
-			// cleanly holds one version whole.
-			err = rc.(*entryReader).ended()
+			// fills the entry with the new file's first bytes: the
+			// engine may break the stream after it, or (Docker 20.10)
+			// log the error and end the archive cleanly all the same.
+			// Only a stream that ends cleanly, with as many bytes as
+			// the file had when the request began and the file
+			// unchanged since, holds one version whole.
+			er := rc.(*entryReader)
+			if err = er.ended(); err == nil {
+				err = p.unchanged(ctx, ref, rel, er.before, len(data))
+			}
 		}
 		rc.Close()
 		switch {
@@ -177,13 +183,23 @@ func (p *Provider) CopyFrom(ctx context.Context, id string, srcPath string) (io.
 			return fail(fmt.Errorf("file over %d bytes", maxArchiveRead))
 		case err == nil:
 			return io.NopCloser(bytes.NewReader(data)), nil
-		case errors.Is(err, io.ErrUnexpectedEOF) && attempt < 5:
+		case errors.Is(err, io.ErrUnexpectedEOF) && attempt < maxArchiveAttempts:
+			// Replaced again and again (a writer in a loop): wait a
+			// little longer each time for a quiet moment.
+			select {
+			case <-ctx.Done():
+				return fail(ctx.Err())
+			case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+			}
 			continue
 		default:
 			return fail(err)
 		}
 	}
 }
+
+// maxArchiveAttempts bounds the reads of a file replaced while it is read.
+const maxArchiveAttempts = 20
 
 // maxArchiveRead bounds a file read through the archive endpoint, which
 // is read whole: the protocol files are far smaller.
@@ -211,7 +227,24 @@ func (p *Provider) archiveRead(ctx context.Context, ref, rel string) (io.ReadClo
 		res.Content.Close()
 		return nil, err
 	}
-	return &entryReader{Reader: tr, Closer: res.Content}, nil
+	return &entryReader{Reader: tr, Closer: res.Content, before: res.Stat}, nil
+}
+
+// unchanged reports io.ErrUnexpectedEOF when rel no longer is the file
+// before describes (size, modification time, mode), or n, the bytes read,
+// is not its size: it was replaced while it was read.
+func (p *Provider) unchanged(ctx context.Context, ref, rel string, before container.PathStat, n int) error {
+	if int64(n) != before.Size {
+		return io.ErrUnexpectedEOF
+	}
+	after, err := p.cli.ContainerStatPath(ctx, ref, client.ContainerStatPathOptions{Path: absolute(rel)})
+	if err != nil {
+		return err
+	}
+	if after.Stat.Size != before.Size || !after.Stat.Mtime.Equal(before.Mtime) || after.Stat.Mode != before.Mode {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
 }
 
 // openLocal opens rel in sandbox id's workspace volume at its mount point
@@ -274,6 +307,8 @@ func (p *Provider) mountpoint(ctx context.Context, volume string) (string, error
 type entryReader struct {
 	*tar.Reader
 	io.Closer
+	// before is the file as the engine saw it when the request began.
+	before container.PathStat
 }
 
 // ended reports, once the entry is read, whether the archive ends after
