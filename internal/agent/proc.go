@@ -65,17 +65,24 @@ func (c command) run(ctx context.Context) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, context.Cause(ctx)
 	}
+	// proc starts and waits: the jail's Cmd, which also learns whether
+	// the jail could be made, or the plain command.
 	var cmd *exec.Cmd
 	var jailed *jail.Cmd
+	var proc interface {
+		Start() error
+		Wait() error
+	}
 	if c.jail != nil {
 		var err error
 		if jailed, err = c.jail.Command(c.argv); err != nil {
 			return -1, fmt.Errorf("start %s: %w", c.argv[0], err)
 		}
-		cmd = jailed.Cmd
+		cmd, proc = jailed.Cmd, jailed
 	} else {
 		cmd = exec.Command(c.argv[0], c.argv[1:]...)
 		newProcessGroup(cmd)
+		proc = cmd
 	}
 	cmd.Dir = c.dir
 	cmd.Env = c.env
@@ -93,11 +100,7 @@ func (c command) run(ctx context.Context) (int, error) {
 		return -1, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	if jailed != nil {
-		err = jailed.Start()
-	} else {
-		err = cmd.Start()
-	}
+	err = proc.Start()
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -127,13 +130,7 @@ func (c command) run(ctx context.Context) (int, error) {
 		case <-exited:
 		}
 	}()
-	var waitErr, setupErr error
-	if jailed != nil {
-		waitErr = jailed.Wait()
-		setupErr = jailed.SetupError()
-	} else {
-		waitErr = cmd.Wait()
-	}
+	waitErr := proc.Wait()
 	close(exited)
 	killGroup(pid)
 
@@ -163,8 +160,8 @@ func (c command) run(ctx context.Context) (int, error) {
 		if sig, ok := signaled(waitErr); ok {
 			return -1, fmt.Errorf("%w (%s)", errJailKilled, sig)
 		}
-		if setupErr != nil {
-			return -1, &isolationError{reason: setupErr.Error()}
+		if err := jailed.SetupError(); err != nil {
+			return -1, &isolationError{reason: err.Error()}
 		}
 		return ee.ExitCode(), nil
 	case errors.As(waitErr, &ee):
