@@ -290,11 +290,8 @@ func unitPhase(ctx context.Context, c client.Client, u workflow.UnitResult) (wor
 		return "", false
 	}
 	if d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if p, ok := d.WorkflowExecutionInfo.GetSearchAttributes().GetIndexedFields()[workflow.SearchPhase.GetName()]; ok {
-			var phase string
-			if converterFor().FromPayload(p, &phase) == nil && phase != "" {
-				return workflow.TaskPhase(phase), true
-			}
+		if phase := searchPhase(d.WorkflowExecutionInfo.GetSearchAttributes()); phase != "" {
+			return workflow.TaskPhase(phase), true
 		}
 	}
 	if t := unitTask(ctx, c, u); t != nil {

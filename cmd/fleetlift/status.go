@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
@@ -167,6 +168,16 @@ func listRuns(ctx context.Context, c client.Client, ns string) ([]jsonRunEntry, 
 	}
 }
 
+// searchPhase is the phase a run keeps current in its search attributes
+// (workflow.SearchPhase), "" when it carries none.
+func searchPhase(sa *commonpb.SearchAttributes) string {
+	var phase string
+	if p, ok := sa.GetIndexedFields()[workflow.SearchPhase.GetName()]; ok && converterFor().FromPayload(p, &phase) == nil {
+		return phase
+	}
+	return ""
+}
+
 // runEntry is a run as the list shows it, with what its memo records.
 func runEntry(e *workflowpb.WorkflowExecutionInfo) jsonRunEntry {
 	r := jsonRunEntry{
@@ -188,11 +199,8 @@ func runEntry(e *workflowpb.WorkflowExecutionInfo) jsonRunEntry {
 	// paused, or how it ended: completed_with_failures, …), else the
 	// workflow's status; a run that failed, was cancelled or terminated
 	// is that.
-	if p, ok := e.GetSearchAttributes().GetIndexedFields()[workflow.SearchPhase.GetName()]; ok {
-		var phase string
-		if converterFor().FromPayload(p, &phase) == nil && phase != "" {
-			r.Phase = phase
-		}
+	if phase := searchPhase(e.GetSearchAttributes()); phase != "" {
+		r.Phase = phase
 	}
 	if r.Phase == "" || (e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED) {
 		r.Phase = r.Status
