@@ -146,6 +146,10 @@ type WaitInput struct {
 	// starts on the first manifest it reads; a retried attempt writes the
 	// same one again.
 	Manifest *protocol.Manifest `json:",omitempty"`
+	// CleanUp removes the sandbox once the agent is found finished (a
+	// terminal phase) and its result read (AwaitAgentResult): a finished
+	// agent's task ends, and its sandbox goes without a step of its own.
+	CleanUp bool `json:",omitempty"`
 }
 
 // WaitForAgentPhase polls status.json until the agent reaches one of the
@@ -199,12 +203,17 @@ func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (proto
 type AgentOutcome struct {
 	Status protocol.Status
 	Result protocol.Result
+	// CleanedUp says the sandbox was removed (WaitInput.CleanUp).
+	CleanedUp bool `json:",omitempty"`
 }
 
 // AwaitAgentResult is WaitForAgentPhase and then ReadResult in one
-// activity (after SubmitManifest, when in.Manifest is set): one round
-// trip through the workflow instead of two or three. A retried attempt
-// waits (at once satisfied) and reads again.
+// activity (after SubmitManifest, when in.Manifest is set, and then
+// CleanupSandbox, when in.CleanUp is set and the agent finished): one
+// round trip through the workflow instead of two to four. A retried
+// attempt waits (at once satisfied) and reads again; one retried after
+// its sandbox was removed (its worker died in between) finds the sandbox
+// gone, and the work runs again in a new one, as after any lost sandbox.
 func (a *Activities) AwaitAgentResult(ctx context.Context, in WaitInput) (AgentOutcome, error) {
 	if in.Manifest != nil {
 		if err := a.SubmitManifest(ctx, SubmitManifestInput{Sandbox: in.Sandbox, Manifest: *in.Manifest}); err != nil {
@@ -219,7 +228,16 @@ func (a *Activities) AwaitAgentResult(ctx context.Context, in WaitInput) (AgentO
 	if err != nil {
 		return AgentOutcome{}, err
 	}
-	return AgentOutcome{Status: st, Result: r}, nil
+	out := AgentOutcome{Status: st, Result: r}
+	if in.CleanUp && st.Phase.Terminal() {
+		// A sandbox left behind is removed by the workflow's own step.
+		if err := a.CleanupSandbox(ctx, CleanupInput{Sandbox: in.Sandbox}); err != nil {
+			sdkactivity.GetLogger(ctx).Warn("remove the finished sandbox; the task removes it after", "sandbox", in.Sandbox.ID, "error", err)
+		} else {
+			out.CleanedUp = true
+		}
+	}
+	return out, nil
 }
 
 // checkAlive fails without retry when the agent process has exited or the

@@ -2,6 +2,7 @@ package activity_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
 )
 
@@ -105,6 +107,30 @@ func TestAwaitResultHandsTheManifest(t *testing.T) {
 	}
 	if len(out.Result.Repositories) == 0 || len(out.Result.Repositories[0].Diffs) == 0 {
 		t.Fatalf("no result with the phase: %+v", out.Result)
+	}
+}
+
+// AwaitAgentResult with CleanUp removes the sandbox of an agent it finds
+// finished, after reading its result, and keeps one that awaits input.
+func TestAwaitResultRemovesAFinishedSandbox(t *testing.T) {
+	a, env := newActivities(t)
+	for _, phase := range []protocol.Phase{protocol.PhaseAwaitingInput, protocol.PhaseFailed} {
+		id := "clean-" + string(phase)
+		ref := provision(t, a, env, id)
+		v, err := env.ExecuteActivity(a.AwaitAgentResult, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput},
+			Manifest: &protocol.Manifest{TaskID: id, Title: string(phase)}, CleanUp: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out activity.AgentOutcome
+		if err := v.Get(&out); err != nil || out.Status.Phase != phase || len(out.Result.Repositories) == 0 {
+			t.Fatalf("%s: outcome %+v, %v", phase, out, err)
+		}
+		_, err = a.Sandbox.Status(context.Background(), ref.ID)
+		finished := phase.Terminal()
+		if gone := errors.Is(err, sandbox.ErrNotFound); gone != finished || out.CleanedUp != finished {
+			t.Errorf("%s: sandbox gone %v (%v), reported removed %v; want both %v", phase, gone, err, out.CleanedUp, finished)
+		}
 	}
 }
 

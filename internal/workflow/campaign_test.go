@@ -110,16 +110,17 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 	}
 	env.OnActivity(a.WaitForAgentPhase, mock.Anything, mock.Anything).Return(wait)
 	env.OnActivity(a.ReadResult, mock.Anything, mock.Anything).Return(read)
-	env.OnActivity(a.AwaitAgentResult, mock.Anything, mock.Anything).Return(awaitResult(
-		func(context.Context, activity.SubmitManifestInput) error { return nil }, wait, read))
-	env.OnActivity(a.SubmitSteering, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.CleanupInput) error {
+	cleanup := func(_ context.Context, in activity.CleanupInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.cleaned++
 		f.events = append(f.events, "end:"+f.unitOf(in.Sandbox.ID))
 		return nil
-	})
+	}
+	env.OnActivity(a.AwaitAgentResult, mock.Anything, mock.Anything).Return(awaitResult(
+		func(context.Context, activity.SubmitManifestInput) error { return nil }, wait, read, cleanup))
+	env.OnActivity(a.SubmitSteering, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(cleanup)
 }
 
 // forEachMode runs a test with the sliding window and with strict

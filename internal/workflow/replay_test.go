@@ -25,9 +25,10 @@ func TestReplayTaskHistory(t *testing.T) {
 	// activity (AwaitAgentResult); the task-folded-changes ones record one
 	// marker for every change (allTaskChanges), without and with search
 	// attributes; task-wait-submits hands the agent its manifest with the
-	// first wait (allTaskChanges 2).
+	// first wait (allTaskChanges 2); task-wait-cleans-up has the last wait
+	// remove the sandbox (allTaskChanges 3).
 	for _, name := range []string{"task-approve", "task-approve-cleanup-activity", "task-search-attributes", "task-await-result",
-		"task-folded-changes", "task-folded-changes-search-attributes", "task-wait-submits"} {
+		"task-folded-changes", "task-folded-changes-search-attributes", "task-wait-submits", "task-wait-cleans-up"} {
 		t.Run(name, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflow.Task)

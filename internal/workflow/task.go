@@ -46,6 +46,9 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// runs deferred functions too, and a cleanup run then would remove the
 	// sandbox of a task that is still going on elsewhere.
 	finished := false
+	// cleanedUp is the sandbox the last wait removed (waitCleansUpChange):
+	// the deferred cleanup has nothing left to do for it.
+	cleanedUp := ""
 	// changes says which version of each change this run takes: one
 	// marker for all of them in a run started now.
 	changes := taskChangesOf(ctx)
@@ -93,7 +96,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// Cleanup runs on a disconnected context: it must happen even when
 	// the workflow is cancelled.
 	defer func() {
-		if !finished {
+		if !finished || cleanedUp == ref.ID {
 			return
 		}
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -187,11 +190,18 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			if unsubmitted {
 				waitIn.Manifest = &in.Manifest
 			}
+			// A finished agent ends the task (every terminal phase
+			// finishes below): the wait that finds it so removes the
+			// sandbox as well.
+			waitIn.CleanUp = changes.folds(waitCleansUpChange)
 			var out activity.AgentOutcome
 			if err := workflow.ExecuteActivity(wctx, a.AwaitAgentResult, waitIn).Get(ctx, &out); err != nil {
 				return nil, &stepError{"agent", err}
 			}
 			unsubmitted = false
+			if out.CleanedUp {
+				cleanedUp = ref.ID
+			}
 			st.AgentPhase, st.Message, st.Iteration = out.Status.Phase, out.Status.Message, out.Status.Iteration
 			st.Result = &out.Result
 			return &out.Result, nil
@@ -376,6 +386,10 @@ const (
 	// its own. Only runs at allTaskChanges 2 take it (taskChanges.folds):
 	// it is never asked for on its own.
 	waitSubmitsChange = "wait-submits-manifest"
+	// waitCleansUpChange has the wait that finds the agent finished
+	// remove the sandbox too (WaitInput.CleanUp) rather than leave it to
+	// a CleanupSandbox of its own. Only runs at allTaskChanges 3 take it.
+	waitCleansUpChange = "wait-cleans-up"
 	// allTaskChanges, at version n, stands for every change in
 	// foldedTaskChanges[n] at its version there (taskChanges).
 	allTaskChanges = "task-changes-2026-11"
@@ -387,8 +401,12 @@ const (
 // set of its own, and a run at an older one asks for it on its own.
 var foldedTaskChanges = map[workflow.Version]map[string]workflow.Version{
 	1: taskChangesV1,
-	2: with(taskChangesV1, waitSubmitsChange, 1),
+	2: taskChangesV2,
+	3: with(taskChangesV2, waitCleansUpChange, 1),
 }
+
+// taskChangesV2 is what allTaskChanges stands for at version 2.
+var taskChangesV2 = with(taskChangesV1, waitSubmitsChange, 1)
 
 // taskChangesV1 is what allTaskChanges stands for at version 1.
 var taskChangesV1 = map[string]workflow.Version{
@@ -409,7 +427,7 @@ func with(changes map[string]workflow.Version, id string, v workflow.Version) ma
 }
 
 // latestTaskChanges is the newest version of allTaskChanges.
-const latestTaskChanges workflow.Version = 2
+const latestTaskChanges workflow.Version = 3
 
 // taskChanges says which version of each change a Task run takes. Each
 // GetVersion records a marker and upserts the TemporalChangeVersion search

@@ -28,7 +28,11 @@ type agentScript struct {
 	current   protocol.Phase
 	iteration int
 	cleaned   int
-	waitErr   error
+	// cleanupSteps counts the CleanupSandbox steps of their own (not the
+	// removals a wait did); failCleanups is how many removals fail first.
+	cleanupSteps int
+	failCleanups int
+	waitErr      error
 	// pushedTree, when set, is the tree the agent reports it pushed
 	// instead of the one its result showed (scriptTree).
 	pushedTree string
@@ -106,7 +110,17 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 	}
 	env.OnActivity(a.WaitForAgentPhase, mockAny, mockAny).Return(wait)
 	env.OnActivity(a.ReadResult, mockAny, mockAny).Return(read)
-	env.OnActivity(a.AwaitAgentResult, mockAny, mockAny).Return(awaitResult(submit, wait, read))
+	cleanup := func(context.Context, activity.CleanupInput) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.failCleanups > 0 {
+			s.failCleanups--
+			return errors.New("device or resource busy")
+		}
+		s.cleaned++
+		return nil
+	}
+	env.OnActivity(a.AwaitAgentResult, mockAny, mockAny).Return(awaitResult(submit, wait, read, cleanup))
 	env.OnActivity(a.SubmitSteering, mockAny, mockAny).Return(func(_ context.Context, in activity.SteeringInput) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -117,11 +131,11 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return nil
 	})
-	env.OnActivity(a.CleanupSandbox, mockAny, mockAny).Return(func(context.Context, activity.CleanupInput) error {
+	env.OnActivity(a.CleanupSandbox, mockAny, mockAny).Return(func(ctx context.Context, in activity.CleanupInput) error {
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.cleaned++
-		return nil
+		s.cleanupSteps++
+		s.mu.Unlock()
+		return cleanup(ctx, in)
 	})
 }
 
@@ -328,6 +342,39 @@ func TestTaskAgentTimeout(t *testing.T) {
 	}
 }
 
+// The wait that finds the agent finished removes its sandbox: no step of
+// its own follows, unless that removal failed.
+func TestTaskFinishedWaitRemovesTheSandbox(t *testing.T) {
+	for _, first := range []protocol.Phase{protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled} {
+		s := &agentScript{first: first}
+		in := taskInput()
+		in.Manifest.RequireApproval = false
+		runTask(t, s, in, nil) // checks one removal per sandbox
+		if s.cleanupSteps != 0 {
+			t.Errorf("%s: %d cleanup steps after the wait removed the sandbox, want none", first, s.cleanupSteps)
+		}
+	}
+	s := &agentScript{first: protocol.PhaseComplete, failCleanups: 1}
+	in := taskInput()
+	in.Manifest.RequireApproval = false
+	runTask(t, s, in, nil)
+	if s.cleanupSteps != 1 {
+		t.Errorf("the wait's removal failed: %d cleanup steps, want 1", s.cleanupSteps)
+	}
+}
+
+// A result awaiting approval keeps its sandbox: the approval goes to the
+// agent in it, and the last wait removes it.
+func TestTaskApprovalKeepsTheSandboxUntilTheEnd(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		decideAt(t, env, time.Minute, workflow.SignalApprove, approval)
+	})
+	if res.Phase != workflow.TaskCompleted || len(s.steerings) != 1 || s.cleanupSteps != 0 {
+		t.Errorf("phase %s, %d steerings, %d cleanup steps: want completed, 1, 0", res.Phase, len(s.steerings), s.cleanupSteps)
+	}
+}
+
 func TestTaskAgentFailed(t *testing.T) {
 	s := &agentScript{first: protocol.PhaseFailed}
 	res, _ := runTask(t, s, taskInput(), nil)
@@ -340,7 +387,8 @@ func TestTaskAgentFailed(t *testing.T) {
 // the activities it joins.
 func awaitResult(submit func(context.Context, activity.SubmitManifestInput) error,
 	wait func(context.Context, activity.WaitInput) (protocol.Status, error),
-	read func(context.Context, activity.ReadResultInput) (protocol.Result, error)) func(context.Context, activity.WaitInput) (activity.AgentOutcome, error) {
+	read func(context.Context, activity.ReadResultInput) (protocol.Result, error),
+	cleanup func(context.Context, activity.CleanupInput) error) func(context.Context, activity.WaitInput) (activity.AgentOutcome, error) {
 	return func(ctx context.Context, in activity.WaitInput) (activity.AgentOutcome, error) {
 		if in.Manifest != nil {
 			if err := submit(ctx, activity.SubmitManifestInput{Sandbox: in.Sandbox, Manifest: *in.Manifest}); err != nil {
@@ -352,6 +400,13 @@ func awaitResult(submit func(context.Context, activity.SubmitManifestInput) erro
 			return activity.AgentOutcome{}, err
 		}
 		r, err := read(ctx, activity.ReadResultInput{Sandbox: in.Sandbox})
-		return activity.AgentOutcome{Status: st, Result: r}, err
+		if err != nil {
+			return activity.AgentOutcome{}, err
+		}
+		out := activity.AgentOutcome{Status: st, Result: r}
+		if in.CleanUp && st.Phase.Terminal() {
+			out.CleanedUp = cleanup(ctx, activity.CleanupInput{Sandbox: in.Sandbox}) == nil
+		}
+		return out, nil
 	}
 }
