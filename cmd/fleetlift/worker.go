@@ -451,7 +451,14 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 	var serve []string
 	switch w.isolation {
 	case agentcmd.IsolationNamespaces:
-		j := &jail.Jail{Self: append(append([]string{}, agentArgv...), "jail"), Spec: jail.Spec{
+		self := append(append([]string{}, agentArgv...), "jail")
+		if p := ownJailProgram(); p != "" {
+			// The agents jail with it too, told so rather than each
+			// asking it for its protocol at start.
+			self = []string{p}
+			serve = append(serve, "--jail-program", p)
+		}
+		j := &jail.Jail{Self: self, Spec: jail.Spec{
 			Writable: []string{root}, Hidden: hidden, Scratch: jail.DefaultScratch,
 		}}
 		if err := j.Check(); err != nil {
@@ -523,6 +530,21 @@ func agentCommand() ([]string, error) {
 		return []string{slim}, nil
 	}
 	return []string{exe, "agent"}, nil
+}
+
+// ownJailProgram is the fleetlift-jail beside this executable when it
+// speaks this build's jail protocol (agentcmd.JailProgram), "" otherwise
+// or when FLEETLIFT_AGENT_BINARY names an agent of another build, which
+// finds its own.
+func ownJailProgram() string {
+	if os.Getenv("FLEETLIFT_AGENT_BINARY") != "" {
+		return ""
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return agentcmd.JailProgram(filepath.Dir(exe))
 }
 
 // workerForge is the forge a standalone worker's sandboxes open pull

@@ -34,6 +34,7 @@ func NewServeCommand() *cobra.Command {
 		opts      agent.Options
 		isolation string
 		hidden    []string
+		jailProg  string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -66,7 +67,11 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 			opts.FileRoots = splitList(os.Getenv(agent.EnvAllowFileRoots), string(filepath.ListSeparator))
 			switch isolation {
 			case IsolationNamespaces:
-				opts.Isolation = &agent.Isolation{Self: jailSelf(cmd), Hidden: hidden}
+				self, err := jailSelf(cmd, jailProg)
+				if err != nil {
+					return fmt.Errorf("serve: %w", err)
+				}
+				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden}
 			case IsolationNone:
 				// Unjailed commands run as the agent's user: keep them
 				// out of its environment (its tokens) and memory.
@@ -92,6 +97,8 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.DurationVar(&opts.SteeringPoll, "steering-poll", agent.DefaultSteeringPoll, "how often to look for steering.json")
 	f.StringVar(&isolation, "isolation", IsolationNamespaces,
 		"how commands are isolated: "+IsolationNamespaces+" (each in its own user, mount and PID namespaces, see package jail) or "+IsolationNone+" (plain processes that can read and write all the agent can)")
+	f.StringVar(&jailProg, "jail-program", "",
+		"the "+JailProgramName+" to jail commands with, as an absolute path, which its caller found to speak this agent's jail protocol (default: the one beside the agent when it does, else the agent's own jail command)")
 	f.StringSliceVar(&hidden, "hide", nil, "a directory or file no command may see (repeatable): the worker's state, credentials")
 	f.StringVar(&opts.Lease, "lease", "", "a file the sandbox provider touches while a worker watches this sandbox (see --orphan-after)")
 	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
@@ -113,11 +120,19 @@ const (
 // (the sibling of serve that NewJailCommand makes), so "fleetlift-agent
 // jail" or "fleetlift agent jail". When serve was not on the command line
 // (a program running the command itself), it is serve's parents but the
-// root.
-func jailSelf(serve *cobra.Command) []string {
+// root. A program given (--jail-program) is taken as it is: whoever
+// starts the agent asked it for its protocol (JailProgram) once, rather
+// than every agent asking again.
+func jailSelf(serve *cobra.Command, program string) ([]string, error) {
+	if program != "" {
+		if !filepath.IsAbs(program) {
+			return nil, fmt.Errorf("--jail-program %s: not an absolute path", program)
+		}
+		return []string{program}, nil
+	}
 	if exe, err := os.Executable(); err == nil {
 		if p := JailProgram(filepath.Dir(exe)); p != "" {
-			return []string{p}
+			return []string{p}, nil
 		}
 	}
 	prefix := []string{"/proc/self/exe"}
@@ -130,7 +145,7 @@ func jailSelf(serve *cobra.Command) []string {
 		}
 		prefix = append(prefix, parents...)
 	}
-	return append(prefix, "jail")
+	return append(prefix, "jail"), nil
 }
 
 // JailProgramName is the jail entry point as a program of its own
