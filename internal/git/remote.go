@@ -189,20 +189,27 @@ type RefUpdate struct {
 
 // Push pushes updates to url, atomically when there are several.
 func (s *Scratch) Push(ctx context.Context, url string, updates ...RefUpdate) error {
+	_, err := s.push(ctx, url, updates)
+	return err
+}
+
+// push pushes updates to url and returns the refs it created there (git
+// push --porcelain's "*" lines), in the order given.
+func (s *Scratch) push(ctx context.Context, url string, updates []RefUpdate) ([]string, error) {
 	if err := CheckURL(url); err != nil {
-		return err
+		return nil, err
 	}
 	if len(updates) == 0 {
-		return nil
+		return nil, nil
 	}
-	args := []string{"push", "--quiet", "--no-verify", "--no-recurse-submodules"}
+	args := []string{"push", "--porcelain", "--no-verify", "--no-recurse-submodules"}
 	if len(updates) > 1 {
 		args = append(args, "--atomic")
 	}
 	var specs []string
 	for _, u := range updates {
 		if !strings.HasPrefix(u.Dst, "refs/") || strings.HasPrefix(u.Src, "-") || strings.ContainsAny(u.Src+u.Dst, ": \n") {
-			return fmt.Errorf("push %s: invalid ref update %q -> %q", Redact(url), u.Src, u.Dst)
+			return nil, fmt.Errorf("push %s: invalid ref update %q -> %q", Redact(url), u.Src, u.Dst)
 		}
 		if u.Lease {
 			args = append(args, "--force-with-lease="+u.Dst+":"+u.Expect)
@@ -211,22 +218,42 @@ func (s *Scratch) Push(ctx context.Context, url string, updates ...RefUpdate) er
 	}
 	args = append(args, "--", url)
 	args = append(args, specs...)
-	if _, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url}); err != nil {
-		return fmt.Errorf("push to %s: %w", Redact(url), err)
+	out, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url})
+	if err != nil {
+		return nil, fmt.Errorf("push to %s: %w", Redact(url), err)
 	}
-	return nil
+	// "<flag>\t<src>:<dst>\t<summary>" per ref; "*" is a ref made.
+	var created []string
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "*\t"); ok {
+			if spec, _, ok := strings.Cut(rest, "\t"); ok {
+				if _, dst, ok := strings.Cut(spec, ":"); ok {
+					created = append(created, dst)
+				}
+			}
+		}
+	}
+	return created, nil
 }
 
 // Push pushes revisions of the clone at dir to url through a scratch
 // repository that borrows the clone's objects, so the clone's own
 // configuration and hooks take no part.
 func (g *Git) Push(ctx context.Context, dir, url string, updates ...RefUpdate) error {
+	_, err := g.PushCreated(ctx, dir, url, updates...)
+	return err
+}
+
+// PushCreated is Push, and returns the refs (of updates' Dst) that the
+// push made in url, which did not exist there before; a ref that was
+// there, moved or up to date, is not among them.
+func (g *Git) PushCreated(ctx context.Context, dir, url string, updates ...RefUpdate) ([]string, error) {
 	resolved := make([]RefUpdate, len(updates))
 	for i, u := range updates {
 		if !IsObjectID(u.Src) {
 			id, err := g.RevParse(ctx, dir, u.Src)
 			if err != nil {
-				return fmt.Errorf("push %s: %w", u.Src, err)
+				return nil, fmt.Errorf("push %s: %w", u.Src, err)
 			}
 			u.Src = id
 		}
@@ -234,10 +261,10 @@ func (g *Git) Push(ctx context.Context, dir, url string, updates ...RefUpdate) e
 	}
 	s, err := g.NewScratch(ctx, dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.Close()
-	return s.Push(ctx, url, resolved...)
+	return s.push(ctx, url, resolved)
 }
 
 // LsRemote returns the object ids of refs (full names) in url.

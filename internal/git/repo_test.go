@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -203,22 +204,28 @@ func TestPushWithLease(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// PushCreated tells a branch the push made from one that was there
+	// (which the forge uses to skip looking for a pull request from it).
 	tests := []struct {
-		name    string
-		update  git.RefUpdate
-		wantErr bool
-		wantRef string
+		name        string
+		update      git.RefUpdate
+		wantErr     bool
+		wantRef     string
+		wantCreated bool
 	}{
-		{"create when missing", git.RefUpdate{Src: first, Dst: "refs/heads/topic", Lease: true}, false, first},
-		{"create again is a no-op", git.RefUpdate{Src: first, Dst: "refs/heads/topic", Lease: true}, false, first},
-		{"stale lease is refused", git.RefUpdate{Src: base, Dst: "refs/heads/topic", Lease: true, Expect: base}, true, first},
-		{"rewind with the right lease", git.RefUpdate{Src: base, Dst: "refs/heads/topic", Lease: true, Expect: first}, false, base},
+		{"create when missing", git.RefUpdate{Src: first, Dst: "refs/heads/topic", Lease: true}, false, first, true},
+		{"create again is a no-op", git.RefUpdate{Src: first, Dst: "refs/heads/topic", Lease: true}, false, first, false},
+		{"stale lease is refused", git.RefUpdate{Src: base, Dst: "refs/heads/topic", Lease: true, Expect: base}, true, first, false},
+		{"rewind with the right lease", git.RefUpdate{Src: base, Dst: "refs/heads/topic", Lease: true, Expect: first}, false, base, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := g.Push(ctx, dir, remote, tt.update)
+			created, err := g.PushCreated(ctx, dir, remote, tt.update)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("push = %v, want error %v", err, tt.wantErr)
+			}
+			if got := slices.Contains(created, "refs/heads/topic"); got != tt.wantCreated {
+				t.Errorf("push reports refs created %q, want topic among them %v", created, tt.wantCreated)
 			}
 			refs, err := g.LsRemote(ctx, remote, "refs/heads/topic")
 			if err != nil {

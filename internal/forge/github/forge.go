@@ -335,13 +335,13 @@ func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequ
 	if err := git.CheckBranch(req.Base); err != nil {
 		return nil, fmt.Errorf("open pull request %s on %s: base: %w", req.Head, r, err)
 	}
-	head := ""
+	head, fresh := "", false
 	if req.Dir != "" {
-		if head, err = f.push(ctx, req); err != nil {
+		if head, fresh, err = f.push(ctx, req); err != nil {
 			return nil, f.fail(err, "open pull request %s on %s", req.Head, r)
 		}
 	}
-	p, created, err := f.ensurePull(ctx, r, req)
+	p, created, err := f.ensurePull(ctx, r, req, fresh)
 	if err != nil {
 		return nil, f.fail(err, "open pull request %s on %s", req.Head, r)
 	}
@@ -359,10 +359,11 @@ func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequ
 	return pr, nil
 }
 
-// push pushes req.Head of req.Dir and returns the commit pushed.
-func (f *Forge) push(ctx context.Context, req forge.PullRequestRequest) (string, error) {
+// push pushes req.Head of req.Dir and returns the commit pushed, and
+// whether the push made the branch (it did not exist before).
+func (f *Forge) push(ctx context.Context, req forge.PullRequestRequest) (string, bool, error) {
 	if f.git == nil {
-		return "", fmt.Errorf("push branch %s: the %s forge has no git runner", req.Head, f.name)
+		return "", false, fmt.Errorf("push branch %s: the %s forge has no git runner", req.Head, f.name)
 	}
 	target := req.Repository
 	if f.pushURL != nil {
@@ -370,33 +371,34 @@ func (f *Forge) push(ctx context.Context, req forge.PullRequestRequest) (string,
 	}
 	head, err := f.git.Proposed(ctx, req.Dir, req.Commit, req.Head)
 	if err != nil {
-		return "", fmt.Errorf("push branch %s: %w", req.Head, err)
+		return "", false, fmt.Errorf("push branch %s: %w", req.Head, err)
 	}
 	ref := "refs/heads/" + req.Head
 	// Nearly every push makes a new branch: push on the lease that it
 	// does not exist, and ask the forge for the branch only when that
 	// fails (a run carried out again, a branch left by an earlier run).
 	// That saves a round trip per repository, on the forge as well.
-	pushErr := f.git.Push(ctx, req.Dir, target, git.RefUpdate{Src: head, Dst: ref, Lease: true})
+	created, pushErr := f.git.PushCreated(ctx, req.Dir, target, git.RefUpdate{Src: head, Dst: ref, Lease: true})
 	if pushErr == nil {
-		return head, nil
+		// Up to date with it counts as success too, but not as made.
+		return head, slices.Contains(created, ref), nil
 	}
 	refs, err := f.git.LsRemote(ctx, target, ref)
 	if err != nil {
-		return "", fmt.Errorf("push branch %s: %w", req.Head, pushErr)
+		return "", false, fmt.Errorf("push branch %s: %w", req.Head, pushErr)
 	}
 	switch refs[ref] {
 	case head:
-		return head, nil
+		return head, false, nil
 	case "":
 		// Not for want of the lease: the push failed on its own.
-		return "", fmt.Errorf("push branch %s: %w", req.Head, pushErr)
+		return "", false, fmt.Errorf("push branch %s: %w", req.Head, pushErr)
 	}
 	update := git.RefUpdate{Src: head, Dst: ref, Lease: true, Expect: refs[ref]}
 	if err := f.git.Push(ctx, req.Dir, target, update); err != nil {
-		return "", fmt.Errorf("push branch %s: %w", req.Head, err)
+		return "", false, fmt.Errorf("push branch %s: %w", req.Head, err)
 	}
-	return head, nil
+	return head, false, nil
 }
 
 // title is how req's title reads on the forge.
@@ -408,14 +410,27 @@ func (f *Forge) title(req forge.PullRequestRequest) string {
 }
 
 // ensurePull returns the open pull request from req.Head, creating it or
-// updating its title and body.
-func (f *Forge) ensurePull(ctx context.Context, r ownerRepo, req forge.PullRequestRequest) (*pull, bool, error) {
-	p, err := f.findPull(ctx, r, req.Head, req.Base, forge.StateOpen)
-	if err != nil {
-		return nil, false, err
-	}
-	if p == nil {
-		return f.createPull(ctx, r, req)
+// updating its title and body. fresh says this push made the head branch:
+// then a pull request is opened at once, and looked for only when the
+// forge answers that one is open already (one that outlived its branch),
+// a request less per repository.
+func (f *Forge) ensurePull(ctx context.Context, r ownerRepo, req forge.PullRequestRequest, fresh bool) (*pull, bool, error) {
+	var p *pull
+	if fresh {
+		created, isNew, err := f.createPull(ctx, r, req)
+		if err != nil || isNew {
+			return created, isNew, err
+		}
+		p = created
+	} else {
+		found, err := f.findPull(ctx, r, req.Head, req.Base, forge.StateOpen)
+		if err != nil {
+			return nil, false, err
+		}
+		if found == nil {
+			return f.createPull(ctx, r, req)
+		}
+		p = found
 	}
 	title := p.Title
 	// A title in either form is current, so the forge never fights a
