@@ -16,6 +16,14 @@
 // agent wrote into a clone's .git/config can divert or capture it. Errors
 // and outputs have URL user-info and the token replaced by REDACTED.
 //
+// One push is made without git: a single branch pushed on a lease over
+// http(s), the push of every repository of a campaign, speaks git's smart
+// HTTP protocol in this process (httpPush), sending the loose objects the
+// commit reaches. It sends the token only to an allowed origin, follows
+// no redirect, takes no proxy and trusts the certificate authorities git
+// would (GIT_SSL_CAINFO, GIT_SSL_CAPATH); whatever it does not take, or
+// the server refuses, git push then does.
+//
 // SafeJoin and ValidateName keep workspace paths inside the workspace.
 //
 // git imports only the standard library; it must not import other

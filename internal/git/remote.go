@@ -259,12 +259,45 @@ func (g *Git) PushCreated(ctx context.Context, dir, url string, updates ...RefUp
 		}
 		resolved[i] = u
 	}
+	if len(resolved) == 1 && isHTTP(url) && CheckURL(url) == nil {
+		// One branch over HTTP, the push of nearly every repository of a
+		// campaign: in this process when it is the common case
+		// (httpPush), by git push otherwise.
+		if made, err := g.httpPushCreated(ctx, dir, url, resolved[0]); !errors.Is(err, errHTTPPushDeclined) {
+			return made, err
+		}
+	}
 	s, err := g.NewScratch(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	return s.push(ctx, url, resolved)
+}
+
+// httpPushCreated pushes u from the clone at dir in this process (see
+// httpPush): an error wrapping errHTTPPushDeclined leaves it to git push.
+func (g *Git) httpPushCreated(ctx context.Context, dir, url string, u RefUpdate) ([]string, error) {
+	p, err := g.newHTTPPush(url)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(u.Dst, "refs/") || strings.ContainsAny(u.Dst, ": \n\x00") {
+		return nil, declined("ref %q", u.Dst)
+	}
+	gd, _, ok := plainGitDir(dir)
+	if !ok {
+		return nil, declined("not a plain clone")
+	}
+	defer p.client.CloseIdleConnections()
+	made, err := p.push(ctx, filepath.Join(gd, "objects"), u)
+	if err != nil {
+		return nil, err
+	}
+	if made {
+		return []string{u.Dst}, nil
+	}
+	return nil, nil
 }
 
 // LsRemote returns the object ids of refs (full names) in url.

@@ -1,0 +1,478 @@
+package git
+
+import (
+	"bufio"
+	"bytes"
+	"compress/zlib"
+	"context"
+	"crypto/sha1"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// httpPush pushes one commit of a clone over git's smart HTTP protocol
+// in this process, instead of git push and the four processes it starts
+// (the HTTP helper, send-pack, pack-objects, the credential helper). It
+// takes the common case only: a commit made in the clone on top of what
+// was fetched, so that the objects to send are the loose ones reachable
+// from it (a fetch leaves packs; a commit, its trees and the blobs git
+// add stored are loose).
+//
+// errHTTPPushDeclined (wrapped) says git push should do it instead: the
+// URL, the environment (a proxy, a certificate authority of its own), the
+// server or the clone is not the common case, or the server refused the
+// push (objects packed in the clone it lacks, a hook, a race), which git
+// push then tries and explains. The one other error is the lease's: the
+// branch is not where the push expected it.
+type httpPush struct {
+	g      *Git
+	url    string
+	client *http.Client
+}
+
+var errHTTPPushDeclined = errors.New("left to git push")
+
+// declined wraps errHTTPPushDeclined with why.
+func declined(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errHTTPPushDeclined}, args...)...)
+}
+
+// maxHTTPPushBytes bounds the objects httpPush holds in memory; a larger
+// push streams through git.
+const maxHTTPPushBytes = 32 << 20
+
+// proxyEnv are the variables that send git's HTTP through a proxy: with
+// any of them set, git pushes.
+var proxyEnv = []string{"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}
+
+// newHTTPPush returns the in-process push to rawURL, or an error wrapping
+// errHTTPPushDeclined when git should push.
+func (g *Git) newHTTPPush(rawURL string) (*httpPush, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, declined("not a plain URL")
+	}
+	// Plain http only to this machine, as git is allowed it (environ).
+	if !strings.EqualFold(u.Scheme, "https") && !isLoopbackHTTP(rawURL) {
+		return nil, declined("not https, nor http to this machine")
+	}
+	env := map[string]string{}
+	for _, kv := range g.baseEnv() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for _, name := range proxyEnv {
+		if env[name] != "" {
+			return nil, declined("%s is set", name)
+		}
+	}
+	tr := &http.Transport{Proxy: nil, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 30 * time.Second, IdleConnTimeout: time.Second}
+	if strings.EqualFold(u.Scheme, "https") {
+		// The certificate authorities git trusts: GIT_SSL_CAINFO and
+		// GIT_SSL_CAPATH in place of the system's, as curl takes them.
+		roots, err := caRoots(env["GIT_SSL_CAINFO"], env["GIT_SSL_CAPATH"])
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
+	return &httpPush{g: g, url: strings.TrimSuffix(rawURL, "/"), client: &http.Client{
+		Transport: tr,
+		// The token goes to the URL's origin alone: a redirect is git's
+		// to follow (its own rules), not this client's.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}, nil
+}
+
+// caRoots are the certificates in file and in the files of dir; nil
+// (the system's) when both are empty.
+func caRoots(file, dir string) (*x509.CertPool, error) {
+	if file == "" && dir == "" {
+		return nil, nil
+	}
+	pool := x509.NewCertPool()
+	var files []string
+	if file != "" {
+		files = append(files, file)
+	}
+	if dir != "" {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, declined("GIT_SSL_CAPATH: %v", err)
+		}
+		for _, e := range entries {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	for _, f := range files {
+		// Certificate files are often links (/etc/ssl/certs).
+		var data []byte
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Size() <= 16<<20 {
+			data, _ = os.ReadFile(f)
+		}
+		if data == nil && f == file {
+			return nil, declined("GIT_SSL_CAINFO %s cannot be read", f)
+		}
+		pool.AppendCertsFromPEM(data)
+	}
+	return pool, nil
+}
+
+// do sends one request, with the token when its origin may have it.
+func (p *httpPush) do(ctx context.Context, method, path, contentType string, body []byte) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, p.url+path, rd)
+	if err != nil {
+		return nil, declined("request: %v", err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("User-Agent", "git/fleetlift")
+	if p.g.tokenAllowed(p.url) {
+		if token := p.g.token(); token != "" {
+			user := "x-access-token"
+			for _, kv := range p.g.baseEnv() {
+				if k, v, ok := strings.Cut(kv, "="); ok && k == UsernameEnv && v != "" {
+					user = v
+				}
+			}
+			req.SetBasicAuth(user, token)
+		}
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		// The error names the URL, never the header.
+		return nil, declined("%s", p.g.redact(err.Error()))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, declined("read the answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, declined("%s %s: %s", method, Redact(path), resp.Status)
+	}
+	return data, nil
+}
+
+// push sends u (Src a full object id) from the clone whose objects
+// directory is objects, and reports whether it made u.Dst.
+func (p *httpPush) push(ctx context.Context, objects string, u RefUpdate) (bool, error) {
+	adv, err := p.do(ctx, http.MethodGet, "/info/refs?service=git-receive-pack", "", nil)
+	if err != nil {
+		return false, err
+	}
+	refs, caps, err := parseAdvertisement(adv)
+	if err != nil {
+		return false, err
+	}
+	if !caps["report-status"] || caps["object-format=sha256"] || len(u.Src) != 40 {
+		return false, declined("the server or the object format is not the common case")
+	}
+	old, exists := refs[u.Dst]
+	if exists && old == u.Src {
+		return false, nil // up to date, whatever the lease
+	}
+	if !u.Lease {
+		// Whether it fast-forwards is git push's to check.
+		return false, declined("a push without a lease")
+	}
+	if old != u.Expect {
+		if !exists {
+			old = "nothing"
+		}
+		return false, fmt.Errorf("push to %s: %s is at %s, not %s as leased: stale info", Redact(p.url), u.Dst, old, leaseWord(u.Expect))
+	}
+	if !exists {
+		old = zeroID
+	}
+	pack, err := packLoose(objects, u.Src)
+	if err != nil {
+		return false, err
+	}
+	var body bytes.Buffer
+	writePktLine(&body, fmt.Sprintf("%s %s %s\x00report-status agent=git/fleetlift\n", old, u.Src, u.Dst))
+	body.WriteString("0000")
+	body.Write(pack)
+	res, err := p.do(ctx, http.MethodPost, "/git-receive-pack", "application/x-git-receive-pack-request", body.Bytes())
+	if err != nil {
+		return false, err
+	}
+	return !exists, parseReportStatus(res, u.Dst)
+}
+
+const zeroID = "0000000000000000000000000000000000000000"
+
+func leaseWord(expect string) string {
+	if expect == "" {
+		return "absent"
+	}
+	return expect
+}
+
+// pktLines splits git's pkt-line framing; a flush packet is "".
+func pktLines(data []byte) ([]string, error) {
+	var out []string
+	for len(data) > 0 {
+		if len(data) < 4 {
+			return nil, declined("a cut pkt-line")
+		}
+		n, err := strconv.ParseUint(string(data[:4]), 16, 16)
+		if err != nil || (n > 0 && n < 4) || int(n) > len(data) {
+			return nil, declined("a bad pkt-line length %q", data[:4])
+		}
+		if n == 0 {
+			out = append(out, "")
+			data = data[4:]
+			continue
+		}
+		out = append(out, strings.TrimSuffix(string(data[4:n]), "\n"))
+		data = data[n:]
+	}
+	return out, nil
+}
+
+func writePktLine(w *bytes.Buffer, s string) {
+	fmt.Fprintf(w, "%04x%s", len(s)+4, s)
+}
+
+// parseAdvertisement reads receive-pack's ref advertisement.
+func parseAdvertisement(data []byte) (map[string]string, map[string]bool, error) {
+	lines, err := pktLines(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(lines) < 2 || lines[0] != "# service=git-receive-pack" || lines[1] != "" {
+		return nil, nil, declined("not a receive-pack advertisement")
+	}
+	refs, caps := map[string]string{}, map[string]bool{}
+	for i, line := range lines[2:] {
+		if line == "" {
+			break
+		}
+		if i == 0 {
+			l, c, ok := strings.Cut(line, "\x00")
+			if !ok {
+				return nil, nil, declined("no capabilities advertised")
+			}
+			for _, cap := range strings.Fields(c) {
+				caps[cap] = true
+			}
+			line = l
+		}
+		id, name, ok := strings.Cut(line, " ")
+		if !ok || !IsObjectID(id) {
+			return nil, nil, declined("a bad advertised ref %q", line)
+		}
+		if name != "capabilities^{}" {
+			refs[name] = id
+		}
+	}
+	return refs, caps, nil
+}
+
+// parseReportStatus reads receive-pack's report for ref.
+func parseReportStatus(data []byte, ref string) error {
+	lines, err := pktLines(data)
+	if err != nil {
+		return err
+	}
+	if len(lines) == 0 || lines[0] != "unpack ok" {
+		// Objects it lacks (packed in the clone, say): git finds them.
+		return declined("the server did not take the objects: %q", strings.Join(lines, "; "))
+	}
+	for _, line := range lines[1:] {
+		switch {
+		case line == "ok "+ref:
+			return nil
+		case strings.HasPrefix(line, "ng "+ref+" "):
+			// Refused (objects missing, a hook, a race): git push tries
+			// again and says why in its own words.
+			return declined("refused: %s", strings.TrimPrefix(line, "ng "+ref+" "))
+		}
+	}
+	return declined("no report for %s", ref)
+}
+
+// packLoose packs the loose objects reachable from commit through loose
+// objects alone: a packed object (and what it reaches) came with the
+// fetch, so the remote has it.
+func packLoose(objects, commit string) ([]byte, error) {
+	type object struct {
+		typ  int
+		data []byte
+	}
+	var found []object
+	seen := map[string]bool{}
+	total := 0
+	stack := []string{commit}
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		typ, data, ok, err := readLoose(objects, id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if total += len(data); total > maxHTTPPushBytes {
+			return nil, declined("more than %d bytes to send", maxHTTPPushBytes)
+		}
+		found = append(found, object{typ, data})
+		switch typ {
+		case objCommit:
+			tree, parents, err := commitLinks(data)
+			if err != nil {
+				return nil, err
+			}
+			stack = append(append(stack, parents...), tree)
+		case objTree:
+			ids, err := treeLinks(data)
+			if err != nil {
+				return nil, err
+			}
+			stack = append(stack, ids...)
+		}
+	}
+	var pack bytes.Buffer
+	pack.WriteString("PACK")
+	_ = binary.Write(&pack, binary.BigEndian, uint32(2))
+	_ = binary.Write(&pack, binary.BigEndian, uint32(len(found)))
+	zw, _ := zlib.NewWriterLevel(&pack, zlib.BestSpeed)
+	for _, o := range found {
+		// Type and size: 3 bits of type and 4 of size, then 7 bits of
+		// size a byte, lowest first, each byte but the last flagged.
+		size := len(o.data)
+		b := byte(o.typ<<4) | byte(size&0x0f)
+		size >>= 4
+		for size > 0 {
+			pack.WriteByte(b | 0x80)
+			b = byte(size & 0x7f)
+			size >>= 7
+		}
+		pack.WriteByte(b)
+		zw.Reset(&pack)
+		if _, err := zw.Write(o.data); err != nil {
+			return nil, err
+		}
+		if err := zw.Close(); err != nil {
+			return nil, err
+		}
+	}
+	sum := sha1.Sum(pack.Bytes())
+	pack.Write(sum[:])
+	return pack.Bytes(), nil
+}
+
+// Pack object types.
+const (
+	objCommit = 1
+	objTree   = 2
+	objBlob   = 3
+	objTag    = 4
+)
+
+// readLoose reads loose object id from objects; ok is false when it is
+// not loose there. Its id is checked against its content.
+func readLoose(objects, id string) (typ int, data []byte, ok bool, err error) {
+	if !IsObjectID(id) || len(id) != 40 {
+		return 0, nil, false, declined("object id %q", id)
+	}
+	f, err := os.Open(filepath.Join(objects, id[:2], id[2:]))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil, false, nil
+	}
+	if err != nil {
+		return 0, nil, false, declined("read object %s: %v", id, err)
+	}
+	defer f.Close()
+	zr, err := zlib.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return 0, nil, false, declined("read object %s: %v", id, err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(zr, maxHTTPPushBytes+64))
+	if err != nil {
+		return 0, nil, false, declined("read object %s: %v", id, err)
+	}
+	header, body, found := bytes.Cut(raw, []byte{0})
+	name, size, _ := strings.Cut(string(header), " ")
+	if n, err := strconv.Atoi(size); !found || err != nil || n != len(body) {
+		return 0, nil, false, declined("object %s is malformed", id)
+	}
+	if sum := sha1.Sum(raw); hex.EncodeToString(sum[:]) != id {
+		return 0, nil, false, declined("object %s does not hash to its id", id)
+	}
+	switch name {
+	case "commit":
+		typ = objCommit
+	case "tree":
+		typ = objTree
+	case "blob":
+		typ = objBlob
+	case "tag":
+		typ = objTag
+	default:
+		return 0, nil, false, declined("object %s has type %q", id, name)
+	}
+	return typ, body, true, nil
+}
+
+// commitLinks are a commit's tree and parents.
+func commitLinks(data []byte) (tree string, parents []string, err error) {
+	headers, _, _ := bytes.Cut(data, []byte("\n\n"))
+	for _, line := range strings.Split(string(headers), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		switch k {
+		case "tree":
+			tree = v
+		case "parent":
+			parents = append(parents, v)
+		}
+	}
+	if !IsObjectID(tree) {
+		return "", nil, declined("a commit without a tree")
+	}
+	return tree, parents, nil
+}
+
+// treeLinks are the trees and blobs a tree names (not the commits of
+// submodules, which live elsewhere).
+func treeLinks(data []byte) ([]string, error) {
+	var ids []string
+	for len(data) > 0 {
+		sp := bytes.IndexByte(data, ' ')
+		nul := bytes.IndexByte(data, 0)
+		if sp < 0 || nul < sp || len(data) < nul+1+hashLen {
+			return nil, declined("a malformed tree")
+		}
+		mode := string(data[:sp])
+		id := hex.EncodeToString(data[nul+1 : nul+1+hashLen])
+		data = data[nul+1+hashLen:]
+		if mode != "160000" {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
