@@ -400,10 +400,17 @@ func readLoose(objects, id string) (typ int, data []byte, ok bool, err error) {
 	if !IsObjectID(id) || len(id) != 40 {
 		return 0, nil, false, declined("object id %q", id)
 	}
-	f, err := os.Open(filepath.Join(objects, id[:2], id[2:]))
+	path := filepath.Join(objects, id[:2], id[2:])
+	// Only a regular file: a link or a FIFO planted in a clone is git's
+	// to deal with.
+	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil, false, nil
 	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0, nil, false, declined("object %s is not a regular file", id)
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, nil, false, declined("read object %s: %v", id, err)
 	}
