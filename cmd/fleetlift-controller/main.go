@@ -11,6 +11,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// version is the release this binary was built as: make dist and the
+// images set it (-X main.version=v0.1.0).
+var version = "dev"
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -33,10 +37,12 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "fleetlift-controller",
 		Short:         "Reconcile SandboxRequests into sandbox pods (Jobs or agent-sandbox claims), and run their exec requests",
+		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 	}
+	root.SetVersionTemplate("fleetlift-controller {{.Version}}\n")
 	var o options
 	o.register(root)
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), cmd.ErrOrStderr()) }

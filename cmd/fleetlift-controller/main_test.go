@@ -139,6 +139,17 @@ func TestControllerCommand(t *testing.T) {
 	}
 }
 
+// --version says which release the controller is (the images build it
+// with -X main.version), and starts nothing.
+func TestVersion(t *testing.T) {
+	defer func(v string) { version = v }(version)
+	version = "v1.2.3"
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--version"}, &out, &errOut); code != 0 || out.String() != "fleetlift-controller v1.2.3\n" {
+		t.Errorf("--version: exit %d, %q (stderr %q)", code, out.String(), errOut.String())
+	}
+}
+
 // template prints a SandboxTemplate of the sandbox pod, with the
 // credentials by reference, and a warm pool serving it.
 func TestTemplateCommand(t *testing.T) {

@@ -168,6 +168,7 @@ func TestImagesSayTheirVersion(t *testing.T) {
 	}{
 		{fleetliftImage, nil, "fleetlift %s (definitions: schema version "},
 		{fleetliftImage, []string{"--entrypoint", "fleetlift-agent"}, "fleetlift-agent %s\n"},
+		{fleetliftImage, []string{"--entrypoint", "fleetlift-controller"}, "fleetlift-controller %s\n"},
 		{agentImage, nil, "fleetlift-agent %s\n"},
 		{sandboxImage, []string{"--entrypoint", "fleetlift-agent"}, "fleetlift-agent %s\n"},
 	} {
