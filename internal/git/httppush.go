@@ -207,8 +207,17 @@ func (p *httpPush) push(ctx context.Context, objects string, u RefUpdate) (bool,
 	if err != nil {
 		return false, err
 	}
+	// Only capabilities the server advertised (agent= says it takes a
+	// client's agent string).
+	want := "report-status"
+	for c := range caps {
+		if strings.HasPrefix(c, "agent=") {
+			want += " agent=git/fleetlift"
+			break
+		}
+	}
 	var body bytes.Buffer
-	writePktLine(&body, fmt.Sprintf("%s %s %s\x00report-status agent=git/fleetlift\n", old, u.Src, u.Dst))
+	writePktLine(&body, fmt.Sprintf("%s %s %s\x00%s\n", old, u.Src, u.Dst, want))
 	body.WriteString("0000")
 	body.Write(pack)
 	res, err := p.do(ctx, http.MethodPost, "/git-receive-pack", "application/x-git-receive-pack-request", body.Bytes())
