@@ -93,8 +93,11 @@ func (g *Git) baseEnv() []string {
 	return os.Environ()
 }
 
-func (g *Git) token() string {
-	name := g.tokenEnv()
+func (g *Git) token() string { return g.getenv(g.tokenEnv()) }
+
+// getenv is the value of name in the environment git starts from (the
+// last one, when it is there twice), "" when it is not there.
+func (g *Git) getenv(name string) string {
 	var v string
 	for _, kv := range g.baseEnv() {
 		if k, val, ok := strings.Cut(kv, "="); ok && k == name {

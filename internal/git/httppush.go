@@ -68,14 +68,8 @@ func (g *Git) newHTTPPush(rawURL string) (*httpPush, error) {
 	if !strings.EqualFold(u.Scheme, "https") && !isLoopbackHTTP(rawURL) {
 		return nil, declined("not https, nor http to this machine")
 	}
-	env := map[string]string{}
-	for _, kv := range g.baseEnv() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
 	for _, name := range proxyEnv {
-		if env[name] != "" {
+		if g.getenv(name) != "" {
 			return nil, declined("%s is set", name)
 		}
 	}
@@ -83,7 +77,7 @@ func (g *Git) newHTTPPush(rawURL string) (*httpPush, error) {
 	if strings.EqualFold(u.Scheme, "https") {
 		// The certificate authorities git trusts: GIT_SSL_CAINFO and
 		// GIT_SSL_CAPATH in place of the system's, as curl takes them.
-		roots, err := caRoots(env["GIT_SSL_CAINFO"], env["GIT_SSL_CAPATH"])
+		roots, err := caRoots(g.getenv("GIT_SSL_CAINFO"), g.getenv("GIT_SSL_CAPATH"))
 		if err != nil {
 			return nil, err
 		}
@@ -147,11 +141,10 @@ func (p *httpPush) do(ctx context.Context, method, path, contentType string, bod
 	req.Header.Set("User-Agent", "git/fleetlift")
 	if p.g.tokenAllowed(p.url) {
 		if token := p.g.token(); token != "" {
-			user := "x-access-token"
-			for _, kv := range p.g.baseEnv() {
-				if k, v, ok := strings.Cut(kv, "="); ok && k == UsernameEnv && v != "" {
-					user = v
-				}
+			// As the credential helper answers (credentialConfig).
+			user := p.g.getenv(UsernameEnv)
+			if user == "" {
+				user = "x-access-token"
 			}
 			req.SetBasicAuth(user, token)
 		}
