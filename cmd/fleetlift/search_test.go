@@ -29,7 +29,9 @@ var recordSearchHistories = flag.String("record-search-histories", "", "write th
 // find fleetlift's runs by each search attribute: a campaign by kind, id,
 // campaign and spec digest, its children (which carry a memo saying what
 // they are) by campaign, a task awaiting approval by its phase, and the
-// same task by its final phase once approved.
+// same task by its final phase once approved. A campaign whose units open
+// pull requests without approval runs them in its own history: it has
+// no children to find.
 func TestSearchAttributes(t *testing.T) {
 	registered := slices.Sorted(maps.Keys(devserver.SearchAttributes))
 	if want := slices.Sorted(slices.Values(workflow.SearchAttributeNames())); !slices.Equal(registered, want) {
@@ -49,6 +51,18 @@ repositories:
   - url: %s
   - url: %s
 `, urls[0], urls[1]))
+	inventory := writeDef(t, root, "inventory.yaml", fmt.Sprintf(`version: 1
+kind: Campaign
+id: inventory
+title: Inventory
+template:
+  mode: report
+  execution:
+    deterministic: {image: golang, command: [sh, -c, "printf -- '---\\nok: true\\n---\\nfine\\n' > REPORT.md"]}
+repositories:
+  - url: %s
+  - url: %s
+`, urls[0], urls[1]))
 	task := writeDef(t, root, "task.yaml", fmt.Sprintf(`version: 1
 id: needs-ok
 title: Bump go, approved
@@ -59,8 +73,10 @@ require_approval: true
 pull_request: {branch_prefix: auto/ok, title: Bump go}
 `, urls[0]))
 	addr, state := freeAddr(t), filepath.Join(root, "state")
-	if out, code := runCLI(t, "run", "--file", campaign, "--temporal-address", addr, "--state-dir", state); code != 0 {
-		t.Fatalf("run the campaign: exit %d:\n%s", code, out)
+	for _, def := range []string{campaign, inventory} {
+		if out, code := runCLI(t, "run", "--file", def, "--temporal-address", addr, "--state-dir", state); code != 0 {
+			t.Fatalf("run %s: exit %d:\n%s", def, code, out)
+		}
 	}
 
 	var out syncBuffer
@@ -85,25 +101,34 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 	}
 	defer c.Close()
 
-	d, err := c.DescribeWorkflowExecution(t.Context(), "campaign/bump", "")
-	if err != nil {
-		t.Fatal(err)
+	memoDigest := func(id string) string {
+		t.Helper()
+		d, err := c.DescribeWorkflowExecution(t.Context(), id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var digest string
+		if err := converterFor().FromPayload(d.WorkflowExecutionInfo.GetMemo().GetFields()[workflow.MemoDigest], &digest); err != nil || !strings.HasPrefix(digest, "sha256:") {
+			t.Fatalf("the memo of %s has no digest: %q %v", id, digest, err)
+		}
+		return digest
 	}
-	var digest string
-	if err := converterFor().FromPayload(d.WorkflowExecutionInfo.GetMemo().GetFields()[workflow.MemoDigest], &digest); err != nil || !strings.HasPrefix(digest, "sha256:") {
-		t.Fatalf("the campaign's memo has no digest: %q %v", digest, err)
-	}
-	child := regexp.MustCompile(`^campaign/bump/svc[01]@`)
+	digest, inventoryDigest := memoDigest("campaign/bump"), memoDigest("campaign/inventory")
+	child := regexp.MustCompile(`^campaign/inventory/svc[01]@`)
 	for _, q := range []struct {
 		query string
 		want  []string // workflow ids; "child" stands for each of the two children
 	}{
-		{`FleetliftKind = "Campaign"`, []string{"campaign/bump"}},
+		{`FleetliftKind = "Campaign"`, []string{"campaign/bump", "campaign/inventory"}},
 		{`FleetliftID = "bump"`, []string{"campaign/bump"}},
-		{`FleetliftCampaign = "bump"`, []string{"campaign/bump", "child", "child"}},
-		{`FleetliftKind = "Task" AND FleetliftCampaign = "bump"`, []string{"child", "child"}},
-		{fmt.Sprintf(`FleetliftSpecDigest = %q`, digest), []string{"campaign/bump", "child", "child"}},
-		{`FleetliftPhase = "completed" AND FleetliftCampaign = "bump"`, []string{"campaign/bump", "child", "child"}},
+		{`FleetliftCampaign = "bump"`, []string{"campaign/bump"}},
+		{`FleetliftKind = "Task" AND FleetliftCampaign = "bump"`, nil},
+		{fmt.Sprintf(`FleetliftSpecDigest = %q`, digest), []string{"campaign/bump"}},
+		{`FleetliftPhase = "completed" AND FleetliftCampaign = "bump"`, []string{"campaign/bump"}},
+		{`FleetliftCampaign = "inventory"`, []string{"campaign/inventory", "child", "child"}},
+		{`FleetliftKind = "Task" AND FleetliftCampaign = "inventory"`, []string{"child", "child"}},
+		{fmt.Sprintf(`FleetliftSpecDigest = %q`, inventoryDigest), []string{"campaign/inventory", "child", "child"}},
+		{`FleetliftPhase = "completed" AND FleetliftCampaign = "inventory"`, []string{"campaign/inventory", "child", "child"}},
 		{`FleetliftPhase = "awaiting_approval"`, []string{"task/needs-ok"}},
 		{`FleetliftKind = "Task" AND FleetliftID = "needs-ok"`, []string{"task/needs-ok"}},
 	} {
@@ -122,7 +147,7 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 	}
 
 	// A child's memo says what it is and which campaign it belongs to.
-	for _, id := range waitForList(t, c, `FleetliftKind = "Task" AND FleetliftCampaign = "bump"`, 2) {
+	for _, id := range waitForList(t, c, `FleetliftKind = "Task" AND FleetliftCampaign = "inventory"`, 2) {
 		d, err := c.DescribeWorkflowExecution(t.Context(), id, "")
 		if err != nil {
 			t.Fatal(err)
@@ -134,7 +159,7 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 				memo[k] = s
 			}
 		}
-		if memo[workflow.MemoKind] != "Task" || memo[workflow.MemoCampaign] != "bump" || memo[workflow.MemoDigest] != digest || !strings.HasPrefix(memo[workflow.MemoID], "bump/svc") {
+		if memo[workflow.MemoKind] != "Task" || memo[workflow.MemoCampaign] != "inventory" || memo[workflow.MemoDigest] != inventoryDigest || !strings.HasPrefix(memo[workflow.MemoID], "inventory/svc") {
 			t.Errorf("%s: memo %v", id, memo)
 		}
 	}

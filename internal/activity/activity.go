@@ -156,6 +156,15 @@ type WaitInput struct {
 // phases, heartbeating as it goes. A retried attempt (a new worker after
 // the old one died) simply polls the same sandbox again.
 func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (protocol.Status, error) {
+	return a.waitPhase(ctx, in, func(details string) { sdkactivity.RecordHeartbeat(ctx, details) })
+}
+
+// waitPhase is WaitForAgentPhase, telling heartbeat (when not nil) what
+// it read at each poll.
+func (a *Activities) waitPhase(ctx context.Context, in WaitInput, heartbeat func(details string)) (protocol.Status, error) {
+	if heartbeat == nil {
+		heartbeat = func(string) {}
+	}
 	every := a.PollInterval
 	if every <= 0 {
 		every = 100 * time.Millisecond
@@ -170,7 +179,7 @@ func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (proto
 		st, err := a.readStatus(ctx, in.Sandbox.ID)
 		switch {
 		case err == nil:
-			sdkactivity.RecordHeartbeat(ctx, st.Phase)
+			heartbeat(string(st.Phase))
 			if slices.Contains(in.Phases, st.Phase) && st.Iteration >= in.MinIteration {
 				return st, nil
 			}
@@ -180,7 +189,7 @@ func (a *Activities) WaitForAgentPhase(ctx context.Context, in WaitInput) (proto
 				return st, nil
 			}
 		case errors.Is(err, sandbox.ErrNotFound):
-			sdkactivity.RecordHeartbeat(ctx, "no status yet")
+			heartbeat("no status yet")
 		default:
 			return protocol.Status{}, err
 		}

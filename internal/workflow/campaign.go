@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
@@ -317,6 +318,11 @@ type campaignRun struct {
 	version workflow.Version
 	p       *CampaignProgress
 	units   map[string]Unit
+	// direct is set on runs that run a unit needing no approval as one
+	// activity (directUnitsChange, directUnit).
+	direct bool
+	// running says, for each unit running, whether it runs as one
+	// activity rather than a child workflow.
 	running map[string]bool
 	message string
 	// search keeps the run's search attributes current.
@@ -338,6 +344,7 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	}
 	c := &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx, campaignVersion)}
 	c.version = workflow.GetVersion(ctx, slidingWindowChange, workflow.DefaultVersion, 1)
+	c.direct = workflow.GetVersion(ctx, directUnitsChange, workflow.DefaultVersion, 1) == 1
 	return c
 }
 
@@ -358,6 +365,12 @@ const (
 	// slidingWindowChange starts each unit as soon as a slot is free,
 	// instead of in batches that wait for their slowest unit.
 	slidingWindowChange = "sliding-window"
+	// directUnitsChange runs a transform unit that needs no approval as
+	// one activity of the campaign (RunSandboxed, directUnit) rather than
+	// as a child Task workflow: nothing can stop such a unit on its way,
+	// and a child costs the server a workflow, its history and its
+	// visibility records for each repository.
+	directUnitsChange = "direct-units"
 )
 
 // runWindow starts units, retried ones first, keeping MaxParallel
@@ -380,7 +393,7 @@ func (c *campaignRun) runWindow() {
 				break
 			}
 			c.takeKey(key)
-			f := c.startChild(key)
+			f := c.startUnit(key)
 			inFlight++
 			sel.AddFuture(f, func(f workflow.Future) {
 				inFlight--
@@ -455,7 +468,7 @@ func (c *campaignRun) runBatch(keys []string) {
 			if c.p.Stop || c.ctx.Err() != nil {
 				break
 			}
-			f := c.startChild(key)
+			f := c.startUnit(key)
 			inFlight++
 			sel.AddFuture(f, func(f workflow.Future) {
 				inFlight--
@@ -493,14 +506,17 @@ func (c *campaignRun) waitWhileSuspended() {
 	}
 }
 
-func (c *campaignRun) startChild(key string) workflow.Future {
+// startUnit starts unit key: as one activity when the run takes direct
+// units and the unit needs no approval, else as a child Task workflow.
+func (c *campaignRun) startUnit(key string) workflow.Future {
 	r := c.p.Results[key]
 	r.Key = key
 	r.Phase = TaskRunning
 	r.Attempts++
 	c.p.Results[key] = r
 	c.p.Started++
-	c.running[key] = true
+	direct := c.direct && directUnit(c.in.Template.Manifest)
+	c.running[key] = direct
 
 	in := c.in.Template
 	in.ID = c.in.ID + "/" + key
@@ -519,6 +535,15 @@ func (c *campaignRun) startChild(key string) workflow.Future {
 	if r.Attempts > 1 {
 		id = fmt.Sprintf("%s/retry-%d", id, r.Attempts-1)
 	}
+	if direct {
+		// The sandbox is named as a child's would be: for this run of
+		// the campaign and this attempt of the unit.
+		name := info.WorkflowExecution.ID + "/" + key
+		if r.Attempts > 1 {
+			name = fmt.Sprintf("%s/retry-%d", name, r.Attempts-1)
+		}
+		return c.startDirect(sandboxID(name, info.FirstRunID), in)
+	}
 	r.WorkflowID = id
 	c.p.Results[key] = r
 	cctx := workflow.WithChildOptions(c.ctx, workflow.ChildWorkflowOptions{
@@ -535,11 +560,82 @@ func (c *campaignRun) startChild(key string) workflow.Future {
 	return workflow.ExecuteChildWorkflow(cctx, Task, in)
 }
 
+// directUnit reports whether a unit of manifest m can run as one
+// activity of its campaign: it opens pull requests without an approval,
+// so nothing can stop it on its way, and what the campaign keeps of its
+// result (the pull requests, each repository's status) is all there is to
+// keep. A report's body stays in a child's result, read when it is asked
+// for.
+func directUnit(m protocol.Manifest) bool {
+	return m.Mode == protocol.ModeTransform && !m.RequireApproval
+}
+
+// startDirect runs a unit's task as one activity (RunSandboxed) on any
+// worker, in sandbox sandboxID (and those that replace it).
+func (c *campaignRun) startDirect(sandboxID string, in TaskInput) workflow.Future {
+	timeout := in.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Minute
+	}
+	heartbeat := in.HeartbeatTimeout
+	if heartbeat <= 0 {
+		heartbeat = 10 * time.Second
+	}
+	actx := workflow.WithActivityOptions(c.ctx, workflow.ActivityOptions{
+		// Each sandbox's agent has the timeout; provisioning and removal
+		// take a little more.
+		StartToCloseTimeout: time.Duration(maxSandboxes) * (timeout + 2*shortTimeout),
+		HeartbeatTimeout:    heartbeat,
+		// Any worker takes a unit, not the one that runs the campaign
+		// (eagerly, for as many as it has slots): the sandboxes spread
+		// over the worker hosts.
+		DisableEagerExecution: true,
+		// An attempt ends early only with its worker: the next takes up
+		// its sandbox. The sandboxes lost on the way count against
+		// maxSandboxes inside the activity.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: maxSandboxes, NonRetryableErrorTypes: []string{
+			activity.ErrAgentTimedOut, activity.ErrSandboxesLost, activity.ErrResultTooLarge}},
+	})
+	return workflow.ExecuteActivity(actx, a.RunSandboxed, activity.RunInput{
+		Provision: activity.ProvisionInput{
+			SandboxID: sandboxID, Image: in.Image, Resources: in.Resources,
+			Labels:      map[string]string{"fleetlift.io/task-id": in.ID},
+			Credentials: in.Credentials,
+		},
+		Manifest: in.Manifest, Timeout: timeout, MaxSandboxes: maxSandboxes,
+	})
+}
+
+// result is unit key's outcome from f, the future startUnit returned.
+func (c *campaignRun) result(key string, f workflow.Future) (TaskResult, error) {
+	var tr TaskResult
+	if !c.running[key] {
+		err := f.Get(c.ctx, &tr)
+		return tr, err
+	}
+	var out activity.RunOutcome
+	if err := f.Get(c.ctx, &out); err != nil {
+		return tr, err
+	}
+	tr.Phase = TaskFailed
+	switch out.Status.Phase {
+	case protocol.PhaseComplete:
+		tr.Phase = TaskCompleted
+	case protocol.PhaseCancelled:
+		tr.Phase = TaskCancelled
+	}
+	tr.Repositories = repoResults(out.Result)
+	tr.Error = out.Result.Error
+	tr.SandboxesLost = len(out.Lost)
+	tr.Notes = out.Notes
+	return tr, nil
+}
+
 func (c *campaignRun) record(key string, f workflow.Future) {
+	tr, err := c.result(key, f)
 	delete(c.running, key)
 	r := c.p.Results[key]
-	var tr TaskResult
-	if err := f.Get(c.ctx, &tr); err != nil {
+	if err != nil {
 		r.Phase = TaskFailed
 		r.Error = errText(err)
 		if c.ctx.Err() != nil {

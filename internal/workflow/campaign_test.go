@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
@@ -36,6 +38,9 @@ type fleet struct {
 	// slow units' agents take this long (real time), or less when the
 	// event until names for them has happened first; events records
 	// "start:key" and "end:key" as units provision and clean up.
+	// lose names units whose every sandbox is lost (the agent's wait
+	// fails as RunSandboxed's does once it gave up).
+	lose   map[string]bool
 	slow   map[string]time.Duration
 	until  map[string]string
 	events []string
@@ -63,7 +68,7 @@ func (f *fleet) hold(sandboxID string) {
 
 func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 	var a *activity.Activities
-	env.OnActivity(a.ProvisionSandbox, mock.Anything, mock.Anything).Return(func(_ context.Context, in activity.ProvisionInput) (activity.SandboxRef, error) {
+	provision := func(_ context.Context, in activity.ProvisionInput) (activity.SandboxRef, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.unit == nil {
@@ -74,12 +79,16 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		f.started = append(f.started, key)
 		f.events = append(f.events, "start:"+key)
 		return activity.SandboxRef{ID: in.SandboxID}, nil
-	})
+	}
+	env.OnActivity(a.ProvisionSandbox, mock.Anything, mock.Anything).Return(provision)
 	env.OnActivity(a.SubmitManifest, mock.Anything, mock.Anything).Return(nil)
 	wait := func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
 		f.hold(in.Sandbox.ID)
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if f.lose[f.unitOf(in.Sandbox.ID)] {
+			return protocol.Status{}, temporal.NewNonRetryableApplicationError("6 sandboxes lost before the agent finished", activity.ErrSandboxesLost, nil)
+		}
 		if f.fail[f.unitOf(in.Sandbox.ID)] {
 			return protocol.Status{Phase: protocol.PhaseFailed}, nil
 		}
@@ -121,6 +130,7 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		func(context.Context, activity.SubmitManifestInput) error { return nil }, wait, read, cleanup))
 	env.OnActivity(a.SubmitSteering, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(cleanup)
+	env.OnActivity(a.RunSandboxed, mock.Anything, mock.Anything).Return(runSandboxed(provision, wait, read, cleanup))
 }
 
 // forEachMode runs a test with the sliding window and with strict
@@ -611,5 +621,90 @@ func TestCampaignPacedByRateLimitOnlyWhenItSetsOne(t *testing.T) {
 				t.Errorf("50 repositories took %s of workflow time, want %s to %s", took, tc.min, tc.max)
 			}
 		})
+	}
+}
+
+// A transform unit that needs no approval runs as one activity of the
+// campaign, in a sandbox named for the campaign's run, the unit and its
+// attempt, with no workflow of its own; one that needs approval runs as a
+// child Task workflow, which decisions reach, and so does a report's,
+// whose body its child's result keeps. Either way the campaign records
+// what the agent did, and a unit whose every sandbox was lost fails with
+// why.
+func TestCampaignRunsUnitsWithoutApprovalInItsOwnHistory(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		approval bool
+		mode     protocol.Mode
+		child    bool
+	}{
+		{"transform", false, protocol.ModeTransform, false},
+		{"transform with approval", true, protocol.ModeTransform, true},
+		{"report", false, protocol.ModeReport, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fleet{fail: map[string]bool{"r1": true}, lose: map[string]bool{"r2": true}}
+			env := newCampaignEnv(f)
+			in := campaignInput(3)
+			in.StrictBatches = false
+			in.ThresholdPercent = 100
+			in.Template.Manifest.RequireApproval, in.Template.Manifest.Mode = c.approval, c.mode
+			env.ExecuteWorkflow(workflow.Campaign, in)
+			st := campaignResult(t, env)
+			if got := phases(st); got != "r0=completed r1=failed r2=failed" {
+				t.Errorf("phases %s", got)
+			}
+			if st.Summary.PRsCreated != 1 || !strings.Contains(st.Units[2].Error, "6 sandboxes lost before the agent finished") {
+				t.Errorf("summary %+v, r2's error %q", st.Summary, st.Units[2].Error)
+			}
+			if f.cleaned != 3 {
+				t.Errorf("%d sandboxes removed, want 3", f.cleaned)
+			}
+			for _, u := range st.Units {
+				if child := u.WorkflowID != ""; child != c.child {
+					t.Errorf("%s ran as a child workflow %v (%q), want %v", u.Key, child, u.WorkflowID, c.child)
+				}
+			}
+			if c.child {
+				return
+			}
+			ids := slices.Sorted(maps.Keys(f.unit))
+			for i, id := range ids {
+				if want := fmt.Sprintf("default-test-workflow-id-r%d-", i); !strings.HasPrefix(id, want) {
+					t.Errorf("sandbox %s, want it named %s<run>", id, want)
+				}
+			}
+		})
+	}
+}
+
+// A unit run again (retry-failed) runs in a sandbox of its own attempt.
+func TestCampaignRetriedDirectUnitGetsANewSandbox(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(1)
+	in.ThresholdPercent = 100
+	in.PullRequestsPerHour, in.Burst = 1, 1
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.fail["r0"] = false
+		f.mu.Unlock()
+		env.SignalWorkflow(workflow.SignalRetryFailed, nil)
+	}, time.Minute)
+	in.Units = append(in.Units, workflow.Unit{Key: "late", Repositories: []protocol.Repository{{Name: "late"}}})
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if st.Units[0].Phase != workflow.TaskCompleted || st.Units[0].Attempts != 2 {
+		t.Fatalf("r0: %+v", st.Units[0])
+	}
+	var r0 []string
+	for id, key := range f.unit {
+		if key == "r0" {
+			r0 = append(r0, id)
+		}
+	}
+	slices.Sort(r0)
+	if len(r0) != 2 || !strings.HasPrefix(r0[1], "default-test-workflow-id-r0-retry-1-") {
+		t.Errorf("r0's sandboxes %q, want a second one for its retry", r0)
 	}
 }

@@ -410,3 +410,27 @@ func awaitResult(submit func(context.Context, activity.SubmitManifestInput) erro
 		return out, nil
 	}
 }
+
+// runSandboxed is the stand-in RunSandboxed made of the stand-ins for the
+// steps it takes.
+func runSandboxed(provision func(context.Context, activity.ProvisionInput) (activity.SandboxRef, error),
+	wait func(context.Context, activity.WaitInput) (protocol.Status, error),
+	read func(context.Context, activity.ReadResultInput) (protocol.Result, error),
+	cleanup func(context.Context, activity.CleanupInput) error) func(context.Context, activity.RunInput) (activity.RunOutcome, error) {
+	return func(ctx context.Context, in activity.RunInput) (activity.RunOutcome, error) {
+		ref, err := provision(ctx, in.Provision)
+		if err != nil {
+			return activity.RunOutcome{}, err
+		}
+		defer func() { _ = cleanup(ctx, activity.CleanupInput{Sandbox: ref}) }()
+		st, err := wait(ctx, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled}})
+		if err != nil {
+			return activity.RunOutcome{}, err
+		}
+		r, err := read(ctx, activity.ReadResultInput{Sandbox: ref})
+		if err != nil {
+			return activity.RunOutcome{}, err
+		}
+		return activity.RunOutcome{Status: st, Result: r}, nil
+	}
+}

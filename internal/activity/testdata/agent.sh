@@ -13,6 +13,11 @@ sleep 0.3
 case "$task" in
   exit-*) exit "${task#exit-}" ;;
 esac
+# The first sandbox of a task named lose-first dies as a killed agent
+# would; the one that replaces it (lose-first-1) finishes.
+case "$ws" in
+  */lose-first/*) exit 9 ;;
+esac
 # As the real agent does: the result first, then the phase that says it
 # is there.
 big=$(head -c 3000 /dev/zero | tr '\0' x)

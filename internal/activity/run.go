@@ -1,0 +1,235 @@
+package activity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+)
+
+// Error types RunSandboxed adds to those of its steps.
+const (
+	// ErrAgentTimedOut: the agent did not finish within RunInput.Timeout.
+	ErrAgentTimedOut = "AgentTimedOut"
+	// ErrSandboxesLost: every sandbox RunInput.MaxSandboxes allows was
+	// lost before the agent finished.
+	ErrSandboxesLost = "SandboxesLost"
+)
+
+// RunInput is a task that needs no decision on its way, run whole by one
+// activity (RunSandboxed): the sandbox to provision, the manifest for its
+// agent, and how long the agent may work.
+type RunInput struct {
+	// Provision names the first sandbox; those that replace a lost one
+	// take its id with "-1", "-2", ... after it.
+	Provision ProvisionInput
+	Manifest  protocol.Manifest
+	// Timeout bounds the agent's work in each sandbox (default 30
+	// minutes).
+	Timeout time.Duration
+	// MaxSandboxes bounds the sandboxes used: the first, and those that
+	// replace sandboxes lost to crashes (default 1).
+	MaxSandboxes int
+}
+
+// RunOutcome is how the agent of a RunSandboxed task finished: its last
+// status and result, and what happened on the way.
+type RunOutcome struct {
+	Status protocol.Status
+	Result protocol.Result
+	// Lost says, for each sandbox lost to a crash and replaced, what
+	// happened.
+	Lost []string `json:",omitempty"`
+	// Notes say what of the definition the sandboxes could not apply
+	// (each once).
+	Notes []string `json:",omitempty"`
+}
+
+// runProgress is RunSandboxed's heartbeat: the sandbox it works in and
+// the ones lost before it, which an attempt that takes over from a dead
+// worker starts from.
+type runProgress struct {
+	Sandbox string   `json:"sandbox"`
+	Lost    []string `json:"lost,omitempty"`
+}
+
+// RunSandboxed runs a task from start to end in one activity: provision
+// the sandbox, hand its agent the manifest, wait for a final phase
+// (heartbeating all along), read the result, remove the sandbox. It is
+// for tasks no decision can stop on the way (no approval, so no
+// steering): one step instead of a workflow of its own.
+//
+// A sandbox lost to a crash (its agent exited without finishing, or the
+// sandbox vanished) is removed and the work runs again in a new one, up
+// to MaxSandboxes in all. A worker that dies meanwhile stops
+// heartbeating; the attempt that takes over reads the last heartbeat and
+// provisions the same sandbox again, which a provider that still has it
+// returns as it is: an agent still at work (in a container, a pod) is
+// waited for, one that finished is read, one that died is replaced.
+//
+// The sandbox is removed however the activity ends, cancellation
+// included, except when its worker stops: the attempt that takes over
+// waits for it.
+func (a *Activities) RunSandboxed(ctx context.Context, in RunInput) (RunOutcome, error) {
+	var p runProgress
+	if sdkactivity.IsActivity(ctx) && sdkactivity.HasHeartbeatDetails(ctx) {
+		if err := sdkactivity.GetHeartbeatDetails(ctx, &p); err != nil {
+			p = runProgress{}
+		}
+	}
+	beat := newBeat(ctx)
+	defer beat.stop()
+	out := RunOutcome{Lost: p.Lost}
+	limit := max(in.MaxSandboxes, 1)
+	timeout := in.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Minute
+	}
+	for {
+		id := in.Provision.SandboxID
+		if n := len(out.Lost); n > 0 {
+			id = fmt.Sprintf("%s-%d", id, n)
+		}
+		beat.set(runProgress{Sandbox: id, Lost: out.Lost})
+		st, r, err := a.runIn(ctx, id, in, timeout, &out)
+		if err == nil {
+			out.Status, out.Result = st, r
+			return out, nil
+		}
+		if !lostSandbox(err) {
+			return out, err
+		}
+		out.Lost = append(out.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", id, appMessage(err)))
+		sdkactivity.GetLogger(ctx).Warn("sandbox lost; provisioning another", "sandbox", id, "error", err)
+		if len(out.Lost) >= limit {
+			return out, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("%d sandboxes lost before the agent finished; the last: %s", len(out.Lost), appMessage(err)), ErrSandboxesLost, err)
+		}
+	}
+}
+
+// runIn runs the task in sandbox id and removes the sandbox after
+// (unless the worker is stopping).
+func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout time.Duration, out *RunOutcome) (protocol.Status, protocol.Result, error) {
+	pin := in.Provision
+	pin.SandboxID = id
+	ref, err := a.ProvisionSandbox(ctx, pin)
+	if err != nil {
+		return protocol.Status{}, protocol.Result{}, err
+	}
+	defer a.removeAfter(ctx, ref)
+	for _, n := range ref.Notes {
+		if !slices.Contains(out.Notes, n) {
+			out.Notes = append(out.Notes, n)
+			sdkactivity.GetLogger(ctx).Warn(n, "sandbox", ref.ID)
+		}
+	}
+	if err := a.SubmitManifest(ctx, SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}); err != nil {
+		return protocol.Status{}, protocol.Result{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := a.waitPhase(wctx, WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled}}, nil)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
+			return st, protocol.Result{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("agent in sandbox %s did not finish within %s", id, timeout), ErrAgentTimedOut, nil)
+		}
+		return st, protocol.Result{}, err
+	}
+	r, err := a.ReadResult(ctx, ReadResultInput{Sandbox: ref})
+	return st, r, err
+}
+
+// removeAfter removes sandbox ref once its task is over there, on a
+// context of its own: a cancelled task's sandbox goes too. A worker that
+// is stopping leaves it to the attempt that takes over.
+func (a *Activities) removeAfter(ctx context.Context, ref SandboxRef) {
+	if sdkactivity.IsActivity(ctx) {
+		select {
+		case <-sdkactivity.GetWorkerStopChannel(ctx):
+			return
+		default:
+		}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := a.Sandbox.Cleanup(cctx, ref.ID); err != nil {
+		sdkactivity.GetLogger(ctx).Error("remove sandbox", "sandbox", ref.ID, "error", err)
+	}
+}
+
+// lostSandbox reports whether err says the sandbox was lost (its agent
+// exited without finishing, or it is gone), not that the work failed.
+func lostSandbox(err error) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && (ae.Type() == ErrAgentExited || ae.Type() == ErrSandboxGone)
+}
+
+func appMessage(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Message()
+	}
+	return err.Error()
+}
+
+// beat heartbeats the latest progress at once when it changes and then
+// every second while the activity runs, whatever step it is in (a
+// provisioning that waits for a pod heartbeats as a wait for the agent
+// does): a worker that dies is noticed at the heartbeat timeout, and the
+// attempt after it starts from the progress.
+type beat struct {
+	ctx  context.Context
+	mu   sync.Mutex
+	p    runProgress
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newBeat(ctx context.Context) *beat {
+	b := &beat{ctx: ctx, done: make(chan struct{})}
+	if !sdkactivity.IsActivity(ctx) {
+		return b
+	}
+	b.wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				b.mu.Lock()
+				p := b.p
+				b.mu.Unlock()
+				sdkactivity.RecordHeartbeat(ctx, p)
+			}
+		}
+	})
+	return b
+}
+
+// set makes p the progress, and heartbeats it.
+func (b *beat) set(p runProgress) {
+	b.mu.Lock()
+	b.p = p
+	b.mu.Unlock()
+	if sdkactivity.IsActivity(b.ctx) {
+		sdkactivity.RecordHeartbeat(b.ctx, p)
+	}
+}
+
+func (b *beat) stop() {
+	close(b.done)
+	b.wg.Wait()
+}

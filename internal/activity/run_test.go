@@ -1,0 +1,132 @@
+package activity_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+)
+
+// runSandboxed runs RunSandboxed for a task whose stand-in agent reaches
+// phase (the manifest's title) and whose first sandbox is id.
+func runSandboxed(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, id, phase string, timeout time.Duration) (activity.RunOutcome, error) {
+	t.Helper()
+	v, err := env.ExecuteActivity(a.RunSandboxed, activity.RunInput{
+		Provision: activity.ProvisionInput{SandboxID: id},
+		Manifest:  protocol.Manifest{TaskID: id, Title: phase},
+		Timeout:   timeout, MaxSandboxes: 3,
+	})
+	var out activity.RunOutcome
+	if err == nil {
+		err = v.Get(&out)
+	}
+	return out, err
+}
+
+// gone fails the test unless every named sandbox was removed.
+func gone(t *testing.T, a *activity.Activities, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := a.Sandbox.Status(context.Background(), id); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("sandbox %s is still there (%v)", id, err)
+		}
+	}
+}
+
+// A task run whole in one activity: the agent's final phase and result,
+// and no sandbox left.
+func TestRunSandboxedFinishesAndRemovesTheSandbox(t *testing.T) {
+	a, env := newActivities(t)
+	for _, phase := range []protocol.Phase{protocol.PhaseComplete, protocol.PhaseFailed} {
+		id := "run-" + string(phase)
+		out, err := runSandboxed(t, a, env, id, string(phase), time.Minute)
+		if err != nil {
+			t.Fatalf("%s: %v", phase, err)
+		}
+		if out.Status.Phase != phase || out.Result.Status != phase || len(out.Result.Repositories) != 1 || len(out.Lost) != 0 {
+			t.Errorf("%s: outcome %+v", phase, out)
+		}
+		// The result is trimmed as ReadResult trims it.
+		if d := out.Result.Repositories[0].Diffs; len(d) != 2 || d[1].Diff != "" || !d[1].Truncated {
+			t.Errorf("%s: diffs past MaxResultBytes must be dropped and marked: %+v", phase, d)
+		}
+		gone(t, a, id)
+	}
+}
+
+// A sandbox whose agent dies without finishing is replaced, and the work
+// runs again there; what happened is in the outcome.
+func TestRunSandboxedReplacesALostSandbox(t *testing.T) {
+	a, env := newActivities(t)
+	out, err := runSandboxed(t, a, env, "lose-first", "complete", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status.Phase != protocol.PhaseComplete || len(out.Lost) != 1 ||
+		!strings.Contains(out.Lost[0], "sandbox lose-first lost (agent in sandbox lose-first exited (code 9) without finishing") {
+		t.Errorf("outcome: phase %s, lost %q", out.Status.Phase, out.Lost)
+	}
+	gone(t, a, "lose-first", "lose-first-1")
+}
+
+// An agent that dies in every sandbox ends the task once MaxSandboxes
+// were lost, without retry, every sandbox removed.
+func TestRunSandboxedGivesUpAfterMaxSandboxes(t *testing.T) {
+	a, env := newActivities(t)
+	_, err := runSandboxed(t, a, env, "exit-4", "complete", time.Minute)
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != activity.ErrSandboxesLost || !ae.NonRetryable() {
+		t.Fatalf("want a non-retryable %s error, got %v", activity.ErrSandboxesLost, err)
+	}
+	if !strings.Contains(ae.Error(), "3 sandboxes lost before the agent finished") || !strings.Contains(ae.Error(), "exited (code 4)") {
+		t.Errorf("message: %v", ae)
+	}
+	gone(t, a, "exit-4", "exit-4-1", "exit-4-2")
+}
+
+// An agent that does not finish within the timeout ends the task without
+// retry, and its sandbox goes.
+func TestRunSandboxedTimesOut(t *testing.T) {
+	a, env := newActivities(t)
+	_, err := runSandboxed(t, a, env, "slow", "awaiting_input", 2*time.Second)
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != activity.ErrAgentTimedOut || !ae.NonRetryable() ||
+		!strings.Contains(ae.Error(), "did not finish within 2s") {
+		t.Fatalf("want a non-retryable %s error, got %v", activity.ErrAgentTimedOut, err)
+	}
+	gone(t, a, "slow")
+}
+
+// An attempt that takes over from a dead worker starts from its last
+// heartbeat: the sandbox it worked in, and the ones lost before. Here
+// that sandbox's agent had already finished: its result is read, and the
+// work does not run again.
+func TestRunSandboxedTakesOverFromItsLastHeartbeat(t *testing.T) {
+	a, env := newActivities(t)
+	ref := start(t, a, env, "taken-1", "complete")
+	if _, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete}}); err != nil {
+		t.Fatal(err)
+	}
+	// The manifest the new attempt hands the agent again is not read:
+	// an agent starts on the first it reads.
+	env.SetHeartbeatDetails(map[string]any{"sandbox": "taken-1", "lost": []string{"sandbox taken lost (killed)"}})
+	out, err := runSandboxed(t, a, env, "taken", "failed", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status.Phase != protocol.PhaseComplete || len(out.Lost) != 1 || out.Lost[0] != "sandbox taken lost (killed)" {
+		t.Errorf("outcome: phase %s, lost %q; want the finished agent's complete and the lost sandbox carried over", out.Status.Phase, out.Lost)
+	}
+	gone(t, a, "taken-1")
+	if _, err := a.Sandbox.Status(context.Background(), "taken"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("the first sandbox, lost before, was provisioned again: %v", err)
+	}
+}
