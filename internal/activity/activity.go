@@ -169,6 +169,16 @@ func (a *Activities) waitPhase(ctx context.Context, in WaitInput, heartbeat func
 	if every <= 0 {
 		every = 100 * time.Millisecond
 	}
+	// Where the sandbox says when the agent writes its files, the status
+	// is read then, and on the ticker only as a safety net.
+	var changed <-chan struct{}
+	if w, ok := a.Sandbox.(watcher); ok {
+		if ch, stop, err := w.Watch(in.Sandbox.ID, protocol.Dir); err == nil {
+			defer stop()
+			changed = ch
+			every = max(every, time.Second)
+		}
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	// Whether the agent still runs is asked less often than its status
@@ -203,8 +213,15 @@ func (a *Activities) waitPhase(ctx context.Context, in WaitInput, heartbeat func
 		case <-ctx.Done():
 			return protocol.Status{}, ctx.Err()
 		case <-t.C:
+		case <-changed:
 		}
 	}
+}
+
+// watcher is a sandbox provider that tells when something in a
+// directory of a sandbox's workspace may have changed (the local one).
+type watcher interface {
+	Watch(id, dir string) (changed <-chan struct{}, stop func() error, err error)
 }
 
 // AgentOutcome is the agent's status once it reached a phase waited for,

@@ -130,3 +130,25 @@ func TestRunSandboxedTakesOverFromItsLastHeartbeat(t *testing.T) {
 		t.Errorf("the first sandbox, lost before, was provisioned again: %v", err)
 	}
 }
+
+// With a sandbox that says when the agent writes its files (the local
+// one), a wait reads the agent's status then: with an hour between
+// polls, it still ends once the agent has finished.
+func TestWaitWakesWhenTheAgentWrites(t *testing.T) {
+	a, env := newActivities(t)
+	a.PollInterval = time.Hour
+	ref := start(t, a, env, "woken", "complete")
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the wait did not wake when the agent wrote its status (it polls hourly here)")
+	}
+}

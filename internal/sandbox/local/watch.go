@@ -1,0 +1,77 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Watch tells, through changed, when something in dir (relative to the
+// workspace, a directory in it) may have changed: a file written,
+// renamed into place or removed there. At most one wake-up is pending at
+// a time; stop ends the watch. A wait for the agent reads its status when
+// the agent writes it, instead of reading it again and again.
+//
+// A wake-up is only a hint to read again: what is read still goes
+// through CopyFrom's checks. The directory must be a directory in the
+// workspace, not a symbolic link.
+func (p *Provider) Watch(id, dir string) (changed <-chan struct{}, stop func() error, err error) {
+	b, _, err := p.find(id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch %s in sandbox: %w", dir, err)
+	}
+	rel, err := workspacePath(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
+	}
+	root, err := os.OpenRoot(b.workspace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
+	}
+	fi, err := root.Lstat(rel)
+	root.Close()
+	if err == nil && !fi.IsDir() {
+		err = fmt.Errorf("not a directory (%s)", fi.Mode().Type())
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
+	}
+	if err := w.Add(filepath.Join(b.workspace, rel)); err != nil {
+		w.Close()
+		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
+	}
+	ch := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		events, errs := w.Events, w.Errors
+		for events != nil || errs != nil {
+			select {
+			case _, ok := <-events:
+				if !ok {
+					events = nil
+					continue
+				}
+				wake()
+			case _, ok := <-errs:
+				if !ok {
+					errs = nil
+					continue
+				}
+				// An overflowed queue lost events: read again.
+				wake()
+			}
+		}
+	}()
+	return ch, w.Close, nil
+}

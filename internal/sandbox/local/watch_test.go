@@ -1,0 +1,53 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+)
+
+// Watch wakes its reader when a file in the directory is written (as
+// CopyTo and the agent write: a temporary file renamed into place), and
+// refuses what is not a directory of the workspace.
+func TestWatchWakesOnAWrite(t *testing.T) {
+	p := newProvider(t, t.TempDir(), standInAgent(t))
+	ctx := context.Background()
+	if _, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: "watched"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Cleanup(ctx, "watched") })
+	if err := p.CopyTo(ctx, "watched", bytes.NewReader([]byte("{}")), "proto/status.json"); err != nil {
+		t.Fatal(err)
+	}
+	changed, stop, err := p.Watch("watched", "proto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	select {
+	case <-changed:
+		t.Fatal("woken before anything was written")
+	default:
+	}
+	if err := p.CopyTo(ctx, "watched", bytes.NewReader([]byte(`{"phase":"complete"}`)), "proto/status.json"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(time.Minute):
+		t.Fatal("no wake-up after a write")
+	}
+
+	for _, dir := range []string{"proto/status.json", "missing", "../outside", "/tmp"} {
+		if _, stop, err := p.Watch("watched", dir); err == nil {
+			stop()
+			t.Errorf("Watch(%q) succeeded; want it refused", dir)
+		}
+	}
+	if _, _, err := p.Watch("never-made", "proto"); err == nil {
+		t.Error("Watch in a sandbox that does not exist succeeded")
+	}
+}
