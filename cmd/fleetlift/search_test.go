@@ -23,7 +23,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
-var recordSearchHistories = flag.String("record-search-histories", "", "write the histories of TestSearchAttributes' campaign and task runs to this directory (the replay tests' fixtures of runs with search attributes)")
+var recordSearchHistories = flag.String("record-search-histories", "", "write the histories of TestSearchAttributes' campaign (bump) and task runs to this directory (the replay tests' fixtures of runs with search attributes)")
 
 // TestSearchAttributes: Temporal's own clients (its UI and CLI, any SDK)
 // find fleetlift's runs by each search attribute: a campaign by kind, id,
@@ -194,7 +194,10 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 		t.Errorf("still listed as awaiting approval: %v", got)
 	}
 	if *recordSearchHistories != "" {
-		writeHistory(t, c2, "campaign/bump", filepath.Join(*recordSearchHistories, "campaign-search-attributes.history.json"))
+		// campaign/bump runs its units in its own history (direct
+		// units); campaign-search-attributes.history.json is a run from
+		// before, whose units were children.
+		writeHistory(t, c2, "campaign/bump", filepath.Join(*recordSearchHistories, "campaign-direct-units.history.json"))
 		writeHistory(t, c2, "task/needs-ok", filepath.Join(*recordSearchHistories, "task-search-attributes.history.json"))
 	}
 }

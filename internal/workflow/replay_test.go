@@ -55,6 +55,10 @@ func TestReplayCampaignHistory(t *testing.T) {
 		// attributes and keeps its phase current (TestSearchAttributes
 		// in cmd/fleetlift).
 		"campaign-search-attributes": "campaign/bump",
+		// The same campaign run since a unit that needs no approval runs
+		// as one activity of the campaign (directUnitsChange), recorded
+		// by TestSearchAttributes -record-search-histories.
+		"campaign-direct-units": "campaign/bump",
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, err := os.Open("testdata/" + name + ".history.json")
