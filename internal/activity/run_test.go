@@ -152,3 +152,46 @@ func TestWaitWakesWhenTheAgentWrites(t *testing.T) {
 		t.Fatal("the wait did not wake when the agent wrote its status (it polls hourly here)")
 	}
 }
+
+// A task cancelled while its agent works (its campaign cancelled, say)
+// leaves no sandbox behind.
+func TestRunSandboxedCancelledRemovesTheSandbox(t *testing.T) {
+	a, _ := newActivities(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.RunSandboxed(ctx, activity.RunInput{Provision: activity.ProvisionInput{SandboxID: "cancelled"},
+			Manifest: protocol.Manifest{TaskID: "cancelled", Title: "awaiting_input"}, Timeout: time.Hour})
+		done <- err
+	}()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if st, err := a.Sandbox.Status(t.Context(), "cancelled"); err == nil && st.Phase == sandbox.PhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox never ran")
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled run ended with %v", err)
+	}
+	gone(t, a, "cancelled")
+}
+
+// A worker that is stopping leaves its sandbox to the attempt that takes
+// over from it, which waits for that sandbox's agent.
+func TestRunSandboxedLeavesTheSandboxWhenItsWorkerStops(t *testing.T) {
+	a, env := newActivities(t)
+	stop := make(chan struct{})
+	env.SetWorkerStopChannel(stop)
+	close(stop)
+	_, err := runSandboxed(t, a, env, "stopping", "awaiting_input", 2*time.Second)
+	if err == nil {
+		t.Fatal("an agent that never finished finished")
+	}
+	t.Cleanup(func() { _ = a.Sandbox.Cleanup(context.Background(), "stopping") })
+	if _, err := a.Sandbox.Status(t.Context(), "stopping"); err != nil {
+		t.Errorf("the stopping worker removed the sandbox the next attempt takes up: %v", err)
+	}
+}
