@@ -519,6 +519,17 @@ func TestCampaignRetryFailed(t *testing.T) {
 		if st.Units[0].Attempts != 2 {
 			t.Errorf("r0 attempts %d, want 2", st.Units[0].Attempts)
 		}
+		// Run again, r0 ran in a sandbox of that attempt's own.
+		var r0 []string
+		for id, key := range f.unit {
+			if key == "r0" {
+				r0 = append(r0, id)
+			}
+		}
+		slices.Sort(r0)
+		if len(r0) != 2 || !strings.HasPrefix(r0[1], "default-test-workflow-id-r0-retry-1-") {
+			t.Errorf("r0's sandboxes %q, want a second one for its retry", r0)
+		}
 	})
 }
 
@@ -675,36 +686,5 @@ func TestCampaignRunsUnitsWithoutApprovalInItsOwnHistory(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// A unit run again (retry-failed) runs in a sandbox of its own attempt.
-func TestCampaignRetriedDirectUnitGetsANewSandbox(t *testing.T) {
-	f := &fleet{fail: map[string]bool{"r0": true}}
-	env := newCampaignEnv(f)
-	in := campaignInput(1)
-	in.ThresholdPercent = 100
-	in.PullRequestsPerHour, in.Burst = 1, 1
-	env.RegisterDelayedCallback(func() {
-		f.mu.Lock()
-		f.fail["r0"] = false
-		f.mu.Unlock()
-		env.SignalWorkflow(workflow.SignalRetryFailed, nil)
-	}, time.Minute)
-	in.Units = append(in.Units, workflow.Unit{Key: "late", Repositories: []protocol.Repository{{Name: "late"}}})
-	env.ExecuteWorkflow(workflow.Campaign, in)
-	st := campaignResult(t, env)
-	if st.Units[0].Phase != workflow.TaskCompleted || st.Units[0].Attempts != 2 {
-		t.Fatalf("r0: %+v", st.Units[0])
-	}
-	var r0 []string
-	for id, key := range f.unit {
-		if key == "r0" {
-			r0 = append(r0, id)
-		}
-	}
-	slices.Sort(r0)
-	if len(r0) != 2 || !strings.HasPrefix(r0[1], "default-test-workflow-id-r0-retry-1-") {
-		t.Errorf("r0's sandboxes %q, want a second one for its retry", r0)
 	}
 }
