@@ -526,24 +526,20 @@ func (c *campaignRun) startUnit(key string) workflow.Future {
 	m.Parallel = c.units[key].Parallel
 	in.Manifest = m
 
-	// Child ids are deterministic within a run of the campaign (a replay
-	// or a retried workflow task never starts a second child) and new for
-	// each new run of the same campaign id (whose earlier children have
-	// finished and keep their ids).
+	// Child ids, and direct units' sandboxes, are deterministic within a
+	// run of the campaign (a replay or a retried workflow task never
+	// starts a second one) and new for each new run of the same campaign
+	// id (whose earlier children have finished and keep their ids) and
+	// each retry of the unit.
 	info := workflow.GetInfo(c.ctx)
-	id := fmt.Sprintf("%s/%s@%s", info.WorkflowExecution.ID, key, shortRunID(info.FirstRunID))
+	retry := ""
 	if r.Attempts > 1 {
-		id = fmt.Sprintf("%s/retry-%d", id, r.Attempts-1)
+		retry = fmt.Sprintf("/retry-%d", r.Attempts-1)
 	}
 	if direct {
-		// The sandbox is named as a child's would be: for this run of
-		// the campaign and this attempt of the unit.
-		name := info.WorkflowExecution.ID + "/" + key
-		if r.Attempts > 1 {
-			name = fmt.Sprintf("%s/retry-%d", name, r.Attempts-1)
-		}
-		return c.startDirect(sandboxID(name, info.FirstRunID), in)
+		return c.startDirect(sandboxID(info.WorkflowExecution.ID+"/"+key+retry, info.FirstRunID), in)
 	}
+	id := fmt.Sprintf("%s/%s@%s%s", info.WorkflowExecution.ID, key, shortRunID(info.FirstRunID), retry)
 	r.WorkflowID = id
 	c.p.Results[key] = r
 	cctx := workflow.WithChildOptions(c.ctx, workflow.ChildWorkflowOptions{
