@@ -81,8 +81,8 @@ func (r *round) report(o Observation, res result) {
 	}
 	fmt.Fprintf(w, "  %-46s %8s  %s\n", "figure", "measured", "goal")
 	fmt.Fprintf(w, "  %-46s %8s  %d/%d\n", "repositories with exactly one correct branch", fmt.Sprintf("%d/%d", f.Correct, f.Repos), f.Repos, f.Repos)
-	fmt.Fprintf(w, "  %-46s %8d  0   (extra branches %d, campaign runs %d, task runs %d; %d task runs for %d repositories, %d ran more than once)\n",
-		"duplicate branches or runs", f.Duplicates(), f.ExtraBranches, f.ExtraCampaignRuns, f.DuplicateTaskRuns, f.TaskRuns, f.Repos, f.RanAgain)
+	fmt.Fprintf(w, "  %-46s %8d  0   (extra branches %d, campaign runs %d, task runs %d; %d task runs for %d repositories, %d sandboxes lost and replaced in units the campaign ran itself, %d ran more than once)\n",
+		"duplicate branches or runs", f.Duplicates(), f.ExtraBranches, f.ExtraCampaignRuns, f.DuplicateTaskRuns, f.TaskRuns, f.Repos, f.SandboxesLost, f.RanAgain)
 	fmt.Fprintf(w, "  %-46s %8d  0\n", "approvals lost", f.ApprovalsLost)
 	fmt.Fprintf(w, "  %-46s %8d  0\n", "units stuck", f.Stuck)
 	fmt.Fprintf(w, "  %-46s %8d  0   (%d starts of up; %d installs never served again)\n", "restarts that failed", f.RestartsFailed, len(r.ups), r.neverServed)

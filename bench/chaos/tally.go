@@ -46,6 +46,9 @@ type Unit struct {
 	Key   string
 	Phase string
 	Error string
+	// Lost counts the sandboxes the unit's latest run lost to crashes
+	// and replaced (the campaign's sandboxes_lost).
+	Lost int
 	// Applied lists the approval records the unit's tasks report carried
 	// out.
 	Applied []string
@@ -96,9 +99,12 @@ type Figures struct {
 	ExtraCampaignRuns int
 	DuplicateTaskRuns int
 	// TaskRuns counts every task execution, duplicate or not, and
-	// RanAgain the repositories with more than one.
+	// RanAgain the repositories with more than one, or, for a unit the
+	// campaign ran itself (no task execution of its own), with a sandbox
+	// lost and replaced; SandboxesLost counts those sandboxes.
 	TaskRuns       int
 	RanAgain       int
+	SandboxesLost  int
 	ApprovalsLost  int
 	Stuck          int
 	RestartsFailed int
@@ -143,6 +149,12 @@ func Tally(o Observation) Figures {
 			f.RanAgain++
 		}
 		f.DuplicateTaskRuns += duplicateTaskRuns(runs)
+	}
+	for _, u := range o.Units {
+		if u.Lost > 0 && len(tasks[u.Key]) == 0 {
+			f.SandboxesLost += u.Lost
+			f.RanAgain++
+		}
 	}
 	for _, key := range dedupe(o.Approved) {
 		if !correct[key] {

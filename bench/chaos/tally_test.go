@@ -65,6 +65,16 @@ func TestTally(t *testing.T) {
 			want: Figures{Repos: 1, Correct: 1, TaskRuns: 2, RanAgain: 1},
 		},
 		{
+			name: "a unit the campaign ran itself, which lost two sandboxes, ran again: no duplicate",
+			o: Observation{
+				CampaignID: "chaos", CampaignStatus: "completed",
+				Repos: []Refs{good("a"), good("b")},
+				Runs:  []Run{campaignRun(0, "completed")},
+				Units: []Unit{{Key: "a", Phase: "completed", Lost: 2}, {Key: "b", Phase: "completed"}},
+			},
+			want: Figures{Repos: 2, Correct: 2, RanAgain: 1, SandboxesLost: 2},
+		},
+		{
 			name: "overlapping runs and a second completion are duplicates",
 			o: Observation{
 				CampaignID: "chaos", CampaignStatus: "completed",
@@ -158,7 +168,8 @@ func TestTally(t *testing.T) {
 			if tt.want.Human != (why != "") {
 				t.Errorf("HumanWhy = %q with Human %t", why, tt.want.Human)
 			}
-			wantGoal := tt.name == "no change: every repository done once" || tt.name == "a retry after a failure is no duplicate"
+			wantGoal := tt.name == "no change: every repository done once" || tt.name == "a retry after a failure is no duplicate" ||
+				tt.name == "a unit the campaign ran itself, which lost two sandboxes, ran again: no duplicate"
 			if got.MeetsGoal() != wantGoal {
 				t.Errorf("MeetsGoal() = %t, want %t", got.MeetsGoal(), wantGoal)
 			}

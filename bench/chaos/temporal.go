@@ -108,7 +108,7 @@ func (v campaignView) units() []Unit {
 	}
 	out := make([]Unit, 0, len(v.st.Units))
 	for _, u := range v.st.Units {
-		out = append(out, Unit{Key: u.Key, Phase: string(u.Phase), Error: u.Error, Applied: u.Applied})
+		out = append(out, Unit{Key: u.Key, Phase: string(u.Phase), Error: u.Error, Applied: u.Applied, Lost: u.SandboxesLost})
 	}
 	return out
 }

@@ -269,6 +269,9 @@ type jsonRepo struct {
 	Error        string   `json:"error,omitempty"`
 	WorkflowID   string   `json:"workflow_id,omitempty"`
 	Attempts     int      `json:"attempts,omitempty"`
+	// SandboxesLost: a campaign's unit's sandboxes lost to crashes and
+	// replaced in its latest run.
+	SandboxesLost int `json:"sandboxes_lost,omitempty"`
 }
 
 type jsonAwaiting struct {
@@ -297,7 +300,8 @@ func (s *runState) json(waiting []*workflow.TaskState, diff bool) jsonRun {
 		out.Summary = &jsonSummary{Total: sm.Total, Completed: sm.Completed, Failed: sm.Failed, Skipped: sm.Skipped,
 			Cancelled: sm.Cancelled, Running: sm.Running, PullRequests: sm.PRsCreated, Reports: sm.ReportsCollected}
 		for _, u := range c.Units {
-			r := jsonRepo{Name: u.Key, Status: string(u.Phase), PullRequests: []string{}, Error: u.Error, WorkflowID: u.WorkflowID, Attempts: u.Attempts}
+			r := jsonRepo{Name: u.Key, Status: string(u.Phase), PullRequests: []string{}, Error: u.Error, WorkflowID: u.WorkflowID,
+				Attempts: u.Attempts, SandboxesLost: u.SandboxesLost}
 			for _, pr := range u.PRs {
 				r.PullRequests = append(r.PullRequests, pr.URL)
 			}

@@ -58,7 +58,7 @@ func TestStatusJSONShape(t *testing.T) {
 		Summary: workflow.Summary{Total: 2, Completed: 1, Failed: 1, PRsCreated: 1},
 		Units: []workflow.UnitResult{
 			{Key: "api", Phase: workflow.TaskCompleted, Attempts: 1, WorkflowID: "campaign/c/api@1", PRs: []protocol.PullRequestInfo{{URL: "https://git.example.com/acme/api/pulls/3"}}},
-			{Key: "web", Phase: workflow.TaskFailed, Attempts: 2, Error: "verifier build failed\u009b2J"},
+			{Key: "web", Phase: workflow.TaskFailed, Attempts: 2, Error: "verifier build failed\u009b2J", SandboxesLost: 1},
 		},
 	}}
 	task := &workflow.TaskState{ID: "t", Phase: workflow.TaskAwaitingApproval, ResultDigest: "sha256:" + strings.Repeat("a", 64),
@@ -94,7 +94,8 @@ func TestStatusJSONShape(t *testing.T) {
 		t.Fatalf("campaign repositories: %v", c["repositories"])
 	}
 	api, web := repos[0].(map[string]any), repos[1].(map[string]any)
-	if api["name"] != "api" || api["status"] != "completed" || len(api["pull_requests"].([]any)) != 1 || web["attempts"] != float64(2) {
+	if api["name"] != "api" || api["status"] != "completed" || len(api["pull_requests"].([]any)) != 1 || web["attempts"] != float64(2) ||
+		web["sandboxes_lost"] != float64(1) || api["sandboxes_lost"] != nil {
 		t.Errorf("campaign repositories: %v", repos)
 	}
 	if web["error"] != "verifier build failed\u009b2J" {

@@ -85,6 +85,10 @@ type UnitResult struct {
 	// Repos is what happened in each repository of a unit of several
 	// (a group), once it ran: its PRs and Reports count them together.
 	Repos []UnitRepo `json:"repos,omitempty"`
+	// SandboxesLost counts the sandboxes the unit's latest run lost to
+	// crashes (an agent killed, a sandbox gone) and replaced: the work
+	// ran again that many times.
+	SandboxesLost int `json:"sandboxes_lost,omitempty"`
 }
 
 // HasFailures reports whether the unit failed, or completed with a
@@ -642,6 +646,7 @@ func (c *campaignRun) record(key string, f workflow.Future) {
 	}
 	r.Phase = tr.Phase
 	r.Error = tr.Error
+	r.SandboxesLost = tr.SandboxesLost
 	r.Applied = append(r.Applied, tr.Applied...)
 	r.PRs, r.Reports, r.Repos = nil, 0, nil
 	grouped := len(c.units[key].Repositories) > 1

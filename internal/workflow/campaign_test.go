@@ -35,12 +35,13 @@ type fleet struct {
 	// repository in failRepo fails there, the others open a PR.
 	groups   map[string][]string
 	failRepo map[string]bool
+	// lose names units whose every sandbox is lost (the agent's wait
+	// fails as RunSandboxed's does once it gave up); lost names direct
+	// units that lost one sandbox and finished in the next.
+	lose, lost map[string]bool
 	// slow units' agents take this long (real time), or less when the
 	// event until names for them has happened first; events records
 	// "start:key" and "end:key" as units provision and clean up.
-	// lose names units whose every sandbox is lost (the agent's wait
-	// fails as RunSandboxed's does once it gave up).
-	lose   map[string]bool
 	slow   map[string]time.Duration
 	until  map[string]string
 	events []string
@@ -130,7 +131,13 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		func(context.Context, activity.SubmitManifestInput) error { return nil }, wait, read, cleanup))
 	env.OnActivity(a.SubmitSteering, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(cleanup)
-	env.OnActivity(a.RunSandboxed, mock.Anything, mock.Anything).Return(runSandboxed(provision, wait, read, cleanup))
+	lost := func(in activity.RunInput) []string {
+		if f.lost[strings.TrimPrefix(in.Provision.Labels["fleetlift.io/task-id"], "c/")] {
+			return []string{"sandbox " + in.Provision.SandboxID + " lost (killed): the work runs again in a new one"}
+		}
+		return nil
+	}
+	env.OnActivity(a.RunSandboxed, mock.Anything, mock.Anything).Return(runSandboxed(lost, provision, wait, read, cleanup))
 }
 
 // forEachMode runs a test with the sliding window and with strict
@@ -654,7 +661,7 @@ func TestCampaignRunsUnitsWithoutApprovalInItsOwnHistory(t *testing.T) {
 		{"report", false, protocol.ModeReport, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := &fleet{fail: map[string]bool{"r1": true}, lose: map[string]bool{"r2": true}}
+			f := &fleet{fail: map[string]bool{"r1": true}, lose: map[string]bool{"r2": true}, lost: map[string]bool{"r0": true}}
 			env := newCampaignEnv(f)
 			in := campaignInput(3)
 			in.StrictBatches = false
@@ -678,6 +685,9 @@ func TestCampaignRunsUnitsWithoutApprovalInItsOwnHistory(t *testing.T) {
 			}
 			if c.child {
 				return
+			}
+			if st.Units[0].SandboxesLost != 1 {
+				t.Errorf("r0 lost a sandbox on its way: %+v", st.Units[0])
 			}
 			ids := slices.Sorted(maps.Keys(f.unit))
 			for i, id := range ids {

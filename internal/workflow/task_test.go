@@ -412,8 +412,8 @@ func awaitResult(submit func(context.Context, activity.SubmitManifestInput) erro
 }
 
 // runSandboxed is the stand-in RunSandboxed made of the stand-ins for the
-// steps it takes.
-func runSandboxed(provision func(context.Context, activity.ProvisionInput) (activity.SandboxRef, error),
+// steps it takes; lost says which sandboxes it lost on the way.
+func runSandboxed(lost func(activity.RunInput) []string, provision func(context.Context, activity.ProvisionInput) (activity.SandboxRef, error),
 	wait func(context.Context, activity.WaitInput) (protocol.Status, error),
 	read func(context.Context, activity.ReadResultInput) (protocol.Result, error),
 	cleanup func(context.Context, activity.CleanupInput) error) func(context.Context, activity.RunInput) (activity.RunOutcome, error) {
@@ -431,6 +431,6 @@ func runSandboxed(provision func(context.Context, activity.ProvisionInput) (acti
 		if err != nil {
 			return activity.RunOutcome{}, err
 		}
-		return activity.RunOutcome{Status: st, Result: r}, nil
+		return activity.RunOutcome{Status: st, Result: r, Lost: lost(in)}, nil
 	}
 }
