@@ -18,32 +18,8 @@ import (
 // through CopyFrom's checks. The directory must be a directory in the
 // workspace, not a symbolic link.
 func (p *Provider) Watch(id, dir string) (changed <-chan struct{}, stop func() error, err error) {
-	b, _, err := p.find(id)
+	w, err := p.watch(id, dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("watch %s in sandbox: %w", dir, err)
-	}
-	rel, err := workspacePath(dir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
-	}
-	root, err := os.OpenRoot(b.workspace)
-	if err != nil {
-		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
-	}
-	fi, err := root.Lstat(rel)
-	root.Close()
-	if err == nil && !fi.IsDir() {
-		err = fmt.Errorf("not a directory (%s)", fi.Mode().Type())
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
-	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
-	}
-	if err := w.Add(filepath.Join(b.workspace, rel)); err != nil {
-		w.Close()
 		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
 	}
 	ch := make(chan struct{}, 1)
@@ -74,4 +50,38 @@ func (p *Provider) Watch(id, dir string) (changed <-chan struct{}, stop func() e
 		}
 	}()
 	return ch, w.Close, nil
+}
+
+// watch starts an fsnotify watch on dir, which must be a directory of
+// sandbox id's workspace.
+func (p *Provider) watch(id, dir string) (*fsnotify.Watcher, error) {
+	b, _, err := p.find(id)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := workspacePath(dir)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(b.workspace)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := root.Lstat(rel)
+	root.Close()
+	if err == nil && !fi.IsDir() {
+		err = fmt.Errorf("not a directory (%s)", fi.Mode().Type())
+	}
+	if err != nil {
+		return nil, err
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Add(filepath.Join(b.workspace, rel)); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
 }
