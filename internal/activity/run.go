@@ -52,9 +52,10 @@ type RunOutcome struct {
 	Notes []string `json:",omitempty"`
 }
 
-// runProgress is RunSandboxed's heartbeat: the sandbox it works in and
-// the ones lost before it, which an attempt that takes over from a dead
-// worker starts from.
+// runProgress is RunSandboxed's heartbeat: the sandboxes lost so far,
+// which an attempt that takes over from a dead worker starts from (its
+// sandbox is the next after them), and, for whoever reads the heartbeat
+// (Temporal's UI), the sandbox in use.
 type runProgress struct {
 	Sandbox string   `json:"sandbox"`
 	Lost    []string `json:"lost,omitempty"`
@@ -103,7 +104,7 @@ func (a *Activities) RunSandboxed(ctx context.Context, in RunInput) (RunOutcome,
 			out.Status, out.Result = st, r
 			return out, nil
 		}
-		if !lostSandbox(err) {
+		if !SandboxLost(err) {
 			return out, err
 		}
 		out.Lost = append(out.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", id, appMessage(err)))
@@ -166,9 +167,9 @@ func (a *Activities) removeAfter(ctx context.Context, ref SandboxRef) {
 	}
 }
 
-// lostSandbox reports whether err says the sandbox was lost (its agent
+// SandboxLost reports whether err says the sandbox was lost (its agent
 // exited without finishing, or it is gone), not that the work failed.
-func lostSandbox(err error) bool {
+func SandboxLost(err error) bool {
 	var ae *temporal.ApplicationError
 	return errors.As(err, &ae) && (ae.Type() == ErrAgentExited || ae.Type() == ErrSandboxGone)
 }

@@ -573,14 +573,7 @@ func directUnit(m protocol.Manifest) bool {
 // startDirect runs a unit's task as one activity (RunSandboxed) on any
 // worker, in sandbox sandboxID (and those that replace it).
 func (c *campaignRun) startDirect(sandboxID string, in TaskInput) workflow.Future {
-	timeout := in.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Minute
-	}
-	heartbeat := in.HeartbeatTimeout
-	if heartbeat <= 0 {
-		heartbeat = 10 * time.Second
-	}
+	timeout, heartbeat := in.agentTimeout(), in.heartbeatTimeout()
 	actx := workflow.WithActivityOptions(c.ctx, workflow.ActivityOptions{
 		// Each sandbox's agent has the timeout; provisioning and removal
 		// take a little more.

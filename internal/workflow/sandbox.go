@@ -92,8 +92,7 @@ func (s sandboxSteps) cleanup(ctx workflow.Context, ref activity.SandboxRef) err
 // gone), the sandbox is gone, or no worker of the sandbox's host took a
 // step in time.
 func sandboxLost(err error) bool {
-	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) && (ae.Type() == activity.ErrAgentExited || ae.Type() == activity.ErrSandboxGone) {
+	if activity.SandboxLost(err) {
 		return true
 	}
 	var te *temporal.TimeoutError

@@ -120,10 +120,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}
 	}()
 
-	timeout := in.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Minute
-	}
+	timeout := in.agentTimeout()
 	// unsubmitted is set while the sandbox's agent awaits the manifest
 	// the next wait hands it (waitSubmitsChange).
 	unsubmitted := false
@@ -169,10 +166,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		return nil
 	}
 
-	heartbeat := in.HeartbeatTimeout
-	if heartbeat <= 0 {
-		heartbeat = 10 * time.Second
-	}
+	heartbeat := in.heartbeatTimeout()
 	// wait waits for the agent and reads its result. A worker that dies
 	// while waiting is noticed at the heartbeat timeout and the wait goes
 	// on elsewhere, as often as that happens within the budget.

@@ -74,6 +74,22 @@ type TaskInput struct {
 	Credentials *activity.Credentials `json:",omitempty"`
 }
 
+// agentTimeout is Timeout, 30 minutes when unset.
+func (in TaskInput) agentTimeout() time.Duration {
+	if in.Timeout > 0 {
+		return in.Timeout
+	}
+	return 30 * time.Minute
+}
+
+// heartbeatTimeout is HeartbeatTimeout, 10 seconds when unset.
+func (in TaskInput) heartbeatTimeout() time.Duration {
+	if in.HeartbeatTimeout > 0 {
+		return in.HeartbeatTimeout
+	}
+	return 10 * time.Second
+}
+
 // TaskPhase is where a Task workflow is.
 type TaskPhase string
 
