@@ -71,13 +71,21 @@ func (s *Server) checkServes(wait time.Duration) error {
 }
 
 // retryUnavailable calls call until it returns anything but Unavailable,
-// or ctx ends; it returns the last error.
+// or ctx ends; it returns the last error. A call cut off by ctx's end
+// after earlier calls were Unavailable returns the last Unavailable: it
+// says why the server could not answer (a damaged database, say), where
+// the deadline says nothing (a loaded machine ends the wait mid-call).
 func retryUnavailable(ctx context.Context, call func() error) error {
+	var unavailable error
 	for {
 		err := call()
+		if unavailable != nil && ctx.Err() != nil && status.Code(err) == codes.DeadlineExceeded {
+			return unavailable
+		}
 		if status.Code(err) != codes.Unavailable {
 			return err
 		}
+		unavailable = err
 		select {
 		case <-ctx.Done():
 			return err
