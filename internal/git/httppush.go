@@ -22,34 +22,37 @@ import (
 	"time"
 )
 
-// httpPush pushes one commit of a clone over git's smart HTTP protocol
-// in this process, instead of git push and the four processes it starts
-// (the HTTP helper, send-pack, pack-objects, the credential helper). It
-// takes the common case only: a commit made in the clone on top of what
-// was fetched, so that the objects to send are the loose ones reachable
-// from it (a fetch leaves packs; a commit, its trees and the blobs git
-// add stored are loose).
+// smartHTTP talks git's smart HTTP protocol to one repository in this
+// process, instead of git and the processes it starts (the HTTP helper,
+// send-pack or fetch-pack, pack-objects or index-pack, the credential
+// helper). It takes the common case only.
 //
-// errHTTPPushDeclined (wrapped) says git push should do it instead: the
-// URL, the environment (a proxy, a certificate authority of its own), the
-// server or the clone is not the common case, or the server refused the
+// push sends one commit of a clone: a commit made in the clone on top of
+// what was fetched, so that the objects to send are the loose ones
+// reachable from it (a fetch leaves packs; a commit, its trees and the
+// blobs git add stored are loose). clone (httpclone.go) makes a shallow
+// clone of one branch.
+//
+// errLeftToGit (wrapped) says git should do it instead: the URL, the
+// environment (a proxy, a certificate authority of its own), the server
+// or the repository is not the common case, or the server refused the
 // push (objects packed in the clone it lacks, a hook, a race), which git
-// push then tries and explains. The one other error is the lease's: the
-// branch is not where the push expected it.
-type httpPush struct {
+// push then tries and explains. The one other error of push is the
+// lease's: the branch is not where the push expected it.
+type smartHTTP struct {
 	g      *Git
 	url    string
 	client *http.Client
 }
 
-var errHTTPPushDeclined = errors.New("left to git push")
+var errLeftToGit = errors.New("left to git")
 
-// declined wraps errHTTPPushDeclined with why.
+// declined wraps errLeftToGit with why.
 func declined(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errHTTPPushDeclined}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{errLeftToGit}, args...)...)
 }
 
-// maxHTTPPushBytes bounds the objects httpPush holds in memory; a larger
+// maxHTTPPushBytes bounds the objects a push holds in memory; a larger
 // push streams through git.
 const maxHTTPPushBytes = 32 << 20
 
@@ -57,9 +60,9 @@ const maxHTTPPushBytes = 32 << 20
 // any of them set, git pushes.
 var proxyEnv = []string{"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}
 
-// newHTTPPush returns the in-process push to rawURL, or an error wrapping
-// errHTTPPushDeclined when git should push.
-func (g *Git) newHTTPPush(rawURL string) (*httpPush, error) {
+// newSmartHTTP returns the in-process client of the repository at rawURL,
+// or an error wrapping errLeftToGit when git should talk to it.
+func (g *Git) newSmartHTTP(rawURL string) (*smartHTTP, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, declined("not a plain URL")
@@ -83,7 +86,7 @@ func (g *Git) newHTTPPush(rawURL string) (*httpPush, error) {
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
-	return &httpPush{g: g, url: strings.TrimSuffix(rawURL, "/"), client: &http.Client{
+	return &smartHTTP{g: g, url: strings.TrimSuffix(rawURL, "/"), client: &http.Client{
 		Transport: tr,
 		// The token goes to the URL's origin alone: a redirect is git's
 		// to follow (its own rules), not this client's.
@@ -125,8 +128,24 @@ func caRoots(file, dir string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// do sends one request, with the token when its origin may have it.
-func (p *httpPush) do(ctx context.Context, method, path, contentType string, body []byte) ([]byte, error) {
+// do sends one request, with the token when its origin may have it, and
+// reads an answer of at most a megabyte.
+func (p *smartHTTP) do(ctx context.Context, method, path, contentType string, body []byte) ([]byte, error) {
+	resp, err := p.send(ctx, method, path, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, declined("read the answer: %v", err)
+	}
+	return data, nil
+}
+
+// send sends one request, with the token when its origin may have it; the
+// answer's status is 200 and its body is the caller's to close.
+func (p *smartHTTP) send(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -154,25 +173,21 @@ func (p *httpPush) do(ctx context.Context, method, path, contentType string, bod
 		// The error names the URL, never the header.
 		return nil, declined("%s", p.g.redact(err.Error()))
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, declined("read the answer: %v", err)
-	}
 	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
 		return nil, declined("%s %s: %s", method, Redact(path), resp.Status)
 	}
-	return data, nil
+	return resp, nil
 }
 
 // push sends u (Src a full object id) from the clone whose objects
 // directory is objects, and reports whether it made u.Dst.
-func (p *httpPush) push(ctx context.Context, objects string, u RefUpdate) (bool, error) {
+func (p *smartHTTP) push(ctx context.Context, objects string, u RefUpdate) (bool, error) {
 	adv, err := p.do(ctx, http.MethodGet, "/info/refs?service=git-receive-pack", "", nil)
 	if err != nil {
 		return false, err
 	}
-	refs, caps, err := parseAdvertisement(adv)
+	refs, caps, err := parseAdvertisement(adv, "git-receive-pack")
 	if err != nil {
 		return false, err
 	}
@@ -255,14 +270,15 @@ func writePktLine(w *bytes.Buffer, s string) {
 	fmt.Fprintf(w, "%04x%s", len(s)+4, s)
 }
 
-// parseAdvertisement reads receive-pack's ref advertisement.
-func parseAdvertisement(data []byte) (map[string]string, map[string]bool, error) {
+// parseAdvertisement reads the ref advertisement of service
+// (git-receive-pack, git-upload-pack).
+func parseAdvertisement(data []byte, service string) (map[string]string, map[string]bool, error) {
 	lines, err := pktLines(data)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(lines) < 2 || lines[0] != "# service=git-receive-pack" || lines[1] != "" {
-		return nil, nil, declined("not a receive-pack advertisement")
+	if len(lines) < 2 || lines[0] != "# service="+service || lines[1] != "" {
+		return nil, nil, declined("not a %s advertisement", service)
 	}
 	refs, caps := map[string]string{}, map[string]bool{}
 	for i, line := range lines[2:] {

@@ -262,8 +262,8 @@ func (g *Git) PushCreated(ctx context.Context, dir, url string, updates ...RefUp
 	if len(resolved) == 1 && isHTTP(url) && CheckURL(url) == nil {
 		// One branch over HTTP, the push of nearly every repository of a
 		// campaign: in this process when it is the common case
-		// (httpPush), by git push otherwise.
-		if made, err := g.httpPushCreated(ctx, dir, url, resolved[0]); !errors.Is(err, errHTTPPushDeclined) {
+		// (smartHTTP), by git push otherwise.
+		if made, err := g.httpPushCreated(ctx, dir, url, resolved[0]); !errors.Is(err, errLeftToGit) {
 			return made, err
 		}
 	}
@@ -276,9 +276,9 @@ func (g *Git) PushCreated(ctx context.Context, dir, url string, updates ...RefUp
 }
 
 // httpPushCreated pushes u from the clone at dir in this process (see
-// httpPush): an error wrapping errHTTPPushDeclined leaves it to git push.
+// smartHTTP): an error wrapping errLeftToGit leaves it to git push.
 func (g *Git) httpPushCreated(ctx context.Context, dir, url string, u RefUpdate) ([]string, error) {
-	p, err := g.newHTTPPush(url)
+	p, err := g.newSmartHTTP(url)
 	if err != nil {
 		return nil, err
 	}

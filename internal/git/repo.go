@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,6 +49,19 @@ func (g *Git) Clone(ctx context.Context, url, dest string, o CloneOptions) error
 		}
 	} else {
 		args = append(args, "--no-recurse-submodules")
+	}
+	if _, err := os.Lstat(dest); isHTTP(url) && errors.Is(err, fs.ErrNotExist) {
+		// A shallow clone of a branch over HTTP, the clone of nearly
+		// every repository of a campaign: in this process when it is the
+		// common case (httpClone), by git clone otherwise, from scratch
+		// (a failed httpClone leaves no dest).
+		err := g.httpClone(ctx, url, dest, o)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("clone %s: %w", Redact(url), context.Cause(ctx))
+		}
 	}
 	args = append(args, "--", url, dest)
 	if _, err := g.run(ctx, invocation{dir: filepath.Dir(dest), args: args, remote: url}); err != nil {

@@ -1,0 +1,543 @@
+package git
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxHTTPCloneBytes bounds the pack an in-process clone holds in memory,
+// and maxHTTPCloneObjectBytes the objects it inflates from it: a larger
+// repository is left to git clone, which streams.
+const (
+	maxHTTPCloneBytes       = 64 << 20
+	maxHTTPCloneObjectBytes = 256 << 20
+)
+
+// httpClone makes the clone Clone would, in this process: a shallow clone
+// of one branch over smart HTTP, instead of git clone and the five
+// processes it starts (the HTTP helper twice, index-pack, rev-list, the
+// credential helper). It fetches the branch's pack, keeps it as the
+// clone's one pack with the index git would write for it, checks the
+// branch out and writes the index, a tree cache included, as git clone
+// leaves them.
+//
+// It takes the common case only. An error wrapping errLeftToGit says git
+// clone should make it instead: the URL, the environment, the server or
+// the repository is not that case. That is a clone of a tag, of an empty
+// repository, with submodules or in full; a pack larger than
+// maxHTTPCloneBytes; a tree with a path git would refuse or treat
+// specially (a .git in any case, a name Windows reads as another, an
+// unknown mode). A tree with a .gitattributes anywhere is checked out by
+// git (read-tree), which applies the attributes; the rest is still done
+// here.
+func (g *Git) httpClone(ctx context.Context, rawURL, dest string, o CloneOptions) error {
+	if o.Submodules || o.Depth <= 0 {
+		return declined("a full clone, or one with submodules")
+	}
+	p, err := g.newSmartHTTP(rawURL)
+	if err != nil {
+		return err
+	}
+	defer p.client.CloseIdleConnections()
+	adv, err := p.do(ctx, http.MethodGet, "/info/refs?service=git-upload-pack", "", nil)
+	if err != nil {
+		return err
+	}
+	refs, caps, err := parseAdvertisement(adv, "git-upload-pack")
+	if err != nil {
+		return err
+	}
+	if !caps["shallow"] || !caps["side-band-64k"] || caps["object-format=sha256"] {
+		return declined("the server or the object format is not the common case")
+	}
+	ref := "refs/heads/" + o.Branch
+	if o.Branch == "" {
+		for c := range caps {
+			if target, ok := strings.CutPrefix(c, "symref=HEAD:"); ok {
+				ref = target
+			}
+		}
+	}
+	branch, ok := strings.CutPrefix(ref, "refs/heads/")
+	tip := refs[ref]
+	if !ok || branch == "" || CheckBranch(branch) != nil || strings.ContainsRune(branch, '"') || tip == "" {
+		// A tag, a missing branch, an empty repository: git says what
+		// it makes of it.
+		return declined("no branch %q advertised", ref)
+	}
+	want := "side-band-64k no-progress shallow"
+	if caps["ofs-delta"] {
+		want += " ofs-delta"
+	}
+	for c := range caps {
+		if strings.HasPrefix(c, "agent=") {
+			want += " agent=git/fleetlift"
+			break
+		}
+	}
+	var body bytes.Buffer
+	writePktLine(&body, fmt.Sprintf("want %s %s\n", tip, want))
+	writePktLine(&body, fmt.Sprintf("deepen %d\n", o.Depth))
+	body.WriteString("0000")
+	writePktLine(&body, "done\n")
+	resp, err := p.send(ctx, http.MethodPost, "/git-upload-pack", "application/x-git-upload-pack-request", body.Bytes())
+	if err != nil {
+		return err
+	}
+	shallow, pack, err := readUploadPack(bufio.NewReader(resp.Body))
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	objs, err := readPack(pack)
+	if err != nil {
+		return err
+	}
+	c := &cloneWriter{dest: dest, gd: filepath.Join(dest, ".git"), objs: objs}
+	co, err := c.plan(tip)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(dest, 0o777); err != nil {
+		return declined("create %s: %v", dest, err)
+	}
+	// From here on dest is this clone's: what fails leaves nothing.
+	err = c.writeRepository(rawURL, branch, tip, o.Branch == "", shallow, pack)
+	if err == nil && co.attributes {
+		_, err = g.run(ctx, invocation{dir: dest, args: []string{"read-tree", "--reset", "-u", "HEAD"}})
+	} else if err == nil {
+		err = c.checkout(co)
+	}
+	if err != nil {
+		if rerr := os.RemoveAll(dest); rerr != nil {
+			return fmt.Errorf("remove the failed clone: %w", rerr)
+		}
+	}
+	return err
+}
+
+// readUploadPack reads upload-pack's answer to a shallow fetch: the
+// shallow commits, a NAK, then the pack on side band 1.
+func readUploadPack(r *bufio.Reader) (shallow []string, pack []byte, err error) {
+	var hdr [4]byte
+	var buf []byte
+	next := func() (data []byte, flush bool, err error) {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return nil, false, declined("read upload-pack's answer: %v", err)
+		}
+		n, err := strconv.ParseUint(string(hdr[:]), 16, 16)
+		if err != nil || (n > 0 && n < 4) {
+			return nil, false, declined("a bad pkt-line length %q", hdr[:])
+		}
+		if n == 0 {
+			return nil, true, nil
+		}
+		buf = append(buf[:0], make([]byte, n-4)...)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, false, declined("read upload-pack's answer: %v", err)
+		}
+		if bytes.HasPrefix(buf, []byte("ERR ")) {
+			return nil, false, declined("upload-pack: %s", strings.TrimSpace(string(buf[4:])))
+		}
+		return buf, false, nil
+	}
+	for {
+		line, flush, err := next()
+		if err != nil {
+			return nil, nil, err
+		}
+		if flush {
+			break
+		}
+		id, ok := strings.CutPrefix(strings.TrimSuffix(string(line), "\n"), "shallow ")
+		if !ok || !IsObjectID(id) || len(id) != 40 {
+			return nil, nil, declined("upload-pack sent %q among the shallow commits", line)
+		}
+		shallow = append(shallow, id)
+	}
+	if line, _, err := next(); err != nil {
+		return nil, nil, err
+	} else if string(bytes.TrimSuffix(line, []byte("\n"))) != "NAK" {
+		return nil, nil, declined("upload-pack sent %q, not NAK", line)
+	}
+	for {
+		data, flush, err := next()
+		if err != nil {
+			return nil, nil, err
+		}
+		if flush {
+			return shallow, pack, nil
+		}
+		if len(data) == 0 {
+			return nil, nil, declined("an empty side-band packet")
+		}
+		switch data[0] {
+		case 1:
+			if len(pack)+len(data)-1 > maxHTTPCloneBytes {
+				return nil, nil, declined("a pack of more than %d MiB", maxHTTPCloneBytes>>20)
+			}
+			pack = append(pack, data[1:]...)
+		case 2:
+		case 3:
+			return nil, nil, declined("upload-pack: %s", strings.TrimSpace(string(data[1:])))
+		default:
+			return nil, nil, declined("side band %d", data[0])
+		}
+	}
+}
+
+// cloneWriter writes a clone's repository and work tree from the objects
+// of its pack.
+type cloneWriter struct {
+	dest, gd string
+	objs     *packObjects
+}
+
+// checkoutPlan is what the checkout writes: the root tree's entries, in
+// index order, and the trees for the index's tree cache.
+type checkoutPlan struct {
+	entries []checkoutEntry
+	trees   []cacheTree
+	// attributes: a .gitattributes somewhere; git checks out.
+	attributes bool
+}
+
+type checkoutEntry struct {
+	path string
+	mode uint32
+	id   [hashLen]byte
+}
+
+// cacheTree is one entry of the TREE extension, in its (depth-first)
+// order.
+type cacheTree struct {
+	name     string
+	entries  int
+	subtrees int
+	id       [hashLen]byte
+}
+
+// plan reads the tree of commit tip and decides what the checkout writes.
+func (c *cloneWriter) plan(tip string) (*checkoutPlan, error) {
+	typ, data, ok := c.objs.get(tip)
+	if !ok || typ != objCommit {
+		return nil, declined("the pack has no commit %s", tip)
+	}
+	tree, _, err := commitLinks(data)
+	if err != nil {
+		return nil, err
+	}
+	var co checkoutPlan
+	raw, _ := hex.DecodeString(tree)
+	if _, err := c.planTree(&co, "", "", [hashLen]byte(raw), 0); err != nil {
+		return nil, err
+	}
+	return &co, nil
+}
+
+// planTree adds the entries of tree id at dir ("" the root, named name in
+// its parent) and returns how many index entries it holds.
+func (c *cloneWriter) planTree(co *checkoutPlan, dir, name string, id [hashLen]byte, depth int) (int, error) {
+	if depth > maxDepth {
+		return 0, declined("trees nested too deep")
+	}
+	typ, data, ok := c.objs.getRaw(id)
+	if !ok || typ != objTree {
+		return 0, declined("the pack lacks tree %x", id)
+	}
+	at := len(co.trees)
+	co.trees = append(co.trees, cacheTree{name: name, id: id})
+	count, subtrees := 0, 0
+	prev := ""
+	for len(data) > 0 {
+		sp := bytes.IndexByte(data, ' ')
+		nul := bytes.IndexByte(data, 0)
+		if sp <= 0 || nul < sp || len(data) < nul+1+hashLen {
+			return 0, declined("a malformed tree")
+		}
+		mode, entry := string(data[:sp]), string(data[sp+1:nul])
+		eid := [hashLen]byte(data[nul+1 : nul+1+hashLen])
+		data = data[nul+1+hashLen:]
+		if !safeTreeName(entry) {
+			return 0, declined("a tree entry named %q", entry)
+		}
+		// Tree order, strictly: a name twice is refused by git.
+		key := entry
+		if mode == "40000" {
+			key += "/"
+		}
+		if key <= prev {
+			return 0, declined("a tree out of order at %q", entry)
+		}
+		prev = key
+		path := entry
+		if dir != "" {
+			path = dir + "/" + entry
+		}
+		if len(path) > maxPath {
+			return 0, declined("a path longer than %d bytes", maxPath)
+		}
+		switch mode {
+		case "40000":
+			n, err := c.planTree(co, path, entry, eid, depth+1)
+			if err != nil {
+				return 0, err
+			}
+			count += n
+			subtrees++
+			continue
+		case "100644", "100755", "120000":
+			if typ, _, ok := c.objs.getRaw(eid); !ok || typ != objBlob {
+				return 0, declined("the pack lacks blob %x", eid)
+			}
+			if entry == ".gitattributes" {
+				co.attributes = true
+			}
+			if mode == "120000" && specialGitFile(entry) {
+				// git refuses these as links.
+				return 0, declined("a link named %s", entry)
+			}
+		case "160000":
+		default:
+			return 0, declined("tree mode %s", mode)
+		}
+		m, _ := strconv.ParseUint(mode, 8, 32)
+		co.entries = append(co.entries, checkoutEntry{path: path, mode: uint32(m), id: eid})
+		count++
+	}
+	if count == 0 {
+		return 0, declined("an empty tree")
+	}
+	co.trees[at].entries, co.trees[at].subtrees = count, subtrees
+	return count, nil
+}
+
+// safeTreeName is a tree entry name this checkout writes as it is: not
+// empty, ".", "..", with no '/', NUL or backslash, and nothing git
+// protects against on any file system it guards (a .git in any case, with
+// trailing dots or spaces, its 8.3 short name git~1, or a name with a
+// colon, which NTFS reads as a stream). Anything else is left to git,
+// which refuses or writes it by its own rules.
+func safeTreeName(name string) bool {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\:\x00") {
+		return false
+	}
+	lower := strings.ToLower(strings.TrimRight(name, ". "))
+	return lower != ".git" && !strings.HasPrefix(lower, "git~") && strings.TrimRight(lower, ". ") != ""
+}
+
+// specialGitFile names the files git reads from a work tree and so refuses
+// to check out as links.
+func specialGitFile(name string) bool {
+	switch strings.ToLower(name) {
+	case ".gitmodules", ".gitattributes", ".gitignore", ".mailmap":
+		return true
+	}
+	return false
+}
+
+// writeRepository writes dest/.git: the pack and its index, the shallow
+// commits, HEAD on branch at tip, the remote-tracking branch (and, for the
+// remote's default branch, its HEAD) and the configuration git clone
+// writes for a single-branch clone.
+func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, shallow []string, pack []byte) error {
+	for _, d := range []string{"objects/pack", "objects/info", "refs/heads", "refs/tags", "refs/remotes/origin"} {
+		if err := os.MkdirAll(filepath.Join(c.gd, d), 0o777); err != nil {
+			return err
+		}
+	}
+	sum := hex.EncodeToString(pack[len(pack)-hashLen:])
+	base := filepath.Join(c.gd, "objects", "pack", "pack-"+sum)
+	if err := writeFileMode(base+".pack", pack, 0o444); err != nil {
+		return err
+	}
+	if err := writeFileMode(base+".idx", c.objs.index(pack[len(pack)-hashLen:]), 0o444); err != nil {
+		return err
+	}
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n")
+	fmt.Fprintf(&cfg, "[remote \"origin\"]\n\turl = %s\n\tfetch = +refs/heads/%s:refs/remotes/origin/%s\n", configValue(url), branch, branch)
+	fmt.Fprintf(&cfg, "[branch \"%s\"]\n\tremote = origin\n\tmerge = refs/heads/%s\n", branch, branch)
+	files := []struct {
+		path, data string
+	}{
+		{"config", cfg.String()},
+		{"HEAD", "ref: refs/heads/" + branch + "\n"},
+		{"refs/heads/" + branch, tip + "\n"},
+		{"refs/remotes/origin/" + branch, tip + "\n"},
+	}
+	if isDefault {
+		files = append(files, struct{ path, data string }{"refs/remotes/origin/HEAD", "ref: refs/remotes/origin/" + branch + "\n"})
+	}
+	if len(shallow) > 0 {
+		slices.Sort(shallow)
+		files = append(files, struct{ path, data string }{"shallow", strings.Join(shallow, "\n") + "\n"})
+	}
+	for _, f := range files {
+		path := filepath.Join(c.gd, filepath.FromSlash(f.path))
+		if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+			return err
+		}
+		if err := writeFileMode(path, []byte(f.data), 0o666); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// configValue quotes a configuration value as git writes one.
+func configValue(v string) string {
+	if !strings.ContainsAny(v, "\"\\#; \t") {
+		return v
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\t", `\t`).Replace(v) + `"`
+}
+
+// writeFileMode creates path, which must not exist, with data.
+func writeFileMode(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// checkout writes co's entries into the work tree and the index git clone
+// leaves, its tree cache included. Every file, link and directory is made
+// here, new (O_EXCL, O_NOFOLLOW): nothing is written through a link.
+func (c *cloneWriter) checkout(co *checkoutPlan) error {
+	made := map[string]bool{"": true}
+	var mkdirs func(dir string) error
+	mkdirs = func(dir string) error {
+		if made[dir] {
+			return nil
+		}
+		if err := mkdirs(parentDir(dir)); err != nil {
+			return err
+		}
+		made[dir] = true
+		return os.Mkdir(filepath.Join(c.dest, filepath.FromSlash(dir)), 0o777)
+	}
+	stats := make([]os.FileInfo, len(co.entries))
+	for i, e := range co.entries {
+		if err := mkdirs(parentDir(e.path)); err != nil {
+			return fmt.Errorf("check out %s: %w", e.path, err)
+		}
+		path := filepath.Join(c.dest, filepath.FromSlash(e.path))
+		var err error
+		switch e.mode {
+		case 0o160000:
+			// A submodule's place, empty, as git clone leaves it.
+			made[e.path] = true
+			err = os.Mkdir(path, 0o777)
+		case 0o120000:
+			_, target, _ := c.objs.getRaw(e.id)
+			if err = os.Symlink(string(target), path); err == nil {
+				stats[i], err = os.Lstat(path)
+			}
+		default:
+			_, data, _ := c.objs.getRaw(e.id)
+			stats[i], err = writeCheckedOut(path, data, e.mode == 0o100755)
+		}
+		if err != nil {
+			return fmt.Errorf("check out %s: %w", e.path, err)
+		}
+	}
+	return writeFileMode(filepath.Join(c.gd, "index"), indexFile(co, stats), 0o666)
+}
+
+func parentDir(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// writeCheckedOut creates a work tree file and returns its stat.
+func writeCheckedOut(path string, data []byte, exec bool) (os.FileInfo, error) {
+	perm := os.FileMode(0o666)
+	if exec {
+		perm = 0o777
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, perm)
+	if err != nil {
+		return nil, err
+	}
+	_, err = f.Write(data)
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return fi, err
+}
+
+// indexFile is the version 2 index of co's entries with the stat data
+// their files have, and the tree cache of co's trees.
+func indexFile(co *checkoutPlan, stats []os.FileInfo) []byte {
+	var b bytes.Buffer
+	b.WriteString("DIRC")
+	b.Write(binary.BigEndian.AppendUint32(nil, 2))
+	b.Write(binary.BigEndian.AppendUint32(nil, uint32(len(co.entries))))
+	for i, e := range co.entries {
+		var st [40]byte
+		if stats[i] != nil { // a submodule's place has none
+			statData(st[:], stats[i])
+		}
+		binary.BigEndian.PutUint32(st[24:28], e.mode)
+		b.Write(st[:])
+		b.Write(e.id[:])
+		n := len(e.path)
+		if n > flagNameMask {
+			n = flagNameMask
+		}
+		b.WriteByte(byte(n >> 8))
+		b.WriteByte(byte(n))
+		b.WriteString(e.path)
+		// 1 to 8 NULs, to a multiple of 8 from the entry's start.
+		pad := 8 - (entryFixedLen+len(e.path))%8
+		b.Write(make([]byte, pad))
+	}
+	var tc bytes.Buffer
+	for _, t := range co.trees {
+		fmt.Fprintf(&tc, "%s\x00%d %d\n", t.name, t.entries, t.subtrees)
+		tc.Write(t.id[:])
+	}
+	b.WriteString("TREE")
+	b.Write(binary.BigEndian.AppendUint32(nil, uint32(tc.Len())))
+	b.Write(tc.Bytes())
+	sum := sha1.Sum(b.Bytes())
+	b.Write(sum[:])
+	return b.Bytes()
+}
+
+// statDataPortable is statData from what every system's FileInfo says:
+// the modification time and the size. git compares the rest, sees it
+// differ once and looks at the file's content.
+func statDataPortable(b []byte, fi os.FileInfo) {
+	if fi == nil {
+		return
+	}
+	mt := fi.ModTime()
+	binary.BigEndian.PutUint32(b[8:], uint32(mt.Unix()))
+	binary.BigEndian.PutUint32(b[12:], uint32(mt.Nanosecond()))
+	binary.BigEndian.PutUint32(b[36:], uint32(fi.Size()))
+}

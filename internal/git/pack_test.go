@@ -1,0 +1,76 @@
+package git
+
+import (
+	"bytes"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A pack git made, with deltas against an offset or an id, is read into
+// the objects git reads from it, and indexed byte for byte as git
+// index-pack indexes it.
+func TestReadPackAndIndexAsGitDoes(t *testing.T) {
+	work := t.TempDir()
+	run := func(stdin string, args ...string) []byte {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_AUTHOR_NAME=T", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=T", "GIT_COMMITTER_EMAIL=t@example.com")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %s: %v", strings.Join(args, " "), err)
+		}
+		return out
+	}
+	run("", "init", "--quiet", "-b", "main")
+	long := strings.Repeat("a line that deltas compress well\n", 300)
+	for i := range 4 {
+		for j := range 3 {
+			name := filepath.Join(work, "dir", string(rune('a'+j))+".txt")
+			os.MkdirAll(filepath.Dir(name), 0o755)
+			os.WriteFile(name, []byte(long+strings.Repeat("change\n", i*3+j)), 0o644)
+		}
+		run("", "add", "-A")
+		run("", "commit", "--quiet", "-m", "c")
+	}
+	for _, flags := range [][]string{{"--delta-base-offset"}, nil} {
+		args := append([]string{"pack-objects", "--revs", "--stdout", "-q"}, flags...)
+		pack := run("main\n", args...)
+		objs, err := readPack(pack)
+		if err != nil {
+			t.Fatalf("%v: %v", flags, err)
+		}
+		packFile := filepath.Join(t.TempDir(), "p.pack")
+		os.WriteFile(packFile, pack, 0o644)
+		idx := strings.TrimSuffix(packFile, ".pack") + ".idx"
+		run("", "index-pack", "-o", idx, packFile)
+		want, _ := os.ReadFile(idx)
+		deltas := 0
+		for _, line := range strings.Split(string(run("", "verify-pack", "-v", idx)), "\n") {
+			if len(strings.Fields(line)) == 7 { // id type size size-in-pack offset depth base
+				deltas++
+			}
+		}
+		if deltas == 0 {
+			t.Fatalf("%v: the pack has no deltas to resolve", flags)
+		}
+		if got := objs.index(pack[len(pack)-hashLen:]); !bytes.Equal(got, want) {
+			t.Errorf("%v: the index differs from git index-pack's", flags)
+		}
+		for _, o := range objs.list {
+			typ := strings.TrimSpace(string(run("", "cat-file", "-t", hexID(o.id))))
+			data := run("", "cat-file", typ, hexID(o.id))
+			if typ != objectTypeNames[o.typ] || !bytes.Equal(data, o.data) {
+				t.Errorf("%v: object %x differs from git's", flags, o.id)
+			}
+		}
+	}
+}
+
+func hexID(id [hashLen]byte) string { return hex.EncodeToString(id[:]) }
