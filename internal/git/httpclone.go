@@ -21,8 +21,8 @@ import (
 // and maxHTTPCloneObjectBytes the objects it inflates from it: a larger
 // repository is left to git clone, which streams.
 const (
-	maxHTTPCloneBytes       = 64 << 20
-	maxHTTPCloneObjectBytes = 256 << 20
+	maxHTTPCloneBytes       = 32 << 20
+	maxHTTPCloneObjectBytes = 128 << 20
 )
 
 // httpClone makes the clone Clone would, in this process: a shallow clone
@@ -260,7 +260,7 @@ func (c *cloneWriter) planTree(co *checkoutPlan, dir, name string, id [hashLen]b
 	at := len(co.trees)
 	co.trees = append(co.trees, cacheTree{name: name, id: id})
 	count, subtrees := 0, 0
-	prev := ""
+	prev, prevName := "", ""
 	for len(data) > 0 {
 		sp := bytes.IndexByte(data, ' ')
 		nul := bytes.IndexByte(data, 0)
@@ -273,15 +273,16 @@ func (c *cloneWriter) planTree(co *checkoutPlan, dir, name string, id [hashLen]b
 		if !safeTreeName(entry) {
 			return 0, declined("a tree entry named %q", entry)
 		}
-		// Tree order, strictly: a name twice is refused by git.
+		// Tree order, strictly, and each name once (a file and a
+		// directory of one name too): git refuses anything else.
 		key := entry
 		if mode == "40000" {
 			key += "/"
 		}
-		if key <= prev {
+		if key <= prev || entry == prevName {
 			return 0, declined("a tree out of order at %q", entry)
 		}
-		prev = key
+		prev, prevName = key, entry
 		path := entry
 		if dir != "" {
 			path = dir + "/" + entry

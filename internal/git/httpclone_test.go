@@ -214,8 +214,24 @@ func TestHTTPCloneLeavesTheRestToGit(t *testing.T) {
 	commit := gittest.Run(t, root, "--git-dir="+evil, "commit-tree", "-m", "evil", top)
 	gittest.Run(t, root, "--git-dir="+evil, "update-ref", "refs/heads/main", commit)
 
+	// A link and a directory of one name: the directory's file must not
+	// be written where the link points.
+	outside := t.TempDir()
+	links := gittest.NewRemote(t, root, "links", map[string]string{"ok.txt": "ok\n"})
+	linkBlob := hashObject(t, links, outside)
+	sub := mktree(t, links, "100644 blob "+blob+"\tx")
+	top = mktree(t, links, "120000 blob "+linkBlob+"\ta", "040000 tree "+sub+"\ta")
+	commit = gittest.Run(t, root, "--git-dir="+links, "commit-tree", "-m", "links", top)
+	gittest.Run(t, root, "--git-dir="+links, "update-ref", "refs/heads/main", commit)
+
 	srv, requests := countingGit(t, root, false)
 	g := tokenGit(srv.URL)
+
+	_ = g.Clone(ctx, srv.URL+"/links.git", filepath.Join(t.TempDir(), "links"), git.CloneOptions{Depth: 1})
+	if _, err := os.Lstat(filepath.Join(outside, "x")); err == nil {
+		t.Error("a file was written through a link")
+	}
+	requests()
 
 	dir := filepath.Join(t.TempDir(), "crlf")
 	if err := g.Clone(ctx, srv.URL+"/crlf.git", dir, git.CloneOptions{Depth: 1}); err != nil {
@@ -258,6 +274,19 @@ func mktree(t *testing.T, bare string, entries ...string) string {
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("git mktree: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// hashObject stores content as a blob in bare and returns its id.
+func hashObject(t *testing.T, bare, content string) string {
+	t.Helper()
+	cmd := exec.Command("git", "--git-dir="+bare, "hash-object", "-w", "--stdin")
+	cmd.Env = gittest.Env()
+	cmd.Stdin = strings.NewReader(content)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git hash-object: %v", err)
 	}
 	return strings.TrimSpace(string(out))
 }
