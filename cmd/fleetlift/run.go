@@ -176,10 +176,23 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 	wctx, stopWaiting := context.WithCancel(ctx)
 	defer stopWaiting()
 	ended := awaitClose(wctx, c, id)
+	// Until the run's close is seen, a run known to be running is only
+	// queried: describing it too, each second, is as much work again.
+	var running *runState
 	for {
-		st, err := readState(ctx, c, id)
+		var st *runState
+		var err error
+		if running != nil && ended != nil {
+			st, err = queryState(ctx, c, id, running.campaign != nil)
+		}
+		if st == nil || err != nil {
+			st, err = readState(ctx, c, id)
+		}
 		if err != nil && ctx.Err() == nil {
 			return err
+		}
+		if err == nil && !st.closed {
+			running = st
 		}
 		if ctx.Err() != nil {
 			fmt.Fprintf(w, "\nstopped following %s; it goes on: `fleetlift status %s`\n", id, id)

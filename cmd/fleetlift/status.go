@@ -423,10 +423,16 @@ func readState(ctx context.Context, c client.Client, id string) (*runState, erro
 	if st.closed {
 		return nil, fmt.Errorf("%s ended %s", id, strings.ToLower(strings.TrimPrefix(info.Status.String(), "WORKFLOW_EXECUTION_STATUS_")))
 	}
+	return queryState(ctx, c, id, isCampaign)
+}
+
+// queryState asks a running Campaign (or Task) for its state.
+func queryState(ctx context.Context, c client.Client, id string, isCampaign bool) (*runState, error) {
 	v, err := c.QueryWorkflow(ctx, id, "", workflow.QueryStatus)
 	if err != nil {
 		return nil, fmt.Errorf("query %s (is a worker running?): %w", id, err)
 	}
+	st := &runState{id: id}
 	if isCampaign {
 		st.campaign = &workflow.CampaignState{}
 		err = v.Get(st.campaign)
