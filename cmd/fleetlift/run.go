@@ -177,7 +177,7 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 	defer stopWaiting()
 	ended := awaitClose(wctx, c, id)
 	// Until the run's close is seen, a run known to be running is only
-	// queried: describing it too, each second, is as much work again.
+	// queried each second, not described as well.
 	var running *runState
 	for {
 		var st *runState
