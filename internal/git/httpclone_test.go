@@ -1,7 +1,9 @@
 package git_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -289,4 +291,31 @@ func hashObject(t *testing.T, bare, content string) string {
 		t.Fatalf("git hash-object: %v", err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// A repository whose pack is over what the in-process clone holds is
+// cloned by git clone, after the attempt: the clone is whole either way.
+func TestHTTPCloneOfALargeRepositoryIsGits(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	big := make([]byte, 33<<20)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	gittest.NewRemote(t, root, "big", map[string]string{"blob.bin": string(big), "README.md": "big\n"})
+	srv, requests := countingGit(t, root, false)
+	dir := filepath.Join(t.TempDir(), "big")
+	if err := tokenGit(srv.URL).Clone(ctx, srv.URL+"/big.git", dir, git.CloneOptions{Depth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "blob.bin")); err != nil || !bytes.Equal(got, big) {
+		t.Errorf("blob.bin: %d bytes, %v; want the %d bytes pushed", len(got), err, len(big))
+	}
+	if out := gittest.Run(t, dir, "status", "--porcelain"); out != "" {
+		t.Errorf("git status: %s", out)
+	}
+	// The in-process attempt's two requests, then git clone's.
+	if got := requests(); len(got) < 4 || got[1] != "POST /big.git/git-upload-pack token=yes" {
+		t.Errorf("requests = %q, want the in-process attempt, then git clone", got)
+	}
 }
