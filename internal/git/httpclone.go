@@ -314,6 +314,11 @@ func (c *cloneWriter) planTree(co *checkoutPlan, dir, name string, id [hashLen]b
 		default:
 			return 0, declined("tree mode %s", mode)
 		}
+		if len(co.entries) >= maxCheckoutEntries {
+			// A tree that names a subtree many times over (a "git
+			// bomb") or a very large repository.
+			return 0, declined("more than %d files", maxCheckoutEntries)
+		}
 		m, _ := strconv.ParseUint(mode, 8, 32)
 		co.entries = append(co.entries, checkoutEntry{path: path, mode: uint32(m), id: eid})
 		count++

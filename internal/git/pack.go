@@ -18,6 +18,14 @@ const (
 	packRefDelta = 7
 )
 
+// maxPackObjects bounds the objects of a pack read in this process, and
+// maxCheckoutEntries the files a checkout from it writes: a repository
+// with more is left to git.
+const (
+	maxPackObjects     = 1 << 20
+	maxCheckoutEntries = 1 << 20
+)
+
 // packObjects are the objects of one pack, inflated and resolved.
 type packObjects struct {
 	list []packObject
@@ -70,8 +78,11 @@ func readPack(pack []byte) (*packObjects, error) {
 	if v := binary.BigEndian.Uint32(pack[4:8]); v != 2 && v != 3 {
 		return nil, declined("pack version %d", v)
 	}
+	// An object takes at least a header byte and a zlib stream of eight
+	// bytes: a count beyond that, or beyond maxPackObjects, is not read
+	// (nor allocated for).
 	n := binary.BigEndian.Uint32(pack[8:12])
-	if uint64(n) > uint64(len(body))/2 {
+	if uint64(n) > uint64(len(body))/9 || n > maxPackObjects {
 		return nil, declined("a pack of %d objects in %d bytes", n, len(body))
 	}
 	p := &packObjects{list: make([]packObject, n), byID: make(map[[hashLen]byte]int, n)}

@@ -2,7 +2,9 @@ package git
 
 import (
 	"bytes"
+	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,3 +76,79 @@ func TestReadPackAndIndexAsGitDoes(t *testing.T) {
 }
 
 func hexID(id [hashLen]byte) string { return hex.EncodeToString(id[:]) }
+
+// A pack from a server is read without panicking whatever its bytes:
+// anything that is not a sound pack is declined (left to git).
+func FuzzReadPack(f *testing.F) {
+	work := f.TempDir()
+	for _, args := range [][]string{
+		{"init", "--quiet", "-b", "main"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = work
+		if out, err := cmd.CombinedOutput(); err != nil {
+			f.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	long := strings.Repeat("a line that deltas compress well\n", 50)
+	var packs [][]byte
+	for i := range 3 {
+		os.WriteFile(filepath.Join(work, "f.txt"), []byte(long+strings.Repeat("x\n", i)), 0o644)
+		for _, args := range [][]string{{"add", "-A"}, {"-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "--quiet", "-m", "c"}} {
+			cmd := exec.Command("git", args...)
+			cmd.Dir = work
+			if out, err := cmd.CombinedOutput(); err != nil {
+				f.Fatalf("git %v: %v %s", args, err, out)
+			}
+		}
+	}
+	for _, flags := range [][]string{{"--delta-base-offset"}, nil} {
+		cmd := exec.Command("git", append([]string{"pack-objects", "--revs", "--stdout", "-q"}, flags...)...)
+		cmd.Dir = work
+		cmd.Stdin = strings.NewReader("main\n")
+		pack, err := cmd.Output()
+		if err != nil {
+			f.Fatal(err)
+		}
+		packs = append(packs, pack)
+	}
+	// The fuzzed bytes are a pack's body: its checksum is made for them,
+	// so that what follows the check is what gets fuzzed.
+	for _, pack := range packs {
+		body := pack[:len(pack)-hashLen]
+		f.Add(body)
+		f.Add(body[:len(body)/2])
+		bad := bytes.Clone(body)
+		bad[20] ^= 0xff
+		f.Add(bad)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		sum := sha1.Sum(body)
+		pack := append(bytes.Clone(body), sum[:]...)
+		objs, err := readPack(pack)
+		if err != nil {
+			if !errors.Is(err, errLeftToGit) {
+				t.Fatalf("error %v does not leave the clone to git", err)
+			}
+			return
+		}
+		for _, o := range objs.list {
+			if objectID(o.typ, o.data) != o.id {
+				t.Fatalf("object %x does not hash to its id", o.id)
+			}
+		}
+		objs.index(pack[len(pack)-hashLen:])
+	})
+}
+
+// Deltas of any bytes apply or are declined, never panic.
+func FuzzApplyDelta(f *testing.F) {
+	f.Add([]byte("hello world"), []byte{11, 5, 0x90, 5, 'x'})
+	f.Add([]byte("abc"), []byte{3, 3, 0x91, 0, 3})
+	f.Add([]byte(""), []byte{0, 1, 1, 'a'})
+	f.Fuzz(func(t *testing.T, base, delta []byte) {
+		if _, err := applyDelta(base, delta); err != nil && !errors.Is(err, errLeftToGit) {
+			t.Fatalf("error %v does not leave the clone to git", err)
+		}
+	})
+}
