@@ -482,8 +482,11 @@ func (r *runner) end(phase protocol.Phase, msg string) error {
 	if err := r.writeResult(); err != nil {
 		return err
 	}
+	err := r.writeStatus(phase, "done", msg, true)
+	// Logged once the status says so: a sandbox that watches the agent's
+	// output (Docker's) reads the status on this line.
 	r.o.Log.Info("finished", "phase", phase, "message", msg)
-	return r.writeStatus(phase, "done", msg, true)
+	return err
 }
 
 // setPhase moves to phase and writes status.json.
