@@ -179,14 +179,28 @@ func (a *Activities) waitPhase(ctx context.Context, in WaitInput, heartbeat func
 			every = max(every, time.Second)
 		}
 	}
-	t := time.NewTicker(every)
+	// Where it does not (a Kubernetes sandbox, whose every read is an
+	// exec in its pod), the status is read less often while it stands:
+	// twice as long each time up to a second, and again every poll
+	// interval once it changes.
+	wait, slowest := every, max(every, time.Second)
+	t := time.NewTimer(wait)
 	defer t.Stop()
+	var last protocol.Status
 	// Whether the agent still runs is asked less often than its status
 	// is read: an agent that exits without a word is rare, and noticed
 	// within a second.
 	var alive time.Time
 	for {
 		st, err := a.readStatus(ctx, in.Sandbox.ID)
+		if changed == nil {
+			if err == nil && !sameStatus(st, last) {
+				wait = every
+			} else {
+				wait = min(2*wait, slowest)
+			}
+			last = st
+		}
 		switch {
 		case err == nil:
 			heartbeat(string(st.Phase))
@@ -209,6 +223,7 @@ func (a *Activities) waitPhase(ctx context.Context, in WaitInput, heartbeat func
 			}
 			alive = time.Now()
 		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return protocol.Status{}, ctx.Err()
@@ -218,8 +233,15 @@ func (a *Activities) waitPhase(ctx context.Context, in WaitInput, heartbeat func
 	}
 }
 
+// sameStatus reports whether two reads of status.json say the same.
+func sameStatus(a, b protocol.Status) bool {
+	return a.Phase == b.Phase && a.Step == b.Step && a.Message == b.Message && a.Progress == b.Progress &&
+		a.Iteration == b.Iteration && a.UpdatedAt.Equal(b.UpdatedAt)
+}
+
 // watcher is a sandbox provider that tells when something in a
-// directory of a sandbox's workspace may have changed (the local one).
+// directory of a sandbox's workspace may have changed (the local one, and the
+// Docker one on the agent's output).
 type watcher interface {
 	Watch(id, dir string) (changed <-chan struct{}, stop func() error, err error)
 }

@@ -3,7 +3,9 @@ package activity_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,5 +195,43 @@ func TestRunSandboxedLeavesTheSandboxWhenItsWorkerStops(t *testing.T) {
 	t.Cleanup(func() { _ = a.Sandbox.Cleanup(context.Background(), "stopping") })
 	if _, err := a.Sandbox.Status(t.Context(), "stopping"); err != nil {
 		t.Errorf("the stopping worker removed the sandbox the next attempt takes up: %v", err)
+	}
+}
+
+// hiddenWatch is a sandbox that does not say when the agent writes (as
+// the Kubernetes ones do not), counting the reads of status.json.
+type hiddenWatch struct {
+	sandbox.Provider
+	statusReads atomic.Int32
+}
+
+func (h *hiddenWatch) CopyFrom(ctx context.Context, id, src string) (io.ReadCloser, error) {
+	if strings.HasSuffix(src, protocol.StatusFile) {
+		h.statusReads.Add(1)
+	}
+	return h.Provider.CopyFrom(ctx, id, src)
+}
+
+// Where the sandbox cannot say when the agent writes, a wait reads the
+// status less often while it stands: over three seconds of one status, a
+// tenth of the reads a fixed 50 ms poll makes, and the wait still ends
+// when the agent has finished.
+func TestWaitReadsLessWhileTheStatusStands(t *testing.T) {
+	a, env := newActivities(t)
+	a.PollInterval = 50 * time.Millisecond
+	h := &hiddenWatch{Provider: a.Sandbox}
+	a.Sandbox = h
+	ref := start(t, a, env, "slow-3", "complete")
+	v, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.Status
+	if err := v.Get(&st); err != nil || st.Phase != protocol.PhaseComplete {
+		t.Fatalf("status %+v, %v; want complete", st, err)
+	}
+	// A fixed poll would have read about 66 times.
+	if n := h.statusReads.Load(); n > 20 {
+		t.Errorf("status.json read %d times while the agent worked three seconds; want it read less often while it stands", n)
 	}
 }

@@ -10,6 +10,10 @@ phase=$(printf '%s' "$m" | sed -n 's/.*"title": *"\([a-z_]*\)".*/\1/p')
 task=$(printf '%s' "$m" | sed -n 's/.*"task_id": *"\([a-z0-9-]*\)".*/\1/p')
 printf '{"phase":"executing","iteration":0}' > "$ws/.fleetlift/status.tmp" && mv "$ws/.fleetlift/status.tmp" "$ws/.fleetlift/status.json"
 sleep 0.3
+# A task named slow-N stays executing N seconds more.
+case "$task" in
+  slow-*) sleep "${task#slow-}" ;;
+esac
 case "$task" in
   exit-*) exit "${task#exit-}" ;;
 esac
