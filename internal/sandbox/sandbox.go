@@ -141,3 +141,15 @@ type ExecResult struct {
 	Stdout   string
 	Stderr   string
 }
+
+// Wakeup makes the channel a Watch returns, which holds at most one
+// wake-up pending, and the function that sends one without blocking.
+func Wakeup() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	return ch, func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
 
 // watchOpTimeout bounds finding the container and opening its output.
@@ -45,13 +47,7 @@ func (p *Provider) Watch(id, dir string) (changed <-chan struct{}, stop func() e
 		cancel()
 		return fail(err)
 	}
-	ch := make(chan struct{}, 1)
-	wake := func() {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	ch, wake := sandbox.Wakeup()
 	go func() {
 		defer out.Close()
 		buf := make([]byte, 32<<10)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
 
 // Watch tells, through changed, when something in dir (relative to the
@@ -22,13 +24,7 @@ func (p *Provider) Watch(id, dir string) (changed <-chan struct{}, stop func() e
 	if err != nil {
 		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
 	}
-	ch := make(chan struct{}, 1)
-	wake := func() {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	ch, wake := sandbox.Wakeup()
 	go func() {
 		events, errs := w.Events, w.Errors
 		for events != nil || errs != nil {
