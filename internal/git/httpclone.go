@@ -33,6 +33,10 @@ const (
 // branch out and writes the index, a tree cache included, as git clone
 // leaves them.
 //
+// Tags come as git clone's tag following brings them: those of the
+// commits fetched, annotated or not, in packed-refs with the
+// remote-tracking branch.
+//
 // It takes the common case only. An error wrapping errLeftToGit says git
 // clone should make it instead: the URL, the environment, the server or
 // the repository is not that case. That is a clone of a tag, of an empty
@@ -78,8 +82,10 @@ func (g *Git) httpClone(ctx context.Context, rawURL, dest string, o CloneOptions
 		return declined("no branch %q advertised", ref)
 	}
 	want := "side-band-64k no-progress shallow"
-	if caps["ofs-delta"] {
-		want += " ofs-delta"
+	for _, c := range []string{"ofs-delta", "include-tag"} {
+		if caps[c] {
+			want += " " + c
+		}
 	}
 	for c := range caps {
 		if strings.HasPrefix(c, "agent=") {
@@ -114,7 +120,7 @@ func (g *Git) httpClone(ctx context.Context, rawURL, dest string, o CloneOptions
 		return declined("create %s: %v", dest, err)
 	}
 	// From here on dest is this clone's: what fails leaves nothing.
-	err = c.writeRepository(rawURL, branch, tip, o.Branch == "", shallow, pack)
+	err = c.writeRepository(rawURL, branch, tip, o.Branch == "", shallow, pack, c.followTags(refs))
 	if err == nil && co.attributes {
 		_, err = g.run(ctx, invocation{dir: dest, args: []string{"read-tree", "--reset", "-u", "HEAD"}})
 	} else if err == nil {
@@ -358,7 +364,7 @@ func specialGitFile(name string) bool {
 // commits, HEAD on branch at tip, the remote-tracking branch (and, for the
 // remote's default branch, its HEAD) and the configuration git clone
 // writes for a single-branch clone.
-func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, shallow []string, pack []byte) error {
+func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, shallow []string, pack []byte, tags []string) error {
 	for _, d := range []string{"objects/pack", "objects/info", "refs/heads", "refs/tags", "refs/remotes/origin"} {
 		if err := os.MkdirAll(filepath.Join(c.gd, d), 0o777); err != nil {
 			return err
@@ -382,7 +388,9 @@ func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, s
 		{"config", cfg.String()},
 		{"HEAD", "ref: refs/heads/" + branch + "\n"},
 		{"refs/heads/" + branch, tip + "\n"},
-		{"refs/remotes/origin/" + branch, tip + "\n"},
+		// The remote-tracking branch and the tags, packed, as git clone
+		// leaves them: one file, not one each.
+		{"packed-refs", packedRefs(append([]string{tip + " refs/remotes/origin/" + branch}, tags...))},
 	}
 	if isDefault {
 		files = append(files, struct{ path, data string }{"refs/remotes/origin/HEAD", "ref: refs/remotes/origin/" + branch + "\n"})
@@ -401,6 +409,61 @@ func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, s
 		}
 	}
 	return nil
+}
+
+// followTags are the lines of packed-refs for the advertised tags whose
+// object came with the pack (git clone's tag following: a tag of a commit
+// fetched, annotated or not), each "<id> <ref>" and, for an annotated one,
+// "^<peeled id>" after it.
+func (c *cloneWriter) followTags(refs map[string]string) []string {
+	var lines []string
+	for name, id := range refs {
+		if !strings.HasPrefix(name, "refs/tags/") || strings.HasSuffix(name, "^{}") || !checkRefName(name) {
+			continue
+		}
+		if _, _, ok := c.objs.get(id); !ok {
+			continue
+		}
+		line := id + " " + name
+		if peeled, ok := refs[name+"^{}"]; ok && IsObjectID(peeled) {
+			line += "\n^" + peeled
+		}
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// packedRefs is a packed-refs file of entries ("<id> <ref>", and a
+// "^<peeled id>" line of an annotated tag), sorted by ref name.
+func packedRefs(entries []string) string {
+	slices.SortFunc(entries, func(a, b string) int {
+		ra, _, _ := strings.Cut(strings.SplitN(a, " ", 2)[1], "\n")
+		rb, _, _ := strings.Cut(strings.SplitN(b, " ", 2)[1], "\n")
+		return strings.Compare(ra, rb)
+	})
+	return "# pack-refs with: peeled fully-peeled sorted \n" + strings.Join(entries, "\n") + "\n"
+}
+
+// checkRefName is a ref name git would take, by its rules
+// (git-check-ref-format), kept on the safe side: components that are not
+// empty and do not start with a dot or end with .lock, no "..", "@{" or
+// control, space or ~^:?*[\ characters, and no trailing dot.
+func checkRefName(name string) bool {
+	if name == "" || strings.HasSuffix(name, ".") || strings.Contains(name, "..") || strings.Contains(name, "@{") ||
+		strings.ContainsAny(name, " ~^:?*[\\\x7f") {
+		return false
+	}
+	for _, r := range name {
+		if r < 0x20 {
+			return false
+		}
+	}
+	for _, c := range strings.Split(name, "/") {
+		if c == "" || strings.HasPrefix(c, ".") || strings.HasSuffix(c, ".lock") {
+			return false
+		}
+	}
+	return true
 }
 
 // configValue quotes a configuration value as git writes one.

@@ -44,6 +44,12 @@ func fleetRemote(t *testing.T, root string) string {
 		gittest.Commit(t, remote, "main", map[string]string{"cmd/api/main.go": long + strings.Repeat("// more\n", i+1)})
 	}
 	gittest.Run(t, root, "--git-dir="+remote, "branch", "release", "main~1")
+	// Tags of the tip, of the commit before it (release's tip) and of an
+	// old commit: a clone gets those of the commits it fetched.
+	gittest.Run(t, root, "--git-dir="+remote, "tag", "-a", "v1.0", "-m", "v1.0", "main")
+	gittest.Run(t, root, "--git-dir="+remote, "tag", "latest", "main")
+	gittest.Run(t, root, "--git-dir="+remote, "tag", "-a", "v0.9", "-m", "v0.9", "main~1")
+	gittest.Run(t, root, "--git-dir="+remote, "tag", "old", "main~3")
 	gittest.Run(t, remote, "config", "http.receivepack", "true")
 	// Packed, as a forge's repositories are: the clone's pack then holds
 	// deltas.
@@ -104,7 +110,7 @@ func sameClone(t *testing.T, dir, ref string) {
 		{"ls-files", "--stage"},
 		{"rev-parse", "HEAD", "HEAD^{tree}"},
 		{"symbolic-ref", "HEAD"},
-		{"for-each-ref", "--format=%(refname) %(objectname) %(symref)", "refs/heads", "refs/remotes"},
+		{"for-each-ref", "--format=%(refname) %(objectname) %(objecttype) %(symref) %(*objectname)", "refs/heads", "refs/remotes", "refs/tags"},
 		{"config", "--get-regexp", `^(remote|branch)\.`},
 		{"log", "--format=%H %P"},
 		{"rev-list", "--count", "HEAD"},
