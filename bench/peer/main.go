@@ -38,7 +38,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; medians are reported")
 	flag.IntVar(&o.parallel, "parallel", 8, "multi-gitter's -C and fleetlift's max_parallel")
 	flag.IntVar(&o.group, "group", 7, "repositories per group in the grouped fleetlift run")
-	flag.StringVar(&o.sandbox, "sandbox", "local", "fleetlift's --sandbox: local, or docker (the containers' CPU is the engine's, not counted)")
+	flag.StringVar(&o.sandbox, "sandbox", "local", "fleetlift's --sandbox: local, or docker (the sandbox image, on the host's network to reach Gitea; the containers' CPU is the engine's, not counted)")
 	flag.StringVar(&o.only, "tools", "", "comma-separated tools to run (default all): "+strings.Join(toolNames(), ","))
 	flag.StringVar(&o.fields, "campaign-fields", "", "YAML lines added to fleetlift's campaigns, such as \"batch_size: 50\" to measure a build whose defaults batch or pace")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (Gitea's data, logs, state) and print where")

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 )
 
 // The tools, by name.
@@ -80,6 +82,13 @@ func multiGitter(concurrent int) func(f *fleet, org, branch string, repos []stri
 // directory kept from run to run, as a user's is.
 func fleetlift(grouped bool) func(f *fleet, org, branch string, repos []string) (*exec.Cmd, error) {
 	return func(f *fleet, org, branch string, repos []string) (*exec.Cmd, error) {
+		// Docker sandboxes run the change in the definition's image: the
+		// sandbox image, which has sh, sed and git (no registry is
+		// reached for another). The local sandbox ignores it.
+		image := "golang"
+		if f.opts.sandbox == "docker" {
+			image = docker.DefaultImage
+		}
 		var def strings.Builder
 		fmt.Fprintf(&def, `version: 1
 kind: Campaign
@@ -88,12 +97,12 @@ title: %s
 template:
   execution:
     deterministic:
-      image: golang
+      image: %s
       command: [sh, -c, %q]
   pull_request: {branch_prefix: %s, title: %s}
 max_parallel: %d
 failure: {threshold_percent: 100}
-`, org, title, change, strings.TrimSuffix(branch, "/"+org), title, f.opts.parallel)
+`, org, title, image, change, strings.TrimSuffix(branch, "/"+org), title, f.opts.parallel)
 		if f.opts.fields != "" {
 			def.WriteString(strings.TrimSpace(f.opts.fields) + "\n")
 		}
@@ -120,8 +129,13 @@ failure: {threshold_percent: 100}
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(filepath.Join(f.opts.bin, "fleetlift"), "run", "--file", file,
-			"--sandbox", f.opts.sandbox, "--temporal-address", addr, "--state-dir", filepath.Join(f.root, "state"))
+		args := []string{"run", "--file", file, "--sandbox", f.opts.sandbox, "--temporal-address", addr, "--state-dir", filepath.Join(f.root, "state")}
+		if f.opts.sandbox == "docker" {
+			// Gitea listens on loopback: the containers share the host's
+			// network to reach it.
+			args = append(args, "--sandbox-network", "host")
+		}
+		cmd := exec.Command(filepath.Join(f.opts.bin, "fleetlift"), args...)
 		cmd.Env = append(os.Environ(), "FLEETLIFT_FORGE_TYPE=gitea", "FLEETLIFT_FORGE_URL="+f.g.URL(),
 			"FLEETLIFT_FORGE_TOKEN="+f.g.AdminToken())
 		cmd.Dir = f.root
