@@ -154,7 +154,9 @@ func readPack(pack []byte) (*packObjects, error) {
 	}
 	// Resolve the deltas: each chain from its first unresolved base up.
 	for i := range p.list {
-		var chain []int
+		// chain[k]'s base is bases[k]: the next in the chain, or, for the
+		// last, an object resolved already.
+		var chain, bases []int
 		for j := i; p.list[j].delta != 0; {
 			if p.list[j].delta == 2 {
 				return nil, declined("a delta cycle")
@@ -165,35 +167,22 @@ func readPack(pack []byte) (*packObjects, error) {
 			var ok bool
 			if o.typ == packOfsDelta {
 				j, ok = byOffset[o.baseOffset]
-			} else {
-				j, ok = p.byID[o.baseID]
-				if !ok {
-					// Its base may be a delta not resolved yet.
-					j, ok = p.findUnresolved(o.baseID)
+			} else if j, ok = p.byID[o.baseID]; !ok {
+				// Its base may be a delta not resolved yet.
+				var err error
+				if j, ok, err = p.findUnresolved(o.baseID, &inflated); err != nil {
+					return nil, err
 				}
 			}
 			if !ok {
 				return nil, declined("a delta whose base is not in the pack")
 			}
+			bases = append(bases, j)
 		}
 		for k := len(chain) - 1; k >= 0; k-- {
-			o := &p.list[chain[k]]
-			var base *packObject
-			if o.typ == packOfsDelta {
-				base = &p.list[byOffset[o.baseOffset]]
-			} else {
-				base = &p.list[p.byID[o.baseID]]
-			}
-			data, err := applyDelta(base.data, o.data)
-			if err != nil {
+			if err := p.resolve(chain[k], bases[k], &inflated); err != nil {
 				return nil, err
 			}
-			if inflated += len(data); inflated > maxHTTPCloneObjectBytes {
-				return nil, declined("objects of more than %d MiB", maxHTTPCloneObjectBytes>>20)
-			}
-			o.typ, o.data, o.delta = base.typ, data, 0
-			o.id = objectID(o.typ, o.data)
-			p.byID[o.id] = chain[k]
 		}
 	}
 	if len(p.byID) != len(p.list) {
@@ -202,36 +191,48 @@ func readPack(pack []byte) (*packObjects, error) {
 	return p, nil
 }
 
+// resolve applies delta i to the resolved object base, counting what it
+// inflates against maxHTTPCloneObjectBytes in inflated.
+func (p *packObjects) resolve(i, base int, inflated *int) error {
+	o, b := &p.list[i], &p.list[base]
+	data, err := applyDelta(b.data, o.data)
+	if err != nil {
+		return err
+	}
+	if *inflated += len(data); *inflated > maxHTTPCloneObjectBytes {
+		return declined("objects of more than %d MiB", maxHTTPCloneObjectBytes>>20)
+	}
+	o.typ, o.data, o.delta = b.typ, data, 0
+	o.id = objectID(o.typ, o.data)
+	p.byID[o.id] = i
+	return nil
+}
+
 // findUnresolved is for a REF_DELTA whose base is itself a delta: it
-// resolves deltas until one has the id, which is slow and rare (git sends
-// such chains as OFS_DELTA).
-func (p *packObjects) findUnresolved(id [hashLen]byte) (int, bool) {
+// resolves the REF_DELTAs whose bases are resolved until one has the id,
+// which is slow and rare (git sends such chains as OFS_DELTA).
+func (p *packObjects) findUnresolved(id [hashLen]byte, inflated *int) (int, bool, error) {
 	for progress := true; progress; {
 		progress = false
 		for i := range p.list {
 			o := &p.list[i]
-			if o.delta != 1 {
+			if o.delta != 1 || o.typ == packOfsDelta {
 				continue
 			}
-			j, ok := p.byID[o.baseID]
-			if o.typ == packOfsDelta || !ok {
+			base, ok := p.byID[o.baseID]
+			if !ok {
 				continue
 			}
-			base := &p.list[j]
-			data, err := applyDelta(base.data, o.data)
-			if err != nil {
-				return 0, false
+			if err := p.resolve(i, base, inflated); err != nil {
+				return 0, false, err
 			}
-			o.typ, o.data, o.delta = base.typ, data, 0
-			o.id = objectID(o.typ, o.data)
-			p.byID[o.id] = i
 			progress = true
 			if o.id == id {
-				return i, true
+				return i, true, nil
 			}
 		}
 	}
-	return 0, false
+	return 0, false, nil
 }
 
 func objectID(typ int, data []byte) [hashLen]byte {
