@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -137,27 +136,13 @@ func (g *Git) httpClone(ctx context.Context, rawURL, dest string, o CloneOptions
 // readUploadPack reads upload-pack's answer to a shallow fetch: the
 // shallow commits, a NAK, then the pack on side band 1.
 func readUploadPack(r *bufio.Reader) (shallow []string, pack []byte, err error) {
-	var hdr [4]byte
 	var buf []byte
 	next := func() (data []byte, flush bool, err error) {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return nil, false, declined("read upload-pack's answer: %v", err)
+		data, flush, err = readPktLine(r, &buf)
+		if err == nil && bytes.HasPrefix(data, []byte("ERR ")) {
+			return nil, false, declined("upload-pack: %s", strings.TrimSpace(string(data[4:])))
 		}
-		n, err := strconv.ParseUint(string(hdr[:]), 16, 16)
-		if err != nil || (n > 0 && n < 4) {
-			return nil, false, declined("a bad pkt-line length %q", hdr[:])
-		}
-		if n == 0 {
-			return nil, true, nil
-		}
-		buf = append(buf[:0], make([]byte, n-4)...)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, false, declined("read upload-pack's answer: %v", err)
-		}
-		if bytes.HasPrefix(buf, []byte("ERR ")) {
-			return nil, false, declined("upload-pack: %s", strings.TrimSpace(string(buf[4:])))
-		}
-		return buf, false, nil
+		return data, flush, err
 	}
 	for {
 		line, flush, err := next()
@@ -267,17 +252,9 @@ func (c *cloneWriter) planTree(co *checkoutPlan, dir, name string, id [hashLen]b
 	co.trees = append(co.trees, cacheTree{name: name, id: id})
 	count, subtrees := 0, 0
 	prev, prevName := "", ""
-	for len(data) > 0 {
-		sp := bytes.IndexByte(data, ' ')
-		nul := bytes.IndexByte(data, 0)
-		if sp <= 0 || nul < sp || len(data) < nul+1+hashLen {
-			return 0, declined("a malformed tree")
-		}
-		mode, entry := string(data[:sp]), string(data[sp+1:nul])
-		eid := [hashLen]byte(data[nul+1 : nul+1+hashLen])
-		data = data[nul+1+hashLen:]
+	err := treeEntries(data, func(mode, entry string, eid [hashLen]byte) error {
 		if !safeTreeName(entry) {
-			return 0, declined("a tree entry named %q", entry)
+			return declined("a tree entry named %q", entry)
 		}
 		// Tree order, strictly, and each name once (a file and a
 		// directory of one name too): git refuses anything else.
@@ -286,7 +263,7 @@ func (c *cloneWriter) planTree(co *checkoutPlan, dir, name string, id [hashLen]b
 			key += "/"
 		}
 		if key <= prev || entry == prevName {
-			return 0, declined("a tree out of order at %q", entry)
+			return declined("a tree out of order at %q", entry)
 		}
 		prev, prevName = key, entry
 		path := entry
@@ -294,40 +271,44 @@ func (c *cloneWriter) planTree(co *checkoutPlan, dir, name string, id [hashLen]b
 			path = dir + "/" + entry
 		}
 		if len(path) > maxPath {
-			return 0, declined("a path longer than %d bytes", maxPath)
+			return declined("a path longer than %d bytes", maxPath)
 		}
 		switch mode {
 		case "40000":
 			n, err := c.planTree(co, path, entry, eid, depth+1)
 			if err != nil {
-				return 0, err
+				return err
 			}
 			count += n
 			subtrees++
-			continue
+			return nil
 		case "100644", "100755", "120000":
 			if typ, _, ok := c.objs.getRaw(eid); !ok || typ != objBlob {
-				return 0, declined("the pack lacks blob %x", eid)
+				return declined("the pack lacks blob %x", eid)
 			}
 			if entry == ".gitattributes" {
 				co.attributes = true
 			}
 			if mode == "120000" && specialGitFile(entry) {
 				// git refuses these as links.
-				return 0, declined("a link named %s", entry)
+				return declined("a link named %s", entry)
 			}
 		case "160000":
 		default:
-			return 0, declined("tree mode %s", mode)
+			return declined("tree mode %s", mode)
 		}
 		if len(co.entries) >= maxCheckoutEntries {
 			// A tree that names a subtree many times over (a "git
 			// bomb") or a very large repository.
-			return 0, declined("more than %d files", maxCheckoutEntries)
+			return declined("more than %d files", maxCheckoutEntries)
 		}
 		m, _ := strconv.ParseUint(mode, 8, 32)
 		co.entries = append(co.entries, checkoutEntry{path: path, mode: uint32(m), id: eid})
 		count++
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	if count == 0 {
 		return 0, declined("an empty tree")

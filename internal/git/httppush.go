@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -247,23 +248,41 @@ func leaseWord(expect string) string {
 // pktLines splits git's pkt-line framing; a flush packet is "".
 func pktLines(data []byte) ([]string, error) {
 	var out []string
-	for len(data) > 0 {
-		if len(data) < 4 {
-			return nil, declined("a cut pkt-line")
+	r := bytes.NewReader(data)
+	var buf []byte
+	for r.Len() > 0 {
+		line, flush, err := readPktLine(r, &buf)
+		if err != nil {
+			return nil, err
 		}
-		n, err := strconv.ParseUint(string(data[:4]), 16, 16)
-		if err != nil || (n > 0 && n < 4) || int(n) > len(data) {
-			return nil, declined("a bad pkt-line length %q", data[:4])
-		}
-		if n == 0 {
+		if flush {
 			out = append(out, "")
-			data = data[4:]
 			continue
 		}
-		out = append(out, strings.TrimSuffix(string(data[4:n]), "\n"))
-		data = data[n:]
+		out = append(out, strings.TrimSuffix(string(line), "\n"))
 	}
 	return out, nil
+}
+
+// readPktLine reads one pkt-line from r into *buf (reused from call to
+// call): its payload, or flush for a flush packet.
+func readPktLine(r io.Reader, buf *[]byte) (payload []byte, flush bool, err error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, false, declined("a cut pkt-line")
+	}
+	n, err := strconv.ParseUint(string(hdr[:]), 16, 16)
+	if err != nil || (n > 0 && n < 4) {
+		return nil, false, declined("a bad pkt-line length %q", hdr[:])
+	}
+	if n == 0 {
+		return nil, true, nil
+	}
+	*buf = slices.Grow((*buf)[:0], int(n)-4)[:n-4]
+	if _, err := io.ReadFull(r, *buf); err != nil {
+		return nil, false, declined("a cut pkt-line")
+	}
+	return *buf, false, nil
 }
 
 func writePktLine(w *bytes.Buffer, s string) {
@@ -486,18 +505,29 @@ func commitLinks(data []byte) (tree string, parents []string, err error) {
 // submodules, which live elsewhere).
 func treeLinks(data []byte) ([]string, error) {
 	var ids []string
+	err := treeEntries(data, func(mode, _ string, id [hashLen]byte) error {
+		if mode != "160000" {
+			ids = append(ids, hex.EncodeToString(id[:]))
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// treeEntries calls fn with each entry of a tree object, in its order:
+// the mode, the name and the id; the first error fn returns ends it.
+func treeEntries(data []byte, fn func(mode, name string, id [hashLen]byte) error) error {
 	for len(data) > 0 {
 		sp := bytes.IndexByte(data, ' ')
 		nul := bytes.IndexByte(data, 0)
-		if sp < 0 || nul < sp || len(data) < nul+1+hashLen {
-			return nil, declined("a malformed tree")
+		if sp <= 0 || nul < sp || len(data) < nul+1+hashLen {
+			return declined("a malformed tree")
 		}
-		mode := string(data[:sp])
-		id := hex.EncodeToString(data[nul+1 : nul+1+hashLen])
+		mode, name, id := string(data[:sp]), string(data[sp+1:nul]), [hashLen]byte(data[nul+1:nul+1+hashLen])
 		data = data[nul+1+hashLen:]
-		if mode != "160000" {
-			ids = append(ids, id)
+		if err := fn(mode, name, id); err != nil {
+			return err
 		}
 	}
-	return ids, nil
+	return nil
 }
