@@ -178,12 +178,12 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 	ended := awaitClose(wctx, c, id)
 	// Until the run's close is seen, a run known to be running is only
 	// queried each second, not described as well.
-	var running *runState
+	running, isCampaign := false, false
 	for {
 		var st *runState
 		var err error
-		if running != nil && ended != nil {
-			st, err = queryState(ctx, c, id, running.campaign != nil)
+		if running && ended != nil {
+			st, err = queryState(ctx, c, id, isCampaign)
 		}
 		if st == nil || err != nil {
 			st, err = readState(ctx, c, id)
@@ -192,7 +192,7 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 			return err
 		}
 		if err == nil && !st.closed {
-			running = st
+			running, isCampaign = true, st.campaign != nil
 		}
 		if ctx.Err() != nil {
 			fmt.Fprintf(w, "\nstopped following %s; it goes on: `fleetlift status %s`\n", id, id)

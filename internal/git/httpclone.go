@@ -363,9 +363,8 @@ func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, s
 	fmt.Fprintf(&cfg, "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n")
 	fmt.Fprintf(&cfg, "[remote \"origin\"]\n\turl = %s\n\tfetch = +refs/heads/%s:refs/remotes/origin/%s\n", configValue(url), branch, branch)
 	fmt.Fprintf(&cfg, "[branch \"%s\"]\n\tremote = origin\n\tmerge = refs/heads/%s\n", branch, branch)
-	files := []struct {
-		path, data string
-	}{
+	type file struct{ path, data string }
+	files := []file{
 		{"config", cfg.String()},
 		{"HEAD", "ref: refs/heads/" + branch + "\n"},
 		{"refs/heads/" + branch, tip + "\n"},
@@ -374,11 +373,11 @@ func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, s
 		{"packed-refs", packedRefs(append([]string{tip + " refs/remotes/origin/" + branch}, tags...))},
 	}
 	if isDefault {
-		files = append(files, struct{ path, data string }{"refs/remotes/origin/HEAD", "ref: refs/remotes/origin/" + branch + "\n"})
+		files = append(files, file{"refs/remotes/origin/HEAD", "ref: refs/remotes/origin/" + branch + "\n"})
 	}
 	if len(shallow) > 0 {
 		slices.Sort(shallow)
-		files = append(files, struct{ path, data string }{"shallow", strings.Join(shallow, "\n") + "\n"})
+		files = append(files, file{"shallow", strings.Join(shallow, "\n") + "\n"})
 	}
 	for _, f := range files {
 		path := filepath.Join(c.gd, filepath.FromSlash(f.path))
@@ -457,14 +456,7 @@ func configValue(v string) string {
 
 // writeFileMode creates path, which must not exist, with data.
 func writeFileMode(path string, data []byte, perm os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	_, err := createFile(path, data, perm)
 	return err
 }
 
@@ -503,7 +495,11 @@ func (c *cloneWriter) checkout(co *checkoutPlan) error {
 			}
 		default:
 			_, data, _ := c.objs.getRaw(e.id)
-			stats[i], err = writeCheckedOut(path, data, e.mode == 0o100755)
+			perm := os.FileMode(0o666)
+			if e.mode == 0o100755 {
+				perm = 0o777
+			}
+			stats[i], err = createFile(path, data, perm)
 		}
 		if err != nil {
 			return fmt.Errorf("check out %s: %w", e.path, err)
@@ -519,12 +515,9 @@ func parentDir(p string) string {
 	return ""
 }
 
-// writeCheckedOut creates a work tree file and returns its stat.
-func writeCheckedOut(path string, data []byte, exec bool) (os.FileInfo, error) {
-	perm := os.FileMode(0o666)
-	if exec {
-		perm = 0o777
-	}
+// createFile creates path with data and perm and returns its stat. The
+// path must not exist, not even as a link.
+func createFile(path string, data []byte, perm os.FileMode) (os.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, perm)
 	if err != nil {
 		return nil, err
@@ -555,10 +548,7 @@ func indexFile(co *checkoutPlan, stats []os.FileInfo) []byte {
 		binary.BigEndian.PutUint32(st[24:28], e.mode)
 		b.Write(st[:])
 		b.Write(e.id[:])
-		n := len(e.path)
-		if n > flagNameMask {
-			n = flagNameMask
-		}
+		n := min(len(e.path), flagNameMask)
 		b.WriteByte(byte(n >> 8))
 		b.WriteByte(byte(n))
 		b.WriteString(e.path)
