@@ -345,7 +345,7 @@ func specialGitFile(name string) bool {
 // commits, HEAD on branch at tip, the remote-tracking branch (and, for the
 // remote's default branch, its HEAD) and the configuration git clone
 // writes for a single-branch clone.
-func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, shallow []string, pack []byte, tags []string) error {
+func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, shallow []string, pack []byte, tags []packedRef) error {
 	for _, d := range []string{"objects/pack", "objects/info", "refs/heads", "refs/tags", "refs/remotes/origin"} {
 		if err := os.MkdirAll(filepath.Join(c.gd, d), 0o777); err != nil {
 			return err
@@ -370,7 +370,7 @@ func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, s
 		{"refs/heads/" + branch, tip + "\n"},
 		// The remote-tracking branch and the tags, packed, as git clone
 		// leaves them: one file, not one each.
-		{"packed-refs", packedRefs(append([]string{tip + " refs/remotes/origin/" + branch}, tags...))},
+		{"packed-refs", packedRefs(append([]packedRef{{name: "refs/remotes/origin/" + branch, id: tip}}, tags...))},
 	}
 	if isDefault {
 		files = append(files, file{"refs/remotes/origin/HEAD", "ref: refs/remotes/origin/" + branch + "\n"})
@@ -391,12 +391,14 @@ func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, s
 	return nil
 }
 
-// followTags are the lines of packed-refs for the advertised tags whose
-// object came with the pack (git clone's tag following: a tag of a commit
-// fetched, annotated or not), each "<id> <ref>" and, for an annotated one,
-// "^<peeled id>" after it.
-func (c *cloneWriter) followTags(refs map[string]string) []string {
-	var lines []string
+// packedRef is an entry of packed-refs: a ref, its object and, for an
+// annotated tag, the object it peels to.
+type packedRef struct{ name, id, peeled string }
+
+// followTags are the advertised tags whose object came with the pack (git
+// clone's tag following: a tag of a commit fetched, annotated or not).
+func (c *cloneWriter) followTags(refs map[string]string) []packedRef {
+	var tags []packedRef
 	for name, id := range refs {
 		if !strings.HasPrefix(name, "refs/tags/") || strings.HasSuffix(name, "^{}") || !checkRefName(name) {
 			continue
@@ -404,24 +406,28 @@ func (c *cloneWriter) followTags(refs map[string]string) []string {
 		if _, _, ok := c.objs.get(id); !ok {
 			continue
 		}
-		line := id + " " + name
+		t := packedRef{name: name, id: id}
 		if peeled, ok := refs[name+"^{}"]; ok && IsObjectID(peeled) {
-			line += "\n^" + peeled
+			t.peeled = peeled
 		}
-		lines = append(lines, line)
+		tags = append(tags, t)
 	}
-	return lines
+	return tags
 }
 
-// packedRefs is a packed-refs file of entries ("<id> <ref>", and a
-// "^<peeled id>" line of an annotated tag), sorted by ref name.
-func packedRefs(entries []string) string {
-	slices.SortFunc(entries, func(a, b string) int {
-		ra, _, _ := strings.Cut(strings.SplitN(a, " ", 2)[1], "\n")
-		rb, _, _ := strings.Cut(strings.SplitN(b, " ", 2)[1], "\n")
-		return strings.Compare(ra, rb)
-	})
-	return "# pack-refs with: peeled fully-peeled sorted \n" + strings.Join(entries, "\n") + "\n"
+// packedRefs is a packed-refs file of refs, sorted by name, each
+// annotated tag with the line of what it peels to.
+func packedRefs(refs []packedRef) string {
+	slices.SortFunc(refs, func(a, b packedRef) int { return strings.Compare(a.name, b.name) })
+	var b strings.Builder
+	b.WriteString("# pack-refs with: peeled fully-peeled sorted \n")
+	for _, r := range refs {
+		b.WriteString(r.id + " " + r.name + "\n")
+		if r.peeled != "" {
+			b.WriteString("^" + r.peeled + "\n")
+		}
+	}
+	return b.String()
 }
 
 // checkRefName is a ref name git would take, by its rules
