@@ -182,11 +182,21 @@ func appMessage(err error) string {
 	return err.Error()
 }
 
-// beat heartbeats the latest progress at once when it changes and then
-// every second while the activity runs, whatever step it is in (a
-// provisioning that waits for a pod heartbeats as a wait for the agent
-// does): a worker that dies is noticed at the heartbeat timeout, and the
-// attempt after it starts from the progress.
+// beat heartbeats the activity's progress while it runs, whatever step
+// it is in (a provisioning that waits for a pod heartbeats as a wait for
+// the agent does): a worker that dies is noticed at the heartbeat
+// timeout, and the attempt after it starts from the progress.
+//
+// A progress that only names the first sandbox says nothing the attempt
+// after could not take from its input, so it waits for the first beat:
+// half the heartbeat timeout after the start (quietBeat without one),
+// then every second (Temporal's client sends at most one in 80% of the
+// timeout). A task shorter than that sends no heartbeat at all, which
+// spares the server a write per task; a worker that dies before the
+// first beat is noticed at the timeout all the same, since Temporal
+// counts it from the activity's start. A progress with lost sandboxes
+// is heartbeated at once: the attempt after must not run the work in
+// them again.
 type beat struct {
 	ctx  context.Context
 	mu   sync.Mutex
@@ -195,13 +205,21 @@ type beat struct {
 	wg   sync.WaitGroup
 }
 
+// quietBeat is how long an activity without a heartbeat timeout runs
+// before its first heartbeat, which Temporal's UI then shows.
+const quietBeat = 5 * time.Second
+
 func newBeat(ctx context.Context) *beat {
 	b := &beat{ctx: ctx, done: make(chan struct{})}
 	if !sdkactivity.IsActivity(ctx) {
 		return b
 	}
+	quiet := quietBeat
+	if t := sdkactivity.GetInfo(ctx).HeartbeatTimeout; t > 0 {
+		quiet = t / 2
+	}
 	b.wg.Go(func() {
-		t := time.NewTicker(time.Second)
+		t := time.NewTimer(quiet)
 		defer t.Stop()
 		for {
 			select {
@@ -214,18 +232,20 @@ func newBeat(ctx context.Context) *beat {
 				p := b.p
 				b.mu.Unlock()
 				sdkactivity.RecordHeartbeat(ctx, p)
+				t.Reset(time.Second)
 			}
 		}
 	})
 	return b
 }
 
-// set makes p the progress, and heartbeats it.
+// set makes p the progress, and heartbeats it at once when it names
+// lost sandboxes.
 func (b *beat) set(p runProgress) {
 	b.mu.Lock()
 	b.p = p
 	b.mu.Unlock()
-	if sdkactivity.IsActivity(b.ctx) {
+	if len(p.Lost) > 0 && sdkactivity.IsActivity(b.ctx) {
 		sdkactivity.RecordHeartbeat(b.ctx, p)
 	}
 }

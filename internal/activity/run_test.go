@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -77,6 +80,53 @@ func TestRunSandboxedReplacesALostSandbox(t *testing.T) {
 		t.Errorf("outcome: phase %s, lost %q", out.Status.Phase, out.Lost)
 	}
 	gone(t, a, "lose-first", "lose-first-1")
+}
+
+// heartbeats records what each of env's heartbeats says.
+func heartbeats(env *testsuite.TestActivityEnvironment) *[]map[string]any {
+	var mu sync.Mutex
+	got := &[]map[string]any{}
+	env.SetOnActivityHeartbeatListener(func(_ *sdkactivity.Info, details converter.EncodedValues) {
+		var p map[string]any
+		_ = details.Get(&p)
+		mu.Lock()
+		*got = append(*got, p)
+		mu.Unlock()
+	})
+	return got
+}
+
+// A task that ends before its first beat is due sends no heartbeat (each
+// is a write on the server); one that lost a sandbox heartbeats that at
+// once, so an attempt after a dead worker does not run the work there
+// again; one that runs on heartbeats the sandbox it is in.
+func TestRunSandboxedHeartbeatsWhatTheNextAttemptNeeds(t *testing.T) {
+	a, env := newActivities(t)
+	got := heartbeats(env)
+	if _, err := runSandboxed(t, a, env, "quick", "complete", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if len(*got) != 0 {
+		t.Errorf("a task done in a moment heartbeated %v", *got)
+	}
+
+	a, env = newActivities(t)
+	got = heartbeats(env)
+	if _, err := runSandboxed(t, a, env, "lose-first", "complete", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if len(*got) == 0 || (*got)[0]["sandbox"] != "lose-first-1" || len((*got)[0]["lost"].([]any)) != 1 {
+		t.Errorf("heartbeats %v; want the replacement sandbox and the lost one first", *got)
+	}
+
+	a, env = newActivities(t)
+	got = heartbeats(env)
+	if _, err := runSandboxed(t, a, env, "slow-7", "complete", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if len(*got) == 0 || (*got)[0]["sandbox"] != "slow-7" {
+		t.Errorf("a task at work for seven seconds heartbeated %v; want its sandbox", *got)
+	}
 }
 
 // An agent that dies in every sandbox ends the task once MaxSandboxes
