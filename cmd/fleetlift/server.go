@@ -33,7 +33,11 @@ Every start checks the database: what a start killed midway left (no
 namespace, a schema unfinished and holding no runs) is put right, and said
 so; a database lacking part of its schema while holding runs is refused
 with what it lacks; a server that starts but cannot serve exits with its
-error.`,
+error.
+
+It runs Temporal's frontend, history and matching services, not its system
+worker: a schedule or batch operation made with Temporal's CLI is accepted
+and never runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			host, portS, err := net.SplitHostPort(f.address)

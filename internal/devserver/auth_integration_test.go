@@ -30,8 +30,8 @@ import (
 )
 
 // TestTemporalRefusesClientWithoutInstallCredential: every port the
-// embedded server listens on (its frontend and its history, matching and
-// worker services) refuses a client without a certificate from the
+// embedded server listens on (its frontend and its history and matching
+// services) refuses a client without a certificate from the
 // install's authority — in plaintext, over TLS with no certificate, and
 // with a certificate from another authority — so a process on the same
 // machine cannot start, signal or read workflows. A client holding the
@@ -48,9 +48,10 @@ func TestTemporalRefusesClientWithoutInstallCredential(t *testing.T) {
 	if !slices.Contains(opened, e.srv.Address()) {
 		t.Fatalf("listeners %v lack the frontend %s", opened, e.srv.Address())
 	}
-	// The frontend and the three internal services; no HTTP API.
-	if len(opened) != 4 {
-		t.Errorf("the server listens on %v; want the frontend and three internal services", opened)
+	// The frontend and the two internal services; no HTTP API, no
+	// system worker.
+	if len(opened) != 3 {
+		t.Errorf("the server listens on %v; want the frontend and two internal services", opened)
 	}
 
 	other, err := credential.New()

@@ -78,6 +78,16 @@ type Server struct {
 	repairs []string
 }
 
+// services are the Temporal services the embedded server runs. Temporal's
+// system worker ("worker") is not one of them: it runs Temporal's own
+// workflows (schedules, batch operations, the scavengers that tidy a
+// long-lived database, parent close policies over many children), none
+// of which fleetlift uses or needs, and it costs a run about a fifth of
+// a CPU second in its first half minute: a quarter of a short run's own
+// CPU. A schedule or batch operation made on this server with Temporal's
+// CLI is accepted but never runs.
+var services = []string{"frontend", "history", "matching"}
+
 // Start starts the server and returns once it serves: it has answered a
 // description of the namespace, a look-up of a run and a listing of runs.
 // A server that starts but answers these with errors is stopped, and the
@@ -93,7 +103,7 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(opts.IP, 4, opts.Port)
+	ports, err := freePorts(opts.IP, len(temporal.DefaultServices), opts.Port)
 	if err != nil {
 		return nil, err
 	}
@@ -108,14 +118,11 @@ func Start(opts Options) (*Server, error) {
 	if cfg.Global.TLS, err = tlsConfig(creds, opts.IP); err != nil {
 		return nil, err
 	}
+	// Temporal wants an address for each of its services, the system
+	// worker's too, which no one then serves.
 	hosts := map[primitives.ServiceName]static.Hosts{}
-	for name, svc := range map[primitives.ServiceName]string{
-		primitives.FrontendService: "frontend",
-		primitives.HistoryService:  "history",
-		primitives.MatchingService: "matching",
-		primitives.WorkerService:   "worker",
-	} {
-		hosts[name] = static.SingleLocalHost(net.JoinHostPort(opts.IP, strconv.Itoa(cfg.Services[svc].RPC.GRPCPort)))
+	for _, name := range temporal.DefaultServices {
+		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort(opts.IP, strconv.Itoa(cfg.Services[name].RPC.GRPCPort)))
 	}
 	// The server logs at fatal level when a service's listener fails,
 	// which it does when Stop closes it while the service is still
@@ -134,12 +141,15 @@ func Start(opts Options) (*Server, error) {
 		// there, with no forwarding between partitions.
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+		// Without the system worker (see services), the history service
+		// applies parent close policies itself, however many children.
+		dynamicconfig.EnableParentClosePolicyWorker.Key(): false,
 	}
 	polls := &longPolls{}
 	srv, err := temporal.NewServer(
 		temporal.WithChainedFrontendGrpcInterceptors(polls.intercept),
 		temporal.WithConfig(cfg),
-		temporal.ForServices(temporal.DefaultServices),
+		temporal.ForServices(services),
 		temporal.WithStaticHosts(hosts),
 		temporal.WithLogger(logger),
 		temporal.WithDynamicConfigClient(dyn),
@@ -354,7 +364,7 @@ func buildConfig(opts Options, ports []int, sqlCfg *config.SQL) *config.Config {
 	// ports[0] may be the frontend's; the rest go to the internal
 	// services. The frontend's HTTP API stays off (HTTPPort 0): fleetlift
 	// speaks gRPC only, and a listener nobody uses is one more to guard.
-	for i, name := range []string{"frontend", "history", "matching", "worker"} {
+	for i, name := range temporal.DefaultServices {
 		var svc config.Service
 		svc.RPC.BindOnIP = opts.IP
 		svc.RPC.GRPCPort = ports[i]
