@@ -213,7 +213,8 @@ func dropMain(argv []string, probe bool) int {
 	if os.Geteuid() == 0 {
 		// Root in its namespace keeps a full set across execve unless
 		// the bounding set is empty.
-		for c := 0; c <= lastCap(); c++ {
+		last := lastCap()
+		for c := 0; c <= last; c++ {
 			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 				return setupFail("drop capability %d: %v", c, err)
 			}
