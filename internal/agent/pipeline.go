@@ -489,12 +489,13 @@ func (r *runner) end(phase protocol.Phase, msg string) error {
 	return err
 }
 
-// setPhase moves to phase and writes status.json.
+// setPhase moves to phase and writes status.json (see writeStatusLocked
+// for when).
 func (r *runner) setPhase(phase protocol.Phase, step, msg string) {
 	r.statusMu.Lock()
 	r.status.Progress = protocol.Progress{TotalRepos: len(r.units)}
 	r.statusMu.Unlock()
-	if err := r.writeStatus(phase, step, msg, true); err != nil {
+	if err := r.writeStatus(phase, step, msg, false); err != nil {
 		r.o.Log.Error("write status", "err", err)
 	}
 	r.o.Log.Info("phase", "phase", phase, "step", step, "message", r.redact(msg))
@@ -520,16 +521,22 @@ func (r *runner) progressed(n int) {
 }
 
 // writeStatus records the phase and step in status.json: at once when
-// urgent (a new phase, the end), otherwise soon (see protocolFile).
+// urgent, otherwise soon (see protocolFile and writeStatusLocked).
 func (r *runner) writeStatus(phase protocol.Phase, step, msg string, urgent bool) error {
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
 	return r.writeStatusLocked(phase, step, msg, urgent)
 }
 
-// writeStatusLocked is writeStatus with statusMu held.
+// writeStatusLocked is writeStatus with statusMu held. A phase the
+// worker waits for (a final one, or awaiting_input) and a new iteration
+// are written at once, whatever urgent says. Any other phase is written
+// soon, as a step is: the worker only shows it, and a task that passes
+// through several phases within stepEvery writes status.json once for
+// them, not once each.
 func (r *runner) writeStatusLocked(phase protocol.Phase, step, msg string, urgent bool) error {
-	urgent = urgent || phase != r.status.Phase || r.iteration != r.status.Iteration
+	urgent = urgent || r.iteration != r.status.Iteration ||
+		phase != r.status.Phase && (phase.Terminal() || phase == protocol.PhaseAwaitingInput)
 	r.status.Phase = phase
 	r.status.Step = step
 	r.status.Message = r.redact(msg)

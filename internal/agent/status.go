@@ -10,14 +10,14 @@ import (
 )
 
 // stepEvery is how often, at most, status.json and result.json are
-// rewritten within a phase. The worker reads status.json every 100ms; a
-// task over many repositories moves on in milliseconds, and every rewrite
-// is a new file.
-const stepEvery = 200 * time.Millisecond
+// rewritten with news the worker does not wait for (a step, a phase on the
+// way). The worker reads status.json every 100ms; a task over many
+// repositories moves on in milliseconds, and every rewrite is a new file.
+var stepEvery = 200 * time.Millisecond
 
 // protocolFile writes one of the agent's JSON files: at once when urgent
-// (a new phase, the end), otherwise at most every stepEvery, the latest
-// content last.
+// (what the worker waits for), otherwise at most every stepEvery, the
+// latest content last.
 type protocolFile struct {
 	path string
 	log  *slog.Logger

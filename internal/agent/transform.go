@@ -54,7 +54,10 @@ func (r *runner) work(ctx context.Context, steer string) error {
 	if err := r.collect(ctx); err != nil {
 		return err
 	}
-	return r.writeResult()
+	// Soon, not at once: what comes next (a decision awaited, the pull
+	// requests, the end) writes it at once before its status.
+	r.writeResultQuietly()
+	return nil
 }
 
 // resetStretch forgets the outcome of the previous stretch everywhere but

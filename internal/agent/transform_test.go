@@ -5,7 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge/local"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
@@ -373,5 +377,52 @@ func TestAgentCLIUnderTmp(t *testing.T) {
 	res := run(t, o, m)
 	if r := repoResult(t, res, "svc"); res.Status != protocol.PhaseComplete || diffOf(r, "AGENT_LOG.md") == nil {
 		t.Fatalf("phase %s, repository %s %q; want the agent from %s to have run and completed", res.Status, r.Status, r.Error, cli)
+	}
+}
+
+// status.json is written at once for what the worker waits for (here the
+// end) and otherwise only now and then: a task that passes through its
+// phases quicker than that writes the file twice (its start and its end),
+// not once per phase. Each write is a new file in the sandbox, and a read
+// by the worker.
+func TestStatusIsWrittenAtOnceOnlyForWhatTheWorkerWaitsFor(t *testing.T) {
+	agent.SetStepEvery(t, time.Hour)
+	origin := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	o := options(t)
+	pdir := filepath.Join(o.Workspace, protocol.Dir)
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(pdir); err != nil {
+		t.Fatal(err)
+	}
+	m := manifest(repo("svc", origin))
+	m.Execution.Command = sh(`echo change >> README.md`)
+	m.Verifiers = []protocol.Verifier{{Name: "ok", Command: []string{"true"}}}
+	if res := run(t, o, m); res.Status != protocol.PhaseComplete {
+		t.Fatalf("task ended %s: %s", res.Status, res.Error)
+	}
+	// The watcher hands on the kernel's events as they come; the run's
+	// are all in once a second passes without one.
+	writes := 0
+	for done := false; !done; {
+		select {
+		case ev := <-w.Events:
+			if filepath.Base(ev.Name) == protocol.StatusFile && ev.Has(fsnotify.Create) {
+				writes++
+			}
+		case err := <-w.Errors:
+			t.Fatal(err)
+		case <-time.After(time.Second):
+			done = true
+		}
+	}
+	if writes != 2 {
+		t.Errorf("status.json was written %d times through initializing, executing, verifying, creating_prs and complete; want 2 (the start and the end)", writes)
 	}
 }
