@@ -496,7 +496,19 @@ func (p *Provider) Cleanup(ctx context.Context, id string) error {
 
 // stop ends the sandbox's processes: SIGTERM, then SIGKILL after the grace
 // period or when ctx ends.
+//
+// The agent goes first, on its own: it leads its own process group, and
+// what it runs is in that group or in a jail that ends with it. Only once
+// it has exited are the sandbox's other processes looked for (a read of
+// every process's environment), so that stopping a sandbox whose agent
+// is still about to exit (the usual case: its work is done) costs one
+// such scan, not one per signal and wait.
 func (p *Provider) stop(ctx context.Context, b *box) error {
+	deadline := time.Now().Add(p.grace)
+	if b.agentAlive() {
+		_ = syscall.Kill(-b.pid, syscall.SIGTERM)
+		b.waitExit(ctx, deadline)
+	}
 	gone := func() bool {
 		return !b.agentAlive() && len(homeProcesses(b.home)) == 0
 	}
@@ -514,7 +526,7 @@ func (p *Provider) stop(ctx context.Context, b *box) error {
 		return p.reaped(b)
 	}
 	signal(syscall.SIGTERM)
-	if !poll(ctx, p.grace, gone) {
+	if !poll(ctx, time.Until(deadline), gone) {
 		deadline := time.Now().Add(killWait)
 		for !gone() {
 			if time.Now().After(deadline) {
@@ -629,6 +641,23 @@ func (p *Provider) newBox(id string) *box {
 func (p *Provider) sandboxOf(b *box, rec *record) *sandbox.Sandbox {
 	st, _ := p.status(b, rec)
 	return &sandbox.Sandbox{ID: b.id, Provider: p.Name(), WorkingDir: b.workspace, Phase: st.Phase}
+}
+
+// waitExit waits until the agent has exited, deadline has passed or ctx
+// has ended.
+func (b *box) waitExit(ctx context.Context, deadline time.Time) {
+	if b.done == nil {
+		// Started by an earlier Provider: not a child to wait for.
+		poll(ctx, time.Until(deadline), func() bool { return !b.agentAlive() })
+		return
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // agentAlive reports whether the agent runs.
