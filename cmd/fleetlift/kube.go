@@ -147,7 +147,7 @@ func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) 
 	}
 	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets,
 		CredentialVariables: credentialVariables()}
-	return newWorkers(provider, sharedWorker(c, acts)), nil
+	return newWorkers(provider, sharedWorker(c, acts, wf.options())), nil
 }
 
 // kubeSandbox is what Kubernetes sandboxes get: the variables of local

@@ -83,7 +83,17 @@ one, branches are pushed to the repositories themselves.`,
 				return err
 			}
 			defer closeAll()
+			// News of this process's worker's activities: the follow
+			// reads the run when there is some.
+			var news chan struct{}
 			if !noWorker {
+				news = make(chan struct{}, 1)
+				wf.activityNews = func() {
+					select {
+					case news <- struct{}{}:
+					default:
+					}
+				}
 				w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 				if err != nil {
 					return err
@@ -101,7 +111,7 @@ one, branches are pushed to the repositories themselves.`,
 			if detach {
 				return nil
 			}
-			return follow(ctx, c, f.namespace, start.WorkflowID, out, isTerminal(out))
+			return follow(ctx, c, f.namespace, start.WorkflowID, out, isTerminal(out), news)
 		},
 	}
 	f.register(cmd)
@@ -167,18 +177,17 @@ func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Defin
 // is printed whenever a repository's state changes. Text from the run is
 // shown through visible.String: the only escape sequences are follow's
 // own. It fails when the run did not complete cleanly.
-func follow(ctx context.Context, c client.Client, namespace, id string, w io.Writer, tty bool) error {
+func follow(ctx context.Context, c client.Client, namespace, id string, w io.Writer, tty bool, news <-chan struct{}) error {
 	seen := map[string]string{}
 	hinted := map[string]bool{}
 	drawn := 0
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	wctx, stopWaiting := context.WithCancel(ctx)
 	defer stopWaiting()
 	ended := awaitClose(wctx, c, id)
 	// Until the run's close is seen, a run known to be running is only
-	// queried each second, not described as well.
+	// queried, not described as well.
 	running, isCampaign := false, false
+	p := newReadPace(news)
 	for {
 		var st *runState
 		var err error
@@ -188,15 +197,9 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 		if st == nil || err != nil {
 			st, err = readState(ctx, c, id)
 		}
+		p.read(time.Now())
 		if err != nil && ctx.Err() == nil {
 			return err
-		}
-		if err == nil && !st.closed {
-			running, isCampaign = true, st.campaign != nil
-		}
-		if ctx.Err() != nil {
-			fmt.Fprintf(w, "\nstopped following %s; it goes on: `fleetlift status %s`\n", id, id)
-			return errInterrupted
 		}
 		rows, waiting := progressRows(ctx, c, st)
 		if tty {
@@ -234,15 +237,65 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 			}
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		case <-ended:
-			// Read at once: the run just ended. Once only; the ticker
-			// goes on should the read not show it closed yet.
+		if p.wait(ctx, ended) {
+			// Read at once: the run just ended. Once only; the reads go
+			// on should this one not show it closed yet.
 			ended = nil
 		}
 	}
+}
+
+// readPace says when follow reads its run again. Without news from a
+// worker in this process, each second. With it, once news comes (an
+// activity started or ended: a unit began or finished), a moment later,
+// when the run has taken it in, and never sooner than a second after the
+// last read; and otherwise every five seconds, for what happens without an
+// activity of this process (an approval awaited, a worker elsewhere). A
+// run whose units work for minutes is then read every few seconds, not
+// every second: each read is a query the server hands to the worker.
+type readPace struct {
+	news <-chan struct{}
+	last time.Time
+	// every is the least time between two reads; idle the most while this
+	// process's worker has no news; settle how long after news a read
+	// waits for the run to have taken it in (the workflow task that
+	// follows an activity).
+	every, idle, settle time.Duration
+}
+
+func newReadPace(news <-chan struct{}) *readPace {
+	p := &readPace{news: news, every: time.Second, idle: time.Second, settle: 200 * time.Millisecond}
+	if news != nil {
+		p.idle = 5 * time.Second
+	}
+	return p
+}
+
+// read records a read at now.
+func (p *readPace) read(now time.Time) { p.last = now }
+
+// wait returns when the next read is due, or ctx ends; it reports
+// whether ended was closed (the run ended).
+func (p *readPace) wait(ctx context.Context, ended <-chan struct{}) bool {
+	t := time.NewTimer(time.Until(p.last.Add(p.idle)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return false
+	case <-ended:
+		return true
+	case <-p.news:
+	}
+	t.Reset(max(p.settle, time.Until(p.last.Add(p.every))))
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-ended:
+		return true
+	}
+	return false
 }
 
 // awaitClose's channel is closed when the run id has ended (its latest

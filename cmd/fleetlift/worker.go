@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
@@ -49,6 +50,40 @@ type workerFlags struct {
 	// metrics, set by the command, records sandbox provisioning; nil:
 	// not kept.
 	metrics *metrics.Metrics
+	// activityNews, set by the command, is called whenever an activity
+	// of this process's workers starts or ends (run follows its run by
+	// it); nil: not called.
+	activityNews func()
+}
+
+// options are the workers' options: with activityNews, an interceptor
+// that calls it as each activity starts and ends.
+func (w *workerFlags) options() worker.Options {
+	if w.activityNews == nil {
+		return worker.Options{}
+	}
+	return worker.Options{Interceptors: []interceptor.WorkerInterceptor{&newsInterceptor{news: w.activityNews}}}
+}
+
+// newsInterceptor calls news as each activity starts and ends.
+type newsInterceptor struct {
+	interceptor.WorkerInterceptorBase
+	news func()
+}
+
+func (n *newsInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	return &newsActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, news: n.news}
+}
+
+type newsActivity struct {
+	interceptor.ActivityInboundInterceptorBase
+	news func()
+}
+
+func (a *newsActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	a.news()
+	defer a.news()
+	return a.Next.ExecuteActivity(ctx, in)
 }
 
 // dockerFlags configure the Docker sandbox provider; image and
@@ -238,9 +273,9 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 		CredentialVariables: credentialVariables()}
 	// This host's queue: the steps on the sandboxes it provisions, which
 	// only it can reach.
-	hw := worker.New(c, queue, worker.Options{})
+	hw := worker.New(c, queue, wf.options())
 	hw.RegisterActivity(acts)
-	return newWorkers(provider, sharedWorker(c, acts), hw), nil
+	return newWorkers(provider, sharedWorker(c, acts, wf.options()), hw), nil
 }
 
 // observed is provider with its provisioning recorded in the metrics,
@@ -254,8 +289,8 @@ func (w *workerFlags) observed(provider sandbox.Provider) sandbox.Provider {
 
 // sharedWorker is the worker of the shared task queue: the workflows, and
 // the activities any worker may run.
-func sharedWorker(c client.Client, acts *activity.Activities) worker.Worker {
-	w := worker.New(c, workflow.TaskQueue, worker.Options{})
+func sharedWorker(c client.Client, acts *activity.Activities, opts worker.Options) worker.Worker {
+	w := worker.New(c, workflow.TaskQueue, opts)
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
 	// The lease reconciler replicas elect their leader with.
