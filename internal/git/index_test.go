@@ -218,5 +218,22 @@ func FuzzParseIndex(f *testing.F) {
 			data = append(data[:len(data)-sha1.Size:len(data)-sha1.Size], sum[:]...)
 		}
 		parseIndex(data)
+		// An index the in-process stage reads, it writes back as it was,
+		// and its tree cache stays one git reads with every tree invalid.
+		ix, ok := parseIndexV2(data)
+		if !ok {
+			return
+		}
+		again, ok := parseIndexV2(ix.encode())
+		if !ok || len(again.entries) != len(ix.entries) || string(again.tree) != string(ix.tree) {
+			t.Fatalf("an index read is not written back as it was")
+		}
+		tree, ok := invalidateTreeCache(ix.tree, map[string]bool{"": true})
+		if !ok {
+			t.Fatal("a tree cache read cannot be invalidated")
+		}
+		if _, ok := parseTreeCache(tree); !ok {
+			t.Fatal("an invalidated tree cache does not read")
+		}
 	})
 }

@@ -231,8 +231,9 @@ type worktree struct {
 	dir string
 	cfg []string
 	// gitDir is the .git directory of a plain clone (see plainGitDir),
-	// "" for anything else.
+	// "" for anything else; config its configuration.
 	gitDir string
+	config []byte
 }
 
 func (g *Git) worktree(ctx context.Context, dir string) (*worktree, error) {
@@ -244,7 +245,7 @@ func (g *Git) worktree(ctx context.Context, dir string) (*worktree, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &worktree{g: g, dir: dir, cfg: cfg, gitDir: gd}, nil
+	return &worktree{g: g, dir: dir, cfg: cfg, gitDir: gd, config: plainConfig}, nil
 }
 
 func (w *worktree) run(ctx context.Context, inv invocation) (string, error) {
@@ -253,7 +254,15 @@ func (w *worktree) run(ctx context.Context, inv invocation) (string, error) {
 	return w.g.run(ctx, inv)
 }
 
+// stage records the whole work tree in the index: in Go for a plain clone
+// whose changes stageInPlace can stage (any error there leaves the work
+// to git, which says what is wrong), otherwise with git add.
 func (w *worktree) stage(ctx context.Context) error {
+	if w.gitDir != "" && len(w.cfg) == 0 {
+		if ok, err := stageInPlace(w.dir, w.gitDir, w.config); ok && err == nil {
+			return nil
+		}
+	}
 	if _, err := w.run(ctx, invocation{args: []string{"add", "--all", "--", "."}}); err != nil {
 		return fmt.Errorf("stage changes: %w", err)
 	}

@@ -6,6 +6,10 @@ import (
 	"syscall"
 )
 
+// stageSupported: the index's stat data are read here as git records
+// them, so stageInPlace can tell an unchanged file.
+const stageSupported = true
+
 // noFollow makes opening a link fail.
 const noFollow = syscall.O_NOFOLLOW
 
