@@ -143,27 +143,19 @@ func parseIndex(data []byte) (ix index, ok bool) {
 	// Extensions: the tree cache is read; other optional ones (an upper
 	// case first letter) are skipped; any other (a split or sparse index)
 	// makes this index one to leave to git.
-	for off < len(body) {
-		if off+8 > len(body) {
-			return ix, false
-		}
-		sig := string(body[off : off+4])
-		size := int(binary.BigEndian.Uint32(body[off+4 : off+8]))
-		off += 8
-		if size < 0 || off+size > len(body) {
-			return ix, false
-		}
+	ok = indexExtensions(body, off, func(sig string, data []byte) bool {
 		switch {
 		case sig == "TREE":
-			trees, ok := parseTreeCache(body[off : off+size])
-			if !ok {
-				return ix, false
-			}
+			trees, read := parseTreeCache(data)
 			ix.trees = trees
+			return read
 		case sig[0] < 'A' || sig[0] > 'Z':
-			return ix, false
+			return false
 		}
-		off += size
+		return true
+	})
+	if !ok {
+		return ix, false
 	}
 	if ix.trees == nil {
 		// Without a tree cache every tree would be written again,
@@ -171,6 +163,25 @@ func parseIndex(data []byte) (ix index, ok bool) {
 		return ix, false
 	}
 	return ix, true
+}
+
+// indexExtensions calls visit with each extension of an index body from
+// off on (its signature and data) until visit returns false; it reports
+// whether every extension was whole and visited.
+func indexExtensions(body []byte, off int, visit func(sig string, data []byte) bool) bool {
+	for off < len(body) {
+		if off+8 > len(body) {
+			return false
+		}
+		sig := string(body[off : off+4])
+		size := int(binary.BigEndian.Uint32(body[off+4 : off+8]))
+		off += 8
+		if size < 0 || off+size > len(body) || !visit(sig, body[off:off+size]) {
+			return false
+		}
+		off += size
+	}
+	return true
 }
 
 // maxPath and maxDepth bound the paths read from an index (which an agent
@@ -209,11 +220,40 @@ func treeMode(mode uint32) (string, bool) {
 	return "", false
 }
 
-// parseTreeCache reads the TREE extension: depth-first entries of a path
-// component, the count of index entries covered (-1: invalid), the number
-// of subtrees and, for a valid entry, the tree's id.
+// parseTreeCache reads the TREE extension: the ids of its valid trees, by
+// directory.
 func parseTreeCache(data []byte) (map[string][]byte, bool) {
 	trees := map[string][]byte{}
+	ok := walkTreeCache(data, func(n treeCacheNode) {
+		if n.id != nil {
+			trees[n.path] = n.id
+		}
+	})
+	if !ok {
+		return nil, false
+	}
+	return trees, true
+}
+
+// treeCacheNode is an entry of the TREE extension.
+type treeCacheNode struct {
+	// path is the directory ("" for the root), name its last component
+	// as written.
+	path string
+	name []byte
+	// entries is the count of index entries the tree covers, -1 when it
+	// is invalid; subtrees the count of entries that follow for its
+	// subdirectories.
+	entries, subtrees int
+	// id is the tree's id, nil when invalid.
+	id []byte
+}
+
+// walkTreeCache calls visit for each entry of the TREE extension data,
+// depth first: a path component, the count of index entries covered (-1:
+// invalid), the number of subtrees and, for a valid entry, the tree's id.
+// It reports false for data that is not such an extension.
+func walkTreeCache(data []byte, visit func(treeCacheNode)) bool {
 	var walk func(prefix string, depth int) bool
 	walk = func(prefix string, depth int) bool {
 		if depth > maxDepth {
@@ -223,7 +263,7 @@ func parseTreeCache(data []byte) (map[string][]byte, bool) {
 		if end < 0 {
 			return false
 		}
-		name := string(data[:end])
+		name := data[:end]
 		data = data[end+1:]
 		nl := bytes.IndexByte(data, '\n')
 		if nl < 0 {
@@ -236,28 +276,26 @@ func parseTreeCache(data []byte) (map[string][]byte, bool) {
 		if !found || err1 != nil || err2 != nil || n < 0 || n > len(data) {
 			return false
 		}
-		path := name
+		node := treeCacheNode{path: string(name), name: name, entries: entries, subtrees: n}
 		if prefix != "" {
-			path = prefix + "/" + name
+			node.path = prefix + "/" + node.path
 		}
 		if entries >= 0 {
 			if len(data) < hashLen {
 				return false
 			}
-			trees[path] = data[:hashLen]
+			node.id = data[:hashLen]
 			data = data[hashLen:]
 		}
+		visit(node)
 		for range n {
-			if !walk(path, depth+1) {
+			if !walk(node.path, depth+1) {
 				return false
 			}
 		}
 		return true
 	}
-	if !walk("", 0) || len(data) != 0 {
-		return nil, false
-	}
-	return trees, true
+	return walk("", 0) && len(data) == 0
 }
 
 // treeWriter writes the trees of sorted index entries.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -316,18 +317,15 @@ func parseIndexV2(data []byte) (ix indexV2, ok bool) {
 		ix.entries = append(ix.entries, e)
 		prev = e.path
 	}
-	for off < len(body) {
-		if off+8 > len(body) {
-			return ix, false
+	ok = indexExtensions(body, off, func(sig string, data []byte) bool {
+		if sig != "TREE" || ix.tree != nil {
+			return false
 		}
-		sig := string(body[off : off+4])
-		size := int(binary.BigEndian.Uint32(body[off+4 : off+8]))
-		off += 8
-		if sig != "TREE" || ix.tree != nil || size < 0 || off+size > len(body) {
-			return ix, false
-		}
-		ix.tree = body[off : off+size]
-		off += size
+		ix.tree = data
+		return true
+	})
+	if !ok {
+		return ix, false
 	}
 	if ix.tree == nil {
 		return ix, false
@@ -362,59 +360,17 @@ func (ix *indexV2) encode() []byte {
 // git marks the trees a change reaches.
 func invalidateTreeCache(data []byte, invalid map[string]bool) ([]byte, bool) {
 	var out bytes.Buffer
-	var walk func(prefix string, depth int) bool
-	walk = func(prefix string, depth int) bool {
-		if depth > maxDepth {
-			return false
+	ok := walkTreeCache(data, func(n treeCacheNode) {
+		out.Write(n.name)
+		out.WriteByte(0)
+		if n.id == nil || invalid[n.path] {
+			fmt.Fprintf(&out, "-1 %d\n", n.subtrees)
+			return
 		}
-		end := bytes.IndexByte(data, 0)
-		if end < 0 {
-			return false
-		}
-		name := string(data[:end])
-		nl := bytes.IndexByte(data[end+1:], '\n')
-		if nl < 0 {
-			return false
-		}
-		count, subs, _ := strings.Cut(string(data[end+1:end+1+nl]), " ")
-		n, err := strconv.Atoi(subs)
-		entries, err2 := strconv.Atoi(count)
-		if err != nil || err2 != nil || n < 0 {
-			return false
-		}
-		head := data[:end+1+nl+1]
-		data = data[end+1+nl+1:]
-		p := name
-		if prefix != "" {
-			p = prefix + "/" + name
-		}
-		if depth == 0 {
-			p = ""
-		}
-		hasID := entries >= 0
-		if hasID && len(data) < hashLen {
-			return false
-		}
-		if invalid[p] {
-			out.Write(head[:end+1])
-			out.WriteString("-1 " + subs + "\n")
-		} else {
-			out.Write(head)
-			if hasID {
-				out.Write(data[:hashLen])
-			}
-		}
-		if hasID {
-			data = data[hashLen:]
-		}
-		for range n {
-			if !walk(p, depth+1) {
-				return false
-			}
-		}
-		return true
-	}
-	if !walk("", 0) || len(data) != 0 {
+		fmt.Fprintf(&out, "%d %d\n", n.entries, n.subtrees)
+		out.Write(n.id)
+	})
+	if !ok {
 		return nil, false
 	}
 	return out.Bytes(), true
