@@ -30,8 +30,9 @@ const (
 // records each changed file's content and mode (and every file's stat
 // data) in the index and drops the paths that are gone, writing the new
 // blobs as loose objects. The tree cache keeps the trees of directories
-// nothing changed in. ok is false, with nothing written, for anything
-// git add decides otherwise or better: an untracked path (git's ignore
+// nothing changed in. ok is false, with the index as it was (a blob it
+// wrote already is one git add writes too), for anything git add decides
+// otherwise or better: an untracked path (git's ignore
 // rules say whether it is added), attributes (filters, line endings), a
 // configuration beyond what a clone writes, an index this does not read,
 // a submodule or an embedded repository, a special file, a large file.
