@@ -66,18 +66,28 @@ func start(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvi
 	return ref
 }
 
-func TestWaitForAgentPhaseThenReadResult(t *testing.T) {
-	a, env := newActivities(t)
-	ref := start(t, a, env, "wait-ok", "awaiting_input")
-	v, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput}})
+// waitFor waits for the agent in ref to reach phase (or a final one) and
+// returns its status; an error fails the test.
+func waitFor(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, ref activity.SandboxRef, phase protocol.Phase) protocol.Status {
+	t.Helper()
+	v, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{phase}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var st protocol.Status
-	if err := v.Get(&st); err != nil || st.Phase != protocol.PhaseAwaitingInput {
-		t.Fatalf("status %+v, %v", st, err)
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
 	}
-	v, err = env.ExecuteActivity(a.ReadResult, activity.ReadResultInput{Sandbox: ref})
+	return st
+}
+
+func TestWaitForAgentPhaseThenReadResult(t *testing.T) {
+	a, env := newActivities(t)
+	ref := start(t, a, env, "wait-ok", "awaiting_input")
+	if st := waitFor(t, a, env, ref, protocol.PhaseAwaitingInput); st.Phase != protocol.PhaseAwaitingInput {
+		t.Fatalf("status %+v", st)
+	}
+	v, err := env.ExecuteActivity(a.ReadResult, activity.ReadResultInput{Sandbox: ref})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,13 +147,8 @@ func TestAwaitResultRemovesAFinishedSandbox(t *testing.T) {
 func TestWaitReturnsTerminalPhaseItDidNotAskFor(t *testing.T) {
 	a, env := newActivities(t)
 	ref := start(t, a, env, "wait-failed", "failed")
-	v, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st protocol.Status
-	if err := v.Get(&st); err != nil || st.Phase != protocol.PhaseFailed {
-		t.Fatalf("a failed agent must end the wait: %+v %v", st, err)
+	if st := waitFor(t, a, env, ref, protocol.PhaseAwaitingInput); st.Phase != protocol.PhaseFailed {
+		t.Fatalf("a failed agent must end the wait: %+v", st)
 	}
 }
 

@@ -272,13 +272,8 @@ func TestWaitReadsLessWhileTheStatusStands(t *testing.T) {
 	h := &hiddenWatch{Provider: a.Sandbox}
 	a.Sandbox = h
 	ref := start(t, a, env, "slow-3", "complete")
-	v, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st protocol.Status
-	if err := v.Get(&st); err != nil || st.Phase != protocol.PhaseComplete {
-		t.Fatalf("status %+v, %v; want complete", st, err)
+	if st := waitFor(t, a, env, ref, protocol.PhaseComplete); st.Phase != protocol.PhaseComplete {
+		t.Fatalf("status %+v; want complete", st)
 	}
 	// A fixed poll would have read about 66 times.
 	if n := h.statusReads.Load(); n > 20 {
