@@ -1,11 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	sdkworkflow "go.temporal.io/sdk/workflow"
+
+	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // waitAsync runs p.wait and hands its answer on the returned channel.
@@ -100,5 +113,94 @@ func TestWorkerTellsOfEachActivity(t *testing.T) {
 	}
 	if calls != 2 {
 		t.Errorf("news came %d times for one activity; want 2 (its start and its end)", calls)
+	}
+}
+
+// standInCampaign answers status queries as a running campaign until it
+// is signalled "finish", then ends completed.
+func standInCampaign(ctx sdkworkflow.Context) (workflow.CampaignState, error) {
+	st := workflow.CampaignState{ID: "stand-in", Phase: workflow.CampaignRunning}
+	if err := sdkworkflow.SetQueryHandler(ctx, workflow.QueryStatus, func() (workflow.CampaignState, error) { return st, nil }); err != nil {
+		return st, err
+	}
+	sdkworkflow.GetSignalChannel(ctx, "finish").Receive(ctx, nil)
+	st.Phase = workflow.CampaignCompleted
+	return st, nil
+}
+
+// countingClient counts the describes and queries follow makes.
+type countingClient struct {
+	client.Client
+	describes, queries atomic.Int32
+	// onQuery runs after each query, with the count so far.
+	onQuery func(n int32)
+}
+
+func (c *countingClient) DescribeWorkflowExecution(ctx context.Context, id, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	c.describes.Add(1)
+	return c.Client.DescribeWorkflowExecution(ctx, id, runID)
+}
+
+func (c *countingClient) QueryWorkflow(ctx context.Context, id, runID, queryType string, args ...any) (converter.EncodedValue, error) {
+	v, err := c.Client.QueryWorkflow(ctx, id, runID, queryType, args...)
+	c.onQuery(c.queries.Add(1))
+	return v, err
+}
+
+// follow describes a run once to learn what it is, then only queries it
+// while it runs (each describe is a read of the run's record on the
+// server), and prints its end once it has ended.
+// Interrupted, it says the run goes on and returns errInterrupted.
+func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
+	root := t.TempDir()
+	srv := startServer(t, freeAddr(t), filepath.Join(root, "state"))
+	base, err := dialServer(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	const queue = "follow-test"
+	w := worker.New(base, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(standInCampaign, sdkworkflow.RegisterOptions{Name: "Campaign"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const id = "campaign/follow"
+	if _, err := base.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "Campaign"); err != nil {
+		t.Fatal(err)
+	}
+	c := &countingClient{Client: base}
+	var whileRunning int32
+	c.onQuery = func(n int32) {
+		if n == 3 {
+			whileRunning = c.describes.Load()
+			if err := base.SignalWorkflow(ctx, id, "", "finish", nil); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err := follow(ctx, c, devserver.Namespace, id, &out, false, nil); err != nil {
+		t.Fatalf("follow: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "completed") {
+		t.Errorf("follow did not print the run's end:\n%s", out.String())
+	}
+	if whileRunning != 1 {
+		t.Errorf("follow described the run %d times over its first three reads; want once, then queries alone while it runs", whileRunning)
+	}
+
+	// Interrupted (Ctrl-C): it says the run goes on.
+	cctx, stop := context.WithCancel(ctx)
+	stop()
+	out.Reset()
+	if err := follow(cctx, c, devserver.Namespace, id, &out, false, nil); !errors.Is(err, errInterrupted) {
+		t.Errorf("interrupted follow returned %v; want errInterrupted", err)
+	}
+	if !strings.Contains(out.String(), "stopped following "+id+"; it goes on") {
+		t.Errorf("interrupted follow printed:\n%s", out.String())
 	}
 }

@@ -201,6 +201,13 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
+		if err == nil && !st.closed {
+			running, isCampaign = true, st.campaign != nil
+		}
+		if ctx.Err() != nil {
+			fmt.Fprintf(w, "\nstopped following %s; it goes on: `fleetlift status %s`\n", id, id)
+			return errInterrupted
+		}
 		rows, waiting := progressRows(ctx, c, st)
 		if tty {
 			if drawn > 0 {
