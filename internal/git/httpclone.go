@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -542,37 +541,24 @@ func createFile(path string, data []byte, perm os.FileMode) (os.FileInfo, error)
 // indexFile is the version 2 index of co's entries with the stat data
 // their files have, and the tree cache of co's trees.
 func indexFile(co *checkoutPlan, stats []os.FileInfo) []byte {
-	var b bytes.Buffer
-	b.WriteString("DIRC")
-	b.Write(binary.BigEndian.AppendUint32(nil, 2))
-	b.Write(binary.BigEndian.AppendUint32(nil, uint32(len(co.entries))))
+	ix := indexV2{entries: make([]rawEntry, len(co.entries))}
 	for i, e := range co.entries {
-		var st [40]byte
+		re := &ix.entries[i]
+		re.path = e.path
 		if stats[i] != nil { // a submodule's place has none
-			statData(st[:], stats[i])
+			statData(re.fixed[:40], stats[i])
 		}
-		binary.BigEndian.PutUint32(st[24:28], e.mode)
-		b.Write(st[:])
-		b.Write(e.id[:])
-		n := min(len(e.path), flagNameMask)
-		b.WriteByte(byte(n >> 8))
-		b.WriteByte(byte(n))
-		b.WriteString(e.path)
-		// 1 to 8 NULs, to a multiple of 8 from the entry's start.
-		pad := 8 - (entryFixedLen+len(e.path))%8
-		b.Write(make([]byte, pad))
+		binary.BigEndian.PutUint32(re.fixed[24:28], e.mode)
+		copy(re.fixed[40:40+hashLen], e.id[:])
+		binary.BigEndian.PutUint16(re.fixed[60:62], uint16(min(len(e.path), flagNameMask)))
 	}
 	var tc bytes.Buffer
 	for _, t := range co.trees {
 		fmt.Fprintf(&tc, "%s\x00%d %d\n", t.name, t.entries, t.subtrees)
 		tc.Write(t.id[:])
 	}
-	b.WriteString("TREE")
-	b.Write(binary.BigEndian.AppendUint32(nil, uint32(tc.Len())))
-	b.Write(tc.Bytes())
-	sum := sha1.Sum(b.Bytes())
-	b.Write(sum[:])
-	return b.Bytes()
+	ix.tree = tc.Bytes()
+	return ix.encode()
 }
 
 // statDataPortable is statData from what every system's FileInfo says:

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -188,12 +187,12 @@ func (s *stager) stage(i int, p string, fi fs.FileInfo) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	id := blobID(content)
-	if !bytes.Equal(id, e.fixed[40:40+hashLen]) {
+	id := objectID(objBlob, content)
+	if !bytes.Equal(id[:], e.fixed[40:40+hashLen]) {
 		if _, err := writeLooseObject(s.objects, "blob", content); err != nil {
 			return false, err
 		}
-		copy(e.fixed[40:40+hashLen], id)
+		copy(e.fixed[40:40+hashLen], id[:])
 		s.invalidate(p)
 	} else if mode != e.mode() {
 		s.invalidate(p)
@@ -216,13 +215,6 @@ func (s *stager) invalidate(p string) {
 	}
 }
 
-func blobID(content []byte) []byte {
-	h := sha1.New()
-	h.Write([]byte("blob " + strconv.Itoa(len(content)) + "\x00"))
-	h.Write(content)
-	return h.Sum(nil)
-}
-
 // readNoFollow reads a regular file, never through a link.
 func readNoFollow(p string) ([]byte, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
@@ -239,21 +231,17 @@ func readNoFollow(p string) ([]byte, error) {
 // made exclusively (a git at work in the clone holds it).
 func writeIndexFile(p string, data []byte) error {
 	lock := p + ".lock"
-	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o666)
-	if err != nil {
+	if _, err := createFile(lock, data, 0o666); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			os.Remove(lock)
+		}
 		return err
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(lock, p)
-	}
-	if err != nil {
+	if err := os.Rename(lock, p); err != nil {
 		os.Remove(lock)
+		return err
 	}
-	return err
+	return nil
 }
 
 // indexV2 is a version 2 index kept as its entries' bytes, to be written
