@@ -204,13 +204,8 @@ func (s *stager) stage(i int, p string, fi fs.FileInfo) (bool, error) {
 
 // invalidate marks the trees of p's directories as changed.
 func (s *stager) invalidate(p string) {
-	for {
-		i := strings.LastIndexByte(p, '/')
-		if i < 0 {
-			s.invalid[""] = true
-			return
-		}
-		p = p[:i]
+	for p != "" {
+		p = parentDir(p)
 		s.invalid[p] = true
 	}
 }
