@@ -397,7 +397,6 @@ func packLoose(objects, commit string) ([]byte, error) {
 	pack.WriteString("PACK")
 	_ = binary.Write(&pack, binary.BigEndian, uint32(2))
 	_ = binary.Write(&pack, binary.BigEndian, uint32(len(found)))
-	zw, _ := zlib.NewWriterLevel(&pack, zlib.BestSpeed)
 	for _, o := range found {
 		// Type and size: 3 bits of type and 4 of size, then 7 bits of
 		// size a byte, lowest first, each byte but the last flagged.
@@ -410,11 +409,7 @@ func packLoose(objects, commit string) ([]byte, error) {
 			size >>= 7
 		}
 		pack.WriteByte(b)
-		zw.Reset(&pack)
-		if _, err := zw.Write(o.data); err != nil {
-			return nil, err
-		}
-		if err := zw.Close(); err != nil {
+		if err := writeZlib(&pack, o.data); err != nil {
 			return nil, err
 		}
 	}

@@ -2,16 +2,13 @@ package git
 
 import (
 	"bytes"
-	"compress/zlib"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 )
 
@@ -66,8 +63,6 @@ func readSmallRegular(path string, max int64) ([]byte, bool) {
 	return b, err == nil
 }
 
-var zlibWriters sync.Pool
-
 // writeLooseObject stores an object in the objects directory as git does
 // (zlib-compressed, read-only, renamed into place) and returns its SHA-1
 // id. An object already stored is left as it is.
@@ -90,21 +85,7 @@ func writeLooseObject(objects, typ string, data []byte) (string, error) {
 		return "", err
 	}
 	defer os.Remove(f.Name())
-	// A compressor holds about a megabyte of state: reuse them.
-	zw, _ := zlibWriters.Get().(*zlib.Writer)
-	if zw == nil {
-		zw = zlib.NewWriter(f)
-	} else {
-		zw.Reset(f)
-	}
-	defer zlibWriters.Put(zw)
-	_, err = io.WriteString(zw, header)
-	if err == nil {
-		_, err = zw.Write(data)
-	}
-	if err == nil {
-		err = zw.Close()
-	}
+	err = writeZlib(f, []byte(header), data)
 	if err == nil {
 		err = f.Chmod(0o444)
 	}
