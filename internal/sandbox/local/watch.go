@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -29,12 +30,14 @@ func (p *Provider) Watch(id, dir string) (changed <-chan struct{}, stop func() e
 		events, errs := w.Events, w.Errors
 		for events != nil || errs != nil {
 			select {
-			case _, ok := <-events:
+			case ev, ok := <-events:
 				if !ok {
 					events = nil
 					continue
 				}
-				wake()
+				if wakes(ev) {
+					wake()
+				}
 			case _, ok := <-errs:
 				if !ok {
 					errs = nil
@@ -46,6 +49,20 @@ func (p *Provider) Watch(id, dir string) (changed <-chan struct{}, stop func() e
 		}
 	}()
 	return ch, w.Close, nil
+}
+
+// wakes reports whether ev may have changed what a reader of the
+// directory reads. A file whose name starts with a dot is ignored: the
+// agent and CopyTo write each file as a hidden temporary file renamed into
+// place, and it is the rename that shows the new content (as the creation
+// of the file's own name). So is a change of mode alone. Each write then
+// wakes the reader once, where its five events (create, write, chmod,
+// rename, create) woke it up to three times, each a read of the status.
+func wakes(ev fsnotify.Event) bool {
+	if strings.HasPrefix(filepath.Base(ev.Name), ".") {
+		return false
+	}
+	return ev.Op&^fsnotify.Chmod != 0
 }
 
 // watch starts an fsnotify watch on dir, which must be a directory of

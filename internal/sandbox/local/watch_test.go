@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
+
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
 
@@ -49,5 +51,30 @@ func TestWatchWakesOnAWrite(t *testing.T) {
 	}
 	if _, _, err := p.Watch("never-made", "proto"); err == nil {
 		t.Error("Watch in a sandbox that does not exist succeeded")
+	}
+}
+
+// A write shows in the directory as a hidden temporary file renamed into
+// place: only the rename's arrival of the real name, a write to it, or its
+// removal wakes the reader.
+func TestWatchWakesOnceAWrite(t *testing.T) {
+	for _, tc := range []struct {
+		ev   fsnotify.Event
+		want bool
+	}{
+		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Create}, false},
+		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Write}, false},
+		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Chmod}, false},
+		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Rename}, false},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Create}, true},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Write}, true},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Remove}, true},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Rename}, true},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Chmod}, false},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Write | fsnotify.Chmod}, true},
+	} {
+		if got := wakes(tc.ev); got != tc.want {
+			t.Errorf("wakes(%v) = %v, want %v", tc.ev, got, tc.want)
+		}
 	}
 }
