@@ -1,21 +1,17 @@
 package agent
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 	"gopkg.in/yaml.v3"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/outputschema"
 )
 
 // ReportFile is the report an agent writes in report mode (capture
@@ -133,35 +129,13 @@ func jsonValue(v any) (any, error) {
 
 // schema validates report frontmatter.
 type schema struct {
-	s *jsonschema.Schema
+	s *outputschema.Schema
 }
-
-// noLoader refuses every $ref outside the schema itself: a schema from a
-// manifest must not read files or the network.
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("loading %s is not allowed: output.schema must be self-contained", url)
-}
-
-const schemaURL = "https://fleetlift.invalid/output.schema.json"
 
 func compileSchema(raw json.RawMessage) (*schema, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return nil, nil
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("output.schema is not JSON: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, fmt.Errorf("output.schema: %w", err)
-	}
-	s, err := c.Compile(schemaURL)
-	if err != nil {
-		return nil, fmt.Errorf("output.schema: %w", err)
+	s, err := outputschema.Compile(raw)
+	if err != nil || s == nil {
+		return nil, err
 	}
 	return &schema{s: s}, nil
 }
@@ -173,51 +147,15 @@ func (s *schema) validate(fm map[string]any) ([]string, error) {
 	if s == nil {
 		return nil, nil
 	}
-	data, err := json.Marshal(fm)
+	problems, err := s.s.Validate(fm)
 	if err != nil {
 		return nil, &ReportError{Kind: protocol.ReportSchemaInvalid, Err: fmt.Errorf("encode frontmatter: %w", err)}
-	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return nil, &ReportError{Kind: protocol.ReportSchemaInvalid, Err: fmt.Errorf("encode frontmatter: %w", err)}
-	}
-	err = s.s.Validate(v)
-	if err == nil {
-		return nil, nil
-	}
-	var problems []string
-	var ve *jsonschema.ValidationError
-	if errors.As(err, &ve) {
-		violations(ve, message.NewPrinter(language.English), &problems)
 	}
 	if len(problems) == 0 {
-		problems = []string{strings.ReplaceAll(err.Error(), schemaURL, "output.schema")}
+		return nil, nil
 	}
-	// The validator finds them in no fixed order.
-	slices.Sort(problems)
 	return problems, &ReportError{Kind: protocol.ReportSchemaInvalid,
 		Err: fmt.Errorf("frontmatter does not match output.schema: %s", strings.Join(problems, "; "))}
-}
-
-// violations appends the leaves of e, the violations themselves, as
-// "<JSON pointer>: <message>".
-func violations(e *jsonschema.ValidationError, p *message.Printer, out *[]string) {
-	if len(e.Causes) > 0 {
-		for _, c := range e.Causes {
-			violations(c, p, out)
-		}
-		return
-	}
-	msg := e.ErrorKind.LocalizedString(p)
-	if len(e.InstanceLocation) == 0 {
-		*out = append(*out, msg)
-		return
-	}
-	var b strings.Builder
-	for _, tok := range e.InstanceLocation {
-		b.WriteString("/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(tok))
-	}
-	*out = append(*out, b.String()+": "+msg)
 }
 
 // collectReport parses raw and validates it against s. A report that is

@@ -709,7 +709,7 @@ func (d *direct) agentic(e *node) *Agentic {
 		a.Output = &ReportOutput{}
 		if s := d.take(om, "schema"); s != nil {
 			v, ok := d.value(s).(map[string]any)
-			d.check(ok)
+			d.check(ok && usableSchema(v))
 			a.Output.Schema = v
 		}
 		a.Output.Capture = Capture(d.oneOf(om, "capture", "file", "stdout"))

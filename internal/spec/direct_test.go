@@ -463,7 +463,7 @@ execution:
         properties:
           a: {type: integer, minimum: 1, maximum: 10}
           "#b": {enum: [x, 'y', null, true, 0]}
-          _c: []
+          _c: {enum: [[]]}
 `
 
 const groupsTask = `version: 1

@@ -220,6 +220,12 @@ func (c *compiler) evaluate(in Input) (out Output) {
 		out.Errors = c.convert(in.Name, err, data, c.defs[kind])
 		return out
 	}
+	if kind == KindTask || kind == KindCampaign {
+		if errs := checkOutputSchema(in.Name, kind, data, u); len(errs) > 0 {
+			out.Errors = errs
+			return out
+		}
+	}
 	out.JSON = b
 	if p := data.LookupPath(cue.MakePath(cue.Str("id"))).Pos(); p.IsValid() && p.Filename() == in.Name {
 		out.IDLine, out.IDColumn = p.Line(), p.Column()

@@ -1,0 +1,88 @@
+package spec
+
+import (
+	"encoding/json"
+	"strings"
+
+	"cuelang.org/go/cue"
+
+	"github.com/fleetlift/fleetlift/internal/outputschema"
+)
+
+// usableSchema reports whether schema, an output.schema as read, compiles:
+// the direct path leaves any other to the evaluator, which says why.
+func usableSchema(schema map[string]any) bool {
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return false
+	}
+	_, err = outputschema.Compile(raw)
+	return err == nil
+}
+
+// checkOutputSchema compiles the output.schema of an evaluated Task or
+// Campaign, as the agent will, and returns what makes it unusable: one
+// error per problem, at the field of the schema it is in (where the file
+// has that field), so that validate and plan refuse a schema the agent
+// would fail every report on.
+func checkOutputSchema(name string, kind Kind, data, final cue.Value) []*Error {
+	sels := []string{"execution", "agentic", "output", "schema"}
+	if kind == KindCampaign {
+		sels = append([]string{"template"}, sels...)
+	}
+	v := final.LookupPath(cuePath(sels))
+	if !v.Exists() {
+		return nil
+	}
+	raw, err := v.MarshalJSON()
+	if err != nil {
+		return nil
+	}
+	_, err = outputschema.Compile(raw)
+	ce, ok := err.(*outputschema.CompileError)
+	if !ok {
+		return nil
+	}
+	at := data.LookupPath(cuePath(sels)).Pos()
+	// One error a field: the branches of an anyOf that failed at the
+	// same place are one problem.
+	var errs []*Error
+	byField := map[string]*Error{}
+	for _, p := range ce.Problems {
+		inner := pointerSels(p.Pointer)
+		field := fieldPath(append(append([]string{}, sels...), inner...))
+		if e := byField[field]; e != nil {
+			if !strings.Contains(e.Msg, p.Msg) {
+				e.Msg += "; " + p.Msg
+			}
+			continue
+		}
+		e := &Error{File: name, Field: field, Msg: "not a usable JSON Schema: " + p.Msg}
+		// The innermost field the file itself spells out.
+		for n := len(inner); n >= 0; n-- {
+			if setPos(e, name, data.LookupPath(cuePath(append(append([]string{}, sels...), inner[:n]...))).Pos()) {
+				break
+			}
+		}
+		if e.Line == 0 {
+			setPos(e, name, at)
+		}
+		byField[field] = e
+		errs = append(errs, e)
+	}
+	return errs
+}
+
+// pointerSels are the selectors of a JSON pointer: keys, and indexes as
+// numbers (as fieldPath and cuePath take them).
+func pointerSels(pointer string) []string {
+	if pointer == "" {
+		return nil
+	}
+	unescape := strings.NewReplacer("~1", "/", "~0", "~")
+	out := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
+	for i, tok := range out {
+		out[i] = unescape.Replace(tok)
+	}
+	return out
+}
