@@ -345,10 +345,14 @@ func specialGitFile(name string) bool {
 // remote's default branch, its HEAD) and the configuration git clone
 // writes for a single-branch clone.
 func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, shallow []string, pack []byte, tags []packedRef) error {
-	for _, d := range []string{"objects/pack", "objects/info", "refs/heads", "refs/tags", "refs/remotes/origin"} {
-		if err := os.MkdirAll(filepath.Join(c.gd, d), 0o777); err != nil {
-			return err
-		}
+	// Only the directories something goes in: git makes the others
+	// (objects/info, refs/tags) when it needs them, and each is an inode
+	// to make and remove again with the sandbox.
+	if err := os.MkdirAll(filepath.Join(c.gd, "objects", "pack"), 0o777); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(c.gd, "refs"), 0o777); err != nil {
+		return err
 	}
 	sum := hex.EncodeToString(pack[len(pack)-hashLen:])
 	base := filepath.Join(c.gd, "objects", "pack", "pack-"+sum)
