@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,13 +71,18 @@ func (p *Provider) Exec(ctx context.Context, id string, cmd sandbox.ExecCommand)
 	// Output goes to files, not pipes, so that Exec returns when the
 	// command does even if something it started in the background still
 	// holds its stdout.
-	stdout, err := os.CreateTemp(filepath.Join(b.dir, execDirName), "out-*")
+	// The directory is made by the first Exec: most sandboxes have none.
+	execDir := filepath.Join(b.dir, execDirName)
+	if err := os.Mkdir(execDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fail(err)
+	}
+	stdout, err := os.CreateTemp(execDir, "out-*")
 	if err != nil {
 		return fail(err)
 	}
 	defer os.Remove(stdout.Name())
 	defer stdout.Close()
-	stderr, err := os.CreateTemp(filepath.Join(b.dir, execDirName), "err-*")
+	stderr, err := os.CreateTemp(execDir, "err-*")
 	if err != nil {
 		return fail(err)
 	}

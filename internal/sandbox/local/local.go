@@ -312,7 +312,7 @@ func (p *Provider) provision(ctx context.Context, opts sandbox.ProvisionOptions)
 // start creates the sandbox's directories, starts the agent and writes the
 // record. On error the agent, if it started, has been stopped.
 func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error) {
-	for _, d := range []string{b.workspace, b.home, filepath.Join(b.dir, execDirName)} {
+	for _, d := range []string{b.workspace, b.home} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return nil, err
 		}
