@@ -144,15 +144,15 @@ func leaves(e *jsonschema.ValidationError) []Problem {
 			}
 			return
 		}
-		out = append(out, Problem{Pointer: Pointer(e.InstanceLocation), Msg: e.ErrorKind.LocalizedString(p)})
+		out = append(out, Problem{Pointer: pointer(e.InstanceLocation), Msg: e.ErrorKind.LocalizedString(p)})
 	}
 	walk(e)
 	return out
 }
 
-// Pointer is the JSON pointer (RFC 6901) of a path of object keys and
+// pointer is the JSON pointer (RFC 6901) of a path of object keys and
 // array indexes; "" for the document itself.
-func Pointer(tokens []string) string {
+func pointer(tokens []string) string {
 	var b strings.Builder
 	esc := strings.NewReplacer("~", "~0", "/", "~1")
 	for _, t := range tokens {

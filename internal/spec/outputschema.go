@@ -2,6 +2,7 @@ package spec
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -38,9 +39,8 @@ func checkOutputSchema(name string, kind Kind, data, final cue.Value) []*Error {
 	if err != nil {
 		return nil
 	}
-	_, err = outputschema.Compile(raw)
-	ce, ok := err.(*outputschema.CompileError)
-	if !ok {
+	var ce *outputschema.CompileError
+	if _, err := outputschema.Compile(raw); !errors.As(err, &ce) {
 		return nil
 	}
 	at := data.LookupPath(cuePath(sels)).Pos()
