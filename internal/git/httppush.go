@@ -409,7 +409,7 @@ func packLoose(objects, commit string) ([]byte, error) {
 			size >>= 7
 		}
 		pack.WriteByte(b)
-		if err := writeZlib(&pack, o.data); err != nil {
+		if err := writeZlib(&pack, total < storeBelow, o.data); err != nil {
 			return nil, err
 		}
 	}

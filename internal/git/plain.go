@@ -85,7 +85,7 @@ func writeLooseObject(objects, typ string, data []byte) (string, error) {
 		return "", err
 	}
 	defer os.Remove(f.Name())
-	err = writeZlib(f, []byte(header), data)
+	err = writeZlib(f, true, []byte(header), data)
 	if err == nil {
 		err = f.Chmod(0o444)
 	}

@@ -11,11 +11,11 @@ import (
 // Git keeps every object, loose or in a pack, as a zlib stream, and reads
 // any level, stored blocks (level 0, git's core.compression=0) included.
 // A Go compressor is about 700 KiB of state to allocate and clear whatever
-// its level, which for the objects an agent writes (a changed file or two,
-// their trees, a commit: mostly under a few KiB) costs far more than
-// compressing them gains: such objects are stored. Larger ones are
+// its level: for what an agent usually writes (a changed file or two,
+// their trees, a commit: a few KiB in all) that costs far more than
+// compressing saves, so small data is stored (see writeZlib). The rest is
 // compressed at git's level for loose objects (best speed) by a compressor
-// kept for reuse.
+// kept for reuse, whose cost a large change amortizes.
 const storeBelow = 16 << 10
 
 var zlibWriters = sync.Pool{New: func() any {
@@ -23,13 +23,17 @@ var zlibWriters = sync.Pool{New: func() any {
 	return zw
 }}
 
-// writeZlib writes the concatenation of parts to w as one zlib stream.
-func writeZlib(w io.Writer, parts ...[]byte) error {
+// writeZlib writes the concatenation of parts to w as one zlib stream:
+// stored when store is set and there are fewer than storeBelow bytes,
+// compressed otherwise. A loose object is stored when it is small; a pack
+// to push stores its objects only when they are all small together, so
+// that a large change travels compressed.
+func writeZlib(w io.Writer, store bool, parts ...[]byte) error {
 	n := 0
 	for _, p := range parts {
 		n += len(p)
 	}
-	if n >= storeBelow {
+	if !store || n >= storeBelow {
 		zw := zlibWriters.Get().(*zlib.Writer)
 		defer zlibWriters.Put(zw)
 		zw.Reset(w)

@@ -3,17 +3,22 @@ package git
 import (
 	"bytes"
 	"compress/zlib"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 )
 
-// Objects under storeBelow are written as stored zlib streams, larger ones
-// compressed; every one reads back as what was written.
+// Data under storeBelow is written as a stored zlib stream when storing is
+// asked for, anything else compressed; every stream reads back as what was
+// written.
 func TestWriteZlibStoresSmallObjectsAndCompressesLargeOnes(t *testing.T) {
 	text := bytes.Repeat([]byte("module example.com/svc\n\ngo 1.26\n"), 2000)
 	noise := make([]byte, 3*storeBelow)
@@ -21,20 +26,22 @@ func TestWriteZlibStoresSmallObjectsAndCompressesLargeOnes(t *testing.T) {
 	_, _ = rng.Read(noise)
 	for _, tc := range []struct {
 		name   string
+		store  bool
 		parts  [][]byte
 		stored bool
 	}{
-		{"empty", nil, true},
-		{"header only", [][]byte{[]byte("blob 0\x00")}, true},
-		{"header and body", [][]byte{[]byte("blob 6\x00"), []byte("hello\n")}, true},
-		{"just under", [][]byte{text[:storeBelow-1]}, true},
-		{"at the bound", [][]byte{text[:storeBelow]}, false},
-		{"large text", [][]byte{[]byte("blob x\x00"), text}, false},
-		{"large noise", [][]byte{noise}, false},
+		{"empty", true, nil, true},
+		{"header only", true, [][]byte{[]byte("blob 0\x00")}, true},
+		{"header and body", true, [][]byte{[]byte("blob 6\x00"), []byte("hello\n")}, true},
+		{"just under", true, [][]byte{text[:storeBelow-1]}, true},
+		{"small, not to be stored", false, [][]byte{text[:storeBelow-1]}, false},
+		{"at the bound", true, [][]byte{text[:storeBelow]}, false},
+		{"large text", true, [][]byte{[]byte("blob x\x00"), text}, false},
+		{"large noise", true, [][]byte{noise}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := writeZlib(&buf, tc.parts...); err != nil {
+			if err := writeZlib(&buf, tc.store, tc.parts...); err != nil {
 				t.Fatal(err)
 			}
 			want := bytes.Join(tc.parts, nil)
@@ -90,4 +97,53 @@ func writeTemp(t *testing.T, data []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A push's pack stores its objects when they are small together, and
+// compresses them when the change is large; git reads either.
+func TestPackLooseCompressesOnlyALargeChange(t *testing.T) {
+	for _, files := range []int{2, 200} {
+		repo := t.TempDir()
+		gittest.Run(t, repo, "init", "-q")
+		objects := filepath.Join(repo, ".git", "objects")
+		var tree bytes.Buffer
+		total := 0
+		for i := range files {
+			data := bytes.Repeat(fmt.Appendf(nil, "line of generated file %03d\n", i), 40)
+			id, err := writeLooseObject(objects, "blob", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := hex.DecodeString(id)
+			fmt.Fprintf(&tree, "100644 f%03d\x00%s", i, raw)
+			total += len(data)
+		}
+		treeID, err := writeLooseObject(objects, "tree", tree.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := commitObject(treeID, nil, Identity{Name: "T", Email: "t@example.com"}, "change\n", time.Unix(1e9, 0).UTC())
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit, err := writeLooseObject(objects, "commit", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pack, err := packLoose(objects, commit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if compressed, large := len(pack) < total/2, total >= storeBelow; compressed != large {
+			t.Errorf("%d files, %d bytes: a %d-byte pack; want it compressed: %v", files, total, len(pack), large)
+		}
+		p := filepath.Join(t.TempDir(), "change.pack")
+		if err := os.WriteFile(p, pack, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gittest.Run(t, repo, "index-pack", p)
+		if out := gittest.Run(t, repo, "verify-pack", "-v", strings.TrimSuffix(p, ".pack")+".idx"); !strings.Contains(out, commit) {
+			t.Errorf("git verify-pack does not list commit %s:\n%s", commit, out)
+		}
+	}
 }
