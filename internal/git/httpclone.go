@@ -345,13 +345,11 @@ func specialGitFile(name string) bool {
 // remote's default branch, its HEAD) and the configuration git clone
 // writes for a single-branch clone.
 func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, shallow []string, pack []byte, tags []packedRef) error {
-	// Only the directories something goes in: git makes the others
+	// Only the directories something goes in (the files below make
+	// refs/heads and what else they need): git makes the others
 	// (objects/info, refs/tags) when it needs them, and each is an inode
 	// to make and remove again with the sandbox.
 	if err := os.MkdirAll(filepath.Join(c.gd, "objects", "pack"), 0o777); err != nil {
-		return err
-	}
-	if err := os.Mkdir(filepath.Join(c.gd, "refs"), 0o777); err != nil {
 		return err
 	}
 	sum := hex.EncodeToString(pack[len(pack)-hashLen:])

@@ -83,20 +83,13 @@ func TestGitReadsLooseObjectsWrittenInProcess(t *testing.T) {
 		if got := gittest.Run(t, repo, "cat-file", "blob", id); got != string(bytes.TrimSpace(data)) {
 			t.Fatalf("git cat-file blob %s: %d bytes, want %d", id, len(got), len(data))
 		}
-		if want := gittest.Run(t, repo, "hash-object", "--no-filters", writeTemp(t, data)); want != id {
+		dir := t.TempDir()
+		gittest.WriteFiles(t, dir, map[string]string{"f": string(data)})
+		if want := gittest.Run(t, repo, "hash-object", "--no-filters", filepath.Join(dir, "f")); want != id {
 			t.Fatalf("object id %s, git hashes the content to %s", id, want)
 		}
 	}
 	gittest.Run(t, repo, "fsck", "--full", "--strict", "--no-dangling")
-}
-
-func writeTemp(t *testing.T, data []byte) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // A push's pack stores its objects when they are small together, and
