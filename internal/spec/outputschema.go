@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -50,7 +51,8 @@ func checkOutputSchema(name string, kind Kind, data, final cue.Value) []*Error {
 	byField := map[string]*Error{}
 	for _, p := range ce.Problems {
 		inner := pointerSels(p.Pointer)
-		field := fieldPath(append(append([]string{}, sels...), inner...))
+		full := append(slices.Clone(sels), inner...)
+		field := fieldPath(full)
 		if e := byField[field]; e != nil {
 			if !strings.Contains(e.Msg, p.Msg) {
 				e.Msg += "; " + p.Msg
@@ -59,8 +61,8 @@ func checkOutputSchema(name string, kind Kind, data, final cue.Value) []*Error {
 		}
 		e := &Error{File: name, Field: field, Msg: "not a usable JSON Schema: " + p.Msg}
 		// The innermost field the file itself spells out.
-		for n := len(inner); n >= 0; n-- {
-			if setPos(e, name, data.LookupPath(cuePath(append(append([]string{}, sels...), inner[:n]...))).Pos()) {
+		for n := len(full); n >= len(sels); n-- {
+			if setPos(e, name, data.LookupPath(cuePath(full[:n])).Pos()) {
 				break
 			}
 		}
