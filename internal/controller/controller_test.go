@@ -569,7 +569,10 @@ func TestPhaseMetric(t *testing.T) {
 	f := newFixture(t, defaultPolicy())
 	f.request("m1")
 	f.phase("m1", v1alpha1.PhaseProvisioning)
-	if v := counter(t, f, "fleetlift_sandboxrequests", "Provisioning"); v != 1 {
+	// The collector counts from the manager's cache, which may see the
+	// status a moment after the API server does.
+	var v float64
+	if !eventually(func() bool { v = counter(t, f, "fleetlift_sandboxrequests", "Provisioning"); return v == 1 }) {
 		t.Errorf("fleetlift_sandboxrequests{phase=Provisioning} = %v; want 1", v)
 	}
 }
