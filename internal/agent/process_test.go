@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,9 +21,7 @@ import (
 // not a background process of a command that finished, not one that left
 // its process group and session.
 func TestNoProcessOutlivesItsCommand(t *testing.T) {
-	// Each background process carries a marker in its command line, so
-	// the test finds it on the host whatever PID namespace it ran in.
-	background := func(marker string) string { return `(exec -a ` + marker + ` sleep 1000) </dev/null >/dev/null 2>&1 &` }
+	background := func(marker string) string { return lingering(marker, "", "</dev/null >/dev/null 2>&1") }
 	tests := []struct {
 		name      string
 		setup     func(marker string) []string
@@ -58,14 +57,14 @@ func TestNoProcessOutlivesItsCommand(t *testing.T) {
 		},
 		{
 			name:    "background process holding the output pipe",
-			command: func(m string) []string { return sh(`(exec -a ` + m + ` sleep 1000) & echo started`) },
+			command: func(m string) []string { return sh(lingering(m, "", "") + ` echo started`) },
 			timeout: 60,
 			phase:   protocol.PhaseComplete,
 		},
 		{
 			name: "a new session outside its process group",
 			command: func(m string) []string {
-				return sh(`setsid sh -c 'exec -a ` + m + ` sleep 1000' </dev/null >/dev/null 2>&1 & echo started`)
+				return sh(lingering(m, "setsid", "</dev/null >/dev/null 2>&1") + ` echo started`)
 			},
 			timeout: 60,
 			phase:   protocol.PhaseComplete,
@@ -122,6 +121,17 @@ func TestNoProcessOutlivesItsCommand(t *testing.T) {
 	}
 }
 
+// lingering is shell text that starts a process meant to outlive the
+// command (with prefix before it, such as setsid, and redirections after
+// it) and waits until it runs. The process is a shell whose command line
+// carries marker (its $0), so the test finds it on the host whatever PID
+// namespace it ran in; it says it started in a file named after marker
+// in /tmp, which the command's jail keeps private.
+func lingering(marker, prefix, redirect string) string {
+	return fmt.Sprintf(`%s sh -c 'touch "/tmp/$0.up"; sleep 1000; :' %s %s &
+while [ ! -e /tmp/%s.up ]; do sleep 0.01; done;`, prefix, marker, redirect, marker)
+}
+
 // processesWith lists the host's live processes whose command line
 // contains marker.
 func processesWith(t *testing.T, marker string) []string {
@@ -152,7 +162,7 @@ func TestJailKilledFromOutsideLeavesNoVerdict(t *testing.T) {
 	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
 	m := manifest(repo("svc", remote))
 	marker := "fleetlift-jail-killed-" + strconv.Itoa(os.Getpid())
-	m.Execution.Command = sh(`exec -a ` + marker + ` sleep 1000`)
+	m.Execution.Command = sh(`sh -c 'sleep 1000; :' ` + marker)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(chan error, 1)

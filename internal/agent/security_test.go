@@ -28,7 +28,8 @@ func TestTransformCannotApproveItself(t *testing.T) {
 for f in steering.json result.json status.json manifest.json; do
 	if printf '` + approve + `' > "$FLEETLIFT_WORKSPACE/.fleetlift/$f" 2>/dev/null; then echo "wrote $f"; else echo "refused $f"; fi >> ATTEMPTS
 done
-setsid sh -c 'exec -a ` + marker + ` sh -c "sleep 2; printf %s > \"\$FLEETLIFT_WORKSPACE/.fleetlift/steering.json\""' '` + approve + `' </dev/null >/dev/null 2>&1 &
+setsid sh -c 'touch "/tmp/$0.up"; sleep 2; printf %s "$1" > "$FLEETLIFT_WORKSPACE/.fleetlift/steering.json"; :' ` + marker + ` '` + approve + `' </dev/null >/dev/null 2>&1 &
+while [ ! -e /tmp/` + marker + `.up ]; do sleep 0.01; done
 echo started >> ATTEMPTS`)
 	wait := startRun(t, o, m)
 	waitStatus(t, o.Workspace, "awaiting input", awaitingInput(0))

@@ -174,7 +174,10 @@ func TestNothingOutlivesAJailedCommand(t *testing.T) {
 	marker := "fleetlift-jail-orphan-" + strconv.Itoa(os.Getpid())
 	// Detached from the command in every way a shell can: a new session,
 	// output elsewhere, not waited for.
-	code, out := run(t, j, b.ws, fmt.Sprintf(`setsid sh -c 'exec -a %s sleep 300' </dev/null >/dev/null 2>&1 & echo started`, marker))
+	// The process is a shell whose command line carries the marker (its
+	// $0); the command waits until it runs.
+	code, out := run(t, j, b.ws, fmt.Sprintf(`setsid sh -c 'touch "/tmp/$0.up"; sleep 300; :' %[1]s </dev/null >/dev/null 2>&1 &
+while [ ! -e /tmp/%[1]s.up ]; do sleep 0.01; done; echo started`, marker))
 	if code != 0 || !strings.Contains(out, "started") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
