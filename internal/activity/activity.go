@@ -77,6 +77,9 @@ const (
 	// ErrResultTooLarge: a protocol file is larger than the worker reads
 	// or records.
 	ErrResultTooLarge = "ResultTooLarge"
+	// ErrManifestInvalid: a manifest no agent could carry out (an
+	// output.schema that is not a usable JSON Schema).
+	ErrManifestInvalid = "ManifestInvalid"
 )
 
 // ProvisionInput asks for a sandbox.
@@ -130,6 +133,9 @@ type SubmitManifestInput struct {
 
 // SubmitManifest writes manifest.json; the agent starts on it.
 func (a *Activities) SubmitManifest(ctx context.Context, in SubmitManifestInput) error {
+	if err := checkSchema(in.Manifest); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrManifestInvalid, nil)
+	}
 	return a.writeJSON(ctx, in.Sandbox.ID, protocol.ManifestFile, in.Manifest)
 }
 
@@ -146,6 +152,9 @@ type WaitInput struct {
 	// starts on the first manifest it reads; a retried attempt writes the
 	// same one again.
 	Manifest *protocol.Manifest `json:",omitempty"`
+	// Reports, when set, is what the result's reports are checked
+	// against (AwaitAgentResult, as ReadResultInput.Reports).
+	Reports *ReportCheck `json:",omitempty"`
 	// CleanUp removes the sandbox once the agent is found finished (a
 	// terminal phase) and its result read (AwaitAgentResult): a finished
 	// agent's task ends, and its sandbox goes without a step of its own.
@@ -272,9 +281,12 @@ func (a *Activities) AwaitAgentResult(ctx context.Context, in WaitInput) (AgentO
 	if err != nil {
 		return AgentOutcome{}, err
 	}
-	r, err := a.ReadResult(ctx, ReadResultInput{Sandbox: in.Sandbox})
+	r, err := a.ReadResult(ctx, ReadResultInput{Sandbox: in.Sandbox, Reports: in.Reports})
 	if err != nil {
 		return AgentOutcome{}, err
+	}
+	if in.Reports != nil {
+		in.Reports.settle(&st, &r)
 	}
 	out := AgentOutcome{Status: st, Result: r}
 	if in.CleanUp && st.Phase.Terminal() {
@@ -319,6 +331,10 @@ func (a *Activities) readStatus(ctx context.Context, id string) (protocol.Status
 // ReadResultInput names the sandbox to read from.
 type ReadResultInput struct {
 	Sandbox SandboxRef
+	// Reports, when set, is what each report's frontmatter is checked
+	// against: the control plane's verdict, not the sandbox's, decides
+	// whether a report matches output.schema.
+	Reports *ReportCheck `json:",omitempty"`
 }
 
 // ReadResult reads result.json and trims it to what workflow history can
@@ -333,6 +349,9 @@ func (a *Activities) ReadResult(ctx context.Context, in ReadResultInput) (protoc
 	var r protocol.Result
 	if err := a.readJSON(ctx, in.Sandbox.ID, protocol.ResultFile, &r, maxResultFileBytes); err != nil {
 		return r, err
+	}
+	if in.Reports != nil {
+		in.Reports.check(&r)
 	}
 	limit := a.MaxResultBytes
 	if limit <= 0 {

@@ -243,17 +243,18 @@ func TestSandboxFilesAreReadWithinBounds(t *testing.T) {
 	// A report that fails its schema in 5,000 ways, with a 1 MiB
 	// frontmatter: recorded with a hundred of them listed and the
 	// frontmatter left out, said in its warning.
-	var problems []string
-	for i := range 5000 {
-		problems = append(problems, fmt.Sprintf("/items/%d: got string, want integer", i))
+	var items []any
+	for range 5000 {
+		items = append(items, strings.Repeat("i", 200))
 	}
 	bulky := protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{
-		Name: "svc", Status: "failed", ErrorKind: protocol.ReportSchemaInvalid,
-		Report: &protocol.Report{Frontmatter: map[string]any{"items": strings.Repeat("i", 1<<20)}, Raw: "---\n...", ValidationErrors: problems},
+		Name: "svc", Status: "success", Report: &protocol.Report{Frontmatter: map[string]any{"items": items}, Raw: "---\n..."},
 	}}}
 	data, _ = json.Marshal(bulky)
 	write(protocol.ResultFile, data)
-	if v, err = env.ExecuteActivity(a.ReadResult, activity.ReadResultInput{Sandbox: ref}); err != nil {
+	check := activity.ReportCheckOf(protocol.Manifest{Output: &protocol.Output{
+		Schema: json.RawMessage(`{"properties": {"items": {"type": "array", "items": {"type": "integer"}}}}`)}})
+	if v, err = env.ExecuteActivity(a.ReadResult, activity.ReadResultInput{Sandbox: ref, Reports: check}); err != nil {
 		t.Fatalf("ReadResult of a bulky report: %v", err)
 	}
 	got = protocol.Result{}
@@ -261,7 +262,7 @@ func TestSandboxFilesAreReadWithinBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := got.Repositories[0].Report
-	if rep == nil || len(rep.ValidationErrors) != 100 || rep.ValidationErrors[0] != problems[0] || rep.ValidationErrors[99] != "and 4901 more" ||
+	if rep == nil || len(rep.ValidationErrors) != 100 || rep.ValidationErrors[0] != "/items/0: got string, want integer" || rep.ValidationErrors[99] != "and 4901 more" ||
 		rep.Frontmatter != nil || !strings.Contains(rep.Warning, "frontmatter is over the 64 KiB") || rep.Raw != "---\n..." {
 		t.Errorf("bulky report recorded as %+v", rep)
 	}

@@ -145,7 +145,11 @@ func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout 
 		}
 		return st, protocol.Result{}, err
 	}
-	r, err := a.ReadResult(ctx, ReadResultInput{Sandbox: ref})
+	rc := ReportCheckOf(in.Manifest)
+	r, err := a.ReadResult(ctx, ReadResultInput{Sandbox: ref, Reports: rc})
+	if err == nil && rc != nil {
+		rc.settle(&st, &r)
+	}
 	return st, r, err
 }
 

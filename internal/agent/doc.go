@@ -48,9 +48,10 @@
 // the wait for input. Report mode collects reports, not diffs, and never
 // pushes; as seed 001's failure table says, a missing report fails (its
 // error quotes the end of the agent's output), so does one whose
-// frontmatter does not parse or fails output.schema (with the raw text
-// kept and every violation in validation_errors), and an empty one is
-// kept with a warning for a person to look at. A steer whose iteration was already applied is ignored, so a
+// frontmatter does not parse (with the raw text kept), or is missing when
+// there is an output.schema, and an empty one is kept with a warning for
+// a person to look at. Whether frontmatter matches output.schema is the
+// worker's to check (activity.ReportCheck), not the sandbox's. A steer whose iteration was already applied is ignored, so a
 // retried write of steering.json does not steer twice.
 //
 // # Safety

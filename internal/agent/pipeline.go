@@ -135,7 +135,7 @@ type runner struct {
 	cliEnv  []string // environment for the agent CLI
 	secrets []string // values redacted from everything written
 	cli     []string // agent CLI argv
-	schema  *schema
+	schema  bool     // output.schema is set: a report must have frontmatter
 	forge   forge.Forge
 
 	units  []*unit // repositories, or targets
@@ -234,13 +234,7 @@ func (r *runner) prepare() error {
 		}
 		r.cli = cli
 	}
-	if r.m.Output != nil {
-		s, err := compileSchema(r.m.Output.Schema)
-		if err != nil {
-			return err
-		}
-		r.schema = s
-	}
+	r.schema = r.m.Output.HasSchema()
 	if r.m.Mode == protocol.ModeTransform {
 		if r.o.Forges == nil {
 			return fmt.Errorf("forge %q: no forges configured", r.m.Forge)
@@ -433,32 +427,13 @@ func (r *runner) complete(ctx context.Context) error {
 	return r.end(phase, msg)
 }
 
-// outcome is the terminal phase: failed when every repository failed.
+// outcome is the terminal phase (see protocol.Outcome).
 func (r *runner) outcome() (protocol.Phase, string) {
-	// A report over targets is judged by the report alone.
-	judged := r.result.Repositories
-	if r.m.Mode == protocol.ModeReport && r.recipe != nil && r.recipe.res != nil {
-		judged = []protocol.RepositoryResult{*r.recipe.res}
-	}
-	msg, failed, firstErr := summarize(judged)
-	if n := len(judged); n > 0 && failed == n {
+	phase, msg, firstErr := protocol.Outcome(protocol.Judged(&r.m, r.result.Repositories))
+	if phase == protocol.PhaseFailed {
 		r.result.Error = firstErr
-		return protocol.PhaseFailed, msg
 	}
-	return protocol.PhaseComplete, msg
-}
-
-// summarize counts outcomes: "2 succeeded, 1 failed, 0 skipped".
-func summarize(results []protocol.RepositoryResult) (msg string, failed int, firstErr string) {
-	counts := map[string]int{}
-	for _, res := range results {
-		counts[res.Status]++
-		if res.Status == "failed" && firstErr == "" {
-			firstErr = res.Name + ": " + res.Error
-		}
-	}
-	msg = fmt.Sprintf("%d succeeded, %d failed, %d skipped", counts["success"], counts["failed"], counts["skipped"])
-	return msg, counts["failed"], firstErr
+	return phase, msg
 }
 
 func (r *runner) anyChanged() bool {

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,7 +10,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
-	"github.com/fleetlift/fleetlift/internal/outputschema"
 )
 
 // ReportFile is the report an agent writes in report mode (capture
@@ -127,43 +125,13 @@ func jsonValue(v any) (any, error) {
 	}
 }
 
-// schema validates report frontmatter.
-type schema struct {
-	s *outputschema.Schema
-}
-
-func compileSchema(raw json.RawMessage) (*schema, error) {
-	s, err := outputschema.Compile(raw)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return &schema{s: s}, nil
-}
-
-// validate checks frontmatter. It returns every violation of the schema
-// (see protocol.Report.ValidationErrors) and, when there is any, an error
-// of kind schema_invalid that names them.
-func (s *schema) validate(fm map[string]any) ([]string, error) {
-	if s == nil {
-		return nil, nil
-	}
-	problems, err := s.s.Validate(fm)
-	if err != nil {
-		return nil, &ReportError{Kind: protocol.ReportSchemaInvalid, Err: fmt.Errorf("encode frontmatter: %w", err)}
-	}
-	if len(problems) == 0 {
-		return nil, nil
-	}
-	return problems, &ReportError{Kind: protocol.ReportSchemaInvalid,
-		Err: fmt.Errorf("frontmatter does not match output.schema: %s", strings.Join(problems, "; "))}
-}
-
-// collectReport parses raw and validates it against s. A report that is
-// empty, or has neither frontmatter data nor body text, is kept with
-// protocol.ReportEmptyWarning and not validated: seed 001 flags it for
-// review rather than failing it. Otherwise a report without frontmatter
-// fails when there is a schema.
-func collectReport(raw string, s *schema) (*protocol.Report, error) {
+// collectReport parses raw. A report that is empty, or has neither
+// frontmatter data nor body text, is kept with
+// protocol.ReportEmptyWarning: seed 001 flags it for review rather than
+// failing it. Otherwise a report without frontmatter fails when there is
+// a schema (schema set); the frontmatter is checked against it by the
+// control plane.
+func collectReport(raw string, schema bool) (*protocol.Report, error) {
 	if strings.TrimSpace(strings.TrimPrefix(raw, "\ufeff")) == "" {
 		return &protocol.Report{Raw: raw, Warning: protocol.ReportEmptyWarning}, nil
 	}
@@ -175,12 +143,8 @@ func collectReport(raw string, s *schema) (*protocol.Report, error) {
 		rep.Warning = protocol.ReportEmptyWarning
 		return rep, nil
 	}
-	if s == nil {
-		return rep, nil
-	}
-	if rep.Frontmatter == nil {
+	if schema && rep.Frontmatter == nil {
 		return rep, &ReportError{Kind: protocol.ReportFrontmatterInvalid, Err: errors.New("report has no YAML frontmatter between --- lines")}
 	}
-	rep.ValidationErrors, err = s.validate(rep.Frontmatter)
-	return rep, err
+	return rep, nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -78,10 +77,8 @@ func TestReportMode(t *testing.T) {
 		errPart string
 		score   any
 		rawPart string
-		// warning and problems are the report's Warning and
-		// ValidationErrors.
-		warning  string
-		problems []string
+		// warning is the report's Warning.
+		warning string
 	}{
 		{
 			name:    "valid frontmatter",
@@ -99,22 +96,13 @@ func TestReportMode(t *testing.T) {
 			rawPart: "score: [8",
 		},
 		{
-			name:     "schema violation",
-			command:  sh(`printf -- '---\nscore: 11\n---\nbody\n' > REPORT.md`),
-			phase:    protocol.PhaseFailed,
-			kind:     protocol.ReportSchemaInvalid,
-			errPart:  "/score",
-			rawPart:  "score: 11",
-			problems: []string{"/score: maximum: got 11, want 10"},
-		},
-		{
-			name:     "every schema violation is listed",
-			command:  sh(`printf -- '---\ntarget: 5\n---\nbody\n' > REPORT.md`),
-			phase:    protocol.PhaseFailed,
-			kind:     protocol.ReportSchemaInvalid,
-			errPart:  "/target: got number, want string; missing property 'score'",
-			rawPart:  "target: 5",
-			problems: []string{"/target: got number, want string", "missing property 'score'"},
+			// The control plane checks the frontmatter against the
+			// schema (activity.ReportCheck): the agent only parses it.
+			name:    "a schema violation is left to the control plane",
+			command: sh(`printf -- '---\nscore: 11\n---\nbody\n' > REPORT.md`),
+			phase:   protocol.PhaseComplete,
+			score:   11,
+			rawPart: "score: 11",
 		},
 		{
 			name:    "empty REPORT.md is flagged, not failed",
@@ -197,8 +185,8 @@ func TestReportMode(t *testing.T) {
 			if r.Report != nil && r.Report.Warning != tt.warning {
 				t.Errorf("warning %q, want %q", r.Report.Warning, tt.warning)
 			}
-			if r.Report != nil && !slices.Equal(r.Report.ValidationErrors, tt.problems) {
-				t.Errorf("validation errors %q, want %q", r.Report.ValidationErrors, tt.problems)
+			if r.Report != nil && r.Report.ValidationErrors != nil {
+				t.Errorf("the agent judged the report against the schema: %q", r.Report.ValidationErrors)
 			}
 			if tt.rawPart != "" && (r.Report == nil || !strings.Contains(r.Report.Raw, tt.rawPart)) {
 				t.Errorf("raw report %+v lacks %q", r.Report, tt.rawPart)

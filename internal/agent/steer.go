@@ -21,7 +21,7 @@ func (r *runner) awaitSteering(ctx context.Context) error {
 	if maxSteers == 0 {
 		maxSteers = DefaultMaxSteeringIterations
 	}
-	summary, _, _ := summarize(r.result.Repositories)
+	summary, _, _ := protocol.Summarize(r.result.Repositories)
 	msg := "waiting for approval: " + summary
 	for {
 		// Steering written while work ran predates the result it would
@@ -73,7 +73,7 @@ func (r *runner) awaitSteering(ctx context.Context) error {
 			if done, err := r.afterActive(ctx, err); done {
 				return err
 			}
-			summary, _, _ := summarize(r.result.Repositories)
+			summary, _, _ := protocol.Summarize(r.result.Repositories)
 			msg = fmt.Sprintf("applied steering iteration %d; waiting for approval: %s", r.iteration, summary)
 		default:
 			msg = fmt.Sprintf("ignored unknown steering action %q; still waiting", s.Action)

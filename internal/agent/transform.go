@@ -372,7 +372,7 @@ func (r *runner) reportScope(ctx context.Context, sc *scope, steer string) error
 		r.writeResultQuietly()
 	}
 	if failed > 0 {
-		owner.failure = fmt.Sprintf("%d of %d reports failed", failed, len(items))
+		owner.failure = protocol.ReportsFailed(failed, len(items))
 	}
 	return nil
 }
@@ -508,7 +508,7 @@ items:
 # Report Title
 
 Your detailed analysis here...`)
-	if r.m.Output != nil && r.schema != nil {
+	if r.m.Output != nil && r.schema {
 		fmt.Fprintf(&b, "\n\nThe frontmatter must validate against this JSON Schema:\n%s", strings.TrimSpace(string(r.m.Output.Schema)))
 	}
 	return b.String()

@@ -13,7 +13,7 @@ import (
 const targetsDir = "targets"
 
 // validate checks what the spec loader already checked, again, and what
-// only the agent can check (the agent CLI, the schema). It fills in
+// only the agent can check (the agent CLI). It fills in
 // defaults in m.
 func validate(m *protocol.Manifest) error {
 	var errs []error

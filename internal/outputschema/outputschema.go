@@ -2,7 +2,8 @@
 // its frontmatter must match, and validates frontmatter against it. The
 // definition loader compiles it (a schema that cannot be used is an error
 // in the definition file, found by validate and plan), and so does the
-// agent, which validates each report.
+// worker, which checks each report an agent collected (the agent only
+// parses it: what a sandbox says about a report decides nothing).
 //
 // A schema must be self-contained: a $ref outside it is refused, never
 // loaded from a file or the network.

@@ -23,10 +23,10 @@ func usableSchema(schema map[string]any) bool {
 }
 
 // checkOutputSchema compiles the output.schema of an evaluated Task or
-// Campaign, as the agent will, and returns what makes it unusable: one
+// Campaign, as the worker will, and returns what makes it unusable: one
 // error per problem, at the field of the schema it is in (where the file
-// has that field), so that validate and plan refuse a schema the agent
-// would fail every report on.
+// has that field), so that validate and plan refuse a schema the worker
+// would refuse every task of.
 func checkOutputSchema(name string, kind Kind, data, final cue.Value) []*Error {
 	sels := []string{"execution", "agentic", "output", "schema"}
 	if kind == KindCampaign {

@@ -179,7 +179,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			RetryPolicy: &temporal.RetryPolicy{NonRetryableErrorTypes: []string{
 				activity.ErrAgentExited, activity.ErrSandboxGone, activity.ErrResultTooLarge}},
 		}))
-		waitIn := activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration}
+		waitIn := activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration, Reports: activity.ReportCheckOf(in.Manifest)}
 		if changes.version(ctx, awaitResultChange) == 1 {
 			if unsubmitted {
 				waitIn.Manifest = &in.Manifest
@@ -206,7 +206,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}
 		st.AgentPhase, st.Message, st.Iteration = s.Phase, s.Message, s.Iteration
 		var r protocol.Result
-		if err := steps.run(ctx, ref, 5, a.ReadResult, activity.ReadResultInput{Sandbox: ref}, &r); err != nil {
+		if err := steps.run(ctx, ref, 5, a.ReadResult, activity.ReadResultInput{Sandbox: ref, Reports: activity.ReportCheckOf(in.Manifest)}, &r); err != nil {
 			return nil, &stepError{"read result", err}
 		}
 		st.Result = &r

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -107,6 +108,16 @@ type Output struct {
 	Schema json.RawMessage `json:"schema,omitempty"`
 	// Capture is "file" (REPORT.md in the repository) or "stdout".
 	Capture string `json:"capture,omitempty"`
+}
+
+// HasSchema reports whether o has a schema (not empty, not null): then a
+// report must have frontmatter, and the control plane checks it.
+func (o *Output) HasSchema() bool {
+	if o == nil {
+		return false
+	}
+	t := bytes.TrimSpace(o.Schema)
+	return len(t) > 0 && string(t) != "null"
 }
 
 // PullRequest configures the branch pushed and the PR opened in each
