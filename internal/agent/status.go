@@ -11,13 +11,18 @@ import (
 
 // stepEvery is how often, at most, status.json and result.json are
 // rewritten with news the worker does not wait for (a step, a phase on the
-// way). The worker reads status.json every 100ms; a task over many
-// repositories moves on in milliseconds, and every rewrite is a new file.
-var stepEvery = 200 * time.Millisecond
+// way): the worker only shows it, a task over many repositories moves on
+// in milliseconds, and every rewrite is a new file.
+var stepEvery = time.Second
+
+// newsSettle is how long such news waits at least: what comes right after it
+// (the next step, the end and its urgent write) takes its place, so that
+// a step is one write, not one each.
+const newsSettle = 100 * time.Millisecond
 
 // protocolFile writes one of the agent's JSON files: at once when urgent
-// (what the worker waits for), otherwise at most every stepEvery, the
-// latest content last.
+// (what the worker waits for), otherwise newsSettle later at the soonest and
+// at most every stepEvery, the latest content last.
 type protocolFile struct {
 	path string
 	log  *slog.Logger
@@ -26,6 +31,7 @@ type protocolFile struct {
 	last    time.Time   // when the file was last written
 	pending []byte      // content waiting for its turn
 	timer   *time.Timer // writes pending
+	writes  int         // files written
 }
 
 // write records v (encoded now, so later changes to it do not count).
@@ -37,15 +43,20 @@ func (f *protocolFile) write(v any, urgent bool) error {
 	data = append(data, '\n')
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !urgent && time.Since(f.last) < stepEvery {
+	if !urgent {
 		f.pending = data
 		if f.timer == nil {
-			f.timer = time.AfterFunc(stepEvery-time.Since(f.last), f.flush)
+			f.timer = time.AfterFunc(max(newsSettle, stepEvery-time.Since(f.last)), f.flush)
 		}
 		return nil
 	}
 	f.pending = nil
+	return f.writeLocked(data)
+}
+
+func (f *protocolFile) writeLocked(data []byte) error {
 	f.last = time.Now()
+	f.writes++
 	return writeFileAtomic(f.path, data)
 }
 
@@ -59,8 +70,7 @@ func (f *protocolFile) flush() {
 	}
 	data := f.pending
 	f.pending = nil
-	f.last = time.Now()
-	if err := writeFileAtomic(f.path, data); err != nil {
+	if err := f.writeLocked(data); err != nil {
 		f.log.Error("write "+filepath.Base(f.path), "err", err)
 	}
 }

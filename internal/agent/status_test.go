@@ -61,3 +61,30 @@ func TestStatusFileWritesPhasesAtOnceAndTheLatestStep(t *testing.T) {
 		t.Fatalf("a step written before the end replaced it: %+v", st)
 	}
 }
+
+// News the worker does not wait for, followed at once by news it does,
+// is one write: the urgent one, which carries both.
+func TestNewsJustBeforeAnUrgentWriteIsOneWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), protocol.ResultFile)
+	f := &protocolFile{path: path, log: slog.New(slog.DiscardHandler)}
+	if err := f.write(protocol.Result{Status: protocol.PhaseCreatingPRs, Error: "pull request opened"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.write(protocol.Result{Status: protocol.PhaseComplete}, true); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * newsSettle)
+	var r protocol.Result
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(data, &r)
+	}
+	if err != nil || r.Status != protocol.PhaseComplete {
+		t.Fatalf("result.json %s (%v); want the urgent write's", data, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.writes != 1 {
+		t.Fatalf("%d writes; want 1", f.writes)
+	}
+}

@@ -382,9 +382,9 @@ func TestAgentCLIUnderTmp(t *testing.T) {
 
 // status.json is written at once for what the worker waits for (here the
 // end) and otherwise only now and then: a task that passes through its
-// phases quicker than that writes the file twice (its start and its end),
-// not once per phase. Each write is a new file in the sandbox, and a read
-// by the worker.
+// phases quicker than that writes the file at most twice (its start, once
+// that settled, and its end), not once per phase. Each write is a new file
+// in the sandbox, and a read by the worker.
 func TestStatusIsWrittenAtOnceOnlyForWhatTheWorkerWaitsFor(t *testing.T) {
 	agent.SetStepEvery(t, time.Hour)
 	origin := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
@@ -422,7 +422,7 @@ func TestStatusIsWrittenAtOnceOnlyForWhatTheWorkerWaitsFor(t *testing.T) {
 			done = true
 		}
 	}
-	if writes != 2 {
-		t.Errorf("status.json was written %d times through initializing, executing, verifying, creating_prs and complete; want 2 (the start and the end)", writes)
+	if writes < 1 || writes > 2 {
+		t.Errorf("status.json was written %d times through initializing, executing, verifying, creating_prs and complete; want the end, and the start at most", writes)
 	}
 }
