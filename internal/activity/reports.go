@@ -18,8 +18,8 @@ import (
 // could say anything about whether that matches the schema.
 type ReportCheck struct {
 	Schema json.RawMessage
-	// Recipe is set for a report over targets.
-	Recipe bool `json:",omitempty"`
+	// OverTargets is set for a report over targets.
+	OverTargets bool `json:",omitempty"`
 }
 
 // ReportCheckOf is m's ReportCheck: nil when m has no output.schema.
@@ -27,16 +27,7 @@ func ReportCheckOf(m protocol.Manifest) *ReportCheck {
 	if !m.Output.HasSchema() {
 		return nil
 	}
-	return &ReportCheck{Schema: m.Output.Schema, Recipe: m.Mode == protocol.ModeReport && m.Transformation != nil}
-}
-
-// judged is the part of repos the outcome is judged by.
-func (c *ReportCheck) judged(repos []protocol.RepositoryResult) []protocol.RepositoryResult {
-	m := protocol.Manifest{Mode: protocol.ModeTransform}
-	if c.Recipe {
-		m = protocol.Manifest{Mode: protocol.ModeReport, Transformation: &protocol.Repository{}}
-	}
-	return protocol.Judged(&m, repos)
+	return &ReportCheck{Schema: m.Output.Schema, OverTargets: m.ReportOverTargets()}
 }
 
 // check validates the frontmatter of every report in r against the
@@ -44,11 +35,11 @@ func (c *ReportCheck) judged(repos []protocol.RepositoryResult) []protocol.Repos
 // report that fails fails its repository (or its for_each entry, and
 // then its repository) with kind schema_invalid, unless the agent failed
 // it already; and when that leaves every judged repository failed, the
-// result fails. It reports whether it failed a repository.
+// result fails.
 //
 // A report the agent kept as empty (protocol.ReportEmptyWarning) is not
 // checked, nor one it failed for being missing or unparsable.
-func (c *ReportCheck) check(r *protocol.Result) bool {
+func (c *ReportCheck) check(r *protocol.Result) {
 	s, cerr := outputschema.Compile(c.Schema)
 	// verdict is the error of rep, "" when it matches.
 	verdict := func(rep *protocol.Report, kind string) string {
@@ -112,18 +103,17 @@ func (c *ReportCheck) check(r *protocol.Result) bool {
 		}
 	}
 	if failedAny && r.Status == protocol.PhaseComplete {
-		if phase, _, firstErr := protocol.Outcome(c.judged(r.Repositories)); phase == protocol.PhaseFailed {
+		if phase, _, firstErr := protocol.Outcome(protocol.Judged(c.OverTargets, r.Repositories)); phase == protocol.PhaseFailed {
 			r.Status, r.Error = phase, firstErr
 		}
 	}
-	return failedAny
 }
 
 // settle makes st, the agent's terminal status, say what r, its result
 // after check, says: a result the control plane failed is not complete.
 func (c *ReportCheck) settle(st *protocol.Status, r *protocol.Result) {
 	if st.Phase == protocol.PhaseComplete && r.Status == protocol.PhaseFailed {
-		msg, _, _ := protocol.Summarize(c.judged(r.Repositories))
+		msg, _, _ := protocol.Summarize(protocol.Judged(c.OverTargets, r.Repositories))
 		st.Phase, st.Message = protocol.PhaseFailed, msg
 	}
 }

@@ -429,7 +429,7 @@ func (r *runner) complete(ctx context.Context) error {
 
 // outcome is the terminal phase (see protocol.Outcome).
 func (r *runner) outcome() (protocol.Phase, string) {
-	phase, msg, firstErr := protocol.Outcome(protocol.Judged(&r.m, r.result.Repositories))
+	phase, msg, firstErr := protocol.Outcome(protocol.Judged(r.m.ReportOverTargets(), r.result.Repositories))
 	if phase == protocol.PhaseFailed {
 		r.result.Error = firstErr
 	}

@@ -2,12 +2,18 @@ package protocol
 
 import "fmt"
 
+// ReportOverTargets reports whether m is a report over targets (a
+// transformation repository run over target repositories): its outcome
+// is its report's alone, carried by the transformation repository's
+// result, the last one.
+func (m *Manifest) ReportOverTargets() bool {
+	return m.Mode == ModeReport && m.Transformation != nil
+}
+
 // Judged is the part of repos a result's terminal phase is judged by:
-// every repository, except for a report over targets (m.Transformation
-// set), which is judged by its report alone, carried by the
-// transformation repository's result, the last one.
-func Judged(m *Manifest, repos []RepositoryResult) []RepositoryResult {
-	if m.Mode == ModeReport && m.Transformation != nil && len(repos) > 0 {
+// every repository, or for a report over targets the last result alone.
+func Judged(overTargets bool, repos []RepositoryResult) []RepositoryResult {
+	if overTargets && len(repos) > 0 {
 		return repos[len(repos)-1:]
 	}
 	return repos
