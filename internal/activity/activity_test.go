@@ -240,31 +240,47 @@ func TestSandboxFilesAreReadWithinBounds(t *testing.T) {
 		t.Errorf("agent output of %d bytes recorded", len(got.AgentOutput))
 	}
 
-	// A report that fails its schema in 5,000 ways, with a 1 MiB
-	// frontmatter: recorded with a hundred of them listed and the
-	// frontmatter left out, said in its warning.
+	// A report that fails its schema in 5,000 ways: recorded with a
+	// hundred of them listed.
+	check := activity.ReportCheckOf(protocol.Manifest{Output: &protocol.Output{
+		Schema: json.RawMessage(`{"properties": {"items": {"type": "array", "items": {"type": "string"}}}}`)}})
+	readReport := func(fm map[string]any) (*protocol.Report, string) {
+		t.Helper()
+		data, _ := json.Marshal(protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{
+			Name: "svc", Status: "success", Report: &protocol.Report{Frontmatter: fm, Raw: "---\n..."},
+		}}})
+		write(protocol.ResultFile, data)
+		v, err := env.ExecuteActivity(a.ReadResult, activity.ReadResultInput{Sandbox: ref, Reports: check})
+		if err != nil {
+			t.Fatalf("ReadResult of a bulky report: %v", err)
+		}
+		var got protocol.Result
+		if err := v.Get(&got); err != nil {
+			t.Fatal(err)
+		}
+		rr := got.Repositories[0]
+		if rr.Status != "failed" || rr.ErrorKind != protocol.ReportSchemaInvalid || len(rr.Error) > 4<<10 {
+			t.Errorf("bulky report's repository: %s %s, error of %d bytes", rr.Status, rr.ErrorKind, len(rr.Error))
+		}
+		return rr.Report, rr.Error
+	}
+	rep, _ := readReport(map[string]any{"items": make([]any, 5000)})
+	if rep == nil || len(rep.ValidationErrors) != 100 || rep.ValidationErrors[0] != "/items/0: got null, want string" || rep.ValidationErrors[99] != "and 4901 more" {
+		t.Errorf("a report with 5,000 violations recorded as %+v", rep)
+	}
+	// A 1 MiB frontmatter is neither checked nor recorded: the report
+	// fails, its raw text kept.
 	var items []any
 	for range 5000 {
 		items = append(items, strings.Repeat("i", 200))
 	}
-	bulky := protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{
-		Name: "svc", Status: "success", Report: &protocol.Report{Frontmatter: map[string]any{"items": items}, Raw: "---\n..."},
-	}}}
-	data, _ = json.Marshal(bulky)
-	write(protocol.ResultFile, data)
-	check := activity.ReportCheckOf(protocol.Manifest{Output: &protocol.Output{
-		Schema: json.RawMessage(`{"properties": {"items": {"type": "array", "items": {"type": "integer"}}}}`)}})
-	if v, err = env.ExecuteActivity(a.ReadResult, activity.ReadResultInput{Sandbox: ref, Reports: check}); err != nil {
-		t.Fatalf("ReadResult of a bulky report: %v", err)
+	rep, msg := readReport(map[string]any{"items": items})
+	if !strings.Contains(msg, "the frontmatter is 992 KiB, over the 64 KiB the worker checks against output.schema") {
+		t.Errorf("a 1 MiB frontmatter failed with %q", msg)
 	}
-	got = protocol.Result{}
-	if err := v.Get(&got); err != nil {
-		t.Fatal(err)
-	}
-	rep := got.Repositories[0].Report
-	if rep == nil || len(rep.ValidationErrors) != 100 || rep.ValidationErrors[0] != "/items/0: got string, want integer" || rep.ValidationErrors[99] != "and 4901 more" ||
-		rep.Frontmatter != nil || !strings.Contains(rep.Warning, "frontmatter is over the 64 KiB") || rep.Raw != "---\n..." {
-		t.Errorf("bulky report recorded as %+v", rep)
+	if rep == nil || rep.ValidationErrors != nil || rep.Frontmatter != nil ||
+		!strings.Contains(rep.Warning, "frontmatter is over the 64 KiB") || rep.Raw != "---\n..." {
+		t.Errorf("a 1 MiB frontmatter recorded as %+v", rep)
 	}
 
 	// A result.json past 64 MiB is refused, not read into memory.

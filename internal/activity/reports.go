@@ -38,7 +38,9 @@ func ReportCheckOf(m protocol.Manifest) *ReportCheck {
 // result fails.
 //
 // A report the agent kept as empty (protocol.ReportEmptyWarning) is not
-// checked, nor one it failed for being missing or unparsable.
+// checked, nor one it failed for being missing or unparsable; one whose
+// frontmatter is larger than a result records (maxFrontmatterBytes)
+// fails unchecked.
 func (c *ReportCheck) check(r *protocol.Result) {
 	s, cerr := outputschema.Compile(c.Schema)
 	// verdict is the error of rep, "" when it matches.
@@ -58,6 +60,15 @@ func (c *ReportCheck) check(r *protocol.Result) {
 			// Frontmatter that parsed to nothing: an empty mapping,
 			// which result.json leaves out.
 			fm = map[string]any{}
+		}
+		// What a sandbox wrote is checked only as far as the worker
+		// records it: a schema's violations are counted per value, and a
+		// frontmatter of megabytes could hold millions of them.
+		if b, err := json.Marshal(fm); err != nil {
+			return "encode frontmatter: " + err.Error()
+		} else if len(b) > maxFrontmatterBytes {
+			return fmt.Sprintf("the frontmatter is %d KiB, over the %d KiB the worker checks against output.schema: keep bulk data in the body",
+				(len(b)+1023)>>10, maxFrontmatterBytes>>10)
 		}
 		problems, err := s.Validate(fm)
 		if err != nil {
