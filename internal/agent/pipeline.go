@@ -457,7 +457,7 @@ func (r *runner) end(phase protocol.Phase, msg string) error {
 	if err := r.writeResult(); err != nil {
 		return err
 	}
-	err := r.writeStatus(phase, "done", msg, true)
+	err := r.writeStatus(phase, "done", msg, true, nil)
 	// Logged once the status says so: a sandbox that watches the agent's
 	// output (Docker's) reads the status on this line.
 	r.o.Log.Info("finished", "phase", phase, "message", msg)
@@ -470,17 +470,19 @@ func (r *runner) setPhase(phase protocol.Phase, step, msg string) {
 	r.statusMu.Lock()
 	r.status.Progress = protocol.Progress{TotalRepos: len(r.units)}
 	r.statusMu.Unlock()
-	if err := r.writeStatus(phase, step, msg, false); err != nil {
+	// Said once status.json says it: a sandbox that watches the agent's
+	// output (Docker's) reads the status on this line.
+	logged := func() { r.o.Log.Info("phase", "phase", phase, "step", step, "message", r.redact(msg)) }
+	if err := r.writeStatus(phase, step, msg, false, logged); err != nil {
 		r.o.Log.Error("write status", "err", err)
 	}
-	r.o.Log.Info("phase", "phase", phase, "step", step, "message", r.redact(msg))
 }
 
 // setStep updates the step within the current phase.
 func (r *runner) setStep(step, msg string) {
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
-	if err := r.writeStatusLocked(r.status.Phase, step, msg, false); err != nil {
+	if err := r.writeStatusLocked(r.status.Phase, step, msg, false, nil); err != nil {
 		r.o.Log.Error("write status", "err", err)
 	}
 }
@@ -490,17 +492,17 @@ func (r *runner) progressed(n int) {
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
 	r.status.Progress.CompletedRepos += n
-	if err := r.writeStatusLocked(r.status.Phase, r.status.Step, r.status.Message, false); err != nil {
+	if err := r.writeStatusLocked(r.status.Phase, r.status.Step, r.status.Message, false, nil); err != nil {
 		r.o.Log.Error("write status", "err", err)
 	}
 }
 
 // writeStatus records the phase and step in status.json: at once when
 // urgent, otherwise soon (see protocolFile and writeStatusLocked).
-func (r *runner) writeStatus(phase protocol.Phase, step, msg string, urgent bool) error {
+func (r *runner) writeStatus(phase protocol.Phase, step, msg string, urgent bool, note func()) error {
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
-	return r.writeStatusLocked(phase, step, msg, urgent)
+	return r.writeStatusLocked(phase, step, msg, urgent, note)
 }
 
 // writeStatusLocked is writeStatus with statusMu held. A phase the
@@ -509,7 +511,7 @@ func (r *runner) writeStatus(phase protocol.Phase, step, msg string, urgent bool
 // soon, as a step is: the worker only shows it, and a task that passes
 // through several phases within stepEvery writes status.json once for
 // them, not once each.
-func (r *runner) writeStatusLocked(phase protocol.Phase, step, msg string, urgent bool) error {
+func (r *runner) writeStatusLocked(phase protocol.Phase, step, msg string, urgent bool, note func()) error {
 	urgent = urgent || r.iteration != r.status.Iteration ||
 		phase != r.status.Phase && (phase.Terminal() || phase == protocol.PhaseAwaitingInput)
 	r.status.Phase = phase
@@ -520,14 +522,14 @@ func (r *runner) writeStatusLocked(phase protocol.Phase, step, msg string, urgen
 	if r.status.Progress.TotalRepos == 0 {
 		r.status.Progress.TotalRepos = len(r.units)
 	}
-	return r.file(&r.statusFile, protocol.StatusFile).write(r.status, urgent)
+	return r.file(&r.statusFile, protocol.StatusFile).write(r.status, urgent, note)
 }
 
 // writeResult writes result.json now: before a new phase or the end.
 func (r *runner) writeResult() error {
 	r.resultMu.Lock()
 	defer r.resultMu.Unlock()
-	return r.file(&r.resultFile, protocol.ResultFile).write(r.result, true)
+	return r.file(&r.resultFile, protocol.ResultFile).write(r.result, true, nil)
 }
 
 // file is the protocol file name, made on first use.

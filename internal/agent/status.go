@@ -30,12 +30,16 @@ type protocolFile struct {
 	mu      sync.Mutex
 	last    time.Time   // when the file was last written
 	pending []byte      // content waiting for its turn
+	note    func()      // what to do once pending is written
 	timer   *time.Timer // writes pending
 	writes  int         // files written
 }
 
 // write records v (encoded now, so later changes to it do not count).
-func (f *protocolFile) write(v any, urgent bool) error {
+// note, when not nil, runs once v is in the file, or content that
+// replaced it before its turn; an urgent write drops the note of what it
+// replaces.
+func (f *protocolFile) write(v any, urgent bool, note func()) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", filepath.Base(f.path), err)
@@ -45,13 +49,20 @@ func (f *protocolFile) write(v any, urgent bool) error {
 	defer f.mu.Unlock()
 	if !urgent {
 		f.pending = data
+		if note != nil {
+			f.note = note
+		}
 		if f.timer == nil {
 			f.timer = time.AfterFunc(max(newsSettle, stepEvery-time.Since(f.last)), f.flush)
 		}
 		return nil
 	}
-	f.pending = nil
-	return f.writeLocked(data)
+	f.pending, f.note = nil, nil
+	err = f.writeLocked(data)
+	if err == nil && note != nil {
+		note()
+	}
+	return err
 }
 
 func (f *protocolFile) writeLocked(data []byte) error {
@@ -68,9 +79,11 @@ func (f *protocolFile) flush() {
 	if f.pending == nil {
 		return
 	}
-	data := f.pending
-	f.pending = nil
+	data, note := f.pending, f.note
+	f.pending, f.note = nil, nil
 	if err := f.writeLocked(data); err != nil {
 		f.log.Error("write "+filepath.Base(f.path), "err", err)
+	} else if note != nil {
+		note()
 	}
 }

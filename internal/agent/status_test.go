@@ -29,7 +29,7 @@ func TestStatusFileWritesPhasesAtOnceAndTheLatestStep(t *testing.T) {
 	s := &protocolFile{path: path, log: slog.New(slog.DiscardHandler)}
 	write := func(phase protocol.Phase, step string, urgent bool) {
 		t.Helper()
-		if err := s.write(protocol.Status{Phase: phase, Step: step}, urgent); err != nil {
+		if err := s.write(protocol.Status{Phase: phase, Step: step}, urgent, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,10 +67,10 @@ func TestStatusFileWritesPhasesAtOnceAndTheLatestStep(t *testing.T) {
 func TestNewsJustBeforeAnUrgentWriteIsOneWrite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), protocol.ResultFile)
 	f := &protocolFile{path: path, log: slog.New(slog.DiscardHandler)}
-	if err := f.write(protocol.Result{Status: protocol.PhaseCreatingPRs, Error: "pull request opened"}, false); err != nil {
+	if err := f.write(protocol.Result{Status: protocol.PhaseCreatingPRs, Error: "pull request opened"}, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.write(protocol.Result{Status: protocol.PhaseComplete}, true); err != nil {
+	if err := f.write(protocol.Result{Status: protocol.PhaseComplete}, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * newsSettle)
@@ -86,5 +86,53 @@ func TestNewsJustBeforeAnUrgentWriteIsOneWrite(t *testing.T) {
 	defer f.mu.Unlock()
 	if f.writes != 1 {
 		t.Fatalf("%d writes; want 1", f.writes)
+	}
+}
+
+// What the agent says of a phase (the line a Docker sandbox's watch wakes
+// on) comes once status.json holds it, not when the write was asked for.
+func TestAPhaseIsSaidOnceWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), protocol.StatusFile)
+	f := &protocolFile{path: path, log: slog.New(slog.DiscardHandler)}
+	said := make(chan protocol.Phase, 4)
+	say := func(want protocol.Phase) func() {
+		return func() {
+			if st := readStatusFile(t, path); st.Phase != want {
+				t.Errorf("%s said while status.json holds %s", want, st.Phase)
+			}
+			said <- want
+		}
+	}
+	if err := f.write(protocol.Status{Phase: protocol.PhaseExecuting}, false, say(protocol.PhaseExecuting)); err != nil {
+		t.Fatal(err)
+	}
+	// A step of the same phase replaces the content, not what is said.
+	if err := f.write(protocol.Status{Phase: protocol.PhaseExecuting, Step: "running_command"}, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-said:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the phase was never said")
+	}
+	if st := readStatusFile(t, path); st.Step != "running_command" {
+		t.Errorf("status.json holds %+v; want the latest step", st)
+	}
+	// A phase replaced by an urgent write is not said: the urgent one's
+	// own note is.
+	if err := f.write(protocol.Status{Phase: protocol.PhaseCreatingPRs}, false, say(protocol.PhaseCreatingPRs)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.write(protocol.Status{Phase: protocol.PhaseComplete}, true, say(protocol.PhaseComplete)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * stepEvery)
+	close(said)
+	var rest []protocol.Phase
+	for p := range said {
+		rest = append(rest, p)
+	}
+	if len(rest) != 1 || rest[0] != protocol.PhaseComplete {
+		t.Errorf("said %v after the first; want only complete", rest)
 	}
 }

@@ -402,7 +402,7 @@ func lastLines(s string, n int) string {
 func (r *runner) writeResultQuietly() {
 	r.resultMu.Lock()
 	defer r.resultMu.Unlock()
-	if err := r.file(&r.resultFile, protocol.ResultFile).write(r.result, false); err != nil {
+	if err := r.file(&r.resultFile, protocol.ResultFile).write(r.result, false, nil); err != nil {
 		r.o.Log.Error("write result", "err", err)
 	}
 }

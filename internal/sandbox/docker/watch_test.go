@@ -26,7 +26,9 @@ func TestWatchWakesWhenTheAgentRecordsAPhase(t *testing.T) {
 	defer stop()
 
 	ctx := testCtx(t)
-	data, err := json.Marshal(transform(url, `echo watched >> README.md`))
+	// The command lasts long enough for the agent to record a phase on
+	// the way (news it writes at most once a second).
+	data, err := json.Marshal(transform(url, `sleep 1.5; echo watched >> README.md`))
 	if err != nil {
 		t.Fatal(err)
 	}
