@@ -64,15 +64,17 @@ func (c *ReportCheck) check(r *protocol.Result) {
 		// What a sandbox wrote is checked only as far as the worker
 		// records it: a schema's violations are counted per value, and a
 		// frontmatter of megabytes could hold millions of them.
-		if b, err := json.Marshal(fm); err != nil {
+		b, err := json.Marshal(fm)
+		if err != nil {
 			return "encode frontmatter: " + err.Error()
-		} else if len(b) > maxFrontmatterBytes {
+		}
+		if len(b) > maxFrontmatterBytes {
 			return fmt.Sprintf("the frontmatter is %d KiB, over the %d KiB the worker checks against output.schema: keep bulk data in the body",
 				(len(b)+1023)>>10, maxFrontmatterBytes>>10)
 		}
-		problems, err := s.Validate(fm)
+		problems, err := s.Validate(b)
 		if err != nil {
-			return "encode frontmatter: " + err.Error()
+			return "read frontmatter: " + err.Error()
 		}
 		if len(problems) == 0 {
 			return ""

@@ -12,7 +12,6 @@ package outputschema
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -102,14 +101,10 @@ func Compile(raw []byte) (*Schema, error) {
 	return nil, &CompileError{Problems: []Problem{{Msg: strings.ReplaceAll(err.Error(), url, "output.schema")}}}
 }
 
-// Validate checks v, a document as encoding/json decodes one (frontmatter
-// encoded as JSON and decoded again), and returns every violation as
-// "<JSON pointer>: <message>", sorted; none when v matches.
-func (s *Schema) Validate(v any) ([]string, error) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
+// Validate checks data, a JSON document (frontmatter as encoding/json
+// encodes it), and returns every violation as "<JSON pointer>:
+// <message>", sorted; none when data matches.
+func (s *Schema) Validate(data []byte) ([]string, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
 		return nil, err
