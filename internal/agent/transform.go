@@ -508,7 +508,7 @@ items:
 # Report Title
 
 Your detailed analysis here...`)
-	if r.m.Output != nil && r.schema {
+	if r.schema {
 		fmt.Fprintf(&b, "\n\nThe frontmatter must validate against this JSON Schema:\n%s", strings.TrimSpace(string(r.m.Output.Schema)))
 	}
 	return b.String()
