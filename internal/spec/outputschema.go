@@ -44,7 +44,6 @@ func checkOutputSchema(name string, kind Kind, data, final cue.Value) []*Error {
 	if _, err := outputschema.Compile(raw); !errors.As(err, &ce) {
 		return nil
 	}
-	at := data.LookupPath(cuePath(sels)).Pos()
 	// One error a field: the branches of an anyOf that failed at the
 	// same place are one problem.
 	var errs []*Error
@@ -60,14 +59,12 @@ func checkOutputSchema(name string, kind Kind, data, final cue.Value) []*Error {
 			continue
 		}
 		e := &Error{File: name, Field: field, Msg: "not a usable JSON Schema: " + p.Msg}
-		// The innermost field the file itself spells out.
+		// The innermost field the file itself spells out, the schema
+		// itself at the outermost.
 		for n := len(full); n >= len(sels); n-- {
 			if setPos(e, name, data.LookupPath(cuePath(full[:n])).Pos()) {
 				break
 			}
-		}
-		if e.Line == 0 {
-			setPos(e, name, at)
 		}
 		byField[field] = e
 		errs = append(errs, e)
