@@ -20,6 +20,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
 // Schema is a compiled output.schema.
@@ -68,7 +70,7 @@ func (noLoader) Load(ref string) (any, error) {
 // Compile compiles raw, a JSON document. An empty or null raw is no
 // schema: nil and no error.
 func Compile(raw []byte) (*Schema, error) {
-	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+	if !protocol.SchemaSet(raw) {
 		return nil, nil
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))

@@ -110,13 +110,16 @@ type Output struct {
 	Capture string `json:"capture,omitempty"`
 }
 
-// HasSchema reports whether o has a schema (not empty, not null): then a
-// report must have frontmatter, and the control plane checks it.
+// HasSchema reports whether o has a schema (see SchemaSet): then a report
+// must have frontmatter, and the control plane checks it.
 func (o *Output) HasSchema() bool {
-	if o == nil {
-		return false
-	}
-	t := bytes.TrimSpace(o.Schema)
+	return o != nil && SchemaSet(o.Schema)
+}
+
+// SchemaSet reports whether raw, an output.schema, is a schema: neither
+// empty nor null.
+func SchemaSet(raw []byte) bool {
+	t := bytes.TrimSpace(raw)
 	return len(t) > 0 && string(t) != "null"
 }
 
