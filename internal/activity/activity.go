@@ -42,6 +42,10 @@ type Activities struct {
 	// steps on the sandboxes it provisions are sent; empty when any worker
 	// reaches every sandbox.
 	Queue string
+	// MayStart says whether RunUnits may start unit key of a run the
+	// campaign made at its revision rev; nil asks the campaign
+	// (QueryMayStart).
+	MayStart func(ctx context.Context, key string, rev int) (bool, error)
 }
 
 // Bounds on what a sandbox hands the worker: its files are written by

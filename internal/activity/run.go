@@ -87,7 +87,13 @@ func (a *Activities) RunSandboxed(ctx context.Context, in RunInput) (RunOutcome,
 	}
 	beat := newBeat(ctx)
 	defer beat.stop()
-	out := RunOutcome{Lost: p.Lost}
+	return a.runSandboxed(ctx, in, p.Lost, func(p runProgress) { beat.set(p, len(p.Lost) > 0) })
+}
+
+// runSandboxed is RunSandboxed's work, from the sandboxes lost before
+// (lost): progress is told each sandbox it moves to.
+func (a *Activities) runSandboxed(ctx context.Context, in RunInput, lost []string, progress func(runProgress)) (RunOutcome, error) {
+	out := RunOutcome{Lost: lost}
 	limit := max(in.MaxSandboxes, 1)
 	timeout := in.Timeout
 	if timeout <= 0 {
@@ -98,7 +104,7 @@ func (a *Activities) RunSandboxed(ctx context.Context, in RunInput) (RunOutcome,
 		if n := len(out.Lost); n > 0 {
 			id = fmt.Sprintf("%s-%d", id, n)
 		}
-		beat.set(runProgress{Sandbox: id, Lost: out.Lost})
+		progress(runProgress{Sandbox: id, Lost: out.Lost})
 		st, r, err := a.runIn(ctx, id, in, timeout, &out)
 		if err == nil {
 			out.Status, out.Result = st, r
@@ -204,7 +210,7 @@ func appMessage(err error) string {
 type beat struct {
 	ctx  context.Context
 	mu   sync.Mutex
-	p    runProgress
+	p    any
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -243,13 +249,14 @@ func newBeat(ctx context.Context) *beat {
 	return b
 }
 
-// set makes p the progress, and heartbeats it at once when it names
-// lost sandboxes.
-func (b *beat) set(p runProgress) {
+// set makes p the progress, and heartbeats it at once when now is set
+// (Temporal's client sends at most one heartbeat in 80% of the timeout,
+// and the latest of those it held back when the attempt fails).
+func (b *beat) set(p any, now bool) {
 	b.mu.Lock()
 	b.p = p
 	b.mu.Unlock()
-	if len(p.Lost) > 0 && sdkactivity.IsActivity(b.ctx) {
+	if now && sdkactivity.IsActivity(b.ctx) {
 		sdkactivity.RecordHeartbeat(b.ctx, p)
 	}
 }

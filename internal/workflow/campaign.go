@@ -189,6 +189,13 @@ type CampaignProgress struct {
 	// threshold's abort, continue --skip-remaining), for the final
 	// message.
 	Stopped string `json:"stopped,omitempty"`
+	// Requeued lists units a run of units gave back before starting
+	// them: they start first, as if never taken.
+	Requeued []string `json:"requeued,omitempty"`
+	// UnitTime is the time the UnitsTimed units that ran in runs of
+	// units worked in all: how many more a run takes (runLength).
+	UnitTime   time.Duration `json:"unit_time,omitempty"`
+	UnitsTimed int           `json:"units_timed,omitempty"`
 }
 
 // Summary counts a campaign's repositories: a group counts as the
@@ -267,6 +274,9 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CampaignState, error) { return c.state(), nil }); err != nil {
 		return CampaignState{}, err
 	}
+	if err := workflow.SetQueryHandler(ctx, activity.QueryMayStart, c.mayStartUnit); err != nil {
+		return CampaignState{}, err
+	}
 	for {
 		c.drainSignals()
 		c.waitWhileSuspended()
@@ -274,7 +284,7 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 			return c.finish(), ctx.Err()
 		}
 		if c.sliding() {
-			if c.p.Stop || len(c.p.Retry) == 0 && c.p.Next >= len(c.in.Units) {
+			if c.p.Stop || len(c.p.Retry) == 0 && len(c.p.Requeued) == 0 && c.p.Next >= len(c.in.Units) {
 				return c.finish(), nil
 			}
 			c.runWindow()
@@ -302,7 +312,7 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 		c.checkThreshold()
 		pending := c.p.Next < len(c.in.Units)
 		if c.sliding() {
-			pending = (pending || len(c.p.Retry) > 0) && !c.p.Stop
+			pending = (pending || len(c.p.Retry) > 0 || len(c.p.Requeued) > 0) && !c.p.Stop
 		}
 		if pending && c.shouldContinueAsNew() {
 			c.p.Runs++
@@ -328,6 +338,16 @@ type campaignRun struct {
 	// running says, for each unit running, whether it runs as one
 	// activity rather than a child workflow.
 	running map[string]bool
+	// runs is set on runs that run direct units in runs of several, one
+	// activity each (directRunsChange, RunUnits).
+	runs bool
+	// queued holds, for each unit taken into a run of units and not
+	// heard of since, its result before: what it is again should the
+	// run give it back unstarted.
+	queued map[string]*UnitResult
+	// rev counts the spec's updates in place during this run of the
+	// workflow: a run of units made before one starts no further unit.
+	rev     int
 	message string
 	// search keeps the run's search attributes current.
 	search *searchAttributes
@@ -349,6 +369,10 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	c := &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx, campaignVersion)}
 	c.version = workflow.GetVersion(ctx, slidingWindowChange, workflow.DefaultVersion, 1)
 	c.direct = workflow.GetVersion(ctx, directUnitsChange, workflow.DefaultVersion, 1) == 1
+	if c.direct {
+		c.runs = workflow.GetVersion(ctx, directRunsChange, workflow.DefaultVersion, 1) == 1
+	}
+	c.queued = map[string]*UnitResult{}
 	return c
 }
 
@@ -375,6 +399,11 @@ const (
 	// and a child costs the server a workflow, its history and its
 	// visibility records for each repository.
 	directUnitsChange = "direct-units"
+	// directRunsChange runs direct units in runs of several, one
+	// activity each (RunUnits), as many as take about runFor: a short
+	// unit's activity and the workflow task after it cost the server
+	// more than the unit's own work costs the worker.
+	directRunsChange = "direct-runs"
 )
 
 // runWindow starts units, retried ones first, keeping MaxParallel
@@ -383,6 +412,13 @@ const (
 // is running.
 func (c *campaignRun) runWindow() {
 	sel := workflow.NewSelector(c.ctx)
+	if c.runs {
+		// A run of units asks before each unit whether it may start:
+		// the answer must see a stop or a suspension as it comes, not
+		// once a unit has finished. (Runs before directRunsChange handle
+		// signals between units, and replay so.)
+		c.addSignalHandlers(sel)
+	}
 	inFlight := 0
 	for {
 		for inFlight < max(c.in.MaxParallel, 1) && c.mayStart() {
@@ -397,8 +433,16 @@ func (c *campaignRun) runWindow() {
 				break
 			}
 			c.takeKey(key)
-			f := c.startUnit(key)
 			inFlight++
+			if c.runs && directUnit(c.in.Template.Manifest) {
+				keys := c.takeRun(key)
+				sel.AddFuture(c.startRun(keys), func(f workflow.Future) {
+					inFlight--
+					c.recordRun(keys, f)
+				})
+				continue
+			}
+			f := c.startUnit(key)
 			sel.AddFuture(f, func(f workflow.Future) {
 				inFlight--
 				c.record(key, f)
@@ -417,9 +461,12 @@ func (c *campaignRun) mayStart() bool {
 	return !c.p.Stop && !c.p.Suspended && c.ctx.Err() == nil && !c.shouldContinueAsNew()
 }
 
-// nextKey is the unit to start next: the first to retry, else the next
-// not started.
+// nextKey is the unit to start next: the first a run of units gave
+// back, else the first to retry, else the next not started.
 func (c *campaignRun) nextKey() (string, bool) {
+	if len(c.p.Requeued) > 0 {
+		return c.p.Requeued[0], true
+	}
 	if len(c.p.Retry) > 0 {
 		return c.p.Retry[0], true
 	}
@@ -431,6 +478,10 @@ func (c *campaignRun) nextKey() (string, bool) {
 
 // takeKey marks key, which nextKey returned, as started.
 func (c *campaignRun) takeKey(key string) {
+	if len(c.p.Requeued) > 0 && c.p.Requeued[0] == key {
+		c.p.Requeued = c.p.Requeued[1:]
+		return
+	}
 	if len(c.p.Retry) > 0 && c.p.Retry[0] == key {
 		c.p.Retry = c.p.Retry[1:]
 		return
@@ -610,6 +661,12 @@ func (c *campaignRun) result(key string, f workflow.Future) (TaskResult, error) 
 	if err := f.Get(c.ctx, &out); err != nil {
 		return tr, err
 	}
+	return outcomeResult(out), nil
+}
+
+// outcomeResult is the task result of a unit run as one activity.
+func outcomeResult(out activity.RunOutcome) TaskResult {
+	var tr TaskResult
 	tr.Phase = TaskFailed
 	switch out.Status.Phase {
 	case protocol.PhaseComplete:
@@ -621,22 +678,34 @@ func (c *campaignRun) result(key string, f workflow.Future) (TaskResult, error) 
 	tr.Error = out.Result.Error
 	tr.SandboxesLost = len(out.Lost)
 	tr.Notes = out.Notes
-	return tr, nil
+	return tr
 }
 
 func (c *campaignRun) record(key string, f workflow.Future) {
 	tr, err := c.result(key, f)
 	delete(c.running, key)
-	r := c.p.Results[key]
 	if err != nil {
-		r.Phase = TaskFailed
-		r.Error = errText(err)
-		if c.ctx.Err() != nil {
-			r.Phase = TaskCancelled
-		}
-		c.p.Results[key] = r
+		c.recordError(key, errText(err), c.ctx.Err() != nil)
 		return
 	}
+	c.recordResult(key, tr)
+}
+
+// recordError records that unit key failed with message, or was
+// cancelled.
+func (c *campaignRun) recordError(key, message string, cancelled bool) {
+	r := c.p.Results[key]
+	r.Phase = TaskFailed
+	r.Error = message
+	if cancelled {
+		r.Phase = TaskCancelled
+	}
+	c.p.Results[key] = r
+}
+
+// recordResult records unit key's task result.
+func (c *campaignRun) recordResult(key string, tr TaskResult) {
+	r := c.p.Results[key]
 	r.Phase = tr.Phase
 	r.Error = tr.Error
 	r.SandboxesLost = tr.SandboxesLost
@@ -684,13 +753,8 @@ func (c *campaignRun) waitForBudget() {
 		return
 	}
 	perSecond := float64(c.in.PullRequestsPerHour) / 3600
-	burst := float64(max(c.in.Burst, 1))
 	for {
-		now := workflow.Now(c.ctx)
-		c.p.Tokens = min(burst, c.p.Tokens+now.Sub(c.p.Refilled).Seconds()*perSecond)
-		c.p.Refilled = now
-		if c.p.Tokens >= 1 {
-			c.p.Tokens--
+		if c.takeToken() {
 			return
 		}
 		wait := time.Duration((1 - c.p.Tokens) / perSecond * float64(time.Second))
@@ -700,6 +764,23 @@ func (c *campaignRun) waitForBudget() {
 		}
 		c.message = ""
 	}
+}
+
+// takeToken takes a token from the pull-request budget, refilled up to
+// now, if one is there (or none is needed); it reports whether it did.
+func (c *campaignRun) takeToken() bool {
+	if c.in.Template.Manifest.Mode != protocol.ModeTransform || c.in.PullRequestsPerHour <= 0 {
+		return true
+	}
+	perSecond := float64(c.in.PullRequestsPerHour) / 3600
+	now := workflow.Now(c.ctx)
+	c.p.Tokens = min(float64(max(c.in.Burst, 1)), c.p.Tokens+now.Sub(c.p.Refilled).Seconds()*perSecond)
+	c.p.Refilled = now
+	if c.p.Tokens < 1 {
+		return false
+	}
+	c.p.Tokens--
+	return true
 }
 
 // overThreshold reports whether more of the finished units failed than
@@ -724,7 +805,7 @@ func (c *campaignRun) checkThreshold() {
 		c.p.Stopped = "aborted: " + c.message
 		return
 	}
-	if c.p.Next >= len(c.in.Units) && len(c.p.Retry) == 0 {
+	if c.p.Next >= len(c.in.Units) && len(c.p.Retry) == 0 && len(c.p.Requeued) == 0 {
 		// Nothing left to pause before.
 		return
 	}
@@ -876,6 +957,7 @@ func (c *campaignRun) update(u UpdateSignal) {
 	for _, un := range units {
 		c.units[un.Key] = un
 	}
+	c.rev++
 	if len(u.Memo) > 0 {
 		if err := workflow.UpsertMemo(c.ctx, u.Memo); err != nil {
 			workflow.GetLogger(c.ctx).Error("record updated spec", "error", err)
@@ -963,6 +1045,8 @@ func (c *campaignRun) summary() Summary {
 			s.Cancelled += n
 		case Skipped:
 			s.Skipped += n
+		case TaskQueued:
+			// Not started yet.
 		default:
 			s.Running += n
 		}

@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -45,6 +46,12 @@ type fleet struct {
 	slow   map[string]time.Duration
 	until  map[string]string
 	events []string
+	// runs records the length of each run of units, refused the units
+	// a run did not start because the campaign said no; signalAfter
+	// names a signal to send once a unit of a run has finished.
+	runs        []int
+	refused     []string
+	signalAfter map[string]string
 }
 
 func (f *fleet) unitOf(sandboxID string) string { return f.unit[sandboxID] }
@@ -137,7 +144,61 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return nil
 	}
-	env.OnActivity(a.RunSandboxed, mock.Anything, mock.Anything).Return(runSandboxed(lost, provision, wait, read, cleanup))
+	run := runSandboxed(lost, provision, wait, read, cleanup)
+	env.OnActivity(a.RunSandboxed, mock.Anything, mock.Anything).Return(run)
+	env.OnActivity(a.RunUnits, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activity.UnitsInput) (activity.UnitsOutcome, error) {
+		var out activity.UnitsOutcome
+		f.mu.Lock()
+		f.runs = append(f.runs, len(in.Units))
+		f.mu.Unlock()
+		for i, u := range in.Units {
+			if i > 0 && in.StopAtFailure && out.Done[i-1].Failed() {
+				break
+			}
+			if i > 0 {
+				// As RunUnits asks the campaign.
+				v, err := env.QueryWorkflow(activity.QueryMayStart, u.Key, in.Rev)
+				var ok bool
+				if err == nil {
+					err = v.Get(&ok)
+				}
+				if err != nil || !ok {
+					f.mu.Lock()
+					f.refused = append(f.refused, u.Key)
+					f.mu.Unlock()
+					break
+				}
+			}
+			r := activity.RunInput{Provision: activity.ProvisionInput{SandboxID: u.SandboxID, Labels: map[string]string{"fleetlift.io/task-id": u.TaskID}}}
+			o, err := run(ctx, r)
+			done := activity.UnitOutcome{Key: u.Key, Outcome: o, Took: time.Second}
+			if err != nil {
+				done.Error = err.Error()
+				var ae *temporal.ApplicationError
+				if errors.As(err, &ae) {
+					done.Error = ae.Message()
+				}
+			}
+			out.Done = append(out.Done, done)
+			f.mu.Lock()
+			signal := f.signalAfter[u.Key]
+			f.mu.Unlock()
+			if signal != "" {
+				env.SignalWorkflow(signal, workflow.RecordSignal{})
+				// As a worker would have, before the next unit's
+				// question: the campaign takes the signal in.
+				for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+					if v, err := env.QueryWorkflow(workflow.QueryStatus); err == nil {
+						var st workflow.CampaignState
+						if v.Get(&st) == nil && (st.Suspended || st.Phase == workflow.CampaignAborted) {
+							break
+						}
+					}
+				}
+			}
+		}
+		return out, nil
+	})
 }
 
 // forEachMode runs a test with the sliding window and with strict

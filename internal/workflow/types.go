@@ -101,6 +101,11 @@ const (
 	TaskCompleted        TaskPhase = "completed"
 	TaskFailed           TaskPhase = "failed"
 	TaskCancelled        TaskPhase = "cancelled"
+	// TaskQueued: the unit is in a run of units that one activity works
+	// through in turn (RunUnits), behind the one running; it starts once
+	// those before it have ended, unless the campaign has stopped by
+	// then.
+	TaskQueued TaskPhase = "queued"
 )
 
 func (p TaskPhase) String() string { return string(p) }

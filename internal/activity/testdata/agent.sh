@@ -18,9 +18,14 @@ case "$task" in
   exit-*) exit "${task#exit-}" ;;
 esac
 # The first sandbox of a task named lose-first dies as a killed agent
-# would; the one that replaces it (lose-first-1) finishes.
+# would; the one that replaces it (lose-first-1) finishes. Every sandbox
+# named lose-all... dies.
 case "$ws" in
-  */lose-first/*) exit 9 ;;
+  */lose-first/*|*/lose-all*) exit 9 ;;
+esac
+# A repository named failing fails the task.
+case "$m" in
+  *'"name":"failing"'*|*'"name": "failing"'*) phase=failed ;;
 esac
 # As the real agent does: the result first, then the phase that says it
 # is there.

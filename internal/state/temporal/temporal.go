@@ -571,7 +571,8 @@ func unitStatus(p workflow.TaskPhase) state.RepoStatus {
 		return state.RepoSkipped
 	case workflow.TaskAwaitingApproval:
 		return state.RepoAwaitingApproval
-	case "pending":
+	case "pending", workflow.TaskQueued:
+		// A queued unit waits, in a run of units, for those before it.
 		return state.RepoPending
 	}
 	return state.RepoRunning

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+)
+
+// TestRunCampaignRunsShortUnitsInRuns: on the embedded server, a
+// campaign of short units runs them in runs of several, each run one
+// activity that asks the campaign (a query through the server) before
+// each unit after its first: every repository gets its branch once, and
+// the campaign's history holds fewer activities than units.
+func TestRunCampaignRunsShortUnitsInRuns(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 8)
+	var repos strings.Builder
+	for _, u := range urls {
+		fmt.Fprintf(&repos, "  - url: %s\n", u)
+	}
+	def := writeDef(t, root, "runs.yaml", `version: 1
+kind: Campaign
+id: runs
+title: Bump go
+template:
+  execution:
+    deterministic:
+      image: golang
+      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
+  pull_request: {branch_prefix: auto/runs, title: Bump go}
+max_parallel: 2
+repositories:
+`+repos.String())
+	addr, state := freeAddr(t), filepath.Join(root, "state")
+	out, code := runCLI(t, "run", "--file", def, "--temporal-address", addr, "--state-dir", state)
+	if code != 0 || !strings.Contains(out, "8 repositories: 8 completed, 0 failed") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, u := range urls {
+		bare := strings.TrimPrefix(u, "file://")
+		got, err := exec.Command("git", "-C", bare, "show", "auto/runs/runs:go.mod").Output()
+		if err != nil || !strings.Contains(string(got), "go 1.26") {
+			t.Errorf("%s: branch auto/runs/runs missing or unchanged: %v", bare, err)
+		}
+	}
+
+	srv := startServer(t, addr, state)
+	c, err := dialServer(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var runs, units int
+	seen := map[string]bool{}
+	it := c.GetWorkflowHistory(t.Context(), "campaign/runs", "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := e.GetActivityTaskScheduledEventAttributes()
+		if a == nil || a.GetActivityType().GetName() != "RunUnits" {
+			continue
+		}
+		runs++
+		var in activity.UnitsInput
+		if err := json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &in); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range in.Units {
+			units++
+			seen[u.Key] = true
+		}
+	}
+	// Two runs of one (no unit timed yet), then runs of two: each slot's
+	// fair share of what is left.
+	if runs >= 8 || len(seen) != 8 {
+		t.Errorf("%d runs held %d units (%d distinct): want all 8 units in fewer than 8 runs", runs, units, len(seen))
+	}
+	if units != 8 {
+		t.Errorf("%d units taken into runs for 8: a unit was given back (the campaign said no, or could not be asked)", units)
+	}
+}

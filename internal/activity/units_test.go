@@ -1,0 +1,208 @@
+package activity_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+)
+
+// asked records RunUnits' questions to the campaign and answers no for
+// the units in refuse.
+type asked struct {
+	mu     sync.Mutex
+	keys   []string
+	revs   []int
+	refuse map[string]bool
+}
+
+func (q *asked) mayStart(_ context.Context, key string, rev int) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.keys = append(q.keys, key)
+	q.revs = append(q.revs, rev)
+	return !q.refuse[key], nil
+}
+
+// units is a run of the named units (each its own sandbox, of that
+// name, and a repository of that name) whose stand-in agents reach phase.
+func units(phase string, names ...string) activity.UnitsInput {
+	in := activity.UnitsInput{
+		Template: activity.RunInput{Manifest: protocol.Manifest{TaskID: "run", Title: phase}, Timeout: time.Minute, MaxSandboxes: 3},
+		Rev:      7, MaxAttempts: 3,
+	}
+	for _, n := range names {
+		in.Units = append(in.Units, activity.UnitSpec{Key: n, SandboxID: n, TaskID: "c/" + n, Repositories: []protocol.Repository{{Name: n}}})
+	}
+	return in
+}
+
+func runUnits(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, in activity.UnitsInput) activity.UnitsOutcome {
+	t.Helper()
+	v, err := env.ExecuteActivity(a.RunUnits, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out activity.UnitsOutcome
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func keys(out activity.UnitsOutcome) []string {
+	var ks []string
+	for _, d := range out.Done {
+		ks = append(ks, d.Key)
+	}
+	return ks
+}
+
+// A run works through its units in turn, each in its own sandbox, removed
+// after; it asks the campaign before each unit but the first, with the
+// run's revision; each outcome keeps what the campaign records and not
+// the diffs.
+func TestRunUnitsRunsEachUnitInItsOwnSandbox(t *testing.T) {
+	a, env := newActivities(t)
+	q := &asked{}
+	a.MayStart = q.mayStart
+	out := runUnits(t, a, env, units("complete", "u1", "u2", "u3"))
+	if got := keys(out); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
+		t.Fatalf("units done %v", got)
+	}
+	for _, d := range out.Done {
+		if d.Error != "" || d.Outcome.Status.Phase != protocol.PhaseComplete || d.Took <= 0 || len(d.Outcome.Result.Repositories) != 1 {
+			t.Errorf("%s: %+v", d.Key, d)
+		}
+		if r := d.Outcome.Result.Repositories[0]; r.Status != "success" || len(r.Diffs) != 0 {
+			t.Errorf("%s: repository %+v; want its status, without diffs", d.Key, r)
+		}
+	}
+	if !slices.Equal(q.keys, []string{"u2", "u3"}) || !slices.Equal(q.revs, []int{7, 7}) {
+		t.Errorf("asked about %v at revisions %v; want u2 and u3, at 7", q.keys, q.revs)
+	}
+	gone(t, a, "u1", "u2", "u3")
+}
+
+// A unit the campaign says no to, and those after it, do not start:
+// their sandboxes are never made.
+func TestRunUnitsStopsWhereTheCampaignSaysNo(t *testing.T) {
+	a, env := newActivities(t)
+	q := &asked{refuse: map[string]bool{"u2": true}}
+	a.MayStart = q.mayStart
+	out := runUnits(t, a, env, units("complete", "u1", "u2", "u3"))
+	if got := keys(out); !slices.Equal(got, []string{"u1"}) || !slices.Equal(q.keys, []string{"u2"}) {
+		t.Fatalf("units done %v after asking about %v; want u1, then no for u2", got, q.keys)
+	}
+	gone(t, a, "u1", "u2", "u3")
+}
+
+// A run stops after a failed unit when the campaign has a threshold to
+// check, and goes on otherwise; a unit whose every sandbox was lost is a
+// failed unit with why, not the run's error.
+func TestRunUnitsStopsAtAFailureOnlyWhenAsked(t *testing.T) {
+	a, env := newActivities(t)
+	a.MayStart = (&asked{}).mayStart
+	in := units("complete", "u1", "failing", "u3")
+	in.StopAtFailure = true
+	out := runUnits(t, a, env, in)
+	if got := keys(out); !slices.Equal(got, []string{"u1", "failing"}) || !out.Done[1].Failed() {
+		t.Fatalf("with a threshold: done %v (%+v); want the run to stop after the failed unit", got, out.Done)
+	}
+
+	in = units("complete", "lose-all", "u3")
+	out = runUnits(t, a, env, in)
+	if got := keys(out); !slices.Equal(got, []string{"lose-all", "u3"}) {
+		t.Fatalf("without a threshold: done %v; want the run to go on after a failed unit", got)
+	}
+	if e := out.Done[0].Error; !strings.Contains(e, "3 sandboxes lost before the agent finished") {
+		t.Errorf("a unit whose every sandbox was lost: error %q", e)
+	}
+	if out.Done[1].Failed() {
+		t.Errorf("the unit after: %+v", out.Done[1])
+	}
+	gone(t, a, "lose-all", "lose-all-1", "lose-all-2", "u3")
+}
+
+// Once a run has worked Within, no further unit starts, and the campaign
+// is not asked.
+func TestRunUnitsEndsOnceItHasWorkedWithin(t *testing.T) {
+	a, env := newActivities(t)
+	q := &asked{}
+	a.MayStart = q.mayStart
+	in := units("complete", "u1", "u2")
+	in.Within = time.Millisecond
+	out := runUnits(t, a, env, in)
+	if got := keys(out); !slices.Equal(got, []string{"u1"}) || len(q.keys) != 0 {
+		t.Errorf("done %v, asked %v; want u1 alone, nothing asked", got, q.keys)
+	}
+}
+
+// An attempt that takes over from a dead worker starts from the last
+// heartbeat: the units done there are not run again, and the unit that
+// was at work goes on in its sandbox without asking the campaign again.
+func TestRunUnitsTakesOverFromItsLastHeartbeat(t *testing.T) {
+	a, env := newActivities(t)
+	q := &asked{}
+	a.MayStart = q.mayStart
+	ref := start(t, a, env, "u2", "complete")
+	waitFor(t, a, env, ref, protocol.PhaseComplete)
+	var progress map[string]any
+	raw, _ := json.Marshal(map[string]any{
+		"done":    []activity.UnitOutcome{{Key: "u1", Outcome: activity.RunOutcome{Status: protocol.Status{Phase: protocol.PhaseComplete}}}},
+		"current": map[string]any{"sandbox": "u2"},
+	})
+	_ = json.Unmarshal(raw, &progress)
+	env.SetHeartbeatDetails(progress)
+	out := runUnits(t, a, env, units("failed", "u1", "u2", "u3"))
+	if got := keys(out); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
+		t.Fatalf("done %v", got)
+	}
+	// u2's agent had finished complete; a new one would have failed
+	// (the manifest handed again says failed).
+	if out.Done[1].Outcome.Status.Phase != protocol.PhaseComplete || out.Done[2].Outcome.Status.Phase != protocol.PhaseFailed {
+		t.Errorf("u2 %s, u3 %s; want u2's finished agent read, u3 run", out.Done[1].Outcome.Status.Phase, out.Done[2].Outcome.Status.Phase)
+	}
+	if !slices.Equal(q.keys, []string{"u3"}) {
+		t.Errorf("asked about %v; want only u3", q.keys)
+	}
+	gone(t, a, "u2", "u3")
+}
+
+// A cancelled run removes the sandbox at work and reports the units it
+// finished, that one cancelled: their pull requests are open.
+func TestRunUnitsCancelledReportsWhatItDid(t *testing.T) {
+	a, _ := newActivities(t)
+	a.MayStart = (&asked{}).mayStart
+	ctx, cancel := context.WithCancel(t.Context())
+	in := units("complete", "u1", "slow", "u3")
+	in.Template.Manifest.TaskID = "slow-30"
+	in.Units[0].SandboxID = "quick"
+	type result struct {
+		out activity.UnitsOutcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := a.RunUnits(ctx, in)
+		done <- result{out, err}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("a cancelled run failed: %v", r.err)
+	}
+	if got := keys(r.out); !slices.Equal(got, []string{"u1"}) || !r.out.Done[0].Cancelled {
+		t.Errorf("done %v (%+v); want u1 cancelled", got, r.out.Done)
+	}
+	gone(t, a, "quick", "slow", "u3")
+}

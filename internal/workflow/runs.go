@@ -1,0 +1,196 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+)
+
+// Runs of direct units (directRunsChange). A unit that needs no decision
+// on its way runs as one activity; a campaign of short units spends more
+// of the machine dispatching those activities, and the workflow task
+// after each, than on the units' own work. So a free slot takes a run of
+// units that one activity (RunUnits) works through in turn, each still
+// in its own sandbox:
+//
+//   - a run is as long as the units before it say takes about runFor,
+//     and never more than a fair share of the units left, so that the
+//     campaign's last units do not wait behind a long run; until a unit
+//     has been timed, a run holds one unit;
+//   - before each unit but the first, the activity asks the campaign
+//     (activity.QueryMayStart) whether it may still start: a stop, a
+//     suspension, a pause at the failure threshold or an update of the
+//     spec since the run was made says no, and the units left come back
+//     (Requeued), to start first once starting is allowed again;
+//   - a run stops after a unit that failed when the campaign has a
+//     failure threshold, which the campaign then checks;
+//   - the units after the first show as queued until the run reports:
+//     a unit's outcome shows at most about runFor after it ended.
+const (
+	// runFor is about how long a run of units works.
+	runFor = 20 * time.Second
+	// maxRun bounds the units of a run.
+	maxRun = 16
+)
+
+// runLength is how many units the next run takes: as many as the units
+// timed so far say fit in runFor, at most a fair share of those left
+// (counting the one taken) over the campaign's parallelism, and at least
+// one.
+func (c *campaignRun) runLength() int {
+	if c.p.UnitsTimed == 0 {
+		return 1
+	}
+	n := maxRun
+	if avg := c.p.UnitTime / time.Duration(c.p.UnitsTimed); avg > 0 {
+		n = min(n, int(runFor/avg))
+	}
+	left := 1 + len(c.p.Requeued) + len(c.p.Retry) + max(len(c.in.Units)-c.p.Next, 0)
+	parallel := max(c.in.MaxParallel, 1)
+	return max(min(n, (left+parallel-1)/parallel), 1)
+}
+
+// takeRun takes the units of a run that starts with first, already
+// taken: while the run is shorter than runLength, the next units that
+// may start now, without waiting for the pull-request budget.
+func (c *campaignRun) takeRun(first string) []string {
+	keys := []string{first}
+	for n := c.runLength(); len(keys) < n && c.mayStart(); {
+		key, ok := c.nextKey()
+		if !ok || len(c.p.Retry) == 0 && c.overThreshold() || !c.takeToken() {
+			break
+		}
+		c.takeKey(key)
+		keys = append(keys, key)
+	}
+	return keys
+}
+
+// startRun runs keys as a run of units (RunUnits): the first running,
+// the others queued behind it.
+func (c *campaignRun) startRun(keys []string) workflow.Future {
+	info := workflow.GetInfo(c.ctx)
+	in := c.in.Template
+	units := make([]activity.UnitSpec, 0, len(keys))
+	for i, key := range keys {
+		prev := c.p.Results[key]
+		r := prev
+		if _, ok := c.p.Results[key]; !ok {
+			c.queued[key] = nil
+		} else {
+			c.queued[key] = &prev
+		}
+		r.Key = key
+		r.Phase = TaskQueued
+		if i == 0 {
+			r.Phase = TaskRunning
+		}
+		r.Attempts++
+		c.p.Results[key] = r
+		c.p.Started++
+		c.running[key] = true
+		// As startUnit names a direct unit's sandbox.
+		retry := ""
+		if r.Attempts > 1 {
+			retry = fmt.Sprintf("/retry-%d", r.Attempts-1)
+		}
+		units = append(units, activity.UnitSpec{
+			Key:          key,
+			SandboxID:    sandboxID(info.WorkflowExecution.ID+"/"+key+retry, info.FirstRunID),
+			TaskID:       c.in.ID + "/" + key,
+			Repositories: slices.Clone(c.units[key].Repositories),
+			Parallel:     c.units[key].Parallel,
+		})
+	}
+	m := in.Manifest
+	m.TaskID = c.in.ID
+	timeout, heartbeat := in.agentTimeout(), in.heartbeatTimeout()
+	actx := workflow.WithActivityOptions(c.ctx, workflow.ActivityOptions{
+		// Each unit's sandboxes as startDirect allows them.
+		StartToCloseTimeout: time.Duration(len(keys)*maxSandboxes) * (timeout + 2*shortTimeout),
+		HeartbeatTimeout:    heartbeat,
+		// As startDirect: the runs spread over the worker hosts.
+		DisableEagerExecution: true,
+		// A cancelled run reports the units it finished: their pull
+		// requests are open.
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: maxSandboxes, NonRetryableErrorTypes: []string{
+			activity.ErrAgentTimedOut, activity.ErrSandboxesLost, activity.ErrResultTooLarge}},
+	})
+	return workflow.ExecuteActivity(actx, a.RunUnits, activity.UnitsInput{
+		Template: activity.RunInput{
+			Provision: activity.ProvisionInput{Image: in.Image, Resources: in.Resources, Credentials: in.Credentials},
+			Manifest:  m, Timeout: timeout, MaxSandboxes: maxSandboxes,
+		},
+		Units:         units,
+		Within:        runFor,
+		StopAtFailure: c.in.ThresholdPercent < 100,
+		Rev:           c.rev,
+		MaxAttempts:   maxSandboxes,
+	})
+}
+
+// recordRun records what the run of keys did: each
+// unit it finished; the unit it was at, when it failed as a whole (its
+// last heartbeat says which units it had finished); the units it gave
+// back, Requeued as they were.
+func (c *campaignRun) recordRun(keys []string, f workflow.Future) {
+	var out activity.UnitsOutcome
+	err := f.Get(c.ctx, &out)
+	if err != nil {
+		out = activity.UnitsOutcome{}
+		var te *temporal.TimeoutError
+		if errors.As(err, &te) && te.HasLastHeartbeatDetails() {
+			// The progress's units done decode as the outcome's.
+			_ = te.LastHeartbeatDetails(&out)
+		}
+	}
+	var back []string
+	for i, key := range keys {
+		delete(c.running, key)
+		switch {
+		case i < len(out.Done) && out.Done[i].Key == key:
+			u := out.Done[i]
+			c.p.UnitTime += u.Took
+			c.p.UnitsTimed++
+			if u.Error != "" {
+				c.recordError(key, u.Error, u.Cancelled)
+			} else {
+				c.recordResult(key, outcomeResult(u.Outcome))
+			}
+		case err != nil && i == len(out.Done):
+			c.recordError(key, errText(err), c.ctx.Err() != nil)
+		default:
+			back = append(back, key)
+			if prev := c.queued[key]; prev != nil {
+				c.p.Results[key] = *prev
+			} else {
+				delete(c.p.Results, key)
+			}
+			c.p.Started--
+		}
+		delete(c.queued, key)
+	}
+	c.p.Requeued = append(back, c.p.Requeued...)
+}
+
+// mayStartUnit answers activity.QueryMayStart: unit key, taken into a run
+// at revision rev, may start when the campaign starts units now (not
+// stopped, suspended or paused), its spec has not changed since, and the
+// unit still waits in that run.
+func (c *campaignRun) mayStartUnit(key string, rev int) (bool, error) {
+	if _, queued := c.queued[key]; !queued || rev != c.rev {
+		return false, nil
+	}
+	r, ok := c.p.Results[key]
+	if !ok || r.Phase != TaskQueued {
+		return false, nil
+	}
+	return !c.p.Stop && !c.p.Suspended && c.p.Phase == CampaignRunning && c.ctx.Err() == nil, nil
+}

@@ -1,0 +1,130 @@
+package workflow_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// runsInput is a campaign of n direct units, parallel at once, with no
+// failure threshold.
+func runsInput(n, parallel int) workflow.CampaignInput {
+	in := campaignInput(n)
+	in.StrictBatches = false
+	in.ThresholdPercent = 100
+	in.MaxParallel = parallel
+	return in
+}
+
+// Short units run in runs of several once the first have been timed:
+// fewer activities than units, each unit once in a sandbox of its own,
+// none of the runs longer than a fair share of the units left, and every
+// unit's pull request recorded.
+func TestCampaignRunsShortUnitsInRuns(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	env.ExecuteWorkflow(workflow.Campaign, runsInput(12, 2))
+	st := campaignResult(t, env)
+	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 12 || st.Summary.PRsCreated != 12 {
+		t.Fatalf("campaign %s (%s) %+v", st.Phase, st.Message, st.Summary)
+	}
+	total := 0
+	for _, n := range f.runs {
+		total += n
+	}
+	if total != 12 || len(f.runs) >= 12 || !slices.Equal(f.runs[:2], []int{1, 1}) || slices.Max(f.runs) > 6 {
+		t.Errorf("runs of %v units: want the first two of one unit (none timed yet), then longer runs of at most 6 (12 over 2 slots)", f.runs)
+	}
+	started := slices.Clone(f.started)
+	slices.Sort(started)
+	if len(slices.Compact(started)) != 12 || len(f.started) != 12 {
+		t.Errorf("units started %v: want each of the 12 once", f.started)
+	}
+	for id, key := range f.unit {
+		if !strings.HasPrefix(id, "default-test-workflow-id-"+key+"-") {
+			t.Errorf("unit %s ran in sandbox %s: want one named for the unit", key, id)
+		}
+	}
+	for _, u := range st.Units {
+		if u.Attempts != 1 || len(u.PRs) != 1 {
+			t.Errorf("%s: %d attempts, PRs %v", u.Key, u.Attempts, u.PRs)
+		}
+	}
+}
+
+// An abort while a run works stops it before its next unit: the campaign
+// says no when asked, and the units the run gave back are skipped, not
+// failed or lost.
+func TestCampaignRunStopsAtAnAbort(t *testing.T) {
+	f := &fleet{signalAfter: map[string]string{"r2": workflow.SignalAbort}}
+	env := newCampaignEnv(f)
+	env.ExecuteWorkflow(workflow.Campaign, runsInput(8, 1))
+	st := campaignResult(t, env)
+	if !slices.Equal(f.runs, []int{1, 7}) || !slices.Equal(f.refused, []string{"r3"}) {
+		t.Fatalf("runs %v, refused %v: want r0 alone, then a run of the 7 others that r3 is refused in", f.runs, f.refused)
+	}
+	want := "r0=completed r1=completed r2=completed r3=skipped r4=skipped r5=skipped r6=skipped r7=skipped"
+	if got := phases(st); got != want || st.Phase != workflow.CampaignAborted {
+		t.Errorf("campaign %s: %s, want aborted: %s", st.Phase, got, want)
+	}
+	if st.Summary.PRsCreated != 3 {
+		t.Errorf("%d pull requests recorded, want the 3 the units that ran opened", st.Summary.PRsCreated)
+	}
+}
+
+// A suspension while a run works gives its units left back; once
+// resumed, they start first, each once, with its first attempt.
+func TestCampaignRunGivesBackUnitsWhenSuspended(t *testing.T) {
+	f := &fleet{signalAfter: map[string]string{"r2": workflow.SignalSuspend}}
+	env := newCampaignEnv(f)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalResume, nil) }, time.Hour)
+	env.ExecuteWorkflow(workflow.Campaign, runsInput(8, 1))
+	st := campaignResult(t, env)
+	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 8 {
+		t.Fatalf("campaign %s (%s): %s", st.Phase, st.Message, phases(st))
+	}
+	if !slices.Equal(f.refused, []string{"r3"}) || len(f.runs) < 3 {
+		t.Errorf("runs %v, refused %v: want r3 refused after the suspension, and a run after the resume", f.runs, f.refused)
+	}
+	if want := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"}; !slices.Equal(f.started, want) {
+		t.Errorf("units started %v, want %v: those given back first, each once", f.started, want)
+	}
+	for _, u := range st.Units {
+		if u.Attempts != 1 {
+			t.Errorf("%s: %d attempts, want 1 (a unit given back never started)", u.Key, u.Attempts)
+		}
+	}
+}
+
+// With a failure threshold, a run stops after a unit that failed, so
+// that the campaign pauses before more units start, as it does with one
+// unit per activity; the units the run did not start wait, pending, and
+// continue starts them.
+func TestCampaignRunStopsAtAFailureForTheThreshold(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r2": true}}
+	env := newCampaignEnv(f)
+	in := runsInput(8, 1)
+	in.ThresholdPercent = 30
+	var paused workflow.CampaignState
+	env.RegisterDelayedCallback(func() {
+		paused = queryState(t, env)
+		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{})
+	}, time.Hour)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	// r0 alone, then a run of the seven others that stops after r2:
+	// 1 of 3 finished units failed, over 30%.
+	want := "r0=completed r1=completed r2=failed r3=pending r4=pending r5=pending r6=pending r7=pending"
+	if paused.Phase != workflow.CampaignPaused || phases(paused) != want {
+		t.Errorf("at the threshold: %s %s, want paused: %s", paused.Phase, phases(paused), want)
+	}
+	if len(f.runs) < 3 || !slices.Equal(f.runs[:2], []int{1, 7}) {
+		t.Errorf("runs %v: want r0 alone, a run of 7 that stops after r2, then more", f.runs)
+	}
+	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 7 || st.Summary.Failed != 1 {
+		t.Errorf("after continue: %s %+v", st.Phase, st.Summary)
+	}
+}
