@@ -13,16 +13,19 @@
 //   - /proc shows only the command's own processes, so no other process's
 //     environment or memory can be read;
 //   - it runs with the caller's uid and gid and no capabilities, under
-//     no_new_privs, in a mount namespace of a less privileged user
-//     namespace, so it can neither undo the mounts above nor gain
-//     privileges through a setuid program;
+//     no_new_privs, so it can neither undo the mounts above nor gain
+//     privileges through a setuid program: a caller other than root's in
+//     a mount namespace of a less privileged user namespace (its mounts
+//     locked), root's with empty capability sets, the bounding set
+//     included;
 //   - when the command's first process exits, or the process that started
 //     the jail dies, the kernel kills every process it left behind.
 //
 // The jail is a program that calls Main: this executable run again, or
 // cmd/fleetlift-jail, which starts faster. Jail.Command starts Self with
 // the specification, and Main sets the namespaces up and runs the command
-// as its child (it is the PID namespace's init). A jail that cannot be
+// as its child (it is the PID namespace's init, undumpable, so that the
+// command cannot reach it through /proc). A jail that cannot be
 // made says why on a pipe of its own (Cmd.SetupError), closed before the
 // command starts, so that the command cannot pass for it. Check tells
 // whether the kernel allows all of this.

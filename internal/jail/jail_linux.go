@@ -123,9 +123,10 @@ func setupFail(format string, args ...any) int {
 }
 
 // initMain is the PID namespace's init: it makes the file system the spec
-// describes, then runs the command in a nested user and mount namespace
-// (so the mounts are locked) as the caller's ids, reaps every orphan, and
-// exits with the command's status, which ends every process left.
+// describes, gives up the means to gain privileges for itself and what it
+// starts, then runs the command as the caller's ids (see start), reaps
+// every orphan, and exits with the command's status, which ends every
+// process left.
 func initMain(spec Spec, argv []string, probe bool, self []string) int {
 	if os.Getpid() != 1 {
 		return setupFail("not started as a PID namespace's init (use Jail.Command)")
@@ -142,30 +143,15 @@ func initMain(spec Spec, argv []string, probe bool, self []string) int {
 	if err := os.Chdir(cwd); err != nil {
 		return setupFail("working directory %s: %v", cwd, err)
 	}
-
-	args := append(append([]string{}, self...), flagDrop)
-	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
-	if probe {
-		args = append(args, flagProbe)
+	// no_new_privs and the capability sets are per thread, and a child
+	// inherits its parent thread's: the command is started from this one.
+	runtime.LockOSThread()
+	if err := confine(spec.UID == 0); err != nil {
+		return setupFail("%v", err)
 	}
-	if report != nil {
-		args = append(args, flagReport, strconv.Itoa(len(files)))
-		files = append(files, report)
-	}
-	args = append(append(args, "--"), argv...)
-	proc, err := os.StartProcess("/proc/self/exe", append([]string{os.Args[0]}, args...), &os.ProcAttr{
-		Env:   os.Environ(),
-		Files: files,
-		Sys: &syscall.SysProcAttr{
-			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: 0, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: 0, Size: 1}},
-			GidMappingsEnableSetgroups: false,
-			Pdeathsig:                  syscall.SIGKILL,
-		},
-	})
-	if err != nil {
-		return setupFail("start %s: %v", argv0(argv), err)
+	proc, code := start(spec, argv, probe, self)
+	if proc == nil {
+		return code
 	}
 
 	sigs := make(chan os.Signal, 8)
@@ -194,6 +180,75 @@ func initMain(spec Spec, argv []string, probe bool, self []string) int {
 	}
 }
 
+// start starts the command, or for a probe this executable as a command
+// that only exits, as the caller's ids: a caller other than root as
+// itself in a nested user and mount namespace (so the mounts are locked,
+// and the command holds no capability once it runs a program), root as
+// root of the jail's own user namespace, which the bounding set confine
+// emptied keeps without capabilities too. It returns the process, or nil
+// and the exit code when it could not start.
+func start(spec Spec, argv []string, probe bool, self []string) (*os.Process, int) {
+	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	sys := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if spec.UID != 0 {
+		sys.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: 0, Size: 1}}
+		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: 0, Size: 1}}
+		sys.GidMappingsEnableSetgroups = false
+	}
+	path, args := "/proc/self/exe", append(append([]string{os.Args[0]}, self...), flagDrop, flagProbe, "--")
+	if !probe {
+		var err error
+		path, err = exec.LookPath(argv[0])
+		if err != nil && !errors.Is(err, exec.ErrDot) {
+			return nil, fail(ExitNotFound, "%v", err)
+		}
+		args = argv
+	}
+	proc, err := os.StartProcess(path, args, &os.ProcAttr{Env: os.Environ(), Files: files, Sys: sys})
+	if err != nil {
+		return nil, setupFail("start %s: %v", argv0(argv), err)
+	}
+	return proc, 0
+}
+
+// confine sets no_new_privs, so that nothing started from this thread
+// gains privileges through a setuid or file-capability program, and makes
+// the jail's init undumpable. For a command that runs as root here
+// (root's), it empties the bounding, inheritable and ambient capability
+// sets and the jail's own, so that no program run as root here has a
+// capability. Otherwise the jail keeps its capabilities, which mapping
+// the command's user namespace needs (CAP_SETFCAP): the command runs a
+// program as a user other than root there, which leaves it none.
+func confine(root bool) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %v", err)
+	}
+	// Not dumpable: the command, as the same user, may not read or write
+	// the jail's own /proc entries (its report descriptor, its memory).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make the jail undumpable: %v", err)
+	}
+	if !root {
+		return nil
+	}
+	last := lastCap()
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("drop capability %d: %v", c, err)
+		}
+	}
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	// The jail needs none of them now; a command run as root gets its
+	// permitted set from the inheritable and bounding sets, both empty.
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear capabilities: %v", err)
+	}
+	return nil
+}
+
 func argv0(argv []string) string {
 	if len(argv) == 0 {
 		return "(probe)"
@@ -202,7 +257,9 @@ func argv0(argv []string) string {
 }
 
 // dropMain runs in the command's own user namespace: it gives up every
-// capability and the means to gain any, then becomes the command.
+// capability and the means to gain any, then becomes the command. The
+// jail runs it only to probe (Check): the jail's init starts commands
+// itself (start).
 func dropMain(argv []string, probe bool) int {
 	// Capabilities and no_new_privs are per thread, and execve keeps the
 	// calling thread's.
@@ -215,6 +272,9 @@ func dropMain(argv []string, probe bool) int {
 		// the bounding set is empty.
 		last := lastCap()
 		for c := 0; c <= last; c++ {
+			if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in == 0 {
+				continue // dropped already (the jail's init did, as root)
+			}
 			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 				return setupFail("drop capability %d: %v", c, err)
 			}

@@ -125,6 +125,8 @@ func TestJailedCommandSeesNeitherHiddenStateNorOtherProcesses(t *testing.T) {
 	j := b.jail()
 	requireJail(t, j)
 	code, out := run(t, j, b.ws, fmt.Sprintf(`
+		# What the jail hides stays hidden: no mount can be undone.
+		umount -l %[2]s 2>/dev/null; umount -l %[4]s 2>/dev/null
 		cat %[1]s 2>&1 || true
 		ls -A %[2]s
 		echo "prompt: $(cat .fleetlift/prompt.txt)"
@@ -132,8 +134,8 @@ func TestJailedCommandSeesNeitherHiddenStateNorOtherProcesses(t *testing.T) {
 		echo "pids: $(ls /proc | grep -E '^[0-9]+$' | tr '\n' ' ')"
 		cat /proc/%[3]d/environ 2>&1 || true
 		echo "uid: $(id -u) gid: $(id -g)"
-		grep CapEff /proc/self/status
-	`, b.secret, filepath.Join(b.state, "sandboxes"), os.Getpid()))
+		grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status
+	`, b.secret, filepath.Join(b.state, "sandboxes"), os.Getpid(), filepath.Dir(b.secret)))
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -162,8 +164,20 @@ func TestJailedCommandSeesNeitherHiddenStateNorOtherProcesses(t *testing.T) {
 	if !strings.Contains(out, want) {
 		t.Errorf("want %q in:\n%s", want, out)
 	}
-	if !strings.Contains(out, "CapEff:\t0000000000000000") {
-		t.Errorf("the jailed command has capabilities:\n%s", out)
+	// No capability, and no way to gain one: not from a setuid or
+	// file-capability program (no_new_privs), and as root not from the
+	// bounding set either.
+	sets := []string{"CapInh", "CapPrm", "CapEff", "CapAmb"}
+	if os.Getuid() == 0 {
+		sets = append(sets, "CapBnd")
+	}
+	for _, set := range sets {
+		if !strings.Contains(out, set+":\t0000000000000000") {
+			t.Errorf("the jailed command has capabilities (%s):\n%s", set, out)
+		}
+	}
+	if !strings.Contains(out, "NoNewPrivs:\t1") {
+		t.Errorf("the jailed command may gain privileges (no_new_privs unset):\n%s", out)
 	}
 }
 
