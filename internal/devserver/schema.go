@@ -101,10 +101,24 @@ type statement struct {
 	creates []string
 }
 
-// referenceSchema makes the schema of the Temporal server linked in, in
+// referenceSchema is the schema of the Temporal server linked in: the one
+// stored in reference.json when it was made from the same statements,
+// otherwise made (makeReference).
+func referenceSchema() (reference, error) {
+	statements, digest, err := schemaStatements()
+	if err != nil {
+		return reference{}, err
+	}
+	if ref, ok := storedReference(statements, digest); ok {
+		return ref, nil
+	}
+	return makeReference()
+}
+
+// makeReference makes the schema of the Temporal server linked in, in
 // an in-memory database, and reads it back. It leaves out the
 // schema_version table: earlier fleetlifts made none.
-func referenceSchema() (reference, error) {
+func makeReference() (reference, error) {
 	db, err := sql.Open("sqlite", ":memory:")
 	if err != nil {
 		return reference{}, fmt.Errorf("make the reference schema: %w", err)
