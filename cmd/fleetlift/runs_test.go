@@ -79,8 +79,7 @@ repositories:
 			seen[u.Key] = true
 		}
 	}
-	// Two runs of one (no unit timed yet), then runs of two: each slot's
-	// fair share of what is left.
+	// Runs of each slot's fair share of what is left: 4, then 2, ...
 	if runs >= 8 || len(seen) != 8 {
 		t.Errorf("%d runs held %d units (%d distinct): want all 8 units in fewer than 8 runs", runs, units, len(seen))
 	}

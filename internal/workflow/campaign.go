@@ -501,12 +501,16 @@ func (c *campaignRun) shouldContinueAsNew() bool {
 	if limit <= 0 {
 		limit = 8000
 	}
-	perRun := c.in.UnitsPerRun
-	if perRun <= 0 {
-		perRun = 500
-	}
 	info := workflow.GetInfo(c.ctx)
-	return c.p.Started >= perRun || info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > limit
+	return c.p.Started >= c.unitsPerRun() || info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > limit
+}
+
+// unitsPerRun is UnitsPerRun, 500 when unset.
+func (c *campaignRun) unitsPerRun() int {
+	if c.in.UnitsPerRun > 0 {
+		return c.in.UnitsPerRun
+	}
+	return 500
 }
 
 // runBatch runs the units with at most MaxParallel children at once.

@@ -19,10 +19,13 @@ import (
 // units that one activity (RunUnits) works through in turn, each still
 // in its own sandbox:
 //
-//   - a run is as long as the units before it say takes about runFor,
-//     and never more than a fair share of the units left, so that the
-//     campaign's last units do not wait behind a long run; until a unit
-//     has been timed, a run holds one unit;
+//   - a run takes a fair share of the units left (those left over the
+//     campaign's parallelism), so that the campaign's last units do not
+//     wait behind a long run, and once units have been timed, no more
+//     than they say take about runFor; the activity starts no unit once
+//     it has worked runFor and gives the rest back, so that units that
+//     take long run one per activity: those given back would have
+//     waited for a free slot all the same;
 //   - before each unit but the first, the activity asks the campaign
 //     (activity.QueryMayStart) whether it may still start: a stop, a
 //     suspension, a pause at the failure threshold or an update of the
@@ -39,17 +42,15 @@ const (
 	maxRun = 16
 )
 
-// runLength is how many units the next run takes: as many as the units
-// timed so far say fit in runFor, at most a fair share of those left
-// (counting the one taken) over the campaign's parallelism, and at least
-// one.
+// runLength is how many units the next run takes: a fair share of those
+// left (counting the one taken) over the campaign's parallelism, no more
+// than the units timed so far say fit in runFor, and at least one.
 func (c *campaignRun) runLength() int {
-	if c.p.UnitsTimed == 0 {
-		return 1
-	}
 	n := maxRun
-	if avg := c.p.UnitTime / time.Duration(c.p.UnitsTimed); avg > 0 {
-		n = min(n, int(runFor/avg))
+	if c.p.UnitsTimed > 0 {
+		if avg := c.p.UnitTime / time.Duration(c.p.UnitsTimed); avg > 0 {
+			n = min(n, int(runFor/avg))
+		}
 	}
 	left := 1 + len(c.p.Requeued) + len(c.p.Retry) + max(len(c.in.Units)-c.p.Next, 0)
 	parallel := max(c.in.MaxParallel, 1)
@@ -61,7 +62,10 @@ func (c *campaignRun) runLength() int {
 // may start now, without waiting for the pull-request budget.
 func (c *campaignRun) takeRun(first string) []string {
 	keys := []string{first}
-	for n := c.runLength(); len(keys) < n && c.mayStart(); {
+	// Started counts the units of a run once it starts: the run stays
+	// within what this run of the workflow may start.
+	n := min(c.runLength(), c.unitsPerRun()-c.p.Started)
+	for len(keys) < n && c.mayStart() {
 		key, ok := c.nextKey()
 		if !ok || len(c.p.Retry) == 0 && c.overThreshold() || !c.takeToken() {
 			break
@@ -182,8 +186,8 @@ func (c *campaignRun) recordRun(keys []string, f workflow.Future) {
 
 // mayStartUnit answers activity.QueryMayStart: unit key, taken into a run
 // at revision rev, may start when the campaign starts units now (not
-// stopped, suspended or paused), its spec has not changed since, and the
-// unit still waits in that run.
+// stopped, suspended, paused or past its failure threshold), its spec has
+// not changed since, and the unit still waits in that run.
 func (c *campaignRun) mayStartUnit(key string, rev int) (bool, error) {
 	if _, queued := c.queued[key]; !queued || rev != c.rev {
 		return false, nil
@@ -192,5 +196,6 @@ func (c *campaignRun) mayStartUnit(key string, rev int) (bool, error) {
 	if !ok || r.Phase != TaskQueued {
 		return false, nil
 	}
-	return !c.p.Stop && !c.p.Suspended && c.p.Phase == CampaignRunning && c.ctx.Err() == nil, nil
+	// Past the failure threshold no unit starts, as no run would.
+	return !c.p.Stop && !c.p.Suspended && c.p.Phase == CampaignRunning && !c.overThreshold() && c.ctx.Err() == nil, nil
 }

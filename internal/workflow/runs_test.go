@@ -19,10 +19,9 @@ func runsInput(n, parallel int) workflow.CampaignInput {
 	return in
 }
 
-// Short units run in runs of several once the first have been timed:
-// fewer activities than units, each unit once in a sandbox of its own,
-// none of the runs longer than a fair share of the units left, and every
-// unit's pull request recorded.
+// Short units run in runs of several: fewer activities than units, each
+// unit once in a sandbox of its own, no run longer than a fair share of
+// the units left, and every unit's pull request recorded.
 func TestCampaignRunsShortUnitsInRuns(t *testing.T) {
 	f := &fleet{}
 	env := newCampaignEnv(f)
@@ -35,8 +34,8 @@ func TestCampaignRunsShortUnitsInRuns(t *testing.T) {
 	for _, n := range f.runs {
 		total += n
 	}
-	if total != 12 || len(f.runs) >= 12 || !slices.Equal(f.runs[:2], []int{1, 1}) || slices.Max(f.runs) > 6 {
-		t.Errorf("runs of %v units: want the first two of one unit (none timed yet), then longer runs of at most 6 (12 over 2 slots)", f.runs)
+	if total != 12 || len(f.runs) >= 12 || f.runs[0] != 6 || slices.Max(f.runs) > 6 {
+		t.Errorf("runs of %v units: want the first of 6 (12 over 2 slots), and none longer", f.runs)
 	}
 	started := slices.Clone(f.started)
 	slices.Sort(started)
@@ -59,12 +58,12 @@ func TestCampaignRunsShortUnitsInRuns(t *testing.T) {
 // says no when asked, and the units the run gave back are skipped, not
 // failed or lost.
 func TestCampaignRunStopsAtAnAbort(t *testing.T) {
-	f := &fleet{signalAfter: map[string]string{"r2": workflow.SignalAbort}}
+	f := &fleet{ask: true, signalAfter: map[string]string{"r2": workflow.SignalAbort}}
 	env := newCampaignEnv(f)
 	env.ExecuteWorkflow(workflow.Campaign, runsInput(8, 1))
 	st := campaignResult(t, env)
-	if !slices.Equal(f.runs, []int{1, 7}) || !slices.Equal(f.refused, []string{"r3"}) {
-		t.Fatalf("runs %v, refused %v: want r0 alone, then a run of the 7 others that r3 is refused in", f.runs, f.refused)
+	if !slices.Equal(f.runs, []int{8}) || !slices.Equal(f.refused, []string{"r3"}) {
+		t.Fatalf("runs %v, refused %v: want one run of the 8 units, r3 refused in it", f.runs, f.refused)
 	}
 	want := "r0=completed r1=completed r2=completed r3=skipped r4=skipped r5=skipped r6=skipped r7=skipped"
 	if got := phases(st); got != want || st.Phase != workflow.CampaignAborted {
@@ -78,7 +77,7 @@ func TestCampaignRunStopsAtAnAbort(t *testing.T) {
 // A suspension while a run works gives its units left back; once
 // resumed, they start first, each once, with its first attempt.
 func TestCampaignRunGivesBackUnitsWhenSuspended(t *testing.T) {
-	f := &fleet{signalAfter: map[string]string{"r2": workflow.SignalSuspend}}
+	f := &fleet{ask: true, signalAfter: map[string]string{"r2": workflow.SignalSuspend}}
 	env := newCampaignEnv(f)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalResume, nil) }, time.Hour)
 	env.ExecuteWorkflow(workflow.Campaign, runsInput(8, 1))
@@ -86,8 +85,8 @@ func TestCampaignRunGivesBackUnitsWhenSuspended(t *testing.T) {
 	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 8 {
 		t.Fatalf("campaign %s (%s): %s", st.Phase, st.Message, phases(st))
 	}
-	if !slices.Equal(f.refused, []string{"r3"}) || len(f.runs) < 3 {
-		t.Errorf("runs %v, refused %v: want r3 refused after the suspension, and a run after the resume", f.runs, f.refused)
+	if !slices.Equal(f.refused, []string{"r3"}) || !slices.Equal(f.runs, []int{8, 5}) {
+		t.Errorf("runs %v, refused %v: want r3 refused after the suspension, and a run of the 5 given back after the resume", f.runs, f.refused)
 	}
 	if want := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"}; !slices.Equal(f.started, want) {
 		t.Errorf("units started %v, want %v: those given back first, each once", f.started, want)
@@ -104,7 +103,7 @@ func TestCampaignRunGivesBackUnitsWhenSuspended(t *testing.T) {
 // unit per activity; the units the run did not start wait, pending, and
 // continue starts them.
 func TestCampaignRunStopsAtAFailureForTheThreshold(t *testing.T) {
-	f := &fleet{fail: map[string]bool{"r2": true}}
+	f := &fleet{ask: true, fail: map[string]bool{"r2": true}}
 	env := newCampaignEnv(f)
 	in := runsInput(8, 1)
 	in.ThresholdPercent = 30
@@ -115,14 +114,14 @@ func TestCampaignRunStopsAtAFailureForTheThreshold(t *testing.T) {
 	}, time.Hour)
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
-	// r0 alone, then a run of the seven others that stops after r2:
-	// 1 of 3 finished units failed, over 30%.
+	// A run of the 8 that stops after r2: 1 of 3 finished units failed,
+	// over 30%.
 	want := "r0=completed r1=completed r2=failed r3=pending r4=pending r5=pending r6=pending r7=pending"
 	if paused.Phase != workflow.CampaignPaused || phases(paused) != want {
 		t.Errorf("at the threshold: %s %s, want paused: %s", paused.Phase, phases(paused), want)
 	}
-	if len(f.runs) < 3 || !slices.Equal(f.runs[:2], []int{1, 7}) {
-		t.Errorf("runs %v: want r0 alone, a run of 7 that stops after r2, then more", f.runs)
+	if !slices.Equal(f.runs, []int{8, 5}) {
+		t.Errorf("runs %v: want a run of 8 that stops after r2, then one of the 5 left", f.runs)
 	}
 	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 7 || st.Summary.Failed != 1 {
 		t.Errorf("after continue: %s %+v", st.Phase, st.Summary)
