@@ -80,14 +80,22 @@ type runProgress struct {
 // waits for it.
 func (a *Activities) RunSandboxed(ctx context.Context, in RunInput) (RunOutcome, error) {
 	var p runProgress
-	if sdkactivity.IsActivity(ctx) && sdkactivity.HasHeartbeatDetails(ctx) {
-		if err := sdkactivity.GetHeartbeatDetails(ctx, &p); err != nil {
-			p = runProgress{}
-		}
-	}
+	lastProgress(ctx, &p)
 	beat := newBeat(ctx)
 	defer beat.stop()
 	return a.runSandboxed(ctx, in, p.Lost, func(p runProgress) { beat.set(p, len(p.Lost) > 0) })
+}
+
+// lastProgress sets *p to the progress the last attempt heartbeated, if
+// any it could read; otherwise *p stays as it is.
+func lastProgress[T any](ctx context.Context, p *T) {
+	if !sdkactivity.IsActivity(ctx) || !sdkactivity.HasHeartbeatDetails(ctx) {
+		return
+	}
+	var v T
+	if sdkactivity.GetHeartbeatDetails(ctx, &v) == nil {
+		*p = v
+	}
 }
 
 // runSandboxed is RunSandboxed's work, from the sandboxes lost before

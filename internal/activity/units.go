@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	sdkactivity "go.temporal.io/sdk/activity"
@@ -111,11 +112,7 @@ type unitsProgress struct {
 // sandbox at work and reports what was done, that unit cancelled.
 func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome, error) {
 	var p unitsProgress
-	if sdkactivity.IsActivity(ctx) && sdkactivity.HasHeartbeatDetails(ctx) {
-		if err := sdkactivity.GetHeartbeatDetails(ctx, &p); err != nil {
-			p = unitsProgress{}
-		}
-	}
+	lastProgress(ctx, &p)
 	beat := newBeat(ctx)
 	defer beat.stop()
 	lastAttempt := true
@@ -240,19 +237,17 @@ func workerStopping(ctx context.Context) bool {
 	}
 }
 
+// NonRetryable are the error types RunSandboxed and RunUnits end with
+// that another attempt would not mend: their retry policies' non-retryable
+// types.
+var NonRetryable = []string{ErrAgentTimedOut, ErrSandboxesLost, ErrResultTooLarge}
+
 // retryable reports whether Temporal would retry err under a retry
-// policy with RunInput's non-retryable types.
+// policy whose non-retryable types are NonRetryable.
 func retryable(err error) bool {
 	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) {
 		return true
 	}
-	if ae.NonRetryable() {
-		return false
-	}
-	switch ae.Type() {
-	case ErrAgentTimedOut, ErrSandboxesLost, ErrResultTooLarge:
-		return false
-	}
-	return true
+	return !ae.NonRetryable() && !slices.Contains(NonRetryable, ae.Type())
 }

@@ -628,22 +628,8 @@ func directUnit(m protocol.Manifest) bool {
 // startDirect runs a unit's task as one activity (RunSandboxed) on any
 // worker, in sandbox sandboxID (and those that replace it).
 func (c *campaignRun) startDirect(sandboxID string, in TaskInput) workflow.Future {
-	timeout, heartbeat := in.agentTimeout(), in.heartbeatTimeout()
-	actx := workflow.WithActivityOptions(c.ctx, workflow.ActivityOptions{
-		// Each sandbox's agent has the timeout; provisioning and removal
-		// take a little more.
-		StartToCloseTimeout: time.Duration(maxSandboxes) * (timeout + 2*shortTimeout),
-		HeartbeatTimeout:    heartbeat,
-		// Any worker takes a unit, not the one that runs the campaign
-		// (eagerly, for as many as it has slots): the sandboxes spread
-		// over the worker hosts.
-		DisableEagerExecution: true,
-		// An attempt ends early only with its worker: the next takes up
-		// its sandbox. The sandboxes lost on the way count against
-		// maxSandboxes inside the activity.
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: maxSandboxes, NonRetryableErrorTypes: []string{
-			activity.ErrAgentTimedOut, activity.ErrSandboxesLost, activity.ErrResultTooLarge}},
-	})
+	timeout := in.agentTimeout()
+	actx := workflow.WithActivityOptions(c.ctx, directOptions(in, 1))
 	return workflow.ExecuteActivity(actx, a.RunSandboxed, activity.RunInput{
 		Provision: activity.ProvisionInput{
 			SandboxID: sandboxID, Image: in.Image, Resources: in.Resources,
@@ -652,6 +638,25 @@ func (c *campaignRun) startDirect(sandboxID string, in TaskInput) workflow.Futur
 		},
 		Manifest: in.Manifest, Timeout: timeout, MaxSandboxes: maxSandboxes,
 	})
+}
+
+// directOptions are the options of an activity that runs units of
+// template in (RunSandboxed, RunUnits).
+func directOptions(in TaskInput, units int) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		// Each sandbox's agent has the timeout; provisioning and removal
+		// take a little more.
+		StartToCloseTimeout: time.Duration(units*maxSandboxes) * (in.agentTimeout() + 2*shortTimeout),
+		HeartbeatTimeout:    in.heartbeatTimeout(),
+		// Any worker takes a unit, not the one that runs the campaign
+		// (eagerly, for as many as it has slots): the sandboxes spread
+		// over the worker hosts.
+		DisableEagerExecution: true,
+		// An attempt ends early only with its worker: the next takes up
+		// its sandbox. The sandboxes lost on the way count against
+		// maxSandboxes inside the activity.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: maxSandboxes, NonRetryableErrorTypes: activity.NonRetryable},
+	}
 }
 
 // result is unit key's outcome from f, the future startUnit returned.

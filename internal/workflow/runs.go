@@ -114,19 +114,12 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 	}
 	m := in.Manifest
 	m.TaskID = c.in.ID
-	timeout, heartbeat := in.agentTimeout(), in.heartbeatTimeout()
-	actx := workflow.WithActivityOptions(c.ctx, workflow.ActivityOptions{
-		// Each unit's sandboxes as startDirect allows them.
-		StartToCloseTimeout: time.Duration(len(keys)*maxSandboxes) * (timeout + 2*shortTimeout),
-		HeartbeatTimeout:    heartbeat,
-		// As startDirect: the runs spread over the worker hosts.
-		DisableEagerExecution: true,
-		// A cancelled run reports the units it finished: their pull
-		// requests are open.
-		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: maxSandboxes, NonRetryableErrorTypes: []string{
-			activity.ErrAgentTimedOut, activity.ErrSandboxesLost, activity.ErrResultTooLarge}},
-	})
+	timeout := in.agentTimeout()
+	opts := directOptions(in, len(keys))
+	// A cancelled run reports the units it finished: their pull requests
+	// are open.
+	opts.WaitForCancellation = true
+	actx := workflow.WithActivityOptions(c.ctx, opts)
 	return workflow.ExecuteActivity(actx, a.RunUnits, activity.UnitsInput{
 		Template: activity.RunInput{
 			Provision: activity.ProvisionInput{Image: in.Image, Resources: in.Resources, Credentials: in.Credentials},
