@@ -83,11 +83,10 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 	in := c.in.Template
 	units := make([]activity.UnitSpec, 0, len(keys))
 	for i, key := range keys {
-		prev := c.p.Results[key]
-		r := prev
-		if _, ok := c.p.Results[key]; !ok {
-			c.queued[key] = nil
-		} else {
+		r, had := c.p.Results[key]
+		c.queued[key] = nil
+		if had {
+			prev := r
 			c.queued[key] = &prev
 		}
 		r.Key = key
@@ -133,10 +132,9 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 	})
 }
 
-// recordRun records what the run of keys did: each
-// unit it finished; the unit it was at, when it failed as a whole (its
-// last heartbeat says which units it had finished); the units it gave
-// back, Requeued as they were.
+// recordRun records what the run of keys did: each unit it finished; the
+// unit it was at, when it failed as a whole (its last heartbeat says which
+// units it had finished); the units it gave back, Requeued as they were.
 func (c *campaignRun) recordRun(keys []string, f workflow.Future) {
 	var out activity.UnitsOutcome
 	err := f.Get(c.ctx, &out)
