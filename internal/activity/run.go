@@ -171,12 +171,8 @@ func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout 
 // context of its own: a cancelled task's sandbox goes too. A worker that
 // is stopping leaves it to the attempt that takes over.
 func (a *Activities) removeAfter(ctx context.Context, ref SandboxRef) {
-	if sdkactivity.IsActivity(ctx) {
-		select {
-		case <-sdkactivity.GetWorkerStopChannel(ctx):
-			return
-		default:
-		}
+	if workerStopping(ctx) {
+		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
