@@ -422,10 +422,8 @@ func (c *campaignRun) runWindow() {
 	inFlight := 0
 	for {
 		for inFlight < max(c.in.MaxParallel, 1) && c.mayStart() {
-			key, ok := c.nextKey()
-			if !ok || len(c.p.Retry) == 0 && c.overThreshold() {
-				// Past the threshold, only units asked to run again
-				// start.
+			key, ok := c.startableKey()
+			if !ok {
 				break
 			}
 			c.waitForBudget()
@@ -474,6 +472,16 @@ func (c *campaignRun) nextKey() (string, bool) {
 		return c.in.Units[c.p.Next].Key, true
 	}
 	return "", false
+}
+
+// startableKey is nextKey, unless the failure threshold is passed: then
+// only units asked to run again start.
+func (c *campaignRun) startableKey() (string, bool) {
+	key, ok := c.nextKey()
+	if !ok || len(c.p.Retry) == 0 && c.overThreshold() {
+		return "", false
+	}
+	return key, true
 }
 
 // takeKey marks key, which nextKey returned, as started.
@@ -758,14 +766,8 @@ func shortRunID(runID string) string {
 // that may open pull requests starts, sleeping (on workflow time) until
 // one is free.
 func (c *campaignRun) waitForBudget() {
-	if c.in.Template.Manifest.Mode != protocol.ModeTransform || c.in.PullRequestsPerHour <= 0 {
-		return
-	}
-	perSecond := float64(c.in.PullRequestsPerHour) / 3600
-	for {
-		if c.takeToken() {
-			return
-		}
+	for !c.takeToken() {
+		perSecond := float64(c.in.PullRequestsPerHour) / 3600
 		wait := time.Duration((1 - c.p.Tokens) / perSecond * float64(time.Second))
 		c.message = fmt.Sprintf("pull request budget: next start in %s", wait.Round(time.Second))
 		if err := workflow.Sleep(c.ctx, wait); err != nil {

@@ -66,8 +66,8 @@ func (c *campaignRun) takeRun(first string) []string {
 	// within what this run of the workflow may start.
 	n := min(c.runLength(), c.unitsPerRun()-c.p.Started)
 	for len(keys) < n && c.mayStart() {
-		key, ok := c.nextKey()
-		if !ok || len(c.p.Retry) == 0 && c.overThreshold() || !c.takeToken() {
+		key, ok := c.startableKey()
+		if !ok || !c.takeToken() {
 			break
 		}
 		c.takeKey(key)
