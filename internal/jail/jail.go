@@ -253,6 +253,9 @@ func parseArgs(args []string) (parsed, error) {
 			if p.spec == nil && !p.drop {
 				return p, errors.New("--spec or --drop is required")
 			}
+			if p.drop && !p.probe {
+				return p, errors.New("--drop runs no command: it is the probe's (--probe)")
+			}
 			return p, nil
 		default:
 			return p, fmt.Errorf("unknown argument %q", a)

@@ -104,7 +104,7 @@ func Main(args []string) int {
 		report = os.NewFile(uintptr(p.report), "jail report")
 	}
 	if p.drop {
-		return dropMain(p.argv, p.probe)
+		return dropMain()
 	}
 	return initMain(*p.spec, p.argv, p.probe, os.Args[1:len(os.Args)-len(args)])
 }
@@ -234,6 +234,9 @@ func confine(root bool) error {
 	}
 	last := lastCap()
 	for c := 0; c <= last; c++ {
+		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in == 0 {
+			continue // gone already (in the probe, the jail's init dropped it)
+		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("drop capability %d: %v", c, err)
 		}
@@ -256,45 +259,15 @@ func argv0(argv []string) string {
 	return argv[0]
 }
 
-// dropMain runs in the command's own user namespace: it gives up every
-// capability and the means to gain any, then becomes the command. The
-// jail runs it only to probe (Check): the jail's init starts commands
-// itself (start).
-func dropMain(argv []string, probe bool) int {
-	// Capabilities and no_new_privs are per thread, and execve keeps the
-	// calling thread's.
+// dropMain is the probe's command (Check), started as start starts a
+// command: it gives up what the jail gives up before a command runs
+// (confine), in the command's own namespaces, and exits.
+func dropMain() int {
 	runtime.LockOSThread()
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return setupFail("no_new_privs: %v", err)
+	if err := confine(os.Geteuid() == 0); err != nil {
+		return setupFail("%v", err)
 	}
-	if os.Geteuid() == 0 {
-		// Root in its namespace keeps a full set across execve unless
-		// the bounding set is empty.
-		last := lastCap()
-		for c := 0; c <= last; c++ {
-			if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in == 0 {
-				continue // dropped already (the jail's init did, as root)
-			}
-			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-				return setupFail("drop capability %d: %v", c, err)
-			}
-		}
-		_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-		var data [2]unix.CapUserData
-		if err := unix.Capset(&hdr, &data[0]); err != nil {
-			return setupFail("clear capabilities: %v", err)
-		}
-	}
-	if probe {
-		return 0
-	}
-	path, err := exec.LookPath(argv[0])
-	if err != nil && !errors.Is(err, exec.ErrDot) {
-		return fail(ExitNotFound, "%v", err)
-	}
-	err = syscall.Exec(path, argv, os.Environ())
-	return fail(ExitSetup, "exec %s: %v", argv[0], err)
+	return 0
 }
 
 // lastCap is the highest capability number this kernel knows.

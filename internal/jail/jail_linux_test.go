@@ -334,3 +334,16 @@ func runArgv(t *testing.T, j *Jail, dir string, argv []string, env ...string) (i
 	}
 	return code, string(out), cmd.SetupError()
 }
+
+// The drop step is the probe's alone: asked to run a command, it refuses
+// and runs nothing, before any namespace is made.
+func TestDropRunsNoCommand(t *testing.T) {
+	ran := filepath.Join(t.TempDir(), "ran")
+	out, err := exec.Command("/proc/self/exe", "jail", flagDrop, "--", "touch", ran).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != ExitSetup || !strings.Contains(string(out), "--drop runs no command") {
+		t.Fatalf("--drop with a command: %v, %q; want exit %d and why", err, out, ExitSetup)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the command ran")
+	}
+}
