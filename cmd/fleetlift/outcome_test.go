@@ -34,21 +34,7 @@ func TestRunReportsFailuresAndRetryFinishesTheCampaign(t *testing.T) {
 git -C %[2]s rm -q go.mod
 git -C %[2]s -c user.email=t@example.com -c user.name=t commit -qm "no go.mod"
 git -C %[2]s push -q origin HEAD:main`, broken, work))
-	def := writeDef(t, root, "bump.yaml", fmt.Sprintf(`version: 1
-kind: Campaign
-id: bump
-title: Bump go
-template:
-  execution:
-    deterministic:
-      image: golang
-      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
-  pull_request: {branch_prefix: auto/bump, title: Bump go}
-repositories:
-  - url: %s
-  - url: %s
-  - url: %s
-`, urls[0], urls[1], urls[2]))
+	def := writeDef(t, root, "bump.yaml", bumpCampaign("bump", urls, ""))
 	addr, stateDir := freeAddr(t), filepath.Join(root, "state")
 
 	out, code := runCLI(t, "run", "--file", def, "--temporal-address", addr, "--state-dir", stateDir)

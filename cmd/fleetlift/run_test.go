@@ -42,6 +42,30 @@ git clone -q --bare %[1]s %[2]s`, src, bare)
 	return urls
 }
 
+// bumpCampaign is campaign id over urls (repositories demoRepos made):
+// a deterministic sed raises their go directive, on branches
+// auto/<id>/<id>; fields are more top-level lines, before the
+// repositories.
+func bumpCampaign(id string, urls []string, fields string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `version: 1
+kind: Campaign
+id: %[1]s
+title: Bump go
+template:
+  execution:
+    deterministic:
+      image: golang
+      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
+  pull_request: {branch_prefix: auto/%[1]s, title: Bump go}
+%[2]srepositories:
+`, id, fields)
+	for _, u := range urls {
+		fmt.Fprintf(&b, "  - url: %s\n", u)
+	}
+	return b.String()
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -85,21 +109,7 @@ func (s *syncBuffer) String() string {
 func TestRunCampaignEmbedded(t *testing.T) {
 	root := t.TempDir()
 	urls := demoRepos(t, root, 3)
-	def := writeDef(t, root, "bump.yaml", fmt.Sprintf(`version: 1
-kind: Campaign
-id: bump
-title: Bump go
-template:
-  execution:
-    deterministic:
-      image: golang
-      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
-  pull_request: {branch_prefix: auto/bump, title: Bump go}
-repositories:
-  - url: %s
-  - url: %s
-  - url: %s
-`, urls[0], urls[1], urls[2]))
+	def := writeDef(t, root, "bump.yaml", bumpCampaign("bump", urls, ""))
 	addr, state := freeAddr(t), filepath.Join(root, "state")
 	out, code := runCLI(t, "run", "--file", def, "--temporal-address", addr, "--state-dir", state)
 	if code != 0 {

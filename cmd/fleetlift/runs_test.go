@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,23 +20,7 @@ import (
 func TestRunCampaignRunsShortUnitsInRuns(t *testing.T) {
 	root := t.TempDir()
 	urls := demoRepos(t, root, 8)
-	var repos strings.Builder
-	for _, u := range urls {
-		fmt.Fprintf(&repos, "  - url: %s\n", u)
-	}
-	def := writeDef(t, root, "runs.yaml", `version: 1
-kind: Campaign
-id: runs
-title: Bump go
-template:
-  execution:
-    deterministic:
-      image: golang
-      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
-  pull_request: {branch_prefix: auto/runs, title: Bump go}
-max_parallel: 2
-repositories:
-`+repos.String())
+	def := writeDef(t, root, "runs.yaml", bumpCampaign("runs", urls, "max_parallel: 2\n"))
 	addr, state := freeAddr(t), filepath.Join(root, "state")
 	out, code := runCLI(t, "run", "--file", def, "--temporal-address", addr, "--state-dir", state)
 	if code != 0 || !strings.Contains(out, "8 repositories: 8 completed, 0 failed") {
