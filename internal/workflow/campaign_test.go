@@ -253,6 +253,18 @@ func campaignResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) workfl
 	return st
 }
 
+// continueAfter has the campaign in env continued once d of its time has
+// passed (a pause at the threshold waits for that), and returns the state
+// it had then, filled in when it happens.
+func continueAfter(t *testing.T, env *testsuite.TestWorkflowEnvironment, d time.Duration) *workflow.CampaignState {
+	var st workflow.CampaignState
+	env.RegisterDelayedCallback(func() {
+		st = queryState(t, env)
+		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{})
+	}, d)
+	return &st
+}
+
 func phases(st workflow.CampaignState) string {
 	var out []string
 	for _, u := range st.Units {
@@ -406,15 +418,11 @@ func TestCampaignSlidingWindowStopsAtTheThreshold(t *testing.T) {
 	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 1).Return(sdkworkflow.DefaultVersion)
 	in := campaignInput(6)
 	in.StrictBatches = false
-	var paused workflow.CampaignState
-	env.RegisterDelayedCallback(func() {
-		paused = queryState(t, env)
-		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{})
-	}, time.Hour)
+	paused := continueAfter(t, env, time.Hour)
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
-	if paused.Phase != workflow.CampaignPaused || phases(paused) != "r0=failed r1=completed r2=pending r3=pending r4=pending r5=pending" {
-		t.Errorf("at the threshold: %s %s", paused.Phase, phases(paused))
+	if paused.Phase != workflow.CampaignPaused || phases(*paused) != "r0=failed r1=completed r2=pending r3=pending r4=pending r5=pending" {
+		t.Errorf("at the threshold: %s %s", paused.Phase, phases(*paused))
 	}
 	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 5 || st.Summary.Failed != 1 {
 		t.Errorf("after continue: %s %s", st.Phase, phases(st))
@@ -452,11 +460,7 @@ func queryState(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflow.C
 func TestCampaignThresholdPausesThenContinue(t *testing.T) {
 	f := &fleet{fail: map[string]bool{"r0": true, "r1": true}}
 	env := newCampaignEnv(f)
-	var paused workflow.CampaignState
-	env.RegisterDelayedCallback(func() {
-		paused = queryState(t, env)
-		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{})
-	}, time.Minute)
+	paused := continueAfter(t, env, time.Minute)
 	env.ExecuteWorkflow(workflow.Campaign, campaignInput(6))
 	st := campaignResult(t, env)
 	if paused.Phase != workflow.CampaignPaused || paused.Summary.Failed != 2 || paused.Summary.Completed != 0 {
