@@ -339,8 +339,11 @@ type campaignRun struct {
 	// activity rather than a child workflow.
 	running map[string]bool
 	// runs is set on runs that run direct units in runs of several, one
-	// activity each (directRunsChange, RunUnits).
-	runs bool
+	// activity each (directRunsChange, RunUnits); shares on those whose
+	// runs count the units in flight in their share (version 2).
+	runs, shares bool
+	// runsInFlight counts the runs of units working.
+	runsInFlight int
 	// queued holds, for each unit taken into a run of units and not
 	// heard of since, its result before: what it is again should the
 	// run give it back unstarted.
@@ -370,7 +373,8 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	c.version = workflow.GetVersion(ctx, slidingWindowChange, workflow.DefaultVersion, 1)
 	c.direct = workflow.GetVersion(ctx, directUnitsChange, workflow.DefaultVersion, 1) == 1
 	if c.direct {
-		c.runs = workflow.GetVersion(ctx, directRunsChange, workflow.DefaultVersion, 1) == 1
+		v := workflow.GetVersion(ctx, directRunsChange, workflow.DefaultVersion, 2)
+		c.runs, c.shares = v >= 1, v >= 2
 	}
 	c.queued = map[string]*UnitResult{}
 	return c
@@ -402,7 +406,9 @@ const (
 	// directRunsChange runs direct units in runs of several, one
 	// activity each (RunUnits), as many as take about runFor: a short
 	// unit's activity and the workflow task after it cost the server
-	// more than the unit's own work costs the worker.
+	// more than the unit's own work costs the worker. At version 2 a
+	// run's share counts the units in flight and the slots they hold
+	// (runLength).
 	directRunsChange = "direct-runs"
 )
 
@@ -434,8 +440,10 @@ func (c *campaignRun) runWindow() {
 			inFlight++
 			if c.runs && directUnit(c.in.Template.Manifest) {
 				keys := c.takeRun(key)
+				c.runsInFlight++
 				sel.AddFuture(c.startRun(keys), func(f workflow.Future) {
 					inFlight--
+					c.runsInFlight--
 					c.recordRun(keys, f)
 				})
 				continue

@@ -59,6 +59,11 @@ func TestReplayCampaignHistory(t *testing.T) {
 		// as one activity of the campaign (directUnitsChange), recorded
 		// by TestSearchAttributes -record-search-histories.
 		"campaign-direct-units": "campaign/bump",
+		// A campaign of eight direct units over two slots, run in runs
+		// of 4, 2, 1 and 1 units (directRunsChange 1, before a run's
+		// share counted the units in flight), recorded by
+		// TestRunCampaignRunsShortUnitsInRuns -record-runs-history.
+		"campaign-direct-runs": "campaign/runs",
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, err := os.Open("testdata/" + name + ".history.json")

@@ -42,9 +42,15 @@ const (
 	maxRun = 16
 )
 
-// runLength is how many units the next run takes: a fair share of those
-// left (counting the one taken) over the campaign's parallelism, no more
-// than the units timed so far say fit in runFor, and at least one.
+// runLength is how many units the next run takes: a fair share, no more
+// than the units timed so far say fit in runFor, and at least one. The
+// share was the units left (counting the one taken) over the campaign's
+// parallelism, which made the slots that start together take ever
+// shorter runs (50 units over 8 slots: 7, 6, 5, 5, 4, ...) and the
+// slots that finished first take more runs after. Since version 2 of
+// directRunsChange it is the units left and those in runs not yet
+// reported over the parallelism, and no more than the units left over
+// the slots free: 50 over 8 are runs of 7, 7 and six of 6, one each.
 func (c *campaignRun) runLength() int {
 	n := maxRun
 	if c.p.UnitsTimed > 0 {
@@ -54,7 +60,12 @@ func (c *campaignRun) runLength() int {
 	}
 	left := 1 + len(c.p.Requeued) + len(c.p.Retry) + max(len(c.in.Units)-c.p.Next, 0)
 	parallel := max(c.in.MaxParallel, 1)
-	return max(min(n, (left+parallel-1)/parallel), 1)
+	if !c.shares {
+		return max(min(n, (left+parallel-1)/parallel), 1)
+	}
+	share := (left + len(c.running) + parallel - 1) / parallel
+	free := max(parallel-c.runsInFlight, 1)
+	return max(min(n, share, (left+free-1)/free), 1)
 }
 
 // takeRun takes the units of a run that starts with first, already
