@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // procStat returns a process's start time in clock ticks since boot and
@@ -42,6 +43,9 @@ func procAlive(pid int, ticks uint64) bool {
 // homeProcesses lists the live processes, other than this one, whose
 // environment holds HOME=home: the processes of the sandbox with that home,
 // wherever they moved in the process tree.
+//
+// It reads every process's environment, so it reads each with one buffer
+// and no more system calls than an open, the reads and a close.
 func homeProcesses(home string) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -49,19 +53,19 @@ func homeProcesses(home string) []int {
 	}
 	want := []byte("HOME=" + home)
 	self := os.Getpid()
+	buf := make([]byte, 0, 16<<10)
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
 			continue
 		}
-		// Unreadable (another user's process) or empty (a zombie): not ours
-		// to stop.
-		environ, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
+		// Unreadable (another user's process) or empty (a zombie, a
+		// kernel thread): not ours to stop.
+		if buf, err = readProc("/proc/"+e.Name()+"/environ", buf[:0]); err != nil {
 			continue
 		}
-		for _, kv := range bytes.Split(environ, []byte{0}) {
+		for kv := range bytes.SplitSeq(buf, []byte{0}) {
 			if bytes.Equal(kv, want) {
 				pids = append(pids, pid)
 				break
@@ -69,4 +73,29 @@ func homeProcesses(home string) []int {
 		}
 	}
 	return pids
+}
+
+// readProc appends the content of the /proc file path to buf.
+func readProc(path string, buf []byte) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return buf, err
+	}
+	defer syscall.Close(fd)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return buf, err
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
