@@ -44,15 +44,15 @@ func returnedWithin(got <-chan bool, d time.Duration) (bool, bool) {
 // is read at once; and two reads are never closer than the least time
 // between reads, however much news comes.
 func TestFollowReadsTheRunWhenTheWorkerHasNews(t *testing.T) {
-	news := make(chan struct{}, 1)
+	news := newWorkerNews()
 	p := newReadPace(news)
-	p.idle, p.every, p.settle = time.Hour, 0, 0
+	p.idle, p.every = time.Hour, 0
 	p.read(time.Now())
 	got := waitAsync(p, nil)
 	if _, done := returnedWithin(got, 100*time.Millisecond); done {
 		t.Fatal("follow read its run again with no news and its idle time not up")
 	}
-	news <- struct{}{}
+	news.tell(true)
 	if ended, done := returnedWithin(got, time.Minute); !done || ended {
 		t.Fatalf("news from the worker: wait answered %v (done %v); want a read", ended, done)
 	}
@@ -69,13 +69,41 @@ func TestFollowReadsTheRunWhenTheWorkerHasNews(t *testing.T) {
 	p.read(time.Now())
 	ended = make(chan struct{})
 	got = waitAsync(p, ended)
-	news <- struct{}{}
+	time.Sleep(time.Millisecond)
+	news.tell(false)
 	if _, done := returnedWithin(got, 100*time.Millisecond); done {
 		t.Fatal("follow read its run again sooner than the least time between reads")
 	}
 	close(ended)
 	if v, done := returnedWithin(got, time.Minute); !done || !v {
 		t.Fatalf("the run ended while follow waited: wait answered %v (done %v)", v, done)
+	}
+}
+
+// News that a read which began after it already shows reads the run no
+// more: the start of an activity is in the run's state at once, so the
+// read after one unit's end shows the next unit's start that came while
+// it waited for the end to be taken in. An end comes into the state only
+// once the run has taken it in: a read that began sooner does not show
+// it.
+func TestFollowDoesNotReadNewsAReadShowed(t *testing.T) {
+	news := newWorkerNews()
+	p := newReadPace(news)
+	p.idle, p.every = time.Hour, 0
+	news.tell(false)
+	time.Sleep(time.Millisecond)
+	p.read(time.Now())
+	if _, done := returnedWithin(waitAsync(p, nil), 100*time.Millisecond); done {
+		t.Fatal("follow read its run again for an activity's start that its last read showed")
+	}
+
+	news = newWorkerNews()
+	p = newReadPace(news)
+	p.idle, p.every = time.Hour, 0
+	news.tell(true)
+	p.read(time.Now())
+	if ended, done := returnedWithin(waitAsync(p, nil), time.Minute); !done || ended {
+		t.Fatalf("an activity ended just before a read began: wait answered %v (done %v); want another read once the run took it in", ended, done)
 	}
 }
 
@@ -97,7 +125,13 @@ func TestFollowWithoutNewsReadsOnAClock(t *testing.T) {
 // starts and ends.
 func TestWorkerTellsOfEachActivity(t *testing.T) {
 	var calls int
-	wf := &workerFlags{activityNews: func() { calls++ }}
+	var ends int
+	wf := &workerFlags{activityNews: func(ended bool) {
+		calls++
+		if ended {
+			ends++
+		}
+	}}
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	env.SetWorkerOptions(wf.options())
@@ -111,8 +145,8 @@ func TestWorkerTellsOfEachActivity(t *testing.T) {
 	if err := v.Get(&out); err != nil || out != "done" {
 		t.Fatalf("the activity answered %q, %v", out, err)
 	}
-	if calls != 2 {
-		t.Errorf("news came %d times for one activity; want 2 (its start and its end)", calls)
+	if calls != 2 || ends != 1 {
+		t.Errorf("news came %d times for one activity, %d of an end; want 2 (its start and its end)", calls, ends)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,15 +86,10 @@ one, branches are pushed to the repositories themselves.`,
 			defer closeAll()
 			// News of this process's worker's activities: the follow
 			// reads the run when there is some.
-			var news chan struct{}
+			var news *workerNews
 			if !noWorker {
-				news = make(chan struct{}, 1)
-				wf.activityNews = func() {
-					select {
-					case news <- struct{}{}:
-					default:
-					}
-				}
+				news = newWorkerNews()
+				wf.activityNews = news.tell
 				w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 				if err != nil {
 					return err
@@ -177,7 +173,7 @@ func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Defin
 // is printed whenever a repository's state changes. Text from the run is
 // shown through visible.String: the only escape sequences are follow's
 // own. It fails when the run did not complete cleanly.
-func follow(ctx context.Context, c client.Client, namespace, id string, w io.Writer, tty bool, news <-chan struct{}) error {
+func follow(ctx context.Context, c client.Client, namespace, id string, w io.Writer, tty bool, news *workerNews) error {
 	seen := map[string]string{}
 	hinted := map[string]bool{}
 	drawn := 0
@@ -191,13 +187,14 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 	for {
 		var st *runState
 		var err error
+		began := time.Now()
 		if running && ended != nil {
 			st, err = queryState(ctx, c, id, isCampaign)
 		}
 		if st == nil || err != nil {
 			st, err = readState(ctx, c, id)
 		}
-		p.read(time.Now())
+		p.read(began)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
@@ -252,50 +249,98 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 	}
 }
 
-// readPace says when follow reads its run again. Without news from a
-// worker in this process, each second. With it, once news comes (an
-// activity started or ended: a unit began or finished), a moment later,
-// when the run has taken it in, and never sooner than a second after the
-// last read; and otherwise every five seconds, for what happens without an
-// activity of this process (an approval awaited, a worker elsewhere). A
-// run whose units work for minutes is then read every few seconds, not
-// every second: each read is a query the server hands to the worker.
-type readPace struct {
-	news <-chan struct{}
-	last time.Time
-	// every is the least time between two reads; idle the most while this
-	// process's worker has no news; settle how long after news a read
-	// waits for the run to have taken it in (the workflow task that
-	// follows an activity).
-	every, idle, settle time.Duration
+// workerNews is what this process's worker tells follow of its
+// activities: a wake-up, and when a read of the run first shows the
+// latest of them.
+type workerNews struct {
+	wake chan struct{}
+	// due is that time, in Unix nanoseconds: the start of an activity is
+	// in the run's state at once (the workflow task that scheduled it is
+	// done), its end once the run has taken it in (newsSettle after).
+	due atomic.Int64
 }
 
-func newReadPace(news <-chan struct{}) *readPace {
-	p := &readPace{news: news, every: time.Second, idle: time.Second, settle: 200 * time.Millisecond}
+// newsSettle is how long after an activity ends the run has taken its
+// end in (the workflow task that follows an activity).
+const newsSettle = 200 * time.Millisecond
+
+func newWorkerNews() *workerNews { return &workerNews{wake: make(chan struct{}, 1)} }
+
+// tell is news of an activity that started or ended.
+func (n *workerNews) tell(ended bool) {
+	due := time.Now()
+	if ended {
+		due = due.Add(newsSettle)
+	}
+	for {
+		old := n.due.Load()
+		if old >= due.UnixNano() || n.due.CompareAndSwap(old, due.UnixNano()) {
+			break
+		}
+	}
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// readPace says when follow reads its run again. Without news from a
+// worker in this process, each second. With it, once news comes (an
+// activity started or ended: a unit began or finished) that the last
+// read did not show, when a read shows it (see workerNews) and never
+// sooner than a second after the last read; and otherwise every five
+// seconds, for what happens without an activity of this process (an
+// approval awaited, a worker elsewhere). A run whose units work for
+// minutes is then read every few seconds, not every second, and the
+// start of the next unit that a read after the end of one already showed
+// does not read it again: each read is a query the server hands to the
+// worker.
+type readPace struct {
+	news *workerNews
+	// last is when the last read began.
+	last time.Time
+	// every is the least time between two reads; idle the most while this
+	// process's worker has no news.
+	every, idle time.Duration
+}
+
+func newReadPace(news *workerNews) *readPace {
+	p := &readPace{news: news, every: time.Second, idle: time.Second}
 	if news != nil {
 		p.idle = 5 * time.Second
 	}
 	return p
 }
 
-// read records a read at now.
-func (p *readPace) read(now time.Time) { p.last = now }
+// read records a read that began at began.
+func (p *readPace) read(began time.Time) { p.last = began }
 
 // wait returns when the next read is due, or ctx ends; it reports
 // whether ended was closed (the run ended).
 func (p *readPace) wait(ctx context.Context, ended <-chan struct{}) bool {
 	t := time.NewTimer(time.Until(p.last.Add(p.idle)))
 	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return false
-	case <-ended:
-		return true
-	case <-p.news:
+	var wake <-chan struct{}
+	if p.news != nil {
+		wake = p.news.wake
 	}
-	t.Reset(max(p.settle, time.Until(p.last.Add(p.every))))
+	var due time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return false
+		case <-ended:
+			return true
+		case <-wake:
+		}
+		// News the last read already showed reads nothing new.
+		if due = time.Unix(0, p.news.due.Load()); due.After(p.last) {
+			break
+		}
+	}
+	t.Reset(max(time.Until(due), time.Until(p.last.Add(p.every))))
 	select {
 	case <-ctx.Done():
 	case <-t.C:

@@ -51,9 +51,9 @@ type workerFlags struct {
 	// not kept.
 	metrics *metrics.Metrics
 	// activityNews, set by the command, is called whenever an activity
-	// of this process's workers starts or ends (run follows its run by
-	// it); nil: not called.
-	activityNews func()
+	// of this process's workers starts (ended false) or ends (run follows
+	// its run by it); nil: not called.
+	activityNews func(ended bool)
 }
 
 // options are the workers' options: with activityNews, an interceptor
@@ -68,7 +68,7 @@ func (w *workerFlags) options() worker.Options {
 // newsInterceptor calls news as each activity starts and ends.
 type newsInterceptor struct {
 	interceptor.WorkerInterceptorBase
-	news func()
+	news func(ended bool)
 }
 
 func (n *newsInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
@@ -77,12 +77,12 @@ func (n *newsInterceptor) InterceptActivity(ctx context.Context, next intercepto
 
 type newsActivity struct {
 	interceptor.ActivityInboundInterceptorBase
-	news func()
+	news func(ended bool)
 }
 
 func (a *newsActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	a.news()
-	defer a.news()
+	a.news(false)
+	defer a.news(true)
 	return a.Next.ExecuteActivity(ctx, in)
 }
 
