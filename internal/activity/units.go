@@ -19,6 +19,26 @@ import (
 // bool).
 const QueryMayStart = "may-start"
 
+// GateCancel is the UnitsInput.Gate of a campaign that cancels a run of
+// units as soon as it may start no further unit of it (a stop, a
+// suspension, the failure threshold, an update in place). Such a run
+// asks nothing before a unit: it heartbeats, which it does at each unit
+// all the same, and the answer says whether the campaign has cancelled
+// it. That costs the server one call where a query costs three (the
+// query, the worker's answer and its next poll). The cancellation ends
+// no unit at work unless the campaign itself was cancelled
+// (QueryUnitGoesOn).
+const GateCancel = "cancel"
+
+// QueryUnitGoesOn is the query a campaign answers for a run of units it
+// cancelled (GateCancel): whether the unit at work goes on, which it
+// does unless the campaign itself was cancelled (a bool).
+const QueryUnitGoesOn = "unit-goes-on"
+
+// goOnEvery is how often the unit at work of a cancelled run asks again
+// whether it goes on: the campaign itself may be cancelled meanwhile.
+const goOnEvery = 5 * time.Second
+
 // UnitsInput is a run of a campaign's units that need no decision on
 // their way, one after another in one activity (RunUnits): each is a task
 // RunSandboxed would run, Template with the unit's own sandbox,
@@ -40,6 +60,10 @@ type UnitsInput struct {
 	// an error that would have been retried fails its unit, and the run
 	// reports the units done before it.
 	MaxAttempts int
+	// Gate is how the run learns that it may start no further unit:
+	// empty, it asks the campaign before each unit (QueryMayStart); with
+	// GateCancel, the campaign cancels it.
+	Gate string `json:"gate,omitempty"`
 }
 
 // UnitSpec is what sets one unit of a run apart from the run's template.
@@ -99,21 +123,32 @@ type unitsProgress struct {
 // units spares the server a dispatch of an activity and a workflow task
 // for each unit after a run's first.
 //
-// Before each unit but the first, the campaign is asked (QueryMayStart)
-// whether it may start: a campaign stopped, suspended or paused since,
-// or whose spec changed, says no, and the units left go back to it, as
-// they do once the run has worked Within, or after a unit that failed
-// when StopAtFailure is set, or when the answer cannot be had.
+// Before each unit but the first, the run learns whether it may start:
+// a gated run (GateCancel) from the heartbeat it sends, which says
+// whether the campaign cancelled it; another asks the campaign
+// (QueryMayStart). A campaign stopped, suspended or paused since, or
+// whose spec changed, has cancelled the run or says no, and the units
+// left go back to it, as they do once the run has worked Within, or
+// after a unit that failed when StopAtFailure is set, or when the answer
+// cannot be had.
 //
 // A unit's error does not end the run: it is that unit's outcome. Only
 // an error Temporal would retry, before the last attempt, fails the
 // activity; the attempt after starts from the heartbeat, which holds the
 // units done and the sandbox at work. A cancelled run removes the
-// sandbox at work and reports what was done, that unit cancelled.
+// sandbox at work and reports what was done, that unit cancelled; a
+// gated run's unit at work goes on unless the campaign itself was
+// cancelled (unitContext).
 func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome, error) {
 	var p unitsProgress
 	lastProgress(ctx, &p)
-	beat := newBeat(ctx)
+	gated := in.Gate == GateCancel
+	// A cancelled gated run heartbeats on while its unit at work ends.
+	hctx := ctx
+	if gated {
+		hctx = context.WithoutCancel(ctx)
+	}
+	beat := newBeat(hctx)
 	defer beat.stop()
 	lastAttempt := true
 	if sdkactivity.IsActivity(ctx) {
@@ -134,7 +169,11 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		}
 		start := time.Now()
 		first := i == len(p.Done)
-		r, err := a.runSandboxed(ctx, in.input(u), lost, func(c runProgress) {
+		uctx, release := ctx, context.CancelFunc(func() {})
+		if gated {
+			uctx, release = a.unitContext(ctx)
+		}
+		r, err := a.runSandboxed(uctx, in.input(u), lost, func(c runProgress) {
 			// The units done before this one are told at once: an
 			// attempt after a dead worker must not run them again.
 			// (Temporal's client holds back all but one heartbeat in 80%
@@ -142,13 +181,14 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 			// fail.)
 			beat.set(unitsProgress{Done: out.Done, Current: c}, len(c.Lost) > 0 || !first)
 		})
+		release()
 		done := UnitOutcome{Key: u.Key, Outcome: keptOf(r), Took: time.Since(start)}
 		switch {
 		case err == nil:
-		case ctx.Err() != nil && (workerStopping(ctx) || errors.Is(ctx.Err(), context.DeadlineExceeded)):
+		case uctx.Err() != nil && (workerStopping(ctx) || errors.Is(ctx.Err(), context.DeadlineExceeded)):
 			// The attempt that takes over goes on from the heartbeat.
 			return out, err
-		case ctx.Err() != nil:
+		case uctx.Err() != nil:
 			done.Error, done.Cancelled = "cancelled", true
 			out.Done = append(out.Done, done)
 			return out, nil
@@ -174,6 +214,19 @@ func (a *Activities) mayGoOn(ctx context.Context, in UnitsInput, done []UnitOutc
 	}
 	if in.StopAtFailure && len(done) > 0 && done[len(done)-1].Failed() {
 		return false
+	}
+	if in.Gate == GateCancel {
+		wanted := a.StillWanted
+		if wanted == nil {
+			wanted = heartbeatNow
+		}
+		// The heartbeat the run sends at each unit: the units done.
+		ok, err := wanted(ctx, unitsProgress{Done: done})
+		if err != nil {
+			sdkactivity.GetLogger(ctx).Warn("no heartbeat before the next unit; the rest go back to the campaign", "unit", key, "error", err)
+			return false
+		}
+		return ok
 	}
 	ask := a.MayStart
 	if ask == nil {
@@ -203,6 +256,88 @@ func askCampaign(ctx context.Context, key string, rev int) (bool, error) {
 	var ok bool
 	if err := v.Get(&ok); err != nil {
 		return false, fmt.Errorf("decode %s: %w", QueryMayStart, err)
+	}
+	return ok, nil
+}
+
+// heartbeatNow heartbeats progress p at once, past the SDK's batching,
+// and reports whether the campaign still wants the run (it did not
+// cancel it).
+func heartbeatNow(ctx context.Context, p any) (bool, error) {
+	if !sdkactivity.IsActivity(ctx) {
+		return false, errors.New("not an activity: no heartbeat to send")
+	}
+	// The SDK's own heartbeats carry the same progress (RunUnits' beat).
+	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := sdkactivity.GetClient(ctx).RecordActivityHeartbeat(hctx, sdkactivity.GetInfo(ctx).TaskToken, p)
+	var ce *temporal.CanceledError
+	if errors.As(err, &ce) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// unitContext is the context the unit at work of a gated run works in:
+// the run's, except that a cancellation the campaign asked for ends the
+// unit only when the campaign says so (QueryUnitGoesOn), asked at once
+// and every goOnEvery until the unit ends; any other end of the run's
+// context (the worker stopping, a timeout, the activity gone) ends it at
+// once, as it ends the unit of a run that is not gated.
+func (a *Activities) unitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-uctx.Done():
+			return
+		case <-ctx.Done():
+		}
+		var ce *temporal.CanceledError
+		if workerStopping(ctx) || !errors.As(context.Cause(ctx), &ce) {
+			cancel()
+			return
+		}
+		ask := a.UnitGoesOn
+		if ask == nil {
+			ask = askGoesOn
+		}
+		t := time.NewTicker(goOnEvery)
+		defer t.Stop()
+		for {
+			ok, err := ask(uctx)
+			if err != nil || !ok {
+				if err != nil {
+					sdkactivity.GetLogger(ctx).Warn("the campaign did not say whether the unit at work goes on; it stops", "error", err)
+				}
+				cancel()
+				return
+			}
+			select {
+			case <-uctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return uctx, cancel
+}
+
+// askGoesOn asks the campaign that scheduled this activity whether the
+// unit at work goes on (QueryUnitGoesOn).
+func askGoesOn(ctx context.Context) (bool, error) {
+	if !sdkactivity.IsActivity(ctx) {
+		return false, errors.New("not an activity: no campaign to ask")
+	}
+	info := sdkactivity.GetInfo(ctx)
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := sdkactivity.GetClient(ctx).QueryWorkflow(qctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, QueryUnitGoesOn)
+	if err != nil {
+		return false, err
+	}
+	var ok bool
+	if err := v.Get(&ok); err != nil {
+		return false, fmt.Errorf("decode %s: %w", QueryUnitGoesOn, err)
 	}
 	return ok, nil
 }

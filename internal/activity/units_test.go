@@ -3,12 +3,15 @@ package activity_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
@@ -205,4 +208,117 @@ func TestRunUnitsCancelledReportsWhatItDid(t *testing.T) {
 		t.Errorf("done %v (%+v); want u1 cancelled", got, r.out.Done)
 	}
 	gone(t, a, "quick", "slow", "u3")
+}
+
+// wanted records a gated run's heartbeats before its units (how many
+// units were done at each) and answers, from the cancelAt-th on, that
+// the campaign cancelled the run.
+type wanted struct {
+	mu       sync.Mutex
+	done     []int
+	cancelAt int
+}
+
+func (w *wanted) stillWanted(_ context.Context, p any) (bool, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return false, err
+	}
+	var progress struct {
+		Done []activity.UnitOutcome `json:"done"`
+	}
+	if err := json.Unmarshal(raw, &progress); err != nil {
+		return false, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = append(w.done, len(progress.Done))
+	return w.cancelAt == 0 || len(w.done) < w.cancelAt, nil
+}
+
+func gated(in activity.UnitsInput) activity.UnitsInput {
+	in.Gate = activity.GateCancel
+	return in
+}
+
+// A gated run asks the campaign nothing: before each unit but the first
+// it heartbeats the units done, and once the campaign has cancelled it,
+// no further unit starts (their sandboxes are never made).
+func TestGatedRunHeartbeatsBeforeEachUnitInsteadOfAsking(t *testing.T) {
+	a, env := newActivities(t)
+	q := &asked{}
+	a.MayStart = q.mayStart
+	w := &wanted{}
+	a.StillWanted = w.stillWanted
+	out := runUnits(t, a, env, gated(units("complete", "u1", "u2", "u3")))
+	if got := keys(out); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
+		t.Fatalf("units done %v", got)
+	}
+	if !slices.Equal(w.done, []int{1, 2}) || len(q.keys) != 0 {
+		t.Errorf("heartbeats with %v units done, asked about %v; want heartbeats with 1 and 2 done, nothing asked", w.done, q.keys)
+	}
+
+	w = &wanted{cancelAt: 2}
+	a.StillWanted = w.stillWanted
+	out = runUnits(t, a, env, gated(units("complete", "v1", "v2", "v3")))
+	if got := keys(out); !slices.Equal(got, []string{"v1", "v2"}) || !slices.Equal(w.done, []int{1, 2}) {
+		t.Errorf("done %v after heartbeats with %v done; want v1 and v2, the run cancelled before v3", got, w.done)
+	}
+	gone(t, a, "u1", "u2", "u3", "v1", "v2", "v3")
+}
+
+// The campaign cancels a gated run once it may start no further unit of
+// it: the unit at work goes on, unless the campaign says it was itself
+// cancelled, and no unit starts after it. A run's context that ends for
+// another reason (the worker stopping, the activity gone) ends the unit
+// at once, without asking.
+func TestGatedRunsUnitAtWorkOutlivesTheRunsCancellation(t *testing.T) {
+	for _, c := range []struct {
+		name                      string
+		cause                     error
+		goesOn, cancelled, asking bool
+	}{
+		{"the campaign cancelled the run", temporal.NewCanceledError(), true, false, true},
+		{"the campaign itself was cancelled", temporal.NewCanceledError(), false, true, true},
+		{"the run's context ended otherwise", errors.New("activity gone"), true, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, _ := newActivities(t)
+			a.StillWanted = (&wanted{}).stillWanted
+			var asks atomic.Int32
+			a.UnitGoesOn = func(context.Context) (bool, error) {
+				asks.Add(1)
+				return c.goesOn, nil
+			}
+			ctx, cancel := context.WithCancelCause(t.Context())
+			in := gated(units("complete", "u1", "u2"))
+			in.Template.Manifest.TaskID = "slow-2"
+			type result struct {
+				out activity.UnitsOutcome
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, err := a.RunUnits(ctx, in)
+				done <- result{out, err}
+			}()
+			time.Sleep(500 * time.Millisecond)
+			cancel(c.cause)
+			r := <-done
+			if r.err != nil {
+				t.Fatalf("the run failed: %v", r.err)
+			}
+			if got := keys(r.out); !slices.Equal(got, []string{"u1"}) {
+				t.Fatalf("done %v; want u1 alone, u2 not started", got)
+			}
+			u1 := r.out.Done[0]
+			if u1.Cancelled != c.cancelled || (!c.cancelled && u1.Outcome.Status.Phase != protocol.PhaseComplete) {
+				t.Errorf("u1 %+v: want cancelled %v", u1, c.cancelled)
+			}
+			if (asks.Load() > 0) != c.asking {
+				t.Errorf("the campaign was asked %d times whether u1 goes on; want asked: %v", asks.Load(), c.asking)
+			}
+			gone(t, a, "u1", "u2")
+		})
+	}
 }

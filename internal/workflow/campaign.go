@@ -277,6 +277,11 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 	if err := workflow.SetQueryHandler(ctx, activity.QueryMayStart, c.mayStartUnit); err != nil {
 		return CampaignState{}, err
 	}
+	// A gated run's unit at work goes on after the run was cancelled,
+	// unless the campaign itself was.
+	if err := workflow.SetQueryHandler(ctx, activity.QueryUnitGoesOn, func() (bool, error) { return ctx.Err() == nil, nil }); err != nil {
+		return CampaignState{}, err
+	}
 	for {
 		c.drainSignals()
 		c.waitWhileSuspended()
@@ -340,10 +345,14 @@ type campaignRun struct {
 	running map[string]bool
 	// runs is set on runs that run direct units in runs of several, one
 	// activity each (directRunsChange, RunUnits); shares on those whose
-	// runs count the units in flight in their share (version 2).
-	runs, shares bool
-	// runsInFlight counts the runs of units working.
+	// runs count the units in flight in their share (version 2); gated on
+	// those that cancel a run of units once it may start no further unit
+	// (version 3, activity.GateCancel).
+	runs, shares, gated bool
+	// runsInFlight counts the runs of units working; gates are those of
+	// a gated campaign, in the order they started.
 	runsInFlight int
+	gates        []*runGate
 	// queued holds, for each unit taken into a run of units and not
 	// heard of since, its result before: what it is again should the
 	// run give it back unstarted.
@@ -373,8 +382,8 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	c.version = workflow.GetVersion(ctx, slidingWindowChange, workflow.DefaultVersion, 1)
 	c.direct = workflow.GetVersion(ctx, directUnitsChange, workflow.DefaultVersion, 1) == 1
 	if c.direct {
-		v := workflow.GetVersion(ctx, directRunsChange, workflow.DefaultVersion, 2)
-		c.runs, c.shares = v >= 1, v >= 2
+		v := workflow.GetVersion(ctx, directRunsChange, workflow.DefaultVersion, 3)
+		c.runs, c.shares, c.gated = v >= 1, v >= 2, v >= 3
 	}
 	c.queued = map[string]*UnitResult{}
 	return c
@@ -408,7 +417,9 @@ const (
 	// unit's activity and the workflow task after it cost the server
 	// more than the unit's own work costs the worker. At version 2 a
 	// run's share counts the units in flight and the slots they hold
-	// (runLength).
+	// (runLength); at version 3 the campaign cancels a run once it may
+	// start no further unit of it, and the run heartbeats before each
+	// unit instead of asking (activity.GateCancel, closeGates).
 	directRunsChange = "direct-runs"
 )
 
@@ -459,6 +470,7 @@ func (c *campaignRun) runWindow() {
 		}
 		sel.Select(c.ctx)
 		c.drainSignals()
+		c.closeGates()
 	}
 }
 

@@ -415,7 +415,7 @@ func TestCampaignSlidingWindow(t *testing.T) {
 func TestCampaignSlidingWindowStopsAtTheThreshold(t *testing.T) {
 	f := &fleet{fail: map[string]bool{"r0": true}, slow: map[string]time.Duration{"r1": 10 * time.Second}, until: map[string]string{"r1": "end:r0"}}
 	env := newCampaignEnv(f)
-	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 2).Return(sdkworkflow.DefaultVersion)
+	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 3).Return(sdkworkflow.DefaultVersion)
 	in := campaignInput(6)
 	in.StrictBatches = false
 	paused := continueAfter(t, env, time.Hour)

@@ -64,6 +64,10 @@ func TestReplayCampaignHistory(t *testing.T) {
 		// share counted the units in flight), recorded by
 		// TestRunCampaignRunsShortUnitsInRuns -record-runs-history.
 		"campaign-direct-runs": "campaign/runs",
+		// The same since a run's share counts the units in flight
+		// (directRunsChange 2: runs of 4 and 4), each run asking before
+		// a unit, before gated runs.
+		"campaign-direct-runs-shares": "campaign/runs",
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, err := os.Open("testdata/" + name + ".history.json")

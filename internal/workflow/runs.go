@@ -19,18 +19,21 @@ import (
 // units that one activity (RunUnits) works through in turn, each still
 // in its own sandbox:
 //
-//   - a run takes a fair share of the units left (those left over the
-//     campaign's parallelism), so that the campaign's last units do not
+//   - a run takes a fair share of the units not yet done (runLength),
+//     so that the campaign's last units do not
 //     wait behind a long run, and once units have been timed, no more
 //     than they say take about runFor; the activity starts no unit once
 //     it has worked runFor and gives the rest back, so that units that
 //     take long run one per activity: those given back would have
 //     waited for a free slot all the same;
-//   - before each unit but the first, the activity asks the campaign
-//     (activity.QueryMayStart) whether it may still start: a stop, a
-//     suspension, a pause at the failure threshold or an update of the
-//     spec since the run was made says no, and the units left come back
-//     (Requeued), to start first once starting is allowed again;
+//   - a stop, a suspension, a pause at the failure threshold or an
+//     update of the spec since the run was made cancels the run
+//     (closeGates, activity.GateCancel): its unit at work finishes, and
+//     the heartbeat it sends before each further unit says it was
+//     cancelled; the units left come back (Requeued), to start first
+//     once starting is allowed again. Runs started before version 3 of
+//     directRunsChange ask the campaign (activity.QueryMayStart) before
+//     each unit but the first instead, and are told no;
 //   - a run stops after a unit that failed when the campaign has a
 //     failure threshold, which the campaign then checks;
 //   - the units after the first show as queued until the run reports:
@@ -130,6 +133,13 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 	// are open.
 	opts.WaitForCancellation = true
 	actx := workflow.WithActivityOptions(c.ctx, opts)
+	gate := ""
+	if c.gated {
+		var cancel workflow.CancelFunc
+		actx, cancel = workflow.WithCancel(actx)
+		c.gates = append(c.gates, &runGate{first: keys[0], rev: c.rev, cancel: cancel})
+		gate = activity.GateCancel
+	}
 	return workflow.ExecuteActivity(actx, a.RunUnits, activity.UnitsInput{
 		Template: activity.RunInput{
 			Provision: activity.ProvisionInput{Image: in.Image, Resources: in.Resources, Credentials: in.Credentials},
@@ -140,7 +150,44 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 		StopAtFailure: c.in.ThresholdPercent < 100,
 		Rev:           c.rev,
 		MaxAttempts:   maxSandboxes,
+		Gate:          gate,
 	})
+}
+
+// runGate is a gated run of units in flight: the unit it started with,
+// the revision it was made at, and how to cancel it.
+type runGate struct {
+	first  string
+	rev    int
+	cancel workflow.CancelFunc
+	closed bool
+}
+
+// closeGates cancels the gated runs in flight that may start no further
+// unit: every one once the campaign starts no unit (a stop, a
+// suspension, the failure threshold), and those made before an update
+// in place. A run cancelled so finishes its unit at work and gives the rest
+// back (recordRun).
+func (c *campaignRun) closeGates() {
+	open := c.startsUnits()
+	for _, g := range c.gates {
+		if !g.closed && (!open || g.rev != c.rev) {
+			g.closed = true
+			g.cancel()
+		}
+	}
+}
+
+// dropGate forgets the gate of the run that started with first, and
+// reports whether it was closed.
+func (c *campaignRun) dropGate(first string) bool {
+	for i, g := range c.gates {
+		if g.first == first {
+			c.gates = slices.Delete(c.gates, i, i+1)
+			return g.closed
+		}
+	}
+	return false
 }
 
 // recordRun records what the run of keys did: each unit it finished; the
@@ -149,12 +196,18 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 func (c *campaignRun) recordRun(keys []string, f workflow.Future) {
 	var out activity.UnitsOutcome
 	err := f.Get(c.ctx, &out)
+	closed := c.dropGate(keys[0])
 	if err != nil {
 		out = activity.UnitsOutcome{}
 		var te *temporal.TimeoutError
-		if errors.As(err, &te) && te.HasLastHeartbeatDetails() {
+		var ce *temporal.CanceledError
+		switch {
+		case errors.As(err, &te) && te.HasLastHeartbeatDetails():
 			// The progress's units done decode as the outcome's.
 			_ = te.LastHeartbeatDetails(&out)
+		case closed && errors.As(err, &ce) && c.ctx.Err() == nil:
+			// Its gate closed before it started: every unit goes back.
+			err = nil
 		}
 	}
 	var back []string
@@ -198,6 +251,12 @@ func (c *campaignRun) mayStartUnit(key string, rev int) (bool, error) {
 	if !ok || r.Phase != TaskQueued {
 		return false, nil
 	}
-	// Past the failure threshold no unit starts, as no run would.
-	return !c.p.Stop && !c.p.Suspended && c.p.Phase == CampaignRunning && !c.overThreshold() && c.ctx.Err() == nil, nil
+	return c.startsUnits(), nil
+}
+
+// startsUnits reports whether the campaign starts units now: not
+// stopped, suspended, paused or past its failure threshold (where no
+// unit starts, as no run would).
+func (c *campaignRun) startsUnits() bool {
+	return !c.p.Stop && !c.p.Suspended && c.p.Phase == CampaignRunning && !c.overThreshold() && c.ctx.Err() == nil
 }

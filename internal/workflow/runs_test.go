@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/testsuite"
+	sdkworkflow "go.temporal.io/sdk/workflow"
+
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -56,12 +59,22 @@ func TestCampaignRunsShortUnitsInRuns(t *testing.T) {
 	}
 }
 
+// askingRuns makes env's campaign run its runs of units as campaigns
+// before gated runs did (direct-runs version 2): each asks before a unit.
+// A gated run is cancelled, and the test environment ends a cancelled
+// activity at once, where the server waits for it (WaitForCancellation):
+// gated runs are tested on the server (internal/devserver).
+func askingRuns(env *testsuite.TestWorkflowEnvironment) {
+	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 3).Return(sdkworkflow.Version(2))
+}
+
 // An abort while a run works stops it before its next unit: the campaign
 // says no when asked, and the units the run gave back are skipped, not
 // failed or lost.
 func TestCampaignRunStopsAtAnAbort(t *testing.T) {
 	f := &fleet{ask: true, signalAfter: map[string]string{"r2": workflow.SignalAbort}}
 	env := newCampaignEnv(f)
+	askingRuns(env)
 	env.ExecuteWorkflow(workflow.Campaign, runsInput(8, 1))
 	st := campaignResult(t, env)
 	if !slices.Equal(f.runs, []int{8}) || !slices.Equal(f.refused, []string{"r3"}) {
@@ -81,6 +94,7 @@ func TestCampaignRunStopsAtAnAbort(t *testing.T) {
 func TestCampaignRunGivesBackUnitsWhenSuspended(t *testing.T) {
 	f := &fleet{ask: true, signalAfter: map[string]string{"r2": workflow.SignalSuspend}}
 	env := newCampaignEnv(f)
+	askingRuns(env)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalResume, nil) }, time.Hour)
 	env.ExecuteWorkflow(workflow.Campaign, runsInput(8, 1))
 	st := campaignResult(t, env)
@@ -107,6 +121,7 @@ func TestCampaignRunGivesBackUnitsWhenSuspended(t *testing.T) {
 func TestCampaignRunStopsAtAFailureForTheThreshold(t *testing.T) {
 	f := &fleet{ask: true, fail: map[string]bool{"r2": true}}
 	env := newCampaignEnv(f)
+	askingRuns(env)
 	in := runsInput(8, 1)
 	in.ThresholdPercent = 30
 	paused := continueAfter(t, env, time.Hour)
