@@ -243,19 +243,31 @@ func (a *Activities) mayGoOn(ctx context.Context, in UnitsInput, done []UnitOutc
 // askCampaign asks the campaign that scheduled this activity whether
 // unit key may start (QueryMayStart).
 func askCampaign(ctx context.Context, key string, rev int) (bool, error) {
+	return queryCampaign(ctx, QueryMayStart, key, rev)
+}
+
+// askGoesOn asks the campaign that scheduled this activity whether the
+// unit at work goes on (QueryUnitGoesOn).
+func askGoesOn(ctx context.Context) (bool, error) {
+	return queryCampaign(ctx, QueryUnitGoesOn)
+}
+
+// queryCampaign asks the campaign that scheduled this activity the
+// query name, whose answer is a bool.
+func queryCampaign(ctx context.Context, name string, args ...any) (bool, error) {
 	if !sdkactivity.IsActivity(ctx) {
 		return false, errors.New("not an activity: no campaign to ask")
 	}
 	info := sdkactivity.GetInfo(ctx)
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, err := sdkactivity.GetClient(ctx).QueryWorkflow(qctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, QueryMayStart, key, rev)
+	v, err := sdkactivity.GetClient(ctx).QueryWorkflow(qctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, name, args...)
 	if err != nil {
 		return false, err
 	}
 	var ok bool
 	if err := v.Get(&ok); err != nil {
-		return false, fmt.Errorf("decode %s: %w", QueryMayStart, err)
+		return false, fmt.Errorf("decode %s: %w", name, err)
 	}
 	return ok, nil
 }
@@ -320,26 +332,6 @@ func (a *Activities) unitContext(ctx context.Context) (context.Context, context.
 		}
 	}()
 	return uctx, cancel
-}
-
-// askGoesOn asks the campaign that scheduled this activity whether the
-// unit at work goes on (QueryUnitGoesOn).
-func askGoesOn(ctx context.Context) (bool, error) {
-	if !sdkactivity.IsActivity(ctx) {
-		return false, errors.New("not an activity: no campaign to ask")
-	}
-	info := sdkactivity.GetInfo(ctx)
-	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	v, err := sdkactivity.GetClient(ctx).QueryWorkflow(qctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, QueryUnitGoesOn)
-	if err != nil {
-		return false, err
-	}
-	var ok bool
-	if err := v.Get(&ok); err != nil {
-		return false, fmt.Errorf("decode %s: %w", QueryUnitGoesOn, err)
-	}
-	return ok, nil
 }
 
 // keptOf is what a campaign keeps of a unit's outcome: its phase, error,

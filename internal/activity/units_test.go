@@ -180,6 +180,23 @@ func TestRunUnitsTakesOverFromItsLastHeartbeat(t *testing.T) {
 	gone(t, a, "u2", "u3")
 }
 
+// unitsResult is what RunUnits returned.
+type unitsResult struct {
+	out activity.UnitsOutcome
+	err error
+}
+
+// runAsync runs in with ctx, outside an activity, and hands what
+// RunUnits returned on the channel.
+func runAsync(ctx context.Context, a *activity.Activities, in activity.UnitsInput) <-chan unitsResult {
+	done := make(chan unitsResult, 1)
+	go func() {
+		out, err := a.RunUnits(ctx, in)
+		done <- unitsResult{out, err}
+	}()
+	return done
+}
+
 // A cancelled run removes the sandbox at work and reports the units it
 // finished, that one cancelled: their pull requests are open.
 func TestRunUnitsCancelledReportsWhatItDid(t *testing.T) {
@@ -189,15 +206,7 @@ func TestRunUnitsCancelledReportsWhatItDid(t *testing.T) {
 	in := units("complete", "u1", "slow", "u3")
 	in.Template.Manifest.TaskID = "slow-30"
 	in.Units[0].SandboxID = "quick"
-	type result struct {
-		out activity.UnitsOutcome
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, err := a.RunUnits(ctx, in)
-		done <- result{out, err}
-	}()
+	done := runAsync(ctx, a, in)
 	time.Sleep(500 * time.Millisecond)
 	cancel()
 	r := <-done
@@ -293,15 +302,7 @@ func TestGatedRunsUnitAtWorkOutlivesTheRunsCancellation(t *testing.T) {
 			ctx, cancel := context.WithCancelCause(t.Context())
 			in := gated(units("complete", "u1", "u2"))
 			in.Template.Manifest.TaskID = "slow-2"
-			type result struct {
-				out activity.UnitsOutcome
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				out, err := a.RunUnits(ctx, in)
-				done <- result{out, err}
-			}()
+			done := runAsync(ctx, a, in)
 			time.Sleep(500 * time.Millisecond)
 			cancel(c.cause)
 			r := <-done
