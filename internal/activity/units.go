@@ -181,14 +181,17 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 			// fail.)
 			beat.set(unitsProgress{Done: out.Done, Current: c}, len(c.Lost) > 0 || !first)
 		})
+		// Whether the unit's context ended before the unit did: releasing
+		// it below ends it all the same.
+		ended := uctx.Err() != nil
 		release()
 		done := UnitOutcome{Key: u.Key, Outcome: keptOf(r), Took: time.Since(start)}
 		switch {
 		case err == nil:
-		case uctx.Err() != nil && (workerStopping(ctx) || errors.Is(ctx.Err(), context.DeadlineExceeded)):
+		case ended && (workerStopping(ctx) || errors.Is(ctx.Err(), context.DeadlineExceeded)):
 			// The attempt that takes over goes on from the heartbeat.
 			return out, err
-		case uctx.Err() != nil:
+		case ended:
 			done.Error, done.Cancelled = "cancelled", true
 			out.Done = append(out.Done, done)
 			return out, nil

@@ -267,13 +267,21 @@ func TestGatedRunHeartbeatsBeforeEachUnitInsteadOfAsking(t *testing.T) {
 		t.Errorf("heartbeats with %v units done, asked about %v; want heartbeats with 1 and 2 done, nothing asked", w.done, q.keys)
 	}
 
+	// A unit's own error is its outcome, not a cancellation: the run
+	// goes on.
+	out = runUnits(t, a, env, gated(units("complete", "lose-all", "u4")))
+	if got := keys(out); !slices.Equal(got, []string{"lose-all", "u4"}) || out.Done[0].Cancelled ||
+		!strings.Contains(out.Done[0].Error, "3 sandboxes lost before the agent finished") {
+		t.Fatalf("done %v (%+v); want lose-all failed with why, not cancelled, and u4 after it", got, out.Done)
+	}
+
 	w = &wanted{cancelAt: 2}
 	a.StillWanted = w.stillWanted
 	out = runUnits(t, a, env, gated(units("complete", "v1", "v2", "v3")))
 	if got := keys(out); !slices.Equal(got, []string{"v1", "v2"}) || !slices.Equal(w.done, []int{1, 2}) {
 		t.Errorf("done %v after heartbeats with %v done; want v1 and v2, the run cancelled before v3", got, w.done)
 	}
-	gone(t, a, "u1", "u2", "u3", "v1", "v2", "v3")
+	gone(t, a, "u1", "u2", "u3", "lose-all", "lose-all-1", "lose-all-2", "u4", "v1", "v2", "v3")
 }
 
 // The campaign cancels a gated run once it may start no further unit of
