@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -49,20 +50,29 @@ func phasesOf(st workflow.CampaignState) string {
 	return strings.Join(s, " ")
 }
 
+// runOneAtATime starts campaign id over n repositories whose command
+// sleeps sleep seconds, one unit at a time, with a worker, and returns
+// once its first unit works in its sandbox.
+func runOneAtATime(t *testing.T, id string, n int, sleep string) (*env, []string, client.WorkflowRun) {
+	t.Helper()
+	e := start(t)
+	urls := bareRepos(t, e.root, n)
+	w := e.newWorker(t)
+	t.Cleanup(w.Stop)
+	in := campaignOf(id, urls, sleep)
+	in.MaxParallel = 1
+	run := runCampaign(t, e, in)
+	e.waitSandboxes(t, 1)
+	return e, urls, run
+}
+
 // On the server, a suspension cancels the run of units at work (its
 // gate): the unit at work finishes and opens its pull request, no
 // further unit starts while suspended (the run heartbeats before each
 // and learns it was cancelled), and the units it gave back start once
 // resumed, each once.
 func TestSuspendedCampaignsRunStartsNoFurtherUnit(t *testing.T) {
-	e := start(t)
-	urls := bareRepos(t, e.root, 4)
-	w := e.newWorker(t)
-	defer w.Stop()
-	in := campaignOf("gate", urls, "2")
-	in.MaxParallel = 1
-	run := runCampaign(t, e, in)
-	e.waitSandboxes(t, 1)
+	e, urls, run := runOneAtATime(t, "gate", 4, "2")
 	ctx := context.Background()
 	if err := e.c.SignalWorkflow(ctx, run.GetID(), "", workflow.SignalSuspend, nil); err != nil {
 		t.Fatal(err)
@@ -102,14 +112,7 @@ func TestSuspendedCampaignsRunStartsNoFurtherUnit(t *testing.T) {
 // A campaign cancelled while a run of units works ends the unit at work
 // (its sandbox removed before it pushed) and starts no other.
 func TestCancelledCampaignEndsTheUnitAtWork(t *testing.T) {
-	e := start(t)
-	urls := bareRepos(t, e.root, 3)
-	w := e.newWorker(t)
-	defer w.Stop()
-	in := campaignOf("cancel", urls, "20")
-	in.MaxParallel = 1
-	run := runCampaign(t, e, in)
-	e.waitSandboxes(t, 1)
+	e, urls, run := runOneAtATime(t, "cancel", 3, "20")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := e.c.CancelWorkflow(ctx, run.GetID(), ""); err != nil {

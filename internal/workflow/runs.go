@@ -20,8 +20,8 @@ import (
 // in its own sandbox:
 //
 //   - a run takes a fair share of the units not yet done (runLength),
-//     so that the campaign's last units do not
-//     wait behind a long run, and once units have been timed, no more
+//     so that the campaign's last units do not wait behind a long run,
+//     and once units have been timed, no more
 //     than they say take about runFor; the activity starts no unit once
 //     it has worked runFor and gives the rest back, so that units that
 //     take long run one per activity: those given back would have
@@ -166,8 +166,8 @@ type runGate struct {
 // closeGates cancels the gated runs in flight that may start no further
 // unit: every one once the campaign starts no unit (a stop, a
 // suspension, the failure threshold), and those made before an update
-// in place. A run cancelled so finishes its unit at work and gives the rest
-// back (recordRun).
+// in place. A run cancelled so finishes its unit at work and gives the
+// rest back (recordRun).
 func (c *campaignRun) closeGates() {
 	open := c.startsUnits()
 	for _, g := range c.gates {
