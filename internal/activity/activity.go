@@ -46,9 +46,10 @@ type Activities struct {
 	// campaign made at its revision rev; nil asks the campaign
 	// (QueryMayStart).
 	MayStart func(ctx context.Context, key string, rev int) (bool, error)
-	// StillWanted says whether a run of units whose campaign cancels it
-	// (GateCancel) may start its next unit: a heartbeat of progress p
-	// that the campaign has not cancelled the run; nil heartbeats.
+	// StillWanted sends the heartbeats of a run of units whose campaign
+	// cancels it (GateCancel), the one before each unit and the others,
+	// and says whether the campaign has not cancelled the run; nil
+	// heartbeats (heartbeatNow).
 	StillWanted func(ctx context.Context, p any) (bool, error)
 	// UnitGoesOn says whether the unit at work of a run the campaign
 	// cancelled goes on; nil asks the campaign (QueryUnitGoesOn).

@@ -143,12 +143,19 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 	var p unitsProgress
 	lastProgress(ctx, &p)
 	gated := in.Gate == GateCancel
-	// A cancelled gated run heartbeats on while its unit at work ends.
-	hctx := ctx
+	var beat progressBeat
+	var gate *directBeat
 	if gated {
-		hctx = context.WithoutCancel(ctx)
+		// Its heartbeats end the run's context as the client's would
+		// end the activity's, and go on while the unit at work ends.
+		var stopped context.CancelCauseFunc
+		ctx, stopped = context.WithCancelCause(ctx)
+		defer stopped(nil)
+		gate = newDirectBeat(context.WithoutCancel(ctx), a.stillWanted, stopped)
+		beat = gate
+	} else {
+		beat = newBeat(ctx)
 	}
-	beat := newBeat(hctx)
 	defer beat.stop()
 	lastAttempt := true
 	if sdkactivity.IsActivity(ctx) {
@@ -160,7 +167,8 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		u := in.Units[i]
 		// A unit the last attempt was at has started: it goes on.
 		resumed := i == len(p.Done) && p.Current.Sandbox != ""
-		if i > 0 && !resumed && !a.mayGoOn(ctx, in, out.Done, began, u.Key) {
+		next := in.input(u)
+		if i > 0 && !resumed && !a.mayGoOn(ctx, in, gate, unitsProgress{Done: out.Done, Current: runProgress{Sandbox: next.Provision.SandboxID}}, began, u.Key) {
 			break
 		}
 		var lost []string
@@ -173,13 +181,14 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		if gated {
 			uctx, release = a.unitContext(ctx)
 		}
-		r, err := a.runSandboxed(uctx, in.input(u), lost, func(c runProgress) {
+		r, err := a.runSandboxed(uctx, next, lost, func(c runProgress) {
 			// The units done before this one are told at once: an
 			// attempt after a dead worker must not run them again.
 			// (Temporal's client holds back all but one heartbeat in 80%
 			// of the timeout, and sends the latest should the attempt
-			// fail.)
-			beat.set(unitsProgress{Done: out.Done, Current: c}, len(c.Lost) > 0 || !first)
+			// fail.) A gated run's heartbeat before the unit told them,
+			// and the unit's first sandbox.
+			beat.set(unitsProgress{Done: out.Done, Current: c}, len(c.Lost) > 0 || (!first && !gated))
 		})
 		// Whether the unit's context ended before the unit did: releasing
 		// it below ends it all the same.
@@ -190,12 +199,14 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		case err == nil:
 		case ended && (workerStopping(ctx) || errors.Is(ctx.Err(), context.DeadlineExceeded)):
 			// The attempt that takes over goes on from the heartbeat.
+			beat.flush()
 			return out, err
 		case ended:
 			done.Error, done.Cancelled = "cancelled", true
 			out.Done = append(out.Done, done)
 			return out, nil
 		case !lastAttempt && retryable(err):
+			beat.flush()
 			return out, err
 		default:
 			done.Error = appMessage(err)
@@ -206,25 +217,29 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 	return out, nil
 }
 
+// progressBeat heartbeats a run's progress: beat, or a gated run's
+// directBeat.
+type progressBeat interface {
+	set(p any, now bool)
+	flush()
+	stop()
+}
+
 // mayGoOn reports whether the run goes on to unit key after the units
-// done.
-func (a *Activities) mayGoOn(ctx context.Context, in UnitsInput, done []UnitOutcome, began time.Time, key string) bool {
+// done (p.Done); a gated run's gate heartbeats p, which names the unit's
+// sandbox too.
+func (a *Activities) mayGoOn(ctx context.Context, in UnitsInput, gate *directBeat, p unitsProgress, began time.Time, key string) bool {
 	if ctx.Err() != nil {
 		return false
 	}
 	if in.Within > 0 && time.Since(began) >= in.Within {
 		return false
 	}
-	if in.StopAtFailure && len(done) > 0 && done[len(done)-1].Failed() {
+	if done := p.Done; in.StopAtFailure && len(done) > 0 && done[len(done)-1].Failed() {
 		return false
 	}
-	if in.Gate == GateCancel {
-		wanted := a.StillWanted
-		if wanted == nil {
-			wanted = heartbeatNow
-		}
-		// The heartbeat the run sends at each unit: the units done.
-		ok, err := wanted(ctx, unitsProgress{Done: done})
+	if gate != nil {
+		ok, err := gate.gate(p)
 		if err != nil {
 			sdkactivity.GetLogger(ctx).Warn("no heartbeat before the next unit; the rest go back to the campaign", "unit", key, "error", err)
 			return false
@@ -275,22 +290,30 @@ func queryCampaign(ctx context.Context, name string, args ...any) (bool, error) 
 	return ok, nil
 }
 
-// heartbeatNow heartbeats progress p at once, past the SDK's batching,
-// and reports whether the campaign still wants the run (it did not
-// cancel it).
-func heartbeatNow(ctx context.Context, p any) (bool, error) {
-	if !sdkactivity.IsActivity(ctx) {
-		return false, errors.New("not an activity: no heartbeat to send")
+// stillWanted heartbeats progress p at once (heartbeatNow, or
+// StillWanted): nil, a *temporal.CanceledError when the campaign
+// cancelled the run, or why the heartbeat failed.
+func (a *Activities) stillWanted(ctx context.Context, p any) error {
+	if a.StillWanted == nil {
+		return heartbeatNow(ctx, p)
 	}
-	// The SDK's own heartbeats carry the same progress (RunUnits' beat).
+	ok, err := a.StillWanted(ctx, p)
+	if err == nil && !ok {
+		return temporal.NewCanceledError()
+	}
+	return err
+}
+
+// heartbeatNow heartbeats progress p at once, past the SDK's batching:
+// nil, a *temporal.CanceledError when the activity was cancelled, or why
+// the heartbeat failed (Temporal's client retries it for 30 seconds).
+func heartbeatNow(ctx context.Context, p any) error {
+	if !sdkactivity.IsActivity(ctx) {
+		return errors.New("not an activity: no heartbeat to send")
+	}
 	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err := sdkactivity.GetClient(ctx).RecordActivityHeartbeat(hctx, sdkactivity.GetInfo(ctx).TaskToken, p)
-	var ce *temporal.CanceledError
-	if errors.As(err, &ce) {
-		return false, nil
-	}
-	return err == nil, err
+	return sdkactivity.GetClient(ctx).RecordActivityHeartbeat(hctx, sdkactivity.GetInfo(ctx).TaskToken, p)
 }
 
 // unitContext is the context the unit at work of a gated run works in:

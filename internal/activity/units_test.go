@@ -225,6 +225,7 @@ func TestRunUnitsCancelledReportsWhatItDid(t *testing.T) {
 type wanted struct {
 	mu       sync.Mutex
 	done     []int
+	next     []string // the sandbox each heartbeat named
 	cancelAt int
 }
 
@@ -234,7 +235,10 @@ func (w *wanted) stillWanted(_ context.Context, p any) (bool, error) {
 		return false, err
 	}
 	var progress struct {
-		Done []activity.UnitOutcome `json:"done"`
+		Done    []activity.UnitOutcome `json:"done"`
+		Current struct {
+			Sandbox string `json:"sandbox"`
+		} `json:"current"`
 	}
 	if err := json.Unmarshal(raw, &progress); err != nil {
 		return false, err
@@ -242,6 +246,7 @@ func (w *wanted) stillWanted(_ context.Context, p any) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.done = append(w.done, len(progress.Done))
+	w.next = append(w.next, progress.Current.Sandbox)
 	return w.cancelAt == 0 || len(w.done) < w.cancelAt, nil
 }
 
@@ -251,9 +256,12 @@ func gated(in activity.UnitsInput) activity.UnitsInput {
 }
 
 // A gated run asks the campaign nothing: before each unit but the first
-// it heartbeats the units done, and once the campaign has cancelled it,
-// no further unit starts (their sandboxes are never made).
+// it heartbeats the units done and the unit's sandbox (which an attempt
+// after a dead worker goes on in), and that is all it sends while its
+// units are short; once the campaign has cancelled it, no further unit
+// starts (their sandboxes are never made).
 func TestGatedRunHeartbeatsBeforeEachUnitInsteadOfAsking(t *testing.T) {
+	activity.QuietBeats(t)
 	a, env := newActivities(t)
 	q := &asked{}
 	a.MayStart = q.mayStart
@@ -263,8 +271,8 @@ func TestGatedRunHeartbeatsBeforeEachUnitInsteadOfAsking(t *testing.T) {
 	if got := keys(out); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
 		t.Fatalf("units done %v", got)
 	}
-	if !slices.Equal(w.done, []int{1, 2}) || len(q.keys) != 0 {
-		t.Errorf("heartbeats with %v units done, asked about %v; want heartbeats with 1 and 2 done, nothing asked", w.done, q.keys)
+	if !slices.Equal(w.done, []int{1, 2}) || !slices.Equal(w.next, []string{"u2", "u3"}) || len(q.keys) != 0 {
+		t.Errorf("heartbeats with %v units done naming sandboxes %v, asked about %v; want heartbeats with 1 and 2 done naming u2 and u3, nothing asked", w.done, w.next, q.keys)
 	}
 
 	// A unit's own error is its outcome, not a cancellation: the run
