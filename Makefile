@@ -37,8 +37,11 @@ help: ## List the targets
 
 .PHONY: build
 build: ## Build bin/fleetlift, bin/fleetlift-agent (the slim agent sandboxes run, with bin/fleetlift-jail, its jail entry point) and bin/fleetlift-controller (the Kubernetes sandbox controller)
-	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
-	$(GO) build -o $(BIN)/fleetlift-jail ./cmd/fleetlift-jail
+	# The agent and its jail are static, as in the images and releases: a
+	# sandbox starts an agent per task, and linked dynamically each start
+	# took 0.6 ms more (4.4 against 3.8 ms for one that does nothing).
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetlift-jail ./cmd/fleetlift-jail
 	$(GO) build -o $(BIN)/fleetlift-controller ./cmd/fleetlift-controller
 	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
 
@@ -122,8 +125,8 @@ dist: ## Release archives of VERSION (make dist VERSION=v0.1.0) in dist/, their 
 
 .PHONY: bench-run
 bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push; RUN_FLAGS="-sandbox docker" for containers
-	$(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
-	$(GO) build -o $(BIN)/fleetlift-jail ./cmd/fleetlift-jail
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetlift-jail ./cmd/fleetlift-jail
 	$(GO) run ./bench/run -repos 200 -parallel 8 -group 25 -rounds 5 -agent $(BIN)/fleetlift-agent $(RUN_FLAGS)
 
 .PHONY: bench-chaos
