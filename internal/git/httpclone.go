@@ -345,12 +345,14 @@ func specialGitFile(name string) bool {
 // remote's default branch, its HEAD) and the configuration git clone
 // writes for a single-branch clone.
 func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, shallow []string, pack []byte, tags []packedRef) error {
-	// Only the directories something goes in (the files below make
-	// refs/heads and what else they need): git makes the others
-	// (objects/info, refs/tags) when it needs them, and each is an inode
-	// to make and remove again with the sandbox.
-	if err := os.MkdirAll(filepath.Join(c.gd, "objects", "pack"), 0o777); err != nil {
-		return err
+	// Only the directories something goes in, and refs, without which
+	// git takes the directory for no repository: git makes the others
+	// (objects/info, refs/heads, refs/tags) when it needs them, and each
+	// is an inode to make and remove again with the sandbox.
+	for _, d := range []string{filepath.Join("objects", "pack"), "refs"} {
+		if err := os.MkdirAll(filepath.Join(c.gd, d), 0o777); err != nil {
+			return err
+		}
 	}
 	sum := hex.EncodeToString(pack[len(pack)-hashLen:])
 	base := filepath.Join(c.gd, "objects", "pack", "pack-"+sum)
@@ -368,10 +370,11 @@ func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, s
 	files := []file{
 		{"config", cfg.String()},
 		{"HEAD", "ref: refs/heads/" + branch + "\n"},
-		{"refs/heads/" + branch, tip + "\n"},
-		// The remote-tracking branch and the tags, packed, as git clone
-		// leaves them: one file, not one each.
-		{"packed-refs", packedRefs(append([]packedRef{{name: "refs/remotes/origin/" + branch, id: tip}}, tags...))},
+		// The branch, the remote-tracking branch and the tags, packed:
+		// one file, not one each (and no refs/heads to make); git reads
+		// a branch from packed-refs as from its own file, and writes one
+		// the first time the branch moves.
+		{"packed-refs", packedRefs(append([]packedRef{{name: "refs/heads/" + branch, id: tip}, {name: "refs/remotes/origin/" + branch, id: tip}}, tags...))},
 	}
 	if isDefault {
 		files = append(files, file{"refs/remotes/origin/HEAD", "ref: refs/remotes/origin/" + branch + "\n"})
