@@ -127,6 +127,11 @@ type Options struct {
 	Now func() time.Time
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
+	// Workers, when set, is told before the run starts how many
+	// repositories its manifest works on at once: the agent's own
+	// process (the serve command) runs on one processor until more are
+	// wanted.
+	Workers func(n int)
 }
 
 // Isolation says how the agent jails the commands it runs (package jail):

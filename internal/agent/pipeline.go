@@ -44,6 +44,9 @@ func Serve(ctx context.Context, opts Options) error {
 	if !ok {
 		return err
 	}
+	if o.Workers != nil {
+		o.Workers(min(max(m.Parallel, 1), max(len(m.Repositories), 1)))
+	}
 	_, err = Run(ctx, o, m)
 	return err
 }

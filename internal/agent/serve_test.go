@@ -3,8 +3,10 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +82,45 @@ func TestServe(t *testing.T) {
 			}
 			if again := status(t, o.Workspace); !again.UpdatedAt.Equal(st.UpdatedAt) {
 				t.Fatalf("a finished run was touched again: %+v", again)
+			}
+		})
+	}
+}
+
+// Serve tells how many repositories the manifest works on at once before
+// the run starts (the serve command sizes its process with it): one for
+// a task of one repository, the group's parallelism for a group, never
+// more than its repositories.
+func TestServeSaysHowManyRepositoriesRunAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		repos    int
+		parallel int
+		want     int
+	}{
+		{"one repository", 1, 0, 1},
+		{"a group one at a time", 3, 1, 1},
+		{"a group three at a time", 4, 3, 3},
+		{"fewer repositories than its parallelism", 2, 8, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := options(t)
+			var told []int
+			o.Workers = func(n int) { told = append(told, n) }
+			m := manifest()
+			for i := range c.repos {
+				name := fmt.Sprintf("svc%d", i)
+				m.Repositories = append(m.Repositories, repo(name, gittest.NewRemote(t, "", name, map[string]string{"README.md": "# " + name + "\n"})))
+			}
+			m.Parallel = c.parallel
+			data, _ := json.Marshal(m)
+			done := serve(t, o)
+			writeManifest(t, o.Workspace, data)
+			if err := <-done; err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+			if !slices.Equal(told, []int{c.want}) {
+				t.Errorf("told %v; want %d once, before the run", told, c.want)
 			}
 		})
 	}

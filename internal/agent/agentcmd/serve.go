@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -85,6 +86,17 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 			opts.Git = g
 			opts.Forges = Forges(g)
 			opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			// The agent mostly waits (for the manifest, the forge, the
+			// commands it runs): on one processor the Go scheduler does
+			// not spin looking for work for the others (50 agents of one
+			// repository each took 15% less user time). A group that
+			// works on several repositories at once gets them all.
+			runtime.GOMAXPROCS(1)
+			opts.Workers = func(n int) {
+				if n > 1 {
+					runtime.SetDefaultGOMAXPROCS()
+				}
+			}
 			if err := agent.Serve(ctx, opts); err != nil {
 				return fmt.Errorf("serve %s: %w", workspace, err)
 			}
