@@ -144,6 +144,11 @@ func Start(opts Options) (*Server, error) {
 		// Without the system worker (see services), the history service
 		// applies parent close policies itself, however many children.
 		dynamicconfig.EnableParentClosePolicyWorker.Key(): false,
+		// The namespace and its search attributes are made before the
+		// server starts (prepareStore) and never change while it runs:
+		// its services need not read them again every 2 seconds, each a
+		// query of the database.
+		dynamicconfig.NamespaceCacheRefreshInterval.Key(): 10 * time.Minute,
 	}
 	polls := &longPolls{}
 	srv, err := temporal.NewServer(
