@@ -142,10 +142,9 @@ type unitsProgress struct {
 func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome, error) {
 	var p unitsProgress
 	lastProgress(ctx, &p)
-	gated := in.Gate == GateCancel
 	var beat progressBeat
-	var gate *directBeat
-	if gated {
+	var gate *directBeat // a gated run's (GateCancel)
+	if in.Gate == GateCancel {
 		// Its heartbeats end the run's context as the client's would
 		// end the activity's, and go on while the unit at work ends.
 		var stopped context.CancelCauseFunc
@@ -178,7 +177,7 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		start := time.Now()
 		first := i == len(p.Done)
 		uctx, release := ctx, context.CancelFunc(func() {})
-		if gated {
+		if gate != nil {
 			uctx, release = a.unitContext(ctx)
 		}
 		r, err := a.runSandboxed(uctx, next, lost, func(c runProgress) {
@@ -188,7 +187,7 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 			// of the timeout, and sends the latest should the attempt
 			// fail.) A gated run's heartbeat before the unit told them,
 			// and the unit's first sandbox.
-			beat.set(unitsProgress{Done: out.Done, Current: c}, len(c.Lost) > 0 || (!first && !gated))
+			beat.set(unitsProgress{Done: out.Done, Current: c}, len(c.Lost) > 0 || (!first && gate == nil))
 		})
 		// Whether the unit's context ended before the unit did: releasing
 		// it below ends it all the same.
@@ -330,8 +329,7 @@ func (a *Activities) unitContext(ctx context.Context) (context.Context, context.
 			return
 		case <-ctx.Done():
 		}
-		var ce *temporal.CanceledError
-		if workerStopping(ctx) || !errors.As(context.Cause(ctx), &ce) {
+		if workerStopping(ctx) || !cancelled(context.Cause(ctx)) {
 			cancel()
 			return
 		}
