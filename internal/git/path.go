@@ -10,9 +10,16 @@ import (
 	"strings"
 )
 
-// validName is the spec's #Name: letters, digits, '.', '_' and '-', not
-// starting with '.' or '-', at most 100.
-var validName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$`)
+// validName is the spec's #Name but for its length (letters, digits, '.',
+// '_' and '-', not starting with '.' or '-'); ValidateName bounds the
+// length, at most maxName. Compiled with the bound, as {0,99}, it is a
+// hundred states made at every start of a program that imports this
+// package, a sandbox's agent among them: 0.2 ms and 1,330 allocations,
+// against 8 µs.
+var validName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
+
+// maxName is the spec's bound on a #Name's length.
+const maxName = 100
 
 // ValidateName checks a repository's directory name: no '/', no '..', not
 // starting with '-' or '.', letters, digits, '.', '_' and '-' only.
@@ -26,7 +33,7 @@ func ValidateName(name string) error {
 		return fmt.Errorf("name %q contains '..'", name)
 	case name[0] == '-' || name[0] == '.':
 		return fmt.Errorf("name %q starts with %q", name, name[0])
-	case !validName.MatchString(name):
+	case len(name) > maxName || !validName.MatchString(name):
 		return fmt.Errorf("name %q must be at most 100 letters, digits, '.', '_' or '-'", name)
 	}
 	return nil

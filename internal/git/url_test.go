@@ -89,7 +89,9 @@ func TestValidateName(t *testing.T) {
 		{"-rf", false},
 		{"", false},
 		{"a b", false},
+		{strings.Repeat("a", 100), true},
 		{strings.Repeat("a", 101), false},
+		{"a" + strings.Repeat(".", 100), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
