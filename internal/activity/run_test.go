@@ -205,6 +205,28 @@ func TestWaitWakesWhenTheAgentWrites(t *testing.T) {
 	}
 }
 
+// An agent that exits without a word ends the wait as it exits: the
+// sandbox says so, and no poll has to come round (it polls hourly here).
+func TestWaitLearnsOfAnAgentThatExitsAsItExits(t *testing.T) {
+	a, env := newActivities(t)
+	a.PollInterval = time.Hour
+	ref := start(t, a, env, "exit-3", "complete")
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var ae *temporal.ApplicationError
+		if !errors.As(err, &ae) || ae.Type() != activity.ErrAgentExited {
+			t.Fatalf("want a %s error, got %v", activity.ErrAgentExited, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the wait did not end when the agent exited without a word")
+	}
+}
+
 // A task cancelled while its agent works (its campaign cancelled, say)
 // leaves no sandbox behind.
 func TestRunSandboxedCancelledRemovesTheSandbox(t *testing.T) {

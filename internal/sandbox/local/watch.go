@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -13,19 +15,27 @@ import (
 
 // Watch tells, through changed, when something in dir (relative to the
 // workspace, a directory in it) may have changed: a file written,
-// renamed into place or removed there. At most one wake-up is pending at
-// a time; stop ends the watch. A wait for the agent reads its status when
-// the agent writes it, instead of reading it again and again.
+// renamed into place or removed there; and once when the sandbox's agent
+// exits. At most one wake-up is pending at a time; stop ends the watch. A
+// wait for the agent reads its status when the agent writes it, instead
+// of reading it again and again, and learns at once of an agent that
+// exited without a word.
+//
+// The exit of an agent this Provider started is told as it is reaped;
+// that of one an earlier Provider started (a worker restarted) is looked
+// for every exitPoll.
 //
 // A wake-up is only a hint to read again: what is read still goes
 // through CopyFrom's checks. The directory must be a directory in the
 // workspace, not a symbolic link.
 func (p *Provider) Watch(id, dir string) (changed <-chan struct{}, stop func() error, err error) {
-	w, err := p.watch(id, dir)
+	b, w, err := p.watch(id, dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
 	}
 	ch, wake := sandbox.Wakeup()
+	quit := make(chan struct{})
+	go watchExit(b, wake, quit)
 	go func() {
 		events, errs := w.Events, w.Errors
 		for events != nil || errs != nil {
@@ -48,7 +58,37 @@ func (p *Provider) Watch(id, dir string) (changed <-chan struct{}, stop func() e
 			}
 		}
 	}()
-	return ch, w.Close, nil
+	var once sync.Once
+	return ch, func() error {
+		once.Do(func() { close(quit) })
+		return w.Close()
+	}, nil
+}
+
+// exitPoll is how often a watch asks whether an agent that an earlier
+// Provider started still runs.
+const exitPoll = time.Second
+
+// watchExit wakes once b's agent has exited, unless quit closes first.
+func watchExit(b *box, wake func(), quit <-chan struct{}) {
+	if b.done != nil {
+		select {
+		case <-b.done:
+			wake()
+		case <-quit:
+		}
+		return
+	}
+	t := time.NewTicker(exitPoll)
+	defer t.Stop()
+	for b.agentAlive() {
+		select {
+		case <-t.C:
+		case <-quit:
+			return
+		}
+	}
+	wake()
 }
 
 // wakes reports whether ev may have changed what a reader of the
@@ -67,18 +107,18 @@ func wakes(ev fsnotify.Event) bool {
 
 // watch starts an fsnotify watch on dir, which must be a directory of
 // sandbox id's workspace.
-func (p *Provider) watch(id, dir string) (*fsnotify.Watcher, error) {
+func (p *Provider) watch(id, dir string) (*box, *fsnotify.Watcher, error) {
 	b, _, err := p.find(id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rel, err := workspacePath(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	root, err := os.OpenRoot(b.workspace)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fi, err := root.Lstat(rel)
 	root.Close()
@@ -86,15 +126,15 @@ func (p *Provider) watch(id, dir string) (*fsnotify.Watcher, error) {
 		err = fmt.Errorf("not a directory (%s)", fi.Mode().Type())
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := w.Add(filepath.Join(b.workspace, rel)); err != nil {
 		w.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return w, nil
+	return b, w, nil
 }

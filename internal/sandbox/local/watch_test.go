@@ -3,6 +3,8 @@ package local
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -76,5 +78,57 @@ func TestWatchWakesOnceAWrite(t *testing.T) {
 		if got := wakes(tc.ev); got != tc.want {
 			t.Errorf("wakes(%v) = %v, want %v", tc.ev, got, tc.want)
 		}
+	}
+}
+
+// Watch wakes its reader once the agent exits, with nothing written: a
+// wait for the agent learns of an agent that ended without a word as it
+// ends. So it does for an agent that an earlier Provider started, which
+// a Provider of a restarted worker finds.
+func TestWatchWakesWhenTheAgentExits(t *testing.T) {
+	for _, adopted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "started here", true: "started by an earlier provider"}[adopted], func(t *testing.T) {
+			root := t.TempDir()
+			// Exits, code 3, once told to through a file in its home.
+			agent := []string{"/bin/sh", "-c", `while [ ! -e "$HOME/exit" ]; do sleep 0.02; done; exit 3`}
+			p := newProvider(t, root, agent)
+			ctx := context.Background()
+			if _, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: "quiet"}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Cleanup(ctx, "quiet") })
+			if err := p.CopyTo(ctx, "quiet", bytes.NewReader([]byte("{}")), "proto/status.json"); err != nil {
+				t.Fatal(err)
+			}
+			w := p
+			if adopted {
+				w = newProvider(t, root, agent)
+			}
+			changed, stop, err := w.Watch("quiet", "proto")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			select {
+			case <-changed:
+				t.Fatal("woken while the agent runs and nothing was written")
+			default:
+			}
+			if err := os.WriteFile(filepath.Join(root, "quiet", "home", "exit"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-changed:
+			case <-time.After(time.Minute):
+				t.Fatal("no wake-up when the agent exited")
+			}
+			st, err := w.Status(ctx, "quiet")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Phase == sandbox.PhaseRunning {
+				t.Errorf("woken, and the sandbox still says %s", st.Phase)
+			}
+		})
 	}
 }
