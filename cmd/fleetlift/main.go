@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/gcpace"
 	"github.com/fleetlift/fleetlift/internal/jail"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/visible"
@@ -25,17 +26,18 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 func main() {
 	// fleetlift's hidden agent command jails the commands it runs in this
-	// executable (see package jail).
+	// executable (see package jail), and fleetlift serves as its own
+	// sandboxed spec evaluator (see spec.Pool): both with the default GC
+	// percent, not the commands' (package gcpace), as they ran before.
 	if args, ok := agentcmd.JailArgs(os.Args[1:], "agent"); ok {
+		debug.SetGCPercent(100)
 		os.Exit(jail.Main(args))
 	}
-	// fleetlift serves as its own sandboxed spec evaluator (see spec.Pool).
 	if spec.IsWorker() {
+		debug.SetGCPercent(100)
 		os.Exit(spec.RunWorker())
 	}
-	// fleetlift's commands are short-lived and allocation-heavy (CUE
-	// evaluation): collect garbage less often.
-	debug.SetGCPercent(400)
+	_ = gcpace.Percent
 	workflow.IdentifyBinary()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
