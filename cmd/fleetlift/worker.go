@@ -516,6 +516,8 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 		AgentCommand: agentArgv,
 		ServeArgs:    serve,
 		OrphanAfter:  orphan,
+		// Jailed, the work ends with the agent (see package jail).
+		CommandsEndWithAgent: w.isolation == agentcmd.IsolationNamespaces,
 	})
 }
 

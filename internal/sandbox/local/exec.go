@@ -112,6 +112,9 @@ func (p *Provider) Exec(ctx context.Context, id string, cmd sandbox.ExecCommand)
 	// Bounds the wait for the Stdin copy when the command exits without
 	// reading it all.
 	c.WaitDelay = pipeDelay
+	// What it starts may outlive it, out of the agent's reach: Cleanup
+	// looks for it.
+	b.execd.Store(true)
 	err = c.Start()
 	started = true
 	runlock()

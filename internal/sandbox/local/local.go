@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +47,15 @@ type Options struct {
 	// ServeArgs follow "serve --workspace <workspace>" on the agent's
 	// command line: fleetlift-agent's --hide and --isolation.
 	ServeArgs []string
+	// CommandsEndWithAgent says the agent ends whatever it runs before it
+	// exits: fleetlift-agent jailing the work (its default isolation,
+	// package jail), each command in a PID namespace the kernel empties
+	// when the jail ends, and each jail ending with the agent. Cleanup
+	// then looks for no other process of a sandbox whose agent this
+	// Provider started and saw exit by itself: no read of every process's
+	// environment on the machine, as for a sandbox whose agent was killed,
+	// that an earlier Provider started, or in which Exec ran a process.
+	CommandsEndWithAgent bool
 	// OrphanAfter, when positive, makes every sandbox end itself once no
 	// Provider on its Root has watched it for that long: the Provider
 	// touches Root/<id>/lease while it runs, and passes the agent
@@ -65,6 +75,8 @@ type Provider struct {
 	grace  time.Duration
 	serve  []string
 	orphan time.Duration
+	// ends is Options.CommandsEndWithAgent.
+	ends bool
 	// stopLeases ends the touching of leases (Close).
 	stopLeases chan struct{}
 	closeOnce  sync.Once
@@ -87,8 +99,12 @@ type box struct {
 	pid        int
 	startTicks uint64
 	// done is closed once this Provider has reaped the agent; nil when
-	// another (earlier) Provider started it.
-	done chan struct{}
+	// another (earlier) Provider started it. exited, read once done is
+	// closed, says the agent exited by itself, not killed by a signal.
+	done   chan struct{}
+	exited bool
+	// execd says Exec started a process in the sandbox.
+	execd atomic.Bool
 
 	stateMu sync.Mutex // serialises read-modify-write of sandbox.json
 	// cache is the record as last read by find.
@@ -174,6 +190,7 @@ func New(opts Options) (*Provider, error) {
 		grace:      grace,
 		serve:      append([]string(nil), opts.ServeArgs...),
 		orphan:     opts.OrphanAfter,
+		ends:       opts.CommandsEndWithAgent,
 		stopLeases: make(chan struct{}),
 		boxes:      map[string]*box{},
 		locks:      map[string]*idLock{},
@@ -390,6 +407,7 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 	b.done = make(chan struct{})
 	go func() {
 		waitErr := cmd.Wait()
+		b.exited = cmd.ProcessState != nil && cmd.ProcessState.Exited()
 		code, desc := exitOf(cmd.ProcessState, waitErr)
 		// The directory may be gone (Cleanup); then there is nothing to
 		// record.
@@ -509,6 +527,9 @@ func (p *Provider) stop(ctx context.Context, b *box) error {
 		_ = syscall.Kill(-b.pid, syscall.SIGTERM)
 		b.waitExit(ctx, deadline)
 	}
+	if p.leftNothing(b) {
+		return nil
+	}
 	gone := func() bool {
 		return !b.agentAlive() && len(homeProcesses(b.home)) == 0
 	}
@@ -537,6 +558,22 @@ func (p *Provider) stop(ctx context.Context, b *box) error {
 		}
 	}
 	return p.reaped(b)
+}
+
+// leftNothing reports whether b's agent has exited by itself, reaped by
+// this Provider, in a sandbox where nothing but the agent started a
+// process, and the agent ends what it runs (Options.CommandsEndWithAgent):
+// then no process of the sandbox is left.
+func (p *Provider) leftNothing(b *box) bool {
+	if !p.ends || b.done == nil || b.execd.Load() {
+		return false
+	}
+	select {
+	case <-b.done:
+		return b.exited
+	default:
+		return false
+	}
 }
 
 // reaped waits until this Provider has recorded the exit of an agent it

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,9 +42,23 @@ func newProvider(t *testing.T, root string, agent []string) *Provider {
 }
 
 func TestConformance(t *testing.T) {
+	for _, ends := range []bool{false, true} {
+		// With the agent said to end what it runs, Cleanup still stops
+		// what Exec started and what an agent it had to kill left.
+		t.Run(map[bool]string{false: "agent", true: "agent that ends its commands"}[ends], func(t *testing.T) {
+			conformance(t, ends)
+		})
+	}
+}
+
+func conformance(t *testing.T, ends bool) {
 	sandboxtest.Run(t, sandboxtest.Harness{
 		New: func(t *testing.T) sandbox.Provider {
-			return newProvider(t, t.TempDir(), standInAgent(t))
+			p, err := New(Options{Root: t.TempDir(), AgentCommand: standInAgent(t), StopGrace: stopGrace, CommandsEndWithAgent: ends})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
 		},
 		Options: func(t *testing.T, id string) sandbox.ProvisionOptions {
 			return sandbox.ProvisionOptions{ID: id, Env: map[string]string{"LANG": "C.UTF-8"}}
@@ -671,5 +686,89 @@ func TestSecretRefsAreIgnoredAndSaidSo(t *testing.T) {
 	t.Cleanup(func() { _ = p.Cleanup(context.Background(), sb.ID) })
 	if sb.IgnoredSecretRefs != nil {
 		t.Errorf("IgnoredSecretRefs = %q with no references", sb.IgnoredSecretRefs)
+	}
+}
+
+// An agent said to end what it runs (Options.CommandsEndWithAgent) that
+// Cleanup has to stop with a signal may have left processes of its own:
+// Cleanup still finds them by their HOME and stops them, wherever they
+// moved.
+func TestCleanupStopsWhatAKilledAgentLeft(t *testing.T) {
+	marker := fmt.Sprint(900_000_000 + os.Getpid())
+	agent := []string{"/bin/sh", "-c", "setsid sleep " + marker + " </dev/null >/dev/null 2>&1 & exec sleep 1000000"}
+	p, err := New(Options{Root: t.TempDir(), AgentCommand: agent, StopGrace: stopGrace, CommandsEndWithAgent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: "killed"}); err != nil {
+		t.Fatal(err)
+	}
+	running := func() bool {
+		out, _ := exec.Command("pgrep", "-f", "^sleep "+marker+"$").Output()
+		return len(bytes.TrimSpace(out)) > 0
+	}
+	for deadline := time.Now().Add(time.Minute); !running(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's own process never started")
+		}
+	}
+	if err := p.Cleanup(ctx, "killed"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); running(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = exec.Command("pkill", "-f", "^sleep "+marker+"$").Run()
+			t.Fatal("a process the killed agent left in a session of its own outlived Cleanup")
+		}
+	}
+}
+
+// An agent said to end what it runs that exits by itself leaves nothing,
+// but what Exec started in its sandbox may still run: Cleanup stops it.
+func TestCleanupStopsWhatExecLeftAfterTheAgentExited(t *testing.T) {
+	marker := fmt.Sprint(800_000_000 + os.Getpid())
+	// Exits, code 0, once told to through a file in its home.
+	agent := []string{"/bin/sh", "-c", `while [ ! -e "$HOME/exit" ]; do sleep 0.02; done`}
+	p, err := New(Options{Root: t.TempDir(), AgentCommand: agent, StopGrace: stopGrace, CommandsEndWithAgent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: "execd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Exec(ctx, "execd", sandbox.ExecCommand{Command: []string{"sh", "-c", "setsid sleep " + marker + " </dev/null >/dev/null 2>&1 & touch \"$HOME/exit\""}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v, %v", res, err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		st, err := p.Status(ctx, "execd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Phase == sandbox.PhaseSucceeded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent of %s did not exit by itself: %+v", sb.WorkingDir, st)
+		}
+	}
+	running := func() bool {
+		out, _ := exec.Command("pgrep", "-f", "^sleep "+marker+"$").Output()
+		return len(bytes.TrimSpace(out)) > 0
+	}
+	if !running() {
+		t.Fatal("the process Exec left is not running; the check after Cleanup could not work")
+	}
+	if err := p.Cleanup(ctx, "execd"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); running(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = exec.Command("pkill", "-f", "^sleep "+marker+"$").Run()
+			t.Fatal("a process Exec left in a session of its own outlived Cleanup")
+		}
 	}
 }
