@@ -187,9 +187,19 @@ func TestRunSandboxedTakesOverFromItsLastHeartbeat(t *testing.T) {
 // one), a wait reads the agent's status then: with an hour between
 // polls, it still ends once the agent has finished.
 func TestWaitWakesWhenTheAgentWrites(t *testing.T) {
+	if err := waitPollingHourly(t, "woken", "the wait did not wake when the agent wrote its status"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPollingHourly waits for the agent of task to complete, reading its
+// status every hour but when the sandbox says, and returns how the wait
+// ended; the test fails with stuck when it has not within a minute.
+func waitPollingHourly(t *testing.T, task, stuck string) error {
+	t.Helper()
 	a, env := newActivities(t)
 	a.PollInterval = time.Hour
-	ref := start(t, a, env, "woken", "complete")
+	ref := start(t, a, env, task, "complete")
 	done := make(chan error, 1)
 	go func() {
 		_, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete}})
@@ -197,33 +207,20 @@ func TestWaitWakesWhenTheAgentWrites(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
+		return err
 	case <-time.After(time.Minute):
-		t.Fatal("the wait did not wake when the agent wrote its status (it polls hourly here)")
+		t.Fatal(stuck + " (it polls hourly here)")
+		return nil
 	}
 }
 
 // An agent that exits without a word ends the wait as it exits: the
-// sandbox says so, and no poll has to come round (it polls hourly here).
+// sandbox says so, and no poll has to come round.
 func TestWaitLearnsOfAnAgentThatExitsAsItExits(t *testing.T) {
-	a, env := newActivities(t)
-	a.PollInterval = time.Hour
-	ref := start(t, a, env, "exit-3", "complete")
-	done := make(chan error, 1)
-	go func() {
-		_, err := env.ExecuteActivity(a.WaitForAgentPhase, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete}})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		var ae *temporal.ApplicationError
-		if !errors.As(err, &ae) || ae.Type() != activity.ErrAgentExited {
-			t.Fatalf("want a %s error, got %v", activity.ErrAgentExited, err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the wait did not end when the agent exited without a word")
+	err := waitPollingHourly(t, "exit-3", "the wait did not end when the agent exited without a word")
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != activity.ErrAgentExited {
+		t.Fatalf("want a %s error, got %v", activity.ErrAgentExited, err)
 	}
 }
 

@@ -704,24 +704,41 @@ func TestCleanupStopsWhatAKilledAgentLeft(t *testing.T) {
 	if _, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: "killed"}); err != nil {
 		t.Fatal(err)
 	}
-	running := func() bool {
-		out, _ := exec.Command("pgrep", "-f", "^sleep "+marker+"$").Output()
-		return len(bytes.TrimSpace(out)) > 0
-	}
-	for deadline := time.Now().Add(time.Minute); !running(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent's own process never started")
-		}
+	sleeping := newSleepOf(t, marker)
+	if !sleeping.becomes(true) {
+		t.Fatal("the agent's own process never started")
 	}
 	if err := p.Cleanup(ctx, "killed"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); running(); time.Sleep(10 * time.Millisecond) {
+	if !sleeping.becomes(false) {
+		t.Fatal("a process the killed agent left in a session of its own outlived Cleanup")
+	}
+}
+
+// sleepOf is `sleep <marker>`, which a test started in a session of its
+// own; it is killed when the test ends.
+type sleepOf string
+
+func (m sleepOf) running() bool {
+	out, _ := exec.Command("pgrep", "-f", "^sleep "+string(m)+"$").Output()
+	return len(bytes.TrimSpace(out)) > 0
+}
+
+func newSleepOf(t *testing.T, marker string) sleepOf {
+	t.Cleanup(func() { _ = exec.Command("pkill", "-f", "^sleep "+marker+"$").Run() })
+	return sleepOf(marker)
+}
+
+// becomes reports whether the process is running (or not) within a
+// minute.
+func (m sleepOf) becomes(running bool) bool {
+	for deadline := time.Now().Add(time.Minute); m.running() != running; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			_ = exec.Command("pkill", "-f", "^sleep "+marker+"$").Run()
-			t.Fatal("a process the killed agent left in a session of its own outlived Cleanup")
+			return false
 		}
 	}
+	return true
 }
 
 // An agent said to end what it runs that exits by itself leaves nothing,
@@ -755,20 +772,14 @@ func TestCleanupStopsWhatExecLeftAfterTheAgentExited(t *testing.T) {
 			t.Fatalf("the agent of %s did not exit by itself: %+v", sb.WorkingDir, st)
 		}
 	}
-	running := func() bool {
-		out, _ := exec.Command("pgrep", "-f", "^sleep "+marker+"$").Output()
-		return len(bytes.TrimSpace(out)) > 0
-	}
-	if !running() {
+	sleeping := newSleepOf(t, marker)
+	if !sleeping.becomes(true) {
 		t.Fatal("the process Exec left is not running; the check after Cleanup could not work")
 	}
 	if err := p.Cleanup(ctx, "execd"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); running(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			_ = exec.Command("pkill", "-f", "^sleep "+marker+"$").Run()
-			t.Fatal("a process Exec left in a session of its own outlived Cleanup")
-		}
+	if !sleeping.becomes(false) {
+		t.Fatal("a process Exec left in a session of its own outlived Cleanup")
 	}
 }
