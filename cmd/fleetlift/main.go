@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -27,17 +26,17 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 func main() {
 	// fleetlift's hidden agent command jails the commands it runs in this
 	// executable (see package jail), and fleetlift serves as its own
-	// sandboxed spec evaluator (see spec.Pool): both with the default GC
-	// percent, not the commands' (package gcpace), as they ran before.
+	// sandboxed spec evaluator (see spec.Pool): both with the GC percent
+	// the program started with (GOGC's), not the commands' (package
+	// gcpace), as they ran before.
 	if args, ok := agentcmd.JailArgs(os.Args[1:], "agent"); ok {
-		debug.SetGCPercent(100)
+		gcpace.Restore()
 		os.Exit(jail.Main(args))
 	}
 	if spec.IsWorker() {
-		debug.SetGCPercent(100)
+		gcpace.Restore()
 		os.Exit(spec.RunWorker())
 	}
-	_ = gcpace.Percent
 	workflow.IdentifyBinary()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

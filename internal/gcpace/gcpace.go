@@ -1,5 +1,6 @@
 // Package gcpace collects garbage less often from the start of the
-// program that imports it: its init sets the GC percent to Percent.
+// program that imports it: its initialisation sets the GC percent to
+// percent.
 //
 // Package initialisation runs in the order of the import paths of the
 // packages ready to run theirs, and this one needs only runtime/debug:
@@ -11,9 +12,14 @@ package gcpace
 
 import "runtime/debug"
 
-// Percent is the GC percent the importing program starts with:
+// percent is the GC percent the importing program starts with:
 // fleetlift's commands are short-lived and allocation-heavy (CUE
 // evaluation, starting the embedded server).
-const Percent = 400
+const percent = 400
 
-func init() { debug.SetGCPercent(Percent) }
+// started is the percent the runtime started with: GOGC's, or 100.
+var started = debug.SetGCPercent(percent)
+
+// Restore gives the program back the GC percent it started with, for a
+// part of it that is not one of those commands.
+func Restore() { debug.SetGCPercent(started) }
