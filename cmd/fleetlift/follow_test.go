@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -104,6 +105,32 @@ func TestFollowDoesNotReadNewsAReadShowed(t *testing.T) {
 	p.read(time.Now())
 	if ended, done := returnedWithin(waitAsync(p, nil), time.Minute); !done || ended {
 		t.Fatalf("an activity ended just before a read began: wait answered %v (done %v); want another read once the run took it in", ended, done)
+	}
+}
+
+// A unit of a run that ends is drawn at once, from what the worker told,
+// without a read of the run (which shows it only once the run reports)
+// and whatever the least time between reads; units already drawn wake
+// nothing.
+func TestFollowDrawsAUnitAsItEnds(t *testing.T) {
+	news := newWorkerNews()
+	p := newReadPace(news)
+	p.idle, p.every = time.Hour, time.Hour
+	p.read(time.Now())
+	got := waitAsync(p, nil)
+	news.unitEnded("campaign/c", activity.UnitOutcome{Key: "r1", Attempt: 1})
+	news.unitStarted("campaign/c", activity.UnitRef{Key: "r2", Attempt: 1})
+	news.unitEnded("campaign/other", activity.UnitOutcome{Key: "r9", Attempt: 1})
+	if ended, done := returnedWithin(got, time.Minute); !done || ended || !p.unitsOnly {
+		t.Fatalf("a unit ended: wait answered %v (done %v, units only %v); want a drawing without a read", ended, done, p.unitsOnly)
+	}
+	var rp activity.RunsProgress
+	p.shown, rp = news.unitsOf("campaign/c")
+	if len(rp.Done) != 1 || rp.Done[0].Key != "r1" || len(rp.AtWork) != 1 || rp.AtWork[0].Key != "r2" {
+		t.Fatalf("units of campaign/c: %+v", rp)
+	}
+	if _, done := returnedWithin(waitAsync(p, nil), 100*time.Millisecond); done {
+		t.Fatal("follow drew again for units it had drawn")
 	}
 }
 

@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/term"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/visible"
@@ -89,7 +92,7 @@ one, branches are pushed to the repositories themselves.`,
 			var news *workerNews
 			if !noWorker {
 				news = newWorkerNews()
-				wf.activityNews = news.tell
+				wf.activityNews, wf.unitStarted, wf.unitEnded = news.tell, news.unitStarted, news.unitEnded
 				w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 				if err != nil {
 					return err
@@ -184,28 +187,41 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 	// queried, not described as well.
 	running, isCampaign := false, false
 	p := newReadPace(news)
+	var st *runState
+	redraw := false
 	for {
-		var st *runState
-		var err error
-		began := time.Now()
-		if running && ended != nil {
-			st, err = queryState(ctx, c, id, isCampaign)
-		}
-		if st == nil || err != nil {
-			st, err = readState(ctx, c, id)
-		}
-		p.read(began)
-		if err != nil && ctx.Err() == nil {
-			return err
-		}
-		if err == nil && !st.closed {
-			running, isCampaign = true, st.campaign != nil
+		if !redraw {
+			var err error
+			st = nil
+			began := time.Now()
+			if running && ended != nil {
+				st, err = queryState(ctx, c, id, isCampaign)
+			}
+			if st == nil || err != nil {
+				st, err = readState(ctx, c, id)
+			}
+			p.read(began)
+			if err != nil && ctx.Err() == nil {
+				return err
+			}
+			if err == nil && !st.closed {
+				running, isCampaign = true, st.campaign != nil
+			}
 		}
 		if ctx.Err() != nil {
 			fmt.Fprintf(w, "\nstopped following %s; it goes on: `fleetlift status %s`\n", id, id)
 			return errInterrupted
 		}
-		rows, waiting := progressRows(ctx, c, st)
+		shown := st
+		if news != nil && !st.closed && st.campaign != nil {
+			// The units this process's worker finished in runs the
+			// campaign has not taken in yet.
+			var rp activity.RunsProgress
+			p.shown, rp = news.unitsOf(id)
+			cs := workflow.WithRunsProgress(*st.campaign, rp)
+			shown = &runState{id: st.id, campaign: &cs}
+		}
+		rows, waiting := progressRows(ctx, c, shown)
 		if tty {
 			if drawn > 0 {
 				fmt.Fprintf(w, "\x1b[%dA\x1b[J", drawn)
@@ -241,10 +257,13 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 			}
 			return nil
 		}
+		redraw = false
 		if p.wait(ctx, ended) {
 			// Read at once: the run just ended. Once only; the reads go
 			// on should this one not show it closed yet.
 			ended = nil
+		} else {
+			redraw = p.unitsOnly
 		}
 	}
 }
@@ -258,6 +277,56 @@ type workerNews struct {
 	// in the run's state at once (the workflow task that scheduled it is
 	// done), its end once the run has taken it in (newsSettle after).
 	due atomic.Int64
+
+	// units holds, by campaign workflow id, the units of runs of units
+	// (activity.RunUnits) that started and ended, as the worker told
+	// them; unitsTold counts them.
+	mu        sync.Mutex
+	units     map[string]*activity.RunsProgress
+	unitsTold atomic.Int64
+}
+
+// unitStarted and unitEnded are news of a unit of a run of units that
+// started or ended: follow shows it at once, without reading the run,
+// which takes the unit in only once the run reports
+// (workflow.WithRunsProgress).
+func (n *workerNews) unitStarted(workflowID string, u activity.UnitRef) {
+	n.unit(workflowID, func(rp *activity.RunsProgress) { rp.AtWork = append(rp.AtWork, u) })
+}
+
+func (n *workerNews) unitEnded(workflowID string, u activity.UnitOutcome) {
+	n.unit(workflowID, func(rp *activity.RunsProgress) { rp.Done = append(rp.Done, u) })
+}
+
+func (n *workerNews) unit(workflowID string, add func(*activity.RunsProgress)) {
+	n.mu.Lock()
+	if n.units == nil {
+		n.units = map[string]*activity.RunsProgress{}
+	}
+	rp := n.units[workflowID]
+	if rp == nil {
+		rp = &activity.RunsProgress{}
+		n.units[workflowID] = rp
+	}
+	add(rp)
+	n.unitsTold.Add(1)
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// unitsOf is what the worker told of the units of campaign workflowID,
+// and how many units of every campaign it had told of then.
+func (n *workerNews) unitsOf(workflowID string) (int64, activity.RunsProgress) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var rp activity.RunsProgress
+	if u := n.units[workflowID]; u != nil {
+		rp = activity.RunsProgress{Done: slices.Clone(u.Done), AtWork: slices.Clone(u.AtWork)}
+	}
+	return n.unitsTold.Load(), rp
 }
 
 // newsSettle is how long after an activity ends the run has taken its
@@ -302,6 +371,11 @@ type readPace struct {
 	// every is the least time between two reads; idle the most while this
 	// process's worker has no news.
 	every, idle time.Duration
+	// shown is how many units the worker had told of (workerNews.unitsTold)
+	// when follow last drew; unitsOnly says that wait returned for units
+	// told since, which follow draws without reading the run.
+	shown     int64
+	unitsOnly bool
 }
 
 func newReadPace(news *workerNews) *readPace {
@@ -318,6 +392,7 @@ func (p *readPace) read(began time.Time) { p.last = began }
 // wait returns when the next read is due, or ctx ends; it reports
 // whether ended was closed (the run ended).
 func (p *readPace) wait(ctx context.Context, ended <-chan struct{}) bool {
+	p.unitsOnly = false
 	t := time.NewTimer(time.Until(p.last.Add(p.idle)))
 	defer t.Stop()
 	var wake <-chan struct{}
@@ -338,6 +413,10 @@ func (p *readPace) wait(ctx context.Context, ended <-chan struct{}) bool {
 		// News the last read already showed reads nothing new.
 		if due = time.Unix(0, p.news.due.Load()); due.After(p.last) {
 			break
+		}
+		if p.news.unitsTold.Load() > p.shown {
+			p.unitsOnly = true
+			return false
 		}
 	}
 	t.Reset(max(time.Until(due), time.Until(p.last.Add(p.every))))

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -423,7 +424,11 @@ func readState(ctx context.Context, c client.Client, id string) (*runState, erro
 	if st.closed {
 		return nil, fmt.Errorf("%s ended %s", id, strings.ToLower(strings.TrimPrefix(info.Status.String(), "WORKFLOW_EXECUTION_STATUS_")))
 	}
-	return queryState(ctx, c, id, isCampaign)
+	st, err = queryState(ctx, c, id, isCampaign)
+	if err == nil && st.campaign != nil {
+		*st.campaign = workflow.WithRunsProgress(*st.campaign, activity.RunsProgressOf(d.PendingActivities))
+	}
+	return st, err
 }
 
 // queryState asks a running Campaign (or Task) for its state.

@@ -54,6 +54,11 @@ type workerFlags struct {
 	// of this process's workers starts (ended false) or ends (run follows
 	// its run by it); nil: not called.
 	activityNews func(ended bool)
+	// unitStarted and unitEnded, set by the command, are told of each
+	// unit of a run of units as it starts and ends
+	// (activity.Activities.UnitStarted, UnitEnded); nil: not told.
+	unitStarted func(workflowID string, u activity.UnitRef)
+	unitEnded   func(workflowID string, u activity.UnitOutcome)
 }
 
 // options are the workers' options: with activityNews, an interceptor
@@ -270,7 +275,7 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 		return nil, err
 	}
 	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets, Queue: queue,
-		CredentialVariables: credentialVariables()}
+		CredentialVariables: credentialVariables(), UnitStarted: wf.unitStarted, UnitEnded: wf.unitEnded}
 	// This host's queue: the steps on the sandboxes it provisions, which
 	// only it can reach.
 	hw := worker.New(c, queue, wf.options())

@@ -54,6 +54,13 @@ type Activities struct {
 	// UnitGoesOn says whether the unit at work of a run the campaign
 	// cancelled goes on; nil asks the campaign (QueryUnitGoesOn).
 	UnitGoesOn func(ctx context.Context) (bool, error)
+	// UnitStarted and UnitEnded, when set, are told of each unit of a
+	// run of units (RunUnits) as it starts and as it ends, with the id of
+	// the campaign's workflow: a process that hosts the worker learns of
+	// it at once, where the campaign learns of it when the run reports.
+	// They must not block.
+	UnitStarted func(workflowID string, u UnitRef)
+	UnitEnded   func(workflowID string, u UnitOutcome)
 }
 
 // Bounds on what a sandbox hands the worker: its files are written by

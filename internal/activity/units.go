@@ -7,7 +7,9 @@ import (
 	"slices"
 	"time"
 
+	workflowpb "go.temporal.io/api/workflow/v1"
 	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -73,6 +75,11 @@ type UnitSpec struct {
 	TaskID       string                `json:"task"`
 	Repositories []protocol.Repository `json:"repositories"`
 	Parallel     int                   `json:"parallel,omitempty"`
+	// Attempt is the unit's attempt in the campaign (its result's
+	// Attempts when the run was made), which its outcome carries: a
+	// reader of the run's progress matches an outcome to the attempt it
+	// belongs to.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // input is the RunInput of unit u of the run.
@@ -102,6 +109,8 @@ type UnitOutcome struct {
 	// Cancelled: the run was cancelled while the unit worked.
 	Cancelled bool          `json:"cancelled,omitempty"`
 	Took      time.Duration `json:"took"`
+	// Attempt is the unit's UnitSpec.Attempt.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Failed reports whether the unit did not complete.
@@ -115,6 +124,23 @@ func (u UnitOutcome) Failed() bool {
 type unitsProgress struct {
 	Done    []UnitOutcome `json:"done,omitempty"`
 	Current runProgress   `json:"current"`
+	// AtWork is the unit whose sandbox Current is.
+	AtWork *UnitRef `json:"at_work,omitempty"`
+}
+
+// UnitRef names a unit of a run: its key, and its attempt
+// (UnitSpec.Attempt).
+type UnitRef struct {
+	Key     string `json:"key"`
+	Attempt int    `json:"attempt,omitempty"`
+}
+
+// RunsProgress is what runs of units in flight have told of units their
+// campaign takes in only once the run reports: those done, and those at
+// work.
+type RunsProgress struct {
+	Done   []UnitOutcome
+	AtWork []UnitRef
 }
 
 // RunUnits runs a campaign's units one after another, each as
@@ -167,9 +193,11 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		// A unit the last attempt was at has started: it goes on.
 		resumed := i == len(p.Done) && p.Current.Sandbox != ""
 		next := in.input(u)
-		if i > 0 && !resumed && !a.mayGoOn(ctx, in, gate, unitsProgress{Done: out.Done, Current: runProgress{Sandbox: next.Provision.SandboxID}}, began, u.Key) {
+		ref := &UnitRef{Key: u.Key, Attempt: u.Attempt}
+		if i > 0 && !resumed && !a.mayGoOn(ctx, in, gate, unitsProgress{Done: out.Done, Current: runProgress{Sandbox: next.Provision.SandboxID}, AtWork: ref}, began, u.Key) {
 			break
 		}
+		a.unitStarted(ctx, *ref)
 		var lost []string
 		if resumed {
 			lost = p.Current.Lost
@@ -187,13 +215,13 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 			// of the timeout, and sends the latest should the attempt
 			// fail.) A gated run's heartbeat before the unit told them,
 			// and the unit's first sandbox.
-			beat.set(unitsProgress{Done: out.Done, Current: c}, len(c.Lost) > 0 || (!first && gate == nil))
+			beat.set(unitsProgress{Done: out.Done, Current: c, AtWork: ref}, len(c.Lost) > 0 || (!first && gate == nil))
 		})
 		// Whether the unit's context ended before the unit did: releasing
 		// it below ends it all the same.
 		ended := uctx.Err() != nil
 		release()
-		done := UnitOutcome{Key: u.Key, Outcome: keptOf(r), Took: time.Since(start)}
+		done := UnitOutcome{Key: u.Key, Outcome: keptOf(r), Took: time.Since(start), Attempt: u.Attempt}
 		switch {
 		case err == nil:
 		case ended && (workerStopping(ctx) || errors.Is(ctx.Err(), context.DeadlineExceeded)):
@@ -203,6 +231,7 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		case ended:
 			done.Error, done.Cancelled = "cancelled", true
 			out.Done = append(out.Done, done)
+			a.unitEnded(ctx, done)
 			return out, nil
 		case !lastAttempt && retryable(err):
 			beat.flush()
@@ -212,8 +241,48 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		}
 		out.Done = append(out.Done, done)
 		beat.set(unitsProgress{Done: out.Done}, false)
+		a.unitEnded(ctx, done)
 	}
 	return out, nil
+}
+
+// unitStarted tells UnitStarted, if set, of a unit of a run that starts.
+func (a *Activities) unitStarted(ctx context.Context, u UnitRef) {
+	if a.UnitStarted != nil && sdkactivity.IsActivity(ctx) {
+		a.UnitStarted(sdkactivity.GetInfo(ctx).WorkflowExecution.ID, u)
+	}
+}
+
+// unitEnded tells UnitEnded, if set, of a unit of a run that ended.
+func (a *Activities) unitEnded(ctx context.Context, u UnitOutcome) {
+	if a.UnitEnded != nil && sdkactivity.IsActivity(ctx) {
+		a.UnitEnded(sdkactivity.GetInfo(ctx).WorkflowExecution.ID, u)
+	}
+}
+
+// RunUnitsName is the name RunUnits is registered under.
+const RunUnitsName = "RunUnits"
+
+// RunsProgressOf is the progress of the runs of units among a campaign's
+// pending activities (as DescribeWorkflowExecution shows them), by their
+// last heartbeats, which a run sends before each unit but its first. A
+// heartbeat that does not decode as a run's progress adds nothing.
+func RunsProgressOf(pending []*workflowpb.PendingActivityInfo) RunsProgress {
+	var rp RunsProgress
+	for _, pa := range pending {
+		if pa.GetActivityType().GetName() != RunUnitsName || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 {
+			continue
+		}
+		var p unitsProgress
+		if converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p) != nil {
+			continue
+		}
+		rp.Done = append(rp.Done, p.Done...)
+		if p.AtWork != nil {
+			rp.AtWork = append(rp.AtWork, *p.AtWork)
+		}
+	}
+	return rp
 }
 
 // progressBeat heartbeats a run's progress: beat, or a gated run's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -50,7 +54,13 @@ func units(phase string, names ...string) activity.UnitsInput {
 
 func runUnits(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, in activity.UnitsInput) activity.UnitsOutcome {
 	t.Helper()
-	v, err := env.ExecuteActivity(a.RunUnits, in)
+	return runUnitsNamed(t, env, a.RunUnits, in)
+}
+
+// runUnitsNamed runs the activity fn (RunUnits, or its name) with in.
+func runUnitsNamed(t *testing.T, env *testsuite.TestActivityEnvironment, fn any, in activity.UnitsInput) activity.UnitsOutcome {
+	t.Helper()
+	v, err := env.ExecuteActivity(fn, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,5 +347,69 @@ func TestGatedRunsUnitAtWorkOutlivesTheRunsCancellation(t *testing.T) {
 			}
 			gone(t, a, "u1", "u2")
 		})
+	}
+}
+
+// Each unit of a run is told as it starts and as it ends, with its
+// campaign's workflow and its attempt; and the heartbeat a gated run
+// sends before a unit, as the server shows it among the campaign's
+// pending activities, reads back as the units done before it and that
+// unit at work. Other activities' heartbeats add
+// nothing.
+func TestRunUnitsTellsEachUnitAsItEnds(t *testing.T) {
+	a, env := newActivities(t)
+	var mu sync.Mutex
+	var told []activity.UnitOutcome
+	var started []activity.UnitRef
+	var wids []string
+	var beats []*commonpb.Payloads
+	a.UnitStarted = func(wid string, u activity.UnitRef) {
+		mu.Lock()
+		defer mu.Unlock()
+		started = append(started, u)
+	}
+	a.UnitEnded = func(wid string, u activity.UnitOutcome) {
+		mu.Lock()
+		defer mu.Unlock()
+		told, wids = append(told, u), append(wids, wid)
+	}
+	a.StillWanted = func(_ context.Context, p any) (bool, error) {
+		b, err := converter.GetDefaultDataConverter().ToPayloads(p)
+		mu.Lock()
+		defer mu.Unlock()
+		beats = append(beats, b)
+		return true, err
+	}
+	in := gated(units("complete", "u1", "u2", "u3"))
+	for i := range in.Units {
+		in.Units[i].Attempt = i + 1
+	}
+	// By the name the readers of pending activities know it by.
+	out := runUnitsNamed(t, env, activity.RunUnitsName, in)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 3 || !reflect.DeepEqual(told, out.Done) {
+		t.Fatalf("told %+v; want the run's outcomes, %+v", told, out.Done)
+	}
+	for i, u := range told {
+		if u.Attempt != i+1 || wids[i] == "" || wids[i] != wids[0] {
+			t.Errorf("%s told of attempt %d, campaign %q", u.Key, u.Attempt, wids[i])
+		}
+	}
+	if want := []activity.UnitRef{{Key: "u1", Attempt: 1}, {Key: "u2", Attempt: 2}, {Key: "u3", Attempt: 3}}; !slices.Equal(started, want) {
+		t.Errorf("told of units starting: %+v, want %+v", started, want)
+	}
+	// The heartbeats before u2 and u3.
+	if len(beats) != 2 {
+		t.Fatalf("%d heartbeats before units; want 2", len(beats))
+	}
+	pending := []*workflowpb.PendingActivityInfo{
+		{ActivityType: &commonpb.ActivityType{Name: "RunSandboxed"}, HeartbeatDetails: beats[1]},
+		{ActivityType: &commonpb.ActivityType{Name: activity.RunUnitsName}},
+		{ActivityType: &commonpb.ActivityType{Name: activity.RunUnitsName}, HeartbeatDetails: beats[1]},
+	}
+	got := activity.RunsProgressOf(pending)
+	if !reflect.DeepEqual(got.Done, out.Done[:2]) || !slices.Equal(got.AtWork, []activity.UnitRef{{Key: "u3", Attempt: 3}}) {
+		t.Errorf("the pending runs read back as %+v; want u1 and u2's outcomes, u3 at work", got)
 	}
 }

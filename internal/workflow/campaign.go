@@ -347,8 +347,9 @@ type campaignRun struct {
 	// activity each (directRunsChange, RunUnits); shares on those whose
 	// runs count the units in flight in their share (version 2); gated on
 	// those that cancel a run of units once it may start no further unit
-	// (version 3, activity.GateCancel).
-	runs, shares, gated bool
+	// (version 3, activity.GateCancel); longRuns on those whose runs work
+	// for about runFor rather than runForBefore (version 4).
+	runs, shares, gated, longRuns bool
 	// runsInFlight counts the runs of units working; gates are those of
 	// a gated campaign, in the order they started.
 	runsInFlight int
@@ -382,8 +383,8 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	c.version = workflow.GetVersion(ctx, slidingWindowChange, workflow.DefaultVersion, 1)
 	c.direct = workflow.GetVersion(ctx, directUnitsChange, workflow.DefaultVersion, 1) == 1
 	if c.direct {
-		v := workflow.GetVersion(ctx, directRunsChange, workflow.DefaultVersion, 3)
-		c.runs, c.shares, c.gated = v >= 1, v >= 2, v >= 3
+		v := workflow.GetVersion(ctx, directRunsChange, workflow.DefaultVersion, 4)
+		c.runs, c.shares, c.gated, c.longRuns = v >= 1, v >= 2, v >= 3, v >= 4
 	}
 	c.queued = map[string]*UnitResult{}
 	return c
@@ -419,7 +420,10 @@ const (
 	// run's share counts the units in flight and the slots they hold
 	// (runLength); at version 3 the campaign cancels a run once it may
 	// start no further unit of it, and the run heartbeats before each
-	// unit instead of asking (activity.GateCancel, closeGates).
+	// unit instead of asking (activity.GateCancel, closeGates). At
+	// version 4 a run works for about runFor (a minute) rather than
+	// runForBefore (20 seconds): the readers of a campaign show its
+	// units as they end (WithRunsProgress).
 	directRunsChange = "direct-runs"
 )
 
@@ -731,24 +735,32 @@ func (c *campaignRun) record(key string, f workflow.Future) {
 // recordError records that unit key failed with message, or was
 // cancelled.
 func (c *campaignRun) recordError(key, message string, cancelled bool) {
-	r := c.p.Results[key]
+	c.p.Results[key] = withError(c.p.Results[key], message, cancelled)
+}
+
+// withError is r once its unit failed with message, or was cancelled.
+func withError(r UnitResult, message string, cancelled bool) UnitResult {
 	r.Phase = TaskFailed
 	r.Error = message
 	if cancelled {
 		r.Phase = TaskCancelled
 	}
-	c.p.Results[key] = r
+	return r
 }
 
 // recordResult records unit key's task result.
 func (c *campaignRun) recordResult(key string, tr TaskResult) {
-	r := c.p.Results[key]
+	c.p.Results[key] = withResult(c.p.Results[key], tr, len(c.units[key].Repositories) > 1)
+}
+
+// withResult is r once its unit's task ended with tr; grouped says
+// whether the unit is a group of repositories.
+func withResult(r UnitResult, tr TaskResult, grouped bool) UnitResult {
 	r.Phase = tr.Phase
 	r.Error = tr.Error
 	r.SandboxesLost = tr.SandboxesLost
 	r.Applied = append(r.Applied, tr.Applied...)
 	r.PRs, r.Reports, r.Repos = nil, 0, nil
-	grouped := len(c.units[key].Repositories) > 1
 	for _, rr := range tr.Repositories {
 		if grouped {
 			ur := UnitRepo{Name: rr.Name, Status: rr.Status}
@@ -769,7 +781,7 @@ func (c *campaignRun) recordResult(key string, tr TaskResult) {
 			}
 		}
 	}
-	c.p.Results[key] = r
+	return r
 }
 
 // shortRunID keeps the random tail of a run id: run ids are UUIDv7,
@@ -1056,35 +1068,39 @@ func (c *campaignRun) summary() Summary {
 	for _, u := range c.in.Units {
 		n := max(len(u.Repositories), 1)
 		s.Total += n
-		r, ok := c.p.Results[u.Key]
-		if !ok {
-			continue
+		if r, ok := c.p.Results[u.Key]; ok {
+			s.count(r, n, 1)
 		}
-		switch r.Phase {
-		case TaskCompleted:
-			failed := 0
-			for _, rr := range r.Repos {
-				if rr.Status == "failed" {
-					failed++
-				}
-			}
-			s.Completed += n - failed
-			s.Failed += failed
-		case TaskFailed:
-			s.Failed += n
-		case TaskCancelled:
-			s.Cancelled += n
-		case Skipped:
-			s.Skipped += n
-		case TaskQueued:
-			// Not started yet.
-		default:
-			s.Running += n
-		}
-		s.PRsCreated += len(r.PRs)
-		s.ReportsCollected += r.Reports
 	}
 	return s
+}
+
+// count adds (sign 1) or takes away (sign -1) unit r of n repositories
+// from the counts of what happened; Total is left alone.
+func (s *Summary) count(r UnitResult, n, sign int) {
+	switch r.Phase {
+	case TaskCompleted:
+		failed := 0
+		for _, rr := range r.Repos {
+			if rr.Status == "failed" {
+				failed++
+			}
+		}
+		s.Completed += sign * (n - failed)
+		s.Failed += sign * failed
+	case TaskFailed:
+		s.Failed += sign * n
+	case TaskCancelled:
+		s.Cancelled += sign * n
+	case Skipped:
+		s.Skipped += sign * n
+	case TaskQueued, "pending":
+		// Not started yet.
+	default:
+		s.Running += sign * n
+	}
+	s.PRsCreated += sign * len(r.PRs)
+	s.ReportsCollected += sign * r.Reports
 }
 
 func (c *campaignRun) state() CampaignState {

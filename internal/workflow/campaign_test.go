@@ -1,6 +1,7 @@
 package workflow_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,14 @@ type fleet struct {
 	runs        []int
 	refused     []string
 	signalAfter map[string]string
+	// took is how long each unit of a run says it worked (a second when
+	// zero); within and attempts record each run's Within and its units'
+	// attempts; afterUnit, when set, is told after each unit of a run of
+	// the units it has done so far.
+	took      time.Duration
+	within    []time.Duration
+	attempts  map[string][]int
+	afterUnit func(done []activity.UnitOutcome)
 }
 
 func (f *fleet) unitOf(sandboxID string) string { return f.unit[sandboxID] }
@@ -152,6 +161,14 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		var out activity.UnitsOutcome
 		f.mu.Lock()
 		f.runs = append(f.runs, len(in.Units))
+		f.within = append(f.within, in.Within)
+		if f.attempts == nil {
+			f.attempts = map[string][]int{}
+		}
+		for _, u := range in.Units {
+			f.attempts[u.Key] = append(f.attempts[u.Key], u.Attempt)
+		}
+		took := cmp.Or(f.took, time.Second)
 		f.mu.Unlock()
 		for i, u := range in.Units {
 			if i > 0 && in.StopAtFailure && out.Done[i-1].Failed() {
@@ -175,7 +192,7 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			}
 			r := activity.RunInput{Provision: activity.ProvisionInput{SandboxID: u.SandboxID, Labels: map[string]string{"fleetlift.io/task-id": u.TaskID}}}
 			o, err := run(ctx, r)
-			done := activity.UnitOutcome{Key: u.Key, Outcome: o, Took: time.Second}
+			done := activity.UnitOutcome{Key: u.Key, Outcome: o, Took: took, Attempt: u.Attempt}
 			if err != nil {
 				done.Error = err.Error()
 				var ae *temporal.ApplicationError
@@ -184,6 +201,9 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 				}
 			}
 			out.Done = append(out.Done, done)
+			if f.afterUnit != nil {
+				f.afterUnit(slices.Clone(out.Done))
+			}
 			f.mu.Lock()
 			signal := f.signalAfter[u.Key]
 			f.mu.Unlock()
@@ -415,7 +435,7 @@ func TestCampaignSlidingWindow(t *testing.T) {
 func TestCampaignSlidingWindowStopsAtTheThreshold(t *testing.T) {
 	f := &fleet{fail: map[string]bool{"r0": true}, slow: map[string]time.Duration{"r1": 10 * time.Second}, until: map[string]string{"r1": "end:r0"}}
 	env := newCampaignEnv(f)
-	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 3).Return(sdkworkflow.DefaultVersion)
+	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 4).Return(sdkworkflow.DefaultVersion)
 	in := campaignInput(6)
 	in.StrictBatches = false
 	paused := continueAfter(t, env, time.Hour)

@@ -36,14 +36,32 @@ import (
 //     each unit but the first instead, and are told no;
 //   - a run stops after a unit that failed when the campaign has a
 //     failure threshold, which the campaign then checks;
-//   - the units after the first show as queued until the run reports:
-//     a unit's outcome shows at most about runFor after it ended.
+//   - the campaign takes in the units of a run once the run reports;
+//     until then the units after the first show as queued in its own
+//     state, and `fleetlift run`, `fleetlift status` and the state
+//     readers show each as it ended, from the worker in their process or
+//     the run's heartbeats (WithRunsProgress).
 const (
-	// runFor is about how long a run of units works.
-	runFor = 20 * time.Second
+	// runFor is about how long a run of units works (runs since version
+	// 4 of directRunsChange). Each run costs the server an activity, its
+	// workflow task and the reads of those following the campaign: on 50
+	// repositories whose units take 8 seconds on a busy forge, runs of
+	// about 20 seconds were 21 to 24 runs, of a minute, 8.
+	runFor = time.Minute
+	// runForBefore is runFor of the runs before version 4, when a unit's
+	// outcome showed once its run reported, up to runFor after it ended.
+	runForBefore = 20 * time.Second
 	// maxRun bounds the units of a run.
 	maxRun = 16
 )
+
+// runFor is about how long a run of units of this campaign works.
+func (c *campaignRun) runFor() time.Duration {
+	if c.longRuns {
+		return runFor
+	}
+	return runForBefore
+}
 
 // runLength is how many units the next run takes: a fair share, no more
 // than the units timed so far say fit in runFor, and at least one. The
@@ -58,7 +76,7 @@ func (c *campaignRun) runLength() int {
 	n := maxRun
 	if c.p.UnitsTimed > 0 {
 		if avg := c.p.UnitTime / time.Duration(c.p.UnitsTimed); avg > 0 {
-			n = min(n, int(runFor/avg))
+			n = min(n, int(c.runFor()/avg))
 		}
 	}
 	left := 1 + len(c.p.Requeued) + len(c.p.Retry) + max(len(c.in.Units)-c.p.Next, 0)
@@ -119,6 +137,7 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 		}
 		units = append(units, activity.UnitSpec{
 			Key:          key,
+			Attempt:      r.Attempts,
 			SandboxID:    sandboxID(info.WorkflowExecution.ID+"/"+key+retry, info.FirstRunID),
 			TaskID:       c.in.ID + "/" + key,
 			Repositories: slices.Clone(c.units[key].Repositories),
@@ -146,7 +165,7 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 			Manifest:  m, Timeout: timeout, MaxSandboxes: maxSandboxes,
 		},
 		Units:         units,
-		Within:        runFor,
+		Within:        c.runFor(),
 		StopAtFailure: c.in.ThresholdPercent < 100,
 		Rev:           c.rev,
 		MaxAttempts:   maxSandboxes,
@@ -218,11 +237,7 @@ func (c *campaignRun) recordRun(keys []string, f workflow.Future) {
 			u := out.Done[i]
 			c.p.UnitTime += u.Took
 			c.p.UnitsTimed++
-			if u.Error != "" {
-				c.recordError(key, u.Error, u.Cancelled)
-			} else {
-				c.recordResult(key, outcomeResult(u.Outcome))
-			}
+			c.p.Results[key] = withUnitDone(c.p.Results[key], u, len(c.units[key].Repositories) > 1)
 		case err != nil && i == len(out.Done):
 			c.recordError(key, errText(err), c.ctx.Err() != nil)
 		default:
@@ -237,6 +252,62 @@ func (c *campaignRun) recordRun(keys []string, f workflow.Future) {
 		delete(c.queued, key)
 	}
 	c.p.Requeued = append(back, c.p.Requeued...)
+}
+
+// withUnitDone is r once its unit ended in a run of units as u says;
+// grouped says whether the unit is a group of repositories.
+func withUnitDone(r UnitResult, u activity.UnitOutcome, grouped bool) UnitResult {
+	if u.Error != "" {
+		return withError(r, u.Error, u.Cancelled)
+	}
+	return withResult(r, outcomeResult(u.Outcome), grouped)
+}
+
+// WithRunsProgress is st with what runs of units in flight told of
+// their units (p, from their heartbeats or from the worker that runs
+// them): each unit done shown as it ended, and each at work as running.
+// A campaign takes a run's units in once the run reports, and until then
+// shows those after its first as queued. What p says counts only for a
+// unit that still waits or works in the attempt it is of; the campaign's
+// own record, once it has one, is left as it is.
+func WithRunsProgress(st CampaignState, p activity.RunsProgress) CampaignState {
+	if len(p.Done) == 0 && len(p.AtWork) == 0 {
+		return st
+	}
+	at := make(map[string]int, len(st.Units))
+	for i, u := range st.Units {
+		at[u.Key] = i
+	}
+	st.Units = slices.Clone(st.Units)
+	// set shows unit key of attempt in phases as next makes it.
+	set := func(key string, attempt int, phases []TaskPhase, next func(UnitResult, bool) UnitResult) {
+		i, ok := at[key]
+		if !ok || attempt == 0 {
+			return
+		}
+		r := st.Units[i]
+		if !slices.Contains(phases, r.Phase) || r.Attempts != attempt {
+			return
+		}
+		// A group's units show its repositories before it ends.
+		n := max(len(r.Repos), 1)
+		nr := next(r, n > 1)
+		st.Summary.count(r, n, -1)
+		st.Summary.count(nr, n, 1)
+		st.Units[i] = nr
+	}
+	for _, d := range p.Done {
+		set(d.Key, d.Attempt, []TaskPhase{TaskQueued, TaskRunning}, func(r UnitResult, grouped bool) UnitResult {
+			return withUnitDone(r, d, grouped)
+		})
+	}
+	for _, u := range p.AtWork {
+		set(u.Key, u.Attempt, []TaskPhase{TaskQueued}, func(r UnitResult, _ bool) UnitResult {
+			r.Phase = TaskRunning
+			return r
+		})
+	}
+	return st
 }
 
 // mayStartUnit answers activity.QueryMayStart: unit key, taken into a run

@@ -1,6 +1,7 @@
 package workflow_test
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -65,7 +67,7 @@ func TestCampaignRunsShortUnitsInRuns(t *testing.T) {
 // activity at once, where the server waits for it (WaitForCancellation):
 // gated runs are tested on the server (internal/devserver).
 func askingRuns(env *testsuite.TestWorkflowEnvironment) {
-	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 3).Return(sdkworkflow.Version(2))
+	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 4).Return(sdkworkflow.Version(2))
 }
 
 // An abort while a run works stops it before its next unit: the campaign
@@ -138,5 +140,114 @@ func TestCampaignRunStopsAtAFailureForTheThreshold(t *testing.T) {
 	}
 	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 7 || st.Summary.Failed != 1 {
 		t.Errorf("after continue: %s %+v", st.Phase, st.Summary)
+	}
+}
+
+// Once units have been timed, a run takes as many as fit in about a
+// minute, and works no longer; campaigns started before version 4 of
+// direct-runs go on with runs of about 20 seconds, as they replay.
+func TestCampaignRunsWorkAboutAMinute(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version sdkworkflow.Version
+		runs    []int
+		within  time.Duration
+	}{
+		// The first run has no timings: a fair share, at most 16. Then
+		// units of 8 seconds: 7 fit in a minute, 2 in 20 seconds.
+		{"a minute", 4, []int{16, 7, 7, 7, 3}, time.Minute},
+		{"20 seconds before version 4", 3, []int{16, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, 20 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fleet{took: 8 * time.Second}
+			env := newCampaignEnv(f)
+			env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 4).Return(tc.version)
+			env.ExecuteWorkflow(workflow.Campaign, runsInput(40, 1))
+			st := campaignResult(t, env)
+			if st.Summary.Completed != 40 {
+				t.Fatalf("campaign %s: %+v", st.Phase, st.Summary)
+			}
+			if !slices.Equal(f.runs, tc.runs) {
+				t.Errorf("runs of %v units, want %v", f.runs, tc.runs)
+			}
+			for _, w := range f.within {
+				if w != tc.within {
+					t.Errorf("a run works within %s, want %s", w, tc.within)
+				}
+			}
+		})
+	}
+}
+
+// What a run of units has done shows before the run reports: the units
+// done, as its heartbeat or its worker tells them, laid over the
+// campaign's state show each unit as the campaign records it once the
+// run has reported, with the counts to match, and the unit at work shows
+// running. What is told of another attempt of a unit, or of a unit the
+// campaign has recorded, changes nothing.
+func TestRunsShowEachUnitAsItEnds(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r2": true}}
+	env := newCampaignEnv(f)
+	type seen struct {
+		before, after workflow.CampaignState
+		done          []activity.UnitOutcome
+	}
+	var views []seen
+	f.afterUnit = func(done []activity.UnitOutcome) {
+		st := queryState(t, env)
+		views = append(views, seen{before: st, after: workflow.WithRunsProgress(st, activity.RunsProgress{Done: done}), done: done})
+	}
+	in := runsInput(5, 1)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	final := campaignResult(t, env)
+	if !slices.Equal(f.runs, []int{5}) {
+		t.Fatalf("runs of %v units, want one of 5", f.runs)
+	}
+	for i, v := range views {
+		for j, u := range v.after.Units {
+			want := final.Units[j]
+			if j > i {
+				// Not done yet: as the campaign says.
+				want = v.before.Units[j]
+			}
+			if u.Phase != want.Phase || u.Error != want.Error || !slices.Equal(u.PRs, want.PRs) || u.Attempts != want.Attempts {
+				t.Errorf("after unit %d, %s shows %s %q %v, want %s %q %v", i, u.Key, u.Phase, u.Error, u.PRs, want.Phase, want.Error, want.PRs)
+			}
+		}
+		s := v.after.Summary
+		failed := 0
+		if i >= 2 {
+			failed = 1
+		}
+		if s.Total != 5 || s.Completed != i+1-failed || s.Failed != failed || s.Running != 0 || s.PRsCreated != i+1-failed {
+			t.Errorf("after unit %d the counts are %+v", i, s)
+		}
+		if v.before.Units[0].Phase != workflow.TaskRunning || v.before.Units[1].Phase != workflow.TaskQueued {
+			t.Errorf("the campaign itself shows %s", phases(v.before))
+		}
+	}
+	if len(views) != 5 {
+		t.Fatalf("told of %d units, want 5", len(views))
+	}
+	// The unit after the first at work: running, as the first is.
+	first := views[0]
+	atWork := workflow.WithRunsProgress(first.before, activity.RunsProgress{Done: first.done, AtWork: []activity.UnitRef{{Key: "r1", Attempt: 1}}})
+	if phases(atWork) != "r0=completed r1=running r2=queued r3=queued r4=queued" || atWork.Summary.Running != 1 || atWork.Summary.Completed != 1 {
+		t.Errorf("r0 done, r1 at work: %s, %+v", phases(atWork), atWork.Summary)
+	}
+	last := views[4]
+	// Another attempt's outcome, and one the campaign has recorded.
+	stale := slices.Clone(last.done)
+	for i := range stale {
+		stale[i].Attempt = 2
+	}
+	if got := workflow.WithRunsProgress(last.before, activity.RunsProgress{Done: stale, AtWork: []activity.UnitRef{{Key: "r1", Attempt: 2}}}); !reflect.DeepEqual(got, last.before) {
+		t.Errorf("outcomes of another attempt changed the state: %s", phases(got))
+	}
+	if got := workflow.WithRunsProgress(final, activity.RunsProgress{Done: last.done, AtWork: []activity.UnitRef{{Key: "r4", Attempt: 1}}}); !reflect.DeepEqual(got, final) {
+		t.Errorf("outcomes the campaign has recorded changed its state: %s, %+v", phases(got), got.Summary)
+	}
+	if phases(last.before) != "r0=running r1=queued r2=queued r3=queued r4=queued" {
+		t.Errorf("overlaying changed the state it was given: %s", phases(last.before))
 	}
 }

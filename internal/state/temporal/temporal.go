@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/report"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -265,6 +266,21 @@ func (r *Reader) read(ctx context.Context, wid, runID, typ string, status enumsp
 	return c, c.Validate()
 }
 
+// withRunsDone is st with what its runs of units in flight have done
+// (workflow.WithRunsProgress), read from the runs' heartbeats when st has
+// units queued behind a run's first. Should the runs not be
+// read, st is still right, only later.
+func (r *Reader) withRunsDone(ctx context.Context, wid, runID string, st workflow.CampaignState) workflow.CampaignState {
+	if !slices.ContainsFunc(st.Units, func(u workflow.UnitResult) bool { return u.Phase == workflow.TaskQueued }) {
+		return st
+	}
+	d, err := r.Client.DescribeWorkflowExecution(ctx, wid, runID)
+	if err != nil {
+		return st
+	}
+	return workflow.WithRunsProgress(st, activity.RunsProgressOf(d.PendingActivities))
+}
+
 // repos fills in per-repository outcomes, and the reports of a report-mode
 // run: from the status query of a running workflow, or the result of a
 // completed one.
@@ -292,6 +308,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 		running := status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 		if running {
 			c.Suspended = st.Suspended
+			st = r.withRunsDone(ctx, c.WorkflowID, c.RunID, st)
 		} else {
 			// How it ended, also for a run recorded before campaigns
 			// told their endings apart.

@@ -3,6 +3,7 @@ package temporal_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
@@ -146,6 +148,10 @@ type fleet struct {
 	results map[string]any      // finished workflows' results
 	queries map[string]any      // running workflows' status answers
 	gets    map[string]int      // results read, by workflow id
+	// pending are running workflows' pending activities; describes
+	// counts their descriptions.
+	pending   map[string][]*workflowpb.PendingActivityInfo
+	describes int
 }
 
 type fleetRun struct {
@@ -167,12 +173,13 @@ func (f *fleet) DescribeWorkflowExecution(_ context.Context, wid, _ string) (*wo
 		}
 		fields[k] = p
 	}
+	f.describes++
 	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
 		Execution: &commonpb.WorkflowExecution{WorkflowId: wid, RunId: "run-of-" + wid},
 		Type:      &commonpb.WorkflowType{Name: run.typ},
 		Status:    run.status,
 		Memo:      &commonpb.Memo{Fields: fields},
-	}}, nil
+	}, PendingActivities: f.pending[wid]}, nil
 }
 
 func (f *fleet) GetWorkflow(_ context.Context, wid, _ string) client.WorkflowRun {
@@ -339,5 +346,52 @@ func TestReaderListsTheRepositoriesOfGroups(t *testing.T) {
 		if got.Repos[i] != want[i] {
 			t.Errorf("repository %d: %+v, want %+v", i, got.Repos[i], want[i])
 		}
+	}
+}
+
+// A running campaign's units that a run of units has finished show as
+// they ended, and its unit at work as running, from the run's last
+// heartbeat, before the campaign takes them in; a campaign with no unit queued behind a run is not described
+// again for it.
+func TestReaderShowsUnitsARunFinished(t *testing.T) {
+	pr := protocol.PullRequestInfo{URL: "https://git.example.com/acme/a/pulls/1", Branch: "auto/x"}
+	beat, err := converter.GetDefaultDataConverter().ToPayloads(map[string]any{"done": []activity.UnitOutcome{{
+		Key: "a", Attempt: 1,
+		Outcome: activity.RunOutcome{Status: protocol.Status{Phase: protocol.PhaseComplete},
+			Result: protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{Name: "a", Status: "success", PullRequest: &pr}}}},
+	}}, "at_work": activity.UnitRef{Key: "b", Attempt: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	memo := map[string]any{statetemporal.MemoID: "x", statetemporal.MemoKind: "Campaign", statetemporal.MemoGeneration: int64(1)}
+	running := workflow.CampaignState{Phase: workflow.CampaignRunning, Summary: workflow.Summary{Total: 2, Running: 1},
+		Units: []workflow.UnitResult{{Key: "a", Phase: workflow.TaskRunning, Attempts: 1}, {Key: "b", Phase: workflow.TaskQueued, Attempts: 1}}}
+	f := &fleet{gets: map[string]int{},
+		runs:    map[string]fleetRun{"campaign/x": {typ: "Campaign", status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, memo: memo}},
+		queries: map[string]any{"campaign/x": running},
+		pending: map[string][]*workflowpb.PendingActivityInfo{"campaign/x": {{ActivityType: &commonpb.ActivityType{Name: activity.RunUnitsName}, HeartbeatDetails: beat}}},
+	}
+	r := &statetemporal.Reader{Client: f, QueryCache: -1}
+	got, err := r.Get(t.Context(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []state.Repo{
+		{Name: "a", Status: state.RepoCompleted, Branch: "auto/x", PullRequestURL: pr.URL, PullRequestState: state.PullRequestOpen},
+		{Name: "b", Status: state.RepoRunning},
+	}
+	if !slices.Equal(got.Repos, want) {
+		t.Errorf("repositories %+v, want %+v", got.Repos, want)
+	}
+
+	// Nothing queued: the description Get made is all.
+	running.Units[1].Phase = workflow.TaskRunning
+	f.queries["campaign/x"] = running
+	f.describes = 0
+	if got, err = r.Get(t.Context(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if f.describes != 1 || got.Repos[0].Status != state.RepoRunning {
+		t.Errorf("described %d times, a shows %s; want once, running (no unit queued behind a run)", f.describes, got.Repos[0].Status)
 	}
 }
