@@ -210,15 +210,14 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			if signal != "" {
 				env.SignalWorkflow(signal, workflow.RecordSignal{})
 				// As a worker would have, before the next unit's
-				// question: the campaign takes the signal in.
-				for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-					if v, err := env.QueryWorkflow(workflow.QueryStatus); err == nil {
-						var st workflow.CampaignState
-						if v.Get(&st) == nil && (st.Suspended || st.Phase == workflow.CampaignAborted) {
-							break
-						}
-					}
-				}
+				// question: the campaign takes the signal in. The test
+				// environment's main loop hands the signal to the
+				// workflow and runs it until it blocks before it runs
+				// the callback posted after; a query meanwhile would run
+				// beside the workflow, which is not safe.
+				taken := make(chan struct{})
+				env.RegisterDelayedCallback(func() { close(taken) }, 0)
+				<-taken
 			}
 		}
 		return out, nil
