@@ -39,6 +39,13 @@ type Git struct {
 	// repository, never a host a definition names. The token reaches git
 	// only for remotes at one of them; with none, it reaches no remote.
 	TokenOrigins []string
+	// ScratchDir is where scratch repositories are made (NewScratch),
+	// itself made when missing; empty means the system's temporary
+	// directory. An agent makes them in its sandbox's protocol
+	// directory, which its commands cannot see and the sandbox's removal
+	// takes with it, also when the agent was killed before it could
+	// remove them.
+	ScratchDir string
 }
 
 // safeConfig is passed with -c to every invocation.

@@ -28,7 +28,12 @@ type Scratch struct {
 // NewScratch creates a scratch repository; borrow, when not empty, is a
 // clone whose objects it can read. Close removes it.
 func (g *Git) NewScratch(ctx context.Context, borrow string) (*Scratch, error) {
-	dir, err := os.MkdirTemp("", "fleetlift-git-")
+	if g.ScratchDir != "" {
+		if err := os.MkdirAll(g.ScratchDir, 0o700); err != nil {
+			return nil, fmt.Errorf("create scratch repository: %w", err)
+		}
+	}
+	dir, err := os.MkdirTemp(g.ScratchDir, "fleetlift-git-")
 	if err != nil {
 		return nil, fmt.Errorf("create scratch repository: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -405,5 +406,31 @@ func moveGitDir(t *testing.T, dir string) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, ".git"), []byte("gitdir: "+elsewhere+"\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With ScratchDir, a scratch repository is made there, the directory
+// made when missing, and works as one made in the system's temporary
+// directory: whoever removes the directory removes what a killed
+// process never closed.
+func TestScratchIsMadeInScratchDir(t *testing.T) {
+	ctx := context.Background()
+	g := newGit()
+	g.ScratchDir = filepath.Join(t.TempDir(), "workspace", ".fleetlift", "git")
+	s, err := g.NewScratch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(s.Dir()) != g.ScratchDir {
+		t.Fatalf("scratch at %s, want in %s", s.Dir(), g.ScratchDir)
+	}
+	if _, err := s.WriteTree(ctx, map[string][]byte{"a": []byte("a\n")}); err != nil {
+		t.Fatalf("a scratch in ScratchDir does not work: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.Dir()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("closed scratch still there: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/forge/gitea"
 	"github.com/fleetlift/fleetlift/internal/forge/github"
@@ -26,6 +27,25 @@ import (
 
 // DefaultWorkspace is the sandbox workspace of seed 000.
 const DefaultWorkspace = "/workspace"
+
+// serveGit is the git of an agent serving workspace: its token goes to
+// the origins the worker names, and its scratch repositories are made in
+// the workspace's protocol directory (scratchDir), which the agent's
+// commands cannot see and the sandbox's removal takes with it.
+func serveGit(workspace string) (*git.Git, error) {
+	ws, err := filepath.Abs(workspace)
+	if err != nil {
+		return nil, err
+	}
+	return &git.Git{
+		TokenOrigins: splitList(os.Getenv(agent.EnvGitTokenOrigins), ","),
+		ScratchDir:   filepath.Join(ws, protocol.Dir, scratchDir),
+	}, nil
+}
+
+// scratchDir is the directory of an agent's scratch repositories in its
+// protocol directory.
+const scratchDir = "git"
 
 // NewServeCommand returns the serve command: wait for the manifest in the
 // workspace, run it, and exit once a terminal phase is written.
@@ -64,7 +84,10 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			g := &git.Git{TokenOrigins: splitList(os.Getenv(agent.EnvGitTokenOrigins), ",")}
+			g, err := serveGit(workspace)
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
 			opts.FileRoots = splitList(os.Getenv(agent.EnvAllowFileRoots), string(filepath.ListSeparator))
 			switch isolation {
 			case IsolationNamespaces:

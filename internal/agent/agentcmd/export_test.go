@@ -1,0 +1,4 @@
+package agentcmd
+
+// ServeGit is serveGit, for tests.
+var ServeGit = serveGit
