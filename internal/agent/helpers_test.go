@@ -38,9 +38,11 @@ func options(t *testing.T, extraEnv ...string) agent.Options {
 	cli, _ := json.Marshal([]string{standIn(t)})
 	env := append(gittest.Env(), agent.EnvAgentCLI+"="+string(cli))
 	env = append(env, extraEnv...)
-	g := &git.Git{Env: env}
+	ws := t.TempDir()
+	// As serve's: scratch repositories in the protocol directory.
+	g := &git.Git{Env: env, ScratchDir: filepath.Join(ws, protocol.Dir, "git")}
 	return agent.Options{
-		Workspace:    t.TempDir(),
+		Workspace:    ws,
 		Env:          env,
 		Git:          g,
 		Forges:       func(string) (forge.Forge, error) { return local.New(g), nil },

@@ -34,6 +34,8 @@ func newFixture(t *testing.T, useFileURL bool) *fixture {
 	t.Helper()
 	fx := &fixture{ctx: context.Background(), g: &git.Git{Env: gittest.Env()}, clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	fx.f = local.New(fx.g)
+	// The forge keeps a scratch repository for its next pull request.
+	t.Cleanup(func() { fx.f.Close() })
 	fx.f.Now = func() time.Time { return fx.clock }
 	fx.remote = gittest.NewRemote(t, "", "svc", map[string]string{"main.go": "package main\n"})
 	fx.url = fx.remote
