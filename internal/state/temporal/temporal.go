@@ -14,6 +14,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -137,7 +138,8 @@ func (r *Reader) GetRun(ctx context.Context, wid string) (state.Campaign, error)
 	if _, ok := info.GetMemo().GetFields()[MemoID]; !ok {
 		return state.Campaign{}, fmt.Errorf("%s was not started by fleetlift (its memo names no definition)", wid)
 	}
-	return r.campaign(ctx, info.Execution.WorkflowId, info.Execution.RunId, info.Type.Name, info.Status, info.GetMemo().GetFields())
+	return r.campaign(ctx, runRef{wid: info.Execution.WorkflowId, run: info.Execution.RunId, typ: info.Type.Name, status: info.Status,
+		memo: info.GetMemo().GetFields(), described: true, pending: d.PendingActivities})
 }
 
 // List returns the latest run of every definition, sorted by id.
@@ -186,7 +188,7 @@ func (r *Reader) List(ctx context.Context) ([]state.Campaign, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			out[i], errs[i] = r.campaign(ctx, ref.wid, ref.run, ref.typ, ref.status, ref.memo)
+			out[i], errs[i] = r.campaign(ctx, ref)
 		}()
 	}
 	wg.Wait()
@@ -202,10 +204,15 @@ type runRef struct {
 	status        enumspb.WorkflowExecutionStatus
 	memo          map[string]*commonpb.Payload
 	start         int64
+	// described says that the run's description was read (GetRun), with
+	// its pending activities; a listed run's were not.
+	described bool
+	pending   []*workflowpb.PendingActivityInfo
 }
 
-func (r *Reader) campaign(ctx context.Context, wid, runID, typ string, status enumspb.WorkflowExecutionStatus, memo map[string]*commonpb.Payload) (state.Campaign, error) {
-	finished := status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && status != enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
+func (r *Reader) campaign(ctx context.Context, ref runRef) (state.Campaign, error) {
+	runID := ref.run
+	finished := ref.status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && ref.status != enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
 	if finished {
 		r.mu.Lock()
 		c, ok := r.closed[runID]
@@ -214,7 +221,7 @@ func (r *Reader) campaign(ctx context.Context, wid, runID, typ string, status en
 			return c.Clone(), nil
 		}
 	}
-	c, err := r.read(ctx, wid, runID, typ, status, memo)
+	c, err := r.read(ctx, ref)
 	if err == nil && finished {
 		r.mu.Lock()
 		if r.closed == nil {
@@ -226,7 +233,8 @@ func (r *Reader) campaign(ctx context.Context, wid, runID, typ string, status en
 	return c, err
 }
 
-func (r *Reader) read(ctx context.Context, wid, runID, typ string, status enumspb.WorkflowExecutionStatus, memo map[string]*commonpb.Payload) (state.Campaign, error) {
+func (r *Reader) read(ctx context.Context, ref runRef) (state.Campaign, error) {
+	wid, runID, status, memo := ref.wid, ref.run, ref.status, ref.memo
 	dc := converter.GetDefaultDataConverter()
 	str := func(k string) string {
 		var s string
@@ -260,31 +268,37 @@ func (r *Reader) read(ctx context.Context, wid, runID, typ string, status enumsp
 		}
 	}
 	c.Phase = phaseOf(status, str(MemoPhase))
-	if err := r.repos(ctx, &c, typ, status, reports); err != nil {
+	if err := r.repos(ctx, &c, ref, reports); err != nil {
 		return state.Campaign{}, err
 	}
 	return c, c.Validate()
 }
 
-// withRunsDone is st with what its runs of units in flight have done
-// (workflow.WithRunsProgress), read from the runs' heartbeats when st has
-// units queued behind a run's first. Should the runs not be
+// withRunsProgress is st with what the run's runs of units in flight
+// have done (workflow.WithRunsProgress), from their heartbeats among its
+// pending activities: those of its description when it was read, else
+// read when st has units queued behind a run's first. Should they not be
 // read, st is still right, only later.
-func (r *Reader) withRunsDone(ctx context.Context, wid, runID string, st workflow.CampaignState) workflow.CampaignState {
+func (r *Reader) withRunsProgress(ctx context.Context, ref runRef, st workflow.CampaignState) workflow.CampaignState {
 	if !slices.ContainsFunc(st.Units, func(u workflow.UnitResult) bool { return u.Phase == workflow.TaskQueued }) {
 		return st
 	}
-	d, err := r.Client.DescribeWorkflowExecution(ctx, wid, runID)
-	if err != nil {
-		return st
+	pending := ref.pending
+	if !ref.described {
+		d, err := r.Client.DescribeWorkflowExecution(ctx, ref.wid, ref.run)
+		if err != nil {
+			return st
+		}
+		pending = d.PendingActivities
 	}
-	return workflow.WithRunsProgress(st, activity.RunsProgressOf(d.PendingActivities))
+	return workflow.WithRunsProgress(st, activity.RunsProgressOf(pending))
 }
 
 // repos fills in per-repository outcomes, and the reports of a report-mode
 // run: from the status query of a running workflow, or the result of a
 // completed one.
-func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, status enumspb.WorkflowExecutionStatus, reports bool) error {
+func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, reports bool) error {
+	typ, status := ref.typ, ref.status
 	var get func(any) error
 	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
@@ -308,7 +322,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, typ string, statu
 		running := status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 		if running {
 			c.Suspended = st.Suspended
-			st = r.withRunsDone(ctx, c.WorkflowID, c.RunID, st)
+			st = r.withRunsProgress(ctx, ref, st)
 		} else {
 			// How it ended, also for a run recorded before campaigns
 			// told their endings apart.

@@ -3,6 +3,7 @@ package temporal_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -160,7 +162,8 @@ type fleetRun struct {
 	memo   map[string]any
 }
 
-func (f *fleet) DescribeWorkflowExecution(_ context.Context, wid, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+// info is what the server says of run wid.
+func (f *fleet) info(wid string) (*workflowpb.WorkflowExecutionInfo, error) {
 	run, ok := f.runs[wid]
 	if !ok {
 		return nil, serviceerror.NewNotFound(wid)
@@ -173,13 +176,34 @@ func (f *fleet) DescribeWorkflowExecution(_ context.Context, wid, _ string) (*wo
 		}
 		fields[k] = p
 	}
-	f.describes++
-	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+	return &workflowpb.WorkflowExecutionInfo{
 		Execution: &commonpb.WorkflowExecution{WorkflowId: wid, RunId: "run-of-" + wid},
 		Type:      &commonpb.WorkflowType{Name: run.typ},
 		Status:    run.status,
 		Memo:      &commonpb.Memo{Fields: fields},
-	}, PendingActivities: f.pending[wid]}, nil
+		StartTime: timestamppb.Now(),
+	}, nil
+}
+
+func (f *fleet) DescribeWorkflowExecution(_ context.Context, wid, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	info, err := f.info(wid)
+	if err != nil {
+		return nil, err
+	}
+	f.describes++
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: info, PendingActivities: f.pending[wid]}, nil
+}
+
+func (f *fleet) ListWorkflow(context.Context, *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	resp := &workflowservice.ListWorkflowExecutionsResponse{}
+	for wid := range f.runs {
+		info, err := f.info(wid)
+		if err != nil {
+			return nil, err
+		}
+		resp.Executions = append(resp.Executions, info)
+	}
+	return resp, nil
 }
 
 func (f *fleet) GetWorkflow(_ context.Context, wid, _ string) client.WorkflowRun {
@@ -351,8 +375,9 @@ func TestReaderListsTheRepositoriesOfGroups(t *testing.T) {
 
 // A running campaign's units that a run of units has finished show as
 // they ended, and its unit at work as running, from the run's last
-// heartbeat, before the campaign takes them in; a campaign with no unit queued behind a run is not described
-// again for it.
+// heartbeat, before the campaign takes them in: Get reads it in the
+// description it makes anyway, List describes the run for it, and only
+// when a unit is queued behind a run's first.
 func TestReaderShowsUnitsARunFinished(t *testing.T) {
 	pr := protocol.PullRequestInfo{URL: "https://git.example.com/acme/a/pulls/1", Branch: "auto/x"}
 	beat, err := converter.GetDefaultDataConverter().ToPayloads(map[string]any{"done": []activity.UnitOutcome{{
@@ -372,26 +397,45 @@ func TestReaderShowsUnitsARunFinished(t *testing.T) {
 		pending: map[string][]*workflowpb.PendingActivityInfo{"campaign/x": {{ActivityType: &commonpb.ActivityType{Name: activity.RunUnitsName}, HeartbeatDetails: beat}}},
 	}
 	r := &statetemporal.Reader{Client: f, QueryCache: -1}
-	got, err := r.Get(t.Context(), "x")
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := []state.Repo{
 		{Name: "a", Status: state.RepoCompleted, Branch: "auto/x", PullRequestURL: pr.URL, PullRequestState: state.PullRequestOpen},
 		{Name: "b", Status: state.RepoRunning},
 	}
-	if !slices.Equal(got.Repos, want) {
-		t.Errorf("repositories %+v, want %+v", got.Repos, want)
+	read := map[string]func() (state.Campaign, error){
+		"Get": func() (state.Campaign, error) { return r.Get(t.Context(), "x") },
+		"List": func() (state.Campaign, error) {
+			l, err := r.List(t.Context())
+			if err != nil || len(l) != 1 {
+				return state.Campaign{}, fmt.Errorf("listed %d runs: %v", len(l), err)
+			}
+			return l[0], nil
+		},
 	}
+	for _, how := range []string{"Get", "List"} {
+		f.queries["campaign/x"] = running
+		f.describes = 0
+		got, err := read[how]()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Repos, want) {
+			t.Errorf("%s: repositories %+v, want %+v", how, got.Repos, want)
+		}
+		if f.describes != 1 {
+			t.Errorf("%s described the run %d times, want once", how, f.describes)
+		}
 
-	// Nothing queued: the description Get made is all.
-	running.Units[1].Phase = workflow.TaskRunning
-	f.queries["campaign/x"] = running
-	f.describes = 0
-	if got, err = r.Get(t.Context(), "x"); err != nil {
-		t.Fatal(err)
-	}
-	if f.describes != 1 || got.Repos[0].Status != state.RepoRunning {
-		t.Errorf("described %d times, a shows %s; want once, running (no unit queued behind a run)", f.describes, got.Repos[0].Status)
+		// Nothing queued: no description for it.
+		nothingQueued := running
+		nothingQueued.Units = []workflow.UnitResult{running.Units[0], {Key: "b", Phase: workflow.TaskRunning, Attempts: 1}}
+		f.queries["campaign/x"] = nothingQueued
+		f.describes = 0
+		if got, err = read[how](); err != nil {
+			t.Fatal(err)
+		}
+		wantDescribes := map[string]int{"Get": 1, "List": 0}[how]
+		if f.describes != wantDescribes || got.Repos[0].Status != state.RepoRunning {
+			t.Errorf("%s with nothing queued: described %d times, a shows %s; want %d, running", how, f.describes, got.Repos[0].Status, wantDescribes)
+		}
 	}
 }
