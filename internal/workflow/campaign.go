@@ -1094,7 +1094,7 @@ func (s *Summary) count(r UnitResult, n, sign int) {
 		s.Cancelled += sign * n
 	case Skipped:
 		s.Skipped += sign * n
-	case TaskQueued, "pending":
+	case TaskQueued:
 		// Not started yet.
 	default:
 		s.Running += sign * n
