@@ -149,6 +149,20 @@ func Start(opts Options) (*Server, error) {
 		// its services need not read them again every 2 seconds, each a
 		// query of the database.
 		dynamicconfig.NamespaceCacheRefreshInterval.Key(): 10 * time.Minute,
+		// One shard on one SQLite file: the history service's task
+		// schedulers need not start Temporal's 512 workers each (timer,
+		// transfer, visibility; 64 for in-memory timers; 640 for
+		// replication, which a single cluster never does). Those 2,240
+		// parked goroutines cost `fleetlift run` about 3,000 page faults
+		// at its start and every collection a scan of their stacks. 32
+		// each is more than the tasks this server runs at once: each is a
+		// short write or a call to matching in the same process.
+		dynamicconfig.TimerProcessorSchedulerWorkerCount.Key():                  32,
+		dynamicconfig.TransferProcessorSchedulerWorkerCount.Key():               32,
+		dynamicconfig.VisibilityProcessorSchedulerWorkerCount.Key():             32,
+		dynamicconfig.MemoryTimerProcessorSchedulerWorkerCount.Key():            8,
+		dynamicconfig.ReplicationProcessorSchedulerWorkerCount.Key():            1,
+		dynamicconfig.ReplicationLowPriorityProcessorSchedulerWorkerCount.Key(): 1,
 	}
 	polls := &longPolls{}
 	srv, err := temporal.NewServer(

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -190,7 +191,13 @@ func runCampaign(t *testing.T, e *env, in workflow.CampaignInput) client.Workflo
 }
 
 func TestCampaignAcrossFiveRepositories(t *testing.T) {
+	before := runtime.NumGoroutine()
 	e := start(t)
+	// The server's task schedulers run a few workers each, not Temporal's
+	// 512 (2,530 goroutines in all with them, about 400 without).
+	if n := runtime.NumGoroutine() - before; n > 800 {
+		t.Errorf("the embedded server started %d goroutines, want at most 800", n)
+	}
 	urls := bareRepos(t, e.root, 5)
 	w := e.newWorker(t)
 	defer w.Stop()
