@@ -2,6 +2,7 @@ package git
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -84,18 +85,25 @@ func (g *Git) Changes(ctx context.Context, dir string, o DiffOptions) (Changes, 
 	// One diff of the staged tree (what a commit records) gives the list
 	// of changed files (--raw) and then their patch, read in one pass:
 	// each file's part, and its line counts (what --numstat would say,
-	// counted on the whole part, not only on what is kept).
+	// counted on the whole part, not only on what is kept). quickDiff
+	// writes it in this process when it can write what git would (files
+	// of a clone made in this process, each changed in one place).
+	if len(w.cfg) == 0 {
+		if out, ok := quickDiff(dir, base, c.Tree); ok {
+			files, err := readDiff(bufio.NewReader(bytes.NewReader(out)), maxLines)
+			if err != nil {
+				return Changes{}, fmt.Errorf("read diff: %w", err)
+			}
+			c.Files = files
+			return c, nil
+		}
+	}
 	var files []FileDiff
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		br := bufio.NewReaderSize(pr, 64*1024)
-		var sections []int
 		var err error
-		files, sections, err = readRaw(br)
-		if err == nil && len(files) > 0 {
-			err = splitPatch(br, files, sections, maxLines)
-		}
+		files, err = readDiff(bufio.NewReaderSize(pr, 64*1024), maxLines)
 		pr.CloseWithError(err)
 		done <- err
 	}()
@@ -111,6 +119,16 @@ func (g *Git) Changes(ctx context.Context, dir string, o DiffOptions) (Changes, 
 	}
 	c.Files = files
 	return c, nil
+}
+
+// readDiff reads what git diff --raw --patch -z writes: the changed
+// files, then their patches, each cut at maxLines lines.
+func readDiff(br *bufio.Reader, maxLines int) ([]FileDiff, error) {
+	files, sections, err := readRaw(br)
+	if err == nil && len(files) > 0 {
+		err = splitPatch(br, files, sections, maxLines)
+	}
+	return files, err
 }
 
 func (g *Git) diffBase(ctx context.Context, dir, base string) (string, error) {

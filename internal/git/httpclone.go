@@ -128,8 +128,14 @@ func (g *Git) httpClone(ctx context.Context, rawURL, dest string, o CloneOptions
 		if rerr := os.RemoveAll(dest); rerr != nil {
 			return fmt.Errorf("remove the failed clone: %w", rerr)
 		}
+		return err
 	}
-	return err
+	// A diff of this clone reads its objects here (quickDiff), not with
+	// git; with attributes, git diffs it.
+	if !co.attributes {
+		rememberClone(packName(pack), objs)
+	}
+	return nil
 }
 
 // readUploadPack reads upload-pack's answer to a shallow fetch: the
@@ -354,8 +360,7 @@ func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, s
 			return err
 		}
 	}
-	sum := hex.EncodeToString(pack[len(pack)-hashLen:])
-	base := filepath.Join(c.gd, "objects", "pack", "pack-"+sum)
+	base := filepath.Join(c.gd, "objects", "pack", strings.TrimSuffix(packName(pack), ".pack"))
 	if err := writeFileMode(base+".pack", pack, 0o444); err != nil {
 		return err
 	}
@@ -393,6 +398,12 @@ func (c *cloneWriter) writeRepository(url, branch, tip string, isDefault bool, s
 		}
 	}
 	return nil
+}
+
+// packName is the name of pack's file in objects/pack, as git names it
+// (by the pack's checksum).
+func packName(pack []byte) string {
+	return "pack-" + hex.EncodeToString(pack[len(pack)-hashLen:]) + ".pack"
 }
 
 // packedRef is an entry of packed-refs: a ref, its object and, for an

@@ -205,6 +205,48 @@ func TestHTTPCloneThenPushInProcess(t *testing.T) {
 	}
 }
 
+// The diff of an in-process clone's files, each changed in one place, is
+// made without a git process, and is the one git makes of a clone of its
+// own with the same changes.
+func TestHTTPCloneDiffInProcess(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	// fleetRemote's gitlink leaves staging to git.
+	main := strings.Repeat("package main // a line long enough to delta against\n", 50)
+	remote := gittest.NewRemote(t, root, "api", map[string]string{
+		"go.mod": "module api\n\ngo 1.21\n", "cmd/api/main.go": main, "docs/README.md": "# api\n",
+	})
+	gittest.Commit(t, remote, "main", map[string]string{"cmd/api/main.go": main + "// more\n"})
+	gittest.Run(t, root, "--git-dir="+remote, "repack", "-adq")
+	srv, _ := countingGit(t, root, false)
+	dir := filepath.Join(t.TempDir(), "clone")
+	if err := tokenGit(srv.URL).Clone(ctx, srv.URL+"/api.git", dir, git.CloneOptions{Depth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ref := filepath.Join(t.TempDir(), "ref")
+	if err := newGit().Clone(ctx, remote, ref, git.CloneOptions{Depth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	edit := map[string]string{
+		"go.mod":          "module api\n\ngo 1.26\n",
+		"cmd/api/main.go": main + "// more, and then some\n",
+	}
+	base := strings.TrimSpace(gittest.Run(t, ref, "rev-parse", "HEAD"))
+	gittest.WriteFiles(t, dir, edit)
+	got, err := noGit(t, srv.URL).Changes(ctx, dir, git.DiffOptions{Base: base})
+	if err != nil {
+		t.Fatalf("diff without git: %v", err)
+	}
+	gittest.WriteFiles(t, ref, edit)
+	want, err := newGit().Changes(ctx, ref, git.DiffOptions{Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Files) != 2 || got.Tree != want.Tree || !slices.Equal(got.Files, want.Files) {
+		t.Fatalf("in process: %+v\ngit: %+v", got, want)
+	}
+}
+
 // What the in-process clone does not take is git's: a .gitattributes is
 // applied by git's checkout (line endings converted as git clone does),
 // and a tree with a path git refuses fails the clone as git clone fails

@@ -39,7 +39,7 @@ func stageInPlace(dir, gd string, cfg []byte) (ok bool, err error) {
 	if !stageSupported || !cloneConfig(cfg) {
 		return false, nil
 	}
-	if _, err := os.Lstat(filepath.Join(gd, "info", "attributes")); !errors.Is(err, fs.ErrNotExist) {
+	if infoAttributes(gd) {
 		return false, nil
 	}
 	ixPath := filepath.Join(gd, "index")
@@ -89,6 +89,13 @@ func stageInPlace(dir, gd string, cfg []byte) (ok bool, err error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// infoAttributes reports whether the git directory gd may hold attributes
+// of its own (info/attributes), which git applies to every path.
+func infoAttributes(gd string) bool {
+	_, err := os.Lstat(filepath.Join(gd, "info", "attributes"))
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 // stager walks a work tree against its index.
