@@ -159,6 +159,7 @@ func New(opts Options) (*Provider, error) {
 	if root, err = filepath.EvalSymlinks(root); err != nil {
 		return nil, fmt.Errorf("new local sandbox provider: %w", err)
 	}
+	spreadSandboxes(root)
 	path := opts.Path
 	if path == "" {
 		path = os.Getenv("PATH")
