@@ -2,11 +2,8 @@ package git
 
 import (
 	"bytes"
-	"compress/zlib"
-	"crypto/sha1"
 	"encoding/hex"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -177,8 +174,8 @@ func openQuickRepo(gd string) (*quickRepo, bool) {
 }
 
 // object returns the object id of type want, from the pack or loose
-// (whose content is checked against its id); ok is false when it is
-// neither, or of another type.
+// (readLoose, which checks its content against its id); ok is false when
+// it is neither, or of another type.
 func (r *quickRepo) object(id [hashLen]byte, want int) ([]byte, bool) {
 	if typ, data, ok := r.pack.getRaw(id); ok {
 		return data, typ == want
@@ -186,25 +183,8 @@ func (r *quickRepo) object(id [hashLen]byte, want int) ([]byte, bool) {
 	if !r.loose[id] {
 		return nil, false
 	}
-	hexID := hex.EncodeToString(id[:])
-	raw, ok := readSmallRegular(filepath.Join(r.objects, hexID[:2], hexID[2:]), 2*quickDiffMaxBytes)
-	if !ok {
-		return nil, false
-	}
-	zr, err := zlib.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, false
-	}
-	full, err := io.ReadAll(io.LimitReader(zr, quickDiffMaxBytes+64))
-	if err != nil {
-		return nil, false
-	}
-	header, data, ok := bytes.Cut(full, []byte{0})
-	typ, size, _ := strings.Cut(string(header), " ")
-	if !ok || typ != objectTypeNames[want] || size != strconv.Itoa(len(data)) || sha1.Sum(full) != id {
-		return nil, false
-	}
-	return data, true
+	typ, data, ok, err := readLoose(r.objects, hex.EncodeToString(id[:]))
+	return data, ok && err == nil && typ == want
 }
 
 // unique reports whether no other object's id starts with id's first
@@ -236,20 +216,11 @@ type treeEntry struct {
 
 func parseTree(data []byte) ([]treeEntry, bool) {
 	var out []treeEntry
-	for len(data) > 0 {
-		sp := bytes.IndexByte(data, ' ')
-		if sp < 0 {
-			return nil, false
-		}
-		nul := bytes.IndexByte(data[sp:], 0)
-		if nul < 0 || len(data) < sp+nul+1+hashLen {
-			return nil, false
-		}
-		nul += sp
-		out = append(out, treeEntry{mode: string(data[:sp]), name: string(data[sp+1 : nul]), id: [hashLen]byte(data[nul+1 : nul+1+hashLen])})
-		data = data[nul+1+hashLen:]
-	}
-	return out, true
+	err := treeEntries(data, func(mode, name string, id [hashLen]byte) error {
+		out = append(out, treeEntry{mode: mode, name: name, id: id})
+		return nil
+	})
+	return out, err == nil
 }
 
 // quickFile is a file modified in place.
@@ -327,13 +298,12 @@ func quickDiff(dir, base, tree string) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	line, _, _ := bytes.Cut(commit, []byte{'\n'})
-	baseTree, ok := bytes.CutPrefix(line, []byte("tree "))
-	if !ok || !IsObjectID(string(baseTree)) {
+	baseTree, _, err := commitLinks(commit)
+	if err != nil || len(baseTree) != 2*hashLen {
 		return nil, false
 	}
 	var baseTreeID [hashLen]byte
-	hex.Decode(baseTreeID[:], baseTree)
+	hex.Decode(baseTreeID[:], []byte(baseTree))
 	files, ok := r.modified(baseTreeID, treeID, "", nil)
 	if !ok {
 		return nil, false
