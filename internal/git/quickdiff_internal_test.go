@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fleetlift/fleetlift/internal/git/gittest"
 )
 
 // quickRepoUnderTest is a shallow clone of a bare repository with files,
@@ -20,12 +22,13 @@ type quickRepoUnderTest struct {
 	base string
 }
 
+// gitOut is git's standard output as it is (gittest.Run trims it and
+// adds standard error), for comparing diffs byte for byte.
 func gitOut(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	cmd.Env = gittest.Env()
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("git %v: %v", args, err)
@@ -33,25 +36,12 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-func writeTestFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func newQuickRepo(t *testing.T, files map[string]string, executable ...string) *quickRepoUnderTest {
 	t.Helper()
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
 	gitOut(t, root, "init", "-q", "-b", "main", src)
-	writeTestFiles(t, src, files)
+	gittest.WriteFiles(t, src, files)
 	gitOut(t, src, "add", "-A")
 	for _, x := range executable {
 		gitOut(t, src, "update-index", "--chmod=+x", x)
@@ -135,48 +125,50 @@ func TestQuickDiffIsGitsOrDeclines(t *testing.T) {
 	}{
 		{"nothing", func(string) {}, true, 0},
 		{"go.mod bump", func(d string) {
-			writeTestFiles(t, d, map[string]string{"go.mod": "module example.com/svc\n\ngo 1.22\n"})
+			gittest.WriteFiles(t, d, map[string]string{"go.mod": "module example.com/svc\n\ngo 1.22\n"})
 		}, true, 1},
 		{"function line in the header", func(d string) {
-			writeTestFiles(t, d, map[string]string{"main.go": strings.Replace(goFile, "\"b\"", "\"B\"", 1)})
+			gittest.WriteFiles(t, d, map[string]string{"main.go": strings.Replace(goFile, "\"b\"", "\"B\"", 1)})
 		}, true, 1},
 		{"function line cut at 80 bytes", func(d string) {
-			writeTestFiles(t, d, map[string]string{"long.go": strings.Replace(longFunc, "z := 3", "z := 4", 1)})
+			gittest.WriteFiles(t, d, map[string]string{"long.go": strings.Replace(longFunc, "z := 3", "z := 4", 1)})
 		}, true, 1},
 		{"function line with trailing blanks", func(d string) {
-			writeTestFiles(t, d, map[string]string{"trail.txt": "Section one \t\n  a\n  b\n  c\n  d\n  E\n"})
+			gittest.WriteFiles(t, d, map[string]string{"trail.txt": "Section one \t\n  a\n  b\n  c\n  d\n  E\n"})
 		}, true, 1},
 		{"first line", func(d string) {
-			writeTestFiles(t, d, map[string]string{"main.go": "package app" + goFile[len("package main"):]})
+			gittest.WriteFiles(t, d, map[string]string{"main.go": "package app" + goFile[len("package main"):]})
 		}, true, 1},
 		{"lines inserted", func(d string) {
-			writeTestFiles(t, d, map[string]string{"deep/a/b/conf.txt": "one\ntwo\nthree\n3.1\n3.2\nfour\nfive\nsix\nseven\n"})
+			gittest.WriteFiles(t, d, map[string]string{"deep/a/b/conf.txt": "one\ntwo\nthree\n3.1\n3.2\nfour\nfive\nsix\nseven\n"})
 		}, true, 1},
 		{"lines deleted", func(d string) {
-			writeTestFiles(t, d, map[string]string{"deep/a/b/conf.txt": "one\ntwo\nfive\nsix\nseven\n"})
+			gittest.WriteFiles(t, d, map[string]string{"deep/a/b/conf.txt": "one\ntwo\nfive\nsix\nseven\n"})
 		}, true, 1},
-		{"last line without a newline", func(d string) { writeTestFiles(t, d, map[string]string{"noeol.txt": "first\nLAST"}) }, true, 1},
-		{"newline added at the end", func(d string) { writeTestFiles(t, d, map[string]string{"noeol.txt": "first\nlast without newline\n"}) }, true, 1},
-		{"empty file filled", func(d string) { writeTestFiles(t, d, map[string]string{"empty.txt": "now\nsomething\n"}) }, true, 1},
+		{"last line without a newline", func(d string) { gittest.WriteFiles(t, d, map[string]string{"noeol.txt": "first\nLAST"}) }, true, 1},
+		{"newline added at the end", func(d string) {
+			gittest.WriteFiles(t, d, map[string]string{"noeol.txt": "first\nlast without newline\n"})
+		}, true, 1},
+		{"empty file filled", func(d string) { gittest.WriteFiles(t, d, map[string]string{"empty.txt": "now\nsomething\n"}) }, true, 1},
 		{"executable", func(d string) {
 			os.WriteFile(filepath.Join(d, "run.sh"), []byte("#!/bin/sh\necho ran\n"), 0o755)
 		}, true, 1},
 		{"several files", func(d string) {
-			writeTestFiles(t, d, map[string]string{"go.mod": "module example.com/svc\n\ngo 1.22\n", "deep/a/b/conf.txt": "one\ntwo\nthree\nfour\nfive\nsix\nSEVEN\n", "noeol.txt": "First\nlast without newline"})
+			gittest.WriteFiles(t, d, map[string]string{"go.mod": "module example.com/svc\n\ngo 1.22\n", "deep/a/b/conf.txt": "one\ntwo\nthree\nfour\nfive\nsix\nSEVEN\n", "noeol.txt": "First\nlast without newline"})
 		}, true, 3},
 		{"two places in one file", func(d string) {
-			writeTestFiles(t, d, map[string]string{"twice.txt": "A\nb\nc\nd\ne\nf\ng\nh\ni\nj\nK\n"})
+			gittest.WriteFiles(t, d, map[string]string{"twice.txt": "A\nb\nc\nd\ne\nf\ng\nh\ni\nj\nK\n"})
 		}, false, 1},
-		{"a line that could slide", func(d string) { writeTestFiles(t, d, map[string]string{"dup.txt": "x\ny\nz\n"}) }, false, 1},
-		{"added", func(d string) { writeTestFiles(t, d, map[string]string{"new.txt": "new\n"}) }, false, 1},
+		{"a line that could slide", func(d string) { gittest.WriteFiles(t, d, map[string]string{"dup.txt": "x\ny\nz\n"}) }, false, 1},
+		{"added", func(d string) { gittest.WriteFiles(t, d, map[string]string{"new.txt": "new\n"}) }, false, 1},
 		{"deleted", func(d string) { os.Remove(filepath.Join(d, "go.mod")) }, false, 1},
 		{"renamed", func(d string) { os.Rename(filepath.Join(d, "main.go"), filepath.Join(d, "app.go")) }, false, 1},
 		{"mode", func(d string) { os.Chmod(filepath.Join(d, "go.mod"), 0o755) }, false, 1},
-		{"binary", func(d string) { writeTestFiles(t, d, map[string]string{"bin.dat": "a\x00\nb\n"}) }, false, 1},
-		{"a name with a space", func(d string) { writeTestFiles(t, d, map[string]string{"with space.txt": "b\n"}) }, false, 1},
-		{"attributes in the work tree", func(d string) { writeTestFiles(t, d, map[string]string{"attr/x.txt": "b\n"}) }, false, 1},
+		{"binary", func(d string) { gittest.WriteFiles(t, d, map[string]string{"bin.dat": "a\x00\nb\n"}) }, false, 1},
+		{"a name with a space", func(d string) { gittest.WriteFiles(t, d, map[string]string{"with space.txt": "b\n"}) }, false, 1},
+		{"attributes in the work tree", func(d string) { gittest.WriteFiles(t, d, map[string]string{"attr/x.txt": "b\n"}) }, false, 1},
 		{"attributes in the git directory", func(d string) {
-			writeTestFiles(t, d, map[string]string{"go.mod": "module example.com/svc\n\ngo 1.22\n"})
+			gittest.WriteFiles(t, d, map[string]string{"go.mod": "module example.com/svc\n\ngo 1.22\n"})
 			os.WriteFile(filepath.Join(d, ".git", "info", "attributes"), []byte("go.mod diff=other\n"), 0o644)
 		}, false, 1},
 	}
@@ -203,7 +195,7 @@ func TestQuickDiffIsGitsOrDeclines(t *testing.T) {
 // diffed by git.
 func TestQuickDiffNeedsTheClonesObjects(t *testing.T) {
 	r := newQuickRepo(t, map[string]string{"go.mod": "module m\n\ngo 1.21\n"})
-	writeTestFiles(t, r.dir, map[string]string{"go.mod": "module m\n\ngo 1.22\n"})
+	gittest.WriteFiles(t, r.dir, map[string]string{"go.mod": "module m\n\ngo 1.22\n"})
 	if _, ok, _ := r.diff(); !ok {
 		t.Fatal("not diffed in process with the clone's objects held")
 	}
@@ -253,7 +245,7 @@ func TestQuickDiffRandomEditsAreGits(t *testing.T) {
 			to := min(len(ls), from+rng.IntN(4))
 			edit[name] = strings.Join(ls[:from], "") + text(rng.IntN(4)) + strings.Join(ls[to:], "")
 		}
-		writeTestFiles(t, r.dir, edit)
+		gittest.WriteFiles(t, r.dir, edit)
 		q, ok, gits := r.diff()
 		if !ok {
 			continue
