@@ -149,6 +149,11 @@ func Start(opts Options) (*Server, error) {
 		// its services need not read them again every 2 seconds, each a
 		// query of the database.
 		dynamicconfig.NamespaceCacheRefreshInterval.Key(): 10 * time.Minute,
+		// Temporal's frontend calls home at start and every day: it posts
+		// the cluster's id, its version and the SDKs its clients used to
+		// version-info.temporal.io. A server embedded in fleetlift talks
+		// to no one but its own clients.
+		dynamicconfig.EnableServerVersionCheck.Key(): false,
 		// One shard on one SQLite file: the history service's task
 		// schedulers need not start Temporal's 512 workers each (timer,
 		// transfer, visibility; 64 for in-memory timers; 640 for
