@@ -52,7 +52,7 @@ func (g *Git) httpClone(ctx context.Context, rawURL, dest string, o CloneOptions
 	if err != nil {
 		return err
 	}
-	defer p.client.CloseIdleConnections()
+	defer p.release()
 	adv, err := p.do(ctx, http.MethodGet, "/info/refs?service=git-upload-pack", "", nil)
 	if err != nil {
 		return err

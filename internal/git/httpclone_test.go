@@ -203,6 +203,10 @@ func TestHTTPCloneThenPushInProcess(t *testing.T) {
 	if got := gittest.Run(t, root, "--git-dir="+filepath.Join(root, "api.git"), "show", "bump:go.mod"); !strings.Contains(got, "go 1.26") {
 		t.Errorf("pushed go.mod = %q", got)
 	}
+	// The push went over the connection the clone left open.
+	if n := connectionsTo(srv); n != 1 {
+		t.Errorf("the clone and the push opened %d connections, want 1", n)
+	}
 }
 
 // The diff of an in-process clone's files, each changed in one place, is

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -44,6 +45,17 @@ type smartHTTP struct {
 	g      *Git
 	url    string
 	client *http.Client
+	// own: the client's transport is its own (not one of transports),
+	// and is closed with it.
+	own bool
+}
+
+// release closes the connections of the client's own transport; a shared
+// one keeps them for the next client (idleHTTP).
+func (p *smartHTTP) release() {
+	if p.own {
+		p.client.CloseIdleConnections()
+	}
 }
 
 var errLeftToGit = errors.New("left to git")
@@ -77,22 +89,59 @@ func (g *Git) newSmartHTTP(rawURL string) (*smartHTTP, error) {
 			return nil, declined("%s is set", name)
 		}
 	}
-	tr := &http.Transport{Proxy: nil, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 30 * time.Second, IdleConnTimeout: time.Second}
-	if strings.EqualFold(u.Scheme, "https") {
-		// The certificate authorities git trusts: GIT_SSL_CAINFO and
-		// GIT_SSL_CAPATH in place of the system's, as curl takes them.
-		roots, err := caRoots(g.getenv("GIT_SSL_CAINFO"), g.getenv("GIT_SSL_CAPATH"))
-		if err != nil {
-			return nil, err
-		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	tr, shared, err := g.transport(u)
+	if err != nil {
+		return nil, err
 	}
-	return &smartHTTP{g: g, url: strings.TrimSuffix(rawURL, "/"), client: &http.Client{
+	return &smartHTTP{g: g, url: strings.TrimSuffix(rawURL, "/"), own: !shared, client: &http.Client{
 		Transport: tr,
 		// The token goes to the URL's origin alone: a redirect is git's
 		// to follow (its own rules), not this client's.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}, nil
+}
+
+// transports are the HTTP transports of in-process clones and pushes
+// that trust the system's certificate authorities, one per origin: a
+// push after a clone of the same repository goes over the connection,
+// and the TLS session, the clone left open, when it comes within
+// idleHTTP. A transport with authorities of git's own (GIT_SSL_CAINFO,
+// GIT_SSL_CAPATH) is made for the one client, with those files as they
+// are then. A transport holds no credential: each request carries its
+// own.
+var transports sync.Map // origin -> *http.Transport
+
+// idleHTTP is how long a connection of an in-process clone or push stays
+// open, idle, for the next one to the same origin.
+const idleHTTP = time.Second
+
+// transport is the HTTP transport for the repository at u, and whether
+// it is one of transports.
+func (g *Git) transport(u *url.URL) (tr *http.Transport, shared bool, err error) {
+	https := strings.EqualFold(u.Scheme, "https")
+	caFile, caDir := g.getenv("GIT_SSL_CAINFO"), g.getenv("GIT_SSL_CAPATH")
+	shared = !https || (caFile == "" && caDir == "")
+	origin := strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+	if shared {
+		if v, ok := transports.Load(origin); ok {
+			return v.(*http.Transport), true, nil
+		}
+	}
+	tr = &http.Transport{Proxy: nil, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 30 * time.Second, IdleConnTimeout: idleHTTP}
+	if https {
+		// The certificate authorities git trusts: GIT_SSL_CAINFO and
+		// GIT_SSL_CAPATH in place of the system's, as curl takes them.
+		roots, err := caRoots(caFile, caDir)
+		if err != nil {
+			return nil, false, err
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
+	if shared {
+		got, _ := transports.LoadOrStore(origin, tr)
+		return got.(*http.Transport), true, nil
+	}
+	return tr, false, nil
 }
 
 // caRoots are the certificates in file and in the files of dir; nil

@@ -3,12 +3,14 @@ package git_test
 import (
 	"context"
 	"encoding/pem"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fleetlift/fleetlift/internal/git"
@@ -22,17 +24,25 @@ func countingGit(t *testing.T, root string, tlsServer bool) (*httptest.Server, f
 	inner := serveGit(t, root, token)
 	var mu sync.Mutex
 	var seen []string
-	start := httptest.NewServer
-	if tlsServer {
-		start = httptest.NewTLSServer
-	}
-	srv := start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, p, _ := r.BasicAuth()
 		mu.Lock()
 		seen = append(seen, r.Method+" "+r.URL.Path+" token="+boolWord(p == token))
 		mu.Unlock()
 		inner.Config.Handler.ServeHTTP(w, r)
 	}))
+	conns := new(atomic.Int32)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	connections.Store(srv, conns)
+	if tlsServer {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	return srv, func() []string {
 		mu.Lock()
@@ -41,6 +51,16 @@ func countingGit(t *testing.T, root string, tlsServer bool) (*httptest.Server, f
 		seen = nil
 		return out
 	}
+}
+
+// connections are the connections each server of countingGit accepted.
+var connections sync.Map // *httptest.Server -> *atomic.Int32
+
+// connectionsTo is how many connections srv, a countingGit server, has
+// accepted.
+func connectionsTo(srv *httptest.Server) int {
+	n, _ := connections.Load(srv)
+	return int(n.(*atomic.Int32).Load())
 }
 
 func boolWord(b bool) string {

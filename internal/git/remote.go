@@ -294,7 +294,7 @@ func (g *Git) httpPushCreated(ctx context.Context, dir, url string, u RefUpdate)
 	if !ok {
 		return nil, declined("not a plain clone")
 	}
-	defer p.client.CloseIdleConnections()
+	defer p.release()
 	made, err := p.push(ctx, filepath.Join(gd, "objects"), u)
 	if err != nil {
 		return nil, err
