@@ -436,6 +436,10 @@ func TestInvalidRequestsAreRefused(t *testing.T) {
 		{ID: ".hidden"},
 		{ID: "-flag"},
 		{ID: strings.Repeat("x", 129)},
+		{ID: "a b"},
+		{ID: "a\nb"},
+		{ID: "caf\u00e9"},
+		{ID: "a:b"},
 		{ID: "home", Env: map[string]string{"HOME": "/root"}},
 		{ID: "badname", Env: map[string]string{"A=B": "c"}},
 	} {
