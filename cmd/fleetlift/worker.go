@@ -521,6 +521,9 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 		AgentCommand: agentArgv,
 		ServeArgs:    serve,
 		OrphanAfter:  orphan,
+		// The agent runs on one processor (agentcmd's serve): it starts
+		// so.
+		AgentGOMAXPROCS: 1,
 		// Jailed, the work ends with the agent (see package jail).
 		CommandsEndWithAgent: w.isolation == agentcmd.IsolationNamespaces,
 	})

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
 )
@@ -151,6 +152,7 @@ func (o Options) withDefaults() Options {
 	if o.Env == nil {
 		o.Env = os.Environ()
 	}
+	o.Env = commandGOMAXPROCS(o.Env)
 	if o.Git == nil {
 		o.Git = &git.Git{Env: o.Env}
 	}
@@ -167,6 +169,32 @@ func (o Options) withDefaults() Options {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return o
+}
+
+// commandGOMAXPROCS is env, the agent's environment, with the GOMAXPROCS
+// its commands run with: when its sandbox provider started it with one of
+// its own, the sandbox's, which protocol.EnvCommandGOMAXPROCS holds (none
+// when that is empty).
+func commandGOMAXPROCS(env []string) []string {
+	keep, ok := "", false
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == protocol.EnvCommandGOMAXPROCS {
+			keep, ok = v, true
+		}
+	}
+	if !ok {
+		return env
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != "GOMAXPROCS" && k != protocol.EnvCommandGOMAXPROCS {
+			out = append(out, kv)
+		}
+	}
+	if keep != "" {
+		out = append(out, "GOMAXPROCS="+keep)
+	}
+	return out
 }
 
 func lookupEnv(env []string, name string) string {

@@ -171,3 +171,33 @@ func TestFileRepositoriesOnlyUnderAllowedRoots(t *testing.T) {
 		})
 	}
 }
+
+// An agent its sandbox provider started on one processor
+// (protocol.EnvCommandGOMAXPROCS set) runs its commands with the
+// sandbox's GOMAXPROCS, or none when the sandbox had none, and never with
+// the variable that carried it.
+func TestCommandsGetTheSandboxesGOMAXPROCS(t *testing.T) {
+	for _, tc := range []struct {
+		name, kept, want string
+	}{
+		{"set", "3", "GOMAXPROCS=3"},
+		{"unset", "", "GOMAXPROCS unset"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := options(t, "GOMAXPROCS=1", protocol.EnvCommandGOMAXPROCS+"="+tc.kept)
+			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+			m := manifest(repo("svc", remote))
+			m.Execution.Command = sh(`if [ -n "${GOMAXPROCS+x}" ]; then echo "GOMAXPROCS=$GOMAXPROCS"; else echo "GOMAXPROCS unset"; fi > PROCS.txt; env > ENV.txt`)
+			res := run(t, o, m)
+			if res.Status != protocol.PhaseComplete {
+				t.Fatalf("phase %s %q", res.Status, res.Error)
+			}
+			if got := strings.TrimSpace(gittest.Run(t, remote, "show", branch+":PROCS.txt")); got != tc.want {
+				t.Errorf("the command saw %q, want %q", got, tc.want)
+			}
+			if env := gittest.Run(t, remote, "show", branch+":ENV.txt"); strings.Contains(env, protocol.EnvCommandGOMAXPROCS) {
+				t.Errorf("the command saw %s:\n%s", protocol.EnvCommandGOMAXPROCS, env)
+			}
+		})
+	}
+}

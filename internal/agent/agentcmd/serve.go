@@ -113,7 +113,10 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 			// commands it runs): on one processor the Go scheduler does
 			// not spin looking for work for the others (50 agents of one
 			// repository each took 15% less user time). A group that
-			// works on several repositories at once gets them all.
+			// works on several repositories at once gets them all. The
+			// local sandbox provider starts it on one already
+			// (GOMAXPROCS=1, protocol.EnvCommandGOMAXPROCS keeping the
+			// commands' own), which makes this call a no-op.
 			runtime.GOMAXPROCS(1)
 			opts.Workers = func(n int) {
 				if n > 1 {

@@ -10,6 +10,12 @@ import (
 // Dir is the protocol directory inside a sandbox workspace.
 const Dir = ".fleetlift"
 
+// EnvCommandGOMAXPROCS is set in the agent's environment by a sandbox
+// provider that starts the agent with a GOMAXPROCS of its own: it holds
+// the GOMAXPROCS the sandbox's environment has (empty: none), which the
+// agent gives its commands in place of its own.
+const EnvCommandGOMAXPROCS = "FLEETLIFT_COMMAND_GOMAXPROCS"
+
 // Protocol file names, relative to Dir.
 const (
 	ManifestFile = "manifest.json"

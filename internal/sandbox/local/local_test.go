@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/sandboxtest"
@@ -180,6 +181,50 @@ func TestSecretsAreNeverWrittenDown(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A provider with AgentGOMAXPROCS starts the agent with that GOMAXPROCS
+// and hands it the sandbox's own in protocol.EnvCommandGOMAXPROCS (empty
+// when the sandbox has none); the sandbox's record and what Exec runs
+// keep the sandbox's.
+func TestAgentStartsWithItsOwnGOMAXPROCS(t *testing.T) {
+	ctx := t.Context()
+	root := t.TempDir()
+	p, err := New(Options{Root: root, AgentCommand: standInAgent(t), Path: "/usr/bin:/bin", StopGrace: stopGrace, AgentGOMAXPROCS: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id   string
+		env  map[string]string
+		kept string
+	}{
+		{"procs-set", map[string]string{"GOMAXPROCS": "3"}, "3"},
+		{"procs-unset", nil, ""},
+	} {
+		sb, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: tc.id, Env: tc.env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Cleanup(context.Background(), tc.id)
+		environ, err := os.ReadFile("/proc/" + strconv.Itoa(oneAgent(t, sb.WorkingDir)) + "/environ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
+		for _, want := range []string{"GOMAXPROCS=1", protocol.EnvCommandGOMAXPROCS + "=" + tc.kept} {
+			if !slices.Contains(got, want) {
+				t.Errorf("%s: agent environment %q lacks %s", tc.id, got, want)
+			}
+		}
+		res, err := p.Exec(ctx, tc.id, sandbox.ExecCommand{Command: []string{"sh", "-c", "echo \"$GOMAXPROCS/${FLEETLIFT_COMMAND_GOMAXPROCS-none}\""}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := tc.kept + "/none\n"; res.Stdout != want {
+			t.Errorf("%s: Exec ran with GOMAXPROCS/its keeper %q, want %q", tc.id, res.Stdout, want)
+		}
+	}
 }
 
 func TestAgentStartsWithOnlyDeclaredEnvironment(t *testing.T) {
