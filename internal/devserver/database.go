@@ -142,19 +142,46 @@ func build(path string, step func(string)) (err error) {
 	return nil
 }
 
-// buildTemp makes the schema in a new temporary file beside path, in
-// one transaction, with a rollback journal (no write-ahead log to carry
-// over), closes it and syncs it; it returns the file's name.
+// buildTemp makes the schema in a new temporary file beside path, closes
+// it and syncs it; it returns the file's name. The file is the schema
+// template when it was made from the linked server's statements
+// (schemaTemplateFor), else the statements run in it (buildTempSQL).
 func buildTemp(path string, report func(string)) (string, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+tmpInfix+"*")
 	if err != nil {
 		return "", err
 	}
 	tmp := f.Name()
-	f.Close()
+	data, ok := schemaTemplateFor()
+	if !ok {
+		f.Close()
+		if err := buildTempSQL(tmp, report); err != nil {
+			return "", err
+		}
+		return tmp, nil
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", tmp, err)
+	}
+	report("schema template written")
+	if err := syncFile(tmp); err != nil {
+		return "", err
+	}
+	report("temporary file synced")
+	return tmp, nil
+}
+
+// buildTempSQL makes the schema in the empty file tmp by running its
+// statements in one transaction, with a rollback journal (no write-ahead
+// log to carry over), closes it and syncs it.
+func buildTempSQL(tmp string, report func(string)) error {
 	db, err := openDatabase(tmp, "journal_mode(delete)", "synchronous(full)")
 	if err != nil {
-		return "", err
+		return err
 	}
 	statement := func(_ *sql.Tx, n int, stmt string) error {
 		report(fmt.Sprintf("statement %d: %s", n, summary(stmt)))
@@ -162,22 +189,22 @@ func buildTemp(path string, report func(string)) (string, error) {
 	}
 	if err := createSchema(db, statement, writeVersions); err != nil {
 		db.Close()
-		return "", err
+		return err
 	}
 	if err := db.Close(); err != nil {
-		return "", fmt.Errorf("close %s: %w", tmp, err)
+		return fmt.Errorf("close %s: %w", tmp, err)
 	}
 	report("schema committed")
 	for _, suffix := range []string{"-journal", walSuffix, shmSuffix} {
 		if _, err := os.Stat(tmp + suffix); err == nil {
-			return "", fmt.Errorf("%s is still there after closing the database", tmp+suffix)
+			return fmt.Errorf("%s is still there after closing the database", tmp+suffix)
 		}
 	}
 	if err := syncFile(tmp); err != nil {
-		return "", err
+		return err
 	}
 	report("temporary file synced")
-	return tmp, nil
+	return nil
 }
 
 // install renames the complete database tmp to path and syncs the

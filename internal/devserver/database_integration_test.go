@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,6 +49,10 @@ func TestFirstStartKilledMidwayStartsAgain(t *testing.T) {
 	steps, err := devserver.BuildSteps(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A first start writes the schema template; it runs no statement.
+	if !slices.Contains(steps, "schema template written") {
+		t.Errorf("a first start does not write the schema template: %q", steps)
 	}
 	for _, step := range killPoints(steps) {
 		t.Run(step, func(t *testing.T) {
