@@ -210,7 +210,7 @@ func (a *Activities) waitPhase(ctx context.Context, in WaitInput, heartbeat func
 	// asked then too; the ticker is only a safety net (watchedEvery).
 	var changed <-chan struct{}
 	if w, ok := a.Sandbox.(watcher); ok {
-		if ch, stop, err := w.Watch(in.Sandbox.ID, protocol.Dir); err == nil {
+		if ch, stop, err := w.Watch(in.Sandbox.ID, path.Join(protocol.Dir, protocol.StatusFile)); err == nil {
 			defer stop()
 			changed = ch
 			every = max(every, net)
@@ -283,12 +283,12 @@ func sameStatus(a, b protocol.Status) bool {
 		a.Iteration == b.Iteration && a.UpdatedAt.Equal(b.UpdatedAt)
 }
 
-// watcher is a sandbox provider that tells when something in a
-// directory of a sandbox's workspace may have changed, and when the
-// sandbox's agent exits (the local one, and the Docker one on the agent's
-// output).
+// watcher is a sandbox provider that tells when a file of a sandbox's
+// workspace (or something in a directory of it) may have changed, and
+// when the sandbox's agent exits (the local one, on the file alone; the
+// Docker one, on the agent's output).
 type watcher interface {
-	Watch(id, dir string) (changed <-chan struct{}, stop func() error, err error)
+	Watch(id, path string) (changed <-chan struct{}, stop func() error, err error)
 }
 
 // AgentOutcome is the agent's status once it reached a phase waited for,

@@ -14,7 +14,9 @@ import (
 const watchOpTimeout = 30 * time.Second
 
 // Watch tells, through changed, when the agent of sandbox id may have
-// written its files in dir (relative to the workspace): whenever it writes
+// written its files in path (relative to the workspace: a directory, or
+// a file, which the engine's output cannot tell from the others the
+// agent writes): whenever it writes
 // to its standard output or error, which it does after each phase it
 // records and at its end, and once more when the container stops. At most
 // one wake-up is pending at a time; stop ends the watch. A wait for the
@@ -26,11 +28,11 @@ const watchOpTimeout = 30 * time.Second
 // CopyFrom's checks. The output itself is not read for anything: the
 // agent's log is the work's business, not the worker's. An engine whose
 // log driver keeps no output fails the watch, and the wait polls.
-func (p *Provider) Watch(id, dir string) (changed <-chan struct{}, stop func() error, err error) {
+func (p *Provider) Watch(id, path string) (changed <-chan struct{}, stop func() error, err error) {
 	fail := func(err error) (<-chan struct{}, func() error, error) {
-		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", dir, id, err)
+		return nil, nil, fmt.Errorf("watch %s in sandbox %s: %w", path, id, err)
 	}
-	if _, err := workspacePath(dir); err != nil {
+	if _, err := workspacePath(path); err != nil {
 		return fail(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

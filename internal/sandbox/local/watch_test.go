@@ -14,8 +14,9 @@ import (
 )
 
 // Watch wakes its reader when a file in the directory is written (as
-// CopyTo and the agent write: a temporary file renamed into place), and
-// refuses what is not a directory of the workspace.
+// CopyTo and the agent write: a temporary file renamed into place); a
+// watch of one file, only when that file is; and it refuses what is not
+// a directory of the workspace or a file in one.
 func TestWatchWakesOnAWrite(t *testing.T) {
 	p := newProvider(t, t.TempDir(), standInAgent(t))
 	ctx := context.Background()
@@ -45,7 +46,46 @@ func TestWatchWakesOnAWrite(t *testing.T) {
 		t.Fatal("no wake-up after a write")
 	}
 
-	for _, dir := range []string{"proto/status.json", "missing", "../outside", "/tmp"} {
+	// A watch of status.json, which is not there yet: a write of another
+	// file beside it does not wake it, one of status.json does.
+	if err := os.Remove(filepath.Join(p.root, "watched", "workspace", "proto", "status.json")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(time.Minute):
+		t.Fatal("no wake-up of the directory's watch after a removal")
+	}
+	status, stopStatus, err := p.Watch("watched", "proto/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopStatus()
+	if err := p.CopyTo(ctx, "watched", bytes.NewReader([]byte(`{}`)), "proto/result.json"); err != nil {
+		t.Fatal(err)
+	}
+	// The result's write wakes the directory's watch: once it has, the
+	// file's has had its events too.
+	select {
+	case <-changed:
+	case <-time.After(time.Minute):
+		t.Fatal("no wake-up of the directory's watch after a write")
+	}
+	select {
+	case <-status:
+		t.Fatal("the watch of status.json woke at a write of result.json")
+	default:
+	}
+	if err := p.CopyTo(ctx, "watched", bytes.NewReader([]byte(`{"phase":"complete"}`)), "proto/status.json"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-status:
+	case <-time.After(time.Minute):
+		t.Fatal("no wake-up of the watch of status.json after its write")
+	}
+
+	for _, dir := range []string{"missing/status.json", "proto/status.json/inside", "../outside", "/tmp"} {
 		if _, stop, err := p.Watch("watched", dir); err == nil {
 			stop()
 			t.Errorf("Watch(%q) succeeded; want it refused", dir)
@@ -62,21 +102,27 @@ func TestWatchWakesOnAWrite(t *testing.T) {
 func TestWatchWakesOnceAWrite(t *testing.T) {
 	for _, tc := range []struct {
 		ev   fsnotify.Event
+		name string
 		want bool
 	}{
-		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Create}, false},
-		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Write}, false},
-		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Chmod}, false},
-		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Rename}, false},
-		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Create}, true},
-		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Write}, true},
-		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Remove}, true},
-		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Rename}, true},
-		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Chmod}, false},
-		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Write | fsnotify.Chmod}, true},
+		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Create}, "", false},
+		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Write}, "", false},
+		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Chmod}, "", false},
+		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Rename}, "", false},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Create}, "", true},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Write}, "", true},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Remove}, "", true},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Rename}, "", true},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Chmod}, "", false},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Write | fsnotify.Chmod}, "", true},
+		// A watch of status.json alone.
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Create}, "status.json", true},
+		{fsnotify.Event{Name: "/w/proto/status.json", Op: fsnotify.Remove}, "status.json", true},
+		{fsnotify.Event{Name: "/w/proto/result.json", Op: fsnotify.Create}, "status.json", false},
+		{fsnotify.Event{Name: "/w/proto/.status.json.123", Op: fsnotify.Write}, "status.json", false},
 	} {
-		if got := wakes(tc.ev); got != tc.want {
-			t.Errorf("wakes(%v) = %v, want %v", tc.ev, got, tc.want)
+		if got := wakes(tc.ev, tc.name); got != tc.want {
+			t.Errorf("wakes(%v, %q) = %v, want %v", tc.ev, tc.name, got, tc.want)
 		}
 	}
 }
