@@ -62,9 +62,10 @@ const (
 	ExitNotFound = 127
 )
 
-// Protocol is the version of Main's command line: a jail program that
-// prints another with --protocol (or none) does not speak this one.
-const Protocol = "2"
+// Protocol is the version of Main's command line and environment: a jail
+// program that prints another with --protocol (or none) does not speak
+// this one. (3: the command's GOMAXPROCS comes in envGOMAXPROCS.)
+const Protocol = "3"
 
 // flags of Main.
 const (
@@ -88,8 +89,13 @@ type Cmd struct {
 	setupErr        error
 }
 
-// Start starts the jail; see exec.Cmd.Start.
+// Start starts the jail; see exec.Cmd.Start. The jail runs on one
+// processor (it sets up, then waits and reaps): it starts with
+// GOMAXPROCS=1, and gives the command the GOMAXPROCS of Env, or none,
+// which it carries in envGOMAXPROCS (about 5% of a jailed command's
+// CPU).
 func (c *Cmd) Start() error {
+	c.Env = oneProcessor(c.Env)
 	err := c.Cmd.Start()
 	c.reportW.Close()
 	if err != nil {
@@ -110,6 +116,54 @@ func (c *Cmd) Wait() error {
 		c.setupErr = errors.New(reason)
 	}
 	return err
+}
+
+// envGOMAXPROCS carries the command's GOMAXPROCS (empty: none) past the
+// jail's own.
+const envGOMAXPROCS = "FLEETLIFT_JAIL_GOMAXPROCS"
+
+// oneProcessor is env (nil: this process's) for the jail: GOMAXPROCS=1,
+// the command's own in envGOMAXPROCS.
+func oneProcessor(env []string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	out := make([]string, 0, len(env)+2)
+	procs := ""
+	for _, kv := range env {
+		switch k, v, _ := strings.Cut(kv, "="); k {
+		case "GOMAXPROCS":
+			procs = v
+		case envGOMAXPROCS:
+		default:
+			out = append(out, kv)
+		}
+	}
+	return append(out, "GOMAXPROCS=1", envGOMAXPROCS+"="+procs)
+}
+
+// commandEnv is env, the jail's, for the command: its own GOMAXPROCS
+// back (oneProcessor).
+func commandEnv(env []string) []string {
+	procs, carried := "", false
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == envGOMAXPROCS {
+			procs, carried = v, true
+		}
+	}
+	if !carried {
+		return env
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != "GOMAXPROCS" && k != envGOMAXPROCS {
+			out = append(out, kv)
+		}
+	}
+	if procs != "" {
+		out = append(out, "GOMAXPROCS="+procs)
+	}
+	return out
 }
 
 // Run starts the jail and waits for it.

@@ -205,7 +205,7 @@ func start(spec Spec, argv []string, probe bool, self []string) (*os.Process, in
 		}
 		args = argv
 	}
-	proc, err := os.StartProcess(path, args, &os.ProcAttr{Env: os.Environ(), Files: files, Sys: sys})
+	proc, err := os.StartProcess(path, args, &os.ProcAttr{Env: commandEnv(os.Environ()), Files: files, Sys: sys})
 	if err != nil {
 		return nil, setupFail("start %s: %v", argv0(argv), err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -345,5 +346,35 @@ func TestDropRunsNoCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("the command ran")
+	}
+}
+
+// The jail starts on one processor, and its command runs with the
+// GOMAXPROCS it was given, or none, never with the variable that carried
+// it.
+func TestJailRunsOnOneProcessorItsCommandOnItsOwn(t *testing.T) {
+	b := newBox(t)
+	j := b.jail()
+	requireJail(t, j)
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"GOMAXPROCS=3"}, "GOMAXPROCS=3 carrier=none"},
+		{nil, "GOMAXPROCS=none carrier=none"},
+	} {
+		cmd, err := j.Command([]string{"sh", "-c", `echo "GOMAXPROCS=${GOMAXPROCS-none} carrier=${FLEETLIFT_JAIL_GOMAXPROCS-none}"`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Dir = b.ws
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, tc.env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != tc.want {
+			t.Errorf("env %q: %v, %q; want %q", tc.env, err, out, tc.want)
+		}
+		if !slices.Contains(cmd.Env, "GOMAXPROCS=1") {
+			t.Errorf("env %q: the jail started with %q, not on one processor", tc.env, cmd.Env)
+		}
 	}
 }
