@@ -13,6 +13,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/gomaxprocs"
 )
 
 // Environment variables the agent reads or sets.
@@ -157,7 +158,9 @@ func (o Options) withDefaults() Options {
 	if o.Env == nil {
 		o.Env = os.Environ()
 	}
-	o.Env = commandGOMAXPROCS(o.Env)
+	// When the sandbox provider started the agent with a GOMAXPROCS of
+	// its own, its commands get the sandbox's back.
+	o.Env = gomaxprocs.Restore(o.Env, protocol.EnvCommandGOMAXPROCS)
 	if o.Git == nil {
 		o.Git = &git.Git{Env: o.Env}
 	}
@@ -174,32 +177,6 @@ func (o Options) withDefaults() Options {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return o
-}
-
-// commandGOMAXPROCS is env, the agent's environment, with the GOMAXPROCS
-// its commands run with: when its sandbox provider started it with one of
-// its own, the sandbox's, which protocol.EnvCommandGOMAXPROCS holds (none
-// when that is empty).
-func commandGOMAXPROCS(env []string) []string {
-	keep, ok := "", false
-	for _, kv := range env {
-		if k, v, _ := strings.Cut(kv, "="); k == protocol.EnvCommandGOMAXPROCS {
-			keep, ok = v, true
-		}
-	}
-	if !ok {
-		return env
-	}
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); k != "GOMAXPROCS" && k != protocol.EnvCommandGOMAXPROCS {
-			out = append(out, kv)
-		}
-	}
-	if keep != "" {
-		out = append(out, "GOMAXPROCS="+keep)
-	}
-	return out
 }
 
 func lookupEnv(env []string, name string) string {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fleetlift/fleetlift/internal/gomaxprocs"
 )
 
 // Spec says what a jailed command sees of the file system. Every path is
@@ -128,43 +130,12 @@ func oneProcessor(env []string) []string {
 	if env == nil {
 		env = os.Environ()
 	}
-	out := make([]string, 0, len(env)+2)
-	procs := ""
-	for _, kv := range env {
-		switch k, v, _ := strings.Cut(kv, "="); k {
-		case "GOMAXPROCS":
-			procs = v
-		case envGOMAXPROCS:
-		default:
-			out = append(out, kv)
-		}
-	}
-	return append(out, "GOMAXPROCS=1", envGOMAXPROCS+"="+procs)
+	return gomaxprocs.Carry(env, envGOMAXPROCS, 1)
 }
 
 // commandEnv is env, the jail's, for the command: its own GOMAXPROCS
 // back (oneProcessor).
-func commandEnv(env []string) []string {
-	procs, carried := "", false
-	for _, kv := range env {
-		if k, v, _ := strings.Cut(kv, "="); k == envGOMAXPROCS {
-			procs, carried = v, true
-		}
-	}
-	if !carried {
-		return env
-	}
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); k != "GOMAXPROCS" && k != envGOMAXPROCS {
-			out = append(out, kv)
-		}
-	}
-	if procs != "" {
-		out = append(out, "GOMAXPROCS="+procs)
-	}
-	return out
-}
+func commandEnv(env []string) []string { return gomaxprocs.Restore(env, envGOMAXPROCS) }
 
 // Run starts the jail and waits for it.
 func (c *Cmd) Run() error {
