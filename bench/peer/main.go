@@ -134,7 +134,11 @@ func report(o options, tools []tool, results map[string][]measure) {
 				medianRatio(ms, base, func(m measure) time.Duration { return m.wall }),
 				medianRatio(ms, base, func(m measure) time.Duration { return m.cpu }))
 		}
-		fmt.Printf("  %-36s %7.1f s %7.2f s %9.2f s %s   (walls: %s)\n", t.label(o), wall.Seconds(), cpu.Seconds(), gitea.Seconds(), ratios, walls(ms))
+		rounds := ""
+		if haveBase && t.name != mg8 {
+			rounds = "; CPU/mg8 by round: " + roundRatios(ms, base, func(m measure) time.Duration { return m.cpu })
+		}
+		fmt.Printf("  %-36s %7.1f s %7.2f s %9.2f s %s   (walls: %s%s)\n", t.label(o), wall.Seconds(), cpu.Seconds(), gitea.Seconds(), ratios, walls(ms), rounds)
 	}
 	if haveBase {
 		fmt.Println("  goal: fleetlift, one task per repository: wall <= 1.0x and CPU <= 2x multi-gitter -C 8's")
@@ -167,6 +171,19 @@ func medianRatio(ms, base []measure, f func(measure) time.Duration) float64 {
 		return 0
 	}
 	return rs[len(rs)/2]
+}
+
+// roundRatios is each round's ms[i] / base[i], in the order of the
+// rounds: how far apart the rounds are says how much the median can be
+// trusted.
+func roundRatios(ms, base []measure, f func(measure) time.Duration) string {
+	var s []string
+	for i := range min(len(ms), len(base)) {
+		if b := f(base[i]); b > 0 {
+			s = append(s, fmt.Sprintf("%.2f", float64(f(ms[i]))/float64(b)))
+		}
+	}
+	return strings.Join(s, " ")
 }
 
 func walls(ms []measure) string {
