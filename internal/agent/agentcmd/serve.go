@@ -137,7 +137,9 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 		"how commands are isolated: "+IsolationNamespaces+" (each in its own user, mount and PID namespaces, see package jail) or "+IsolationNone+" (plain processes that can read and write all the agent can)")
 	f.StringVar(&jailProg, "jail-program", "",
 		"the "+JailProgramName+" to jail commands with, as an absolute path, which its caller found to speak this agent's jail protocol (default: the one beside the agent when it does, else the agent's own jail command)")
-	f.StringSliceVar(&hidden, "hide", nil, "a directory or file no command may see (repeatable): the worker's state, credentials")
+	// Each --hide is one path, taken as it is: a comma is a character of
+	// it, not a separator.
+	f.StringArrayVar(&hidden, "hide", nil, "a directory or file no command may see (repeatable): the worker's state, credentials")
 	f.StringVar(&opts.Lease, "lease", "", "a file the sandbox provider touches while a worker watches this sandbox (see --orphan-after)")
 	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
 	return cmd

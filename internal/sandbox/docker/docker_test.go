@@ -145,6 +145,8 @@ func agentOptions(id string) sandbox.ProvisionOptions {
 func TestUntrustedWork(t *testing.T) {
 	scope := newScope()
 	sandboxtest.RunUntrusted(t, sandboxtest.UntrustedHarness{
+		// The containers see none of the host's files but the repositories.
+		Hidden: t.TempDir(),
 		New: func(t *testing.T) sandbox.Provider {
 			return newProvider(t, scope, func(o *Options) { o.Binds = []string{reposRoot} })
 		},

@@ -73,9 +73,16 @@ func conformance(t *testing.T, ends bool) {
 // The work the real agent runs in local sandboxes, as fleetlift's workers
 // start it (jailed), cannot act against the control plane.
 func TestUntrustedWork(t *testing.T) {
+	// The sandboxes' root stands for the worker's state directory, which
+	// the worker hides; a comma is as good as any other character in its
+	// path.
+	root := filepath.Join(t.TempDir(), "state,dir")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	sandboxtest.RunUntrusted(t, sandboxtest.UntrustedHarness{
+		Hidden: root,
 		New: func(t *testing.T) sandbox.Provider {
-			root := t.TempDir()
 			p, err := New(Options{Root: root, AgentCommand: []string{os.Args[0], "agent"}, StopGrace: stopGrace,
 				ServeArgs: []string{"--hide", root, "--manifest-poll", "20ms", "--steering-poll", "50ms"}})
 			if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +31,11 @@ type UntrustedHarness struct {
 	Repository func(t *testing.T) (url string, show func(branch, path string) string)
 	// Processes is as in Harness; nil means this host's /proc.
 	Processes func(t *testing.T, marker string) []string
+	// Hidden is a directory of this host that the work must not see: the
+	// one the provider's sandboxes were told to hide (as a worker hides
+	// its state directory), or any when they see none of the host's
+	// files. The suite writes a file into it. Required.
+	Hidden string
 }
 
 // RunUntrusted runs what the work in a sandbox (the transform, the agent
@@ -36,8 +43,8 @@ type UntrustedHarness struct {
 // in the provider's sandboxes, driven as the worker drives it: through
 // manifest.json, status.json, result.json and steering.json.
 func RunUntrusted(t *testing.T, h UntrustedHarness) {
-	if h.New == nil || h.Options == nil || h.Repository == nil {
-		t.Fatal("sandboxtest: UntrustedHarness needs New, Options and Repository")
+	if h.New == nil || h.Options == nil || h.Repository == nil || h.Hidden == "" {
+		t.Fatal("sandboxtest: UntrustedHarness needs New, Options, Repository and Hidden")
 	}
 	if h.Processes == nil {
 		h.Processes = func(t *testing.T, marker string) []string { return hostProcesses(t, marker) }
@@ -50,6 +57,7 @@ func RunUntrusted(t *testing.T, h UntrustedHarness) {
 		{"TransformCannotApproveItself", u.cannotApproveItself},
 		{"CommandsNeverSeeTokens", u.neverSeeTokens},
 		{"NothingOutlivesItsCommand", u.nothingOutlives},
+		{"HiddenStaysHidden", u.hiddenStaysHidden},
 	} {
 		t.Run(c.name, c.run)
 	}
@@ -248,5 +256,28 @@ func (u *untrusted) nothingOutlives(t *testing.T) {
 	s.wait(protocol.PhaseComplete)
 	if left := u.h.Processes(t, marker); len(left) > 0 {
 		t.Fatalf("processes outlived the transform: %v", left)
+	}
+}
+
+// hiddenStaysHidden: the work can neither list nor read what the sandbox
+// keeps from it (the worker's state), whatever characters its path holds.
+func (u *untrusted) hiddenStaysHidden(t *testing.T) {
+	url, _ := u.h.Repository(t)
+	secret := "state-" + newMarker()
+	if err := os.WriteFile(filepath.Join(u.h.Hidden, "state.txt"), []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := "'" + strings.ReplaceAll(u.h.Hidden, "'", `'\''`) + "'"
+	m := manifest(url, `{ ls -a `+dir+`; cat `+dir+`/state.txt; } > SEEN 2>&1; echo change >> README.md`)
+	s := u.start(t, "hidden", nil, m)
+	r := s.wait(protocol.PhaseComplete)
+	seen := diffOf(r, "SEEN")
+	if seen == "" {
+		t.Fatalf("the change does not hold what the work saw of %s: %+v", u.h.Hidden, r.Repositories)
+	}
+	// ls would list state.txt on a line of its own; cat would print the
+	// secret.
+	if strings.Contains(seen, secret) || strings.Contains(seen, "\n+state.txt\n") {
+		t.Errorf("the work saw into %s:\n%s", u.h.Hidden, seen)
 	}
 }
