@@ -175,7 +175,7 @@ func TestJailKilledFromOutsideLeavesNoVerdict(t *testing.T) {
 			t.Fatal("the command never ran")
 		}
 	}
-	jails := processesWith(t, "\x00--spec\x00")
+	jails := processesWith(t, "\x00--uid\x00")
 	var killed int
 	for _, j := range jails {
 		if strings.Contains(j, o.Workspace) {

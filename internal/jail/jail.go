@@ -2,7 +2,6 @@ package jail
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,23 +22,23 @@ import (
 type Spec struct {
 	// Writable are the directories the command may write: its workspace
 	// and its home. Everything else is read-only.
-	Writable []string `json:"writable,omitempty"`
+	Writable []string
 	// Hidden are directories the command sees empty and files it sees
 	// empty, both read-only: the protocol directory, the worker's state,
 	// credentials in the worker's home.
-	Hidden []string `json:"hidden,omitempty"`
+	Hidden []string
 	// Readable are files or directories under a Hidden directory that the
 	// command may still read (the prompt file inside the protocol
 	// directory).
-	Readable []string `json:"readable,omitempty"`
+	Readable []string
 	// Scratch are directories replaced by a private, empty, writable
 	// file system for the command's life (/tmp).
-	Scratch []string `json:"scratch,omitempty"`
+	Scratch []string
 
 	// UID and GID are the caller's, which the command runs as; set by
 	// Command.
-	UID int `json:"uid"`
-	GID int `json:"gid"`
+	UID int
+	GID int
 }
 
 // DefaultScratch are the directories every jail gets private: what a
@@ -66,13 +65,20 @@ const (
 
 // Protocol is the version of Main's command line and environment: a jail
 // program that prints another with --protocol (or none) does not speak
-// this one. (3: the command's GOMAXPROCS comes in envGOMAXPROCS.)
-const Protocol = "3"
+// this one. (3: the command's GOMAXPROCS comes in envGOMAXPROCS. 4: the
+// spec comes as a flag per path and id, not as JSON.)
+const Protocol = "4"
 
-// flags of Main.
+// flags of Main. The spec's: one flag per path, taken as it is, and the
+// ids.
 const (
 	flagProtocol = "--protocol"
-	flagSpec     = "--spec"
+	flagWritable = "--writable"
+	flagHidden   = "--hidden"
+	flagReadable = "--readable"
+	flagScratch  = "--scratch"
+	flagUID      = "--uid"
+	flagGID      = "--gid"
 	flagDrop     = "--drop"
 	flagProbe    = "--probe"
 	flagReport   = "--report-fd"
@@ -215,17 +221,30 @@ func (j *Jail) args(spec Spec, probe bool, argv []string) ([]string, error) {
 	if len(j.Self) == 0 || j.Self[0] == "" {
 		return nil, errors.New("jail: Self is empty")
 	}
-	data, err := json.Marshal(spec)
-	if err != nil {
-		return nil, fmt.Errorf("jail: encode spec: %w", err)
+	args := append([]string{}, j.Self[1:]...)
+	for _, g := range specFlags(&spec) {
+		for _, p := range *g.paths {
+			args = append(args, g.flag, p)
+		}
 	}
-	args := append(append([]string{}, j.Self[1:]...), flagSpec, string(data))
+	args = append(args, flagUID, strconv.Itoa(spec.UID), flagGID, strconv.Itoa(spec.GID))
 	if probe {
 		args = append(args, flagProbe)
 	} else {
 		args = append(args, flagReport, strconv.Itoa(reportFD))
 	}
 	return append(append(args, "--"), argv...), nil
+}
+
+// specFlags are the flags of spec's paths, each with the list it fills.
+func specFlags(spec *Spec) []struct {
+	flag  string
+	paths *[]string
+} {
+	return []struct {
+		flag  string
+		paths *[]string
+	}{{flagWritable, &spec.Writable}, {flagHidden, &spec.Hidden}, {flagReadable, &spec.Readable}, {flagScratch, &spec.Scratch}}
 }
 
 // reportFD is the descriptor a jail says why it could not be made on:
@@ -244,18 +263,34 @@ type parsed struct {
 
 func parseArgs(args []string) (parsed, error) {
 	var p parsed
+	var s Spec
+	uid, gid := -1, -1
+	paths := map[string]*[]string{}
+	for _, g := range specFlags(&s) {
+		paths[g.flag] = g.paths
+	}
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; a {
-		case flagSpec:
+		case flagWritable, flagHidden, flagReadable, flagScratch:
 			if i+1 >= len(args) {
-				return p, errors.New("--spec needs a value")
+				return p, fmt.Errorf("%s needs a path", a)
 			}
 			i++
-			var s Spec
-			if err := json.Unmarshal([]byte(args[i]), &s); err != nil {
-				return p, fmt.Errorf("--spec: %w", err)
+			*paths[a] = append(*paths[a], args[i])
+		case flagUID, flagGID:
+			if i+1 >= len(args) {
+				return p, fmt.Errorf("%s needs a value", a)
 			}
-			p.spec = &s
+			i++
+			id, err := strconv.Atoi(args[i])
+			if err != nil || id < 0 {
+				return p, fmt.Errorf("%s: %q is not an id", a, args[i])
+			}
+			if a == flagUID {
+				uid = id
+			} else {
+				gid = id
+			}
 		case flagDrop:
 			p.drop = true
 		case flagProbe:
@@ -275,8 +310,14 @@ func parseArgs(args []string) (parsed, error) {
 			if len(p.argv) == 0 && !p.probe {
 				return p, errors.New("no command after --")
 			}
-			if p.spec == nil && !p.drop {
-				return p, errors.New("--spec or --drop is required")
+			if uid >= 0 && gid >= 0 {
+				s.UID, s.GID = uid, gid
+				if err := s.validate(); err != nil {
+					return p, err
+				}
+				p.spec = &s
+			} else if uid >= 0 || gid >= 0 || !p.drop {
+				return p, errors.New("--uid and --gid, or --drop, are required")
 			}
 			if p.drop && !p.probe {
 				return p, errors.New("--drop runs no command: it is the probe's (--probe)")

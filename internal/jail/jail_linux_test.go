@@ -226,6 +226,39 @@ func TestJailExitCodes(t *testing.T) {
 	}
 }
 
+// A path of the spec is taken as it is, whatever it holds: commas,
+// spaces, quotes, a newline, what looks like a flag.
+func TestJailTakesPathsAsTheyAre(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "a,b c'd\"e\n--drop")
+	ws, hidden := filepath.Join(root, "--", "ws"), filepath.Join(root, "--uid 0")
+	for _, d := range []string{ws, hidden} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(hidden, "secret"), []byte("PRIVATE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// No scratch: a private /tmp would hide the test's directories all by
+	// itself.
+	j := &Jail{Self: self, Spec: Spec{Writable: []string{ws}, Hidden: []string{hidden}}}
+	requireJail(t, j)
+	code, out := run(t, j, ws, `echo landed > "$WS/out"; ls -A "$HIDDEN"; cat "$HIDDEN/secret" 2>/dev/null; echo "uid: $(id -u)"`,
+		"WS="+ws, "HIDDEN="+hidden)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if strings.Contains(out, "secret") || strings.Contains(out, "PRIVATE") {
+		t.Errorf("the hidden directory shows in the jail:\n%s", out)
+	}
+	if want := fmt.Sprintf("uid: %d", os.Getuid()); !strings.Contains(out, want) {
+		t.Errorf("want %q in:\n%s", want, out)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "out")); string(data) != "landed\n" {
+		t.Errorf("the write to the writable directory holds %q", data)
+	}
+}
+
 func TestJailRefusesBadSpecs(t *testing.T) {
 	b := newBox(t)
 	tests := []struct {
