@@ -160,12 +160,7 @@ func median(ms []measure, f func(measure) time.Duration) time.Duration {
 // medianRatio is the median over rounds of ms[i] / base[i]: each round's
 // runs shared the machine's state.
 func medianRatio(ms, base []measure, f func(measure) time.Duration) float64 {
-	var rs []float64
-	for i := range min(len(ms), len(base)) {
-		if b := f(base[i]); b > 0 {
-			rs = append(rs, float64(f(ms[i]))/float64(b))
-		}
-	}
+	rs := ratios(ms, base, f)
 	slices.Sort(rs)
 	if len(rs) == 0 {
 		return 0
@@ -178,12 +173,22 @@ func medianRatio(ms, base []measure, f func(measure) time.Duration) float64 {
 // trusted.
 func roundRatios(ms, base []measure, f func(measure) time.Duration) string {
 	var s []string
-	for i := range min(len(ms), len(base)) {
-		if b := f(base[i]); b > 0 {
-			s = append(s, fmt.Sprintf("%.2f", float64(f(ms[i]))/float64(b)))
-		}
+	for _, r := range ratios(ms, base, f) {
+		s = append(s, fmt.Sprintf("%.2f", r))
 	}
 	return strings.Join(s, " ")
+}
+
+// ratios are ms[i] / base[i] for the rounds both ran, in their order,
+// but for a round whose base measured nothing.
+func ratios(ms, base []measure, f func(measure) time.Duration) []float64 {
+	var rs []float64
+	for i := range min(len(ms), len(base)) {
+		if b := f(base[i]); b > 0 {
+			rs = append(rs, float64(f(ms[i]))/float64(b))
+		}
+	}
+	return rs
 }
 
 func walls(ms []measure) string {

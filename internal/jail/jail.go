@@ -236,15 +236,16 @@ func (j *Jail) args(spec Spec, probe bool, argv []string) ([]string, error) {
 	return append(append(args, "--"), argv...), nil
 }
 
-// specFlags are the flags of spec's paths, each with the list it fills.
-func specFlags(spec *Spec) []struct {
+// pathFlag is a flag of the spec's paths and the list of the spec it
+// fills.
+type pathFlag struct {
 	flag  string
 	paths *[]string
-} {
-	return []struct {
-		flag  string
-		paths *[]string
-	}{{flagWritable, &spec.Writable}, {flagHidden, &spec.Hidden}, {flagReadable, &spec.Readable}, {flagScratch, &spec.Scratch}}
+}
+
+// specFlags are the flags of spec's paths.
+func specFlags(spec *Spec) []pathFlag {
+	return []pathFlag{{flagWritable, &spec.Writable}, {flagHidden, &spec.Hidden}, {flagReadable, &spec.Readable}, {flagScratch, &spec.Scratch}}
 }
 
 // reportFD is the descriptor a jail says why it could not be made on:
