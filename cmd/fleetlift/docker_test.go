@@ -115,3 +115,52 @@ repositories:
 		t.Errorf("%d volumes of the run are left", len(vols.Items))
 	}
 }
+
+// A definition whose image the engine lacks fails each repository at
+// once, saying so in the table, step named once; no container is left.
+func TestRunInDockerRefusesAnImageTheEngineLacks(t *testing.T) {
+	cli := dockertest.Client(t)
+	sandboxImage, agentImage := dockertest.Images(t, cli)
+	scope := fmt.Sprintf("cmdtest%08x", rand.Uint32())
+	absent := "fleetlift-test/absent:" + scope
+	root := t.TempDir()
+	urls := demoRepos(t, root, 2)
+	def := writeDef(t, t.TempDir(), "absent.yaml", fmt.Sprintf(`version: 1
+kind: Campaign
+id: absent-image
+title: Bump go in an image nobody built
+template:
+  execution:
+    deterministic:
+      image: %s
+      command: [sh, -c, "true"]
+  pull_request: {branch_prefix: auto/absent, title: Bump go}
+repositories:
+  - url: %s
+  - url: %s
+`, absent, urls[0], urls[1]))
+	addr, state := freeAddr(t), filepath.Join(t.TempDir(), "state")
+	out, code := runCLI(t, "run", "--file", def, "--temporal-address", addr, "--state-dir", state,
+		"--sandbox", "docker", "--sandbox-image", sandboxImage, "--sandbox-agent-image", agentImage,
+		"--sandbox-scope", scope, "--allow-file-root", root)
+	if code != 1 {
+		t.Errorf("exit %d; want 1 (the campaign failed)", code)
+	}
+	cell := "provision sandbox: image " + absent + " is not on the engine"
+	if n := strings.Count(out, cell); n != 2 {
+		t.Errorf("output says %q %d times; want once for each repository:\n%s", cell, n, out)
+	}
+	if n := strings.Count(out, "provision sandbox"); n != 2 {
+		t.Errorf("output names the step %d times; want once for each repository:\n%s", n, out)
+	}
+	if !strings.Contains(out, "2 repositories: 0 completed, 2 failed") {
+		t.Errorf("output lacks the failures:\n%s", out)
+	}
+	left, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", docker.LabelScope+"="+scope)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 0 {
+		t.Errorf("%d containers of the run are left", len(left.Items))
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	commonpb "go.temporal.io/api/common/v1"
@@ -539,7 +540,12 @@ func oneLine(s string) string {
 		s = s[:i] + " …"
 	}
 	if len(s) > 120 {
-		s = s[:117] + "..."
+		// Cut between characters, not inside one.
+		n := 117
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n] + "..."
 	}
 	return s
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -199,5 +200,19 @@ pull_request: {branch_prefix: auto/scripted, title: Bump go}
 	}
 	if prs, _ := repos[0].(map[string]any)["pull_requests"].([]any); len(prs) != 1 || !strings.Contains(fmt.Sprint(prs[0]), "auto/scripted/scripted") {
 		t.Errorf("the task's pull request: %v", repos[0])
+	}
+}
+
+// A long error is cut between characters in a table cell: the cell stays
+// valid UTF-8 whatever the error is written in.
+func TestOneLineCutsBetweenCharacters(t *testing.T) {
+	// An even prefix puts byte 117 inside an é.
+	long := "errors: " + strings.Repeat("é", 80)
+	got := oneLine(long)
+	if !utf8.ValidString(got) || !strings.HasSuffix(got, "...") || len(got) > 120 || !strings.HasPrefix(long, strings.TrimSuffix(got, "...")) {
+		t.Errorf("oneLine(%q) = %q; want a valid prefix of at most 120 bytes ending in ...", long, got)
+	}
+	if got := oneLine("first line\nsecond"); got != "first line …" {
+		t.Errorf("oneLine of two lines = %q", got)
 	}
 }

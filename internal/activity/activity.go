@@ -99,6 +99,9 @@ const (
 	// ErrManifestInvalid: a manifest no agent could carry out (an
 	// output.schema that is not a usable JSON Schema).
 	ErrManifestInvalid = "ManifestInvalid"
+	// ErrSandboxRefused: the provider cannot make the sandbox as asked,
+	// and another attempt would not change that (sandbox.ErrRefused).
+	ErrSandboxRefused = "SandboxRefused"
 )
 
 // ProvisionInput asks for a sandbox.
@@ -138,7 +141,16 @@ func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (S
 		Timeout: in.Timeout, Labels: in.Labels, Resources: in.Resources, SecretRefs: refs,
 	})
 	if err != nil {
-		return SandboxRef{}, fmt.Errorf("provision sandbox %s: %w", in.SandboxID, err)
+		// The step, not the sandbox: the task or unit that failed is
+		// named where the error is shown, and the sandbox's long name
+		// would crowd out why. The log names it.
+		if sdkactivity.IsActivity(ctx) {
+			sdkactivity.GetLogger(ctx).Warn("could not provision the sandbox", "sandbox", in.SandboxID, "error", err)
+		}
+		if errors.Is(err, sandbox.ErrRefused) {
+			return SandboxRef{}, temporal.NewNonRetryableApplicationError("provision sandbox: "+err.Error(), ErrSandboxRefused, err)
+		}
+		return SandboxRef{}, fmt.Errorf("provision sandbox: %w", err)
 	}
 	return SandboxRef{ID: sb.ID, Provider: sb.Provider, Queue: a.Queue,
 		Notes: a.CredentialVariables.notes(in.Credentials, sb.Provider, sb.IgnoredSecretRefs)}, nil

@@ -413,3 +413,32 @@ func TestRunUnitsTellsEachUnitAsItEnds(t *testing.T) {
 		t.Errorf("the pending runs read back as %+v; want u1 and u2's outcomes, u3 at work", got)
 	}
 }
+
+// A unit whose sandbox the provider refuses fails at once, saying why
+// once, and the run goes on to the next unit: another attempt would be
+// refused the same way, so the run is not failed and tried again.
+func TestRunUnitsFailsARefusedUnitAtOnce(t *testing.T) {
+	a, env := newActivities(t)
+	a.MayStart = (&asked{}).mayStart
+	in := units("complete", "u1", "u2")
+	// A name no sandbox can have: the provider refuses it.
+	in.Units[0].SandboxID = "not a sandbox name"
+	out := runUnits(t, a, env, in)
+	if got := keys(out); !slices.Equal(got, []string{"u1", "u2"}) {
+		t.Fatalf("units done %v; want u1 and u2", got)
+	}
+	refused, next := out.Done[0], out.Done[1]
+	if !strings.HasPrefix(refused.Error, "provision sandbox: ") || strings.Count(refused.Error, "provision") != 1 || !strings.Contains(refused.Error, "not a sandbox name") {
+		t.Errorf("refused unit's error %q; want one \"provision sandbox: \" and the reason", refused.Error)
+	}
+	if next.Error != "" || next.Outcome.Status.Phase != protocol.PhaseComplete {
+		t.Errorf("the unit after it: %+v; want it complete", next)
+	}
+
+	// On its own, the activity's refusal is not retried.
+	_, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "not a sandbox name"})
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || !ae.NonRetryable() || ae.Type() != activity.ErrSandboxRefused || !strings.HasPrefix(ae.Message(), "provision sandbox: ") {
+		t.Errorf("ProvisionSandbox of a refused sandbox: %v; want a non-retryable %s error saying \"provision sandbox: \"", err, activity.ErrSandboxRefused)
+	}
+}

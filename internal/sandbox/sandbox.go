@@ -14,7 +14,9 @@ import (
 // activity that calls it may be retried.
 type Provider interface {
 	// Provision creates a sandbox and starts the agent in it. Provisioning
-	// the same opts.ID again returns the existing sandbox.
+	// the same opts.ID again returns the existing sandbox. Its error says
+	// why, not what: the caller names the step and the sandbox. An error
+	// that another attempt cannot mend wraps ErrRefused.
 	Provision(ctx context.Context, opts ProvisionOptions) (*Sandbox, error)
 	// Exec runs a command in the sandbox and waits for it.
 	Exec(ctx context.Context, id string, cmd ExecCommand) (*ExecResult, error)
@@ -36,6 +38,26 @@ type Provider interface {
 // ErrNotFound is wrapped by errors about sandboxes or files that do not
 // exist.
 var ErrNotFound = errors.New("not found")
+
+// ErrRefused is wrapped by a Provision error that another attempt with
+// the same options cannot mend: what was asked cannot be made here as it
+// stands (an image the engine does not have, since no provider pulls
+// one; an id or a variable that cannot be set; a namespace or resources
+// the provider does not serve). The task fails at once instead of
+// provisioning again.
+var ErrRefused = errors.New("refused")
+
+// Refused marks err as a refusal (ErrRefused) without changing its text.
+func Refused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return refused{err}
+}
+
+type refused struct{ error }
+
+func (r refused) Unwrap() []error { return []error{r.error, ErrRefused} }
 
 // ProvisionOptions describe a sandbox to create.
 type ProvisionOptions struct {

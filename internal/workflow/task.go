@@ -616,7 +616,13 @@ func (e *stepError) Unwrap() error { return e.err }
 func errText(err error) string {
 	var se *stepError
 	if errors.As(err, &se) {
-		return se.step + ": " + errText(se.err)
+		// An activity's error may name its step already ("provision
+		// sandbox: ...").
+		inner := errText(se.err)
+		if strings.HasPrefix(inner, se.step+": ") {
+			return inner
+		}
+		return se.step + ": " + inner
 	}
 	// A child's failure wraps its cause: say the cause.
 	var ce *temporal.ChildWorkflowExecutionError

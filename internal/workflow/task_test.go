@@ -3,12 +3,14 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -53,6 +55,8 @@ type agentScript struct {
 	// provisioning was given.
 	notes       []string
 	credentials []*activity.Credentials
+	// provisionErr, when set, is what every provisioning fails with.
+	provisionErr error
 }
 
 // scriptTree is the tree of the change the scripted agent collects.
@@ -63,6 +67,13 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 	env.OnActivity(a.ProvisionSandbox, mockAny, mockAny).Return(func(_ context.Context, in activity.ProvisionInput) (activity.SandboxRef, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.provisionErr != nil {
+			// A sandbox asked for, made or not, is removed after, once.
+			if !slices.Contains(s.sandboxes, in.SandboxID) {
+				s.sandboxes = append(s.sandboxes, in.SandboxID)
+			}
+			return activity.SandboxRef{}, s.provisionErr
+		}
 		s.sandboxes = append(s.sandboxes, in.SandboxID)
 		s.credentials = append(s.credentials, in.Credentials)
 		s.current, s.iteration = "", 0
@@ -339,6 +350,26 @@ func TestTaskAgentTimeout(t *testing.T) {
 	res, _ := runTask(t, s, taskInput(), nil)
 	if res.Phase != workflow.TaskFailed || !strings.Contains(res.Error, "agent: ") {
 		t.Errorf("result: %+v", res)
+	}
+}
+
+// A task whose sandbox cannot be provisioned says why, and names the
+// step once: the activity's own error names it already, a timeout does
+// not.
+func TestTaskProvisioningFailureNamesTheStepOnce(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{temporal.NewNonRetryableApplicationError("provision sandbox: image golang: No such image (no image is pulled: build or load it on the engine)", activity.ErrSandboxRefused, nil),
+			"provision sandbox: image golang: No such image (no image is pulled: build or load it on the engine)"},
+		{temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), "provision sandbox: timed out (StartToClose)"},
+	} {
+		s := &agentScript{first: protocol.PhaseComplete, provisionErr: c.err}
+		res, _ := runTask(t, s, taskInput(), nil)
+		if res.Phase != workflow.TaskFailed || res.Error != c.want {
+			t.Errorf("provisioning failed with %v: result %s %q; want failed %q", c.err, res.Phase, res.Error, c.want)
+		}
 	}
 }
 

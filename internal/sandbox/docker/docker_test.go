@@ -2,10 +2,13 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +158,41 @@ func TestUntrustedWork(t *testing.T) {
 			return newRepository(t, map[string]string{"README.md": "# svc\n"})
 		},
 	})
+}
+
+// A task's image that the engine lacks is refused at once: no provider
+// pulls, so another attempt would fail the same way. The error names the
+// image and says what to do, and nothing is left behind.
+func TestProvisionRefusesAnImageTheEngineLacks(t *testing.T) {
+	ctx := t.Context()
+	scope := newScope()
+	p := newProvider(t, scope, nil)
+	id := "absent-image"
+	_, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: id, Image: "fleetlift-test/absent:" + scope})
+	if err == nil {
+		p.Cleanup(ctx, id)
+		t.Fatal("Provision with an image the engine lacks succeeded")
+	}
+	if !errors.Is(err, sandbox.ErrRefused) {
+		t.Errorf("Provision: %v; want an error that wraps sandbox.ErrRefused", err)
+	}
+	for _, want := range []string{"image fleetlift-test/absent:" + scope + " is not on the engine", "no image is pulled"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Provision: %v; want it to say %q", err, want)
+		}
+	}
+	if n := countContainers(t, dockertest.Client(t), scope, id); n != 0 {
+		t.Errorf("a refused Provision left %d containers", n)
+	}
+	// The engine's refusal to answer is not a refusal of the request.
+	down := newProvider(t, scope, func(o *Options) {
+		cli, err := client.New(client.WithHost("unix://" + filepath.Join(t.TempDir(), "no-engine.sock")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Client = cli
+	})
+	if _, err := down.Provision(ctx, sandbox.ProvisionOptions{ID: id}); err == nil || errors.Is(err, sandbox.ErrRefused) {
+		t.Errorf("Provision with no engine to answer: %v; want an error another attempt may mend (not sandbox.ErrRefused)", err)
+	}
 }

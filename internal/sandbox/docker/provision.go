@@ -39,20 +39,17 @@ const readyPoll = 10 * time.Millisecond
 func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
 	id := opts.ID
 	if err := checkID(id); err != nil {
-		return nil, fmt.Errorf("provision sandbox: %w", err)
-	}
-	fail := func(err error) (*sandbox.Sandbox, error) {
-		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+		return nil, sandbox.Refused(err)
 	}
 	if err := checkEnv(opts.Env); err != nil {
-		return fail(err)
+		return nil, sandbox.Refused(err)
 	}
 	if err := checkEnv(opts.Secrets); err != nil {
-		return fail(err)
+		return nil, sandbox.Refused(err)
 	}
 	for k := range opts.Secrets {
 		if strings.Contains(k, ",") {
-			return fail(fmt.Errorf("secret name %q contains a comma", k))
+			return nil, sandbox.Refused(fmt.Errorf("secret name %q contains a comma", k))
 		}
 	}
 	unlock := p.lock(id)
@@ -63,23 +60,23 @@ func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 		c, err = p.create(ctx, opts)
 	}
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if c.State != nil && c.State.Status == container.StateCreated {
 		// Made by this call, or by one that stopped before starting it:
 		// preparing again does no harm.
 		if err := p.prepare(ctx, c.ID, id, c.Config.Image); err != nil {
-			return fail(err)
+			return nil, err
 		}
 		if err := p.start(ctx, c.ID); err != nil {
-			return fail(err)
+			return nil, err
 		}
 	}
 	if err := p.waitReady(ctx, c.ID); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if c, err = p.find(ctx, id); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	// Secrets come from the worker: a Secret reference cannot apply.
 	return sandbox.Ignoring(&sandbox.Sandbox{ID: id, Provider: p.Name(), WorkingDir: Workspace, Phase: p.status(c).Phase}, opts), nil
@@ -95,11 +92,11 @@ func (p *Provider) create(ctx context.Context, opts sandbox.ProvisionOptions) (c
 	}
 	image := cmpOr(opts.Image, p.image)
 	if _, err := p.cli.ImageInspect(ctx, image); err != nil {
-		return container.InspectResponse{}, fmt.Errorf("image %s: %w (no image is pulled: build or load it on the engine)", image, err)
+		return container.InspectResponse{}, imageError("image", image, err)
 	}
 	res, err := resources(opts.Resources, p.pids)
 	if err != nil {
-		return container.InspectResponse{}, err
+		return container.InspectResponse{}, sandbox.Refused(err)
 	}
 
 	labels := map[string]string{}
@@ -282,6 +279,16 @@ func (p *Provider) agentMount(ctx context.Context) (mount.Mount, error) {
 	return mount.Mount{Type: mount.TypeVolume, Source: volume, Target: AgentDir, ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}, nil
 }
 
+// imageError is why image (what names its role) cannot be had: one the
+// engine does not have is refused (sandbox.ErrRefused), since no image is
+// pulled; any other failure to look it up may pass.
+func imageError(what, image string, err error) error {
+	if cerrdefs.IsNotFound(err) {
+		return sandbox.Refused(fmt.Errorf("%s %s is not on the engine (no image is pulled: build or load it there)", what, image))
+	}
+	return fmt.Errorf("%s %s: %w", what, image, err)
+}
+
 // agentVolume returns the volume that holds the agent image's binary,
 // filling it first if needed: one volume per agent image (by id) and
 // engine, shared by every scope. It is filled through a container of the
@@ -291,7 +298,7 @@ func (p *Provider) agentMount(ctx context.Context) (mount.Mount, error) {
 func (p *Provider) agentVolume(ctx context.Context) (string, error) {
 	img, err := p.cli.ImageInspect(ctx, p.agentImage)
 	if err != nil {
-		return "", fmt.Errorf("agent image %s: %w", p.agentImage, err)
+		return "", imageError("agent image", p.agentImage, err)
 	}
 	imageID := img.ID
 	// One fill at a time in this process; providers in other processes

@@ -60,14 +60,14 @@ func (p *Jobs) key(id string) client.ObjectKey {
 func (p *Jobs) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
 	creds, err := credentials(opts, p.SecretRefs)
 	if err != nil {
-		return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
+		return nil, sandbox.Refused(err)
 	}
 	if opts.Namespace != "" && opts.Namespace != p.Namespace {
-		return nil, fmt.Errorf("provision %s: namespace %s: this worker's sandboxes are in %s", opts.ID, opts.Namespace, p.Namespace)
+		return nil, sandbox.Refused(fmt.Errorf("namespace %s: this worker's sandboxes are in %s", opts.Namespace, p.Namespace))
 	}
 	res, err := resources(opts.Resources)
 	if err != nil {
-		return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
+		return nil, sandbox.Refused(err)
 	}
 	if res.Limits.Memory == nil {
 		res.Limits.Memory = p.Defaults.Limits.Memory
@@ -98,7 +98,7 @@ func (p *Jobs) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*s
 	}
 	job := p.Pod.Job(s)
 	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("provision %s: create the Job: %w", opts.ID, err)
+		return nil, fmt.Errorf("create the Job: %w", err)
 	}
 	poll := p.Poll
 	if poll == 0 {
@@ -107,17 +107,17 @@ func (p *Jobs) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*s
 	for {
 		_, _, o, err := p.observe(ctx, opts.ID)
 		if err != nil {
-			return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
+			return nil, err
 		}
 		switch o.Phase {
 		case v1alpha1.PhaseRunning:
 			return &sandbox.Sandbox{ID: opts.ID, Provider: p.Name(), WorkingDir: s.Workspace(), Phase: sandbox.PhaseRunning}, nil
 		case v1alpha1.PhaseFailed, v1alpha1.PhaseSucceeded:
-			return nil, fmt.Errorf("provision %s: the sandbox %s (%s): %s", opts.ID, o.Phase, o.Reason, o.Message)
+			return nil, fmt.Errorf("the sandbox %s (%s): %s", o.Phase, o.Reason, o.Message)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("provision %s: %w (%s)", opts.ID, ctx.Err(), o.Message)
+			return nil, fmt.Errorf("%w (%s)", ctx.Err(), o.Message)
 		case <-time.After(poll):
 		}
 	}

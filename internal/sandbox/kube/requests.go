@@ -55,11 +55,11 @@ func (p *Requests) key(id string) client.ObjectKey {
 func (p *Requests) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
 	creds, err := credentials(opts, p.SecretRefs)
 	if err != nil {
-		return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
+		return nil, sandbox.Refused(err)
 	}
 	ns := p.Namespace
 	if opts.Namespace != "" && opts.Namespace != ns {
-		return nil, fmt.Errorf("provision %s: namespace %s: this worker's sandboxes are in %s", opts.ID, opts.Namespace, ns)
+		return nil, sandbox.Refused(fmt.Errorf("namespace %s: this worker's sandboxes are in %s", opts.Namespace, ns))
 	}
 	image := opts.Image
 	if image == "" {
@@ -67,7 +67,7 @@ func (p *Requests) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 	}
 	res, err := resources(opts.Resources)
 	if err != nil {
-		return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
+		return nil, sandbox.Refused(err)
 	}
 	taskID := opts.Labels[jobspec.LabelTaskID]
 	if taskID == "" {
@@ -91,7 +91,7 @@ func (p *Requests) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 		},
 	}
 	if err := p.Client.Create(ctx, sbr); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("provision %s: create the SandboxRequest: %w", opts.ID, err)
+		return nil, fmt.Errorf("create the SandboxRequest: %w", err)
 	}
 	got, err := p.await(ctx, sbr.Name, func(s *v1alpha1.SandboxRequest) (bool, error) {
 		switch {
@@ -107,7 +107,7 @@ func (p *Requests) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 		return false, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("provision %s: %w", opts.ID, err)
+		return nil, err
 	}
 	return &sandbox.Sandbox{ID: opts.ID, Provider: p.Name(), WorkingDir: got.Spec.WorkingDir, Phase: sandbox.PhaseRunning}, nil
 }

@@ -285,16 +285,16 @@ func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 func (p *Provider) provision(ctx context.Context, opts sandbox.ProvisionOptions) (*sandbox.Sandbox, error) {
 	id := opts.ID
 	if err := checkID(id); err != nil {
-		return nil, fmt.Errorf("provision sandbox: %w", err)
+		return nil, sandbox.Refused(err)
 	}
 	if err := checkEnv(opts.Env); err != nil {
-		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+		return nil, sandbox.Refused(err)
 	}
 	if err := checkEnv(opts.Secrets); err != nil {
-		return nil, fmt.Errorf("provision sandbox %s: secrets: %w", id, err)
+		return nil, sandbox.Refused(fmt.Errorf("secrets: %w", err))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+		return nil, err
 	}
 	unlock := p.lock(id)
 	defer unlock()
@@ -304,7 +304,7 @@ func (p *Provider) provision(ctx context.Context, opts sandbox.ProvisionOptions)
 		return p.sandboxOf(b, rec), nil
 	}
 	if !errors.Is(err, sandbox.ErrNotFound) {
-		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+		return nil, err
 	}
 
 	b = p.newBox(id)
@@ -312,20 +312,20 @@ func (p *Provider) provision(ctx context.Context, opts sandbox.ProvisionOptions)
 	// finished: stop whatever it started and start over.
 	if _, err := os.Lstat(b.dir); err == nil {
 		if err := p.stop(context.WithoutCancel(ctx), b); err != nil {
-			return nil, fmt.Errorf("provision sandbox %s: clear unfinished sandbox: %w", id, err)
+			return nil, fmt.Errorf("clear unfinished sandbox: %w", err)
 		}
 		if err := removeAll(b.dir); err != nil {
-			return nil, fmt.Errorf("provision sandbox %s: clear unfinished sandbox: %w", id, err)
+			return nil, fmt.Errorf("clear unfinished sandbox: %w", err)
 		}
 	}
 	if err := os.Mkdir(b.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+		return nil, err
 	}
 	rec, err = p.start(b, opts)
 	if err != nil {
 		// Nothing started survives a failed start; clear the directory.
 		_ = removeAll(b.dir)
-		return nil, fmt.Errorf("provision sandbox %s: %w", id, err)
+		return nil, err
 	}
 
 	p.mu.Lock()

@@ -495,9 +495,15 @@ func TestInvalidRequestsAreRefused(t *testing.T) {
 		{ID: "home", Env: map[string]string{"HOME": "/root"}},
 		{ID: "badname", Env: map[string]string{"A=B": "c"}},
 	} {
-		if sb, err := p.Provision(ctx, opts); err == nil {
+		sb, err := p.Provision(ctx, opts)
+		switch {
+		case err == nil:
 			t.Errorf("Provision(%q, env %v) = %+v; want it refused", opts.ID, opts.Env, sb)
 			p.Cleanup(ctx, opts.ID)
+		case !errors.Is(err, sandbox.ErrRefused):
+			// Another attempt would be refused the same way: the task
+			// fails at once instead.
+			t.Errorf("Provision(%q, env %v): %v; want an error that wraps sandbox.ErrRefused", opts.ID, opts.Env, err)
 		}
 	}
 	entries, _ := os.ReadDir(root)
