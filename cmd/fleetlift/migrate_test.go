@@ -37,6 +37,7 @@ execution:
     command: [go, mod, edit, -go=1.26]
 repositories:
   - url: https://github.com/acme/api.git
+    branch: main
 `
 	if code != 0 || out != want {
 		t.Fatalf("migrate: exit %d\n%s\nwant:\n%s", code, out, want)

@@ -426,3 +426,28 @@ func TestStatusIsWrittenAtOnceOnlyForWhatTheWorkerWaitsFor(t *testing.T) {
 		t.Errorf("status.json was written %d times through initializing, executing, verifying, creating_prs and complete; want the end, and the start at most", writes)
 	}
 }
+
+// A repository that names no branch is cloned at its default branch,
+// whatever that is called, and its pull request goes to that branch.
+func TestTransformOnTheDefaultBranch(t *testing.T) {
+	o := options(t)
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	gittest.Run(t, remote, "branch", "-m", "main", "trunk")
+	gittest.Run(t, remote, "symbolic-ref", "HEAD", "refs/heads/trunk")
+	trunk := remoteRef(t, remote, "refs/heads/trunk")
+	m := manifest(protocol.Repository{Name: "svc", URL: remote})
+	m.Execution.Command = sh(`echo change >> README.md`)
+	res := run(t, o, m)
+	if res.Status != protocol.PhaseComplete {
+		t.Fatalf("phase %s (error %q)", res.Status, res.Error)
+	}
+	if r := repoResult(t, res, "svc"); r.Status != "success" || r.PullRequest == nil {
+		t.Fatalf("repository %s %q, pull request %+v", r.Status, r.Error, r.PullRequest)
+	}
+	if parent := gittest.Run(t, remote, "rev-parse", branch+"^"); strings.TrimSpace(parent) != trunk {
+		t.Errorf("the change's parent is %s; want trunk's tip %s", parent, trunk)
+	}
+	if rec := gittest.Run(t, remote, "show", local.RecordRefPrefix+branch+":"+local.RecordFile); !strings.Contains(rec, `"base": "trunk"`) {
+		t.Errorf("pull request record %s; want its base trunk", rec)
+	}
+}

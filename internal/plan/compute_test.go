@@ -125,7 +125,7 @@ func TestCompute(t *testing.T) {
 				c.repos = []string{"payments", "ledger", "billing", "checkout"}
 			}).yaml()},
 			want: []view{{ID: "slog-rollout", Action: plan.Update, Strategy: spec.UpdateInPlace,
-				Fields:  []string{`repositories[ledger].branch: "release" → "main"`},
+				Fields:  []string{`repositories[ledger].branch: "release" → ∅`},
 				Added:   []string{"billing", "checkout"},
 				Removed: []string{"search"}}},
 		},

@@ -46,7 +46,7 @@ import (
 // direct path turns itself off, and every file is evaluated with CUE,
 // until it has been brought in line and this digest updated
 // (TestDirectSchemaDigest fails meanwhile).
-const directSchemaSHA256 = "0cbc779601e64d80959681a8206eb621294ae4ece39e9d8ea2d97f717bc23176"
+const directSchemaSHA256 = "e3c9f3e7c1cecf82514cb421e465beb0602502176d02369d3726da8b13829651"
 
 // directSchemaDigest returns the SHA-256 of the schema's declarations,
 // but for those that only the repository config and approval records
@@ -616,7 +616,6 @@ func (d *direct) repository(e *node) Repository {
 	m := d.obj(e)
 	var r Repository
 	r.URL = d.match(d.required(m, "url"), gitURLCheck)
-	r.Branch = "main"
 	if b := d.take(m, "branch"); b != nil {
 		r.Branch = d.match(b, refNameCheck)
 	}

@@ -516,12 +516,16 @@ func strictDecode(b []byte, v any) error {
 // PreviousDigests are the digests this definition had under earlier
 // releases of fleetlift whose schema gave it defaults this one does not:
 // a campaign without rate_limit had 60 pull requests an hour, burst 10;
-// an agent's report without require_approval waited for approval. A run
-// recorded with one of them carries out this definition as that release
-// read it, so the plan does not count it changed (and so never runs a
-// finished campaign again for an upgrade). The price: a report whose
-// require_approval: true was recorded and is now set to false reads as
-// unchanged too.
+// an agent's report without require_approval waited for approval; a
+// repository without branch was cloned at main, where it is now cloned
+// at its default branch. A run recorded with one of them carries out
+// this definition as that release read it, so the plan does not count it
+// changed (and so never runs a finished campaign again for an upgrade).
+// The price: a report whose require_approval: true was recorded and is
+// now set to false reads as unchanged too, and so does a repository
+// whose branch: main was recorded and is now left out; a repository
+// whose default branch is not main, which that release could not clone,
+// runs again on a retry, not on its own.
 func (d Definition) PreviousDigests() []string {
 	var out []string
 	add := func(spec any) {
@@ -530,9 +534,17 @@ func (d Definition) PreviousDigests() []string {
 		}
 	}
 	if t := d.Task; t != nil {
+		var was []func(*Task)
 		if reportApprovalDefaulted(&t.Work) {
-			old := *t
-			old.RequireApproval = true
+			was = append(was, func(o *Task) { o.RequireApproval = true })
+		}
+		if branchesDefaulted(t.Repositories, t.Targets) || branchDefaulted(t.Transformation) {
+			was = append(was, func(o *Task) {
+				o.Repositories, o.Targets = mainBranches(o.Repositories), mainBranches(o.Targets)
+				o.Transformation = mainBranch(o.Transformation)
+			})
+		}
+		for _, old := range earlier(*t, was) {
 			add(&old)
 		}
 		return out
@@ -541,22 +553,87 @@ func (d Definition) PreviousDigests() []string {
 	if c == nil {
 		return nil
 	}
-	rate := c.RateLimit == nil && !c.StrictBatches && !slices.ContainsFunc(c.Groups, func(g Group) bool { return g.MaxParallel != 0 })
-	approval := reportApprovalDefaulted(&c.Template)
-	for _, both := range [][2]bool{{rate, false}, {false, approval}, {rate, approval}} {
-		if !both[0] && !both[1] {
-			continue
-		}
-		old := *c
-		if both[0] {
-			old.RateLimit = &RateLimit{PullRequestsPerHour: 60, Burst: 10}
-		}
-		if both[1] {
-			old.Template.RequireApproval = true
-		}
+	var was []func(*Campaign)
+	if c.RateLimit == nil && !c.StrictBatches && !slices.ContainsFunc(c.Groups, func(g Group) bool { return g.MaxParallel != 0 }) {
+		was = append(was, func(o *Campaign) { o.RateLimit = &RateLimit{PullRequestsPerHour: 60, Burst: 10} })
+	}
+	if reportApprovalDefaulted(&c.Template) {
+		was = append(was, func(o *Campaign) { o.Template.RequireApproval = true })
+	}
+	grouped := slices.ContainsFunc(c.Groups, func(g Group) bool { return branchesDefaulted(g.Repositories) })
+	if grouped || branchesDefaulted(c.Repositories) || branchDefaulted(c.Template.Transformation) {
+		was = append(was, func(o *Campaign) {
+			o.Repositories = mainBranches(o.Repositories)
+			o.Template.Transformation = mainBranch(o.Template.Transformation)
+			groups := make([]Group, len(o.Groups))
+			for i, g := range o.Groups {
+				g.Repositories = mainBranches(g.Repositories)
+				groups[i] = g
+			}
+			if o.Groups != nil {
+				o.Groups = groups
+			}
+		})
+	}
+	for _, old := range earlier(*c, was) {
 		add(&old)
 	}
 	return out
+}
+
+// earlier is spec as earlier releases read it: a copy for each
+// combination, one or more, of their defaults (was).
+func earlier[T any](spec T, was []func(*T)) []T {
+	var out []T
+	for set := 1; set < 1<<len(was); set++ {
+		old := spec
+		for i, f := range was {
+			if set&(1<<i) != 0 {
+				f(&old)
+			}
+		}
+		out = append(out, old)
+	}
+	return out
+}
+
+// branchesDefaulted reports whether a repository of the lists names no
+// branch.
+func branchesDefaulted(lists ...[]Repository) bool {
+	for _, rs := range lists {
+		if slices.ContainsFunc(rs, func(r Repository) bool { return r.Branch == "" }) {
+			return true
+		}
+	}
+	return false
+}
+
+// branchDefaulted reports whether r is a repository that names no branch.
+func branchDefaulted(r *Repository) bool { return r != nil && r.Branch == "" }
+
+// mainBranches is a copy of rs in which a repository that names no
+// branch names main, as releases before the default branch read it.
+func mainBranches(rs []Repository) []Repository {
+	if rs == nil {
+		return nil
+	}
+	out := slices.Clone(rs)
+	for i := range out {
+		if out[i].Branch == "" {
+			out[i].Branch = "main"
+		}
+	}
+	return out
+}
+
+// mainBranch is mainBranches of one repository.
+func mainBranch(r *Repository) *Repository {
+	if !branchDefaulted(r) {
+		return r
+	}
+	old := *r
+	old.Branch = "main"
+	return &old
 }
 
 // reportApprovalDefaulted reports whether w is an agent's report that

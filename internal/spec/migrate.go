@@ -45,7 +45,7 @@ type Defaults string
 
 const (
 	// DefaultsOmit leaves out every field that can go without changing
-	// the definition's meaning: defaults (branch main, timeout 30m,
+	// the definition's meaning: defaults (timeout 30m,
 	// limits, ...) and what is derived (a repository's name from its
 	// URL). version, kind, id and title always stay.
 	DefaultsOmit Defaults = "omit"

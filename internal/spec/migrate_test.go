@@ -119,6 +119,7 @@ execution:
     command: [go, mod, tidy]
 repositories:
   - url: https://github.com/acme/api.git
+    branch: main
   - url: https://github.com/acme/web.git
     branch: develop
     name: frontend

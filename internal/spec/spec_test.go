@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 		{"require_approval for agentic", task.RequireApproval, true},
 		{"max_parallel", task.MaxParallel, 5},
 		{"timeout", task.Timeout.String(), "30m0s"},
-		{"branch", task.Repositories[0].Branch, "main"},
+		{"branch: the repository's default", task.Repositories[0].Branch, ""},
 		{"name from URL", task.Repositories[0].Name, "svc"},
 		{"max_iterations", task.Execution.Agentic.Limits.MaxIterations, 10},
 		{"max_tokens", task.Execution.Agentic.Limits.MaxTokens, 100000},
@@ -126,6 +126,7 @@ template:
     deterministic: {image: golang}
 repositories:
   - url: git@github.com:acme/api.git
+    branch: trunk
 `
 
 // TestPreviousDigestsKeepRunsUnchanged: a campaign without rate_limit had
@@ -172,6 +173,7 @@ template:
 rate_limit: {pull_requests_per_hour: 600}
 repositories:
   - url: git@github.com:acme/api.git
+    branch: trunk
 `
 	now := loadOne(t, "audit.yaml", report)
 	then := loadOne(t, "audit.yaml", strings.Replace(report, "  execution:", "  require_approval: true\n  execution:", 1))
@@ -191,6 +193,68 @@ repositories:
 		if got := loadOne(t, "audit.yaml", strings.Replace(report, from[0], from[1], 1)).PreviousDigests(); got != nil {
 			t.Errorf("%s: previous digests %v, want none", name, got)
 		}
+	}
+}
+
+// TestPreviousDigestsOfDefaultBranches: a repository without branch was
+// cloned at main by earlier releases; the digest of the same file with
+// branch: main written out for every such repository (the campaign's,
+// its groups', its transformation's) is among its previous digests, alone
+// and with the other old defaults, so that upgrading does not run the
+// campaign again. A definition whose repositories all name a branch has
+// none from it.
+func TestPreviousDigestsOfDefaultBranches(t *testing.T) {
+	const campaign = `version: 1
+kind: Campaign
+id: c
+title: C
+template:
+  transformation: {url: "https://github.com/acme/recipes.git"}
+  execution:
+    deterministic: {image: golang}
+rate_limit: {pull_requests_per_hour: 600}
+groups:
+  - name: g
+    repositories:
+      - url: git@github.com:acme/lib.git
+      - url: git@github.com:acme/web.git
+        branch: develop
+`
+	main := strings.NewReplacer(
+		`recipes.git"}`, `recipes.git", branch: main}`,
+		"lib.git\n", "lib.git\n        branch: main\n").Replace(campaign)
+	now, then := loadOne(t, "c.yaml", campaign), loadOne(t, "c.yaml", main)
+	if now.Campaign.Groups[0].Repositories[0].Branch != "" || then.Campaign.Groups[0].Repositories[0].Branch != "main" || then.Campaign.Template.Transformation.Branch != "main" {
+		t.Fatalf("branches: %+v then %+v", now.Campaign.Groups, then.Campaign.Groups)
+	}
+	if got := now.PreviousDigests(); len(got) != 1 || got[0] != then.Digest {
+		t.Errorf("previous digests %v, want [%s], the digest with branch: main written out", got, then.Digest)
+	}
+	if got := then.PreviousDigests(); got != nil {
+		t.Errorf("every repository names its branch: previous digests %v, want none", got)
+	}
+	// campaignYAML names its branch; plain does not.
+	plain := strings.Replace(campaignYAML, "    branch: trunk\n", "", 1)
+	both := loadOne(t, "c.yaml", strings.Replace(plain, "api.git\n", "api.git\n    branch: main\nrate_limit: {pull_requests_per_hour: 60, burst: 10}\n", 1))
+	if got := loadOne(t, "c.yaml", plain).PreviousDigests(); len(got) != 3 || !slices.Contains(got, both.Digest) {
+		t.Errorf("without rate_limit: previous digests %v, want 3 (the old rate limit, main, both: %s)", got, both.Digest)
+	}
+
+	const task = `version: 1
+kind: Task
+id: t
+title: T
+execution:
+  deterministic: {image: golang}
+transformation:
+  url: git@github.com:acme/recipes.git
+targets:
+  - url: git@github.com:acme/web.git
+`
+	tnow := loadOne(t, "t.yaml", task)
+	tthen := loadOne(t, "t.yaml", strings.NewReplacer("recipes.git\n", "recipes.git\n  branch: main\n", "web.git\n", "web.git\n    branch: main\n").Replace(task))
+	if got := tnow.PreviousDigests(); len(got) != 1 || got[0] != tthen.Digest {
+		t.Errorf("task: previous digests %v, want [%s]", got, tthen.Digest)
 	}
 }
 
@@ -431,7 +495,7 @@ template: {
 repositories: [for n in ["a", "b"] {url: "https://github.com/acme/\(n).git"}]
 `,
 		"keys reordered, defaults explicit": `repositories:
-  - {name: a, url: https://github.com/acme/a.git, branch: main}
+  - {name: a, url: https://github.com/acme/a.git}
   - url: https://github.com/acme/b.git
 title: C
 id: c

@@ -99,8 +99,10 @@ func (d Duration) String() string { return time.Duration(d).String() }
 
 // Repository is a git repository cloned into the sandbox.
 type Repository struct {
-	URL        string   `json:"url"`
-	Branch     string   `json:"branch"`
+	URL string `json:"url"`
+	// Branch is the branch cloned and the one pull requests go to; empty,
+	// the repository's default branch (what its HEAD names).
+	Branch     string   `json:"branch,omitempty"`
 	Name       string   `json:"name"`
 	Setup      []string `json:"setup,omitempty"`
 	Submodules bool     `json:"submodules,omitempty"`
