@@ -219,7 +219,11 @@ func (r *runner) run(ctx context.Context) error {
 	if done, err := r.afterActive(ctx, err); done {
 		return err
 	}
-	if r.m.RequireApproval {
+	// A transform that changed no repository has nothing to approve: it
+	// ends, its repositories skipped, instead of waiting for a decision
+	// on no change. A prompt that should have changed something runs
+	// again with `fleetlift retry`.
+	if r.m.RequireApproval && (r.m.Mode != protocol.ModeTransform || r.anyChanged()) {
 		return r.awaitSteering(ctx)
 	}
 	return r.complete(ctx)

@@ -154,3 +154,25 @@ func TestSteering(t *testing.T) {
 		})
 	}
 }
+
+// A transform that changes no repository has nothing to approve: it ends,
+// its repository skipped and no pull request opened, without waiting for
+// a decision.
+func TestNoChangeIsNotAwaited(t *testing.T) {
+	o := options(t)
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	m := manifest(repo("svc", remote))
+	m.RequireApproval = true
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	res, err := agent.Run(ctx, o, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != protocol.PhaseComplete || len(res.SteeringHistory) != 0 {
+		t.Fatalf("phase %s (%s), steering %+v; want complete at once", res.Status, res.Error, res.SteeringHistory)
+	}
+	if r := repoResult(t, res, "svc"); r.Status != "skipped" || r.PullRequest != nil {
+		t.Errorf("repository %s, pull request %+v; want skipped, none", r.Status, r.PullRequest)
+	}
+}
