@@ -27,6 +27,9 @@ type giteaPR struct {
 		Ref string `json:"ref"`
 		Sha string `json:"sha"`
 	} `json:"head"`
+	Base struct {
+		Ref string `json:"ref"`
+	} `json:"base"`
 	Labels []struct {
 		Name string `json:"name"`
 	} `json:"labels"`

@@ -13,22 +13,32 @@ import (
 // TestRunOpensPullRequestsOnTheForge: `fleetlift run --file` against
 // repositories on a real Gitea, with the forge allowed through the
 // environment as an operator would, opens a pull request in each and
-// reports their URLs; none is a pushed branch passed off as one.
+// reports their URLs; none is a pushed branch passed off as one. The
+// definition names no branch: each pull request goes to its repository's
+// default branch, main for two of them and trunk for the third.
 func TestRunOpensPullRequestsOnTheForge(t *testing.T) {
 	g := giteatest.Start(t)
 	bot := g.Admin()
 	var repos strings.Builder
+	base := map[string]string{}
 	for i := range 3 {
 		name := fmt.Sprintf("svc-%02d", i)
+		base[name] = "main"
+		if i == 2 {
+			base[name] = "trunk"
+		}
 		url := g.CreateRepo(t, bot.Name, name, false)
 		work := t.TempDir()
-		g.Git(t, bot, work, "init", "-q", "-b", "main")
+		g.Git(t, bot, work, "init", "-q", "-b", base[name])
 		if err := os.WriteFile(filepath.Join(work, "go.mod"), []byte("module example.com/"+name+"\n\ngo 1.21\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		g.Git(t, bot, work, "add", "go.mod")
 		g.Git(t, bot, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "init")
-		g.Git(t, bot, work, "push", "-q", url, "main")
+		g.Git(t, bot, work, "push", "-q", url, base[name])
+		if base[name] != "main" {
+			g.Do(t, bot.Token, "PATCH", "repos/"+bot.Name+"/"+name, map[string]string{"default_branch": base[name]}, nil)
+		}
 		fmt.Fprintf(&repos, "  - url: %s\n", url)
 	}
 	root := t.TempDir()
@@ -57,6 +67,9 @@ repositories:
 		g.Do(t, bot.Token, "GET", "repos/"+bot.Name+"/"+name+"/pulls?state=open", nil, &prs)
 		if len(prs) != 1 || prs[0].Head.Ref != "auto/bump/bump" || prs[0].Title != "Raise the go directive" {
 			t.Fatalf("%s: pull requests %+v; want the one run opened", name, prs)
+		}
+		if prs[0].Base.Ref != base[name] {
+			t.Errorf("%s: pull request to %q; want its default branch %q", name, prs[0].Base.Ref, base[name])
 		}
 		want := fmt.Sprintf("%s%s/%s/pulls/%d", g.URL(), bot.Name, name, prs[0].Number)
 		if !strings.Contains(out, want) {
