@@ -565,13 +565,9 @@ func (d Definition) PreviousDigests() []string {
 		was = append(was, func(o *Campaign) {
 			o.Repositories = mainBranches(o.Repositories)
 			o.Template.Transformation = mainBranch(o.Template.Transformation)
-			groups := make([]Group, len(o.Groups))
-			for i, g := range o.Groups {
-				g.Repositories = mainBranches(g.Repositories)
-				groups[i] = g
-			}
-			if o.Groups != nil {
-				o.Groups = groups
+			o.Groups = slices.Clone(o.Groups)
+			for i := range o.Groups {
+				o.Groups[i].Repositories = mainBranches(o.Groups[i].Repositories)
 			}
 		})
 	}
@@ -614,9 +610,6 @@ func branchDefaulted(r *Repository) bool { return r != nil && r.Branch == "" }
 // mainBranches is a copy of rs in which a repository that names no
 // branch names main, as releases before the default branch read it.
 func mainBranches(rs []Repository) []Repository {
-	if rs == nil {
-		return nil
-	}
 	out := slices.Clone(rs)
 	for i := range out {
 		if out[i].Branch == "" {
