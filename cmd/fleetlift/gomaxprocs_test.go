@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -30,15 +31,7 @@ func TestLocalSandboxAgentsStartOnOneProcessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Cleanup(ctx, id) })
-	data, err := os.ReadFile(filepath.Join(tf.stateDir, "sandboxes", id, "sandbox.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct{ PID int }
-	if err := json.Unmarshal(data, &rec); err != nil || rec.PID <= 0 {
-		t.Fatalf("sandbox record %s: %v", data, err)
-	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", rec.PID))
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", agentPID(t, tf.stateDir, id)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,4 +41,59 @@ func TestLocalSandboxAgentsStartOnOneProcessor(t *testing.T) {
 			t.Errorf("the agent's environment lacks %s: %q", want, env)
 		}
 	}
+}
+
+// A worker's jailed local sandboxes hand their agent on: once a sandbox
+// is done and removed, its agent serves the next one the worker
+// provisions, rather than one agent starting and exiting per unit.
+func TestJailedLocalSandboxesHandTheirAgentOn(t *testing.T) {
+	ctx := t.Context()
+	tf := &temporalFlags{stateDir: t.TempDir()}
+	p, err := (&workerFlags{isolation: agentcmd.IsolationNamespaces}).localProvider(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.(interface{ Close() error }).Close() })
+	agentOf := func(id string) int {
+		t.Helper()
+		if _, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		// A manifest the agent refuses ends its sandbox at once (failed).
+		if err := p.CopyTo(ctx, id, strings.NewReader("{}"), protocol.Dir+"/"+protocol.ManifestFile); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			var st protocol.Status
+			data, err := os.ReadFile(filepath.Join(tf.stateDir, "sandboxes", id, "workspace", protocol.Dir, protocol.StatusFile))
+			if err == nil && json.Unmarshal(data, &st) == nil && st.Phase.Terminal() {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sandbox %s: no terminal phase", id)
+			}
+		}
+		pid := agentPID(t, tf.stateDir, id)
+		if err := p.Cleanup(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	if first, second := agentOf("first"), agentOf("second"); first != second {
+		t.Errorf("the second sandbox's agent is %d, the first's %d: want the first one's, idle", second, first)
+	}
+}
+
+// agentPID is the agent of local sandbox id, as its record says.
+func agentPID(t *testing.T, stateDir, id string) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(stateDir, "sandboxes", id, "sandbox.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ PID int }
+	if err := json.Unmarshal(data, &rec); err != nil || rec.PID <= 0 {
+		t.Fatalf("sandbox record %s: %v", data, err)
+	}
+	return rec.PID
 }

@@ -526,6 +526,10 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 		AgentGOMAXPROCS: 1,
 		// Jailed, the work ends with the agent (see package jail).
 		CommandsEndWithAgent: w.isolation == agentcmd.IsolationNamespaces,
+		// And so an agent that finished a sandbox serves the next one
+		// with the same environment: one start of an agent for a run
+		// of short units, not one per unit.
+		ReuseAgents: w.isolation == agentcmd.IsolationNamespaces,
 	})
 }
 

@@ -1,16 +1,15 @@
 package agentcmd
 
 import (
+	"bufio"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,7 +47,9 @@ func serveGit(workspace string) (*git.Git, error) {
 const scratchDir = "git"
 
 // NewServeCommand returns the serve command: wait for the manifest in the
-// workspace, run it, and exit once a terminal phase is written.
+// workspace, run it, and exit once a terminal phase is written; with
+// --next-fd, serve the sandboxes the provider hands it next the same way
+// (see protocol.Next), and exit once it hands none.
 func NewServeCommand() *cobra.Command {
 	var (
 		workspace string
@@ -56,6 +57,7 @@ func NewServeCommand() *cobra.Command {
 		isolation string
 		hidden    []string
 		jailProg  string
+		nextFD    int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -82,11 +84,22 @@ it starts left running after it. The run fails when the kernel does not
 allow that; --isolation ` + IsolationNone + ` runs commands as plain processes instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			g, err := serveGit(workspace)
-			if err != nil {
-				return fmt.Errorf("serve: %w", err)
+			var ctl *os.File
+			if nextFD > 0 {
+				// An unjailed command could leave behind what the next
+				// sandbox's work would find.
+				if isolation != IsolationNamespaces {
+					return fmt.Errorf("serve: --next-fd needs --isolation %s", IsolationNamespaces)
+				}
+				// Nothing the agent runs inherits it: the work must
+				// not speak for the agent.
+				if err := closeOnExec(nextFD); err != nil {
+					return fmt.Errorf("serve: --next-fd %d: %w", nextFD, err)
+				}
+				if ctl = os.NewFile(uintptr(nextFD), "next"); ctl == nil {
+					return fmt.Errorf("serve: --next-fd %d is not open", nextFD)
+				}
+				defer ctl.Close()
 			}
 			opts.FileRoots = splitList(os.Getenv(agent.EnvAllowFileRoots), string(filepath.ListSeparator))
 			switch isolation {
@@ -105,28 +118,53 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 			default:
 				return fmt.Errorf("--isolation %q: want %s or %s", isolation, IsolationNamespaces, IsolationNone)
 			}
-			opts.Workspace = workspace
-			opts.Git = g
-			opts.Forges = Forges(g)
 			opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			// The agent mostly waits (for the manifest, the forge, the
-			// commands it runs): on one processor the Go scheduler does
-			// not spin looking for work for the others (50 agents of one
-			// repository each took 15% less user time). A group that
-			// works on several repositories at once gets them all. The
-			// local sandbox provider starts it on one already
-			// (GOMAXPROCS=1, protocol.EnvCommandGOMAXPROCS keeping the
-			// commands' own), which makes this call a no-op.
-			runtime.GOMAXPROCS(1)
 			opts.Workers = func(n int) {
 				if n > 1 {
 					runtime.SetDefaultGOMAXPROCS()
 				}
 			}
-			if err := agent.Serve(ctx, opts); err != nil {
-				return fmt.Errorf("serve %s: %w", workspace, err)
+			var next *bufio.Reader
+			if ctl != nil {
+				next = bufio.NewReader(ctl)
 			}
-			return nil
+			for {
+				g, err := serveGit(workspace)
+				if err != nil {
+					return fmt.Errorf("serve: %w", err)
+				}
+				opts.Workspace = workspace
+				opts.Git = g
+				opts.Forges = Forges(g)
+				// The agent mostly waits (for the manifest, the forge,
+				// the commands it runs): on one processor the Go
+				// scheduler does not spin looking for work for the
+				// others (50 agents of one repository each took 15% less
+				// user time). A group that works on several repositories
+				// at once gets them all (Workers), until its sandbox is
+				// done. The local sandbox provider starts it on one
+				// already (GOMAXPROCS=1, protocol.EnvCommandGOMAXPROCS
+				// keeping the commands' own), which makes this call a
+				// no-op for its first sandbox.
+				runtime.GOMAXPROCS(1)
+				if err := serveOne(cmd.Context(), opts); err != nil {
+					return fmt.Errorf("serve %s: %w", workspace, err)
+				}
+				if ctl == nil {
+					return nil
+				}
+				n, ok, err := awaitNext(ctl, next)
+				if err != nil {
+					return fmt.Errorf("serve: after %s: %w", workspace, err)
+				}
+				if !ok {
+					return nil
+				}
+				if err := moveTo(n); err != nil {
+					return fmt.Errorf("serve: next sandbox %s: %w", n.Workspace, err)
+				}
+				workspace, opts.Lease = n.Workspace, n.Lease
+			}
 		},
 	}
 	f := cmd.Flags()
@@ -142,6 +180,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.StringArrayVar(&hidden, "hide", nil, "a directory or file no command may see (repeatable): the worker's state, credentials")
 	f.StringVar(&opts.Lease, "lease", "", "a file the sandbox provider touches while a worker watches this sandbox (see --orphan-after)")
 	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
+	f.IntVar(&nextFD, "next-fd", 0, "a socket, open as this descriptor, on which the agent says it is idle once it has finished a sandbox and is told the next sandbox it serves (protocol.Next), exiting when it closes (needs --isolation "+IsolationNamespaces+")")
 	return cmd
 }
 

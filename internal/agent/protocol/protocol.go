@@ -16,6 +16,31 @@ const Dir = ".fleetlift"
 // agent gives its commands in place of its own.
 const EnvCommandGOMAXPROCS = "FLEETLIFT_COMMAND_GOMAXPROCS"
 
+// Next is the sandbox an agent serves after the one it finished, as a
+// sandbox provider that keeps agents for more than one sandbox (the
+// local one) tells it on the agent's control socket (fleetlift-agent
+// serve --next-fd). The agent writes Idle there, one line, once a
+// sandbox's terminal phase is written and nothing it ran is left; the
+// provider answers with a Next, one line of JSON, or closes the socket,
+// and the agent exits.
+type Next struct {
+	// Workspace is the new sandbox's workspace, an absolute path: the
+	// agent's working directory from then on, and the one directory of
+	// it its commands may write beside Home.
+	Workspace string `json:"workspace"`
+	// Home is the new sandbox's HOME.
+	Home string `json:"home"`
+	// Lease is the new sandbox's lease file (--lease), empty for none.
+	Lease string `json:"lease,omitempty"`
+	// Log, when set, is the file the agent's output goes to from then
+	// on (appended to, created 0600).
+	Log string `json:"log,omitempty"`
+}
+
+// Idle is what an agent says on its control socket once it has finished
+// a sandbox (see Next).
+const Idle = "idle"
+
 // Protocol file names, relative to Dir.
 const (
 	ManifestFile = "manifest.json"

@@ -70,6 +70,17 @@ type Options struct {
 	// "--lease <that file> --orphan-after <OrphanAfter>". A worker that
 	// comes back in time finds its sandboxes still running.
 	OrphanAfter time.Duration
+	// ReuseAgents lets an agent that finished a sandbox serve a sandbox
+	// provisioned after it with the same environment, rather than exit
+	// and leave the next one to a new agent: a short unit of work then
+	// costs no start and exit of an agent. It needs CommandsEndWithAgent
+	// (the agent's commands jailed, so that no process of the finished
+	// sandbox is left when the agent says it is idle) and an agent that
+	// speaks fleetlift-agent's --next-fd (protocol.Next). Cleanup hands
+	// on only an agent that said it is idle and a sandbox in which Exec
+	// started nothing; an agent nobody takes within agentIdleFor exits,
+	// as every idle one does when its Provider closes or its worker dies.
+	ReuseAgents bool
 }
 
 // Provider runs sandboxes as local processes. Create it with New; it is
@@ -86,6 +97,8 @@ type Provider struct {
 	procs  int // Options.AgentGOMAXPROCS
 	// ends is Options.CommandsEndWithAgent.
 	ends bool
+	// reuse is Options.ReuseAgents.
+	reuse bool
 	// stopLeases ends the touching of leases (Close).
 	stopLeases chan struct{}
 	closeOnce  sync.Once
@@ -93,6 +106,9 @@ type Provider struct {
 	mu    sync.Mutex
 	boxes map[string]*box
 	locks map[string]*idLock
+	// idle are the agents that finished a sandbox and wait for another
+	// (ReuseAgents), in the order they became idle.
+	idle []*agentProc
 }
 
 // box is what this Provider knows about one sandbox beyond its record on
@@ -108,10 +124,9 @@ type box struct {
 	pid        int
 	startTicks uint64
 	// done is closed once this Provider has reaped the agent; nil when
-	// another (earlier) Provider started it. exited, read once done is
-	// closed, says the agent exited by itself, not killed by a signal.
-	done   chan struct{}
-	exited bool
+	// another (earlier) Provider started it (then proc is nil too).
+	done chan struct{}
+	proc *agentProc
 	// execd says Exec started a process in the sandbox.
 	execd atomic.Bool
 
@@ -185,6 +200,12 @@ func New(opts Options) (*Provider, error) {
 		}
 	}
 	agent[0] = bin
+	if opts.ReuseAgents && !opts.CommandsEndWithAgent {
+		return nil, errors.New("new local sandbox provider: ReuseAgents needs CommandsEndWithAgent: an agent hands on only a sandbox its work left no process in")
+	}
+	if opts.ReuseAgents && (opts.Stdout == nil) != (opts.Stderr == nil) {
+		return nil, errors.New("new local sandbox provider: ReuseAgents needs both Stdout and Stderr, or neither (each sandbox's log)")
+	}
 	grace := opts.StopGrace
 	if grace <= 0 {
 		grace = defaultGrace
@@ -200,6 +221,7 @@ func New(opts Options) (*Provider, error) {
 		orphan:     opts.OrphanAfter,
 		procs:      opts.AgentGOMAXPROCS,
 		ends:       opts.CommandsEndWithAgent,
+		reuse:      opts.ReuseAgents,
 		stopLeases: make(chan struct{}),
 		boxes:      map[string]*box{},
 		locks:      map[string]*idLock{},
@@ -258,9 +280,11 @@ func (p *Provider) touchLeases() {
 // Close stops what this Provider does in the background (touching the
 // sandboxes' leases): its sandboxes then end themselves after
 // Options.OrphanAfter unless another Provider on the same Root takes them
-// over. The sandboxes keep running until then.
+// over. The sandboxes keep running until then; the idle agents
+// (ReuseAgents) exit at once.
 func (p *Provider) Close() error {
 	p.closeOnce.Do(func() { close(p.stopLeases) })
+	p.closeIdle()
 	return nil
 }
 
@@ -335,8 +359,9 @@ func (p *Provider) provision(ctx context.Context, opts sandbox.ProvisionOptions)
 	return p.sandboxOf(b, rec), nil
 }
 
-// start creates the sandbox's directories, starts the agent and writes the
-// record. On error the agent, if it started, has been stopped.
+// start creates the sandbox's directories, starts the agent (or hands
+// the sandbox to an idle one, ReuseAgents) and writes the record. On
+// error the agent, if it started, has been stopped.
 func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error) {
 	for _, d := range []string{b.workspace, b.home} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -348,6 +373,34 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 		env[k] = v
 	}
 	env["HOME"] = b.home
+	procEnv := map[string]string{}
+	for k, v := range opts.Secrets {
+		procEnv[k] = v
+	}
+	for k, v := range env {
+		procEnv[k] = v
+	}
+	if p.procs > 0 {
+		procEnv[protocol.EnvCommandGOMAXPROCS] = env["GOMAXPROCS"]
+		procEnv["GOMAXPROCS"] = strconv.Itoa(p.procs)
+	}
+	lease := ""
+	if p.orphan > 0 {
+		lease = filepath.Join(b.dir, leaseFile)
+		if err := os.WriteFile(lease, nil, 0o600); err != nil {
+			return nil, fmt.Errorf("create lease: %w", err)
+		}
+	}
+	rec := &record{ID: b.id, Env: env, Created: time.Now().UTC(), Timeout: opts.Timeout}
+	key := ""
+	if p.reuse {
+		key = agentKey(procEnv)
+		for proc := p.takeIdle(key); proc != nil; proc = p.takeIdle(key) {
+			if err := p.handTo(proc, b, rec, lease); err == nil {
+				return rec, nil
+			}
+		}
+	}
 
 	stdout, stderr := p.stdout, p.stderr
 	if stdout == nil || stderr == nil {
@@ -367,42 +420,45 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 
 	args := append(append([]string(nil), p.agent[1:]...), "serve", "--workspace", b.workspace)
 	args = append(args, p.serve...)
-	if p.orphan > 0 {
-		lease := filepath.Join(b.dir, leaseFile)
-		if err := os.WriteFile(lease, nil, 0o600); err != nil {
-			return nil, fmt.Errorf("create lease: %w", err)
-		}
+	if lease != "" {
 		args = append(args, "--lease", lease, "--orphan-after", p.orphan.String())
+	}
+	var ctl, agentEnd *os.File
+	if p.reuse {
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("agent control socket: %w", err)
+		}
+		// This end non-blocking, so that closing it ends the read
+		// listen waits in (and the agent's, which then exits).
+		if err := syscall.SetNonblock(fds[0], true); err != nil {
+			syscall.Close(fds[0])
+			syscall.Close(fds[1])
+			return nil, fmt.Errorf("agent control socket: %w", err)
+		}
+		ctl, agentEnd = os.NewFile(uintptr(fds[0]), "agent-control"), os.NewFile(uintptr(fds[1]), "agent-control")
+		// The child holds its own copy once started.
+		defer agentEnd.Close()
+		args = append(args, "--next-fd", "3")
 	}
 	// Not CommandContext: the agent outlives the Provision call.
 	cmd := exec.Command(p.agent[0], args...)
 	cmd.Dir = b.workspace
-	procEnv := map[string]string{}
-	for k, v := range opts.Secrets {
-		procEnv[k] = v
-	}
-	for k, v := range env {
-		procEnv[k] = v
-	}
-	if p.procs > 0 {
-		procEnv[protocol.EnvCommandGOMAXPROCS] = env["GOMAXPROCS"]
-		procEnv["GOMAXPROCS"] = strconv.Itoa(p.procs)
-	}
 	cmd.Env = envList(procEnv)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
+	if agentEnd != nil {
+		cmd.ExtraFiles = []*os.File{agentEnd}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = pipeDelay
 	if err := cmd.Start(); err != nil {
+		if ctl != nil {
+			ctl.Close()
+		}
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
-	rec := &record{
-		ID:      b.id,
-		PID:     cmd.Process.Pid,
-		Env:     env,
-		Created: time.Now().UTC(),
-		Timeout: opts.Timeout,
-	}
+	rec.PID = cmd.Process.Pid
 	// The agent is our unreaped child: its /proc entry is there even if it
 	// has already exited.
 	ticks, _, err := procStat(rec.PID)
@@ -413,19 +469,29 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 	if err != nil {
 		_ = syscall.Kill(-rec.PID, syscall.SIGKILL)
 		_ = cmd.Wait()
+		if ctl != nil {
+			ctl.Close()
+		}
 		return nil, fmt.Errorf("record agent: %w", err)
 	}
 
-	b.pid, b.startTicks = rec.PID, rec.StartTicks
-	b.done = make(chan struct{})
+	proc := &agentProc{pid: rec.PID, startTicks: rec.StartTicks, done: make(chan struct{}), ctl: ctl, key: key, owner: b}
+	b.pid, b.startTicks, b.done, b.proc = proc.pid, proc.startTicks, proc.done, proc
+	if ctl != nil {
+		proc.idle = make(chan struct{}, 1)
+		go proc.listen()
+	}
 	go func() {
 		waitErr := cmd.Wait()
-		b.exited = cmd.ProcessState != nil && cmd.ProcessState.Exited()
+		proc.exited = cmd.ProcessState != nil && cmd.ProcessState.Exited()
 		code, desc := exitOf(cmd.ProcessState, waitErr)
 		// The directory may be gone (Cleanup); then there is nothing to
 		// record.
-		_ = b.update(func(r *record) { r.Exit = &exitRecord{Code: code, Description: desc} })
-		close(b.done)
+		if o := proc.serving(); o != nil {
+			_ = o.update(func(r *record) { r.Exit = &exitRecord{Code: code, Description: desc} })
+		}
+		proc.close()
+		close(proc.done)
 	}()
 	return rec, nil
 }
@@ -511,18 +577,34 @@ func (p *Provider) Cleanup(ctx context.Context, id string) error {
 		b.timer.Stop()
 	}
 	p.mu.Unlock()
+	if p.keepAgent(ctx, b) {
+		// Idle, the agent serves b no more and left nothing in it: it
+		// waits for the next sandbox once b is gone.
+		if err := removeAll(b.dir); err != nil {
+			b.proc.close()
+			return fmt.Errorf("clean up sandbox %s: %w", id, err)
+		}
+		p.forget(b)
+		p.park(b.proc)
+		return nil
+	}
 	if err := p.stop(ctx, b); err != nil {
 		return fmt.Errorf("clean up sandbox %s: %w", id, err)
 	}
 	if err := removeAll(b.dir); err != nil {
 		return fmt.Errorf("clean up sandbox %s: %w", id, err)
 	}
+	p.forget(b)
+	return nil
+}
+
+// forget drops b, removed, from the sandboxes this Provider knows.
+func (p *Provider) forget(b *box) {
 	p.mu.Lock()
-	if p.boxes[id] == b {
-		delete(p.boxes, id)
+	if p.boxes[b.id] == b {
+		delete(p.boxes, b.id)
 	}
 	p.mu.Unlock()
-	return nil
 }
 
 // stop ends the sandbox's processes: SIGTERM, then SIGKILL after the grace
@@ -583,7 +665,7 @@ func (p *Provider) leftNothing(b *box) bool {
 	}
 	select {
 	case <-b.done:
-		return b.exited
+		return b.proc.exited
 	default:
 		return false
 	}
