@@ -18,6 +18,11 @@
 // "--hide <state dir>" so that nothing of the worker's state shows. Image,
 // Resources (CPU and memory) and the Kubernetes fields are ignored.
 //
-// local imports package sandbox and the standard library only; never
-// another provider, an SDK, or package sandboxtest outside its tests.
+// With Options.ReuseAgents an agent that finished a sandbox serves the
+// next one provisioned with the same environment (see reuse.go): one
+// agent for a run of short units instead of one start and exit each.
+//
+// local imports package sandbox, the agent's protocol and the standard
+// library only; never another provider, an SDK, or package sandboxtest
+// outside its tests.
 package local
