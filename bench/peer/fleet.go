@@ -74,13 +74,19 @@ func (f *fleet) round(t tool, tag string, n int) (measure, error) {
 	}
 	start := time.Now()
 	runErr := cmd.Run()
+	// What the tool left running when it exited is this process's now
+	// (adoptOrphans): its CPU is the tool's too.
+	orphans, left := reapOrphans(f.g.Pid(), 10*time.Second)
 	if runErr != nil {
 		return measure{}, fmt.Errorf("%s on %s: %v\n%s", t.name, org, runErr, tail(logPath))
+	}
+	if len(left) > 0 {
+		return measure{}, fmt.Errorf("%s on %s left processes running 10 s after it exited:\n%s", t.name, org, strings.Join(describe(left), "\n"))
 	}
 	if err := f.awaitPulls(org, n, 2*time.Minute); err != nil {
 		return measure{}, fmt.Errorf("%s on %s: %w\n%s", t.name, org, err, tail(logPath))
 	}
-	m := measure{wall: time.Since(start), cpu: treeCPU(cmd.ProcessState)}
+	m := measure{wall: time.Since(start), cpu: treeCPU(cmd.ProcessState) + orphans}
 	giteaAfter, err := processCPU(f.g.Pid())
 	if err != nil {
 		return measure{}, err

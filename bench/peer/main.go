@@ -12,7 +12,8 @@
 // the change. It prints the medians of wall time and of the CPU time of
 // each tool's whole process tree (the tool, and every process it started
 // and waited for: fleetlift's embedded Temporal server, worker, agents,
-// jails and git; multi-gitter's script), Gitea's CPU separately, and the
+// jails and git; multi-gitter's script; and whatever it left running when
+// it exited, which the bench reaps), Gitea's CPU separately, and the
 // ratios to multi-gitter -C 8.
 //
 //	go run ./bench/peer -bin ./bin -repos 50 -rounds 3
@@ -64,6 +65,9 @@ type measure struct {
 }
 
 func run(o options) error {
+	if err := adoptOrphans(); err != nil {
+		return fmt.Errorf("become the reaper of what the tools leave behind: %w", err)
+	}
 	bin, err := filepath.Abs(o.bin)
 	if err != nil {
 		return err

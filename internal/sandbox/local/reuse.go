@@ -238,7 +238,9 @@ func (p *Provider) park(a *agentProc) {
 	})
 }
 
-// closeIdle tells every idle agent to exit.
+// closeIdle tells every idle agent to exit, and returns once each is
+// reaped (killed, if it takes longer than killWait): a worker that exits
+// next leaves none behind, and its own resource usage counts theirs.
 func (p *Provider) closeIdle() {
 	p.mu.Lock()
 	idle := p.idle
@@ -246,5 +248,25 @@ func (p *Provider) closeIdle() {
 	p.mu.Unlock()
 	for _, a := range idle {
 		a.close()
+	}
+	deadline := time.Now().Add(killWait)
+	for _, a := range idle {
+		if waitDone(a.done, time.Until(deadline)) {
+			continue
+		}
+		_ = syscall.Kill(-a.pid, syscall.SIGKILL)
+		waitDone(a.done, killWait)
+	}
+}
+
+// waitDone reports whether done closed within d.
+func waitDone(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }
