@@ -37,7 +37,7 @@ import (
 // agentIdleFor is how long an idle agent waits for a sandbox before it
 // is told to exit. The sandboxes of a run of units follow one another
 // within milliseconds, and the runs of a campaign within about a second.
-var agentIdleFor = 5 * time.Second
+const agentIdleFor = 5 * time.Second
 
 // maxStatusBytes bounds the read of a status.json (the agent's are a few
 // hundred bytes).
