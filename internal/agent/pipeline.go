@@ -51,12 +51,19 @@ func Serve(ctx context.Context, opts Options) error {
 	return err
 }
 
-// waitManifest polls for manifest.json. A manifest that does not decode
-// twice in a row with the same content fails the run: then ok is false.
+// waitManifest polls for manifest.json. A manifest that does not decode,
+// with the same content at least ManifestPoll apart, fails the run: then
+// ok is false.
 func waitManifest(ctx context.Context, o Options, pdir string) (_ protocol.Manifest, ok bool, _ error) {
 	path := filepath.Join(pdir, protocol.ManifestFile)
 	var lastBad string
-	t := time.NewTicker(o.ManifestPoll)
+	var badAt time.Time
+	// The manifest usually comes a moment after the agent starts (or is
+	// handed a sandbox): look again soon, then less and less often, up
+	// to every ManifestPoll. At 50 ms from the start, each unit of a run
+	// waited 25 ms on average for an agent already there.
+	wait := min(firstManifestPoll, o.ManifestPoll)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		// fail ends the run before it began.
@@ -75,10 +82,14 @@ func waitManifest(ctx context.Context, o Options, pdir string) (_ protocol.Manif
 			if derr == nil {
 				return m, true, nil
 			}
-			if string(data) == lastBad {
+			// The same content a full ManifestPoll later is what the
+			// writer meant, not a write in progress.
+			if string(data) == lastBad && time.Since(badAt) >= o.ManifestPoll {
 				return fail(fmt.Sprintf("invalid manifest: %v", derr))
 			}
-			lastBad = string(data)
+			if string(data) != lastBad {
+				lastBad, badAt = string(data), time.Now()
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -91,8 +102,14 @@ func waitManifest(ctx context.Context, o Options, pdir string) (_ protocol.Manif
 			return protocol.Manifest{}, false, context.Cause(ctx)
 		case <-t.C:
 		}
+		wait = min(2*wait, o.ManifestPoll)
+		t.Reset(wait)
 	}
 }
+
+// firstManifestPoll is how soon the agent looks for the manifest again
+// after its first look found none.
+const firstManifestPoll = 2 * time.Millisecond
 
 // Run runs the manifest m in opts.Workspace: the whole pipeline, including
 // waiting for steering when m.RequireApproval is set, and returns the
