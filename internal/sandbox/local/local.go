@@ -395,9 +395,11 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 	key := ""
 	if p.reuse {
 		key = agentKey(procEnv)
+		// An idle agent that is gone (it exited, or was killed) makes
+		// way for the next, or a new one.
 		for proc := p.takeIdle(key); proc != nil; proc = p.takeIdle(key) {
-			if err := p.handTo(proc, b, rec, lease); err == nil {
-				return rec, nil
+			if handed, err := p.handTo(proc, b, rec, lease); handed {
+				return rec, err
 			}
 		}
 	}

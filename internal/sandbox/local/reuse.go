@@ -149,8 +149,10 @@ func (p *Provider) takeIdle(key string) *agentProc {
 }
 
 // handTo hands sandbox b, whose record is rec (without its agent yet),
-// to idle agent a. On error a has been told to exit.
-func (p *Provider) handTo(a *agentProc, b *box, rec *record, lease string) error {
+// to idle agent a, and writes the record. It reports whether a took the
+// sandbox: if not, a has been told to exit; if so, and the record could
+// not be written, a has been killed and the error says why.
+func (p *Provider) handTo(a *agentProc, b *box, rec *record, lease string) (bool, error) {
 	n := protocol.Next{Workspace: b.workspace, Home: b.home, Lease: lease}
 	if p.stdout == nil {
 		n.Log = filepath.Join(b.dir, agentLogFile)
@@ -158,7 +160,7 @@ func (p *Provider) handTo(a *agentProc, b *box, rec *record, lease string) error
 	line, err := json.Marshal(n)
 	if err != nil {
 		a.close()
-		return err
+		return false, err
 	}
 	// An idle said before the one Cleanup took (none is expected) says
 	// nothing of the sandbox handed now.
@@ -170,16 +172,16 @@ func (p *Provider) handTo(a *agentProc, b *box, rec *record, lease string) error
 	if _, err := a.ctl.Write(append(line, '\n')); err != nil {
 		a.setOwner(nil)
 		a.close()
-		return fmt.Errorf("hand sandbox to agent %d: %w", a.pid, err)
+		return false, fmt.Errorf("hand sandbox to agent %d: %w", a.pid, err)
 	}
 	rec.PID, rec.StartTicks = a.pid, a.startTicks
 	if err := writeRecord(b.dir, rec); err != nil {
 		a.setOwner(nil)
 		_ = syscall.Kill(-a.pid, syscall.SIGKILL)
-		return fmt.Errorf("record agent: %w", err)
+		return true, fmt.Errorf("record agent: %w", err)
 	}
 	b.pid, b.startTicks, b.done, b.proc = a.pid, a.startTicks, a.done, a
-	return nil
+	return true, nil
 }
 
 // keepAgent waits for b's agent to say it is idle, and reports whether

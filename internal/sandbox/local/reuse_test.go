@@ -99,11 +99,17 @@ func submit(t *testing.T, p *Provider, id, bare, script string, secrets map[stri
 
 func show(t *testing.T, bare, branch, path string) string {
 	t.Helper()
-	out, err := exec.Command("git", "--git-dir", bare, "show", branch+":"+path).Output()
+	out, err := pushed(bare, branch, path)
 	if err != nil {
 		t.Fatalf("git show %s:%s: %v", branch, path, err)
 	}
-	return string(out)
+	return out
+}
+
+// pushed is path on branch of bare, an error when it is not there.
+func pushed(bare, branch, path string) (string, error) {
+	out, err := exec.Command("git", "--git-dir", bare, "show", branch+":"+path).Output()
+	return string(out), err
 }
 
 func gone(pid int, within time.Duration) bool {
@@ -218,5 +224,63 @@ func TestReuseNeedsCommandsThatEndWithTheAgent(t *testing.T) {
 	_, err := New(Options{Root: t.TempDir(), AgentCommand: []string{os.Args[0], "agent"}, ReuseAgents: true})
 	if err == nil || !strings.Contains(err.Error(), "CommandsEndWithAgent") {
 		t.Fatalf("New with ReuseAgents alone: %v; want it refused, naming CommandsEndWithAgent", err)
+	}
+}
+
+// An idle agent killed while it waited makes way for a new one; one
+// killed just as it is handed a sandbox fails that sandbox, as an agent
+// that dies at any time does, rather than leave it waiting.
+func TestAKilledIdleAgentMakesWayForANewOne(t *testing.T) {
+	p, _ := reusing(t)
+	ctx := t.Context()
+	bare := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	park := func(id string) *agentProc {
+		t.Helper()
+		pid := transform(t, p, id, bare, `echo `+id+` >> README.md`, nil)
+		if err := p.Cleanup(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, a := range p.idle {
+			if a.pid == pid {
+				return a
+			}
+		}
+		t.Fatalf("the agent of %s is not idle", id)
+		return nil
+	}
+
+	a := park("first")
+	if err := syscall.Kill(a.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	if second := transform(t, p, "second", bare, `echo second >> README.md`, nil); second == a.pid {
+		t.Fatalf("the killed agent %d is said to serve the next sandbox", a.pid)
+	}
+	if got := show(t, bare, "fleetlift/second", "README.md"); got != "# svc\nsecond\n" {
+		t.Errorf("the second sandbox's change: %q", got)
+	}
+
+	b := park("third")
+	if err := syscall.Kill(b.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	pid := submit(t, p, "fourth", bare, `echo fourth >> README.md`, nil, false)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, err := p.Status(ctx, "fourth")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pid == b.pid && st.Phase == sandbox.PhaseFailed {
+			break // handed to the dying agent: failed, and said so
+		}
+		if _, err := pushed(bare, "fleetlift/fourth", "README.md"); pid != b.pid && err == nil {
+			break // a new agent did the work
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox handed on as its idle agent was killed neither failed nor finished: agent %d (the killed one %d), %+v", pid, b.pid, st)
+		}
 	}
 }
