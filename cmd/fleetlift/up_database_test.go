@@ -93,7 +93,10 @@ func TestUpSaysWhatItRepaired(t *testing.T) {
 // it by hand would.
 func sqlExec(t *testing.T, db string, stmts ...string) {
 	t.Helper()
-	conn, err := sql.Open("sqlite", db)
+	// A server just stopped may still finish a write (its services'
+	// queues outlive Stop by a moment): wait for it, as the server's own
+	// connections do, rather than fail at once with SQLITE_BUSY.
+	conn, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
