@@ -501,7 +501,9 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 // Status reports running while the agent lives; once it has exited,
 // succeeded (exit code 0) or failed, with ExitCode 128+n for an agent killed
 // by signal n and -1 when the agent exited while no Provider watched it. A
-// sandbox past its Timeout is failed, with a message saying so.
+// sandbox past its Timeout is failed, with a message saying so. An agent
+// that finished the sandbox and waits for another (ReuseAgents) has
+// succeeded, as one that exited 0.
 func (p *Provider) Status(ctx context.Context, id string) (*sandbox.Status, error) {
 	b, rec, err := p.find(id)
 	if err != nil {
@@ -523,6 +525,9 @@ func (p *Provider) status(b *box, rec *record) (*sandbox.Status, bool) {
 	}
 	st := &sandbox.Status{Phase: sandbox.PhaseRunning}
 	switch {
+	case alive && !rec.Expired && b.proc != nil && b.proc.finishedWith(b):
+		st.Phase = sandbox.PhaseSucceeded
+		st.Message = fmt.Sprintf("agent (pid %d) finished; it waits for the next sandbox", rec.PID)
 	case rec.Expired:
 		st.Phase = sandbox.PhaseFailed
 		st.Message = fmt.Sprintf("sandbox timed out after %s", rec.Timeout)

@@ -69,6 +69,16 @@ type agentProc struct {
 	// owner is the sandbox it serves, whose record its exit goes to; nil
 	// while idle.
 	owner *box
+	// finished is the sandbox it last said it finished (idle).
+	finished *box
+}
+
+// finishedWith reports whether the agent said it is idle since it was
+// handed b, and serves b still: b's work is over.
+func (a *agentProc) finishedWith(b *box) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.owner == b && a.finished == b
 }
 
 // serving is the sandbox the agent serves, nil while it is idle.
@@ -97,6 +107,9 @@ func (a *agentProc) listen() {
 	sc := bufio.NewScanner(a.ctl)
 	for sc.Scan() {
 		if sc.Text() == protocol.Idle {
+			a.mu.Lock()
+			a.finished = a.owner
+			a.mu.Unlock()
 			select {
 			case a.idle <- struct{}{}:
 			default:

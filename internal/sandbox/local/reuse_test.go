@@ -141,6 +141,19 @@ func TestAnIdleAgentServesTheNextSandbox(t *testing.T) {
 	first := transform(t, p, "first", bare, `echo left > "$HOME/left"; echo left > /tmp/left
 setsid sleep 3600 </dev/null >/dev/null 2>&1 &
 echo one >> README.md`, nil)
+	// Finished, the sandbox says so, as when its agent exited 0.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := p.Status(ctx, "first")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Phase == sandbox.PhaseSucceeded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the finished sandbox's status: %+v; want succeeded", st)
+		}
+	}
 	if err := p.Cleanup(ctx, "first"); err != nil {
 		t.Fatal(err)
 	}
