@@ -256,7 +256,7 @@ func processCPU(pid int) (time.Duration, error) {
 // it.
 func leftovers(root string, gitea int) []string {
 	entries, _ := os.ReadDir("/proc")
-	var out []string
+	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == gitea || pid == os.Getpid() || parentOf(pid) == gitea {
@@ -266,9 +266,9 @@ func leftovers(root string, gitea int) []string {
 		if err != nil || !bytes.Contains(b, []byte(root)) {
 			continue
 		}
-		out = append(out, fmt.Sprintf("  %d %s", pid, bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '})))
+		pids = append(pids, pid)
 	}
-	return out
+	return describe(pids)
 }
 
 func parentOf(pid int) int {

@@ -28,8 +28,12 @@ func serveOne(ctx context.Context, opts agent.Options) error {
 // maxNextBytes bounds a protocol.Next line.
 const maxNextBytes = 64 << 10
 
+// newNextReader reads the lines of the control socket ctl, each up to
+// maxNextBytes.
+func newNextReader(ctl io.Reader) *bufio.Reader { return bufio.NewReaderSize(ctl, maxNextBytes) }
+
 // awaitNext says on ctl that the agent is idle and reads the sandbox it
-// serves next: ok is false when the provider closed the socket (or is
+// serves next from r (newNextReader): ok is false when the provider closed the socket (or is
 // gone), and the agent exits.
 func awaitNext(ctl io.Writer, r *bufio.Reader) (n protocol.Next, ok bool, err error) {
 	if _, err := io.WriteString(ctl, protocol.Idle+"\n"); err != nil {
@@ -37,21 +41,14 @@ func awaitNext(ctl io.Writer, r *bufio.Reader) (n protocol.Next, ok bool, err er
 		// hand it a sandbox.
 		return n, false, nil
 	}
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxNextBytes {
-			return n, false, fmt.Errorf("next sandbox: over %d bytes", maxNextBytes)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err != nil {
-			// Closed, with or without a partial line: no next sandbox.
-			return n, false, nil
-		}
-		break
+	// r holds maxNextBytes: a line that does not fit is too long.
+	line, err := r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return n, false, fmt.Errorf("next sandbox: over %d bytes", maxNextBytes)
+	}
+	if err != nil {
+		// Closed, with or without a partial line: no next sandbox.
+		return n, false, nil
 	}
 	if err := json.Unmarshal(line, &n); err != nil {
 		return n, false, fmt.Errorf("next sandbox: %w", err)

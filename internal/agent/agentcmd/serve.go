@@ -126,7 +126,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 			}
 			var next *bufio.Reader
 			if ctl != nil {
-				next = bufio.NewReader(ctl)
+				next = newNextReader(ctl)
 			}
 			for {
 				g, err := serveGit(workspace)
