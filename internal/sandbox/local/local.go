@@ -123,9 +123,8 @@ type box struct {
 	// unknown; startTicks tells it from a later process with the same id.
 	pid        int
 	startTicks uint64
-	// done is closed once this Provider has reaped the agent; nil when
-	// another (earlier) Provider started it (then proc is nil too).
-	done chan struct{}
+	// proc is the agent this Provider started (or handed the sandbox);
+	// nil when another (earlier) Provider started it.
 	proc *agentProc
 	// execd says Exec started a process in the sandbox.
 	execd atomic.Bool
@@ -478,7 +477,7 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 	}
 
 	proc := &agentProc{pid: rec.PID, startTicks: rec.StartTicks, done: make(chan struct{}), ctl: ctl, key: key, owner: b}
-	b.pid, b.startTicks, b.done, b.proc = proc.pid, proc.startTicks, proc.done, proc
+	b.pid, b.startTicks, b.proc = proc.pid, proc.startTicks, proc
 	if ctl != nil {
 		proc.idle = make(chan struct{}, 1)
 		go proc.listen()
@@ -667,11 +666,11 @@ func (p *Provider) stop(ctx context.Context, b *box) error {
 // process, and the agent ends what it runs (Options.CommandsEndWithAgent):
 // then no process of the sandbox is left.
 func (p *Provider) leftNothing(b *box) bool {
-	if !p.ends || b.done == nil || b.execd.Load() {
+	if !p.ends || b.proc == nil || b.execd.Load() {
 		return false
 	}
 	select {
-	case <-b.done:
+	case <-b.proc.done:
 		return b.proc.exited
 	default:
 		return false
@@ -681,15 +680,10 @@ func (p *Provider) leftNothing(b *box) bool {
 // reaped waits until this Provider has recorded the exit of an agent it
 // started, so that nothing writes into the directory after Cleanup.
 func (p *Provider) reaped(b *box) error {
-	if b.done == nil {
+	if b.proc == nil || waitDone(b.proc.done, killWait) {
 		return nil
 	}
-	select {
-	case <-b.done:
-		return nil
-	case <-time.After(killWait):
-		return errors.New("agent killed but not reaped")
-	}
+	return errors.New("agent killed but not reaped")
 }
 
 // poll reports whether cond became true within d; it gives up early when
@@ -785,7 +779,7 @@ func (p *Provider) sandboxOf(b *box, rec *record) *sandbox.Sandbox {
 // waitExit waits until the agent has exited, deadline has passed or ctx
 // has ended.
 func (b *box) waitExit(ctx context.Context, deadline time.Time) {
-	if b.done == nil {
+	if b.proc == nil {
 		// Started by an earlier Provider: not a child to wait for.
 		poll(ctx, time.Until(deadline), func() bool { return !b.agentAlive() })
 		return
@@ -793,7 +787,7 @@ func (b *box) waitExit(ctx context.Context, deadline time.Time) {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
-	case <-b.done:
+	case <-b.proc.done:
 	case <-ctx.Done():
 	case <-t.C:
 	}
@@ -801,9 +795,9 @@ func (b *box) waitExit(ctx context.Context, deadline time.Time) {
 
 // agentAlive reports whether the agent runs.
 func (b *box) agentAlive() bool {
-	if b.done != nil {
+	if b.proc != nil {
 		select {
-		case <-b.done:
+		case <-b.proc.done:
 			return false
 		default:
 			return true

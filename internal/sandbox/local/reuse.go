@@ -193,7 +193,7 @@ func (p *Provider) handTo(a *agentProc, b *box, rec *record, lease string) (bool
 		_ = syscall.Kill(-a.pid, syscall.SIGKILL)
 		return true, fmt.Errorf("record agent: %w", err)
 	}
-	b.pid, b.startTicks, b.done, b.proc = a.pid, a.startTicks, a.done, a
+	b.pid, b.startTicks, b.proc = a.pid, a.startTicks, a
 	return true, nil
 }
 

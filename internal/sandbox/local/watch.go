@@ -75,9 +75,9 @@ const exitPoll = time.Second
 
 // watchExit wakes once b's agent has exited, unless quit closes first.
 func watchExit(b *box, wake func(), quit <-chan struct{}) {
-	if b.done != nil {
+	if b.proc != nil {
 		select {
-		case <-b.done:
+		case <-b.proc.done:
 			wake()
 		case <-quit:
 		}
