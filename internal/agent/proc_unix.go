@@ -23,8 +23,10 @@ const openNoFollow = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 
 func isSymlinkErr(_ string, err error) bool { return errors.Is(err, syscall.ELOOP) }
 
+// newProcessGroup starts cmd in a session of its own, which also makes it
+// lead a process group of its own: it has no controlling terminal.
 func newProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 }
 
 // killGroup kills every process in the group led by pid.

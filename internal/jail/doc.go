@@ -2,9 +2,17 @@
 // transform, an agent CLI, a repository's setup or verifiers) where it
 // cannot reach what the control plane trusts.
 //
-// On Linux a jailed command runs in new user, mount, PID, IPC and UTS
-// namespaces, made without privileges:
+// On Linux a jailed command runs in new user, mount, PID, IPC, UTS and
+// network namespaces, made without privileges:
 //
+//   - its network is its own loopback interface and nothing else: it
+//     reaches no port of the host's (the control plane's Temporal, Web
+//     UI, metrics and webhook listen on the host's 127.0.0.1) and no
+//     other address, nor the host's abstract Unix sockets;
+//   - it runs in a session of its own, with no controlling terminal, and
+//     its /dev is the jail's: null, zero, full, random, urandom, tty and
+//     pseudo-terminals of its own, none of the host's terminals, so it
+//     can neither type into nor write to the operator's;
 //   - the whole file system is read-only but for Spec.Writable (the
 //     workspace and the sandbox's home) and a private, empty /tmp;
 //   - Spec.Hidden (the protocol directory, the worker's state directory,

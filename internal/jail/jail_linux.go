@@ -51,7 +51,7 @@ func (j *Jail) command(argv []string, probe bool) (*exec.Cmd, error) {
 	cmd := exec.Command(j.Self[0], args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
-			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET,
 		// Root inside, so that the jail's init may mount; it maps to the
 		// caller's own ids, and the command itself runs as those again
 		// (see initMain).
@@ -138,6 +138,9 @@ func initMain(spec Spec, argv []string, probe bool, self []string) int {
 	if err := mountAll(spec); err != nil {
 		return setupFail("%v", err)
 	}
+	if err := loopbackUp(); err != nil {
+		return setupFail("%v", err)
+	}
 	// The old working directory is on the now read-only mount beneath;
 	// enter it again through the new ones.
 	if err := os.Chdir(cwd); err != nil {
@@ -189,7 +192,10 @@ func initMain(spec Spec, argv []string, probe bool, self []string) int {
 // and the exit code when it could not start.
 func start(spec Spec, argv []string, probe bool, self []string) (*os.Process, int) {
 	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
-	sys := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A session of its own: the command has no controlling terminal, so
+	// it can neither open /dev/tty nor type into the operator's shell
+	// (TIOCSTI) when the worker runs under one.
+	sys := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
 	if spec.UID != 0 {
 		sys.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
 		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: 0, Size: 1}}
@@ -301,9 +307,10 @@ const (
 	kindReadable
 )
 
-// mountAll builds the jail's file system: everything read-only, then from
-// the outermost path inwards the scratch, hidden, writable and readable
-// mounts, then a /proc for the new PID namespace.
+// mountAll builds the jail's file system: everything read-only, a /dev
+// of its own (privateDev), then from the outermost path inwards the
+// scratch, hidden, writable and readable mounts, then a /proc for the new
+// PID namespace.
 func mountAll(spec Spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -352,7 +359,10 @@ func mountAll(spec Spec) error {
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return fmt.Errorf("make the file system read-only: %w", err)
 	}
-	var sealed []string // hidden tmpfs, made read-only once filled
+	if err := privateDev(); err != nil {
+		return err
+	}
+	sealed := []string{"/dev"} // tmpfs made read-only once filled
 	for _, m := range mounts {
 		if err := mountpoint(m); err != nil {
 			return err
@@ -425,4 +435,88 @@ func mountpoint(m *mount) error {
 
 func readOnly(path string) error {
 	return unix.MountSetattr(unix.AT_FDCWD, path, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+}
+
+// devNodes are the host's device files a jailed command sees in its /dev.
+// tty is there for programs that look for it: with no controlling
+// terminal, opening it fails (ENXIO).
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// privateDev replaces /dev with a small tmpfs that holds devNodes (bound
+// from the host's), a pseudo-terminal instance of the jail's own at
+// /dev/pts (so that programs that need a terminal get one), and the usual
+// links. The host's terminals (/dev/pts/N, /dev/console, /dev/ttyN) are
+// not in it: a device file on a read-only mount can still be written, and
+// the command must not write escape sequences to the operator's terminal.
+// mountAll seals it read-only.
+func privateDev() error {
+	fds := make(map[string]int, len(devNodes))
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, n := range devNodes {
+		fd, err := unix.Open("/dev/"+n, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("private /dev: open /dev/%s: %w", n, err)
+		}
+		fds[n] = fd
+	}
+	if err := unix.Mount("tmpfs", "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("private /dev: %w", err)
+	}
+	for n, fd := range fds {
+		if err := mountpoint(&mount{path: "/dev/" + n}); err != nil {
+			return fmt.Errorf("private /dev: %w", err)
+		}
+		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), "/dev/"+n, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("private /dev: bind /dev/%s: %w", n, err)
+		}
+	}
+	for _, d := range []string{"/dev/pts", "/dev/shm"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("private /dev: %w", err)
+		}
+	}
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("private /dev: pseudo-terminals: %w", err)
+	}
+	for link, target := range map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd",
+		"stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(target, "/dev/"+link); err != nil {
+			return fmt.Errorf("private /dev: %w", err)
+		}
+	}
+	return nil
+}
+
+// loopbackUp brings up the loopback interface of the jail's network
+// namespace, its only one: the command may serve and reach itself on
+// 127.0.0.1 and ::1 (a repository's tests often do), and nothing else,
+// neither the host's loopback, where the control plane listens, nor any
+// other network.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: read its flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: bring it up: %w", err)
+	}
+	return nil
 }

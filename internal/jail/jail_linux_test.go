@@ -14,8 +14,15 @@ import (
 
 // The test binary is its own jail: Self runs TestMain's "jail" branch.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "jail" {
-		os.Exit(Main(os.Args[2:]))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "jail":
+			os.Exit(Main(os.Args[2:]))
+		case helperUnderTerminal:
+			os.Exit(underTerminal(os.Args[2:]))
+		case helperProbe:
+			os.Exit(probe(os.Args[2:]))
+		}
 	}
 	os.Exit(m.Run())
 }
@@ -31,14 +38,7 @@ type box struct {
 func newBox(t *testing.T) box {
 	t.Helper()
 	state := t.TempDir()
-	b := box{
-		state:  state,
-		ws:     filepath.Join(state, "sandboxes", "s1", "workspace"),
-		home:   filepath.Join(state, "sandboxes", "s1", "home"),
-		secret: filepath.Join(state, "tls", "client.key"),
-	}
-	b.pdir = filepath.Join(b.ws, ".fleetlift")
-	b.prompt = filepath.Join(b.pdir, "prompt.txt")
+	b := boxAt(state)
 	for _, d := range []string{b.pdir, b.home, filepath.Dir(b.secret)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)

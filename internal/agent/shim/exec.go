@@ -223,9 +223,10 @@ func exitCode(err error, cmd *exec.Cmd) int {
 	return ExitShim
 }
 
-// setGroup starts the command in a process group of its own.
+// setGroup starts the command in a session of its own, which leads a
+// process group of its own: it has no controlling terminal.
 func setGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 }
 
 // killGroup kills the command's process group.

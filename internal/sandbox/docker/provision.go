@@ -420,7 +420,7 @@ func seccompProfile() (string, error) {
 			Names:  []string{"clone", "unshare", "mount", "umount2", "mount_setattr", "pivot_root", "setns"},
 			Action: specs.ActAllow,
 		},
-		Comment: "fleetlift: the agent's jail (package jail) makes user, mount and PID namespaces without capabilities",
+		Comment: "fleetlift: the agent's jail (package jail) makes user, mount, PID and network namespaces without capabilities",
 	})
 	data, err := json.Marshal(profile)
 	if err != nil {

@@ -101,7 +101,9 @@ func (p *Provider) Exec(ctx context.Context, id string, cmd sandbox.ExecCommand)
 	c.Stdin = cmd.Stdin
 	c.Stdout = stdout
 	c.Stderr = stderr
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own (and so a process group): no controlling
+	// terminal.
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	c.Cancel = func() error {
 		err := syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		if errors.Is(err, syscall.ESRCH) {

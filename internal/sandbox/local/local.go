@@ -451,7 +451,10 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 	if agentEnd != nil {
 		cmd.ExtraFiles = []*os.File{agentEnd}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own, which leads its own process group: under a
+	// terminal, neither the agent nor anything it runs has it as its
+	// controlling terminal. Its standard input is /dev/null.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = pipeDelay
 	if err := cmd.Start(); err != nil {
 		if ctl != nil {

@@ -234,6 +234,58 @@ func TestAgentStartsWithItsOwnGOMAXPROCS(t *testing.T) {
 	}
 }
 
+// The agent and what Exec runs each lead a session of their own: under
+// an operator's terminal, neither has it as its controlling terminal, and
+// the agent reads nothing from the worker's standard input.
+func TestAgentAndExecLeadSessionsOfTheirOwn(t *testing.T) {
+	ctx := t.Context()
+	p := newProvider(t, t.TempDir(), standInAgent(t))
+	sb, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: "session"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Cleanup(context.Background(), sb.ID) })
+	pid := oneAgent(t, sb.WorkingDir)
+	if sid, tty := sessionOf(t, strconv.Itoa(pid)); sid != pid || tty != 0 {
+		t.Errorf("agent %d: session %d, terminal %d; want a session of its own and no terminal", pid, sid, tty)
+	}
+	if stdin, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/0"); err != nil || stdin != os.DevNull {
+		t.Errorf("agent's standard input is %q (%v), want %s", stdin, err, os.DevNull)
+	}
+	res, err := p.Exec(ctx, sb.ID, sandbox.ExecCommand{Command: []string{"sh", "-c", `echo $$; cat /proc/$$/stat`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, stat, _ := strings.Cut(res.Stdout, "\n")
+	shell, _ := strconv.Atoi(self)
+	if sid, tty := parseSession(t, stat); sid != shell || tty != 0 {
+		t.Errorf("Exec's command %d: session %d, terminal %d; want a session of its own and no terminal", shell, sid, tty)
+	}
+}
+
+// sessionOf is the session id and controlling terminal of pid.
+func sessionOf(t *testing.T, pid string) (int, int) {
+	t.Helper()
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseSession(t, string(stat))
+}
+
+func parseSession(t *testing.T, stat string) (int, int) {
+	t.Helper()
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		t.Fatalf("not a stat line: %q", stat)
+	}
+	// state ppid pgrp session tty_nr
+	f := strings.Fields(stat[i+1:])
+	sid, _ := strconv.Atoi(f[3])
+	tty, _ := strconv.Atoi(f[4])
+	return sid, tty
+}
+
 func TestAgentStartsWithOnlyDeclaredEnvironment(t *testing.T) {
 	t.Setenv("FLEETLIFT_TEST_SECRET", "hunter2")
 	ctx := t.Context()

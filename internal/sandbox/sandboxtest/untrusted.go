@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +60,7 @@ func RunUntrusted(t *testing.T, h UntrustedHarness) {
 		{"CommandsNeverSeeTokens", u.neverSeeTokens},
 		{"NothingOutlivesItsCommand", u.nothingOutlives},
 		{"HiddenStaysHidden", u.hiddenStaysHidden},
+		{"CannotReachTheHost", u.cannotReachTheHost},
 	} {
 		t.Run(c.name, c.run)
 	}
@@ -279,5 +282,39 @@ func (u *untrusted) hiddenStaysHidden(t *testing.T) {
 	// secret.
 	if strings.Contains(seen, secret) || strings.Contains(seen, "\n+state.txt\n") {
 		t.Errorf("the work saw into %s:\n%s", u.h.Hidden, seen)
+	}
+}
+
+// cannotReachTheHost: the work connects to nothing on the host's
+// loopback, where the control plane listens (Temporal, the Web UI,
+// metrics, the webhook): a listener there, as the Web UI's, accepts no
+// connection from it.
+func (u *untrusted) cannotReachTheHost(t *testing.T) {
+	url, _ := u.h.Repository(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	m := manifest(url, `git ls-remote http://`+l.Addr().String()+`/control-plane.git > REACH 2>&1; echo "exit $?" >> REACH; echo change >> README.md`)
+	s := u.start(t, "reach", nil, m)
+	r := s.wait(protocol.PhaseComplete)
+	reach := diffOf(r, "REACH")
+	if reach == "" {
+		t.Fatalf("the change does not hold what the work tried: %+v", r.Repositories)
+	}
+	if n := accepted.Load(); n > 0 {
+		t.Errorf("the work reached a port on the host's loopback (%d connections):\n%s", n, reach)
 	}
 }
