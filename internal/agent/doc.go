@@ -59,7 +59,14 @@
 // Every command runs in its own process group, which is killed when the
 // command ends, on timeout and on cancel: nothing it starts outlives it
 // (short of leaving the group on purpose, which only the sandbox stops).
-// Git runs through package git, so hooks and filters never run. The git
+// Git runs through package git, so hooks and filters never run, and its
+// ssh reads no configuration. The agent trusts nothing the work left in a
+// repository: before it reads or pushes one after work ran there, it
+// checks that it is the directory it cloned (no path component a
+// symbolic link, the same inode, the same .git directory), that .git
+// holds only files and directories and nothing that points git elsewhere
+// (commondir, alternates, grafts), and that .git/config is the one it
+// wrote; otherwise the run fails and nothing is pushed. The git
 // token is removed from the environment of every command but git's remote
 // operations, and the values of secret-looking variables (*TOKEN*,
 // *SECRET*, *PASSWORD*, *API_KEY*, ...) and URL user-info are replaced by

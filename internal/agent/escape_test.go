@@ -84,22 +84,19 @@ func TestEscapeAttempts(t *testing.T) {
 				t.Fatalf("cloned through the link: %v", entries)
 			}
 		}},
-		{"hooks, hooksPath and filters written by the agent never run", func(t *testing.T) {
+		{"hooks and attributes written by the work never run", func(t *testing.T) {
 			o := options(t)
 			marker := filepath.Join(t.TempDir(), "pwned")
 			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
 			m := manifest(repo("svc", remote))
 			hook := `printf '#!/bin/sh\ntouch ` + marker + `\n'`
 			m.Execution.Command = sh(`set -e
-mkdir -p .git/hooks evil-hooks
+mkdir -p .git/hooks
 for h in pre-commit commit-msg post-commit post-checkout pre-push reference-transaction post-rewrite; do
-  ` + hook + ` > .git/hooks/$h; cp .git/hooks/$h evil-hooks/$h; chmod +x .git/hooks/$h evil-hooks/$h
+  ` + hook + ` > .git/hooks/$h; chmod +x .git/hooks/$h
 done
-git config core.hooksPath evil-hooks
-git config filter.evil.clean 'touch ` + marker + `; cat'
-git config filter.evil.smudge 'touch ` + marker + `; cat'
-git config core.fsmonitor 'touch ` + marker + `'
-echo '* filter=evil' > .gitattributes
+echo '* filter=evil diff=evil' > .gitattributes
+mkdir -p .git/info && echo '* filter=evil' > .git/info/attributes
 echo changed >> README.md`)
 			res := run(t, o, m)
 			if res.Status != protocol.PhaseComplete {
@@ -109,7 +106,31 @@ echo changed >> README.md`)
 				t.Fatal("nothing was committed and pushed")
 			}
 			if _, err := os.Stat(marker); err == nil {
-				t.Fatal("a hook, hooksPath, filter or fsmonitor set up by the agent ran")
+				t.Fatal("a hook or filter set up by the work ran")
+			}
+		}},
+		{"configuration written by the work fails the run, and nothing runs or is pushed", func(t *testing.T) {
+			o := options(t)
+			marker := filepath.Join(t.TempDir(), "pwned")
+			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+			m := manifest(repo("svc", remote))
+			m.Execution.Command = sh(`set -e
+mkdir -p evil-hooks && printf '#!/bin/sh\ntouch ` + marker + `\n' > evil-hooks/pre-push && chmod +x evil-hooks/pre-push
+git config core.hooksPath evil-hooks
+git config filter.evil.clean 'touch ` + marker + `; cat'
+git config core.fsmonitor 'touch ` + marker + `'
+git config core.worktree /
+echo '* filter=evil' > .gitattributes
+echo changed >> README.md`)
+			res := run(t, o, m)
+			if res.Status != protocol.PhaseFailed || !strings.Contains(res.Error, ".git/config was changed") {
+				t.Fatalf("phase %s %q; want the run failed for the configuration the work wrote", res.Status, res.Error)
+			}
+			if remoteRef(t, remote, "refs/heads/"+branch) != "" {
+				t.Fatal("a branch was pushed")
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("a hook, filter or fsmonitor set up by the work ran")
 			}
 		}},
 		{"a .gitmodules pointing elsewhere is not followed", func(t *testing.T) {

@@ -197,6 +197,8 @@ type unit struct {
 	// checkedTree is the snapshot the verifiers last ran on, with checks.
 	checkedTree string
 	checks      []protocol.VerifierResult
+	// seen is what the repository was before any work ran in it (intact).
+	seen *seen
 }
 
 // scope is where the transform runs: one repository, or the workspace

@@ -58,6 +58,9 @@ func (r *runner) openPullRequests(ctx context.Context) error {
 }
 
 func (r *runner) openPullRequest(ctx context.Context, u *unit, branch, message string, author git.Identity) (*protocol.PullRequestInfo, error) {
+	if err := r.intact(u); err != nil {
+		return nil, err
+	}
 	// The commit is of the tree collected: what the result showed, and
 	// what an approval approved.
 	commit, err := r.g.CommitTree(ctx, u.dir, git.TreeCommit{Tree: u.tree, Parent: u.base, Message: message, Author: author})

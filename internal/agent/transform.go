@@ -299,6 +299,9 @@ func (r *runner) agentic(ctx context.Context, sc *scope, steer string) error {
 func (r *runner) snapshot(ctx context.Context, units []*unit) (string, error) {
 	var ids []string
 	for _, u := range units {
+		if err := r.intact(u); err != nil {
+			return "", err
+		}
 		id, err := r.g.Snapshot(ctx, u.dir)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -117,6 +117,9 @@ func (r *runner) collect(ctx context.Context) error {
 		if u.broken {
 			continue
 		}
+		if err := r.intact(u); err != nil {
+			return err
+		}
 		if transform {
 			changes, err := r.g.Changes(ctx, u.dir, git.DiffOptions{Base: u.base, MaxLines: r.o.MaxDiffLines})
 			// On error the tree is empty: no pull request is made of it.

@@ -89,6 +89,9 @@ func (r *runner) checkoutUnit(ctx context.Context, u *unit) error {
 		return err
 	}
 	u.baseBranch = cmp.Or(u.repo.Branch, current)
+	if err := r.remember(u); err != nil {
+		return fmt.Errorf("read the clone: %w", err)
+	}
 	return r.setup(ctx, u)
 }
 
@@ -157,6 +160,9 @@ func (r *runner) checkoutRecipe(ctx context.Context, u *unit) error {
 	}
 	if u.base, u.baseBranch, err = r.g.Head(ctx, u.dir); err != nil {
 		return err
+	}
+	if err := r.remember(u); err != nil {
+		return fmt.Errorf("read the clone: %w", err)
 	}
 	return r.setup(ctx, u)
 }

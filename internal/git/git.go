@@ -62,6 +62,10 @@ func safeConfig() []string {
 		"commit.gpgSign=false",
 		"tag.gpgSign=false",
 		"core.pager=cat",
+		// Neither attributes nor ignore rules from a home directory,
+		// which in a sandbox the work may write ($XDG_CONFIG_HOME/git/).
+		"core.attributesFile=/dev/null",
+		"core.excludesFile=/dev/null",
 		"advice.detachedHead=false",
 		"init.defaultBranch=main",
 		// No reflogs: nobody reads them in a sandbox or a scratch, and
@@ -165,10 +169,15 @@ func (g *Git) environ(inv invocation) []string {
 		"GIT_ALLOW_PROTOCOL="+protocols,
 		// Set but empty: no askpass program, not even core.askPass.
 		"GIT_ASKPASS=",
+		// Objects are what they are: no refs/replace/ left in a
+		// repository swaps one for another.
+		"GIT_NO_REPLACE_OBJECTS=1",
 		"LC_ALL=C",
 	)
 	if !hasSSH {
-		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
+		// No ssh configuration: ~/.ssh/config (in a sandbox, a home the
+		// work may write) could name a ProxyCommand to run.
+		env = append(env, "GIT_SSH_COMMAND=ssh -F /dev/null -o BatchMode=yes")
 	}
 	if inv.gitDir != "" {
 		env = append(env, "GIT_DIR="+inv.gitDir)

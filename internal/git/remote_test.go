@@ -259,3 +259,46 @@ func TestOrigin(t *testing.T) {
 		}
 	}
 }
+
+// A home directory's ssh configuration (in a sandbox, a home the work may
+// write) never runs: git's ssh reads no configuration file, so a
+// ProxyCommand there does not run with the agent's environment. ssh reads
+// ~/.ssh from the passwd entry's home, not $HOME: the test runs again in
+// user and mount namespaces (as root there) with a directory of its own
+// bound over /root.
+func TestSSHReadsNoConfiguration(t *testing.T) {
+	const envMarker = "FLEETLIFT_TEST_SSH_MARKER"
+	if marker := os.Getenv(envMarker); marker != "" {
+		if err := os.MkdirAll("/root/.ssh", 0o700); err != nil {
+			t.Fatal(err)
+		}
+		config := "Host *\n  ProxyCommand sh -c 'touch " + marker + "; exit 1'\n"
+		if err := os.WriteFile("/root/.ssh/config", []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		g := &git.Git{Env: []string{"HOME=/root", "PATH=" + os.Getenv("PATH")}}
+		// Port 1 of this host's loopback: nothing listens, nothing leaves.
+		if err := g.Clone(context.Background(), "ssh://git@127.0.0.1:1/svc.git", filepath.Join(t.TempDir(), "svc"), git.CloneOptions{}); err == nil {
+			t.Fatal("clone from a port where nothing listens succeeded")
+		}
+		return
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("unshare(1) runs this test in namespaces of its own: apt-get install util-linux (%v)", err)
+	}
+	home, marker := t.TempDir(), filepath.Join(t.TempDir(), "proxy-ran")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(unshare, "--user", "--map-root-user", "--mount", "sh", "-c",
+		`mount --bind "$1" /root && exec "$2" -test.run '^TestSSHReadsNoConfiguration$' -test.count=1`, "sh", home, exe)
+	cmd.Env = append(os.Environ(), envMarker+"="+marker)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("in namespaces with a home of its own: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the ProxyCommand of ~/.ssh/config ran")
+	}
+}
