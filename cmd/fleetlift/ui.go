@@ -13,14 +13,11 @@ import (
 	"github.com/fleetlift/fleetlift/internal/webui"
 )
 
-// defaultUIListen is where `fleetlift up` and `fleetlift server` serve the
-// Temporal Web UI, as `temporal server start-dev` does.
-const defaultUIListen = "127.0.0.1:8233"
-
-// registerUI adds --ui-listen.
+// registerUI adds --ui-listen. The UI is off unless asked for: whoever
+// reaches its port reads every run, other teams' diffs included.
 func registerUI(cmd *cobra.Command, listen *string) {
-	cmd.Flags().StringVar(listen, "ui-listen", defaultUIListen,
-		"address to serve the Temporal Web UI on; off when empty")
+	cmd.Flags().StringVar(listen, "ui-listen", "",
+		"address to serve the read-only Temporal Web UI on, such as 127.0.0.1:8233; off when empty (the default)")
 }
 
 // serveUI serves the Temporal Web UI for the Temporal server f names,

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"time"
 
 	uiserver "github.com/temporalio/ui-server/v2/server"
@@ -31,32 +34,36 @@ type Options struct {
 
 // Server is a running UI.
 type Server struct {
-	srv  *uiserver.Server
-	addr string
-	done chan struct{}
+	srv   *uiserver.Server
+	front *http.Server
+	addr  string
+	done  chan struct{}
 }
 
 // Start starts the UI and returns once it accepts connections, or with
-// the error that stopped it.
+// the error that stopped it. The UI server itself listens on a port of
+// its own on 127.0.0.1; what listens at o.Listen is a guard in front of
+// it (see guard).
 func Start(o Options) (*Server, error) {
-	host, portS, err := net.SplitHostPort(o.Listen)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 		return nil, fmt.Errorf("web UI address %q: %w", o.Listen, err)
 	}
-	port, err := strconv.Atoi(portS)
-	if err != nil || port <= 0 {
-		return nil, fmt.Errorf("web UI address %q: want a port number", o.Listen)
-	}
-	// Refuse a taken port here: the UI server's own start ends the
-	// process when it cannot listen.
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("web UI: %w", err)
 	}
-	ln.Close()
+	// The UI server's own start ends the process when it cannot listen:
+	// give it a port that was free a moment ago.
+	innerLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("web UI: %w", err)
+	}
+	inner := innerLn.Addr().(*net.TCPAddr)
+	innerLn.Close()
 	cfg := &uiconfig.Config{
-		Host:                host,
-		Port:                port,
+		Host:                inner.IP.String(),
+		Port:                inner.Port,
 		TemporalGRPCAddress: o.Temporal,
 		EnableUI:            true,
 		DefaultNamespace:    o.Namespace,
@@ -65,12 +72,12 @@ func Start(o Options) (*Server, error) {
 		HideLogs:            true,
 		Distribution:        "cli",
 		CORS:                uiconfig.CORS{CookieInsecure: true},
-		// Read-only: the UI has no login of its own and presents the
-		// install's client certificate, so anyone who reaches its port
-		// (the work in a local sandbox included) would otherwise signal,
-		// terminate or start workflows with the install's rights, and a
-		// decision signal is how a change gets approved. Approvals go
-		// through fleetlift approve or Git.
+		// Read-only, twice over (the guard allows only GET and HEAD):
+		// the UI has no login of its own and presents the install's
+		// client certificate, so whoever reaches its port would
+		// otherwise signal, terminate or start workflows with the
+		// install's rights, and a decision signal is how a change gets
+		// approved. Approvals go through fleetlift approve or Git.
 		DisableWriteActions: true,
 	}
 	if o.CertFile != "" || o.CAFile != "" {
@@ -81,29 +88,76 @@ func Start(o Options) (*Server, error) {
 		cfg.TLS = uiconfig.TLS{CertFile: o.CertFile, KeyFile: o.KeyFile, CaFile: o.CAFile,
 			ServerName: serverName, EnableHostVerification: true}
 	}
-	s := &Server{srv: uiserver.NewServer(server_options.WithConfigProvider(cfg)), addr: o.Listen, done: make(chan struct{})}
+	s := &Server{srv: uiserver.NewServer(server_options.WithConfigProvider(cfg)), addr: ln.Addr().String(), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = s.srv.Start()
 	}()
+	innerAddr := inner.String()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", o.Listen, 200*time.Millisecond)
+		c, err := net.DialTimeout("tcp", innerAddr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return s, nil
+			break
 		}
 		select {
 		case <-s.done:
+			ln.Close()
 			return nil, errors.New("web UI: stopped while starting")
 		default:
 		}
 		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, fmt.Errorf("web UI: not listening on %s after 10s", o.Listen)
+			ln.Close()
+			s.srv.Stop()
+			<-s.done
+			return nil, fmt.Errorf("web UI: not listening on %s after 10s", innerAddr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: innerAddr})
+	s.front = &http.Server{Handler: guard(o.Listen, proxy), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.front.Serve(ln) }()
+	return s, nil
+}
+
+// guard passes to next only what a person reading the UI in a browser
+// asks: GET and HEAD (405 otherwise, whatever the path: the UI server's
+// own write blocker let a POST through whose path held an encoded
+// /query/), with a Host header that names this server, so that a web
+// page elsewhere cannot reach it through a name of its own that resolves
+// to this address (DNS rebinding): the host of listen, or a loopback
+// name (localhost, 127.0.0.1, [::1]) on any port, which is what an ssh
+// or kubectl port-forward presents (421 otherwise).
+func guard(listen string, next http.Handler) http.Handler {
+	listenHost, _, _ := net.SplitHostPort(listen)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "the Web UI is read-only", http.StatusMethodNotAllowed)
+			return
+		}
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.Trim(strings.ToLower(host), "[]")
+		switch {
+		case host == "localhost", host == strings.Trim(strings.ToLower(listenHost), "[]") && host != "" && !unspecified(host):
+		case net.ParseIP(host) != nil && net.ParseIP(host).IsLoopback():
+		default:
+			http.Error(w, "the Web UI answers only to its own address or a loopback name", http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// unspecified reports whether host is 0.0.0.0 or ::, which no request
+// names.
+func unspecified(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }
 
 // Address is where the UI listens.
@@ -114,6 +168,9 @@ func (s *Server) URL() string { return "http://" + s.addr }
 
 // Stop stops the UI.
 func (s *Server) Stop() {
+	if s.front != nil {
+		s.front.Close()
+	}
 	s.srv.Stop()
 	<-s.done
 }

@@ -66,6 +66,10 @@ func TestReadOnly(t *testing.T) {
 	for _, path := range []string{
 		"/api/v1/namespaces/fleetlift/workflows/campaign%2Fx/terminate",
 		"/api/v1/namespaces/fleetlift/workflows/campaign%2Fx",
+		// The UI server's own blocker let this through: the decoded
+		// path holds /workflows/ and /query/, and it starts a workflow.
+		"/api/v1/namespaces/fleetlift/workflows/x%2Fquery%2Fy",
+		"/api/v1/namespaces/fleetlift/workflows/x/query/y",
 	} {
 		req, err := http.NewRequest(http.MethodPost, s.URL()+path, strings.NewReader(`{"input":{"payloads":[]}}`))
 		if err != nil {
@@ -80,6 +84,42 @@ func TestReadOnly(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusMethodNotAllowed {
 			t.Errorf("POST %s: %s; want 405 Method Not Allowed (the UI is read-only)", path, resp.Status)
+		}
+	}
+}
+
+// TestAnswersOnlyToItsOwnNames: a request whose Host names another server
+// (a page elsewhere whose name was made to resolve to this address) is
+// refused; the UI's own address and loopback names on any port (as a
+// port-forward presents) are served.
+func TestAnswersOnlyToItsOwnNames(t *testing.T) {
+	s, err := webui.Start(webui.Options{Listen: freeAddr(t), Temporal: freeAddr(t), Namespace: "fleetlift"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	_, port, _ := net.SplitHostPort(s.Address())
+	for host, want := range map[string]int{
+		s.Address():                http.StatusOK,
+		"localhost:" + port:        http.StatusOK,
+		"localhost:18233":          http.StatusOK,
+		"[::1]:18233":              http.StatusOK,
+		"attacker.example:" + port: http.StatusMisdirectedRequest,
+		"attacker.example":         http.StatusMisdirectedRequest,
+		"0.0.0.0:" + port:          http.StatusMisdirectedRequest,
+	} {
+		req, err := http.NewRequest(http.MethodGet, s.URL()+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /healthz with Host %s: %s; want %d", host, resp.Status, want)
 		}
 	}
 }
