@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/egress"
 	"github.com/fleetlift/fleetlift/internal/jail"
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
@@ -41,6 +43,7 @@ type workerFlags struct {
 	passEnv      []string
 	fileRoots    []string
 	isolation    string
+	egress       []string
 	hide         []string
 	queue        string
 	orphan       time.Duration
@@ -136,6 +139,8 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"a sandbox no worker has watched for this long ends itself (a worker that never came back)")
 	cmd.Flags().StringVar(&w.queue, "sandbox-queue", "",
 		"the task queue for the steps on this worker's sandboxes, which only this host can reach (default: named after the host and the state directory)")
+	cmd.Flags().StringSliceVar(&w.egress, "sandbox-egress", nil,
+		"local: a host the work in sandboxes may reach through the worker's egress proxy, as registry.npmjs.org, proxy.golang.org:443 or *.pythonhosted.org (repeatable; without a port, 80 and 443); by default the work reaches no network, and never loopback or a private address")
 	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", nil,
 		"a directory or file the work in sandboxes must not see (repeatable), besides the state directory and the usual credential files")
 }
@@ -512,11 +517,23 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 	default:
 		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", w.isolation, agentcmd.IsolationNamespaces, agentcmd.IsolationNone)
 	}
+	var proxy http.Handler
+	if len(w.egress) > 0 {
+		if w.isolation != agentcmd.IsolationNamespaces {
+			return nil, fmt.Errorf("--sandbox-egress needs --sandbox-isolation=%s: unjailed work shares this host's network", agentcmd.IsolationNamespaces)
+		}
+		rules, err := egress.ParseRules(w.egress)
+		if err != nil {
+			return nil, fmt.Errorf("--sandbox-egress: %w", err)
+		}
+		proxy = &egress.Proxy{Rules: rules}
+	}
 	orphan := w.orphan
 	if orphan <= 0 {
 		orphan = agentcmd.DefaultOrphanAfter
 	}
 	return local.New(local.Options{
+		Egress:       proxy,
 		Root:         root,
 		AgentCommand: agentArgv,
 		ServeArgs:    serve,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -152,6 +153,27 @@ type Isolation struct {
 	// Hidden are directories and files no command sees: the worker's
 	// state, other sandboxes, credentials of the user the agent runs as.
 	Hidden []string
+	// Egress, when set, is the Unix socket of the worker's egress proxy
+	// (package egress): every jail forwards EgressPort on its loopback to
+	// it, and commands get it as their HTTP and HTTPS proxy. Without it,
+	// a jailed command reaches no network at all.
+	Egress string
+}
+
+// EgressPort is the port on a jail's loopback that leads to the egress
+// proxy (Isolation.Egress).
+const EgressPort = 3128
+
+// proxyEnv are the variables that send a command's HTTP and HTTPS
+// requests through the egress proxy, in the spellings tools read, with
+// the jail's own loopback left direct.
+func proxyEnv() []string {
+	proxy := "http://127.0.0.1:" + strconv.Itoa(EgressPort)
+	noProxy := "localhost,127.0.0.1,::1"
+	return []string{
+		"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
+		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
+	}
 }
 
 func (o Options) withDefaults() Options {

@@ -139,6 +139,9 @@ func Run(ctx context.Context, opts Options, m protocol.Manifest) (protocol.Resul
 	}
 	r.secrets = secretValues(o.Env, r.g)
 	r.env, r.cliEnv = commandEnvs(o.Env, r.g)
+	if o.Isolation != nil && o.Isolation.Egress != "" {
+		r.env, r.cliEnv = withEnv(r.env, proxyEnv()...), withEnv(r.cliEnv, proxyEnv()...)
+	}
 	err = r.run(ctx)
 	return r.result, err
 }
@@ -594,6 +597,9 @@ func (r *runner) jail(readable ...string) *jail.Jail {
 		Hidden:   append([]string{r.pdir}, iso.Hidden...),
 		Readable: readable,
 		Scratch:  jail.DefaultScratch,
+	}
+	if iso.Egress != "" {
+		spec.Forwards = []jail.Forward{{Port: EgressPort, Socket: iso.Egress}}
 	}
 	if home := lookupEnv(r.o.Env, "HOME"); filepath.IsAbs(home) && filepath.Clean(home) != "/" {
 		if fi, err := os.Stat(home); err == nil && fi.IsDir() {

@@ -8,7 +8,9 @@
 //   - its network is its own loopback interface and nothing else: it
 //     reaches no port of the host's (the control plane's Temporal, Web
 //     UI, metrics and webhook listen on the host's 127.0.0.1) and no
-//     other address, nor the host's abstract Unix sockets;
+//     other address, nor the host's abstract Unix sockets; the only ways
+//     out are Spec.Forwards, ports on its loopback that the jail's init
+//     relays to Unix sockets the caller names (an egress proxy);
 //   - it runs in a session of its own, with no controlling terminal, and
 //     its /dev is the jail's: null, zero, full, random, urandom, tty and
 //     pseudo-terminals of its own, none of the host's terminals, so it

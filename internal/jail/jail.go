@@ -34,11 +34,35 @@ type Spec struct {
 	// Scratch are directories replaced by a private, empty, writable
 	// file system for the command's life (/tmp).
 	Scratch []string
+	// Forwards are the ports on the jail's own loopback that lead out of
+	// it: each connection to 127.0.0.1:Port is relayed to the Unix
+	// socket at Socket on the caller's side (an egress proxy the worker
+	// serves), the only way out of the jail's network namespace.
+	Forwards []Forward
 
 	// UID and GID are the caller's, which the command runs as; set by
 	// Command.
 	UID int
 	GID int
+}
+
+// Forward is a port on the jail's loopback relayed to a Unix socket
+// outside (Spec.Forwards).
+type Forward struct {
+	Port   int
+	Socket string
+}
+
+func (f Forward) String() string { return strconv.Itoa(f.Port) + "=" + f.Socket }
+
+// parseForward is the inverse of Forward.String.
+func parseForward(s string) (Forward, error) {
+	port, socket, ok := strings.Cut(s, "=")
+	n, err := strconv.Atoi(port)
+	if !ok || err != nil || n <= 0 || n > 65535 {
+		return Forward{}, fmt.Errorf("--forward %q: want PORT=SOCKET, a port from 1 to 65535", s)
+	}
+	return Forward{Port: n, Socket: socket}, nil
 }
 
 // DefaultScratch are the directories every jail gets private: what a
@@ -66,8 +90,9 @@ const (
 // Protocol is the version of Main's command line and environment: a jail
 // program that prints another with --protocol (or none) does not speak
 // this one. (3: the command's GOMAXPROCS comes in envGOMAXPROCS. 4: the
-// spec comes as a flag per path and id, not as JSON.)
-const Protocol = "4"
+// spec comes as a flag per path and id, not as JSON. 5: the command has
+// a network namespace of its own, and --forward.)
+const Protocol = "5"
 
 // flags of Main. The spec's: one flag per path, taken as it is, and the
 // ids.
@@ -79,6 +104,7 @@ const (
 	flagScratch  = "--scratch"
 	flagUID      = "--uid"
 	flagGID      = "--gid"
+	flagForward  = "--forward"
 	flagDrop     = "--drop"
 	flagProbe    = "--probe"
 	flagReport   = "--report-fd"
@@ -173,6 +199,16 @@ func (s Spec) validate() error {
 			}
 		}
 	}
+	ports := map[int]bool{}
+	for _, f := range s.Forwards {
+		if f.Port <= 0 || f.Port > 65535 || ports[f.Port] {
+			return fmt.Errorf("jail forward port %d must be from 1 to 65535, once", f.Port)
+		}
+		ports[f.Port] = true
+		if !filepath.IsAbs(f.Socket) || filepath.Clean(f.Socket) != f.Socket {
+			return fmt.Errorf("jail forward socket %q must be absolute and clean", f.Socket)
+		}
+	}
 	return nil
 }
 
@@ -183,7 +219,7 @@ func (s Spec) resolved() (Spec, error) {
 	if err := s.validate(); err != nil {
 		return s, err
 	}
-	out := Spec{UID: s.UID, GID: s.GID}
+	out := Spec{UID: s.UID, GID: s.GID, Forwards: s.Forwards}
 	resolve := func(paths []string, required bool) ([]string, error) {
 		var res []string
 		for _, p := range paths {
@@ -226,6 +262,9 @@ func (j *Jail) args(spec Spec, probe bool, argv []string) ([]string, error) {
 		for _, p := range *g.paths {
 			args = append(args, g.flag, p)
 		}
+	}
+	for _, f := range spec.Forwards {
+		args = append(args, flagForward, f.String())
 	}
 	args = append(args, flagUID, strconv.Itoa(spec.UID), flagGID, strconv.Itoa(spec.GID))
 	if probe {
@@ -278,6 +317,16 @@ func parseArgs(args []string) (parsed, error) {
 			}
 			i++
 			*paths[a] = append(*paths[a], args[i])
+		case flagForward:
+			if i+1 >= len(args) {
+				return p, fmt.Errorf("%s needs PORT=SOCKET", a)
+			}
+			i++
+			f, err := parseForward(args[i])
+			if err != nil {
+				return p, err
+			}
+			s.Forwards = append(s.Forwards, f)
 		case flagUID, flagGID:
 			if i+1 >= len(args) {
 				return p, fmt.Errorf("%s needs a value", a)

@@ -3,6 +3,8 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -135,10 +137,19 @@ func initMain(spec Spec, argv []string, probe bool, self []string) int {
 	if err != nil {
 		return setupFail("working directory: %v", err)
 	}
+	// The sockets forwards lead to are opened before the mounts, which
+	// may hide them from the command.
+	outs, err := openForwards(spec.Forwards)
+	if err != nil {
+		return setupFail("%v", err)
+	}
 	if err := mountAll(spec); err != nil {
 		return setupFail("%v", err)
 	}
 	if err := loopbackUp(); err != nil {
+		return setupFail("%v", err)
+	}
+	if err := serveForwards(spec.Forwards, outs); err != nil {
 		return setupFail("%v", err)
 	}
 	// The old working directory is on the now read-only mount beneath;
@@ -519,4 +530,68 @@ func loopbackUp() error {
 		return fmt.Errorf("loopback: bring it up: %w", err)
 	}
 	return nil
+}
+
+// openForwards opens each forward's socket as an O_PATH descriptor, which
+// the relay connects through (/proc/self/fd/N) once the socket's path is
+// out of sight.
+func openForwards(fs []Forward) ([]int, error) {
+	fds := make([]int, 0, len(fs))
+	for _, f := range fs {
+		fd, err := unix.Open(f.Socket, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return nil, fmt.Errorf("forward %d: open %s: %w", f.Port, f.Socket, err)
+		}
+		fds = append(fds, fd)
+	}
+	return fds, nil
+}
+
+// serveForwards listens on 127.0.0.1:port of the jail's loopback for each
+// forward and relays every connection to its socket, for the jail's life:
+// the jail's init is the relay, and dies with the command.
+func serveForwards(fs []Forward, fds []int) error {
+	for i, f := range fs {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port)))
+		if err != nil {
+			return fmt.Errorf("forward %d: %w", f.Port, err)
+		}
+		target := "/proc/self/fd/" + strconv.Itoa(fds[i])
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go relay(c, target)
+			}
+		}()
+	}
+	return nil
+}
+
+// relay copies between c and a new connection to the Unix socket at
+// target until either side is done.
+func relay(c net.Conn, target string) {
+	defer c.Close()
+	out, err := net.Dial("unix", target)
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		done <- struct{}{}
+	}
+	go pipe(out, c)
+	go pipe(c, out)
+	<-done
+	<-done
 }

@@ -269,6 +269,9 @@ func TestJailRefusesBadSpecs(t *testing.T) {
 		{"relative path", Spec{Writable: []string{"workspace"}}, "must be absolute"},
 		{"root", Spec{Hidden: []string{"/"}}, "not /"},
 		{"missing workspace", Spec{Writable: []string{filepath.Join(b.state, "nope")}}, "no such file"},
+		{"forward port 0", Spec{Forwards: []Forward{{Port: 0, Socket: "/run/x.sock"}}}, "from 1 to 65535"},
+		{"forward port twice", Spec{Forwards: []Forward{{Port: 80, Socket: "/run/x.sock"}, {Port: 80, Socket: "/run/y.sock"}}}, "once"},
+		{"relative forward socket", Spec{Forwards: []Forward{{Port: 80, Socket: "x.sock"}}}, "must be absolute"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,6 +28,7 @@ const (
 // probe runs one check inside the jail and prints what it found:
 //
 //	dial ADDR    whether a TCP connection to ADDR opens
+//	read ADDR    what a TCP connection to ADDR says
 //	loopback     whether the jail can serve and reach itself on 127.0.0.1
 //	terminal     what the process can do to a terminal
 func probe(args []string) int {
@@ -40,6 +41,14 @@ func probe(args []string) int {
 		}
 		c.Close()
 		fmt.Printf("dial %s: connected\n", args[1])
+	case "read":
+		c, err := net.DialTimeout("tcp", args[1], 2*time.Second)
+		if err != nil {
+			fmt.Printf("read %s: %v\n", args[1], err)
+			return 1
+		}
+		got, _ := io.ReadAll(c)
+		fmt.Printf("read %s: %s\n", args[1], got)
 	case "loopback":
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -227,4 +236,50 @@ func quoteAll(args []string) []string {
 		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return q
+}
+
+// A forward is the one way out: a connection to its port on the jail's
+// loopback reaches the Unix socket it names, on the caller's side, even
+// where that socket's directory is hidden from the command.
+func TestForwardLeadsToItsSocketAlone(t *testing.T) {
+	b := newBox(t)
+	sock := filepath.Join(b.state, "egress.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("from outside"))
+			c.Close()
+		}
+	}()
+	j := b.jail()
+	j.Spec.Forwards = []Forward{{Port: 18080, Socket: sock}}
+	requireJail(t, j)
+	code, out, err := runArgv(t, j, b.ws, b.helper(t, "read", "127.0.0.1:18080"))
+	if code != 0 || err != nil || !strings.Contains(out, "read 127.0.0.1:18080: from outside") {
+		t.Fatalf("exit %d, setup error %v:\n%s", code, err, out)
+	}
+	// The socket itself stays out of sight: the state directory is hidden.
+	code, out, _ = runCmd(t, j, b.ws, `ls -A `+b.state)
+	if code != 0 || strings.Contains(out, "egress.sock") {
+		t.Errorf("exit %d; the socket is visible in the jail:\n%s", code, out)
+	}
+}
+
+// A forward the jail cannot open fails the jail, naming it.
+func TestForwardToAMissingSocketFailsTheJail(t *testing.T) {
+	b := newBox(t)
+	j := b.jail()
+	j.Spec.Forwards = []Forward{{Port: 18080, Socket: filepath.Join(b.state, "absent.sock")}}
+	code, out, err := runCmd(t, j, b.ws, "true")
+	if code != ExitSetup || err == nil || !strings.Contains(err.Error(), "forward 18080") {
+		t.Fatalf("exit %d, setup error %v, output %q; want the jail refused naming the forward", code, err, out)
+	}
 }

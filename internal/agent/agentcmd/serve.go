@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +59,7 @@ func NewServeCommand() *cobra.Command {
 		hidden    []string
 		jailProg  string
 		nextFD    int
+		egress    string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -77,10 +79,11 @@ the agent runs sees either. Local repositories (file:// URLs and absolute
 paths) are cloned only from under the directories ` + agent.EnvAllowFileRoots + `
 lists (a path list).
 
-Every command runs jailed (--isolation ` + IsolationNamespaces + `): in its own user, mount
-and PID namespaces, with only its workspace, HOME and a private /tmp
-writable, the protocol directory and --hide paths out of sight, and nothing
-it starts left running after it. The run fails when the kernel does not
+Every command runs jailed (--isolation ` + IsolationNamespaces + `): in its own user, mount,
+PID and network namespaces, in a session of its own, with only its
+workspace, HOME and a private /tmp writable, the protocol directory and
+--hide paths out of sight, no network but its own loopback and the egress
+proxy of --egress-socket, and nothing it starts left running after it. The run fails when the kernel does not
 allow that; --isolation ` + IsolationNone + ` runs commands as plain processes instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -108,8 +111,14 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 				if err != nil {
 					return fmt.Errorf("serve: %w", err)
 				}
-				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden}
+				if egress != "" && !filepath.IsAbs(egress) {
+					return fmt.Errorf("serve: --egress-socket %q must be an absolute path", egress)
+				}
+				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Egress: egress}
 			case IsolationNone:
+				if egress != "" {
+					return fmt.Errorf("serve: --egress-socket needs --isolation %s: unjailed commands share the agent's network", IsolationNamespaces)
+				}
 				// Unjailed commands run as the agent's user: keep them
 				// out of its environment (its tokens) and memory.
 				if err := undumpable(); err != nil {
@@ -172,7 +181,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.DurationVar(&opts.ManifestPoll, "manifest-poll", agent.DefaultManifestPoll, "how often to look for manifest.json")
 	f.DurationVar(&opts.SteeringPoll, "steering-poll", agent.DefaultSteeringPoll, "how often to look for steering.json")
 	f.StringVar(&isolation, "isolation", IsolationNamespaces,
-		"how commands are isolated: "+IsolationNamespaces+" (each in its own user, mount and PID namespaces, see package jail) or "+IsolationNone+" (plain processes that can read and write all the agent can)")
+		"how commands are isolated: "+IsolationNamespaces+" (each in its own user, mount, PID and network namespaces, see package jail) or "+IsolationNone+" (plain processes that can read and write all the agent can)")
 	f.StringVar(&jailProg, "jail-program", "",
 		"the "+JailProgramName+" to jail commands with, as an absolute path, which its caller found to speak this agent's jail protocol (default: the one beside the agent when it does, else the agent's own jail command)")
 	// Each --hide is one path, taken as it is: a comma is a character of
@@ -180,6 +189,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.StringArrayVar(&hidden, "hide", nil, "a directory or file no command may see (repeatable): the worker's state, credentials")
 	f.StringVar(&opts.Lease, "lease", "", "a file the sandbox provider touches while a worker watches this sandbox (see --orphan-after)")
 	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
+	f.StringVar(&egress, "egress-socket", "", "the Unix socket of the worker's egress proxy: jailed commands reach the network through it alone, as their HTTP(S)_PROXY (127.0.0.1:"+strconv.Itoa(agent.EgressPort)+" in the jail); without it they reach no network")
 	f.IntVar(&nextFD, "next-fd", 0, "a socket, open as this descriptor, on which the agent says it is idle once it has finished a sandbox and is told the next sandbox it serves (protocol.Next), exiting when it closes (needs --isolation "+IsolationNamespaces+")")
 	return cmd
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,7 +83,16 @@ type Options struct {
 	// started nothing; an agent nobody takes within agentIdleFor exits,
 	// as every idle one does when its Provider closes or its worker dies.
 	ReuseAgents bool
+	// Egress, when set, is served on the Unix socket Root/.egress.sock
+	// (a name no sandbox id takes) while the Provider is open, and every
+	// agent is told of it (fleetlift-agent's --egress-socket): the egress
+	// proxy (package egress) through which the sandboxes' jailed commands
+	// reach the network, and the only way they do.
+	Egress http.Handler
 }
+
+// egressSocket is the name of Options.Egress's socket under Root.
+const egressSocket = ".egress.sock"
 
 // Provider runs sandboxes as local processes. Create it with New; it is
 // safe for concurrent use.
@@ -99,6 +110,8 @@ type Provider struct {
 	ends bool
 	// reuse is Options.ReuseAgents.
 	reuse bool
+	// egress serves Options.Egress, nil without it.
+	egress *http.Server
 	// stopLeases ends the touching of leases (Close).
 	stopLeases chan struct{}
 	closeOnce  sync.Once
@@ -225,8 +238,14 @@ func New(opts Options) (*Provider, error) {
 		boxes:      map[string]*box{},
 		locks:      map[string]*idLock{},
 	}
+	if opts.Egress != nil {
+		if err := p.serveEgress(opts.Egress); err != nil {
+			return nil, fmt.Errorf("new local sandbox provider: egress proxy: %w", err)
+		}
+	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
+		p.Close()
 		return nil, fmt.Errorf("new local sandbox provider: %w", err)
 	}
 	for _, e := range entries {
@@ -284,6 +303,26 @@ func (p *Provider) touchLeases() {
 func (p *Provider) Close() error {
 	p.closeOnce.Do(func() { close(p.stopLeases) })
 	p.closeIdle()
+	if p.egress != nil {
+		p.egress.Close()
+	}
+	return nil
+}
+
+// serveEgress serves h on Root's egress socket, replacing one an earlier
+// Provider left, and tells every agent of it.
+func (p *Provider) serveEgress(h http.Handler) error {
+	sock := filepath.Join(p.root, egressSocket)
+	if fi, err := os.Lstat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(sock)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return err
+	}
+	p.egress = &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = p.egress.Serve(ln) }()
+	p.serve = append(p.serve, "--egress-socket", sock)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,16 +81,19 @@ func TestUntrustedWork(t *testing.T) {
 	if err := os.Mkdir(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	newProvider := func(t *testing.T, egress http.Handler) sandbox.Provider {
+		p, err := New(Options{Root: root, AgentCommand: []string{os.Args[0], "agent"}, StopGrace: stopGrace,
+			ServeArgs: []string{"--hide", root, "--manifest-poll", "20ms", "--steering-poll", "50ms"}, Egress: egress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
 	sandboxtest.RunUntrusted(t, sandboxtest.UntrustedHarness{
-		Hidden: root,
-		New: func(t *testing.T) sandbox.Provider {
-			p, err := New(Options{Root: root, AgentCommand: []string{os.Args[0], "agent"}, StopGrace: stopGrace,
-				ServeArgs: []string{"--hide", root, "--manifest-poll", "20ms", "--steering-poll", "50ms"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
+		Hidden:        root,
+		New:           func(t *testing.T) sandbox.Provider { return newProvider(t, nil) },
+		NewWithEgress: newProvider,
 		Options: func(t *testing.T, id string) sandbox.ProvisionOptions {
 			return sandbox.ProvisionOptions{ID: id, Env: map[string]string{
 				"FLEETLIFT_ALLOW_FILE_ROOTS": os.TempDir(),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,12 @@ type UntrustedHarness struct {
 	Repository func(t *testing.T) (url string, show func(branch, path string) string)
 	// Processes is as in Harness; nil means this host's /proc.
 	Processes func(t *testing.T, marker string) []string
+	// NewWithEgress, when set, returns a provider like New's whose
+	// sandboxes reach the network only through h, served as the egress
+	// proxy (package egress) is; the suite then checks that the work's
+	// HTTP requests arrive there. Providers without an egress proxy
+	// leave it nil.
+	NewWithEgress func(t *testing.T, h http.Handler) sandbox.Provider
 	// Hidden is a directory of this host that the work must not see: the
 	// one the provider's sandboxes were told to hide (as a worker hides
 	// its state directory), or any when they see none of the host's
@@ -52,7 +59,7 @@ func RunUntrusted(t *testing.T, h UntrustedHarness) {
 		h.Processes = func(t *testing.T, marker string) []string { return hostProcesses(t, marker) }
 	}
 	u := &untrusted{h: h}
-	for _, c := range []struct {
+	cases := []struct {
 		name string
 		run  func(*testing.T)
 	}{
@@ -61,7 +68,14 @@ func RunUntrusted(t *testing.T, h UntrustedHarness) {
 		{"NothingOutlivesItsCommand", u.nothingOutlives},
 		{"HiddenStaysHidden", u.hiddenStaysHidden},
 		{"CannotReachTheHost", u.cannotReachTheHost},
-	} {
+	}
+	if h.NewWithEgress != nil {
+		cases = append(cases, struct {
+			name string
+			run  func(*testing.T)
+		}{"ReachesTheNetworkThroughTheEgressProxy", u.throughEgress})
+	}
+	for _, c := range cases {
 		t.Run(c.name, c.run)
 	}
 }
@@ -80,9 +94,14 @@ type session struct {
 
 func (u *untrusted) start(t *testing.T, name string, secrets map[string]string, m protocol.Manifest) *session {
 	t.Helper()
+	return u.startOn(t, u.h.New(t), name, secrets, m)
+}
+
+func (u *untrusted) startOn(t *testing.T, p sandbox.Provider, name string, secrets map[string]string, m protocol.Manifest) *session {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*opTimeout)
 	t.Cleanup(cancel)
-	p, id := u.h.New(t), newID(name)
+	id := newID(name)
 	opts := u.h.Options(t, id)
 	opts.ID, opts.Secrets = id, secrets
 	t.Cleanup(func() {
@@ -316,5 +335,24 @@ func (u *untrusted) cannotReachTheHost(t *testing.T) {
 	}
 	if n := accepted.Load(); n > 0 {
 		t.Errorf("the work reached a port on the host's loopback (%d connections):\n%s", n, reach)
+	}
+}
+
+// throughEgress: the work's HTTP requests (git's, through the proxy
+// variables the agent gives it) arrive at the egress proxy, naming the
+// host the work asked for; the work resolved nothing itself.
+func (u *untrusted) throughEgress(t *testing.T) {
+	url, _ := u.h.Repository(t)
+	var seen atomic.Value
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(r.Method + " " + r.URL.String())
+		http.Error(w, "refused by the test's egress proxy", http.StatusForbidden)
+	})
+	m := manifest(url, `git ls-remote http://registry.example/pkg.git > EGRESS 2>&1; echo "exit $?" >> EGRESS; echo change >> README.md`)
+	s := u.startOn(t, u.h.NewWithEgress(t, h), "egress", nil, m)
+	r := s.wait(protocol.PhaseComplete)
+	got, _ := seen.Load().(string)
+	if !strings.Contains(got, "http://registry.example/pkg.git/info/refs") {
+		t.Errorf("the egress proxy saw %q; want git's request for registry.example. The work said:\n%s", got, diffOf(r, "EGRESS"))
 	}
 }
