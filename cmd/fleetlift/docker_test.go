@@ -35,6 +35,37 @@ func TestChooseSandbox(t *testing.T) {
 	}
 }
 
+// Where tasks run does not change under a state directory with what is
+// installed when the worker starts again: the first start's choice is
+// recorded and kept, until --sandbox names another.
+func TestChosenSandboxIsKept(t *testing.T) {
+	cli := dockertest.Client(t)
+	image, agent := dockertest.Images(t, cli)
+	flags := func(image string) *workerFlags {
+		return &workerFlags{isolation: "namespaces", docker: dockerFlags{image: image, agentImage: agent, network: "none", scope: "choose"}}
+	}
+	state := t.TempDir()
+	// First start: the images are not there (as before make images ran).
+	if kind, why := flags("fleetlift-test/no-such-image:none").recordedSandbox(t.Context(), state); kind != sandboxLocal {
+		t.Fatalf("first start without the images: %s (%s); want local", kind, why)
+	}
+	// Started again once the images are there: still local.
+	if kind, why := flags(image).recordedSandbox(t.Context(), state); kind != sandboxLocal || !strings.Contains(why, "first start") {
+		t.Errorf("started again with the images: %s (%s); want local, kept from the first start", kind, why)
+	}
+	// A new state directory chooses afresh.
+	if kind, why := flags(image).recordedSandbox(t.Context(), t.TempDir()); kind != sandboxDocker {
+		t.Errorf("a new state directory with the images: %s (%s); want docker", kind, why)
+	}
+	// --sandbox docker is recorded: later starts without it keep docker.
+	if err := recordSandbox(state, sandboxDocker); err != nil {
+		t.Fatal(err)
+	}
+	if kind, why := flags("fleetlift-test/no-such-image:none").recordedSandbox(t.Context(), state); kind != sandboxDocker {
+		t.Errorf("after --sandbox docker: %s (%s); want docker", kind, why)
+	}
+}
+
 // `fleetlift run --sandbox docker` runs a deterministic task in the image
 // its definition names, which has a tool this host lacks, across three
 // local repositories mounted into the containers, and pushes three

@@ -111,7 +111,7 @@ const (
 func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&w.providerName, "sandbox", "",
 		"where tasks run: "+sandboxLocal+" (processes on this machine), "+sandboxDocker+" (a container per task, in the task's image, on the engine DOCKER_HOST names), "+
-			sandboxKubernetes+" (pods the sandbox controller makes from SandboxRequests; the worker may only create those) or "+sandboxKubernetesJobs+" (Jobs this worker makes and execs into itself, for clusters without the controller); by default docker when an engine answers and has the sandbox and agent images, else local")
+			sandboxKubernetes+" (pods the sandbox controller makes from SandboxRequests; the worker may only create those) or "+sandboxKubernetesJobs+" (Jobs this worker makes and execs into itself, for clusters without the controller); by default the one recorded in the state directory, which its first start chose: docker when an engine answered and had the sandbox and agent images, else local; --sandbox is recorded there too")
 	cmd.Flags().StringVar(&w.docker.image, "sandbox-image", docker.DefaultImage,
 		"docker and kubernetes: the image of tasks that name none; for docker also the one whose presence makes docker the default")
 	cmd.Flags().StringVar(&w.docker.agentImage, "sandbox-agent-image", docker.DefaultAgentImage,
@@ -385,7 +385,9 @@ func (ws *workers) Run(interrupt <-chan any) error {
 func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporalFlags) (_ sandbox.Provider, kind string, _ error) {
 	kind, why := w.providerName, "--sandbox "+w.providerName
 	if kind == "" {
-		kind, why = w.chooseSandbox(ctx)
+		kind, why = w.recordedSandbox(ctx, tf.stateDir)
+	} else if err := recordSandbox(tf.stateDir, kind); err != nil {
+		return nil, "", err
 	}
 	switch kind {
 	case sandboxLocal:
@@ -423,6 +425,64 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 	default:
 		return nil, "", fmt.Errorf("--sandbox %q: want %s, %s, %s or %s", kind, sandboxLocal, sandboxDocker, sandboxKubernetes, sandboxKubernetesJobs)
 	}
+}
+
+// sandboxRecord is the file in the state directory that holds the
+// provider its tasks run in: where untrusted code runs must not change
+// under a running campaign with what happens to be installed when the
+// worker starts again.
+const sandboxRecord = "sandbox"
+
+// recordedSandbox is the provider recorded in stateDir, or, on the state
+// directory's first start (or with none), the one chooseSandbox picks,
+// then recorded.
+func (w *workerFlags) recordedSandbox(ctx context.Context, stateDir string) (kind, why string) {
+	if stateDir != "" {
+		path := filepath.Join(stateDir, sandboxRecord)
+		data, err := os.ReadFile(path)
+		switch rec := strings.TrimSpace(string(data)); {
+		case err == nil && validSandbox(rec):
+			return rec, fmt.Sprintf("chosen at this state directory's first start and kept (%s); --sandbox changes it", path)
+		case err == nil:
+			return sandboxLocal, fmt.Sprintf("%s names no provider (%q): local, the one that needs nothing installed; --sandbox chooses", path, rec)
+		}
+	}
+	kind, why = w.chooseSandbox(ctx)
+	if err := recordSandbox(stateDir, kind); err != nil {
+		return kind, why + " (not recorded: " + err.Error() + ")"
+	}
+	return kind, why
+}
+
+// recordSandbox records kind in stateDir (nothing when it is empty): the
+// provider later starts without --sandbox keep.
+func recordSandbox(stateDir, kind string) error {
+	if stateDir == "" || !validSandbox(kind) {
+		return nil
+	}
+	path := filepath.Join(stateDir, sandboxRecord)
+	if data, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(data)) == kind {
+		return nil
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("record the sandbox provider: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(kind+"\n"), 0o600); err != nil {
+		return fmt.Errorf("record the sandbox provider: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("record the sandbox provider: %w", err)
+	}
+	return nil
+}
+
+func validSandbox(kind string) bool {
+	switch kind {
+	case sandboxLocal, sandboxDocker, sandboxKubernetes, sandboxKubernetesJobs:
+		return true
+	}
+	return false
 }
 
 // chooseSandbox picks docker when an engine answers and has the sandbox
