@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +45,7 @@ type workerFlags struct {
 	fileRoots    []string
 	isolation    string
 	egress       []string
+	limits       localLimits
 	hide         []string
 	queue        string
 	orphan       time.Duration
@@ -141,6 +143,16 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"the task queue for the steps on this worker's sandboxes, which only this host can reach (default: named after the host and the state directory)")
 	cmd.Flags().StringSliceVar(&w.egress, "sandbox-egress", nil,
 		"local: a host the work in sandboxes may reach through the worker's egress proxy, as registry.npmjs.org, proxy.golang.org:443 or *.pythonhosted.org (repeatable; without a port, 80 and 443); by default the work reaches no network, and never loopback or a private address")
+	cmd.Flags().StringVar(&w.limits.memory, "sandbox-memory", "4Gi",
+		"local: the most memory each command in a sandbox and what it starts may use (a cgroup's, where this host lets the worker make one: cgroup v1 as root); 0: no bound")
+	cmd.Flags().IntVar(&w.limits.processes, "sandbox-processes", 4096,
+		"local: the most processes and threads each command in a sandbox may run at once (a cgroup's, else an rlimit, which does not bind a worker run as root); 0: no bound")
+	cmd.Flags().StringVar(&w.limits.cpu, "sandbox-cpu", "0",
+		"local: the most CPUs each command in a sandbox may use, as 2 or 500m (a cgroup's); 0: no bound")
+	cmd.Flags().StringVar(&w.limits.tmp, "sandbox-tmp-size", "1Gi",
+		"local: the size of each command's private /tmp, /var/tmp and /dev/shm, held in memory")
+	cmd.Flags().StringVar(&w.limits.file, "sandbox-file-size", "8Gi",
+		"local: the largest file a command in a sandbox may write; 0: no bound")
 	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", nil,
 		"a directory or file the work in sandboxes must not see (repeatable), besides the state directory and the usual credential files")
 }
@@ -536,6 +548,46 @@ func (w *workerFlags) dockerProvider() (*docker.Provider, error) {
 	return docker.New(opts)
 }
 
+// localLimits are the --sandbox-memory, -processes, -cpu, -tmp-size and
+// -file-size flags.
+type localLimits struct {
+	memory, cpu, tmp, file string
+	processes              int
+}
+
+// serveArgs are the agent's flags that bound each jailed command.
+func (l localLimits) serveArgs() ([]string, error) {
+	var args []string
+	for _, q := range []struct{ flag, value, arg string }{
+		{"--sandbox-memory", l.memory, "--max-memory"},
+		{"--sandbox-tmp-size", l.tmp, "--tmp-size"},
+		{"--sandbox-file-size", l.file, "--max-file-size"},
+	} {
+		if q.value == "" || q.value == "0" {
+			continue
+		}
+		n, err := sandbox.ParseMemory(q.value)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", q.flag, q.value, err)
+		}
+		args = append(args, q.arg, strconv.FormatInt(n, 10))
+	}
+	if l.cpu != "" && l.cpu != "0" {
+		nano, err := sandbox.ParseCPU(l.cpu)
+		if err != nil {
+			return nil, fmt.Errorf("--sandbox-cpu %q: %w", l.cpu, err)
+		}
+		args = append(args, "--max-cpu", strconv.FormatFloat(float64(nano)/1e9, 'f', -1, 64))
+	}
+	if l.processes < 0 {
+		return nil, fmt.Errorf("--sandbox-processes %d: want 0 (no bound) or more", l.processes)
+	}
+	if l.processes > 0 {
+		args = append(args, "--max-processes", strconv.Itoa(l.processes))
+	}
+	return args, nil
+}
+
 // localProvider makes the local provider: sandboxes under the state
 // directory's sandboxes/ whose agent is fleetlift-agent (or this
 // executable). Unless --sandbox-isolation=none, it first makes sure the
@@ -572,6 +624,11 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 		for _, h := range hidden {
 			serve = append(serve, "--hide", h)
 		}
+		limits, err := w.limits.serveArgs()
+		if err != nil {
+			return nil, err
+		}
+		serve = append(serve, limits...)
 	case agentcmd.IsolationNone:
 		serve = []string{"--isolation", agentcmd.IsolationNone}
 	default:

@@ -15,6 +15,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/gomaxprocs"
+	"github.com/fleetlift/fleetlift/internal/jail"
 )
 
 // Environment variables the agent reads or sets.
@@ -158,6 +159,8 @@ type Isolation struct {
 	// it, and commands get it as their HTTP and HTTPS proxy. Without it,
 	// a jailed command reaches no network at all.
 	Egress string
+	// Limits bound each command (see jail.Limits).
+	Limits jail.Limits
 }
 
 // EgressPort is the port on a jail's loopback that leads to the egress

@@ -598,6 +598,7 @@ func (r *runner) jail(readable ...string) *jail.Jail {
 		Readable: readable,
 		Scratch:  jail.DefaultScratch,
 	}
+	spec.Limits = iso.Limits
 	if iso.Egress != "" {
 		spec.Forwards = []jail.Forward{{Port: EgressPort, Socket: iso.Egress}}
 	}

@@ -163,6 +163,9 @@ func (c command) run(ctx context.Context) (int, error) {
 		if err := jailed.SetupError(); err != nil {
 			return -1, &isolationError{reason: err.Error()}
 		}
+		if jailed.OutOfMemory() && c.stderr != nil {
+			fmt.Fprintf(c.stderr, "\nfleetlift: the command ran out of memory: it reached the sandbox's limit of %d MiB, and the kernel killed it\n", c.jail.Spec.Limits.Memory>>20)
+		}
 		return ee.ExitCode(), nil
 	case errors.As(waitErr, &ee):
 		return ee.ExitCode(), nil

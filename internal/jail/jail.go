@@ -34,6 +34,8 @@ type Spec struct {
 	// Scratch are directories replaced by a private, empty, writable
 	// file system for the command's life (/tmp).
 	Scratch []string
+	// Limits bound what the command and everything it starts may use.
+	Limits Limits
 	// Forwards are the ports on the jail's own loopback that lead out of
 	// it: each connection to 127.0.0.1:Port is relayed to the Unix
 	// socket at Socket on the caller's side (an egress proxy the worker
@@ -45,6 +47,33 @@ type Spec struct {
 	UID int
 	GID int
 }
+
+// Limits bound a jailed command and everything it starts, together; a
+// zero field bounds nothing. Memory, Processes and CPU are a cgroup's
+// where the caller may make one (cgroup v1, as root: a cgroup per command
+// under the caller's own, removed when it ends); where it may not,
+// Processes is RLIMIT_NPROC for the command's user inside the jail (which
+// the kernel does not enforce for a command run as the host's root), and
+// Memory and CPU are not bounded. TmpSize and FileSize hold everywhere.
+type Limits struct {
+	// Memory is the most memory in bytes, swap and the scratch file
+	// systems' pages included; past it the kernel kills the command.
+	Memory int64
+	// Processes is the most processes and threads at once: a fork bomb
+	// stops there.
+	Processes int
+	// CPU is the most processors' worth of CPU time, as 1.5.
+	CPU float64
+	// TmpSize is the size of each Scratch file system in bytes (tmpfs;
+	// without it, half the machine's memory).
+	TmpSize int64
+	// FileSize is the largest file in bytes the command may write
+	// (RLIMIT_FSIZE).
+	FileSize int64
+}
+
+// cgroup reports whether l asks for what a cgroup bounds.
+func (l Limits) cgroup() bool { return l.Memory > 0 || l.Processes > 0 || l.CPU > 0 }
 
 // Forward is a port on the jail's loopback relayed to a Unix socket
 // outside (Spec.Forwards).
@@ -105,6 +134,12 @@ const (
 	flagUID      = "--uid"
 	flagGID      = "--gid"
 	flagForward  = "--forward"
+	flagMemory   = "--max-memory"
+	flagProcs    = "--max-processes"
+	flagCPU      = "--max-cpu"
+	flagTmpSize  = "--tmp-size"
+	flagFileSize = "--max-file-size"
+	flagCgroupFD = "--cgroup-fd"
 	flagDrop     = "--drop"
 	flagProbe    = "--probe"
 	flagReport   = "--report-fd"
@@ -121,6 +156,10 @@ type Cmd struct {
 	// given to it at Start and closed here then.
 	report, reportW *os.File
 	setupErr        error
+	// group is the command's cgroup, nil without one; oom is whether
+	// the kernel killed in it for memory.
+	group *group
+	oom   bool
 }
 
 // Start starts the jail; see exec.Cmd.Start. The jail runs on one
@@ -132,8 +171,14 @@ func (c *Cmd) Start() error {
 	c.Env = oneProcessor(c.Env)
 	err := c.Cmd.Start()
 	c.reportW.Close()
+	if c.group != nil {
+		c.group.closeProcs()
+	}
 	if err != nil {
 		c.report.Close()
+		if c.group != nil {
+			c.group.remove()
+		}
 	}
 	return err
 }
@@ -141,6 +186,10 @@ func (c *Cmd) Start() error {
 // Wait waits for the jail to end; see exec.Cmd.Wait.
 func (c *Cmd) Wait() error {
 	err := c.Cmd.Wait()
+	if c.group != nil {
+		c.oom = c.group.outOfMemory()
+		c.group.remove()
+	}
 	// Every writer is gone once the jail ended; a deadline all the same,
 	// so that no mistake can hang the caller.
 	_ = c.report.SetReadDeadline(time.Now().Add(time.Second))
@@ -185,6 +234,10 @@ func (c *Cmd) CombinedOutput() ([]byte, error) {
 	return b.Bytes(), err
 }
 
+// OutOfMemory, once Wait returned, reports whether the kernel killed a
+// process of the command for reaching Limits.Memory.
+func (c *Cmd) OutOfMemory() bool { return c.oom }
+
 // SetupError, once Wait returned, is why the jail could not be made (the
 // kernel refused a namespace or a mount, so the command never ran), or nil
 // when the jail was made, whatever the command then did.
@@ -198,6 +251,9 @@ func (s Spec) validate() error {
 				return fmt.Errorf("jail path %q must be absolute, clean and not /", p)
 			}
 		}
+	}
+	if l := s.Limits; l.Memory < 0 || l.Processes < 0 || l.CPU < 0 || l.TmpSize < 0 || l.FileSize < 0 {
+		return fmt.Errorf("jail limits %+v: none may be negative", l)
 	}
 	ports := map[int]bool{}
 	for _, f := range s.Forwards {
@@ -219,7 +275,7 @@ func (s Spec) resolved() (Spec, error) {
 	if err := s.validate(); err != nil {
 		return s, err
 	}
-	out := Spec{UID: s.UID, GID: s.GID, Forwards: s.Forwards}
+	out := Spec{UID: s.UID, GID: s.GID, Forwards: s.Forwards, Limits: s.Limits}
 	resolve := func(paths []string, required bool) ([]string, error) {
 		var res []string
 		for _, p := range paths {
@@ -252,8 +308,9 @@ func (s Spec) resolved() (Spec, error) {
 	return out, nil
 }
 
-// args is the argv after Self that runs argv in the jail.
-func (j *Jail) args(spec Spec, probe bool, argv []string) ([]string, error) {
+// args is the argv after Self that runs argv in the jail; cgroupFDs are
+// the descriptors of the cgroups the jail joins.
+func (j *Jail) args(spec Spec, probe bool, argv []string, cgroupFDs []int) ([]string, error) {
 	if len(j.Self) == 0 || j.Self[0] == "" {
 		return nil, errors.New("jail: Self is empty")
 	}
@@ -265,6 +322,21 @@ func (j *Jail) args(spec Spec, probe bool, argv []string) ([]string, error) {
 	}
 	for _, f := range spec.Forwards {
 		args = append(args, flagForward, f.String())
+	}
+	l := spec.Limits
+	for _, v := range []struct {
+		flag string
+		n    int64
+	}{{flagMemory, l.Memory}, {flagProcs, int64(l.Processes)}, {flagTmpSize, l.TmpSize}, {flagFileSize, l.FileSize}} {
+		if v.n > 0 {
+			args = append(args, v.flag, strconv.FormatInt(v.n, 10))
+		}
+	}
+	if l.CPU > 0 {
+		args = append(args, flagCPU, strconv.FormatFloat(l.CPU, 'f', -1, 64))
+	}
+	for _, fd := range cgroupFDs {
+		args = append(args, flagCgroupFD, strconv.Itoa(fd))
 	}
 	args = append(args, flagUID, strconv.Itoa(spec.UID), flagGID, strconv.Itoa(spec.GID))
 	if probe {
@@ -298,7 +370,10 @@ type parsed struct {
 	probe bool
 	// report is the descriptor of --report-fd, 0 when there is none.
 	report int
-	argv   []string
+	// cgroups are the descriptors of --cgroup-fd: cgroup.procs files the
+	// jail joins before anything else.
+	cgroups []int
+	argv    []string
 }
 
 func parseArgs(args []string) (parsed, error) {
@@ -327,6 +402,40 @@ func parseArgs(args []string) (parsed, error) {
 				return p, err
 			}
 			s.Forwards = append(s.Forwards, f)
+		case flagMemory, flagProcs, flagTmpSize, flagFileSize, flagCgroupFD:
+			if i+1 >= len(args) {
+				return p, fmt.Errorf("%s needs a number", a)
+			}
+			i++
+			n, err := strconv.ParseInt(args[i], 10, 64)
+			if err != nil || n <= 0 {
+				return p, fmt.Errorf("%s: %q is not a positive number", a, args[i])
+			}
+			switch a {
+			case flagMemory:
+				s.Limits.Memory = n
+			case flagProcs:
+				s.Limits.Processes = int(n)
+			case flagTmpSize:
+				s.Limits.TmpSize = n
+			case flagFileSize:
+				s.Limits.FileSize = n
+			case flagCgroupFD:
+				if n < 3 {
+					return p, fmt.Errorf("%s: %d is not a descriptor above 2", a, n)
+				}
+				p.cgroups = append(p.cgroups, int(n))
+			}
+		case flagCPU:
+			if i+1 >= len(args) {
+				return p, fmt.Errorf("%s needs a number", a)
+			}
+			i++
+			f, err := strconv.ParseFloat(args[i], 64)
+			if err != nil || f <= 0 {
+				return p, fmt.Errorf("%s: %q is not a positive number", a, args[i])
+			}
+			s.Limits.CPU = f
 		case flagUID, flagGID:
 			if i+1 >= len(args) {
 				return p, fmt.Errorf("%s needs a value", a)

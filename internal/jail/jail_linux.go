@@ -27,26 +27,46 @@ func (j *Jail) Command(argv []string) (*Cmd, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("jail: empty command")
 	}
-	cmd, err := j.command(argv, false)
+	g, err := newGroup(j.Spec.Limits)
 	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	if g != nil {
+		// After the report pipe (reportFD).
+		for i := range g.procs {
+			fds = append(fds, reportFD+1+i)
+		}
+	}
+	cmd, err := j.command(argv, false, fds)
+	if err != nil {
+		if g != nil {
+			g.remove()
+		}
 		return nil, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
+		if g != nil {
+			g.remove()
+		}
 		return nil, fmt.Errorf("jail: %w", err)
 	}
 	cmd.ExtraFiles = []*os.File{w} // reportFD
-	return &Cmd{Cmd: cmd, report: r, reportW: w}, nil
+	if g != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, g.procs...)
+	}
+	return &Cmd{Cmd: cmd, report: r, reportW: w, group: g}, nil
 }
 
-func (j *Jail) command(argv []string, probe bool) (*exec.Cmd, error) {
+func (j *Jail) command(argv []string, probe bool, cgroupFDs []int) (*exec.Cmd, error) {
 	spec := j.Spec
 	spec.UID, spec.GID = os.Getuid(), os.Getgid()
 	spec, err := spec.resolved()
 	if err != nil {
 		return nil, err
 	}
-	args, err := j.args(spec, probe, argv)
+	args, err := j.args(spec, probe, argv, cgroupFDs)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +89,7 @@ func (j *Jail) command(argv []string, probe bool) (*exec.Cmd, error) {
 // Check reports whether this kernel lets j jail commands: it sets up a
 // jail with j's spec and runs nothing in it. The error says what failed.
 func (j *Jail) Check() error {
-	cmd, err := j.command(nil, true)
+	cmd, err := j.command(nil, true, nil)
 	if err != nil {
 		return err
 	}
@@ -98,6 +118,10 @@ func Main(args []string) int {
 	}
 	p, err := parseArgs(args)
 	if err != nil {
+		return fail(ExitSetup, "%v", err)
+	}
+	// First of all: everything the jail starts is born in its cgroup.
+	if err := joinCgroups(p.cgroups); err != nil {
 		return fail(ExitSetup, "%v", err)
 	}
 	if p.report > 0 {
@@ -150,6 +174,9 @@ func initMain(spec Spec, argv []string, probe bool, self []string) int {
 		return setupFail("%v", err)
 	}
 	if err := serveForwards(spec.Forwards, outs); err != nil {
+		return setupFail("%v", err)
+	}
+	if err := setLimits(spec.Limits); err != nil {
 		return setupFail("%v", err)
 	}
 	// The old working directory is on the now read-only mount beneath;
@@ -380,7 +407,11 @@ func mountAll(spec Spec) error {
 		}
 		switch m.kind {
 		case kindScratch:
-			if err := unix.Mount("tmpfs", m.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+			opts := "mode=1777"
+			if spec.Limits.TmpSize > 0 {
+				opts += ",size=" + strconv.FormatInt(spec.Limits.TmpSize, 10)
+			}
+			if err := unix.Mount("tmpfs", m.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 				return fmt.Errorf("private %s: %w", m.path, err)
 			}
 		case kindHidden:
@@ -594,4 +625,22 @@ func relay(c net.Conn, target string) {
 	go pipe(c, out)
 	<-done
 	<-done
+}
+
+// setLimits sets the rlimits of Limits for what the jail starts: the
+// largest file, and the most processes of the command's user in the
+// jail's user namespace (the floor where no cgroup bounds them).
+func setLimits(l Limits) error {
+	if l.FileSize > 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: uint64(l.FileSize), Max: uint64(l.FileSize)}); err != nil {
+			return fmt.Errorf("limit file size: %w", err)
+		}
+	}
+	if l.Processes > 0 {
+		n := uint64(l.Processes)
+		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}); err != nil {
+			return fmt.Errorf("limit processes: %w", err)
+		}
+	}
+	return nil
 }

@@ -15,3 +15,10 @@ func (j *Jail) Check() error { return errUnsupported }
 
 // Main fails: the jail needs Linux.
 func Main(args []string) int { return fail(ExitSetup, "%v", errUnsupported) }
+
+// group is a jailed command's cgroup: none without Linux.
+type group struct{}
+
+func (*group) closeProcs()       {}
+func (*group) remove()           {}
+func (*group) outOfMemory() bool { return false }

@@ -60,6 +60,7 @@ func NewServeCommand() *cobra.Command {
 		jailProg  string
 		nextFD    int
 		egress    string
+		limits    jail.Limits
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -114,7 +115,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 				if egress != "" && !filepath.IsAbs(egress) {
 					return fmt.Errorf("serve: --egress-socket %q must be an absolute path", egress)
 				}
-				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Egress: egress}
+				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Egress: egress, Limits: limits}
 			case IsolationNone:
 				if egress != "" {
 					return fmt.Errorf("serve: --egress-socket needs --isolation %s: unjailed commands share the agent's network", IsolationNamespaces)
@@ -190,6 +191,11 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.StringVar(&opts.Lease, "lease", "", "a file the sandbox provider touches while a worker watches this sandbox (see --orphan-after)")
 	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
 	f.StringVar(&egress, "egress-socket", "", "the Unix socket of the worker's egress proxy: jailed commands reach the network through it alone, as their HTTP(S)_PROXY (127.0.0.1:"+strconv.Itoa(agent.EgressPort)+" in the jail); without it they reach no network")
+	f.Int64Var(&limits.Memory, "max-memory", 0, "the most memory in bytes each jailed command and what it starts may use (a cgroup's, where one can be made); 0: no bound")
+	f.IntVar(&limits.Processes, "max-processes", 0, "the most processes and threads each jailed command may run at once; 0: no bound")
+	f.Float64Var(&limits.CPU, "max-cpu", 0, "the most processors' worth of CPU each jailed command may use (a cgroup's); 0: no bound")
+	f.Int64Var(&limits.TmpSize, "tmp-size", 0, "the size in bytes of each jailed command's private /tmp, /var/tmp and /dev/shm; 0: the kernel's default, half the memory")
+	f.Int64Var(&limits.FileSize, "max-file-size", 0, "the largest file in bytes a jailed command may write; 0: no bound")
 	f.IntVar(&nextFD, "next-fd", 0, "a socket, open as this descriptor, on which the agent says it is idle once it has finished a sandbox and is told the next sandbox it serves (protocol.Next), exiting when it closes (needs --isolation "+IsolationNamespaces+")")
 	return cmd
 }

@@ -2,9 +2,6 @@ package docker
 
 import (
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 
 	"github.com/moby/moby/api/types/container"
 
@@ -36,51 +33,17 @@ func resources(r sandbox.Resources, pids int64) (container.Resources, error) {
 // minMemory is the engine's lower bound on a memory limit.
 const minMemory = 6 << 20
 
-var memorySuffixes = []struct {
-	suffix string
-	factor float64
-}{
-	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40},
-	{"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
-}
-
-// parseMemory parses a byte quantity: a number with an optional binary
-// (Ki, Mi, Gi, Ti) or decimal (k, M, G, T) suffix.
+// parseMemory is sandbox.ParseMemory, within the engine's minimum.
 func parseMemory(s string) (int64, error) {
-	num, factor := s, 1.0
-	for _, m := range memorySuffixes {
-		if strings.HasSuffix(s, m.suffix) {
-			num, factor = strings.TrimSuffix(s, m.suffix), m.factor
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("want a positive number of bytes such as 512Mi or 4Gi")
-	}
-	bytes := v * factor
-	if bytes > math.MaxInt64/2 {
-		return 0, fmt.Errorf("too large")
+	bytes, err := sandbox.ParseMemory(s)
+	if err != nil {
+		return 0, err
 	}
 	if bytes < minMemory {
 		return 0, fmt.Errorf("below the engine's minimum of 6Mi")
 	}
-	return int64(bytes), nil
+	return bytes, nil
 }
 
-// parseCPU parses a number of CPUs, "2", "0.5" or "500m".
-func parseCPU(s string) (int64, error) {
-	num, factor := s, 1e9
-	if strings.HasSuffix(s, "m") {
-		num, factor = strings.TrimSuffix(s, "m"), 1e6
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("want a positive number of CPUs such as 2, 0.5 or 500m")
-	}
-	nano := v * factor
-	if nano < 1e7 || nano > 1e12 {
-		return 0, fmt.Errorf("out of range: want 10m to 1000 CPUs")
-	}
-	return int64(nano), nil
-}
+// parseCPU is sandbox.ParseCPU.
+func parseCPU(s string) (int64, error) { return sandbox.ParseCPU(s) }

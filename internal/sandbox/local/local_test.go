@@ -83,7 +83,10 @@ func TestUntrustedWork(t *testing.T) {
 	}
 	newProvider := func(t *testing.T, egress http.Handler) sandbox.Provider {
 		p, err := New(Options{Root: root, AgentCommand: []string{os.Args[0], "agent"}, StopGrace: stopGrace,
-			ServeArgs: []string{"--hide", root, "--manifest-poll", "20ms", "--steering-poll", "50ms"}, Egress: egress})
+			// The bounds a worker gives by default (--sandbox-processes,
+			// --sandbox-tmp-size), the memory one lower.
+			ServeArgs: []string{"--hide", root, "--manifest-poll", "20ms", "--steering-poll", "50ms",
+				"--max-processes", "4096", "--max-memory", "1073741824", "--tmp-size", "1073741824"}, Egress: egress})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -68,6 +69,7 @@ func RunUntrusted(t *testing.T, h UntrustedHarness) {
 		{"NothingOutlivesItsCommand", u.nothingOutlives},
 		{"HiddenStaysHidden", u.hiddenStaysHidden},
 		{"CannotReachTheHost", u.cannotReachTheHost},
+		{"AForkBombFailsItsTaskAlone", u.forkBomb},
 	}
 	if h.NewWithEgress != nil {
 		cases = append(cases, struct {
@@ -354,5 +356,33 @@ func (u *untrusted) throughEgress(t *testing.T) {
 	got, _ := seen.Load().(string)
 	if !strings.Contains(got, "http://registry.example/pkg.git/info/refs") {
 		t.Errorf("the egress proxy saw %q; want git's request for registry.example. The work said:\n%s", got, diffOf(r, "EGRESS"))
+	}
+}
+
+// forkBomb: work that starts processes without end is held to the
+// sandbox's process limit until its timeout fails its task; meanwhile
+// another task runs to completion and this host can start processes.
+// Nothing of the bomb is left.
+func (u *untrusted) forkBomb(t *testing.T) {
+	url, _ := u.h.Repository(t)
+	marker := newMarker()
+	m := manifest(url, `while :; do (sleep `+marker+` &) 2>/dev/null; done`)
+	m.TimeoutSeconds = 8
+	bomb := u.start(t, "bomb", nil, m)
+	otherURL, show := u.h.Repository(t)
+	other := u.start(t, "beside-bomb", nil, manifest(otherURL, `echo change >> README.md`))
+	other.wait(protocol.PhaseComplete)
+	if got := show(untrustedBranch, "README.md"); !strings.Contains(got, "change") {
+		t.Errorf("the task beside the bomb did not push its change: %q", got)
+	}
+	if out, err := exec.Command("sh", "-c", "echo forked").CombinedOutput(); err != nil {
+		t.Errorf("this host could not start a process while the bomb ran: %v %s", err, out)
+	}
+	r := bomb.wait(protocol.PhaseFailed)
+	if !strings.Contains(r.Error, "timed out") {
+		t.Errorf("the bomb's task failed with %q; want its timeout", r.Error)
+	}
+	if left := u.h.Processes(t, marker); len(left) > 0 {
+		t.Errorf("%d processes of the bomb outlived its task", len(left))
 	}
 }
