@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/egress"
+	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/jail"
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
@@ -46,9 +48,15 @@ type workerFlags struct {
 	isolation    string
 	egress       []string
 	limits       localLimits
-	hide         []string
-	queue        string
-	orphan       time.Duration
+	// modelAPI and modelKeyEnv are --model-gateway and --model-key-env;
+	// gatewayKey is set once a local provider's gateway holds the key,
+	// which then goes to no sandbox.
+	modelAPI    string
+	modelKeyEnv string
+	gatewayKey  string
+	hide        []string
+	queue       string
+	orphan      time.Duration
 	// forgeEnv and forgeSecrets are set by the command, not flags: what
 	// the operator's forge needs in sandboxes (see forgeSetup.sandbox).
 	forgeEnv, forgeSecrets map[string]string
@@ -153,6 +161,10 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"local: the size of each command's private /tmp, /var/tmp and /dev/shm, held in memory")
 	cmd.Flags().StringVar(&w.limits.file, "sandbox-file-size", "8Gi",
 		"local: the largest file a command in a sandbox may write; 0: no bound")
+	cmd.Flags().StringVar(&w.modelAPI, "model-gateway", "https://api.anthropic.com",
+		"local: the Anthropic API agent CLIs reach through this worker's model gateway, which adds the key --model-key-env names and counts tokens against each task's limits.max_tokens; the key then enters no sandbox. Empty: no gateway, the key goes to the agent CLI as --agent-env says")
+	cmd.Flags().StringVar(&w.modelKeyEnv, "model-key-env", envAnthropicAPIKey,
+		"the variable of this process's environment holding the model gateway's API key; unset: no gateway")
 	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", nil,
 		"a directory or file the work in sandboxes must not see (repeatable), besides the state directory and the usual credential files")
 }
@@ -195,6 +207,9 @@ func (w *workerFlags) sandbox() (env, secrets map[string]string, _ error) {
 	for _, name := range w.agentEnv {
 		if strings.HasPrefix(name, "FLEETLIFT_") {
 			return nil, nil, fmt.Errorf("--agent-env %s: fleetlift's own variables are not for the agent CLI", name)
+		}
+		if name == w.gatewayKey {
+			continue // the model gateway holds it
 		}
 		if v, ok := os.LookupEnv(name); ok {
 			secrets[name] = v
@@ -408,6 +423,9 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 			return nil, "", err
 		}
 		fmt.Fprintf(logw, "sandboxes: local processes under %s (%s)\n", filepath.Join(tf.stateDir, "sandboxes"), why)
+		if w.gatewayKey != "" {
+			fmt.Fprintf(logw, "model calls: agent CLIs reach %s through this worker's gateway, which holds %s and counts tokens\n", w.modelAPI, w.gatewayKey)
+		}
 		return p, kind, nil
 	case sandboxDocker:
 		p, err := w.dockerProvider()
@@ -548,6 +566,25 @@ func (w *workerFlags) dockerProvider() (*docker.Provider, error) {
 	return docker.New(opts)
 }
 
+// modelGateway is the local sandboxes' model gateway: nil without
+// --model-gateway, without isolation (the CLI would share the worker's
+// network), or when --model-key-env names no key to hold.
+func (w *workerFlags) modelGateway() (*gateway.Gateway, error) {
+	if w.modelAPI == "" || w.isolation != agentcmd.IsolationNamespaces {
+		return nil, nil
+	}
+	key := os.Getenv(w.modelKeyEnv)
+	if key == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(w.modelAPI)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("--model-gateway %q: want the API's base URL, such as https://api.anthropic.com", w.modelAPI)
+	}
+	w.gatewayKey = w.modelKeyEnv
+	return &gateway.Gateway{Upstream: u, Key: key}, nil
+}
+
 // localLimits are the --sandbox-memory, -processes, -cpu, -tmp-size and
 // -file-size flags.
 type localLimits struct {
@@ -645,11 +682,16 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 		}
 		proxy = &egress.Proxy{Rules: rules}
 	}
+	gw, err := w.modelGateway()
+	if err != nil {
+		return nil, err
+	}
 	orphan := w.orphan
 	if orphan <= 0 {
 		orphan = agentcmd.DefaultOrphanAfter
 	}
 	return local.New(local.Options{
+		Gateway:      gw,
 		Egress:       proxy,
 		Root:         root,
 		AgentCommand: agentArgv,

@@ -161,7 +161,18 @@ type Isolation struct {
 	Egress string
 	// Limits bound each command (see jail.Limits).
 	Limits jail.Limits
+	// Gateway, when set, is the Unix socket of the worker's model
+	// gateway (package gateway): the agent CLI's jail forwards
+	// GatewayPort on its loopback to it, and the CLI gets it as its
+	// Anthropic API (ANTHROPIC_BASE_URL) with the sandbox's own key to it
+	// (protocol.GatewayKeyFile) as ANTHROPIC_API_KEY: the real key stays
+	// with the worker.
+	Gateway string
 }
+
+// GatewayPort is the port on the agent CLI's loopback that leads to the
+// model gateway (Isolation.Gateway).
+const GatewayPort = 3129
 
 // EgressPort is the port on a jail's loopback that leads to the egress
 // proxy (Isolation.Egress).

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/jail"
 )
 
 // agentOutputTail is how much of each agent run's output the result keeps.
@@ -101,17 +102,29 @@ func failAll(units []*unit, msg string) {
 type run struct {
 	stdout string
 	code   int
+	// refused is why the model gateway refused the agent CLI a request
+	// (a spent token budget), "" when it refused none.
+	refused string
+}
+
+// exitError is why a run that exited with a status other than 0 failed.
+func (res run) exitError(what string) string {
+	msg := fmt.Sprintf("%s exited with status %d", what, res.code)
+	if res.refused != "" {
+		msg += ": " + res.refused
+	}
+	return msg
 }
 
 // runIn runs argv for sc and records its output. A command that cannot
 // start counts as exit status 127; the error is set only when ctx ended.
-func (r *runner) runIn(ctx context.Context, sc *scope, argv, env []string, stdin *os.File, readable ...string) (run, error) {
+func (r *runner) runIn(ctx context.Context, sc *scope, argv, env []string, stdin *os.File, jl *jail.Jail) (run, error) {
 	stdout := &head{max: maxReportBytes}
 	outTail, errTail := newTail(agentOutputTail), newTail(agentOutputTail)
 	code, err := command{
 		argv: argv, dir: sc.dir, env: env, stdin: stdin,
 		stdout: io.MultiWriter(stdout, outTail), stderr: errTail,
-		jail: r.jail(readable...),
+		jail: jl,
 	}.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -173,8 +186,19 @@ func (r *runner) runAgent(ctx context.Context, sc *scope, prompt string, attempt
 		return run{}, fmt.Errorf("open prompt: %w", err)
 	}
 	defer f.Close()
-	env := r.scopeEnv(r.cliEnv, sc, append([]string{EnvPromptFile + "=" + promptFile, EnvAttempt + "=" + strconv.Itoa(attempt)}, forEachEnv(item)...)...)
-	return r.runIn(ctx, sc, r.cli, env, f, append([]string{promptFile}, r.cliFiles()...)...)
+	extra := append([]string{EnvPromptFile + "=" + promptFile, EnvAttempt + "=" + strconv.Itoa(attempt)}, forEachEnv(item)...)
+	jl := r.jail(append([]string{promptFile}, r.cliFiles()...)...)
+	gw, err := r.modelGateway(jl)
+	if err != nil {
+		return run{}, err
+	}
+	env := r.scopeEnv(r.cliEnv, sc, append(extra, gw...)...)
+	res, err := r.runIn(ctx, sc, r.cli, env, f, jl)
+	if err != nil {
+		return res, err
+	}
+	res.refused = r.readModelUsage()
+	return res, nil
 }
 
 // cliFiles are the agent CLI's executable, which the operator chose: the
@@ -215,7 +239,7 @@ func (r *runner) runCommand(ctx context.Context, sc *scope, steer string, item *
 		extra = append(extra, EnvSteeringPrompt+"="+steer)
 	}
 	env := r.scopeEnv(r.env, sc, append(extra, forEachEnv(item)...)...)
-	return r.runIn(ctx, sc, argv, env, nil)
+	return r.runIn(ctx, sc, argv, env, nil, r.jail())
 }
 
 // deterministic runs the command once in each repository of sc.
@@ -258,7 +282,7 @@ func (r *runner) agentic(ctx context.Context, sc *scope, steer string) error {
 		if res.code != 0 {
 			for _, u := range sc.live() {
 				u.skipVerify = true
-				u.failure = fmt.Sprintf("agent exited with status %d", res.code)
+				u.failure = res.exitError("agent")
 			}
 			return nil
 		}
@@ -356,7 +380,7 @@ func (r *runner) reportScope(ctx context.Context, sc *scope, steer string) error
 			}
 		}
 		if err == nil && res.code != 0 {
-			err = fmt.Errorf("agent exited with status %d", res.code)
+			err = errors.New(res.exitError("agent"))
 		}
 		if item == nil {
 			owner.res.Report = rep

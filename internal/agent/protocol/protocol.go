@@ -47,7 +47,26 @@ const (
 	StatusFile   = "status.json"
 	ResultFile   = "result.json"
 	SteeringFile = "steering.json"
+	// GatewayKeyFile holds the sandbox's key to the worker's model
+	// gateway (written by the sandbox provider, for the agent CLI alone).
+	GatewayKeyFile = "gateway-key"
+	// UsageFile is what the model gateway counted for the sandbox
+	// (ModelUsage), written by the gateway on the trusted side.
+	UsageFile = "usage.json"
 )
+
+// ModelUsage is what a sandbox's model calls used, as the model gateway
+// counted them from the model's own responses.
+type ModelUsage struct {
+	Requests                 int64 `json:"requests"`
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
+	// Refused says why the gateway refused a request (a spent
+	// limits.max_tokens), "" when it refused none.
+	Refused string `json:"refused,omitempty"`
+}
 
 // Phase is where the agent is in its pipeline. It moves forward only:
 // initializing → executing → verifying → awaiting_input → creating_prs →
@@ -330,8 +349,11 @@ type Result struct {
 	AgentOutput     string             `json:"agent_output,omitempty"`
 	SteeringHistory []SteeringRecord   `json:"steering_history"`
 	Error           string             `json:"error,omitempty"`
-	StartedAt       time.Time          `json:"started_at"`
-	CompletedAt     *time.Time         `json:"completed_at,omitempty"`
+	// ModelUsage is what the agent CLI's model calls used, from the
+	// model gateway; nil without one.
+	ModelUsage  *ModelUsage `json:"model_usage,omitempty"`
+	StartedAt   time.Time   `json:"started_at"`
+	CompletedAt *time.Time  `json:"completed_at,omitempty"`
 }
 
 // Action is a steering instruction.

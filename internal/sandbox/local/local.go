@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
 
@@ -89,7 +91,18 @@ type Options struct {
 	// proxy (package egress) through which the sandboxes' jailed commands
 	// reach the network, and the only way they do.
 	Egress http.Handler
+	// Gateway, when set, is the model gateway the sandboxes' agent CLIs
+	// reach their model through: served on Root/.gateway.sock while the
+	// Provider is open (fleetlift-agent's --model-gateway), with a key of
+	// each sandbox's own in its protocol directory
+	// (protocol.GatewayKeyFile), its budget the limits.max_tokens of the
+	// manifest there, and what it used written beside it
+	// (protocol.UsageFile). The API key never enters a sandbox.
+	Gateway *gateway.Gateway
 }
+
+// gatewaySocket is the name of Options.Gateway's socket under Root.
+const gatewaySocket = ".gateway.sock"
 
 // egressSocket is the name of Options.Egress's socket under Root.
 const egressSocket = ".egress.sock"
@@ -112,6 +125,11 @@ type Provider struct {
 	reuse bool
 	// egress serves Options.Egress, nil without it.
 	egress *http.Server
+	// gateway is Options.Gateway and gatewaySrv serves it; gwKeys are
+	// the sandboxes' keys to it, by id (guarded by mu).
+	gateway    *gateway.Gateway
+	gatewaySrv *http.Server
+	gwKeys     map[string]string
 	// stopLeases ends the touching of leases (Close).
 	stopLeases chan struct{}
 	closeOnce  sync.Once
@@ -239,9 +257,19 @@ func New(opts Options) (*Provider, error) {
 		locks:      map[string]*idLock{},
 	}
 	if opts.Egress != nil {
-		if err := p.serveEgress(opts.Egress); err != nil {
+		srv, err := p.serveSocket(egressSocket, opts.Egress, "--egress-socket")
+		if err != nil {
 			return nil, fmt.Errorf("new local sandbox provider: egress proxy: %w", err)
 		}
+		p.egress = srv
+	}
+	if opts.Gateway != nil {
+		srv, err := p.serveSocket(gatewaySocket, opts.Gateway, "--model-gateway")
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("new local sandbox provider: model gateway: %w", err)
+		}
+		p.gateway, p.gatewaySrv, p.gwKeys = opts.Gateway, srv, map[string]string{}
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -252,7 +280,9 @@ func New(opts Options) (*Provider, error) {
 		if e.IsDir() && checkID(e.Name()) == nil {
 			// A directory without a readable record is a Provision that
 			// never finished; Provision or Cleanup of its id clears it.
-			_, _, _ = p.find(e.Name())
+			if b, _, err := p.find(e.Name()); err == nil {
+				p.adoptGateway(b)
+			}
 		}
 	}
 	if p.orphan > 0 {
@@ -303,27 +333,121 @@ func (p *Provider) touchLeases() {
 func (p *Provider) Close() error {
 	p.closeOnce.Do(func() { close(p.stopLeases) })
 	p.closeIdle()
-	if p.egress != nil {
-		p.egress.Close()
+	for _, srv := range []*http.Server{p.egress, p.gatewaySrv} {
+		if srv != nil {
+			srv.Close()
+		}
 	}
 	return nil
 }
 
-// serveEgress serves h on Root's egress socket, replacing one an earlier
-// Provider left, and tells every agent of it.
-func (p *Provider) serveEgress(h http.Handler) error {
-	sock := filepath.Join(p.root, egressSocket)
+// serveSocket serves h on the Unix socket name under Root, replacing one
+// an earlier Provider left, and tells every agent of it with flag.
+func (p *Provider) serveSocket(name string, h http.Handler, flag string) (*http.Server, error) {
+	sock := filepath.Join(p.root, name)
 	if fi, err := os.Lstat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		_ = os.Remove(sock)
 	}
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	p.serve = append(p.serve, flag, sock)
+	return srv, nil
+}
+
+// gatewaySandbox is what the gateway needs of b: its budget, read from
+// the manifest in its protocol directory once the worker wrote it, and
+// where what it used goes.
+func (p *Provider) gatewaySandbox(b *box) gateway.Sandbox {
+	pdir := filepath.Join(b.workspace, protocol.Dir)
+	var limit atomic.Int64
+	return gateway.Sandbox{
+		ID: b.id,
+		Limit: func() int64 {
+			if n := limit.Load(); n != 0 {
+				return n
+			}
+			var m protocol.Manifest
+			data, err := os.ReadFile(filepath.Join(pdir, protocol.ManifestFile))
+			if err != nil || json.Unmarshal(data, &m) != nil {
+				return 0
+			}
+			n := int64(m.Limits.MaxTokens)
+			if n <= 0 {
+				n = -1 // none, and read no more
+			}
+			limit.Store(n)
+			return n
+		},
+		Save: func(u gateway.Usage) {
+			if data, err := json.Marshal(u); err == nil {
+				_ = writeFileAtomic(filepath.Join(pdir, protocol.UsageFile), data)
+			}
+		},
+	}
+}
+
+// openGateway gives b a key to the model gateway, in its protocol
+// directory.
+func (p *Provider) openGateway(b *box) error {
+	if p.gateway == nil {
+		return nil
+	}
+	pdir := filepath.Join(b.workspace, protocol.Dir)
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		return fmt.Errorf("model gateway: %w", err)
+	}
+	key, err := p.gateway.Open(p.gatewaySandbox(b))
+	if err != nil {
 		return err
 	}
-	p.egress = &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
-	go func() { _ = p.egress.Serve(ln) }()
-	p.serve = append(p.serve, "--egress-socket", sock)
+	if err := os.WriteFile(filepath.Join(pdir, protocol.GatewayKeyFile), []byte(key), 0o600); err != nil {
+		p.gateway.Close(key)
+		return fmt.Errorf("model gateway: %w", err)
+	}
+	p.mu.Lock()
+	p.gwKeys[b.id] = key
+	p.mu.Unlock()
 	return nil
+}
+
+// adoptGateway lets a sandbox an earlier Provider made call the model
+// with the key it was given, counting on from what it used.
+func (p *Provider) adoptGateway(b *box) {
+	if p.gateway == nil {
+		return
+	}
+	pdir := filepath.Join(b.workspace, protocol.Dir)
+	key, err := os.ReadFile(filepath.Join(pdir, protocol.GatewayKeyFile))
+	if err != nil {
+		return
+	}
+	var used gateway.Usage
+	if data, err := os.ReadFile(filepath.Join(pdir, protocol.UsageFile)); err == nil {
+		_ = json.Unmarshal(data, &used)
+	}
+	if p.gateway.Adopt(string(key), p.gatewaySandbox(b), used) == nil {
+		p.mu.Lock()
+		p.gwKeys[b.id] = string(key)
+		p.mu.Unlock()
+	}
+}
+
+// closeGateway ends id's calls to the model gateway.
+func (p *Provider) closeGateway(id string) {
+	if p.gateway == nil {
+		return
+	}
+	p.mu.Lock()
+	key, ok := p.gwKeys[id]
+	delete(p.gwKeys, id)
+	p.mu.Unlock()
+	if ok {
+		p.gateway.Close(key)
+	}
 }
 
 // Name returns "local".
@@ -405,6 +529,9 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.openGateway(b); err != nil {
+		return nil, err
 	}
 	env := map[string]string{"PATH": p.path}
 	for k, v := range opts.Env {
@@ -625,6 +752,7 @@ func (p *Provider) Cleanup(ctx context.Context, id string) error {
 		b.timer.Stop()
 	}
 	p.mu.Unlock()
+	p.closeGateway(id)
 	if p.keepAgent(ctx, b) {
 		// Idle, the agent serves b no more and left nothing in it: it
 		// waits for the next sandbox once b is gone.

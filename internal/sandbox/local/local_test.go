@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/sandboxtest"
@@ -81,8 +82,8 @@ func TestUntrustedWork(t *testing.T) {
 	if err := os.Mkdir(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	newProvider := func(t *testing.T, egress http.Handler) sandbox.Provider {
-		p, err := New(Options{Root: root, AgentCommand: []string{os.Args[0], "agent"}, StopGrace: stopGrace,
+	newProvider := func(t *testing.T, egress http.Handler, gw *gateway.Gateway) sandbox.Provider {
+		p, err := New(Options{Root: root, AgentCommand: []string{os.Args[0], "agent"}, StopGrace: stopGrace, Gateway: gw,
 			// The bounds a worker gives by default (--sandbox-processes,
 			// --sandbox-tmp-size), the memory one lower.
 			ServeArgs: []string{"--hide", root, "--manifest-poll", "20ms", "--steering-poll", "50ms",
@@ -95,8 +96,12 @@ func TestUntrustedWork(t *testing.T) {
 	}
 	sandboxtest.RunUntrusted(t, sandboxtest.UntrustedHarness{
 		Hidden:        root,
-		New:           func(t *testing.T) sandbox.Provider { return newProvider(t, nil) },
-		NewWithEgress: newProvider,
+		New:           func(t *testing.T) sandbox.Provider { return newProvider(t, nil, nil) },
+		NewWithEgress: func(t *testing.T, h http.Handler) sandbox.Provider { return newProvider(t, h, nil) },
+		NewWithGateway: func(t *testing.T, gw *gateway.Gateway) sandbox.Provider {
+			return newProvider(t, nil, gw)
+		},
+		ModelCLI: []string{os.Args[0], "model-cli"},
 		Options: func(t *testing.T, id string) sandbox.ProvisionOptions {
 			return sandbox.ProvisionOptions{ID: id, Env: map[string]string{
 				"FLEETLIFT_ALLOW_FILE_ROOTS": os.TempDir(),

@@ -84,20 +84,28 @@ func writeRecord(dir string, rec *record) error {
 	if err != nil {
 		return fmt.Errorf("encode sandbox record: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+recordFile+".*")
-	if err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, recordFile), data); err != nil {
 		return fmt.Errorf("write sandbox record: %w", err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with data through a file beside it, which
+// it fails to make when path's directory has been removed.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
 	}
 	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(dir, recordFile))
+		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
 		_ = os.Remove(f.Name())
-		return fmt.Errorf("write sandbox record: %w", err)
 	}
-	return nil
+	return err
 }

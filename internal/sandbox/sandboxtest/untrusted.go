@@ -5,17 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
 
@@ -41,6 +47,15 @@ type UntrustedHarness struct {
 	// HTTP requests arrive there. Providers without an egress proxy
 	// leave it nil.
 	NewWithEgress func(t *testing.T, h http.Handler) sandbox.Provider
+	// NewWithGateway, when set, returns a provider like New's whose
+	// sandboxes' agent CLIs reach their model through gw, and ModelCLI
+	// is the argv of an agent CLI (FLEETLIFT_AGENT_CLI) that calls the
+	// Messages API at $ANTHROPIC_BASE_URL with $ANTHROPIC_API_KEY as many
+	// times as $MODEL_CALLS says, writes what it saw to MODEL_CALL.txt
+	// and fails when a call does. Providers without a model gateway
+	// leave both nil.
+	NewWithGateway func(t *testing.T, gw *gateway.Gateway) sandbox.Provider
+	ModelCLI       []string
 	// Hidden is a directory of this host that the work must not see: the
 	// one the provider's sandboxes were told to hide (as a worker hides
 	// its state directory), or any when they see none of the host's
@@ -71,6 +86,12 @@ func RunUntrusted(t *testing.T, h UntrustedHarness) {
 		{"CannotReachTheHost", u.cannotReachTheHost},
 		{"AForkBombFailsItsTaskAlone", u.forkBomb},
 	}
+	if h.NewWithGateway != nil && len(h.ModelCLI) > 0 {
+		cases = append(cases, struct {
+			name string
+			run  func(*testing.T)
+		}{"ModelCallsGoThroughTheGateway", u.throughGateway})
+	}
 	if h.NewWithEgress != nil {
 		cases = append(cases, struct {
 			name string
@@ -99,13 +120,23 @@ func (u *untrusted) start(t *testing.T, name string, secrets map[string]string, 
 	return u.startOn(t, u.h.New(t), name, secrets, m)
 }
 
-func (u *untrusted) startOn(t *testing.T, p sandbox.Provider, name string, secrets map[string]string, m protocol.Manifest) *session {
+func (u *untrusted) startOn(t *testing.T, p sandbox.Provider, name string, secrets map[string]string, m protocol.Manifest, env ...string) *session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*opTimeout)
 	t.Cleanup(cancel)
 	id := newID(name)
 	opts := u.h.Options(t, id)
 	opts.ID, opts.Secrets = id, secrets
+	if len(env) > 0 {
+		opts.Env = maps.Clone(opts.Env)
+		if opts.Env == nil {
+			opts.Env = map[string]string{}
+		}
+		for _, kv := range env {
+			k, v, _ := strings.Cut(kv, "=")
+			opts.Env[k] = v
+		}
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
@@ -385,4 +416,91 @@ func (u *untrusted) forkBomb(t *testing.T) {
 	if left := u.h.Processes(t, marker); len(left) > 0 {
 		t.Errorf("%d processes of the bomb outlived its task", len(left))
 	}
+}
+
+// throughGateway: the agent CLI reaches its model through the gateway
+// alone. The model sees the real key, and the sandbox never does; the
+// result counts the tokens the model reported; past the task's
+// limits.max_tokens the gateway refuses, and the task fails saying why.
+func (u *untrusted) throughGateway(t *testing.T) {
+	const realKey = "sk-ant-real-key-canary-0123456789"
+	var mu sync.Mutex
+	var keys []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"type":"message","content":[{"type":"text","text":"ok"}],"usage":{"input_tokens":200,"output_tokens":80}}`)
+	}))
+	defer srv.Close()
+	upstream, _ := neturl.Parse(srv.URL)
+	gw := &gateway.Gateway{Upstream: upstream, Key: realKey}
+	p := u.h.NewWithGateway(t, gw)
+	cli, _ := json.Marshal(u.h.ModelCLI)
+
+	for _, tc := range []struct {
+		name      string
+		maxTokens int
+		calls     string
+	}{{"within", 100000, "2"}, {"past", 1000, "6"}} {
+		url, _ := u.h.Repository(t)
+		m := manifest(url, "")
+		m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "call the model"}
+		m.Limits = protocol.Limits{MaxTokens: tc.maxTokens, MaxIterations: 1}
+		s := u.startOn(t, p, "gateway-"+tc.name, nil, m, "FLEETLIFT_AGENT_CLI="+string(cli), "MODEL_CALLS="+tc.calls)
+		r := s.wait(protocol.PhaseComplete, protocol.PhaseFailed)
+		if data, _ := json.Marshal(r); strings.Contains(string(data), realKey) {
+			t.Errorf("%s: the result holds the real key", tc.name)
+		}
+		seen := diffOf(r, "MODEL_CALL.txt")
+		if strings.Contains(seen, realKey) || strings.Contains(s.readAll(protocol.Dir+"/"+protocol.UsageFile), realKey) {
+			t.Errorf("%s: the sandbox saw the real key:\n%s", tc.name, seen)
+		}
+		switch tc.name {
+		case "within":
+			if r.Status != protocol.PhaseComplete || !strings.Contains(seen, "status 200") {
+				t.Fatalf("within: phase %s (%s); the CLI saw:\n%s", r.Status, r.Error, seen)
+			}
+			want := protocol.ModelUsage{Requests: 2, InputTokens: 400, OutputTokens: 160}
+			if r.ModelUsage == nil || *r.ModelUsage != want {
+				t.Errorf("within: usage %+v; want %+v", r.ModelUsage, want)
+			}
+		case "past":
+			// 280 tokens a call: the fourth call finds 840 used, the
+			// fifth 1120 of 1000, and is refused.
+			var failure string
+			for _, rr := range r.Repositories {
+				failure += rr.Error
+			}
+			if !strings.Contains(failure, "token budget is spent: 1120 of limits.max_tokens 1000 used") {
+				t.Errorf("past: repositories failed with %q; want the spent budget named", failure)
+			}
+			if r.ModelUsage == nil || r.ModelUsage.Requests != 4 || r.ModelUsage.Refused == "" {
+				t.Errorf("past: usage %+v; want 4 requests and the refusal", r.ModelUsage)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys) != 6 {
+		t.Errorf("the model was called %d times; want 6 (2 within the budget, 4 before it was spent)", len(keys))
+	}
+	for _, k := range keys {
+		if k != realKey {
+			t.Errorf("the model was called with key %q, not the real one", k)
+		}
+	}
+}
+
+// readAll is a sandbox file's content, "" when it is not there.
+func (s *session) readAll(rel string) string {
+	rc, err := s.p.CopyFrom(s.ctx, s.id, rel)
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	data, _ := io.ReadAll(rc)
+	return string(data)
 }

@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/jail"
+)
+
+// modelGateway sets the agent CLI's jail jl up to reach the worker's
+// model gateway, when the agent has one and its sandbox a key to it, and
+// returns the CLI's variables for it: the gateway as its Anthropic API,
+// the sandbox's key as its API key (which replaces any other).
+func (r *runner) modelGateway(jl *jail.Jail) ([]string, error) {
+	iso := r.o.Isolation
+	if iso == nil || iso.Gateway == "" || jl == nil {
+		return nil, nil
+	}
+	data, err := os.ReadFile(filepath.Join(r.pdir, protocol.GatewayKeyFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the sandbox's key to the model gateway: %w", err)
+	}
+	key := strings.TrimSpace(string(data))
+	jl.Spec.Forwards = append(jl.Spec.Forwards, jail.Forward{Port: GatewayPort, Socket: iso.Gateway})
+	return []string{
+		"ANTHROPIC_BASE_URL=http://127.0.0.1:" + strconv.Itoa(GatewayPort),
+		"ANTHROPIC_API_KEY=" + key,
+	}, nil
+}
+
+// readModelUsage puts what the model gateway counted for this sandbox
+// into the result, and returns why it refused a request, if it did.
+func (r *runner) readModelUsage() string {
+	data, err := os.ReadFile(filepath.Join(r.pdir, protocol.UsageFile))
+	if err != nil {
+		return ""
+	}
+	var u protocol.ModelUsage
+	if json.Unmarshal(data, &u) != nil {
+		return ""
+	}
+	r.resultMu.Lock()
+	r.result.ModelUsage = &u
+	r.resultMu.Unlock()
+	return u.Refused
+}

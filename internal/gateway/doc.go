@@ -1,0 +1,15 @@
+// Package gateway is the model gateway: the only way an agent CLI in a
+// sandbox reaches its model, and the only holder of the model's API key.
+//
+// The gateway runs on the trusted side (the worker) and speaks the
+// Anthropic Messages API. Each sandbox gets a key of its own (Open) that
+// is worth nothing anywhere else: the gateway takes it off every request,
+// adds the real key, forwards the request upstream, and counts the tokens
+// the model's responses report (JSON and server-sent events alike) against
+// that sandbox. Once a sandbox's count reaches its limit (a task's
+// limits.max_tokens) the gateway refuses its requests, saying why, so the
+// bound holds for any agent CLI. Other agent CLIs that speak an
+// OpenAI-compatible API are not served yet.
+//
+// gateway imports only the standard library.
+package gateway

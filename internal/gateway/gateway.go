@@ -1,0 +1,330 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+)
+
+// Usage is what one sandbox's model calls used, as the model counted it.
+type Usage struct {
+	Requests                 int64 `json:"requests"`
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
+	// Refused says why the gateway refused a request, "" when it refused
+	// none.
+	Refused string `json:"refused,omitempty"`
+}
+
+// Tokens is every token the model processed: input, output and cache
+// alike. A limit counts these.
+func (u Usage) Tokens() int64 {
+	return u.InputTokens + u.OutputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+// add adds what one response reported.
+func (u *Usage) add(m messageUsage) {
+	u.InputTokens += m.InputTokens
+	u.OutputTokens += m.OutputTokens
+	u.CacheCreationInputTokens += m.CacheCreationInputTokens
+	u.CacheReadInputTokens += m.CacheReadInputTokens
+}
+
+// Sandbox is what the gateway needs of one sandbox it serves.
+type Sandbox struct {
+	// ID names it in errors.
+	ID string
+	// Limit is its budget of tokens (Usage.Tokens), read before each
+	// request; zero or less: none. A function, since a sandbox's task
+	// arrives after it was made.
+	Limit func() int64
+	// Save, when set, is told the usage after every change.
+	Save func(Usage)
+}
+
+// Gateway forwards model calls from sandboxes, adding the key and
+// counting tokens; see the package documentation. Serve it where the
+// sandboxes' jails forward their model port to.
+type Gateway struct {
+	// Upstream is the model API's base URL, such as
+	// https://api.anthropic.com.
+	Upstream *url.URL
+	// Key is the API key, sent as x-api-key.
+	Key string
+	// Transport makes the upstream requests; nil: http.DefaultTransport.
+	Transport http.RoundTripper
+
+	mu    sync.Mutex
+	boxes map[string]*box
+	proxy *httputil.ReverseProxy
+	once  sync.Once
+}
+
+// box is one open sandbox.
+type box struct {
+	Sandbox
+	mu    sync.Mutex
+	usage Usage
+}
+
+// Open lets sb call the model and returns the key it calls with.
+func (g *Gateway) Open(sb Sandbox) (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("model gateway: %w", err)
+	}
+	key := keyPrefix + hex.EncodeToString(b)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.boxes == nil {
+		g.boxes = map[string]*box{}
+	}
+	g.boxes[key] = &box{Sandbox: sb}
+	return key, nil
+}
+
+// keyPrefix starts every key Open gives.
+const keyPrefix = "fleetlift-gw-"
+
+// Adopt lets sb call the model again with the key an earlier gateway gave
+// it (a worker started again on its sandboxes), counting on from used.
+func (g *Gateway) Adopt(key string, sb Sandbox, used Usage) error {
+	if !strings.HasPrefix(key, keyPrefix) || len(key) != len(keyPrefix)+48 {
+		return fmt.Errorf("model gateway: %s: not a key this gateway gives", sb.ID)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.boxes == nil {
+		g.boxes = map[string]*box{}
+	}
+	g.boxes[key] = &box{Sandbox: sb, usage: used}
+	return nil
+}
+
+// Close ends key's calls; it returns the sandbox's usage.
+func (g *Gateway) Close(key string) Usage {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, ok := g.boxes[key]
+	if !ok {
+		return Usage{}
+	}
+	delete(g.boxes, key)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.usage
+}
+
+// Usage is key's sandbox's usage so far.
+func (g *Gateway) Usage(key string) (Usage, bool) {
+	g.mu.Lock()
+	b, ok := g.boxes[key]
+	g.mu.Unlock()
+	if !ok {
+		return Usage{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.usage, true
+}
+
+// sandboxKey is the key a request carries: x-api-key, or a bearer token.
+func sandboxKey(r *http.Request) string {
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return v
+	}
+	return ""
+}
+
+// apiError writes an error as the Messages API does.
+func apiError(w http.ResponseWriter, code int, kind, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type":  "error",
+		"error": map[string]string{"type": kind, "message": message},
+	})
+}
+
+// ctxKey carries a request's *box to its response.
+type ctxKey struct{}
+
+// ServeHTTP forwards a sandbox's request upstream with the real key, or
+// refuses it: an unknown key (401), a spent budget (429).
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	b := g.boxes[sandboxKey(r)]
+	g.mu.Unlock()
+	if b == nil {
+		apiError(w, http.StatusUnauthorized, "authentication_error", "fleetlift model gateway: not a key of a sandbox this gateway serves")
+		return
+	}
+	b.mu.Lock()
+	var limit int64
+	if b.Limit != nil {
+		limit = b.Limit()
+	}
+	if used := b.usage.Tokens(); limit > 0 && used >= limit {
+		msg := fmt.Sprintf("fleetlift model gateway: the task's token budget is spent: %d of limits.max_tokens %d used", used, limit)
+		b.usage.Refused = msg
+		b.saveLocked()
+		b.mu.Unlock()
+		apiError(w, http.StatusTooManyRequests, "rate_limit_error", msg)
+		return
+	}
+	b.usage.Requests++
+	b.saveLocked()
+	b.mu.Unlock()
+	g.once.Do(g.init)
+	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, b)))
+}
+
+func (b *box) saveLocked() {
+	if b.Save != nil {
+		b.Save(b.usage)
+	}
+}
+
+func (g *Gateway) init() {
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(g.Upstream)
+			pr.Out.Host = g.Upstream.Host
+			// The sandbox's key goes nowhere; the real one goes only
+			// upstream.
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Del("X-Api-Key")
+			pr.Out.Header.Set("X-Api-Key", g.Key)
+			// Usage is read from plain bodies.
+			pr.Out.Header.Del("Accept-Encoding")
+		},
+		Transport: g.Transport,
+		ModifyResponse: func(resp *http.Response) error {
+			b, ok := resp.Request.Context().Value(ctxKey{}).(*box)
+			if !ok {
+				return nil
+			}
+			stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+			resp.Body = &counter{ReadCloser: resp.Body, box: b, stream: stream}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			apiError(w, http.StatusBadGateway, "api_error", "fleetlift model gateway: the model API did not answer")
+		},
+	}
+}
+
+// messageUsage is the usage object of a Messages API response or event.
+type messageUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+}
+
+// counter passes a response body through and counts the usage it
+// reports: a JSON message's usage once the body is read, or a stream's
+// message_start usage and each message_delta's output tokens (which the
+// API reports as running totals: the last one counts).
+type counter struct {
+	io.ReadCloser
+	box    *box
+	stream bool
+	buf    bytes.Buffer
+	done   bool
+}
+
+// maxBody is how much of a JSON body the counter keeps to read its usage.
+const maxBody = 8 << 20
+
+func (c *counter) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if n > 0 && c.buf.Len() < maxBody {
+		c.buf.Write(p[:n])
+	}
+	if err != nil {
+		c.count()
+	}
+	return n, err
+}
+
+func (c *counter) Close() error {
+	c.count()
+	return c.ReadCloser.Close()
+}
+
+func (c *counter) count() {
+	if c.done {
+		return
+	}
+	c.done = true
+	var u messageUsage
+	if c.stream {
+		u = streamUsage(c.buf.Bytes())
+	} else {
+		var m struct {
+			Usage messageUsage `json:"usage"`
+		}
+		if json.Unmarshal(c.buf.Bytes(), &m) != nil {
+			return
+		}
+		u = m.Usage
+	}
+	c.box.mu.Lock()
+	c.box.usage.add(u)
+	c.box.saveLocked()
+	c.box.mu.Unlock()
+}
+
+// streamUsage reads the usage of a Messages API event stream.
+func streamUsage(data []byte) messageUsage {
+	var u messageUsage
+	var lastOutput int64
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), maxBody)
+	for sc.Scan() {
+		payload, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:"))
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type    string `json:"type"`
+			Message struct {
+				Usage messageUsage `json:"usage"`
+			} `json:"message"`
+			Usage *messageUsage `json:"usage"`
+		}
+		if json.Unmarshal(bytes.TrimSpace(payload), &ev) != nil {
+			continue
+		}
+		switch ev.Type {
+		case "message_start":
+			u = ev.Message.Usage
+			lastOutput = u.OutputTokens
+		case "message_delta":
+			if ev.Usage != nil {
+				lastOutput = ev.Usage.OutputTokens
+				if ev.Usage.InputTokens > 0 {
+					u.InputTokens = ev.Usage.InputTokens
+				}
+			}
+		}
+	}
+	u.OutputTokens = lastOutput
+	return u
+}
