@@ -26,6 +26,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/egress"
 	"github.com/fleetlift/fleetlift/internal/gateway"
+	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/jail"
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
@@ -180,17 +181,6 @@ func commaList(s string) []string {
 	return out
 }
 
-// secretName reports whether a variable's name says it holds a secret.
-func secretName(name string) bool {
-	up := strings.ToUpper(name)
-	for _, w := range []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"} {
-		if strings.Contains(up, w) {
-			return true
-		}
-	}
-	return false
-}
-
 // sandbox is what every sandbox gets: env, the agent's settings and the
 // variables for its commands, and secrets, for the agent alone (the
 // forge's token, the agent CLI's key). Both stay in the worker's memory.
@@ -220,7 +210,7 @@ func (w *workerFlags) sandbox() (env, secrets map[string]string, _ error) {
 		env[agent.EnvAgentCLIEnv] = strings.Join(cliOnly, ",")
 	}
 	for _, name := range w.passEnv {
-		if strings.HasPrefix(name, "FLEETLIFT_") || secretName(name) {
+		if strings.HasPrefix(name, "FLEETLIFT_") || gitx.SecretName(name) {
 			return nil, nil, fmt.Errorf("--sandbox-env %s: every command in a sandbox would see it; tokens and secrets never go to commands (give the agent CLI its key with --agent-env)", name)
 		}
 		if v, ok := os.LookupEnv(name); ok {

@@ -7,9 +7,6 @@ import (
 	"github.com/fleetlift/fleetlift/internal/git"
 )
 
-// secretWords mark environment variables whose values are secrets.
-var secretWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"}
-
 // secretValues are the values never written to status, result or logs:
 // the git token, the agent CLI's variables and every variable whose name
 // says it is a secret.
@@ -22,12 +19,7 @@ func secretValues(env []string, g *git.Git) []string {
 		if len(v) < 8 {
 			continue
 		}
-		up := strings.ToUpper(k)
-		secret := k == tokenVar || cliOnly[k]
-		for _, w := range secretWords {
-			secret = secret || strings.Contains(up, w)
-		}
-		if secret {
+		if k == tokenVar || cliOnly[k] || git.SecretName(k) {
 			out = append(out, v)
 		}
 	}

@@ -84,6 +84,21 @@ var keptGitEnv = map[string]bool{
 	"GIT_SSL_CAPATH":  true,
 }
 
+// secretWords mark environment variables whose values are secrets.
+var secretWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"}
+
+// SecretName reports whether an environment variable's name says it
+// holds a secret (*TOKEN*, *SECRET*, *PASSWORD*, *API_KEY*, ...).
+func SecretName(name string) bool {
+	up := strings.ToUpper(name)
+	for _, w := range secretWords {
+		if strings.Contains(up, w) {
+			return true
+		}
+	}
+	return false
+}
+
 var tokenEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // TokenVariable is the name of the environment variable holding the
@@ -148,6 +163,12 @@ func (g *Git) environ(inv invocation) []string {
 			if !g.tokenAllowed(inv.remote) {
 				continue
 			}
+		case k == UsernameEnv:
+		case SecretName(k), strings.HasPrefix(k, "FLEETLIFT_"):
+			// No secret but the token, and that only for its remote:
+			// git's children (ssh, remote helpers) have environments a
+			// process of the same user can read.
+			continue
 		case strings.HasPrefix(k, "GIT_") && !keptGitEnv[k]:
 			continue
 		case k == "LC_ALL" || k == "LANGUAGE":

@@ -302,3 +302,33 @@ func TestSSHReadsNoConfiguration(t *testing.T) {
 		t.Error("the ProxyCommand of ~/.ssh/config ran")
 	}
 }
+
+// Git's children (ssh here, remote helpers alike) get no secret from the
+// environment git starts from: a process of the same user can read their
+// environments. The token goes only with a command for its own remote.
+func TestGitChildrenGetNoSecrets(t *testing.T) {
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "ssh-env")
+	ssh := filepath.Join(dir, "ssh")
+	if err := os.WriteFile(ssh, []byte("#!/bin/sh\nenv > "+dump+"\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const canary = "canary-secret-0123456789"
+	g := &git.Git{Env: []string{
+		"PATH=" + os.Getenv("PATH"), "GIT_SSH_COMMAND=" + ssh,
+		"FLEETLIFT_FORGE_TOKEN=" + canary, "FLEETLIFT_GIT_TOKEN=" + canary,
+		"ANTHROPIC_API_KEY=" + canary, "DB_PASSWORD=" + canary, "GITHUB_TOKEN=" + canary,
+		"LANG=C.UTF-8",
+	}}
+	_ = g.Clone(context.Background(), "ssh://git@127.0.0.1:1/svc.git", filepath.Join(dir, "svc"), git.CloneOptions{})
+	data, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatalf("git's ssh did not run: %v", err)
+	}
+	if strings.Contains(string(data), canary) {
+		t.Errorf("git's ssh got a secret in its environment:\n%s", data)
+	}
+	if !strings.Contains(string(data), "LANG=C.UTF-8") {
+		t.Errorf("git's ssh lost the ordinary environment:\n%s", data)
+	}
+}
