@@ -154,6 +154,9 @@ type Isolation struct {
 	// Hidden are directories and files no command sees: the worker's
 	// state, other sandboxes, credentials of the user the agent runs as.
 	Hidden []string
+	// Shown are directories and files under Hidden ones that commands
+	// may still read (toolchains in a hidden home).
+	Shown []string
 	// Egress, when set, is the Unix socket of the worker's egress proxy
 	// (package egress): every jail forwards EgressPort on its loopback to
 	// it, and commands get it as their HTTP and HTTPS proxy. Without it,

@@ -595,7 +595,7 @@ func (r *runner) jail(readable ...string) *jail.Jail {
 	spec := jail.Spec{
 		Writable: []string{r.ws},
 		Hidden:   append([]string{r.pdir}, iso.Hidden...),
-		Readable: readable,
+		Readable: append(append([]string{}, readable...), iso.Shown...),
 		Scratch:  jail.DefaultScratch,
 	}
 	spec.Limits = iso.Limits

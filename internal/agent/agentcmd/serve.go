@@ -57,6 +57,7 @@ func NewServeCommand() *cobra.Command {
 		opts      agent.Options
 		isolation string
 		hidden    []string
+		shown     []string
 		jailProg  string
 		nextFD    int
 		egress    string
@@ -119,7 +120,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 				if gateway != "" && !filepath.IsAbs(gateway) {
 					return fmt.Errorf("serve: --model-gateway %q must be an absolute path", gateway)
 				}
-				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Egress: egress, Limits: limits, Gateway: gateway}
+				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Shown: shown, Egress: egress, Limits: limits, Gateway: gateway}
 			case IsolationNone:
 				if egress != "" || gateway != "" {
 					return fmt.Errorf("serve: --egress-socket and --model-gateway need --isolation %s: unjailed commands share the agent's network", IsolationNamespaces)
@@ -192,6 +193,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	// Each --hide is one path, taken as it is: a comma is a character of
 	// it, not a separator.
 	f.StringArrayVar(&hidden, "hide", nil, "a directory or file no command may see (repeatable): the worker's state, credentials")
+	f.StringArrayVar(&shown, "show", nil, "a directory or file under a --hide directory that commands may still read (repeatable): toolchains in the worker's home")
 	f.StringVar(&opts.Lease, "lease", "", "a file the sandbox provider touches while a worker watches this sandbox (see --orphan-after)")
 	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
 	f.StringVar(&egress, "egress-socket", "", "the Unix socket of the worker's egress proxy: jailed commands reach the network through it alone, as their HTTP(S)_PROXY (127.0.0.1:"+strconv.Itoa(agent.EgressPort)+" in the jail); without it they reach no network")
