@@ -191,12 +191,13 @@ func loadRevision(ctx context.Context, src *source.Repo, ref, sub string, budget
 		return nil, err
 	}
 	defer pool.Close()
-	rev, err := desired.Read(ctx, &spec.Loader{Eval: pool, Limits: spec.Limits{RevisionBudget: budget}}, root, sha, sub)
+	loader := &spec.Loader{Eval: pool, Limits: spec.Limits{RevisionBudget: budget}}
+	rev, err := desired.Read(ctx, loader, root, sha, sub)
 	if err != nil {
 		return nil, err
 	}
 	// The plan shows approval records as the reconciler would take them.
-	if err := reconcile.GateApprovals(ctx, src, rev, nil); err != nil {
+	if err := reconcile.GateApprovals(ctx, src, reconcile.RepoApprovers{Repo: src, Loader: loader}, rev, nil); err != nil {
 		return nil, err
 	}
 	return rev, nil

@@ -136,6 +136,28 @@ func Read(ctx context.Context, loader *spec.Loader, root fs.FS, sha, sub string)
 	return rev, nil
 }
 
+// ApproversAt is the approval policy of the campaigns repository whose
+// tree is root: its config's approver rules and, when the config says so,
+// CODEOWNERS. With no valid config it returns a nil policy and why nobody
+// may approve; err is for failures to read.
+func ApproversAt(ctx context.Context, loader *spec.Loader, root fs.FS) (p *approval.Policy, why string, err error) {
+	cfg, name, problems, err := Config(ctx, loader, root)
+	if err != nil {
+		return nil, "", err
+	}
+	if cfg == nil {
+		if len(problems) > 0 {
+			return nil, fmt.Sprintf("its %s was not valid: %s", name, problems[0].Error()), nil
+		}
+		return nil, "it had no fleetlift.yaml with approvers", nil
+	}
+	p, perr := approvers(root, cfg, name)
+	if perr != nil {
+		return nil, perr.Error(), nil
+	}
+	return p, "", nil
+}
+
 // approvers builds the approval policy the config describes.
 func approvers(root fs.FS, cfg *spec.Config, cfgName string) (*approval.Policy, *spec.Error) {
 	rules := make([]approval.Rule, len(cfg.Approvers))

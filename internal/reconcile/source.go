@@ -39,7 +39,7 @@ func (s *GitSource) Read(ctx context.Context, sha string) (*desired.Revision, er
 	if err != nil {
 		return nil, err
 	}
-	if err := GateApprovals(ctx, s.Repo, rev, s.IsMember); err != nil {
+	if err := GateApprovals(ctx, s.Repo, RepoApprovers{Repo: s.Repo, Loader: s.Loader}, rev, s.IsMember); err != nil {
 		return nil, err
 	}
 	return rev, nil

@@ -13,7 +13,9 @@ import (
 // Change is the commit that last changed a file: its hash, author and
 // committer.
 type Change struct {
-	Hash           string
+	Hash string
+	// Parent is the commit's first parent, "" for a root commit.
+	Parent         string
 	AuthorName     string
 	AuthorEmail    string
 	CommitterName  string
@@ -93,6 +95,10 @@ func blobAt(c *object.Commit, p string) (plumbing.Hash, bool) {
 }
 
 func changeOf(c *object.Commit) Change {
-	return Change{Hash: c.Hash.String(), AuthorName: c.Author.Name, AuthorEmail: c.Author.Email,
+	ch := Change{Hash: c.Hash.String(), AuthorName: c.Author.Name, AuthorEmail: c.Author.Email,
 		CommitterName: c.Committer.Name, CommitterEmail: c.Committer.Email}
+	if len(c.ParentHashes) > 0 {
+		ch.Parent = c.ParentHashes[0].String()
+	}
+	return ch
 }
