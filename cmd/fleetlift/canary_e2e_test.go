@@ -54,7 +54,7 @@ func TestCanaryTokenGoesNowhere(t *testing.T) {
 	g.Git(t, bot, cw, "init", "-q", "-b", "main")
 	writeFile(t, cw, "fleetlift.yaml", `version: 1
 kind: Config
-watch: {branch: main, path: campaigns}
+watch: {branch: main, path: campaigns, require_reviewed_merge: false}
 approvers:
   - path: "campaigns/**"
     users: [alice]

@@ -54,7 +54,7 @@ func tokenCampaignsRepo(t *testing.T, forge string) string {
 	gitIn(t, filepath.Dir(dir), "init", "-q", "-b", "main", dir)
 	writeFile(t, dir, "fleetlift.yaml", `version: 1
 kind: Config
-watch: {branch: main, path: campaigns}
+watch: {branch: main, path: campaigns, require_reviewed_merge: false}
 approvers:
   - path: "campaigns/**"
     teams: [acme/platform]

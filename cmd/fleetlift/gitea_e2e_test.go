@@ -139,6 +139,11 @@ repositories:
 		t.Fatal("a campaign started from an unmerged pull request")
 	}
 
+	// With a forge, a launch needs a merge that someone other than its
+	// author approved (watch.require_reviewed_merge's default): alice
+	// reviews casey's pull request before it is merged.
+	g.Do(t, alice.Token, "POST", fmt.Sprintf("repos/%s/campaigns/pulls/%d/reviews", bot.Name, pr.Number),
+		map[string]string{"event": "APPROVED", "body": "lgtm", "commit_id": pr.Head.Sha}, nil)
 	g.Do(t, bot.Token, "POST", fmt.Sprintf("repos/%s/campaigns/pulls/%d/merge", bot.Name, pr.Number), map[string]string{"Do": "merge"}, nil)
 
 	// The campaign starts and its result awaits approval in a pull request.

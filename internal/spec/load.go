@@ -291,6 +291,16 @@ func (l *Loader) LoadConfig(ctx context.Context, fsys fs.FS, name string) (*Conf
 	if err := strictDecode(outs[0].JSON, &c); err != nil {
 		return nil, Errors{{File: name, Msg: "decode: " + err.Error()}}
 	}
+	// watch.require_reviewed_merge, unset, is on with a forge that has
+	// reviewed pull requests.
+	var set struct {
+		Watch struct {
+			RequireReviewedMerge *bool `json:"require_reviewed_merge"`
+		} `json:"watch"`
+	}
+	if err := json.Unmarshal(outs[0].JSON, &set); err == nil && set.Watch.RequireReviewedMerge == nil {
+		c.Watch.RequireReviewedMerge = c.Forge.Type != ForgeLocal
+	}
 	c.File, c.positions = name, outs[0].Positions
 	return &c, nil
 }

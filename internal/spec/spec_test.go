@@ -269,6 +269,41 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
+// TestConfigReviewedMergeDefault: watch.require_reviewed_merge, unset, is
+// on with a forge that has reviewed pull requests and off with local;
+// set, it is what it says, and local refuses it on.
+func TestConfigReviewedMergeDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, body string
+		want             bool
+		wantErr          string
+	}{
+		{"local forge", "fleetlift.yaml", "version: 1\n", false, ""},
+		{"github, unset", "fleetlift.yaml", "version: 1\nforge: {type: github}\n", true, ""},
+		{"gitea, unset", "fleetlift.yaml", "version: 1\nforge: {type: gitea}\n", true, ""},
+		{"gitea, off", "fleetlift.yaml", "version: 1\nwatch: {require_reviewed_merge: false}\nforge: {type: gitea}\n", false, ""},
+		{"gitea, unset, in CUE", "fleetlift.cue", "version: 1\nforge: type: \"gitea\"\n", true, ""},
+		{"local, on", "fleetlift.yaml", "version: 1\nwatch: {require_reviewed_merge: true}\n", false, "needs a forge with reviewed pull requests"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{tc.file: {Data: []byte(tc.body)}}
+			cfg, err := (&spec.Loader{Eval: spec.InProcess(1)}).LoadConfig(context.Background(), fsys, tc.file)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("LoadConfig: %v; want an error saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Watch.RequireReviewedMerge != tc.want {
+				t.Errorf("require_reviewed_merge = %v, want %v", cfg.Watch.RequireReviewedMerge, tc.want)
+			}
+		})
+	}
+}
+
 // TestConfigForge: a config's forge section only selects among the
 // operator's forges: it may name one, or give a type and a URL, but the
 // schema refuses a token variable; the fields checked after loading are

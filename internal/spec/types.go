@@ -306,7 +306,7 @@ type Watch struct {
 	// RequireReviewedMerge launches only from a head commit that is the
 	// merge (or squash or rebase result) of a pull request approved by
 	// someone other than its author. The schema refuses it with the
-	// local forge.
+	// local forge; unset, it is on with github and gitea.
 	RequireReviewedMerge bool `json:"require_reviewed_merge,omitempty"`
 }
 
