@@ -151,7 +151,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&w.queue, "sandbox-queue", "",
 		"the task queue for the steps on this worker's sandboxes, which only this host can reach (default: named after the host and the state directory)")
 	cmd.Flags().StringSliceVar(&w.egress, "sandbox-egress", nil,
-		"local: a host the work in sandboxes may reach through the worker's egress proxy, as registry.npmjs.org, proxy.golang.org:443 or *.pythonhosted.org (repeatable; without a port, 80 and 443); by default the work reaches no network, and never loopback or a private address")
+		"local and docker: a host the work in sandboxes may reach through the worker's egress proxy, as registry.npmjs.org, proxy.golang.org:443 or *.pythonhosted.org (repeatable; without a port, 80 and 443); by default the work reaches no network, and never loopback or a private address")
 	cmd.Flags().StringVar(&w.limits.memory, "sandbox-memory", "4Gi",
 		"local: the most memory each command in a sandbox and what it starts may use (a cgroup's, where this host lets the worker make one: cgroup v1 as root); 0: no bound")
 	cmd.Flags().IntVar(&w.limits.processes, "sandbox-processes", 4096,
@@ -462,7 +462,7 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 		}
 		return p, kind, nil
 	case sandboxDocker:
-		p, err := w.dockerProvider()
+		p, err := w.dockerProvider(tf.stateDir)
 		if err != nil {
 			return nil, "", err
 		}
@@ -552,7 +552,7 @@ func validSandbox(kind string) bool {
 // chooseSandbox picks docker when an engine answers and has the sandbox
 // and agent images, else local, and says why.
 func (w *workerFlags) chooseSandbox(ctx context.Context) (kind, why string) {
-	p, err := w.dockerProvider()
+	p, err := w.dockerProvider("")
 	if err != nil {
 		return sandboxLocal, fmt.Sprintf("the default, as docker cannot be set up: %v", err)
 	}
@@ -569,7 +569,10 @@ func (w *workerFlags) chooseSandbox(ctx context.Context) (kind, why string) {
 // agent in each container (its jail needs what the container allows,
 // which the agent checks before every run); the worker's own check of
 // local sandboxes does not apply.
-func (w *workerFlags) dockerProvider() (*docker.Provider, error) {
+//
+// With --sandbox-egress and a state directory, the worker's egress proxy
+// is served in stateDir/docker for the containers to mount.
+func (w *workerFlags) dockerProvider(stateDir string) (*docker.Provider, error) {
 	opts := docker.Options{
 		Image:        w.docker.image,
 		AgentImage:   w.docker.agentImage,
@@ -597,7 +600,30 @@ func (w *workerFlags) dockerProvider() (*docker.Provider, error) {
 		}
 		opts.Binds = append(opts.Binds, abs)
 	}
+	if len(w.egress) > 0 && stateDir != "" {
+		proxy, err := w.egressProxy()
+		if err != nil {
+			return nil, err
+		}
+		abs, err := filepath.Abs(filepath.Join(stateDir, "docker"))
+		if err != nil {
+			return nil, err
+		}
+		opts.Egress, opts.SocketDir = proxy, abs
+	}
 	return docker.New(opts)
+}
+
+// egressProxy is the proxy --sandbox-egress allows hosts through.
+func (w *workerFlags) egressProxy() (*egress.Proxy, error) {
+	if w.isolation != agentcmd.IsolationNamespaces {
+		return nil, fmt.Errorf("--sandbox-egress needs --sandbox-isolation=%s: unjailed work shares the agent's network", agentcmd.IsolationNamespaces)
+	}
+	rules, err := egress.ParseRules(w.egress)
+	if err != nil {
+		return nil, fmt.Errorf("--sandbox-egress: %w", err)
+	}
+	return &egress.Proxy{Rules: rules}, nil
 }
 
 // modelGateway is the local sandboxes' model gateway: nil without
@@ -713,14 +739,11 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 	}
 	var proxy http.Handler
 	if len(w.egress) > 0 {
-		if w.isolation != agentcmd.IsolationNamespaces {
-			return nil, fmt.Errorf("--sandbox-egress needs --sandbox-isolation=%s: unjailed work shares this host's network", agentcmd.IsolationNamespaces)
-		}
-		rules, err := egress.ParseRules(w.egress)
+		p, err := w.egressProxy()
 		if err != nil {
-			return nil, fmt.Errorf("--sandbox-egress: %w", err)
+			return nil, err
 		}
-		proxy = &egress.Proxy{Rules: rules}
+		proxy = p
 	}
 	gw, err := w.modelGateway()
 	if err != nil {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -116,7 +119,19 @@ type Options struct {
 	// StopGrace is how long Cleanup and the sandbox timeout wait after
 	// SIGTERM before SIGKILL; zero means 10s.
 	StopGrace time.Duration
+	// Egress, when set, is the egress proxy (package egress) through
+	// which the sandboxes' jailed commands reach the network, and the
+	// only way they do: served on SocketDir/egress.sock while the
+	// Provider is open, SocketDir mounted read-only at SocketMount in
+	// every sandbox, and the agent told (--egress-socket).
+	Egress http.Handler
+	// SocketDir is the directory on the engine's host (this host) for
+	// the sockets sandboxes reach the worker by; required with Egress.
+	SocketDir string
 }
+
+// SocketMount is where sandboxes see Options.SocketDir.
+const SocketMount = "/run/fleetlift"
 
 // Provider runs sandboxes as containers. Create it with New; it is safe for
 // concurrent use.
@@ -132,8 +147,12 @@ type Provider struct {
 	pids       int64
 	serve      []string
 	binds      []string
-	grace      time.Duration
-	seccomp    string
+	// sockets is Options.SocketDir, "" without one; egress serves
+	// Options.Egress there.
+	sockets string
+	egress  *http.Server
+	grace   time.Duration
+	seccomp string
 	// hostReads allows CopyFrom to read volumes on this host.
 	hostReads bool
 
@@ -204,6 +223,11 @@ func New(opts Options) (*Provider, error) {
 		return nil, fmt.Errorf("new docker sandbox provider: %w", err)
 	}
 	p.seccomp = profile
+	if opts.Egress != nil {
+		if err := p.serveEgress(opts.SocketDir, opts.Egress); err != nil {
+			return nil, fmt.Errorf("new docker sandbox provider: egress proxy: %w", err)
+		}
+	}
 	if p.cli == nil {
 		c, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
 		if err != nil {
@@ -223,9 +247,35 @@ func (p *Provider) Close() error {
 		delete(p.timers, id)
 	}
 	p.mu.Unlock()
+	if p.egress != nil {
+		p.egress.Close()
+	}
 	if p.ownClient {
 		return p.cli.Close()
 	}
+	return nil
+}
+
+// serveEgress serves h on dir/egress.sock, which every sandbox reaches at
+// SocketMount (the directory is mounted, so a worker started again serves
+// its sandboxes on a new socket there), and tells the agents. The agent
+// runs as UID: the directory and the socket are open to it.
+func (p *Provider) serveEgress(dir string, h http.Handler) error {
+	if !filepath.IsAbs(dir) || strings.Contains(dir, ":") {
+		return fmt.Errorf("SocketDir %q must be an absolute path without colons", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	srv, err := sandbox.ServeUnix(filepath.Join(dir, "egress.sock"), h, 0o666)
+	if err != nil {
+		return err
+	}
+	p.sockets, p.egress = dir, srv
+	p.serve = append(p.serve, "--egress-socket", SocketMount+"/egress.sock")
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,6 +153,11 @@ func TestUntrustedWork(t *testing.T) {
 		Hidden: t.TempDir(),
 		New: func(t *testing.T) sandbox.Provider {
 			return newProvider(t, scope, func(o *Options) { o.Binds = []string{reposRoot} })
+		},
+		NewWithEgress: func(t *testing.T, h http.Handler) sandbox.Provider {
+			return newProvider(t, scope, func(o *Options) {
+				o.Binds, o.Egress, o.SocketDir = []string{reposRoot}, h, t.TempDir()
+			})
 		},
 		Options: func(t *testing.T, id string) sandbox.ProvisionOptions { return agentOptions(id) },
 		Repository: func(t *testing.T) (string, func(branch, path string) string) {

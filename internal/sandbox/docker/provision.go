@@ -133,6 +133,9 @@ func (p *Provider) create(ctx context.Context, opts sandbox.ProvisionOptions) (c
 	for _, b := range p.binds {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b, Target: b})
 	}
+	if p.sockets != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.sockets, Target: SocketMount, ReadOnly: true})
+	}
 	host := &container.HostConfig{
 		NetworkMode: container.NetworkMode(p.network),
 		CapDrop:     []string{"ALL"},

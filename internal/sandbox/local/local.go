@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -345,15 +344,10 @@ func (p *Provider) Close() error {
 // an earlier Provider left, and tells every agent of it with flag.
 func (p *Provider) serveSocket(name string, h http.Handler, flag string) (*http.Server, error) {
 	sock := filepath.Join(p.root, name)
-	if fi, err := os.Lstat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		_ = os.Remove(sock)
-	}
-	ln, err := net.Listen("unix", sock)
+	srv, err := sandbox.ServeUnix(sock, h, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
 	p.serve = append(p.serve, flag, sock)
 	return srv, nil
 }
