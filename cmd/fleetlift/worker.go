@@ -163,7 +163,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&w.limits.file, "sandbox-file-size", "8Gi",
 		"local: the largest file a command in a sandbox may write; 0: no bound")
 	cmd.Flags().StringVar(&w.modelAPI, "model-gateway", "https://api.anthropic.com",
-		"local: the Anthropic API agent CLIs reach through this worker's model gateway, which adds the key --model-key-env names and counts tokens against each task's limits.max_tokens; the key then enters no sandbox. Empty: no gateway, the key goes to the agent CLI as --agent-env says")
+		"local and docker: the Anthropic API agent CLIs reach through this worker's model gateway, which adds the key --model-key-env names and counts tokens against each task's limits.max_tokens; the key then enters no sandbox. Empty: no gateway, the key goes to the agent CLI as --agent-env says")
 	cmd.Flags().StringVar(&w.modelKeyEnv, "model-key-env", envAnthropicAPIKey,
 		"the variable of this process's environment holding the model gateway's API key; unset: no gateway")
 	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", nil,
@@ -474,6 +474,9 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 		}
 		fmt.Fprintf(logw, "sandboxes: docker containers of scope %s, images %s and agent %s, network %s (%s); the agent checks in each sandbox that it can isolate the work, and fails the task when it cannot\n",
 			w.docker.scope, w.docker.image, cmpOr(w.docker.agentBinary, w.docker.agentImage), w.docker.network, why)
+		if w.gatewayKey != "" {
+			fmt.Fprintf(logw, "model calls: agent CLIs reach %s through this worker's gateway, which holds %s and counts tokens\n", w.modelAPI, w.gatewayKey)
+		}
 		return p, kind, nil
 	case sandboxKubernetes, sandboxKubernetesJobs:
 		p, err := w.kubeProvider(ctx, logw, kind)
@@ -570,8 +573,9 @@ func (w *workerFlags) chooseSandbox(ctx context.Context) (kind, why string) {
 // which the agent checks before every run); the worker's own check of
 // local sandboxes does not apply.
 //
-// With --sandbox-egress and a state directory, the worker's egress proxy
-// is served in stateDir/docker for the containers to mount.
+// With a state directory, the worker's egress proxy (--sandbox-egress)
+// and model gateway are served in stateDir/docker for the containers to
+// mount.
 func (w *workerFlags) dockerProvider(stateDir string) (*docker.Provider, error) {
 	opts := docker.Options{
 		Image:        w.docker.image,
@@ -600,16 +604,20 @@ func (w *workerFlags) dockerProvider(stateDir string) (*docker.Provider, error) 
 		}
 		opts.Binds = append(opts.Binds, abs)
 	}
-	if len(w.egress) > 0 && stateDir != "" {
-		proxy, err := w.egressProxy()
-		if err != nil {
-			return nil, err
-		}
+	if stateDir != "" {
 		abs, err := filepath.Abs(filepath.Join(stateDir, "docker"))
 		if err != nil {
 			return nil, err
 		}
-		opts.Egress, opts.SocketDir = proxy, abs
+		opts.SocketDir = abs
+		if len(w.egress) > 0 {
+			if opts.Egress, err = w.egressProxy(); err != nil {
+				return nil, err
+			}
+		}
+		if opts.Gateway, err = w.modelGateway(); err != nil {
+			return nil, err
+		}
 	}
 	return docker.New(opts)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
 
@@ -125,8 +126,17 @@ type Options struct {
 	// Provider is open, SocketDir mounted read-only at SocketMount in
 	// every sandbox, and the agent told (--egress-socket).
 	Egress http.Handler
+	// Gateway, when set, is the model gateway the sandboxes' agent CLIs
+	// reach their model through: served on SocketDir/gateway.sock (at
+	// SocketMount in sandboxes, --model-gateway), with a key of each
+	// sandbox's own in its protocol directory (protocol.GatewayKeyFile),
+	// its budget the limits.max_tokens of the manifest there, and what it
+	// used written beside it (protocol.UsageFile). The API key never
+	// enters a sandbox.
+	Gateway *gateway.Gateway
 	// SocketDir is the directory on the engine's host (this host) for
-	// the sockets sandboxes reach the worker by; required with Egress.
+	// the sockets sandboxes reach the worker by; required with Egress or
+	// Gateway.
 	SocketDir string
 }
 
@@ -151,8 +161,13 @@ type Provider struct {
 	// Options.Egress there.
 	sockets string
 	egress  *http.Server
-	grace   time.Duration
-	seccomp string
+	// gateway is Options.Gateway, served by gatewaySrv; gwKeys are the
+	// sandboxes' keys to it, by id (guarded by mu).
+	gateway    *gateway.Gateway
+	gatewaySrv *http.Server
+	gwKeys     map[string]string
+	grace      time.Duration
+	seccomp    string
 	// hostReads allows CopyFrom to read volumes on this host.
 	hostReads bool
 
@@ -224,9 +239,21 @@ func New(opts Options) (*Provider, error) {
 	}
 	p.seccomp = profile
 	if opts.Egress != nil {
-		if err := p.serveEgress(opts.SocketDir, opts.Egress); err != nil {
+		srv, err := p.serveSocket(opts.SocketDir, "egress.sock", opts.Egress, "--egress-socket")
+		if err != nil {
 			return nil, fmt.Errorf("new docker sandbox provider: egress proxy: %w", err)
 		}
+		p.egress = srv
+	}
+	if opts.Gateway != nil {
+		srv, err := p.serveSocket(opts.SocketDir, "gateway.sock", opts.Gateway, "--model-gateway")
+		if err != nil {
+			if p.egress != nil {
+				p.egress.Close()
+			}
+			return nil, fmt.Errorf("new docker sandbox provider: model gateway: %w", err)
+		}
+		p.gateway, p.gatewaySrv, p.gwKeys = opts.Gateway, srv, map[string]string{}
 	}
 	if p.cli == nil {
 		c, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
@@ -247,8 +274,10 @@ func (p *Provider) Close() error {
 		delete(p.timers, id)
 	}
 	p.mu.Unlock()
-	if p.egress != nil {
-		p.egress.Close()
+	for _, srv := range []*http.Server{p.egress, p.gatewaySrv} {
+		if srv != nil {
+			srv.Close()
+		}
 	}
 	if p.ownClient {
 		return p.cli.Close()
@@ -256,27 +285,28 @@ func (p *Provider) Close() error {
 	return nil
 }
 
-// serveEgress serves h on dir/egress.sock, which every sandbox reaches at
-// SocketMount (the directory is mounted, so a worker started again serves
-// its sandboxes on a new socket there), and tells the agents. The agent
-// runs as UID: the directory and the socket are open to it.
-func (p *Provider) serveEgress(dir string, h http.Handler) error {
+// serveSocket serves h on dir/name, which every sandbox reaches at
+// SocketMount/name (the directory is mounted, so that a worker started
+// again serves the containers it re-attaches to on a new socket there),
+// and tells the agents with flag. The agent runs as UID: the directory
+// and the socket are open to it.
+func (p *Provider) serveSocket(dir, name string, h http.Handler, flag string) (*http.Server, error) {
 	if !filepath.IsAbs(dir) || strings.Contains(dir, ":") {
-		return fmt.Errorf("SocketDir %q must be an absolute path without colons", dir)
+		return nil, fmt.Errorf("SocketDir %q must be an absolute path without colons", dir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
-	srv, err := sandbox.ServeUnix(filepath.Join(dir, "egress.sock"), h, 0o666)
+	srv, err := sandbox.ServeUnix(filepath.Join(dir, name), h, 0o666)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p.sockets, p.egress = dir, srv
-	p.serve = append(p.serve, "--egress-socket", SocketMount+"/egress.sock")
-	return nil
+	p.sockets = dir
+	p.serve = append(p.serve, flag, SocketMount+"/"+name)
+	return srv, nil
 }
 
 // Name is "docker".
@@ -446,6 +476,7 @@ func (p *Provider) Cleanup(ctx context.Context, id string) error {
 	}
 	unlock := p.lock(id)
 	defer unlock()
+	p.closeGateway(id)
 	p.mu.Lock()
 	if t := p.timers[id]; t != nil {
 		t.Stop()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker/dockertest"
@@ -154,6 +155,20 @@ func TestUntrustedWork(t *testing.T) {
 		New: func(t *testing.T) sandbox.Provider {
 			return newProvider(t, scope, func(o *Options) { o.Binds = []string{reposRoot} })
 		},
+		NewWithGateway: func(t *testing.T, gw *gateway.Gateway) sandbox.Provider {
+			return newProvider(t, scope, func(o *Options) {
+				o.Binds, o.Gateway, o.SocketDir = []string{reposRoot}, gw, t.TempDir()
+			})
+		},
+		// The sandbox image's curl, as an agent CLI.
+		ModelCLI: []string{"sh", "-c", `n=0; : > MODEL_CALL.txt; env | sort >> MODEL_CALL.txt
+while [ "$n" -lt "$MODEL_CALLS" ]; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' \
+    -d '{"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}' "$ANTHROPIC_BASE_URL/v1/messages")
+  echo "call $n: status $code" >> MODEL_CALL.txt
+  [ "$code" = 200 ] || exit 1
+  n=$((n+1))
+done`},
 		NewWithEgress: func(t *testing.T, h http.Handler) sandbox.Provider {
 			return newProvider(t, scope, func(o *Options) {
 				o.Binds, o.Egress, o.SocketDir = []string{reposRoot}, h, t.TempDir()
