@@ -11,5 +11,6 @@
 // bound holds for any agent CLI. Other agent CLIs that speak an
 // OpenAI-compatible API are not served yet.
 //
-// gateway imports only the standard library.
+// gateway imports only the standard library and the agent's protocol
+// types.
 package gateway

@@ -14,28 +14,18 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
-// Usage is what one sandbox's model calls used, as the model counted it.
-type Usage struct {
-	Requests                 int64 `json:"requests"`
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
-	// Refused says why the gateway refused a request, "" when it refused
-	// none.
-	Refused string `json:"refused,omitempty"`
-}
+// Usage is what one sandbox's model calls used, as the model counted it,
+// and why the gateway refused a request, if it did: the protocol's
+// record of it, which the agent puts into the task's result.
+type Usage = protocol.ModelUsage
 
-// Tokens is every token the model processed: input, output and cache
-// alike. A limit counts these.
-func (u Usage) Tokens() int64 {
-	return u.InputTokens + u.OutputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
-}
-
-// add adds what one response reported.
-func (u *Usage) add(m messageUsage) {
+// add adds what one response reported to u.
+func add(u *Usage, m messageUsage) {
 	u.InputTokens += m.InputTokens
 	u.OutputTokens += m.OutputTokens
 	u.CacheCreationInputTokens += m.CacheCreationInputTokens
@@ -52,6 +42,42 @@ type Sandbox struct {
 	Limit func() int64
 	// Save, when set, is told the usage after every change.
 	Save func(Usage)
+}
+
+// ProtocolSandbox is the Sandbox of sandbox id, whose protocol directory
+// its provider reads and writes through read and write (names relative to
+// protocol.Dir): its budget is the limits.max_tokens of the manifest
+// there, once the worker wrote it, and what it used goes to
+// protocol.UsageFile beside it.
+func ProtocolSandbox(id string, read func(name string) ([]byte, error), write func(name string, data []byte) error) Sandbox {
+	var limit atomic.Int64
+	return Sandbox{
+		ID: id,
+		Limit: func() int64 {
+			if n := limit.Load(); n != 0 {
+				return n
+			}
+			data, err := read(protocol.ManifestFile)
+			if err != nil {
+				return 0
+			}
+			var m protocol.Manifest
+			if json.Unmarshal(data, &m) != nil {
+				return 0
+			}
+			n := int64(m.Limits.MaxTokens)
+			if n <= 0 {
+				n = -1 // none, and read no more
+			}
+			limit.Store(n)
+			return n
+		},
+		Save: func(u Usage) {
+			if data, err := json.Marshal(u); err == nil {
+				_ = write(protocol.UsageFile, data)
+			}
+		},
+	}
 }
 
 // Gateway forwards model calls from sandboxes, adding the key and
@@ -286,7 +312,7 @@ func (c *counter) count() {
 		u = m.Usage
 	}
 	c.box.mu.Lock()
-	c.box.usage.add(u)
+	add(&c.box.usage, u)
 	c.box.saveLocked()
 	c.box.mu.Unlock()
 }

@@ -68,6 +68,12 @@ type ModelUsage struct {
 	Refused string `json:"refused,omitempty"`
 }
 
+// Tokens is every token the model processed: input, output and cache
+// alike. A token budget counts these.
+func (u ModelUsage) Tokens() int64 {
+	return u.InputTokens + u.OutputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
 // Phase is where the agent is in its pipeline. It moves forward only:
 // initializing → executing → verifying → awaiting_input → creating_prs →
 // complete | failed | cancelled (steering returns awaiting_input to

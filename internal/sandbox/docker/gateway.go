@@ -6,45 +6,27 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
-	"sync/atomic"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 )
 
-// gatewaySandbox is what the model gateway needs of sandbox id: its
-// budget, read from the manifest in its protocol directory once the
-// worker wrote it, and where what it used goes.
+// gatewaySandbox is what the model gateway needs of sandbox id
+// (gateway.ProtocolSandbox): its protocol files, read and written in the
+// container.
 func (p *Provider) gatewaySandbox(id string) gateway.Sandbox {
-	var limit atomic.Int64
-	return gateway.Sandbox{
-		ID: id,
-		Limit: func() int64 {
-			if n := limit.Load(); n != 0 {
-				return n
-			}
-			rc, err := p.CopyFrom(context.Background(), id, protocol.Dir+"/"+protocol.ManifestFile)
+	return gateway.ProtocolSandbox(id,
+		func(name string) ([]byte, error) {
+			rc, err := p.CopyFrom(context.Background(), id, protocol.Dir+"/"+name)
 			if err != nil {
-				return 0
+				return nil, err
 			}
 			defer rc.Close()
-			var m protocol.Manifest
-			if json.NewDecoder(rc).Decode(&m) != nil {
-				return 0
-			}
-			n := int64(m.Limits.MaxTokens)
-			if n <= 0 {
-				n = -1 // none, and read no more
-			}
-			limit.Store(n)
-			return n
+			return io.ReadAll(io.LimitReader(rc, 4<<20))
 		},
-		Save: func(u gateway.Usage) {
-			if data, err := json.Marshal(u); err == nil {
-				_ = p.CopyTo(context.Background(), id, bytes.NewReader(data), protocol.Dir+"/"+protocol.UsageFile)
-			}
-		},
-	}
+		func(name string, data []byte) error {
+			return p.CopyTo(context.Background(), id, bytes.NewReader(data), protocol.Dir+"/"+name)
+		})
 }
 
 // openGateway gives sandbox id a key to the model gateway in its protocol

@@ -352,36 +352,12 @@ func (p *Provider) serveSocket(name string, h http.Handler, flag string) (*http.
 	return srv, nil
 }
 
-// gatewaySandbox is what the gateway needs of b: its budget, read from
-// the manifest in its protocol directory once the worker wrote it, and
-// where what it used goes.
+// gatewaySandbox is what the gateway needs of b (gateway.ProtocolSandbox).
 func (p *Provider) gatewaySandbox(b *box) gateway.Sandbox {
 	pdir := filepath.Join(b.workspace, protocol.Dir)
-	var limit atomic.Int64
-	return gateway.Sandbox{
-		ID: b.id,
-		Limit: func() int64 {
-			if n := limit.Load(); n != 0 {
-				return n
-			}
-			var m protocol.Manifest
-			data, err := os.ReadFile(filepath.Join(pdir, protocol.ManifestFile))
-			if err != nil || json.Unmarshal(data, &m) != nil {
-				return 0
-			}
-			n := int64(m.Limits.MaxTokens)
-			if n <= 0 {
-				n = -1 // none, and read no more
-			}
-			limit.Store(n)
-			return n
-		},
-		Save: func(u gateway.Usage) {
-			if data, err := json.Marshal(u); err == nil {
-				_ = writeFileAtomic(filepath.Join(pdir, protocol.UsageFile), data)
-			}
-		},
-	}
+	return gateway.ProtocolSandbox(b.id,
+		func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(pdir, name)) },
+		func(name string, data []byte) error { return writeFileAtomic(filepath.Join(pdir, name), data) })
 }
 
 // openGateway gives b a key to the model gateway, in its protocol
