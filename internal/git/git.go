@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -301,6 +302,44 @@ func (g *Git) binary() string {
 	return "git"
 }
 
+// localPackFlag is the --upload-pack or --receive-pack option of git
+// command sub (clone, fetch, ls-remote, push) that talks to the local
+// repository at path: the program git runs there, with that repository's
+// hooks off and the repository trusted whoever owns it (safe.directory).
+// The caller allowed the repository (CheckLocal, --allow-file-root);
+// without this, git refuses a repository of another user (a worker's
+// repositories that a container's user clones), and runs the repository's
+// own hooks, as the user that pushes, whatever -c says to the command
+// that started it. Empty for other commands.
+func (g *Git) localPackFlag(sub, path string) string {
+	var flag, prog string
+	switch sub {
+	case "clone", "fetch", "ls-remote":
+		flag, prog = "--upload-pack", "upload-pack"
+	case "push":
+		flag, prog = "--receive-pack", "receive-pack"
+	default:
+		return ""
+	}
+	dirs := []string{path}
+	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
+		dirs = append(dirs, real)
+	}
+	var b strings.Builder
+	b.WriteString(shellQuote(g.binary()) + " -c core.hooksPath=/dev/null")
+	for _, d := range dirs {
+		for _, dir := range []string{d, filepath.Join(d, ".git")} {
+			b.WriteString(" -c " + shellQuote("safe.directory="+dir))
+		}
+	}
+	return flag + "=" + b.String() + " " + prog
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // run runs git and returns its standard output, redacted when it talked to
 // a remote.
 func (g *Git) run(ctx context.Context, inv invocation) (string, error) {
@@ -320,6 +359,12 @@ func (g *Git) run(ctx context.Context, inv invocation) (string, error) {
 	}
 	for _, kv := range inv.config {
 		args = append(args, "-c", kv)
+	}
+	if p, ok := LocalPath(inv.remote); ok {
+		if flag := g.localPackFlag(inv.args[0], p); flag != "" {
+			args = append(args, inv.args[0], flag)
+			inv.args = inv.args[1:]
+		}
 	}
 	args = append(args, inv.args...)
 

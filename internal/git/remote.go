@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -379,4 +380,49 @@ func (s *Scratch) ReadFile(ctx context.Context, rev, path string) ([]byte, error
 		return nil, fmt.Errorf("read %s at %s: %w", path, rev, err)
 	}
 	return []byte(out), nil
+}
+
+// FetchShallow fetches refspecs from url into the scratch repository,
+// depth commits of history each.
+func (s *Scratch) FetchShallow(ctx context.Context, url string, depth int, refspecs ...string) error {
+	if err := CheckURL(url); err != nil {
+		return err
+	}
+	args := append([]string{"fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head",
+		"--depth", strconv.Itoa(depth), "--", url}, refspecs...)
+	if _, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url}); err != nil {
+		return fmt.Errorf("fetch from %s: %w", Redact(url), err)
+	}
+	return nil
+}
+
+// DefaultBranch is the branch url's HEAD names.
+func (s *Scratch) DefaultBranch(ctx context.Context, url string) (string, error) {
+	if err := CheckURL(url); err != nil {
+		return "", err
+	}
+	out, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: []string{"ls-remote", "--symref", "--", url, "HEAD"}, remote: url})
+	if err != nil {
+		return "", fmt.Errorf("list refs of %s: %w", Redact(url), err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "ref: refs/heads/"); ok {
+			if branch, head, ok := strings.Cut(rest, "\t"); ok && strings.TrimSpace(head) == "HEAD" {
+				return branch, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s names no default branch", Redact(url))
+}
+
+// FetchBundle fetches refspec from the bundle file at path into the
+// scratch repository, checking every object as a fetch from a stranger
+// is checked (fsck): a bundle from a sandbox is untrusted.
+func (s *Scratch) FetchBundle(ctx context.Context, path, refspec string) error {
+	args := []string{"fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head", "--", path, refspec}
+	inv := invocation{dir: s.dir, gitDir: s.dir, args: args, config: []string{"fetch.fsckObjects=true", "transfer.fsckObjects=true"}}
+	if _, err := s.g.run(ctx, inv); err != nil {
+		return fmt.Errorf("fetch from a bundle: %w", err)
+	}
+	return nil
 }

@@ -332,3 +332,50 @@ func TestGitChildrenGetNoSecrets(t *testing.T) {
 		t.Errorf("git's ssh lost the ordinary environment:\n%s", data)
 	}
 }
+
+// A local repository's own hooks never run when fleetlift's git fetches
+// from it or pushes to it (they would run as the worker's user), and a
+// local repository of another user is read and pushed to all the same
+// (the caller allowed it: --allow-file-root), where plain git refuses it
+// as of dubious ownership.
+func TestLocalRepositoriesRunNoHooksWhoeverOwnsThem(t *testing.T) {
+	ctx := context.Background()
+	bare := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, h := range []string{"pre-receive", "update", "post-receive", "post-update", "reference-transaction", "pre-upload-pack"} {
+		if err := os.WriteFile(filepath.Join(bare, "hooks", h), []byte("#!/bin/sh\necho "+h+" >> "+marker+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	foreign := os.Geteuid() == 0
+	if foreign {
+		// As root, the repository becomes another user's, as a
+		// worker's repositories are to a container's user.
+		if out, err := exec.Command("chown", "-R", "1000:1000", bare).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v %s", err, out)
+		}
+		if out, err := exec.Command("git", "ls-remote", "file://"+bare).CombinedOutput(); err == nil || !strings.Contains(string(out), "dubious ownership") {
+			t.Fatalf("plain git read another user's repository: %v %s", err, out)
+		}
+	} else {
+		t.Log("not root: the repository stays this user's; hooks are still checked")
+	}
+	g := &git.Git{Env: gittest.Env()}
+	s, err := g.NewScratch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.FetchShallow(ctx, "file://"+bare, 1, "+refs/heads/main:refs/heads/main"); err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	if err := s.Push(ctx, "file://"+bare, git.RefUpdate{Src: "refs/heads/main", Dst: "refs/heads/copy"}); err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if refs, err := s.LsRemote(ctx, bare, "refs/heads/copy"); err != nil || refs["refs/heads/copy"] == "" {
+		t.Fatalf("ls-remote: %v %v", refs, err)
+	}
+	if data, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("the repository's hooks ran:\n%s", data)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -137,4 +138,23 @@ func LocalPath(raw string) (path string, ok bool) {
 		return raw, true
 	}
 	return "", false
+}
+
+// CheckLocal refuses a local repository (a file:// URL or an absolute
+// path) outside roots, symbolic links resolved: a definition must not
+// read, or push to, whatever the worker's user can. Other URLs pass.
+func CheckLocal(raw string, roots []string) error {
+	p, ok := LocalPath(raw)
+	if !ok {
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err == nil {
+		for _, root := range roots {
+			if rr, err := filepath.EvalSymlinks(root); err == nil && (real == rr || strings.HasPrefix(real, rr+string(filepath.Separator))) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("local repository %s is outside the directories this worker may use: the operator allows them with --allow-file-root", raw)
 }
