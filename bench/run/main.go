@@ -29,6 +29,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
@@ -293,8 +294,10 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 	w := worker.New(c, workflow.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: 4 * parallel})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
+	g := &git.Git{}
 	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: poll,
-		SandboxEnv: map[string]string{agentpkg.EnvAllowFileRoots: root}})
+		SandboxEnv: map[string]string{agentpkg.EnvAllowFileRoots: root},
+		Forges:     activity.LocalForges(g), Git: g, FileRoots: []string{root}})
 	if err := w.Start(); err != nil {
 		return 0, err
 	}

@@ -108,17 +108,25 @@ func TestServeAgenticRunWithSteering(t *testing.T) {
 	if st := waitPhase(t, ws, func(st protocol.Status) bool { return st.Phase.Terminal() }); st.Phase != protocol.PhaseComplete {
 		t.Fatalf("phase %s: %s", st.Phase, st.Message)
 	}
-	log := gittest.Run(t, remote, "show", "auto/readme:AGENT_LOG.md")
-	if !strings.Contains(log, "Mention the licence too") || !strings.Contains(log, "## iteration=1 attempt=1") {
-		t.Fatalf("the steer did not reach the agent CLI:\n%s", log)
-	}
 	var res protocol.Result
 	data, _ := os.ReadFile(filepath.Join(ws, protocol.Dir, protocol.ResultFile))
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Repositories) != 1 || res.Repositories[0].PullRequest == nil || res.Repositories[0].PullRequest.URL != "file://"+remote+"#auto/readme" {
+	// The agent pushed nothing and left the change for the worker.
+	if len(res.Repositories) != 1 || res.Repositories[0].PullRequest != nil || res.Repositories[0].Base == "" {
 		t.Fatalf("result %+v", res.Repositories)
+	}
+	if out := gittest.Run(t, remote, "branch", "--list", "auto/*"); out != "" {
+		t.Fatalf("the agent pushed %s", out)
+	}
+	left := t.TempDir()
+	gittest.Run(t, left, "init", "--quiet", "--bare")
+	gittest.Run(t, left, "fetch", "--quiet", remote, "main")
+	gittest.Run(t, left, "fetch", "--quiet", filepath.Join(ws, protocol.Dir, protocol.BundleFile("svc")), protocol.BundleRef+":refs/left")
+	log := gittest.Run(t, left, "show", "refs/left:AGENT_LOG.md")
+	if !strings.Contains(log, "Mention the licence too") || !strings.Contains(log, "## iteration=1 attempt=1") {
+		t.Fatalf("the steer did not reach the agent CLI:\n%s", log)
 	}
 }
 

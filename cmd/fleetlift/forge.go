@@ -14,7 +14,6 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent"
-	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/forge/gitea"
@@ -30,12 +29,12 @@ import (
 // defaults.
 const (
 	envForgeType = "FLEETLIFT_FORGE_TYPE"
-	envForgeURL  = agentcmd.EnvForgeURL
+	envForgeURL  = "FLEETLIFT_FORGE_URL"
 )
 
 // DefaultForgeTokenEnv holds an allowed forge's token when the operator
 // names no other variable for it.
-const DefaultForgeTokenEnv = agentcmd.EnvForgeToken
+const DefaultForgeTokenEnv = "FLEETLIFT_FORGE_TOKEN"
 
 // forgeFlags are the forges the operator allows fleetlift to talk to,
 // each with the variable that holds its token: the one --forge-type and
@@ -231,24 +230,34 @@ func (f *forgeFlags) setup(cfg *spec.Config) (*forgeSetup, error) {
 	if fs.Token == "" {
 		return nil, fmt.Errorf("forge %s needs a token in $%s", of.Forge, of.TokenEnv)
 	}
-	// The forge's adapter sends the token only to its own origin.
+	if err := fs.connect(f.metrics); err != nil {
+		return nil, err
+	}
+	return fs, nil
+}
+
+// connect gives fs its Hub, the adapter that talks to the forge with its
+// token (which it sends only to the forge's own origin), counted in m
+// when set.
+func (fs *forgeSetup) connect(m *metrics.Metrics) error {
 	g := &gitx.Git{TokenEnv: fs.TokenEnv}
 	var hc *http.Client
 	var budget *github.Budget
-	if f.metrics != nil {
-		hc = &http.Client{Transport: f.metrics.ForgeTransport(of.Name, nil)}
-		budget = github.NewBudget(github.BudgetOptions{OnRateLimitWait: f.metrics.RateLimitWait(of.Name)})
+	if m != nil {
+		hc = &http.Client{Transport: m.ForgeTransport(fs.Name, nil)}
+		budget = github.NewBudget(github.BudgetOptions{OnRateLimitWait: m.RateLimitWait(fs.Name)})
 	}
-	switch of.Type {
+	var err error
+	switch spec.ForgeType(fs.Type) {
 	case spec.ForgeGitea:
 		fs.Hub, err = gitea.New(gitea.Options{URL: fs.URL, Token: fs.Token, Git: g, HTTPClient: hc, Budget: budget})
 	case spec.ForgeGitHub:
 		fs.Hub, err = github.New(github.Options{BaseURL: fs.URL, Token: fs.Token, Git: g, HTTPClient: hc, Budget: budget})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("forge %s: %w", of.Forge, err)
+		return fmt.Errorf("forge %s: %w", fs.Name, err)
 	}
-	return fs, nil
+	return nil
 }
 
 // readForge reads the config at ref and returns the forge it selects
@@ -279,19 +288,17 @@ func readForge(ctx context.Context, src *source.Repo, ref string, forges *forgeF
 	return fs, nil, err
 }
 
-// sandbox is what the agent in a sandbox needs to open pull requests on
-// the forge and to clone from it: env, the forge's URL and the only origin
-// git may send the token to, and secrets, the token under the agent's and
-// git's variables. Both stay in the worker's memory.
+// sandbox is what the agent in a sandbox needs to clone from the forge:
+// env, the only origin git may send the token to, and secrets, the token
+// under git's variable. Both stay in the worker's memory. The agent
+// opens no pull request: the worker does (activity.Delivery), and the
+// forge's API sees no request from a sandbox.
 func (f *forgeSetup) sandbox() (env, secrets map[string]string) {
 	if f == nil || f.Type == "local" {
 		return nil, nil
 	}
 	env = map[string]string{agent.EnvGitTokenOrigins: strings.Join(f.gitOrigins(), ",")}
-	if f.URL != "" {
-		env[agentcmd.EnvForgeURL] = f.URL
-	}
-	return env, map[string]string{agentcmd.EnvForgeToken: f.Token, gitx.DefaultTokenEnv: f.Token}
+	return env, map[string]string{gitx.DefaultTokenEnv: f.Token}
 }
 
 // envAnthropicAPIKey is the agent CLI's API key: --agent-env's default,
@@ -299,12 +306,12 @@ func (f *forgeSetup) sandbox() (env, secrets map[string]string) {
 const envAnthropicAPIKey = "ANTHROPIC_API_KEY"
 
 // credentialVariables are the variables a definition's credentials give
-// the agent in Kubernetes sandboxes: credentials.github the forge token,
-// under both names sandbox gives it, and credentials.anthropic the agent
+// the agent in Kubernetes sandboxes: credentials.github the token git
+// clones with, and credentials.anthropic the agent
 // CLI's key, listed as the CLI's alone.
 func credentialVariables() activity.CredentialVariables {
 	return activity.CredentialVariables{
-		Forge:        []string{agentcmd.EnvForgeToken, gitx.DefaultTokenEnv},
+		Forge:        []string{gitx.DefaultTokenEnv},
 		AgentCLI:     envAnthropicAPIKey,
 		AgentCLIList: agent.EnvAgentCLIEnv,
 	}

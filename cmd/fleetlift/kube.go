@@ -147,6 +147,9 @@ func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) 
 	}
 	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets,
 		CredentialVariables: credentialVariables()}
+	if err := wf.deliverer(acts); err != nil {
+		return nil, err
+	}
 	return newWorkers(provider, sharedWorker(c, acts, wf.options())), nil
 }
 

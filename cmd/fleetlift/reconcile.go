@@ -173,7 +173,7 @@ they were when it starts again.`,
 			if err != nil {
 				return err
 			}
-			wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
+			wf.forge = fs
 			w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 			if err != nil {
 				return err

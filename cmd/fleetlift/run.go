@@ -75,7 +75,7 @@ one, branches are pushed to the repositories themselves.`,
 			}
 			if fs != nil {
 				opts.Forge = fs.Type
-				wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
+				wf.forge = fs
 			}
 			start, err := workflow.ForDefinition(*def, opts)
 			if err != nil {

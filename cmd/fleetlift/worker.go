@@ -25,6 +25,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/egress"
+	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/jail"
@@ -58,9 +59,10 @@ type workerFlags struct {
 	hide        []string
 	queue       string
 	orphan      time.Duration
-	// forgeEnv and forgeSecrets are set by the command, not flags: what
-	// the operator's forge needs in sandboxes (see forgeSetup.sandbox).
-	forgeEnv, forgeSecrets map[string]string
+	// forge is set by the command, not flags: the operator's forge, on
+	// which the worker proposes changes and from which sandboxes clone
+	// (see forgeSetup.sandbox); nil: the local forge alone.
+	forge *forgeSetup
 	// metrics, set by the command, records sandbox provisioning; nil:
 	// not kept.
 	metrics *metrics.Metrics
@@ -217,24 +219,68 @@ func (w *workerFlags) sandbox() (env, secrets map[string]string, _ error) {
 			env[name] = v
 		}
 	}
-	var roots []string
-	for _, r := range w.fileRoots {
-		abs, err := filepath.Abs(r)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--allow-file-root %s: %w", r, err)
-		}
-		roots = append(roots, abs)
+	roots, err := w.roots()
+	if err != nil {
+		return nil, nil, err
 	}
 	if len(roots) > 0 {
 		env[agent.EnvAllowFileRoots] = strings.Join(roots, string(filepath.ListSeparator))
 	}
-	for k, v := range w.forgeEnv {
+	forgeEnv, forgeSecrets := w.forge.sandbox()
+	for k, v := range forgeEnv {
 		env[k] = v
 	}
-	for k, v := range w.forgeSecrets {
+	for k, v := range forgeSecrets {
 		secrets[k] = v
 	}
 	return env, secrets, nil
+}
+
+// roots are the --allow-file-root directories, absolute.
+func (w *workerFlags) roots() ([]string, error) {
+	var roots []string
+	for _, r := range w.fileRoots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, fmt.Errorf("--allow-file-root %s: %w", r, err)
+		}
+		roots = append(roots, abs)
+	}
+	return roots, nil
+}
+
+// deliverer gives acts what it proposes changes with (Activities.Forges,
+// Git and FileRoots): the local forge, pushing to repositories under
+// --allow-file-root, and the operator's forge with its token, which no
+// sandbox holds.
+func (w *workerFlags) deliverer(acts *activity.Activities) error {
+	roots, err := w.roots()
+	if err != nil {
+		return err
+	}
+	g := &gitx.Git{}
+	fs := w.forge
+	if fs != nil && fs.Type != "local" {
+		g = &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}
+		if fs.Hub == nil {
+			if err := fs.connect(w.metrics); err != nil {
+				return err
+			}
+		}
+	}
+	local := activity.LocalForges(&gitx.Git{})
+	acts.Git, acts.FileRoots = g, roots
+	acts.Forges = func(name string) (forge.Forge, error) {
+		if fs != nil && fs.Type == name {
+			return fs.Hub, nil
+		}
+		f, err := local(name)
+		if err != nil {
+			return nil, fmt.Errorf("forge %q: this worker proposes changes on the local forge and on the forge the operator allows it (--forge-type, --forge-url)", name)
+		}
+		return f, nil
+	}
+	return nil
 }
 
 // credentialPaths are where tools keep credentials in a user's home:
@@ -342,6 +388,9 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	}
 	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets, Queue: queue,
 		CredentialVariables: credentialVariables(), UnitStarted: wf.unitStarted, UnitEnded: wf.unitEnded}
+	if err := wf.deliverer(acts); err != nil {
+		return nil, err
+	}
 	// This host's queue: the steps on the sandboxes it provisions, which
 	// only it can reach.
 	hw := worker.New(c, queue, wf.options())
@@ -893,7 +942,7 @@ func newWorkerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			wf.forgeEnv, wf.forgeSecrets = fs.sandbox()
+			wf.forge = fs
 			w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 			if err != nil {
 				return err

@@ -16,6 +16,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
 
@@ -29,6 +31,13 @@ type Activities struct {
 	// tokens, the agent CLI's key): never to disk, never to Exec'd
 	// commands, never into workflow history. They stay in the worker.
 	SandboxSecrets map[string]string
+	// Forges are the forges the worker proposes changes on, by the name a
+	// manifest gives (Delivery.Forge), with Git to fetch and push with
+	// the worker's own credentials, local repositories only under
+	// FileRoots (git.CheckLocal). Without them, no change is proposed.
+	Forges    func(name string) (forge.Forge, error)
+	Git       *git.Git
+	FileRoots []string
 	// CredentialVariables are the secret variables a definition's
 	// credentials give values (Kubernetes sandboxes).
 	CredentialVariables CredentialVariables
@@ -186,6 +195,9 @@ type WaitInput struct {
 	// Reports, when set, is what the result's reports are checked
 	// against (AwaitAgentResult, as ReadResultInput.Reports).
 	Reports *ReportCheck `json:",omitempty"`
+	// Deliver, when set, is how a transform's changes are proposed once
+	// the agent completed, before the sandbox goes (Activities.deliver).
+	Deliver *Delivery `json:",omitempty"`
 	// CleanUp removes the sandbox once the agent is found finished (a
 	// terminal phase) and its result read (AwaitAgentResult): a finished
 	// agent's task ends, and its sandbox goes without a step of its own.
@@ -336,6 +348,7 @@ func (a *Activities) AwaitAgentResult(ctx context.Context, in WaitInput) (AgentO
 	if in.Reports != nil {
 		in.Reports.settle(&st, &r)
 	}
+	a.deliver(ctx, in.Sandbox.ID, in.Deliver, &st, &r, func() { sdkactivity.RecordHeartbeat(ctx, "proposing changes") })
 	out := AgentOutcome{Status: st, Result: r}
 	if in.CleanUp && st.Phase.Terminal() {
 		// A sandbox left behind is removed by the workflow's own step.

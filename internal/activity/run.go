@@ -164,6 +164,10 @@ func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout 
 	if err == nil && rc != nil {
 		rc.settle(&st, &r)
 	}
+	if err == nil {
+		// RunSandboxed's own heartbeats go on meanwhile.
+		a.deliver(ctx, id, DeliveryOf(in.Manifest, nil), &st, &r, nil)
+	}
 	return st, r, err
 }
 

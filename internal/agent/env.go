@@ -46,15 +46,21 @@ func agentCLIVariables(env []string) map[string]bool {
 // credentials).
 //
 // Neither holds a variable that configures the agent (FLEETLIFT_*: the
-// forge and its token, the agent CLI, the file roots it may clone), the git
-// token, or any variable whose value is the git or forge token under
-// another name: only git's remote operations in the agent itself see
-// those.
+// agent CLI, the file roots it may clone), the git token, or any variable
+// whose value is the git token, or a forge token an environment still
+// hands the agent (envForgeToken), under another name: only git's remote
+// operations in the agent itself see the git token.
+// envForgeToken is where the worker keeps the forge's token. No sandbox
+// is given it (the worker proposes changes itself), but an agent started
+// by hand in such an environment keeps it and its copies from commands
+// all the same.
+const envForgeToken = "FLEETLIFT_FORGE_TOKEN"
+
 func commandEnvs(env []string, g *git.Git) (base, cli []string) {
 	tokenVar := g.TokenVariable()
 	cliOnly := agentCLIVariables(env)
 	var credentials []string
-	for _, name := range []string{tokenVar, EnvForgeToken} {
+	for _, name := range []string{tokenVar, envForgeToken} {
 		if v := lookupEnv(env, name); v != "" {
 			credentials = append(credentials, v)
 		}

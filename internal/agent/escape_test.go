@@ -40,8 +40,9 @@ func TestEscapeAttempts(t *testing.T) {
 					t.Fatalf("%s: a link target under /etc was read:\n%s", d.Path, d.Diff)
 				}
 			}
-			if mode := gittest.Run(t, remote, "ls-tree", branch, "passwd"); !strings.HasPrefix(mode, "120000 ") {
-				t.Fatalf("pushed passwd is not a link: %s", mode)
+			dir, commit := leftChange(t, o, remote, r)
+			if mode := gittest.Run(t, dir, "ls-tree", commit, "passwd"); !strings.HasPrefix(mode, "120000 ") {
+				t.Fatalf("passwd left is not a link: %s", mode)
 			}
 		}},
 		{"a ../ repository name is refused", func(t *testing.T) {
@@ -102,8 +103,8 @@ echo changed >> README.md`)
 			if res.Status != protocol.PhaseComplete {
 				t.Fatalf("phase %s %q", res.Status, res.Error)
 			}
-			if remoteRef(t, remote, "refs/heads/"+branch) == "" {
-				t.Fatal("nothing was committed and pushed")
+			if !left(o, "svc") {
+				t.Fatal("no change was left for the worker")
 			}
 			if _, err := os.Stat(marker); err == nil {
 				t.Fatal("a hook or filter set up by the work ran")
@@ -126,8 +127,8 @@ echo changed >> README.md`)
 			if res.Status != protocol.PhaseFailed || !strings.Contains(res.Error, ".git/config was changed") {
 				t.Fatalf("phase %s %q; want the run failed for the configuration the work wrote", res.Status, res.Error)
 			}
-			if remoteRef(t, remote, "refs/heads/"+branch) != "" {
-				t.Fatal("a branch was pushed")
+			if left(o, "svc") {
+				t.Fatal("a change was left for the worker")
 			}
 			if _, err := os.Stat(marker); err == nil {
 				t.Fatal("a hook, filter or fsmonitor set up by the work ran")
@@ -200,7 +201,7 @@ printf '{"action":"approve","iteration":0}' > "$FLEETLIFT_WORKSPACE/.fleetlift/s
 				t.Fatalf("phase %s: the agent's own approval was taken", st.Phase)
 			}
 			steer(t, o.Workspace, protocol.Steering{Action: protocol.ActionReject})
-			if res := wait(); res.Status != protocol.PhaseCancelled || remoteRef(t, remote, "refs/heads/"+branch) != "" {
+			if res := wait(); res.Status != protocol.PhaseCancelled || left(o, "svc") {
 				t.Fatalf("phase %s after reject", res.Status)
 			}
 		}},

@@ -14,8 +14,6 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
-	"github.com/fleetlift/fleetlift/internal/forge"
-	"github.com/fleetlift/fleetlift/internal/forge/local"
 	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 )
@@ -31,7 +29,7 @@ func standIn(t *testing.T) string {
 }
 
 // options runs the agent in a new workspace with the stand-in agent CLI
-// (through FLEETLIFT_AGENT_CLI), the local forge, fast polling and its
+// (through FLEETLIFT_AGENT_CLI), fast polling and its
 // commands jailed.
 func options(t *testing.T, extraEnv ...string) agent.Options {
 	t.Helper()
@@ -45,7 +43,6 @@ func options(t *testing.T, extraEnv ...string) agent.Options {
 		Workspace:    ws,
 		Env:          env,
 		Git:          g,
-		Forges:       func(string) (forge.Forge, error) { return local.New(g), nil },
 		ManifestPoll: 20 * time.Millisecond,
 		SteeringPoll: 50 * time.Millisecond,
 		Isolation:    &agent.Isolation{Self: []string{"/proc/self/exe", "jail"}},
@@ -160,6 +157,49 @@ func remoteRef(t *testing.T, bare, ref string) string {
 	t.Helper()
 	out := gittest.Run(t, bare, "for-each-ref", "--format=%(objectname)", ref)
 	return strings.TrimSpace(out)
+}
+
+// leftChange reads the change the agent left for the worker in r's
+// repository (protocol.BundleFile) into a new repository with remote's
+// history, as the worker does, and returns that repository and the
+// change's commit; "" and "" when it left none. The commit must hold
+// r.Tree on r.Base.
+func leftChange(t *testing.T, o agent.Options, remote string, r protocol.RepositoryResult) (dir, commit string) {
+	t.Helper()
+	bundle := filepath.Join(o.Workspace, protocol.Dir, protocol.BundleFile(r.Name))
+	if _, err := os.Stat(bundle); errors.Is(err, fs.ErrNotExist) {
+		return "", ""
+	}
+	dir = t.TempDir()
+	gittest.Run(t, dir, "init", "--quiet", "--bare")
+	gittest.Run(t, dir, "fetch", "--quiet", remote, "+refs/heads/*:refs/heads/*")
+	gittest.Run(t, dir, "fetch", "--quiet", bundle, "+"+protocol.BundleRef+":refs/left")
+	commit = strings.TrimSpace(gittest.Run(t, dir, "rev-parse", "refs/left"))
+	if tree := strings.TrimSpace(gittest.Run(t, dir, "rev-parse", "refs/left^{tree}")); tree != r.Tree {
+		t.Fatalf("the change left in %s has tree %s, the result says %s", r.Name, tree, r.Tree)
+	}
+	if parent := strings.TrimSpace(gittest.Run(t, dir, "rev-parse", "refs/left^")); r.Base == "" || parent != r.Base {
+		t.Fatalf("the change left in %s builds on %s, the result says %q", r.Name, parent, r.Base)
+	}
+	return dir, commit
+}
+
+// leftFile is path in the change the agent left for the worker in
+// repository name of res (leftChange).
+func leftFile(t *testing.T, o agent.Options, remote string, res protocol.Result, name, path string) string {
+	t.Helper()
+	dir, commit := leftChange(t, o, remote, repoResult(t, res, name))
+	if commit == "" {
+		t.Fatalf("no change left in %s", name)
+	}
+	return gittest.Run(t, dir, "show", commit+":"+path)
+}
+
+// left reports whether the agent left a change for the worker in
+// repository name.
+func left(o agent.Options, name string) bool {
+	_, err := os.Stat(filepath.Join(o.Workspace, protocol.Dir, protocol.BundleFile(name)))
+	return err == nil
 }
 
 func repoResult(t *testing.T, res protocol.Result, name string) protocol.RepositoryResult {

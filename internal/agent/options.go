@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
-	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/gomaxprocs"
 	"github.com/fleetlift/fleetlift/internal/jail"
@@ -50,9 +49,6 @@ const (
 	// only the agent CLI sees (its model's API key): never setup,
 	// deterministic commands or verifiers.
 	EnvAgentCLIEnv = "FLEETLIFT_AGENT_CLI_ENV"
-	// EnvForgeToken is the forge token, for the forge's API and git
-	// pushes; no command the agent runs sees it.
-	EnvForgeToken = "FLEETLIFT_FORGE_TOKEN"
 	// EnvGitTokenOrigins lists, comma-separated, the origins git may send
 	// the token to (git.Git.TokenOrigins): the operator's forge.
 	EnvGitTokenOrigins = "FLEETLIFT_GIT_TOKEN_ORIGINS"
@@ -101,9 +97,6 @@ type Options struct {
 	AgentCLI []string
 	// Agents adds or replaces agent CLIs by name.
 	Agents map[string][]string
-	// Forges returns the forge a manifest names ("local"); required for
-	// transform runs that open pull requests.
-	Forges func(name string) (forge.Forge, error)
 	// Git runs git; nil means a git.Git with Env.
 	Git *git.Git
 	// Env is the agent's environment; nil means os.Environ(). Commands

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
-	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/jail"
 )
@@ -159,7 +157,6 @@ type runner struct {
 	secrets []string // values redacted from everything written
 	cli     []string // agent CLI argv
 	schema  bool     // output.schema is set: a report must have frontmatter
-	forge   forge.Forge
 
 	units  []*unit // repositories, or targets
 	recipe *unit   // the transformation repository
@@ -220,14 +217,6 @@ var (
 )
 
 func (r *runner) run(ctx context.Context) error {
-	defer func() {
-		// A forge may keep things between pull requests.
-		if c, ok := r.forge.(io.Closer); ok {
-			if err := c.Close(); err != nil {
-				r.o.Log.Error("close forge", "err", err)
-			}
-		}
-	}()
 	r.setPhase(protocol.PhaseInitializing, "validating", "checking the manifest")
 	if err := r.prepare(); err != nil {
 		return r.end(protocol.PhaseFailed, err.Error())
@@ -264,16 +253,6 @@ func (r *runner) prepare() error {
 		r.cli = cli
 	}
 	r.schema = r.m.Output.HasSchema()
-	if r.m.Mode == protocol.ModeTransform {
-		if r.o.Forges == nil {
-			return fmt.Errorf("forge %q: no forges configured", r.m.Forge)
-		}
-		f, err := r.o.Forges(r.m.Forge)
-		if err != nil {
-			return fmt.Errorf("forge %q: %w", r.m.Forge, err)
-		}
-		r.forge = f
-	}
 	return r.layout()
 }
 
@@ -443,11 +422,12 @@ func (r *runner) markUnfinished(why string) {
 	}
 }
 
-// complete opens pull requests (transform mode) and ends the run.
+// complete leaves the changes for the worker to propose (transform
+// mode) and ends the run.
 func (r *runner) complete(ctx context.Context) error {
-	if r.m.Mode == protocol.ModeTransform && r.anyChanged() {
-		r.setPhase(protocol.PhaseCreatingPRs, "pushing", "opening pull requests")
-		err := r.active(ctx, r.openPullRequests)
+	if r.m.Mode == protocol.ModeTransform && r.m.PullRequest != nil && r.anyChanged() {
+		r.setPhase(protocol.PhaseCreatingPRs, "collecting", "leaving the changes for the worker to propose")
+		err := r.active(ctx, r.leaveChanges)
 		if done, err := r.afterActive(ctx, err); done {
 			return err
 		}

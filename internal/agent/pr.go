@@ -2,22 +2,23 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
-	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
 )
 
-// openPullRequests commits the changes of every successful repository on
-// the task's branch and opens a pull request through the forge.
-// Repositories without changes stay skipped; a report-mode run never gets
-// here.
-func (r *runner) openPullRequests(ctx context.Context) error {
+// leaveChanges leaves the change of every successful repository for the
+// worker to propose (protocol.BundleFile): a commit of the tree collected
+// on the commit cloned. The agent holds no forge credentials and pushes
+// nothing; the worker checks each bundle against what was approved and
+// makes the commit, the push and the pull request itself. Repositories
+// without changes stay as they are; a report-mode run never gets here.
+func (r *runner) leaveChanges(ctx context.Context) error {
 	pr := r.m.PullRequest
-	branch := protocol.BranchName(pr.BranchPrefix, r.m.TaskID)
 	message := pr.Title
 	if strings.TrimSpace(pr.Body) != "" {
 		message += "\n\n" + pr.Body
@@ -29,23 +30,18 @@ func (r *runner) openPullRequests(ctx context.Context) error {
 			todo = append(todo, u)
 		}
 	}
-	// Each repository's push and pull request are round trips to the
-	// forge: a group's go Manifest.Parallel at once.
 	r.each(ctx, todo, func(u *unit) {
-		r.setStep("pushing", fmt.Sprintf("pushing %s to %s", branch, u.repo.Name))
-		info, err := r.openPullRequest(ctx, u, branch, message, author)
+		r.setStep("collecting", "leaving the change in "+u.repo.Name+" for the worker")
+		err := r.leaveChange(ctx, u, message, author)
 		if ctx.Err() != nil {
 			return
 		}
 		r.resultMu.Lock()
-		switch {
-		case errors.Is(err, git.ErrNoChanges):
-			u.res.Status = "skipped"
-		case err != nil:
+		if err != nil {
 			u.res.Status = "failed"
 			u.res.Error = r.redact(err.Error())
-		default:
-			u.res.PullRequest = info
+		} else {
+			u.res.Base = u.base
 		}
 		r.resultMu.Unlock()
 		r.progressed(1)
@@ -57,42 +53,30 @@ func (r *runner) openPullRequests(ctx context.Context) error {
 	return nil
 }
 
-func (r *runner) openPullRequest(ctx context.Context, u *unit, branch, message string, author git.Identity) (*protocol.PullRequestInfo, error) {
+// leaveChange writes u's bundle: the tree collected (what the result
+// showed, and what an approval approved) committed on u.base.
+func (r *runner) leaveChange(ctx context.Context, u *unit, message string, author git.Identity) error {
 	if err := r.intact(u); err != nil {
-		return nil, err
+		return err
 	}
-	// The commit is of the tree collected: what the result showed, and
-	// what an approval approved.
 	commit, err := r.g.CommitTree(ctx, u.dir, git.TreeCommit{Tree: u.tree, Parent: u.base, Message: message, Author: author})
 	if err != nil {
-		return nil, fmt.Errorf("commit on %s: %w", branch, err)
+		return fmt.Errorf("commit the change: %w", err)
 	}
-	pr := r.m.PullRequest
-	got, err := r.forge.CreatePullRequest(ctx, forge.PullRequestRequest{
-		Repository: u.repo.URL,
-		Dir:        u.dir,
-		Base:       u.baseBranch,
-		Head:       branch,
-		Commit:     commit,
-		Title:      pr.Title,
-		Body:       pr.Body,
-		Labels:     pr.Labels,
-		Reviewers:  pr.Reviewers,
-		Draft:      pr.Draft,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open pull request for %s: %w", branch, err)
+	if _, err := r.g.Run(ctx, u.dir, "update-ref", protocol.BundleRef, commit); err != nil {
+		return fmt.Errorf("record the change: %w", err)
 	}
-	tree := u.tree
-	if got.Commit != "" && got.Commit != commit {
-		// The forge proposes a commit other than the one made here: say
-		// its tree (none when unknown), which the worker compares with
-		// the approved one.
-		tree = ""
-		if out, err := r.g.Run(ctx, u.dir, "rev-parse", "--verify", "--quiet", got.Commit+"^{tree}"); err == nil {
-			tree = strings.TrimSpace(out)
-		}
-		commit = got.Commit
+	dest := filepath.Join(r.ws, protocol.Dir, protocol.BundleFile(u.repo.Name))
+	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
+		return fmt.Errorf("leave the change: %w", err)
 	}
-	return &protocol.PullRequestInfo{URL: got.URL, Number: got.Number, Branch: got.Branch, Commit: commit, Tree: tree}, nil
+	// Written beside and renamed: the worker never reads half a bundle.
+	tmp := dest + ".tmp"
+	if _, err := r.g.Run(ctx, u.dir, "bundle", "create", "--quiet", tmp, protocol.BundleRef, "^"+u.base); err != nil {
+		return fmt.Errorf("bundle the change: %w", err)
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return fmt.Errorf("leave the change: %w", err)
+	}
+	return nil
 }

@@ -55,8 +55,8 @@ echo started >> ATTEMPTS`)
 		t.Fatalf("phase %s: the transform's approval was taken", st.Phase)
 	}
 	steer(t, o.Workspace, protocol.Steering{Action: protocol.ActionReject})
-	if res := wait(); res.Status != protocol.PhaseCancelled || remoteRef(t, remote, "refs/heads/"+branch) != "" {
-		t.Fatalf("phase %s after reject; branch %q", res.Status, remoteRef(t, remote, "refs/heads/"+branch))
+	if res := wait(); res.Status != protocol.PhaseCancelled || left(o, "svc") {
+		t.Fatalf("phase %s after reject; change left %v", res.Status, left(o, "svc"))
 	}
 }
 
@@ -88,7 +88,7 @@ func TestCommandsNeverSeeTokens(t *testing.T) {
 	}
 	files := map[string]string{}
 	for _, f := range []string{"SETUP_ENV.txt", "AGENT_ENV.txt", "VERIFY_ENV.txt"} {
-		files[f] = gittest.Run(t, remote, "show", branch+":"+f)
+		files[f] = leftFile(t, o, remote, res, "svc", f)
 	}
 	for f, env := range files {
 		for _, secret := range []string{gitToken, forgeToken} {
@@ -192,10 +192,10 @@ func TestCommandsGetTheSandboxesGOMAXPROCS(t *testing.T) {
 			if res.Status != protocol.PhaseComplete {
 				t.Fatalf("phase %s %q", res.Status, res.Error)
 			}
-			if got := strings.TrimSpace(gittest.Run(t, remote, "show", branch+":PROCS.txt")); got != tc.want {
+			if got := strings.TrimSpace(leftFile(t, o, remote, res, "svc", "PROCS.txt")); got != tc.want {
 				t.Errorf("the command saw %q, want %q", got, tc.want)
 			}
-			if env := gittest.Run(t, remote, "show", branch+":ENV.txt"); strings.Contains(env, protocol.EnvCommandGOMAXPROCS) {
+			if env := leftFile(t, o, remote, res, "svc", "ENV.txt"); strings.Contains(env, protocol.EnvCommandGOMAXPROCS) {
 				t.Errorf("the command saw %s:\n%s", protocol.EnvCommandGOMAXPROCS, env)
 			}
 		})

@@ -135,17 +135,18 @@ func TestSteering(t *testing.T) {
 			if strings.Join(history, "|") != strings.Join(tt.wantHistory, "|") {
 				t.Errorf("steering history %q, want %q", history, tt.wantHistory)
 			}
-			head := remoteRef(t, remote, "refs/heads/"+branch)
+			r := repoResult(t, res, "svc")
+			dir, commit := leftChange(t, o, remote, r)
 			if tt.wantPhase != protocol.PhaseComplete {
-				if head != "" {
-					t.Fatalf("a %s run pushed %s", tt.wantPhase, head)
+				if commit != "" {
+					t.Fatalf("a %s run left change %s for the worker", tt.wantPhase, commit)
 				}
 				return
 			}
-			if r := repoResult(t, res, "svc"); r.PullRequest == nil || r.PullRequest.Commit != head {
-				t.Fatalf("pull request %+v, branch at %q", r.PullRequest, head)
+			if commit == "" {
+				t.Fatal("no change left for the worker")
 			}
-			log := gittest.Run(t, remote, "show", branch+":AGENT_LOG.md")
+			log := gittest.Run(t, dir, "show", commit+":AGENT_LOG.md")
 			for _, want := range tt.wantFeedback {
 				if !strings.Contains(log, want) {
 					t.Errorf("the agent never saw %q:\n%s", want, log)
@@ -172,7 +173,7 @@ func TestNoChangeIsNotAwaited(t *testing.T) {
 	if res.Status != protocol.PhaseComplete || len(res.SteeringHistory) != 0 {
 		t.Fatalf("phase %s (%s), steering %+v; want complete at once", res.Status, res.Error, res.SteeringHistory)
 	}
-	if r := repoResult(t, res, "svc"); r.Status != "skipped" || r.PullRequest != nil {
-		t.Errorf("repository %s, pull request %+v; want skipped, none", r.Status, r.PullRequest)
+	if r := repoResult(t, res, "svc"); r.Status != "skipped" || r.Base != "" {
+		t.Errorf("repository %s, change on %q; want skipped, none", r.Status, r.Base)
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
-	"github.com/fleetlift/fleetlift/internal/forge/local"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 )
 
@@ -102,24 +101,26 @@ func TestDeterministicTransform(t *testing.T) {
 				t.Fatalf("verifiers ran after a failed command: %+v", r.VerifierResults)
 			}
 
-			head := remoteRef(t, remote, "refs/heads/"+branch)
+			// The agent pushes nothing: it leaves the change for the
+			// worker.
+			if head := remoteRef(t, remote, "refs/heads/"+branch); head != "" || r.PullRequest != nil {
+				t.Fatalf("the agent pushed %s / %+v", head, r.PullRequest)
+			}
+			dir, commit := leftChange(t, o, remote, r)
 			if !tt.pushed {
-				if head != "" || r.PullRequest != nil {
-					t.Fatalf("pushed %s / %+v for a repository that should not get a pull request", head, r.PullRequest)
+				if commit != "" {
+					t.Fatalf("left change %s for a repository that should not get a pull request", commit)
 				}
 				return
 			}
-			if r.PullRequest == nil || r.PullRequest.Branch != branch || r.PullRequest.Commit != head || r.PullRequest.URL != remote+"#"+branch {
-				t.Fatalf("pull request %+v, remote branch at %s", r.PullRequest, head)
+			if commit == "" {
+				t.Fatal("no change left for the worker")
 			}
-			if got := gittest.Run(t, remote, "show", branch+":README.md"); !strings.Contains(got, tt.diffPart[1:]) {
-				t.Errorf("pushed README.md = %q", got)
+			if got := gittest.Run(t, dir, "show", commit+":README.md"); !strings.Contains(got, tt.diffPart[1:]) {
+				t.Errorf("README.md left = %q", got)
 			}
-			if author := gittest.Run(t, remote, "log", "-1", "--format=%an <%ae> %s", branch); author != "Fleetlift Bot <bot@example.com> Test change" {
+			if author := gittest.Run(t, dir, "log", "-1", "--format=%an <%ae> %s", commit); author != "Fleetlift Bot <bot@example.com> Test change" {
 				t.Errorf("commit %q", author)
-			}
-			if rec := gittest.Run(t, remote, "show", local.RecordRefPrefix+branch+":"+local.RecordFile); !strings.Contains(rec, `"title": "Test change"`) {
-				t.Errorf("pull request record %s", rec)
 			}
 		})
 	}
@@ -140,8 +141,8 @@ func TestOneOfTwoRepositoriesFails(t *testing.T) {
 	if g, b := repoResult(t, res, "good"), repoResult(t, res, "bad"); g.Status != "success" || b.Status != "failed" {
 		t.Fatalf("good %s, bad %s", g.Status, b.Status)
 	}
-	if remoteRef(t, good, "refs/heads/"+branch) == "" || remoteRef(t, bad, "refs/heads/"+branch) != "" {
-		t.Fatal("only the good repository gets a branch")
+	if !left(o, "good") || left(o, "bad") {
+		t.Fatal("only the good repository's change is left for the worker")
 	}
 }
 
@@ -220,8 +221,8 @@ func TestAgenticTransform(t *testing.T) {
 				t.Errorf("verifier feedback did not reach the agent:\n%s", log.Diff)
 			}
 			if tt.phase == protocol.PhaseComplete {
-				if r.PullRequest == nil || remoteRef(t, remote, "refs/heads/"+branch) != r.PullRequest.Commit {
-					t.Errorf("pull request %+v not pushed", r.PullRequest)
+				if _, commit := leftChange(t, o, remote, r); commit == "" {
+					t.Error("no change left for the worker")
 				}
 				if len(r.VerifierResults) != 1 || !r.VerifierResults[0].Success {
 					t.Errorf("verifier results %+v", r.VerifierResults)
@@ -268,15 +269,19 @@ func TestTransformationAndTargets(t *testing.T) {
 			}
 			for name, remote := range map[string]string{"api": api, "web": web} {
 				r := repoResult(t, res, name)
-				if r.Status != "success" || r.PullRequest == nil || len(r.VerifierResults) != 1 || !r.VerifierResults[0].Success {
+				if r.Status != "success" || len(r.VerifierResults) != 1 || !r.VerifierResults[0].Success {
 					t.Fatalf("%s: %+v", name, r)
 				}
-				if got := gittest.Run(t, remote, "show", branch+":README.md"); !strings.Contains(got, tt.want) {
-					t.Errorf("%s: pushed README.md = %q", name, got)
+				dir, commit := leftChange(t, o, remote, r)
+				if commit == "" {
+					t.Fatalf("%s: no change left for the worker", name)
+				}
+				if got := gittest.Run(t, dir, "show", commit+":README.md"); !strings.Contains(got, tt.want) {
+					t.Errorf("%s: README.md left = %q", name, got)
 				}
 			}
-			if remoteRef(t, recipe, "refs/heads/"+branch) != "" {
-				t.Error("the transformation repository got a branch")
+			if _, err := os.Stat(filepath.Join(o.Workspace, protocol.Dir, protocol.BundleFile("recipe"))); err == nil {
+				t.Error("a change was left in the transformation repository")
 			}
 		})
 	}
@@ -337,8 +342,8 @@ func TestRecipeAtTheWorkspaceRoot(t *testing.T) {
 				t.Fatalf("phase %s: %s\n%s", res.Status, res.Error, res.AgentOutput)
 			}
 			for name, remote := range map[string]string{"api": api, "web": web} {
-				if got := gittest.Run(t, remote, "show", branch+":README.md"); !strings.Contains(got, "edited by the agent") {
-					t.Errorf("%s: pushed README.md = %q", name, got)
+				if got := leftFile(t, o, remote, res, name, "README.md"); !strings.Contains(got, "edited by the agent") {
+					t.Errorf("%s: README.md left = %q", name, got)
 				}
 			}
 			if got, err := os.ReadFile(filepath.Join(o.Workspace, "CLAUDE.md")); err != nil || string(got) != recipeFiles["CLAUDE.md"] {
@@ -350,8 +355,8 @@ func TestRecipeAtTheWorkspaceRoot(t *testing.T) {
 			if strings.Contains(st, protocol.Dir) || strings.Contains(st, "targets/") {
 				t.Errorf("git status in the workspace shows fleetlift's or the targets' files:\n%s", st)
 			}
-			if remoteRef(t, recipe, "refs/heads/"+branch) != "" {
-				t.Error("the transformation repository got a branch")
+			if _, err := os.Stat(filepath.Join(o.Workspace, protocol.Dir, protocol.BundleFile("recipe"))); err == nil {
+				t.Error("a change was left in the transformation repository")
 			}
 		})
 	}
@@ -428,7 +433,7 @@ func TestStatusIsWrittenAtOnceOnlyForWhatTheWorkerWaitsFor(t *testing.T) {
 }
 
 // A repository that names no branch is cloned at its default branch,
-// whatever that is called, and its pull request goes to that branch.
+// whatever that is called, and its change builds on that branch's tip.
 func TestTransformOnTheDefaultBranch(t *testing.T) {
 	o := options(t)
 	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
@@ -441,13 +446,11 @@ func TestTransformOnTheDefaultBranch(t *testing.T) {
 	if res.Status != protocol.PhaseComplete {
 		t.Fatalf("phase %s (error %q)", res.Status, res.Error)
 	}
-	if r := repoResult(t, res, "svc"); r.Status != "success" || r.PullRequest == nil {
-		t.Fatalf("repository %s %q, pull request %+v", r.Status, r.Error, r.PullRequest)
+	r := repoResult(t, res, "svc")
+	if r.Status != "success" {
+		t.Fatalf("repository %s %q", r.Status, r.Error)
 	}
-	if parent := gittest.Run(t, remote, "rev-parse", branch+"^"); strings.TrimSpace(parent) != trunk {
-		t.Errorf("the change's parent is %s; want trunk's tip %s", parent, trunk)
-	}
-	if rec := gittest.Run(t, remote, "show", local.RecordRefPrefix+branch+":"+local.RecordFile); !strings.Contains(rec, `"base": "trunk"`) {
-		t.Errorf("pull request record %s; want its base trunk", rec)
+	if _, commit := leftChange(t, o, remote, r); commit == "" || r.Base != trunk {
+		t.Errorf("the change %q builds on %s; want trunk's tip %s", commit, r.Base, trunk)
 	}
 }

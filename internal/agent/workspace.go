@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -205,21 +204,8 @@ func (r *runner) setup(ctx context.Context, u *unit) error {
 	return nil
 }
 
-// checkLocal refuses a local repository (a file:// URL or an absolute
-// path) outside Options.FileRoots, symbolic links resolved: a definition
-// must not read, or push to, whatever the worker's user can.
+// checkLocal refuses a local repository outside Options.FileRoots
+// (git.CheckLocal).
 func (r *runner) checkLocal(raw string) error {
-	p, ok := git.LocalPath(raw)
-	if !ok {
-		return nil
-	}
-	real, err := filepath.EvalSymlinks(p)
-	if err == nil {
-		for _, root := range r.o.FileRoots {
-			if rr, err := filepath.EvalSymlinks(root); err == nil && (real == rr || strings.HasPrefix(real, rr+string(filepath.Separator))) {
-				return nil
-			}
-		}
-	}
-	return fmt.Errorf("local repository %s is outside the directories this worker may use: the operator allows them with --allow-file-root", raw)
+	return git.CheckLocal(raw, r.o.FileRoots)
 }

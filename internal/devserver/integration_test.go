@@ -25,6 +25,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
@@ -115,9 +116,11 @@ func (e *env) newWorker(t *testing.T) worker.Worker {
 	w := worker.New(e.c, workflow.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
+	g := &git.Git{}
 	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: 100 * time.Millisecond,
 		// The test's repositories are local.
-		SandboxEnv: map[string]string{agent.EnvAllowFileRoots: os.TempDir()}})
+		SandboxEnv: map[string]string{agent.EnvAllowFileRoots: os.TempDir()},
+		Forges:     activity.LocalForges(g), Git: g, FileRoots: []string{os.TempDir()}})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -167,6 +167,9 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	}
 
 	heartbeat := in.heartbeatTimeout()
+	// approvedResult is the result a decision approved: the worker
+	// proposes its trees, and no other (activity.Delivery).
+	var approvedResult *protocol.Result
 	// wait waits for the agent and reads its result. A worker that dies
 	// while waiting is noticed at the heartbeat timeout and the wait goes
 	// on elsewhere, as often as that happens within the budget.
@@ -188,6 +191,9 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			// finishes below): the wait that finds it so removes the
 			// sandbox as well.
 			waitIn.CleanUp = changes.folds(waitCleansUpChange)
+			// A completed transform's changes are proposed by the
+			// worker, on the sandbox's host, before the sandbox goes.
+			waitIn.Deliver = activity.DeliveryOf(in.Manifest, approvedResult)
 			var out activity.AgentOutcome
 			if err := workflow.ExecuteActivity(wctx, a.AwaitAgentResult, waitIn).Get(ctx, &out); err != nil {
 				return nil, &stepError{"agent", err}
@@ -253,7 +259,6 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// by the decisions already taken.
 	var steers []string
 	approved := ""
-	var approvedResult *protocol.Result
 	for {
 		if err != nil {
 			again, ferr := startOver(err)

@@ -17,10 +17,6 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
-	"github.com/fleetlift/fleetlift/internal/forge"
-	"github.com/fleetlift/fleetlift/internal/forge/gitea"
-	"github.com/fleetlift/fleetlift/internal/forge/github"
-	"github.com/fleetlift/fleetlift/internal/forge/local"
 	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/jail"
 )
@@ -68,8 +64,9 @@ func NewServeCommand() *cobra.Command {
 		Use:   "serve",
 		Short: "Wait for .fleetlift/manifest.json in the workspace and run it",
 		Long: `serve waits for <workspace>/.fleetlift/manifest.json, then clones, transforms,
-verifies, reports and opens pull requests as the manifest says, writing
-status.json and result.json and reading steering.json beside it.
+verifies and reports as the manifest says, leaving each change for the
+worker to propose (.fleetlift/out/), writing status.json and result.json
+and reading steering.json beside it.
 
 The agent CLI for agentic runs is "claude -p --output-format text
 --permission-mode acceptEdits" unless ` + agent.EnvAgentCLI + ` holds a JSON array argv;
@@ -77,8 +74,9 @@ it alone sees the variables ` + agent.EnvAgentCLIEnv + ` names (comma-separated)
 
 An HTTPS token for git remotes comes from ` + git.DefaultTokenEnv + ` and goes only to
 the origins ` + agent.EnvGitTokenOrigins + ` lists (comma-separated, such as
-https://github.com); the forge's token is ` + agent.EnvForgeToken + `. No command
-the agent runs sees either. Local repositories (file:// URLs and absolute
+https://github.com); no command the agent runs sees it. The agent holds no
+forge credentials: it leaves each change as a bundle for the worker, which
+checks it and pushes. Local repositories (file:// URLs and absolute
 paths) are cloned only from under the directories ` + agent.EnvAllowFileRoots + `
 lists (a path list).
 
@@ -150,7 +148,6 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 				}
 				opts.Workspace = workspace
 				opts.Git = g
-				opts.Forges = Forges(g)
 				// The agent mostly waits (for the manifest, the forge,
 				// the commands it runs): on one processor the Go
 				// scheduler does not spin looking for work for the
@@ -329,44 +326,6 @@ func NewAgentCommand() *cobra.Command {
 	}
 	cmd.AddCommand(NewServeCommand(), NewJailCommand(), NewEntrypointCommand())
 	return cmd
-}
-
-// Environment variables that configure the agent's forge when a
-// manifest names github or gitea. The worker passes them into the sandbox
-// (they are never in a manifest or in workflow history).
-const (
-	// EnvForgeURL is the forge's root: Gitea's ROOT_URL, or GitHub's API
-	// root (empty means https://api.github.com/).
-	EnvForgeURL = "FLEETLIFT_FORGE_URL"
-	// EnvForgeToken is the forge token, for the API and for pushes.
-	EnvForgeToken = agent.EnvForgeToken
-)
-
-// Forges returns the forges the agent can open pull requests with: the
-// local forge, and GitHub or Gitea configured from EnvForgeURL and
-// EnvForgeToken.
-func Forges(g *git.Git) func(name string) (forge.Forge, error) {
-	return func(name string) (forge.Forge, error) {
-		switch name {
-		case "", "local":
-			return local.New(g), nil
-		case "github", "gitea":
-			token := os.Getenv(EnvForgeToken)
-			if token == "" {
-				return nil, fmt.Errorf("forge %s needs a token in %s", name, EnvForgeToken)
-			}
-			url := os.Getenv(EnvForgeURL)
-			if name == "gitea" {
-				if url == "" {
-					return nil, fmt.Errorf("forge gitea needs its URL in %s", EnvForgeURL)
-				}
-				return gitea.New(gitea.Options{URL: url, Token: token, Git: g})
-			}
-			return github.New(github.Options{BaseURL: url, Token: token, Git: g})
-		default:
-			return nil, fmt.Errorf("forge %q is not available in the agent: use local, github or gitea", name)
-		}
-	}
 }
 
 // splitList splits a list of sep-separated values, dropping empty ones.

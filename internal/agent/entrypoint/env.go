@@ -13,9 +13,12 @@ const (
 
 // strippedNames are the variables the agent never sees, by exact name:
 // the worker's state and webhook secret, its Kubernetes namespace and
-// configuration, seed 003's session credentials, and the entrypoint's own
-// settings.
+// configuration, seed 003's session credentials, the forge's token and
+// URL (the worker alone proposes changes: package activity's Deliver),
+// and the entrypoint's own settings.
 var strippedNames = map[string]bool{
+	"FLEETLIFT_FORGE_TOKEN":    true,
+	"FLEETLIFT_FORGE_URL":      true,
 	"FLEETLIFT_STATE_DIR":      true,
 	"FLEETLIFT_WEBHOOK_SECRET": true,
 	"FLEETLIFT_NAMESPACE":      true,
@@ -35,8 +38,7 @@ var strippedPrefixes = []string{"FLEETLIFT_TEMPORAL_", "TEMPORAL_", "DOCKER_", "
 
 // Stripped reports whether the entrypoint removes the variable name from
 // the agent's environment. The agent's own settings and credentials
-// (FLEETLIFT_FORGE_TOKEN, FLEETLIFT_GIT_TOKEN, FLEETLIFT_FORGE_URL,
-// FLEETLIFT_GIT_TOKEN_ORIGINS, FLEETLIFT_ALLOW_FILE_ROOTS,
+// (FLEETLIFT_GIT_TOKEN, FLEETLIFT_GIT_TOKEN_ORIGINS, FLEETLIFT_ALLOW_FILE_ROOTS,
 // FLEETLIFT_AGENT_CLI, FLEETLIFT_AGENT_CLI_ENV and the variables it names)
 // are kept: the agent needs them and keeps them from every command it
 // runs. A control-plane variable is stripped even when

@@ -37,7 +37,7 @@ func TestEnviron(t *testing.T) {
 			want:    []string{"PATH=/usr/bin", "HOME=/home/agent", "USER=agent", "LOGNAME=agent"},
 		},
 		{
-			name: "the agent's settings and credentials kept",
+			name: "the agent's settings and clone credentials kept, the forge's removed",
 			env: []string{
 				"FLEETLIFT_FORGE_TOKEN=f-0123456789", "FLEETLIFT_GIT_TOKEN=g-0123456789",
 				"FLEETLIFT_FORGE_URL=https://git.example.com", "FLEETLIFT_GIT_TOKEN_ORIGINS=https://git.example.com",
@@ -46,9 +46,11 @@ func TestEnviron(t *testing.T) {
 				"DOCKER_TOKEN=d-0123456789",
 			},
 			account: agent,
+			// The forge's token and URL are the worker's alone: it
+			// proposes the changes.
 			want: []string{
-				"FLEETLIFT_FORGE_TOKEN=f-0123456789", "FLEETLIFT_GIT_TOKEN=g-0123456789",
-				"FLEETLIFT_FORGE_URL=https://git.example.com", "FLEETLIFT_GIT_TOKEN_ORIGINS=https://git.example.com",
+				"FLEETLIFT_GIT_TOKEN=g-0123456789",
+				"FLEETLIFT_GIT_TOKEN_ORIGINS=https://git.example.com",
 				"FLEETLIFT_ALLOW_FILE_ROOTS=/srv/git", `FLEETLIFT_AGENT_CLI=["claude","-p"]`,
 				// DOCKER_TOKEN is the container engine's, named for the
 				// agent CLI or not.

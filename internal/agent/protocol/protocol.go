@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -54,6 +56,20 @@ const (
 	// (ModelUsage), written by the gateway on the trusted side.
 	UsageFile = "usage.json"
 )
+
+// BundleFile is where, relative to Dir, the agent leaves the change it
+// collected in repository name for the worker to propose: a git bundle
+// of one commit on the repository's base (RepositoryResult.Base), under
+// BundleRef, whose tree is RepositoryResult.Tree. The worker, which
+// holds the forge's credentials, reads it, checks it and pushes; the
+// agent never pushes.
+func BundleFile(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "out/" + hex.EncodeToString(sum[:12]) + ".bundle"
+}
+
+// BundleRef is the one ref of a BundleFile.
+const BundleRef = "refs/fleetlift/change"
 
 // ModelUsage is what a sandbox's model calls used, as the model gateway
 // counted them from the model's own responses.
@@ -329,6 +345,11 @@ type RepositoryResult struct {
 	// Tree is the git tree of the change collected, what Diffs show and
 	// what a pull request proposes; part of the digest an approval names.
 	Tree string `json:"tree,omitempty"`
+	// Base is the commit the repository was cloned at, which the change
+	// in BundleFile(Name) builds on; set when the agent left one there.
+	// The worker proposes it only once it found Base on the branch the
+	// change targets.
+	Base string `json:"base,omitempty"`
 	// FilesOmitted counts changed files left out of FilesModified and
 	// Diffs to keep the result within what the worker records.
 	FilesOmitted    int              `json:"files_omitted,omitempty"`

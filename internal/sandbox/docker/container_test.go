@@ -17,6 +17,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker/dockertest"
+	"github.com/fleetlift/fleetlift/internal/sandbox/sandboxtest"
 )
 
 // opTimeout bounds each operation of these tests, so that a broken
@@ -59,8 +60,8 @@ func newID(name string) string {
 	return fmt.Sprintf("%s-%s", name, newScope())
 }
 
-// transform is a deterministic transform of url that pushes its change
-// to the branch fleetlift/docker-test.
+// transform is a deterministic transform of url whose change is proposed
+// on the branch fleetlift/docker-test.
 func transform(url, script string) protocol.Manifest {
 	return protocol.Manifest{
 		TaskID:         "docker-test",
@@ -77,8 +78,9 @@ func transform(url, script string) protocol.Manifest {
 
 const testBranch = "fleetlift/docker-test"
 
-// runManifest hands m to the sandbox's agent, as the worker does, and
-// waits for a terminal phase.
+// runManifest hands m to the sandbox's agent, as the worker does, waits
+// for a terminal phase and, at complete, proposes the change as the
+// worker does.
 func runManifest(t *testing.T, p *Provider, id string, m protocol.Manifest) protocol.Status {
 	t.Helper()
 	ctx := testCtx(t)
@@ -96,6 +98,10 @@ func runManifest(t *testing.T, p *Provider, id string, m protocol.Manifest) prot
 			derr := json.NewDecoder(rc).Decode(&st)
 			rc.Close()
 			if derr == nil && st.Phase.Terminal() {
+				if st.Phase == protocol.PhaseComplete {
+					// The worker proposes the change the agent left.
+					sandboxtest.Propose(t, p, id, m, reposRoot)
+				}
 				return st
 			}
 		} else if !errors.Is(err, sandbox.ErrNotFound) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/sandbox/sandboxtest"
 )
 
 // A watch on a sandbox wakes whenever the agent records a phase, through
@@ -68,6 +69,7 @@ func TestWatchWakesWhenTheAgentRecordsAPhase(t *testing.T) {
 	if len(phases) < 2 {
 		t.Errorf("woken for phases %v only; want each phase on the way to complete", phases)
 	}
+	sandboxtest.Propose(t, p, opts.ID, transform(url, ""), reposRoot)
 	if got := show(testBranch, "README.md"); !strings.Contains(got, "watched") {
 		t.Errorf("the change was not pushed: README.md on %s is %q", testBranch, got)
 	}

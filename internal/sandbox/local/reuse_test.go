@@ -15,6 +15,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/sandbox/sandboxtest"
 )
 
 // reusing is a Provider whose agents, fleetlift's own and jailed, serve
@@ -52,7 +53,7 @@ func submit(t *testing.T, p *Provider, id, bare, script string, secrets map[stri
 	}}); err != nil {
 		t.Fatalf("Provision(%s): %v", id, err)
 	}
-	m, err := json.Marshal(protocol.Manifest{
+	manifest := protocol.Manifest{
 		TaskID: id, Mode: protocol.ModeTransform, Title: "reuse",
 		Repositories:   []protocol.Repository{{Name: "svc", URL: "file://" + bare, Branch: "main"}},
 		Execution:      protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"sh", "-c", script}},
@@ -60,7 +61,8 @@ func submit(t *testing.T, p *Provider, id, bare, script string, secrets map[stri
 		PullRequest:    &protocol.PullRequest{BranchPrefix: "fleetlift", Title: "reuse"},
 		GitConfig:      protocol.GitConfig{UserName: "Fleetlift Bot", UserEmail: "bot@example.com"},
 		Forge:          "local",
-	})
+	}
+	m, err := json.Marshal(manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +92,8 @@ func submit(t *testing.T, p *Provider, id, bare, script string, secrets map[stri
 	if st.Phase != protocol.PhaseComplete {
 		t.Fatalf("sandbox %s ended %s: %s", id, st.Phase, st.Message)
 	}
+	// The worker proposes the change the agent left.
+	sandboxtest.Propose(t, p, id, manifest, os.TempDir())
 	rec, err := readRecord(filepath.Join(p.root, id))
 	if err != nil {
 		t.Fatal(err)

@@ -113,6 +113,9 @@ type session struct {
 	ctx context.Context
 	p   sandbox.Provider
 	id  string
+	m   protocol.Manifest
+	// roots are the directories its repositories may be in.
+	roots []string
 }
 
 func (u *untrusted) start(t *testing.T, name string, secrets map[string]string, m protocol.Manifest) *session {
@@ -147,9 +150,22 @@ func (u *untrusted) startOn(t *testing.T, p sandbox.Provider, name string, secre
 	if _, err := p.Provision(ctx, opts); err != nil {
 		t.Fatalf("Provision(%s): %v", id, err)
 	}
-	s := &session{t: t, ctx: ctx, p: p, id: id}
+	s := &session{t: t, ctx: ctx, p: p, id: id, m: m, roots: filepath.SplitList(opts.Env["FLEETLIFT_ALLOW_FILE_ROOTS"])}
 	s.write(protocol.ManifestFile, m)
 	return s
+}
+
+// propose has the worker propose the changes the finished agent left
+// (Propose), and returns the result with the pull requests.
+func (s *session) propose() protocol.Result {
+	s.t.Helper()
+	out := Propose(s.t, s.p, s.id, s.m, s.roots...)
+	for _, rr := range out.Result.Repositories {
+		if rr.Status == "failed" {
+			s.t.Errorf("repository %s failed: %s", rr.Name, rr.Error)
+		}
+	}
+	return out.Result
 }
 
 func (s *session) write(name string, v any) {
@@ -196,7 +212,9 @@ func (s *session) wait(phases ...protocol.Phase) protocol.Result {
 				}
 			}
 			if st.Phase.Terminal() {
-				s.t.Fatalf("the agent ended %s (%s), want %v", st.Phase, st.Message, phases)
+				var r protocol.Result
+				s.read(protocol.ResultFile, &r)
+				s.t.Fatalf("the agent ended %s (%s: %s), want %v", st.Phase, st.Message, r.Error, phases)
 			}
 		}
 		if time.Now().After(deadline) {
@@ -281,7 +299,8 @@ func (u *untrusted) neverSeeTokens(t *testing.T) {
 	m.Repositories[0].Setup = []string{`env > SETUP_ENV.txt`}
 	m.Verifiers = []protocol.Verifier{{Name: "env", Command: []string{"sh", "-c", "env > VERIFY_ENV.txt"}}}
 	s := u.start(t, "tokens", map[string]string{"FLEETLIFT_FORGE_TOKEN": canary, "FLEETLIFT_GIT_TOKEN": canary, "GITHUB_TOKEN": canary}, m)
-	r := s.wait(protocol.PhaseComplete)
+	s.wait(protocol.PhaseComplete)
+	r := s.propose()
 	for _, f := range []string{"ENV.txt", "PROC.txt", "SETUP_ENV.txt", "VERIFY_ENV.txt"} {
 		got := show(untrustedBranch, f)
 		if !strings.Contains(got, "PATH=") {
@@ -403,6 +422,7 @@ func (u *untrusted) forkBomb(t *testing.T) {
 	otherURL, show := u.h.Repository(t)
 	other := u.start(t, "beside-bomb", nil, manifest(otherURL, `echo change >> README.md`))
 	other.wait(protocol.PhaseComplete)
+	other.propose()
 	if got := show(untrustedBranch, "README.md"); !strings.Contains(got, "change") {
 		t.Errorf("the task beside the bomb did not push its change: %q", got)
 	}
