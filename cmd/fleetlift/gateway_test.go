@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/base64"
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
@@ -23,7 +26,7 @@ func TestModelKeyStaysWithTheGateway(t *testing.T) {
 		{"unjailed", "https://api.anthropic.com", agentcmd.IsolationNone, true},
 	} {
 		w := &workerFlags{isolation: tc.isolation, modelAPI: tc.api, modelKeyEnv: envAnthropicAPIKey, agentEnv: []string{envAnthropicAPIKey}}
-		gw, err := w.modelGateway()
+		gw, err := w.gateway()
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -42,7 +45,54 @@ func TestModelKeyStaysWithTheGateway(t *testing.T) {
 		}
 	}
 	w := &workerFlags{isolation: agentcmd.IsolationNamespaces, modelAPI: "api.anthropic.com", modelKeyEnv: envAnthropicAPIKey}
-	if _, err := w.modelGateway(); err == nil {
+	if _, err := w.gateway(); err == nil {
 		t.Error("--model-gateway without a scheme was taken")
+	}
+}
+
+// The forge's token stays with the worker: the gateway of local and
+// Docker sandboxes serves their clones with it (to the forge's origin
+// alone), the worker pushes with it, and no sandbox is given it, jailed
+// or not. Kubernetes sandboxes, which have no gateway yet, get the clone
+// token alone.
+func TestForgeTokenStaysWithTheWorker(t *testing.T) {
+	const token = "forge-token-canary-7b3e"
+	forge := func() *forgeSetup {
+		return &forgeSetup{Name: "gitea", Type: "gitea", URL: "https://git.example.com", TokenEnv: "FLEETLIFT_FORGE_TOKEN", Token: token}
+	}
+	for _, isolation := range []string{agentcmd.IsolationNamespaces, agentcmd.IsolationNone} {
+		w := &workerFlags{isolation: isolation, forge: forge()}
+		gw, err := w.gateway()
+		if err != nil || gw == nil || gw.Git == nil {
+			t.Fatalf("%s: gateway %+v, %v", isolation, gw, err)
+		}
+		if got := gw.Git.Credential("https://git.example.com/acme/svc.git"); got != "Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token)) {
+			t.Errorf("%s: credential for the forge %q", isolation, got)
+		}
+		if got := gw.Git.Credential("https://elsewhere.example/acme/svc.git"); got != "" {
+			t.Errorf("%s: credential for another host %q", isolation, got)
+		}
+		env, secrets, err := w.sandbox()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range env {
+			if strings.Contains(v, token) {
+				t.Errorf("%s: sandboxes' %s holds the token", isolation, k)
+			}
+		}
+		for k, v := range secrets {
+			if strings.Contains(v, token) {
+				t.Errorf("%s: sandboxes' secret %s holds the token", isolation, k)
+			}
+		}
+	}
+	w := &workerFlags{isolation: agentcmd.IsolationNamespaces, forge: forge()}
+	_, secrets, err := w.sandbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"FLEETLIFT_GIT_TOKEN": token}; !maps.Equal(secrets, want) {
+		t.Errorf("without a gateway, sandboxes' secrets %v; want the clone token alone", secrets)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,9 +58,12 @@ type workerFlags struct {
 	modelAPI    string
 	modelKeyEnv string
 	gatewayKey  string
-	hide        []string
-	queue       string
-	orphan      time.Duration
+	// gitReads is set once a local provider's gateway serves the agents'
+	// clones from the forge: its token then goes to no sandbox.
+	gitReads bool
+	hide     []string
+	queue    string
+	orphan   time.Duration
 	// forge is set by the command, not flags: the operator's forge, on
 	// which the worker proposes changes and from which sandboxes clone
 	// (see forgeSetup.sandbox); nil: the local forge alone.
@@ -231,7 +236,9 @@ func (w *workerFlags) sandbox() (env, secrets map[string]string, _ error) {
 		env[k] = v
 	}
 	for k, v := range forgeSecrets {
-		secrets[k] = v
+		if !w.gitReads {
+			secrets[k] = v
+		}
 	}
 	return env, secrets, nil
 }
@@ -271,7 +278,7 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 	local := activity.LocalForges(&gitx.Git{})
 	acts.Git, acts.FileRoots = g, roots
 	acts.Forges = func(name string) (forge.Forge, error) {
-		if fs != nil && fs.Type == name {
+		if fs != nil && fs.Type == name && fs.Hub != nil {
 			return fs.Hub, nil
 		}
 		f, err := local(name)
@@ -506,9 +513,7 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 			return nil, "", err
 		}
 		fmt.Fprintf(logw, "sandboxes: local processes under %s (%s)\n", filepath.Join(tf.stateDir, "sandboxes"), why)
-		if w.gatewayKey != "" {
-			fmt.Fprintf(logw, "model calls: agent CLIs reach %s through this worker's gateway, which holds %s and counts tokens\n", w.modelAPI, w.gatewayKey)
-		}
+		w.sayGateway(logw)
 		return p, kind, nil
 	case sandboxDocker:
 		p, err := w.dockerProvider(tf.stateDir)
@@ -523,9 +528,7 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 		}
 		fmt.Fprintf(logw, "sandboxes: docker containers of scope %s, images %s and agent %s, network %s (%s); the agent checks in each sandbox that it can isolate the work, and fails the task when it cannot\n",
 			w.docker.scope, w.docker.image, cmpOr(w.docker.agentBinary, w.docker.agentImage), w.docker.network, why)
-		if w.gatewayKey != "" {
-			fmt.Fprintf(logw, "model calls: agent CLIs reach %s through this worker's gateway, which holds %s and counts tokens\n", w.modelAPI, w.gatewayKey)
-		}
+		w.sayGateway(logw)
 		return p, kind, nil
 	case sandboxKubernetes, sandboxKubernetesJobs:
 		p, err := w.kubeProvider(ctx, logw, kind)
@@ -664,7 +667,7 @@ func (w *workerFlags) dockerProvider(stateDir string) (*docker.Provider, error) 
 				return nil, err
 			}
 		}
-		if opts.Gateway, err = w.modelGateway(); err != nil {
+		if opts.Gateway, err = w.gateway(); err != nil {
 			return nil, err
 		}
 	}
@@ -683,23 +686,49 @@ func (w *workerFlags) egressProxy() (*egress.Proxy, error) {
 	return &egress.Proxy{Rules: rules}, nil
 }
 
-// modelGateway is the local sandboxes' model gateway: nil without
-// --model-gateway, without isolation (the CLI would share the worker's
-// network), or when --model-key-env names no key to hold.
-func (w *workerFlags) modelGateway() (*gateway.Gateway, error) {
-	if w.modelAPI == "" || w.isolation != agentcmd.IsolationNamespaces {
+// gateway is the local and Docker sandboxes' gateway, nil when it would
+// serve nothing. It serves the model with --model-gateway when it holds
+// the key --model-key-env names and the work is jailed (unjailed, the
+// agent CLI would share the worker's network), and then gatewayKey is
+// set: the key goes to no sandbox. It serves the agents' clones of their
+// repositories at the operator's forge when the worker has its token,
+// and then gitReads is set: the token goes to no sandbox either.
+func (w *workerFlags) gateway() (*gateway.Gateway, error) {
+	gw := &gateway.Gateway{}
+	if key := os.Getenv(w.modelKeyEnv); w.modelAPI != "" && w.isolation == agentcmd.IsolationNamespaces && key != "" {
+		u, err := url.Parse(w.modelAPI)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("--model-gateway %q: want the API's base URL, such as https://api.anthropic.com", w.modelAPI)
+		}
+		gw.Upstream, gw.Key = u, key
+		w.gatewayKey = w.modelKeyEnv
+	}
+	if fs := w.forge; fs != nil && fs.Type != "local" && fs.Token != "" {
+		origins := fs.gitOrigins()
+		user := cmpOr(os.Getenv(gitx.UsernameEnv), "x-access-token")
+		cred := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+fs.Token))
+		gw.Git = &gateway.GitReads{Credential: func(raw string) string {
+			if o, err := gitx.Origin(raw); err == nil && slices.Contains(origins, o) {
+				return cred
+			}
+			return ""
+		}}
+		w.gitReads = true
+	}
+	if gw.Upstream == nil && gw.Git == nil {
 		return nil, nil
 	}
-	key := os.Getenv(w.modelKeyEnv)
-	if key == "" {
-		return nil, nil
+	return gw, nil
+}
+
+// sayGateway says on logw what the sandboxes' gateway holds for them.
+func (w *workerFlags) sayGateway(logw io.Writer) {
+	if w.gatewayKey != "" {
+		fmt.Fprintf(logw, "model calls: agent CLIs reach %s through this worker's gateway, which holds %s and counts tokens\n", w.modelAPI, w.gatewayKey)
 	}
-	u, err := url.Parse(w.modelAPI)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("--model-gateway %q: want the API's base URL, such as https://api.anthropic.com", w.modelAPI)
+	if w.gitReads {
+		fmt.Fprintf(logw, "clones: agents read their repositories at %s through this worker's gateway, which holds its token; this worker pushes and opens the pull requests\n", w.forge.URL)
 	}
-	w.gatewayKey = w.modelKeyEnv
-	return &gateway.Gateway{Upstream: u, Key: key}, nil
 }
 
 // localLimits are the --sandbox-memory, -processes, -cpu, -tmp-size and
@@ -802,7 +831,7 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 		}
 		proxy = p
 	}
-	gw, err := w.modelGateway()
+	gw, err := w.gateway()
 	if err != nil {
 		return nil, err
 	}

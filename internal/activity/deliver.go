@@ -160,6 +160,9 @@ func (a *Activities) propose(ctx context.Context, id string, d *Delivery, rr *pr
 		return nil, fmt.Errorf("this worker proposes no changes: it has no forge")
 	}
 	f, err := a.Forges(d.Forge)
+	if err == nil && f == nil {
+		err = fmt.Errorf("forge %q: this worker has none", d.Forge)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -109,6 +109,12 @@ type Options struct {
 	// so that a sandbox whose worker never returns ends itself.
 	Lease       string
 	OrphanAfter time.Duration
+	// GitGateway, when set, is the Unix socket of the worker's gateway
+	// (package gateway): the agent clones the repositories at the forge
+	// (http(s) URLs at the Git's TokenOrigins) through it, with its
+	// sandbox's key (protocol.GatewayKeyFile), and the worker adds the
+	// token; the agent then needs none.
+	GitGateway string
 	// FileRoots are the directories local repositories (file:// URLs and
 	// absolute paths) may be cloned from and pushed to; a local
 	// repository anywhere else is refused, and with none, every one is.

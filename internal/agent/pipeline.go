@@ -160,6 +160,9 @@ type runner struct {
 
 	units  []*unit // repositories, or targets
 	recipe *unit   // the transformation repository
+	// gitGW relays clones to the worker's gateway while the repositories
+	// are cloned; nil without one.
+	gitGW  *gitGateway
 	scopes []*scope
 
 	iteration int
@@ -222,7 +225,16 @@ func (r *runner) run(ctx context.Context) error {
 		return r.end(protocol.PhaseFailed, err.Error())
 	}
 	err := r.active(ctx, func(ctx context.Context) error {
-		if err := r.checkout(ctx); err != nil {
+		gw, err := r.openGitGateway()
+		if err != nil {
+			return err
+		}
+		r.gitGW = gw
+		err = r.checkout(ctx)
+		// Nothing is cloned after: the relay goes.
+		r.gitGW = nil
+		gw.close()
+		if err != nil {
 			return err
 		}
 		return r.work(ctx, "")

@@ -171,7 +171,8 @@ func (r *runner) clone(ctx context.Context, u *unit, dir string) error {
 	if err := r.checkLocal(u.repo.URL); err != nil {
 		return err
 	}
-	err := r.g.Clone(ctx, u.repo.URL, dir, git.CloneOptions{
+	from, g := r.gitGW.route(r, u.repo.Name, u.repo.URL)
+	err := g.Clone(ctx, from, dir, git.CloneOptions{
 		Branch:     u.repo.Branch,
 		Depth:      r.m.GitConfig.CloneDepth,
 		Submodules: u.repo.Submodules,

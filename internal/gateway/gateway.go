@@ -42,6 +42,9 @@ type Sandbox struct {
 	Limit func() int64
 	// Save, when set, is told the usage after every change.
 	Save func(Usage)
+	// Repositories, when set, are the repositories it may read through
+	// GitReads, by name: its task's. A function, as Limit is.
+	Repositories func() map[string]string
 }
 
 // ProtocolSandbox is the Sandbox of sandbox id, whose protocol directory
@@ -52,7 +55,8 @@ type Sandbox struct {
 func ProtocolSandbox(id string, read func(name string) ([]byte, error), write func(name string, data []byte) error) Sandbox {
 	var limit atomic.Int64
 	return Sandbox{
-		ID: id,
+		ID:           id,
+		Repositories: ProtocolRepositories(read),
 		Limit: func() int64 {
 			if n := limit.Load(); n != 0 {
 				return n
@@ -85,10 +89,13 @@ func ProtocolSandbox(id string, read func(name string) ([]byte, error), write fu
 // sandboxes' jails forward their model port to.
 type Gateway struct {
 	// Upstream is the model API's base URL, such as
-	// https://api.anthropic.com.
+	// https://api.anthropic.com; nil: no model is served.
 	Upstream *url.URL
 	// Key is the API key, sent as x-api-key.
 	Key string
+	// Git, when set, serves the sandboxes' reads of their repositories
+	// under GitPrefix (see GitReads).
+	Git *GitReads
 	// Transport makes the upstream requests; nil: http.DefaultTransport.
 	Transport http.RoundTripper
 
@@ -193,6 +200,14 @@ type ctxKey struct{}
 // ServeHTTP forwards a sandbox's request upstream with the real key, or
 // refuses it: an unknown key (401), a spent budget (429).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, GitPrefix) {
+		g.serveGit(w, r)
+		return
+	}
+	if g.Upstream == nil || g.Key == "" {
+		apiError(w, http.StatusServiceUnavailable, "api_error", "fleetlift gateway: this worker holds no model key")
+		return
+	}
 	g.mu.Lock()
 	b := g.boxes[sandboxKey(r)]
 	g.mu.Unlock()

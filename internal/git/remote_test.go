@@ -3,7 +3,6 @@ package git_test
 import (
 	"context"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -21,25 +20,7 @@ const token = "tok_0123456789abcdef"
 // serveGit serves the bare repositories under root over smart HTTP on
 // loopback, asking for basic auth with the given password.
 func serveGit(t *testing.T, root, password string) *httptest.Server {
-	t.Helper()
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend := &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, p, ok := r.BasicAuth(); !ok || p != password {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		backend.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	return gittest.ServeHTTP(t, root, password)
 }
 
 func TestTokenComesFromTheEnvironment(t *testing.T) {

@@ -106,6 +106,10 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 				defer ctl.Close()
 			}
 			opts.FileRoots = splitList(os.Getenv(agent.EnvAllowFileRoots), string(filepath.ListSeparator))
+			if gateway != "" && !filepath.IsAbs(gateway) {
+				return fmt.Errorf("serve: --gateway %q must be an absolute path", gateway)
+			}
+			opts.GitGateway = gateway
 			switch isolation {
 			case IsolationNamespaces:
 				self, err := jailSelf(cmd, jailProg)
@@ -115,13 +119,10 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 				if egress != "" && !filepath.IsAbs(egress) {
 					return fmt.Errorf("serve: --egress-socket %q must be an absolute path", egress)
 				}
-				if gateway != "" && !filepath.IsAbs(gateway) {
-					return fmt.Errorf("serve: --model-gateway %q must be an absolute path", gateway)
-				}
 				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Shown: shown, Egress: egress, Limits: limits, Gateway: gateway}
 			case IsolationNone:
-				if egress != "" || gateway != "" {
-					return fmt.Errorf("serve: --egress-socket and --model-gateway need --isolation %s: unjailed commands share the agent's network", IsolationNamespaces)
+				if egress != "" {
+					return fmt.Errorf("serve: --egress-socket needs --isolation %s: unjailed commands share the agent's network", IsolationNamespaces)
 				}
 				// Unjailed commands run as the agent's user: keep them
 				// out of its environment (its tokens) and memory.
@@ -194,7 +195,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.StringVar(&opts.Lease, "lease", "", "a file the sandbox provider touches while a worker watches this sandbox (see --orphan-after)")
 	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
 	f.StringVar(&egress, "egress-socket", "", "the Unix socket of the worker's egress proxy: jailed commands reach the network through it alone, as their HTTP(S)_PROXY (127.0.0.1:"+strconv.Itoa(agent.EgressPort)+" in the jail); without it they reach no network")
-	f.StringVar(&gateway, "model-gateway", "", "the Unix socket of the worker's model gateway: the agent CLI reaches its model through it alone (ANTHROPIC_BASE_URL, 127.0.0.1:"+strconv.Itoa(agent.GatewayPort)+" in its jail), with the sandbox's own key to it")
+	f.StringVar(&gateway, "gateway", "", "the Unix socket of the worker's gateway, with the sandbox's own key to it: the agent clones its task's repositories at the forge through it (the worker adds the token), and the agent CLI reaches its model through it alone (ANTHROPIC_BASE_URL, 127.0.0.1:"+strconv.Itoa(agent.GatewayPort)+" in its jail)")
 	f.Int64Var(&limits.Memory, "max-memory", 0, "the most memory in bytes each jailed command and what it starts may use (a cgroup's, where one can be made); 0: no bound")
 	f.IntVar(&limits.Processes, "max-processes", 0, "the most processes and threads each jailed command may run at once; 0: no bound")
 	f.Float64Var(&limits.CPU, "max-cpu", 0, "the most processors' worth of CPU each jailed command may use (a cgroup's); 0: no bound")

@@ -1,6 +1,9 @@
 package gittest
 
 import (
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,4 +103,29 @@ func AddSubmodule(t testing.TB, bare, sub, path string) {
 	Run(t, work, "submodule", "--quiet", "add", sub, path)
 	Run(t, work, "commit", "--quiet", "-m", "add submodule")
 	Run(t, work, "push", "--quiet", "origin", "HEAD:refs/heads/main")
+}
+
+// ServeHTTP serves the bare repositories under root over git's smart
+// HTTP protocol (git-http-backend) on loopback, asking for basic
+// authentication with the given password.
+func ServeHTTP(t testing.TB, root, password string) *httptest.Server {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, p, ok := r.BasicAuth(); !ok || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -126,13 +126,14 @@ type Options struct {
 	// Provider is open, SocketDir mounted read-only at SocketMount in
 	// every sandbox, and the agent told (--egress-socket).
 	Egress http.Handler
-	// Gateway, when set, is the model gateway the sandboxes' agent CLIs
-	// reach their model through: served on SocketDir/gateway.sock (at
-	// SocketMount in sandboxes, --model-gateway), with a key of each
-	// sandbox's own in its protocol directory (protocol.GatewayKeyFile),
-	// its budget the limits.max_tokens of the manifest there, and what it
-	// used written beside it (protocol.UsageFile). The API key never
-	// enters a sandbox.
+	// Gateway, when set, is the gateway the sandboxes' agents clone
+	// their task's repositories through and their agent CLIs reach their
+	// model through: served on SocketDir/gateway.sock (at SocketMount in
+	// sandboxes, the agent's --gateway), with a key of each sandbox's own
+	// in its protocol directory (protocol.GatewayKeyFile), its budget the
+	// limits.max_tokens of the manifest there, and what it used written
+	// beside it (protocol.UsageFile). Neither the API key nor the forge's
+	// token enters a sandbox.
 	Gateway *gateway.Gateway
 	// SocketDir is the directory on the engine's host (this host) for
 	// the sockets sandboxes reach the worker by; required with Egress or
@@ -246,7 +247,7 @@ func New(opts Options) (*Provider, error) {
 		p.egress = srv
 	}
 	if opts.Gateway != nil {
-		srv, err := p.serveSocket(opts.SocketDir, "gateway.sock", opts.Gateway, "--model-gateway")
+		srv, err := p.serveSocket(opts.SocketDir, "gateway.sock", opts.Gateway, "--gateway")
 		if err != nil {
 			if p.egress != nil {
 				p.egress.Close()

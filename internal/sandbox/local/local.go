@@ -90,13 +90,14 @@ type Options struct {
 	// proxy (package egress) through which the sandboxes' jailed commands
 	// reach the network, and the only way they do.
 	Egress http.Handler
-	// Gateway, when set, is the model gateway the sandboxes' agent CLIs
-	// reach their model through: served on Root/.gateway.sock while the
-	// Provider is open (fleetlift-agent's --model-gateway), with a key of
-	// each sandbox's own in its protocol directory
-	// (protocol.GatewayKeyFile), its budget the limits.max_tokens of the
-	// manifest there, and what it used written beside it
-	// (protocol.UsageFile). The API key never enters a sandbox.
+	// Gateway, when set, is the gateway the sandboxes' agents clone
+	// their task's repositories through and their agent CLIs reach their
+	// model through: served on Root/.gateway.sock while the Provider is
+	// open (fleetlift-agent's --gateway), with a key of each sandbox's own
+	// in its protocol directory (protocol.GatewayKeyFile), its budget the
+	// limits.max_tokens of the manifest there, and what it used written
+	// beside it (protocol.UsageFile). Neither the API key nor the forge's
+	// token enters a sandbox.
 	Gateway *gateway.Gateway
 }
 
@@ -263,7 +264,7 @@ func New(opts Options) (*Provider, error) {
 		p.egress = srv
 	}
 	if opts.Gateway != nil {
-		srv, err := p.serveSocket(gatewaySocket, opts.Gateway, "--model-gateway")
+		srv, err := p.serveSocket(gatewaySocket, opts.Gateway, "--gateway")
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("new local sandbox provider: model gateway: %w", err)

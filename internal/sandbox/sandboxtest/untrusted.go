@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/gateway"
+	"github.com/fleetlift/fleetlift/internal/git/gittest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
 
@@ -91,6 +93,12 @@ func RunUntrusted(t *testing.T, h UntrustedHarness) {
 			name string
 			run  func(*testing.T)
 		}{"ModelCallsGoThroughTheGateway", u.throughGateway})
+	}
+	if h.NewWithGateway != nil {
+		cases = append(cases, struct {
+			name string
+			run  func(*testing.T)
+		}{"ClonesGoThroughTheGateway", u.clonesThroughGateway})
 	}
 	if h.NewWithEgress != nil {
 		cases = append(cases, struct {
@@ -513,6 +521,63 @@ func (u *untrusted) throughGateway(t *testing.T) {
 		}
 	}
 }
+
+// clonesThroughGateway: the agent clones a repository at the forge,
+// which wants the worker's token, through the gateway, with no token in
+// the sandbox: the forge is sent the token and never the sandbox's key,
+// and neither the work nor anything it can read holds the token.
+func (u *untrusted) clonesThroughGateway(t *testing.T) {
+	const token = "forge-token-canary-0123456789abcdef"
+	root := t.TempDir()
+	gittest.NewRemote(t, root, "svc", map[string]string{"README.md": "# svc\n"})
+	forge := gittest.ServeHTTP(t, root, token)
+	var mu sync.Mutex
+	var sent []string
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	gw := &gateway.Gateway{Git: &gateway.GitReads{
+		Credential: func(raw string) string {
+			if strings.HasPrefix(raw, forge.URL+"/") {
+				return "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
+			}
+			return ""
+		},
+		Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sent = append(sent, r.Header.Get("Authorization"))
+			mu.Unlock()
+			return transport.RoundTrip(r)
+		}),
+	}}
+	p := u.h.NewWithGateway(t, gw)
+	dump := `env > ENV.txt; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f"; done > PROC.txt 2>/dev/null; cat .git/config > CONFIG.txt; true`
+	s := u.startOn(t, p, "clone-gateway", nil, manifest(forge.URL+"/svc.git", dump), "FLEETLIFT_GIT_TOKEN_ORIGINS="+forge.URL)
+	r := s.wait(protocol.PhaseComplete)
+	if env := diffOf(r, "ENV.txt"); !strings.Contains(env, "PATH=") {
+		t.Fatalf("the work did not run in the clone: %+v", r.Repositories)
+	}
+	for _, f := range []string{"ENV.txt", "PROC.txt", "CONFIG.txt"} {
+		if strings.Contains(diffOf(r, f), token) {
+			t.Errorf("%s: the work saw the forge's token", f)
+		}
+	}
+	if data, _ := json.Marshal(r); strings.Contains(string(data), token) {
+		t.Error("the result holds the token")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) == 0 {
+		t.Fatal("the forge was never asked: the clone did not go through the gateway")
+	}
+	for _, a := range sent {
+		if a != "Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token)) {
+			t.Errorf("the forge was sent %q, not the worker's token", a)
+		}
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // readAll is a sandbox file's content, "" when it is not there.
 func (s *session) readAll(rel string) string {
