@@ -245,7 +245,12 @@ func (fs *forgeSetup) connect(m *metrics.Metrics) error {
 	var budget *github.Budget
 	if m != nil {
 		hc = &http.Client{Transport: m.ForgeTransport(fs.Name, nil)}
-		budget = github.NewBudget(github.BudgetOptions{OnRateLimitWait: m.RateLimitWait(fs.Name)})
+		o := github.BudgetOptions{}
+		if spec.ForgeType(fs.Type) == spec.ForgeGitea {
+			o = gitea.BudgetOptions()
+		}
+		o.OnRateLimitWait = m.RateLimitWait(fs.Name)
+		budget = github.NewBudget(o)
 	}
 	var err error
 	switch spec.ForgeType(fs.Type) {

@@ -79,6 +79,11 @@ func New(opts Options) (*Forge, error) {
 	}
 	api := root.JoinPath("api", "v1")
 	api.Path += "/"
+	if opts.Budget == nil {
+		o := BudgetOptions()
+		o.Logger, o.Now, o.Sleep = opts.Logger, opts.Now, opts.Sleep
+		opts.Budget = github.NewBudget(o)
+	}
 	f, err := github.New(github.Options{
 		BaseURL: api.String(), WebURL: root.String(), Token: opts.Token,
 		Git: opts.Git, PushURL: opts.PushURL, HTTPClient: opts.HTTPClient, Budget: opts.Budget,
@@ -88,6 +93,15 @@ func New(opts Options) (*Forge, error) {
 		return nil, fmt.Errorf("gitea forge: %w", err)
 	}
 	return &Forge{Forge: f}, nil
+}
+
+// BudgetOptions are a Gitea account's request budget: Gitea has neither
+// GitHub's second between content-creating requests nor its hourly
+// allowance (its API is not rate-limited unless its operator sets it up),
+// so requests are not spaced, only bounded in number at once; a 429 or
+// Retry-After from a Gitea that is limited is still waited out.
+func BudgetOptions() github.BudgetOptions {
+	return github.BudgetOptions{Rate: -1, WriteRate: -1, MaxInFlight: 8}
 }
 
 // Dialect is how Gitea's API differs from GitHub's: "token"
