@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,7 +42,8 @@ type options struct {
 	leaderElect                           bool
 	leaderNamespace, leaderID             string
 	metricsAddr, probeAddr                string
-	images, secrets                       []string
+	images, secrets, tokenOrigins         []string
+	agentCLI                              string
 	runtimeClass, maxMemory, maxCPU       string
 	defaultMemory, defaultCPU             string
 	agentImage, serviceAccount, isolation string
@@ -84,6 +86,8 @@ func (o *options) register(cmd *cobra.Command) {
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "where /healthz and /readyz are served; 0 turns them off")
 	f.StringSliceVar(&o.images, "allowed-image", envList("FLEETLIFT_ALLOWED_IMAGES", []string{"fleetlift/sandbox:*"}), "an image requests may use: a path.Match pattern, a trailing * matching any rest (repeatable)")
 	f.StringSliceVar(&o.secrets, "allowed-secret", envList("FLEETLIFT_ALLOWED_SECRETS", []string{"github-credentials", "claude-credentials"}), "a Secret credentials may name (repeatable); the controller's Role must let it get these")
+	f.StringSliceVar(&o.tokenOrigins, "git-token-origin", envList("FLEETLIFT_GIT_TOKEN_ORIGINS", nil), "an origin (https://github.com) the agent's git may send its clone token to (repeatable); requests cannot say where it goes")
+	f.StringVar(&o.agentCLI, "agent-cli", os.Getenv("FLEETLIFT_AGENT_CLI"), `the agent CLI's argv as a JSON array, such as ["claude","-p"] (empty: the agent's default); requests cannot choose what runs with its key`)
 	f.StringVar(&o.runtimeClass, "required-runtime-class", "", "a runtime class every request must name, such as gvisor")
 	f.StringVar(&o.maxMemory, "max-memory", "8Gi", "the most memory a sandbox may have (limit or request); empty means no maximum")
 	f.StringVar(&o.maxCPU, "max-cpu", "4", "the most CPU a sandbox may have; empty means no maximum")
@@ -236,6 +240,12 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 		ImagePullPolicy:         corev1.PullPolicy(o.pullPolicy),
 		SeccompLocalhostProfile: o.seccompProfile,
 	}
+	if o.agentCLI != "" {
+		var argv []string
+		if err := json.Unmarshal([]byte(o.agentCLI), &argv); err != nil || len(argv) == 0 {
+			return fmt.Errorf(`--agent-cli %q: want a JSON array such as ["claude","-p"]`, o.agentCLI)
+		}
+	}
 	var backend controller.Backend
 	switch o.backend {
 	case backendJobs:
@@ -258,6 +268,7 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 	_, err = controller.Setup(mgr, controller.Options{
 		Policy: controller.Policy{
 			Images: o.images, RuntimeClass: o.runtimeClass, MaxMemory: maxMem, MaxCPU: maxCPU, Secrets: o.secrets,
+			GitTokenOrigins: o.tokenOrigins, AgentCLI: o.agentCLI,
 		},
 		Backend:     backend,
 		Executor:    executor,

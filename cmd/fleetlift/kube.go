@@ -145,6 +145,14 @@ func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) 
 	if err != nil {
 		return nil, err
 	}
+	if provider.Name() == sandboxKubernetes {
+		// The controller decides where the clone token goes and what
+		// gets the agent CLI's key (its --git-token-origin, --agent-cli):
+		// a request that says so is refused.
+		for _, k := range []string{agent.EnvGitTokenOrigins, agent.EnvAgentCLI, agent.EnvAgentCLIEnv} {
+			delete(env, k)
+		}
+	}
 	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets,
 		CredentialVariables: credentialVariables()}
 	if err := wf.deliverer(acts); err != nil {

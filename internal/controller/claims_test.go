@@ -31,7 +31,7 @@ func claimsFixture(t *testing.T) (*fixture, *extv1beta1.SandboxTemplate) {
 	})
 	mem := resource.MustParse("2Gi")
 	tpl, pool := controller.Template(jobspec.Config{}, f.ns, "go", "fleetlift/sandbox:dev",
-		[]v1alpha1.Credential{{Name: "github-credentials", EnvVar: "FLEETLIFT_FORGE_TOKEN", SecretKey: "token"}},
+		[]v1alpha1.Credential{{Name: "github-credentials", EnvVar: "FLEETLIFT_GIT_TOKEN", SecretKey: "token"}},
 		v1alpha1.Resources{Limits: v1alpha1.ResourceList{Memory: &mem}}, 2)
 	for _, o := range []client.Object{tpl, pool} {
 		if err := f.c.Create(context.Background(), o); err != nil {
@@ -99,11 +99,14 @@ func TestClaims(t *testing.T) {
 	if claim.Spec.WarmPoolRef.Name != "go" || claim.Spec.Lifecycle == nil || claim.Spec.Lifecycle.ShutdownTime == nil {
 		t.Errorf("claim spec = %+v; want the warm pool go and a shutdown time", claim.Spec)
 	}
-	if len(claim.Spec.Env) != 1 || claim.Spec.Env[0].Name != "FLEETLIFT_FORGE_URL" || claim.Spec.Env[0].ContainerName != jobspec.ContainerSandbox {
-		t.Errorf("claim env = %+v; want the request's variable, for the sandbox container", claim.Spec.Env)
+	// The request's variable and where the controller lets the clone
+	// token go, for the sandbox container.
+	if len(claim.Spec.Env) != 2 || claim.Spec.Env[0].Name != "FLEETLIFT_GIT_TOKEN_ORIGINS" || claim.Spec.Env[0].Value != "https://git.example.com" ||
+		claim.Spec.Env[1].Name != "GOPROXY" || claim.Spec.Env[0].ContainerName != jobspec.ContainerSandbox || claim.Spec.Env[1].ContainerName != jobspec.ContainerSandbox {
+		t.Errorf("claim env = %+v; want the request's variable and the controller's token origins, for the sandbox container", claim.Spec.Env)
 	}
 	for _, e := range claim.Spec.Env {
-		if strings.Contains(e.Name, "TOKEN") {
+		if e.Name == "FLEETLIFT_GIT_TOKEN" || strings.Contains(e.Value, "token") {
 			t.Errorf("the claim carries the credential %s", e.Name)
 		}
 	}

@@ -92,7 +92,8 @@ func TestPolicyRefusals(t *testing.T) {
 			s.Spec.Credentials[0].Name = "fleetlift-controller-token"
 		}},
 		{"env", "env", "env may not set AGENT_USER", func(s *v1alpha1.SandboxRequest) { s.Spec.Env["AGENT_USER"] = "root" }},
-		{"env clash", "env", "env sets FLEETLIFT_FORGE_TOKEN, which a credential sets", func(s *v1alpha1.SandboxRequest) { s.Spec.Env["FLEETLIFT_FORGE_TOKEN"] = "x" }},
+		{"env clash", "env", "env sets FLEETLIFT_GIT_TOKEN, which a credential sets", func(s *v1alpha1.SandboxRequest) { s.Spec.Env["FLEETLIFT_GIT_TOKEN"] = "x" }},
+		{"env steers the agent", "env", "env may not set GIT_SSH_COMMAND", func(s *v1alpha1.SandboxRequest) { s.Spec.Env["GIT_SSH_COMMAND"] = "ssh -o ProxyCommand=evil" }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := name("refused")
@@ -377,7 +378,7 @@ func TestExecRequests(t *testing.T) {
 			argv = a[2:]
 		}
 	}
-	want := jobspec.ExecArgv("/workspace", map[string]string{"FLEETLIFT_FORGE_URL": "https://git.example.com"}, "sub", 5e9, []string{"big"})
+	want := jobspec.ExecArgv("/workspace", map[string]string{"GOPROXY": "off"}, "sub", 5e9, []string{"big"})
 	if !slices.Equal(argv, want) {
 		t.Errorf("the exec ran %q; want %q", argv, want)
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
+	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/git"
 )
 
 // Policy is what the controller allows a request to ask for. The worker
@@ -26,6 +29,56 @@ type Policy struct {
 	MaxMemory, MaxCPU *resource.Quantity
 	// Secrets are the Secrets credentials may name.
 	Secrets []string
+	// GitTokenOrigins are the origins the agent's git may send its clone
+	// token to (agent.EnvGitTokenOrigins in every sandbox pod), and
+	// AgentCLI the agent CLI's argv as JSON (agent.EnvAgentCLI; empty:
+	// the agent's default): what the credentials are given to, which the
+	// controller decides and a request cannot (PodEnv).
+	GitTokenOrigins []string
+	AgentCLI        string
+}
+
+// PodEnv is the environment of spec's sandbox container: the request's,
+// and what the controller decides itself (Check refuses requests that
+// set it): where the clone token may go, which agent CLI runs, and that
+// every credential but the clone token is the agent CLI's alone (no
+// command the agent runs sees it).
+func (p Policy) PodEnv(spec v1alpha1.SandboxRequestSpec) map[string]string {
+	env := maps.Clone(spec.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if len(p.GitTokenOrigins) > 0 {
+		env[agent.EnvGitTokenOrigins] = strings.Join(p.GitTokenOrigins, ",")
+	}
+	if p.AgentCLI != "" {
+		env[agent.EnvAgentCLI] = p.AgentCLI
+	}
+	var cliOnly []string
+	for _, c := range spec.Credentials {
+		if c.EnvVar != git.DefaultTokenEnv {
+			cliOnly = append(cliOnly, c.EnvVar)
+		}
+	}
+	if len(cliOnly) > 0 {
+		slices.Sort(cliOnly)
+		env[agent.EnvAgentCLIEnv] = strings.Join(slices.Compact(cliOnly), ",")
+	}
+	return env
+}
+
+// steersAgent reports whether a variable decides what code runs in the
+// agent's process, which certificates it trusts, or where its credentials
+// go: the controller's to set (PodEnv) or nobody's, never a request's.
+func steersAgent(k string) bool {
+	switch k {
+	case "PATH", "GCONV_PATH", "BASH_ENV", "ENV", "NODE_OPTIONS",
+		"SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+		agent.EnvGitTokenOrigins, agent.EnvAgentCLI, agent.EnvAgentCLIEnv,
+		"FLEETLIFT_FORGE_URL", "FLEETLIFT_FORGE_TOKEN":
+		return true
+	}
+	return strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "GIT_")
 }
 
 // Refusal is a request the policy refuses, with every reason.
@@ -81,6 +134,8 @@ func (p Policy) Check(spec v1alpha1.SandboxRequestSpec, effective v1alpha1.Resou
 		switch {
 		case slices.Contains(reservedEnv, k):
 			r.add("env", "env may not set %s: the controller decides who the agent runs as and where", k)
+		case steersAgent(k):
+			r.add("env", "env may not set %s: it decides what runs in the agent, what it trusts or where its credentials go, which the controller decides (--git-token-origin, --agent-cli)", k)
 		case credentialVars[k]:
 			r.add("env", "env sets %s, which a credential sets", k)
 		case !validEnvName(k):

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 
@@ -44,6 +45,34 @@ func TestPolicyCheck(t *testing.T) {
 		}, []string{"env"}},
 		{"env sets a credential", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Env = map[string]string{"TOKEN": "x"} }, []string{"env"}},
 		{"bad env name", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Env = map[string]string{"1X": "x"} }, []string{"env"}},
+		{"env steers the agent: LD_PRELOAD", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"LD_PRELOAD": "x"}
+		}, []string{"env"}},
+		{"env steers the agent: PATH", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) { s.Env = map[string]string{"PATH": "x"} }, []string{"env"}},
+		{"env steers the agent: GIT_SSH_COMMAND", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"GIT_SSH_COMMAND": "x"}
+		}, []string{"env"}},
+		{"env steers the agent: GIT_SSL_CAINFO", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"GIT_SSL_CAINFO": "x"}
+		}, []string{"env"}},
+		{"env steers the agent: SSL_CERT_FILE", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"SSL_CERT_FILE": "x"}
+		}, []string{"env"}},
+		{"env steers the agent: FLEETLIFT_GIT_TOKEN_ORIGINS", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"FLEETLIFT_GIT_TOKEN_ORIGINS": "x"}
+		}, []string{"env"}},
+		{"env steers the agent: FLEETLIFT_FORGE_URL", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"FLEETLIFT_FORGE_URL": "x"}
+		}, []string{"env"}},
+		{"env steers the agent: FLEETLIFT_AGENT_CLI", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"FLEETLIFT_AGENT_CLI": "x"}
+		}, []string{"env"}},
+		{"env steers the agent: FLEETLIFT_AGENT_CLI_ENV", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"FLEETLIFT_AGENT_CLI_ENV": "x"}
+		}, []string{"env"}},
+		{"env steers the agent: BASH_ENV", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.Env = map[string]string{"BASH_ENV": "x"}
+		}, []string{"env"}},
 		{"several", func(s *v1alpha1.SandboxRequestSpec, r *v1alpha1.Resources) {
 			s.Image, r.Limits.CPU = "x", q("64")
 		}, []string{"image", "cpu"}},
@@ -91,5 +120,36 @@ func TestFitJSON(t *testing.T) {
 		if got := fitJSON([]byte(c.in), c.cut, c.max); got != c.want {
 			t.Errorf("%s: fitJSON = %q; want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// A sandbox pod's environment is the request's and what the controller
+// decides: where the clone token goes, which agent CLI runs, and that
+// every credential but the clone token is the agent CLI's alone.
+func TestPodEnv(t *testing.T) {
+	p := Policy{GitTokenOrigins: []string{"https://github.com", "https://ghe.example.com"}, AgentCLI: `["claude","-p"]`}
+	spec := v1alpha1.SandboxRequestSpec{
+		Env: map[string]string{"GOPROXY": "off"},
+		Credentials: []v1alpha1.Credential{
+			{Name: "github-credentials", EnvVar: "FLEETLIFT_GIT_TOKEN", SecretKey: "token"},
+			{Name: "claude-credentials", EnvVar: "ANTHROPIC_API_KEY", SecretKey: "api-key"},
+			{Name: "other", EnvVar: "OTHER_KEY", SecretKey: "k"},
+		},
+	}
+	got := p.PodEnv(spec)
+	want := map[string]string{
+		"GOPROXY":                     "off",
+		"FLEETLIFT_GIT_TOKEN_ORIGINS": "https://github.com,https://ghe.example.com",
+		"FLEETLIFT_AGENT_CLI":         `["claude","-p"]`,
+		"FLEETLIFT_AGENT_CLI_ENV":     "ANTHROPIC_API_KEY,OTHER_KEY",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("PodEnv = %v\nwant %v", got, want)
+	}
+	if len(spec.Env) != 1 {
+		t.Errorf("PodEnv changed the request's env: %v", spec.Env)
+	}
+	if got := (Policy{}).PodEnv(v1alpha1.SandboxRequestSpec{}); len(got) != 0 {
+		t.Errorf("an empty policy's PodEnv = %v", got)
 	}
 }

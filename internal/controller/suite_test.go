@@ -77,7 +77,8 @@ func defaultPolicy() controller.Policy {
 	return controller.Policy{
 		Images:    []string{"fleetlift/sandbox:*", "registry.example.com/tools/*"},
 		MaxMemory: &mem, MaxCPU: &cpu,
-		Secrets: []string{"github-credentials", "claude-credentials"},
+		Secrets:         []string{"github-credentials", "claude-credentials"},
+		GitTokenOrigins: []string{"https://git.example.com"},
 	}
 }
 
@@ -161,9 +162,9 @@ func (f *fixture) request(name string, mutate ...func(*v1alpha1.SandboxRequest))
 		Spec: v1alpha1.SandboxRequestSpec{
 			TaskID: "task-" + name,
 			Image:  "fleetlift/sandbox:dev",
-			Env:    map[string]string{"FLEETLIFT_FORGE_URL": "https://git.example.com"},
+			Env:    map[string]string{"GOPROXY": "off"},
 			Credentials: []v1alpha1.Credential{
-				{Name: "github-credentials", EnvVar: "FLEETLIFT_FORGE_TOKEN", SecretKey: "token"},
+				{Name: "github-credentials", EnvVar: "FLEETLIFT_GIT_TOKEN", SecretKey: "token"},
 			},
 		},
 	}
