@@ -57,13 +57,14 @@ var stripped = map[string]string{
 	"CONTROL_PLANE_URL":          "https://control-plane.example.com",
 	"SESSION_ID":                 "session-42",
 	"AGENT_WORKDIR":              "/workspace",
+	// The forge's token and URL are the worker's: it pushes.
+	"FLEETLIFT_FORGE_TOKEN": "ft-0123456789abcdef",
+	"FLEETLIFT_FORGE_URL":   "https://git.example.com",
 }
 
-// kept are the agent's own settings and credentials, which it needs.
+// kept are the agent's own settings and its clone token, which it needs.
 var kept = map[string]string{
-	"FLEETLIFT_FORGE_TOKEN":       "ft-0123456789abcdef",
 	"FLEETLIFT_GIT_TOKEN":         "gt-0123456789abcdef",
-	"FLEETLIFT_FORGE_URL":         "https://git.example.com",
 	"FLEETLIFT_GIT_TOKEN_ORIGINS": "https://git.example.com",
 	"FLEETLIFT_ALLOW_FILE_ROOTS":  "/srv/git",
 	"FLEETLIFT_AGENT_CLI":         `["claude","-p"]`,

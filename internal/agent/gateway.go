@@ -22,19 +22,28 @@ func (r *runner) modelGateway(jl *jail.Jail) ([]string, error) {
 	if iso == nil || iso.Gateway == "" || jl == nil {
 		return nil, nil
 	}
-	data, err := os.ReadFile(filepath.Join(r.pdir, protocol.GatewayKeyFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	key, err := r.gatewayKey()
+	if key == "" || err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read the sandbox's key to the model gateway: %w", err)
-	}
-	key := strings.TrimSpace(string(data))
 	jl.Spec.Forwards = append(jl.Spec.Forwards, jail.Forward{Port: GatewayPort, Socket: iso.Gateway})
 	return []string{
 		"ANTHROPIC_BASE_URL=http://127.0.0.1:" + strconv.Itoa(GatewayPort),
 		"ANTHROPIC_API_KEY=" + key,
 	}, nil
+}
+
+// gatewayKey is the sandbox's key to the worker's gateway, which its
+// provider wrote in the protocol directory; "" when it wrote none.
+func (r *runner) gatewayKey() (string, error) {
+	data, err := os.ReadFile(filepath.Join(r.pdir, protocol.GatewayKeyFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the sandbox's key to the gateway: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
 }
 
 // readModelUsage puts what the model gateway counted for this sandbox

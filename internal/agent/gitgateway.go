@@ -1,18 +1,14 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
-	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/git"
 )
@@ -36,12 +32,9 @@ func (r *runner) openGitGateway() (*gitGateway, error) {
 	if sock == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(filepath.Join(r.pdir, protocol.GatewayKeyFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the sandbox's key to the gateway: %w", err)
+	key, err := r.gatewayKey()
+	if key == "" || err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,7 +45,7 @@ func (r *runner) openGitGateway() (*gitGateway, error) {
 	tokenVar := r.g.TokenVariable()
 	env := slices.DeleteFunc(slices.Clone(r.o.Env), func(kv string) bool { return strings.HasPrefix(kv, tokenVar+"=") })
 	gw.git = &git.Git{
-		Binary: r.g.Binary, Env: append(env, tokenVar+"="+strings.TrimSpace(string(data))),
+		Binary: r.g.Binary, Env: append(env, tokenVar+"="+key),
 		TokenEnv: r.g.TokenEnv, TokenOrigins: []string{gw.base}, ScratchDir: r.g.ScratchDir,
 	}
 	gw.wg.Go(func() { gw.relay(sock) })
