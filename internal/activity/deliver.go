@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -118,7 +117,7 @@ func (a *Activities) deliver(ctx context.Context, id string, d *Delivery, st *pr
 			pr, err := a.propose(ctx, id, d, rr)
 			if err != nil {
 				rr.Status, rr.Error = "failed", git.Redact(err.Error())
-				logger(ctx).Warn("change not proposed", "sandbox", id, "repository", rr.Name, "error", rr.Error)
+				sdkactivity.GetLogger(ctx).Warn("change not proposed", "sandbox", id, "repository", rr.Name, "error", rr.Error)
 				return
 			}
 			rr.PullRequest = pr
@@ -212,11 +211,7 @@ func (a *Activities) propose(ctx context.Context, id string, d *Delivery, rr *pr
 	if err != nil || strings.TrimSpace(got) != want {
 		return nil, fmt.Errorf("the change left in %s has tree %s, not %s: not proposed", rr.Name, strings.TrimSpace(got), want)
 	}
-	message := d.PullRequest.Title
-	if strings.TrimSpace(d.PullRequest.Body) != "" {
-		message += "\n\n" + d.PullRequest.Body
-	}
-	commit, err := s.CommitTree(ctx, want, message, git.Identity{Name: d.UserName, Email: d.UserEmail}, rr.Base)
+	commit, err := s.CommitTree(ctx, want, d.PullRequest.CommitMessage(), git.Identity{Name: d.UserName, Email: d.UserEmail}, rr.Base)
 	if err != nil {
 		return nil, err
 	}
@@ -277,14 +272,6 @@ func (a *Activities) readBundle(ctx context.Context, id, dir, name string) (stri
 		return "", fmt.Errorf("the change left in %s is over %d bytes: not proposed", name, maxBundleBytes)
 	}
 	return p, nil
-}
-
-// logger is the activity's logger; outside an activity, the default one.
-func logger(ctx context.Context) interface{ Warn(string, ...any) } {
-	if sdkactivity.IsActivity(ctx) {
-		return sdkactivity.GetLogger(ctx)
-	}
-	return slog.Default()
 }
 
 // LocalForges are the forges of a worker that has only the local forge

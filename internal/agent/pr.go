@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git"
@@ -18,11 +17,7 @@ import (
 // makes the commit, the push and the pull request itself. Repositories
 // without changes stay as they are; a report-mode run never gets here.
 func (r *runner) leaveChanges(ctx context.Context) error {
-	pr := r.m.PullRequest
-	message := pr.Title
-	if strings.TrimSpace(pr.Body) != "" {
-		message += "\n\n" + pr.Body
-	}
+	message := r.m.PullRequest.CommitMessage()
 	author := git.Identity{Name: r.m.GitConfig.UserName, Email: r.m.GitConfig.UserEmail}
 	var todo []*unit
 	for _, u := range r.units {

@@ -49,38 +49,62 @@ type Sandbox struct {
 
 // ProtocolSandbox is the Sandbox of sandbox id, whose protocol directory
 // its provider reads and writes through read and write (names relative to
-// protocol.Dir): its budget is the limits.max_tokens of the manifest
-// there, once the worker wrote it, and what it used goes to
-// protocol.UsageFile beside it.
+// protocol.Dir): once the worker wrote the manifest there, its budget is
+// the manifest's limits.max_tokens and the repositories it may read are
+// the manifest's (the transformation repository and targets included);
+// what it used goes to protocol.UsageFile beside it.
 func ProtocolSandbox(id string, read func(name string) ([]byte, error), write func(name string, data []byte) error) Sandbox {
-	var limit atomic.Int64
+	manifest := manifestOf(read)
 	return Sandbox{
-		ID:           id,
-		Repositories: ProtocolRepositories(read),
+		ID: id,
 		Limit: func() int64 {
-			if n := limit.Load(); n != 0 {
-				return n
-			}
-			data, err := read(protocol.ManifestFile)
-			if err != nil {
+			m := manifest()
+			if m == nil || m.Limits.MaxTokens <= 0 {
 				return 0
 			}
-			var m protocol.Manifest
-			if json.Unmarshal(data, &m) != nil {
-				return 0
+			return int64(m.Limits.MaxTokens)
+		},
+		Repositories: func() map[string]string {
+			m := manifest()
+			if m == nil {
+				return nil
 			}
-			n := int64(m.Limits.MaxTokens)
-			if n <= 0 {
-				n = -1 // none, and read no more
+			repos := append(append([]protocol.Repository(nil), m.Repositories...), m.Targets...)
+			if m.Transformation != nil {
+				repos = append(repos, *m.Transformation)
 			}
-			limit.Store(n)
-			return n
+			out := make(map[string]string, len(repos))
+			for _, r := range repos {
+				out[r.Name] = r.URL
+			}
+			return out
 		},
 		Save: func(u Usage) {
 			if data, err := json.Marshal(u); err == nil {
 				_ = write(protocol.UsageFile, data)
 			}
 		},
+	}
+}
+
+// manifestOf reads the manifest through read until it is there, then
+// keeps it: the worker writes it once, after the sandbox was made.
+func manifestOf(read func(name string) ([]byte, error)) func() *protocol.Manifest {
+	var kept atomic.Pointer[protocol.Manifest]
+	return func() *protocol.Manifest {
+		if m := kept.Load(); m != nil {
+			return m
+		}
+		data, err := read(protocol.ManifestFile)
+		if err != nil {
+			return nil
+		}
+		var m protocol.Manifest
+		if json.Unmarshal(data, &m) != nil {
+			return nil
+		}
+		kept.Store(&m)
+		return &m
 	}
 }
 

@@ -1,14 +1,10 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync/atomic"
-
-	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
 // GitReads serves sandboxes' agents the clones and fetches of the
@@ -27,39 +23,6 @@ type GitReads struct {
 // GitPrefix is where the gateway serves GitReads: GitPrefix + the
 // repository's name in the manifest, path-escaped, is the URL to clone.
 const GitPrefix = "/git/"
-
-// ProtocolRepositories is a Sandbox.Repositories that reads the manifest
-// through read, as ProtocolSandbox does its limit: the repositories the
-// task names, the transformation repository and targets included.
-func ProtocolRepositories(read func(name string) ([]byte, error)) func() map[string]string {
-	var repos atomic.Pointer[map[string]string]
-	return func() map[string]string {
-		if p := repos.Load(); p != nil {
-			return *p
-		}
-		data, err := read(protocol.ManifestFile)
-		if err != nil {
-			return nil
-		}
-		var m protocol.Manifest
-		if json.Unmarshal(data, &m) != nil {
-			return nil
-		}
-		out := map[string]string{}
-		for _, r := range append(append(m.Repositories, m.Targets...), ptrRepos(m.Transformation)...) {
-			out[r.Name] = r.URL
-		}
-		repos.Store(&out)
-		return out
-	}
-}
-
-func ptrRepos(r *protocol.Repository) []protocol.Repository {
-	if r == nil {
-		return nil
-	}
-	return []protocol.Repository{*r}
-}
 
 // gitKey is the sandbox key of a git request: git sends it as the
 // password of basic authentication.

@@ -143,10 +143,17 @@ func (s *Scratch) RunInput(ctx context.Context, stdin io.Reader, args ...string)
 
 // Fetch fetches refspecs from url into the scratch repository.
 func (s *Scratch) Fetch(ctx context.Context, url string, refspecs ...string) error {
+	return s.fetch(ctx, url, nil, refspecs)
+}
+
+// fetch fetches refspecs from url into the scratch repository with the
+// options opts.
+func (s *Scratch) fetch(ctx context.Context, url string, opts, refspecs []string) error {
 	if err := CheckURL(url); err != nil {
 		return err
 	}
-	args := append([]string{"fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head", "--", url}, refspecs...)
+	args := append([]string{"fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head"}, opts...)
+	args = append(append(args, "--", url), refspecs...)
 	if _, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url}); err != nil {
 		return fmt.Errorf("fetch from %s: %w", Redact(url), err)
 	}
@@ -385,15 +392,7 @@ func (s *Scratch) ReadFile(ctx context.Context, rev, path string) ([]byte, error
 // FetchShallow fetches refspecs from url into the scratch repository,
 // depth commits of history each.
 func (s *Scratch) FetchShallow(ctx context.Context, url string, depth int, refspecs ...string) error {
-	if err := CheckURL(url); err != nil {
-		return err
-	}
-	args := append([]string{"fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head",
-		"--depth", strconv.Itoa(depth), "--", url}, refspecs...)
-	if _, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url}); err != nil {
-		return fmt.Errorf("fetch from %s: %w", Redact(url), err)
-	}
-	return nil
+	return s.fetch(ctx, url, []string{"--depth", strconv.Itoa(depth)}, refspecs)
 }
 
 // DefaultBranch is the branch url's HEAD names.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -204,6 +205,15 @@ type PullRequest struct {
 	Labels       []string `json:"labels,omitempty"`
 	Reviewers    []string `json:"reviewers,omitempty"`
 	Draft        bool     `json:"draft,omitempty"`
+}
+
+// CommitMessage is the message of the commit proposed: the title, and
+// the body after a blank line when there is one.
+func (p PullRequest) CommitMessage() string {
+	if strings.TrimSpace(p.Body) == "" {
+		return p.Title
+	}
+	return p.Title + "\n\n" + p.Body
 }
 
 // BranchName is the deterministic branch for the changes of a Task or
