@@ -44,10 +44,12 @@
 //
 // # Replays
 //
-// The delivery id (X-GitHub-Delivery, X-Gitea-Delivery) of every delivery
-// that gave a hint is remembered, up to ReplayEntries ids for up to
-// ReplayWindow, and a delivery with a remembered id answers 200
-// "duplicate delivery, ignored" with no hint. Ids are remembered only
+// Every delivery that gave a hint is remembered by its id
+// (X-GitHub-Delivery, X-Gitea-Delivery) and by the SHA-256 of its body, up
+// to ReplayEntries deliveries for up to ReplayWindow, and a delivery with
+// a remembered id or body answers 200 "duplicate delivery, ignored" with
+// no hint. The signature covers the body alone: a body sent again under a
+// new id is a replay all the same. Ids are remembered only
 // after the signature has been checked and the event accepted, so a forged
 // or refused request cannot use up an id. The ids live in memory: a
 // restarted receiver accepts a replay once more, which costs one extra

@@ -28,23 +28,38 @@ func newDeliveries(entries int, window time.Duration, now func() time.Time) *del
 	return &deliveries{max: entries, window: window, now: now, ids: make(map[string]bool)}
 }
 
-// has reports whether id is remembered.
-func (d *deliveries) has(id string) bool {
+// has reports whether any of keys is remembered.
+func (d *deliveries) has(keys ...string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.expire(d.now())
-	return d.ids[id]
+	for _, k := range keys {
+		if d.ids[k] {
+			return true
+		}
+	}
+	return false
 }
 
-// add remembers id and reports whether it was new.
-func (d *deliveries) add(id string) bool {
+// add remembers keys and reports whether none of them was remembered
+// before; if one was, it remembers nothing.
+func (d *deliveries) add(keys ...string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
 	d.expire(now)
-	if d.ids[id] {
-		return false
+	for _, k := range keys {
+		if d.ids[k] {
+			return false
+		}
 	}
+	for _, k := range keys {
+		d.remember(k, now)
+	}
+	return true
+}
+
+func (d *deliveries) remember(id string, now time.Time) {
 	if d.n == len(d.ring) {
 		if len(d.ring) == d.max {
 			d.drop()
@@ -55,7 +70,6 @@ func (d *deliveries) add(id string) bool {
 	d.ring[(d.head+d.n)%len(d.ring)] = seen{id: id, at: now}
 	d.n++
 	d.ids[id] = true
-	return true
 }
 
 // expire forgets the ids older than the window. The ring is in the order

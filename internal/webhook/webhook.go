@@ -195,7 +195,7 @@ func New(o Options) (*Handler, error) {
 		repos:     repos,
 		hint:      o.Hint,
 		maxBody:   o.MaxBody,
-		seen:      newDeliveries(o.ReplayEntries, o.ReplayWindow, o.Now),
+		seen:      newDeliveries(2*o.ReplayEntries, o.ReplayWindow, o.Now), // two keys each
 		log:       o.Log,
 		delivered: o.Delivered,
 	}, nil
@@ -264,8 +264,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, d, http.StatusUnauthorized, "invalid signature")
 		return
 	}
-	// From here on the request comes from the forge.
-	if h.seen.has(d.id) {
+	// From here on the body comes from the forge; the headers, the
+	// delivery id among them, may not: the signature covers only the
+	// body. A signed body sent again under a new id is a replay too.
+	replay := replayKeys(d.id, body)
+	if h.seen.has(replay...) {
 		h.reply(w, d, http.StatusOK, "duplicate delivery, ignored")
 		return
 	}
@@ -298,7 +301,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Remembered only now: a refused delivery leaves no trace.
-	if !h.seen.add(d.id) {
+	if !h.seen.add(replay...) {
 		h.reply(w, d, http.StatusOK, "duplicate delivery, ignored")
 		return
 	}
@@ -394,6 +397,13 @@ func (h *Handler) verify(sigs [][]byte, body []byte) bool {
 		}
 	}
 	return len(sigs) > 0
+}
+
+// replayKeys are what a delivery is remembered by: its id, and the
+// digest of its signed body.
+func replayKeys(id string, body []byte) []string {
+	sum := sha256.Sum256(body)
+	return []string{"id " + id, "body " + hex.EncodeToString(sum[:])}
 }
 
 func validID(id string) bool {

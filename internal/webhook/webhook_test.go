@@ -409,6 +409,18 @@ func TestReplayedDelivery(t *testing.T) {
 	wantHints(t, rec, 1)
 }
 
+// TestReplayUnderANewID: the signature covers the body, not the headers,
+// so whoever saw one delivery can send its body again under any id; it is
+// still the delivery already seen.
+func TestReplayUnderANewID(t *testing.T) {
+	h, rec := newHandler(t)
+	body := pushBody(githubRepo("acme/campaigns"))
+	wantResponse(t, serve(h, githubRequest("push", "d-1", body)), http.StatusAccepted, "accepted")
+	wantResponse(t, serve(h, githubRequest("push", "d-2", body)), http.StatusOK, "duplicate delivery, ignored")
+	wantResponse(t, serve(h, giteaRequest("push", "push", "d-3", body)), http.StatusOK, "duplicate delivery, ignored")
+	wantHints(t, rec, 1)
+}
+
 func TestConcurrentReplaysHintOnce(t *testing.T) {
 	h, rec := newHandler(t)
 	body := pushBody(githubRepo("acme/campaigns"))
@@ -434,15 +446,15 @@ func TestFailedSignatureDoesNotBurnDeliveryID(t *testing.T) {
 
 func TestReplayCacheIsBounded(t *testing.T) {
 	h, rec := newHandler(t, func(o *webhook.Options) { o.ReplayEntries = 3 })
-	body := pushBody(githubRepo("acme/campaigns"))
+	body := func(id string) []byte { return pullRequestBody(githubRepo("acme/campaigns"), int(id[0])) }
 	for _, id := range []string{"a", "b", "c", "d"} {
-		wantResponse(t, serve(h, githubRequest("push", id, body)), http.StatusAccepted, "accepted")
+		wantResponse(t, serve(h, githubRequest("pull_request", id, body(id))), http.StatusAccepted, "accepted")
 	}
 	// "a" was the oldest of four in a cache of three: forgotten.
-	wantResponse(t, serve(h, githubRequest("push", "a", body)), http.StatusAccepted, "accepted")
+	wantResponse(t, serve(h, githubRequest("pull_request", "a", body("a"))), http.StatusAccepted, "accepted")
 	// Now c, d, a are remembered.
 	for _, id := range []string{"c", "d", "a"} {
-		wantResponse(t, serve(h, githubRequest("push", id, body)), http.StatusOK, "duplicate delivery, ignored")
+		wantResponse(t, serve(h, githubRequest("pull_request", id, body(id))), http.StatusOK, "duplicate delivery, ignored")
 	}
 	wantHints(t, rec, 5)
 }
