@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -20,8 +21,11 @@ import (
 	"github.com/fluxcd/pkg/ssa/normalize"
 	"github.com/go-logr/logr"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -771,4 +775,79 @@ func prefixed(prefix string, l []string) []string {
 		out = append(out, prefix+s)
 	}
 	return out
+}
+
+// TestSandboxEgress: a sandbox pod reaches DNS and HTTPS on the internet,
+// and nothing inside the cluster or the cloud it runs in: not the API
+// server's or any Service's address, not another pod, not the metadata
+// endpoint.
+func TestSandboxEgress(t *testing.T) {
+	for _, dir := range overlays {
+		t.Run(dir, func(t *testing.T) {
+			obj := find(render(t, dir), "NetworkPolicy", "sandbox-egress")
+			if obj == nil {
+				t.Fatal("no NetworkPolicy sandbox-egress")
+			}
+			var np networkingv1.NetworkPolicy
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &np); err != nil {
+				t.Fatal(err)
+			}
+			if len(np.Spec.Ingress) != 0 || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+				t.Errorf("the sandboxes take connections: %+v", np.Spec)
+			}
+			for _, c := range []struct {
+				addr string
+				want bool
+			}{
+				{"140.82.112.3", true}, {"2606:50c0:8000::153", true},
+				{"10.96.0.1", false}, {"172.20.4.9", false}, {"192.168.1.10", false}, {"100.64.0.10", false},
+				{"169.254.169.254", false}, {"127.0.0.1", false}, {"::1", false}, {"fd00:ec2::254", false}, {"fe80::1", false},
+			} {
+				if got := egressAllowed(t, np, c.addr, 443); got != c.want {
+					t.Errorf("TCP %s:443 allowed = %v, want %v", c.addr, got, c.want)
+				}
+			}
+			if egressAllowed(t, np, "140.82.112.3", 22) {
+				t.Error("TCP port 22 is allowed to the internet; want HTTPS only")
+			}
+		})
+	}
+}
+
+// egressAllowed reports whether np lets a pod open TCP to addr:port by an
+// ipBlock peer (DNS, allowed by namespace, is not an address here).
+func egressAllowed(t *testing.T, np networkingv1.NetworkPolicy, addr string, port int32) bool {
+	t.Helper()
+	ip := net.ParseIP(addr)
+	for _, rule := range np.Spec.Egress {
+		portOK := len(rule.Ports) == 0
+		for _, p := range rule.Ports {
+			if (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) && (p.Port == nil || p.Port.IntVal == port) {
+				portOK = true
+			}
+		}
+		if !portOK {
+			continue
+		}
+		if len(rule.To) == 0 {
+			return true
+		}
+		for _, peer := range rule.To {
+			if peer.IPBlock == nil {
+				continue
+			}
+			if in(t, ip, peer.IPBlock.CIDR) && !slices.ContainsFunc(peer.IPBlock.Except, func(c string) bool { return in(t, ip, c) }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func in(t *testing.T, ip net.IP, cidr string) bool {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		t.Fatalf("ipBlock %q: %v", cidr, err)
+	}
+	return n.Contains(ip)
 }

@@ -43,6 +43,8 @@ type options struct {
 	leaderNamespace, leaderID             string
 	metricsAddr, probeAddr                string
 	images, secrets, tokenOrigins         []string
+	nodeSelector                          map[string]string
+	nodeLabels                            []string
 	agentCLI                              string
 	runtimeClass, maxMemory, maxCPU       string
 	defaultMemory, defaultCPU             string
@@ -88,6 +90,8 @@ func (o *options) register(cmd *cobra.Command) {
 	f.StringSliceVar(&o.secrets, "allowed-secret", envList("FLEETLIFT_ALLOWED_SECRETS", []string{"github-credentials", "claude-credentials"}), "a Secret credentials may name (repeatable); the controller's Role must let it get these")
 	f.StringSliceVar(&o.tokenOrigins, "git-token-origin", envList("FLEETLIFT_GIT_TOKEN_ORIGINS", nil), "an origin (https://github.com) the agent's git may send its clone token to (repeatable); requests cannot say where it goes")
 	f.StringVar(&o.agentCLI, "agent-cli", os.Getenv("FLEETLIFT_AGENT_CLI"), `the agent CLI's argv as a JSON array, such as ["claude","-p"] (empty: the agent's default); requests cannot choose what runs with its key`)
+	f.StringToStringVar(&o.nodeSelector, "node-selector", nil, "a node label KEY=VALUE every sandbox pod must run on (repeatable); requests may not contradict it")
+	f.StringSliceVar(&o.nodeLabels, "allowed-node-label", nil, "a node label a request's nodeSelector may name besides --node-selector's (repeatable; default none)")
 	f.StringVar(&o.runtimeClass, "required-runtime-class", "", "a runtime class every request must name, such as gvisor")
 	f.StringVar(&o.maxMemory, "max-memory", "8Gi", "the most memory a sandbox may have (limit or request); empty means no maximum")
 	f.StringVar(&o.maxCPU, "max-cpu", "4", "the most CPU a sandbox may have; empty means no maximum")
@@ -269,6 +273,7 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 		Policy: controller.Policy{
 			Images: o.images, RuntimeClass: o.runtimeClass, MaxMemory: maxMem, MaxCPU: maxCPU, Secrets: o.secrets,
 			GitTokenOrigins: o.tokenOrigins, AgentCLI: o.agentCLI,
+			NodeSelector: o.nodeSelector, NodeLabels: o.nodeLabels,
 		},
 		Backend:     backend,
 		Executor:    executor,

@@ -94,6 +94,9 @@ func TestPolicyRefusals(t *testing.T) {
 		{"env", "env", "env may not set AGENT_USER", func(s *v1alpha1.SandboxRequest) { s.Spec.Env["AGENT_USER"] = "root" }},
 		{"env clash", "env", "env sets FLEETLIFT_GIT_TOKEN, which a credential sets", func(s *v1alpha1.SandboxRequest) { s.Spec.Env["FLEETLIFT_GIT_TOKEN"] = "x" }},
 		{"env steers the agent", "env", "env may not set GIT_SSH_COMMAND", func(s *v1alpha1.SandboxRequest) { s.Spec.Env["GIT_SSH_COMMAND"] = "ssh -o ProxyCommand=evil" }},
+		{"node selector", "node-selector", "nodeSelector may not name node label node-role.kubernetes.io/control-plane", func(s *v1alpha1.SandboxRequest) {
+			s.Spec.NodeSelector = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := name("refused")

@@ -36,6 +36,27 @@ type Policy struct {
 	// controller decides and a request cannot (PodEnv).
 	GitTokenOrigins []string
 	AgentCLI        string
+	// NodeSelector is put on every sandbox pod; a request may not name
+	// another value for any of its labels. NodeLabels are the other node
+	// labels a request's nodeSelector may name: none unless the operator
+	// lists them, so a request cannot place a sandbox beside the control
+	// plane or any workload the operator keeps apart.
+	NodeSelector map[string]string
+	NodeLabels   []string
+}
+
+// PodNodeSelector is the node selector of spec's sandbox pod: the
+// request's (Check allows only what may be chosen) and the policy's.
+func (p Policy) PodNodeSelector(spec v1alpha1.SandboxRequestSpec) map[string]string {
+	if len(spec.NodeSelector) == 0 && len(p.NodeSelector) == 0 {
+		return nil
+	}
+	sel := maps.Clone(spec.NodeSelector)
+	if sel == nil {
+		sel = map[string]string{}
+	}
+	maps.Copy(sel, p.NodeSelector)
+	return sel
 }
 
 // PodEnv is the environment of spec's sandbox container: the request's,
@@ -84,7 +105,7 @@ func steersAgent(k string) bool {
 // Refusal is a request the policy refuses, with every reason.
 type Refusal struct {
 	// Kinds name the rules broken: image, runtime-class, memory, cpu,
-	// secret, env.
+	// secret, env, node-selector.
 	Kinds   []string
 	Reasons []string
 }
@@ -140,6 +161,18 @@ func (p Policy) Check(spec v1alpha1.SandboxRequestSpec, effective v1alpha1.Resou
 			r.add("env", "env sets %s, which a credential sets", k)
 		case !validEnvName(k):
 			r.add("env", "env name %q is not a valid variable name", k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(spec.NodeSelector)) {
+		v := spec.NodeSelector[k]
+		if want, ok := p.NodeSelector[k]; ok {
+			if v != want {
+				r.add("node-selector", "nodeSelector %s=%s contradicts the controller's --node-selector %s=%s", k, v, k, want)
+			}
+			continue
+		}
+		if !slices.Contains(p.NodeLabels, k) {
+			r.add("node-selector", "nodeSelector may not name node label %s (the controller's --allowed-node-label; allowed: %s)", k, allowedList(p.NodeLabels))
 		}
 	}
 	if len(r.Reasons) > 0 {

@@ -13,11 +13,25 @@ import (
 
 func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 
+// TestPodNodeSelector: the pod runs where the controller says, whatever
+// the request asked.
+func TestPodNodeSelector(t *testing.T) {
+	p := Policy{NodeSelector: map[string]string{"pool": "sandbox"}, NodeLabels: []string{"arch"}}
+	got := p.PodNodeSelector(v1alpha1.SandboxRequestSpec{NodeSelector: map[string]string{"arch": "arm64"}})
+	if want := map[string]string{"pool": "sandbox", "arch": "arm64"}; !maps.Equal(got, want) {
+		t.Errorf("PodNodeSelector = %v, want %v", got, want)
+	}
+	if got := (Policy{}).PodNodeSelector(v1alpha1.SandboxRequestSpec{}); got != nil {
+		t.Errorf("no selectors: PodNodeSelector = %v, want none", got)
+	}
+}
+
 func TestPolicyCheck(t *testing.T) {
 	p := Policy{
 		Images:    []string{"fleetlift/sandbox:*", "registry.example.com/team/*", "exact/image:1"},
 		MaxMemory: q("8Gi"), MaxCPU: q("4"),
-		Secrets: []string{"github-credentials"},
+		Secrets:      []string{"github-credentials"},
+		NodeSelector: map[string]string{"pool": "sandbox"}, NodeLabels: []string{"arch"},
 	}
 	ok := v1alpha1.SandboxRequestSpec{
 		Image:       "fleetlift/sandbox:dev",
@@ -73,6 +87,15 @@ func TestPolicyCheck(t *testing.T) {
 		{"env steers the agent: BASH_ENV", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
 			s.Env = map[string]string{"BASH_ENV": "x"}
 		}, []string{"env"}},
+		{"node selector the controller allows", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.NodeSelector = map[string]string{"pool": "sandbox", "arch": "arm64"}
+		}, nil},
+		{"node selector onto the control plane", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.NodeSelector = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+		}, []string{"node-selector"}},
+		{"node selector contradicting the controller's", func(s *v1alpha1.SandboxRequestSpec, _ *v1alpha1.Resources) {
+			s.NodeSelector = map[string]string{"pool": "system"}
+		}, []string{"node-selector"}},
 		{"several", func(s *v1alpha1.SandboxRequestSpec, r *v1alpha1.Resources) {
 			s.Image, r.Limits.CPU = "x", q("64")
 		}, []string{"image", "cpu"}},

@@ -260,12 +260,12 @@ func (r *Reconciler) reconcileWorkload(ctx context.Context, obj *v1alpha1.Sandbo
 	if obj.Status.Phase != v1alpha1.PhasePending {
 		return ctrl.Result{}, nil
 	}
-	// The workload gets the environment the policy gives it; the request
-	// keeps its own spec.
-	env := obj.Spec.Env
-	obj.Spec.Env = r.Policy.PodEnv(obj.Spec)
+	// The workload gets the environment and nodes the policy gives it;
+	// the request keeps its own spec.
+	env, sel := obj.Spec.Env, obj.Spec.NodeSelector
+	obj.Spec.Env, obj.Spec.NodeSelector = r.Policy.PodEnv(obj.Spec), r.Policy.PodNodeSelector(obj.Spec)
 	created, err := r.Backend.Ensure(ctx, obj, r.effective(obj.Spec.Resources))
-	obj.Spec.Env = env
+	obj.Spec.Env, obj.Spec.NodeSelector = env, sel
 	var unservable *Unservable
 	if errors.As(err, &unservable) {
 		r.fail(obj, v1alpha1.ReasonBackendFailed, unservable.Reason, nil)

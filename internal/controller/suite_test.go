@@ -79,6 +79,8 @@ func defaultPolicy() controller.Policy {
 		MaxMemory: &mem, MaxCPU: &cpu,
 		Secrets:         []string{"github-credentials", "claude-credentials"},
 		GitTokenOrigins: []string{"https://git.example.com"},
+		NodeSelector:    map[string]string{"fleetlift.io/sandbox-pool": "default"},
+		NodeLabels:      []string{"workload-type"},
 	}
 }
 
