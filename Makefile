@@ -18,7 +18,6 @@ MULTI_GITTER_VERSION := 0.63.1
 # duration runs out under load (golang/go#75804, fixed in Go 1.27). About
 # 20 s each here; FUZZ_LOAD=20s and the like for a timed run.
 FUZZ_LOAD ?= 8000x
-FUZZ_DIRECT ?= 50000x
 FUZZ_JSONSCHEMA ?= 80000x
 # The version the images are tagged with, beside :dev: git describe, the one
 # place it is set (make images VERSION=1.2.3 for a release).
@@ -55,7 +54,6 @@ test: lint lint-actions check-generated check-tidy bin/gitea bin/envtest images 
 	cd deploy/monitoring && $(GO) test -count=1 ./...
 	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) test -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZ_LOAD) ./internal/spec
-	$(GO) test -run '^$$' -fuzz '^FuzzDirect$$' -fuzztime $(FUZZ_DIRECT) ./internal/spec
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONSchema$$' -fuzztime $(FUZZ_JSONSCHEMA) ./internal/spec
 
 .PHONY: test-deploy

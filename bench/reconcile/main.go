@@ -535,7 +535,7 @@ func (b *bench) startLoop(ctx context.Context, src *source.Repo, hints reconcile
 	l := &loop{src: src, passes: make(chan pass, 4096), pool: pool, cancel: cancel, done: make(chan struct{})}
 	rc := &timedClient{Client: b.c, l: l}
 	l.r = &reconcile.Reconciler{
-		Source:   &timedSource{Source: &reconcile.GitSource{Repo: src, Ref: "main", Loader: &spec.Loader{Eval: pool}}, l: l},
+		Source:   &timedSource{Source: &reconcile.GitSource{Repo: src, Ref: "main", Loader: &spec.Loader{Eval: pool, Cache: spec.NewCache(0)}}, l: l},
 		State:    &timedState{Reader: &statetemporal.Reader{Client: rc, Namespace: devserver.Namespace}, l: l},
 		Dispatch: &timedDispatch{Dispatcher: &dispatch.Temporal{Client: b.c}, l: l},
 		Branch:   "main",

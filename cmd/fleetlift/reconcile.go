@@ -236,7 +236,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	}
 	defer pool.Close()
 	r := &reconcile.Reconciler{
-		Source:   &reconcile.GitSource{Repo: src, Ref: rf.branch, Path: rf.path, Loader: &spec.Loader{Eval: pool, Limits: spec.Limits{RevisionBudget: rf.loadBudget}}},
+		Source:   &reconcile.GitSource{Repo: src, Ref: rf.branch, Path: rf.path, Loader: &spec.Loader{Eval: pool, Limits: spec.Limits{RevisionBudget: rf.loadBudget}, Cache: spec.NewCache(0)}},
 		State:    &statetemporal.Reader{Client: c, Namespace: f.namespace},
 		Dispatch: &dispatch.Temporal{Client: c, Options: workflow.Options{ApprovalTimeout: rf.approvalTimeout, HostTimeout: rf.hostTimeout, Forge: fs.Type}},
 		Branch:   rf.branch,

@@ -4,11 +4,8 @@
 // digest. LoadApprovals reads approval records (approvals/**.yaml) the same
 // way, against the schema's #Approval; package approval gives them meaning.
 //
-// A YAML Task or Campaign that is plain data and plainly valid is read
-// without evaluating CUE (see decodeDirect): checked against the same
-// constraints, with the same defaults, to the same definition and digest.
-// Anything else, and every file with an error, is evaluated with CUE, whose
-// verdict and messages are the reference.
+// CUE is the one validator: every file, YAML or CUE, is unified with the
+// schema, and the schema alone says what is valid and what a default is.
 //
 // Loading is bounded: file size, file count, per-file evaluation time and
 // the wall time of loading one revision (Loader.Revision) are limited, and

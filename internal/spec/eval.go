@@ -48,10 +48,6 @@ type Output struct {
 	// Positions locate a repository config's forge section and its
 	// fields ("forge", "forge.url"): line and column.
 	Positions map[string][2]int `json:"positions,omitempty"`
-
-	// def is the decoded definition, when the direct path (see
-	// decodeDirect) read the file in this process.
-	def *Definition
 }
 
 // compiler evaluates definition files against the schema. It owns a

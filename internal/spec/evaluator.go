@@ -23,18 +23,10 @@ func InProcess(n int) Evaluator {
 type inProcess struct{ workers int }
 
 func (p inProcess) Evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, error) {
-	direct := directEnabled()
 	return fanOut(ctx, p.workers, b, in, func() (evalFunc, func(), error) {
 		var c *compiler
 		var used int
 		eval := func(i Input, timeout time.Duration) (Output, bool) {
-			// Plain, valid YAML needs no CUE (see decodeDirect); all else
-			// does, and gets the schema's own verdict and messages.
-			if direct {
-				if o, ok := decodeDirect(i); ok {
-					return o, false
-				}
-			}
 			// A cue.Context only grows: start a fresh one now and then so
 			// that memory stays bounded however many files are loaded.
 			if used++; used > recycleAfter {

@@ -570,7 +570,7 @@ func compareVerdicts(t *testing.T, name string, src []byte, doc document, jerr, 
 func agreementSeeds(t *testing.T) []schemaInput {
 	t.Helper()
 	var in []schemaInput
-	for _, d := range directSeeds(t) {
+	for _, d := range seedInputs(t) {
 		in = append(in, schemaInput{d, KindTask})
 	}
 	for _, v := range validInputs(t) {
@@ -591,7 +591,7 @@ func agreementSeeds(t *testing.T) []schemaInput {
 
 // TestJSONSchemaAgreesWithCUE runs the JSON Schema and the CUE schema
 // without its cross-field checks over the seeds and random mutations of
-// them (the ones TestDirectMatchesCUE makes): they must reach the same
+// them (mutateYAML): they must reach the same
 // verdict on every document, and whatever fleetlift accepts the JSON
 // Schema must accept.
 func TestJSONSchemaAgreesWithCUE(t *testing.T) {
@@ -600,7 +600,7 @@ func TestJSONSchemaAgreesWithCUE(t *testing.T) {
 	inputs := slices.Clone(seeds)
 	rng := rand.New(rand.NewPCG(7, 8))
 	seen := map[string]bool{}
-	for len(inputs) < len(seeds)+*directVariants {
+	for len(inputs) < len(seeds)+*schemaVariants {
 		base := seeds[rng.IntN(len(seeds))]
 		data, ok := mutateYAML(rng, base.Data)
 		if !ok || seen[string(data)] {
@@ -651,7 +651,7 @@ func TestJSONSchemaAgreesWithCUE(t *testing.T) {
 // FuzzJSONSchema compares the JSON Schema with the CUE schema without
 // its cross-field checks on arbitrary definition files.
 func FuzzJSONSchema(f *testing.F) {
-	for _, in := range directSeeds(f) {
+	for _, in := range seedInputs(f) {
 		f.Add(in.Data)
 	}
 	js := jsonSchemas(f)

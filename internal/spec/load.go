@@ -153,6 +153,10 @@ type Loader struct {
 	// in this process (see InProcess). YAML files are always evaluated in
 	// this process.
 	Eval Evaluator
+	// Cache, when set, remembers evaluations by file name and content
+	// across calls (and across the loaders that share it): a loader kept
+	// for revision after revision evaluates only the files that changed.
+	Cache *Cache
 
 	// until is when the budget of a loader from Revision is spent; zero
 	// gives each call a budget of its own.
@@ -305,11 +309,47 @@ func (l *Loader) LoadConfig(ctx context.Context, fsys fs.FS, name string) (*Conf
 	return &c, nil
 }
 
-// evaluate sends CUE files, which are programs, to l.Eval, and evaluates
-// YAML files, which are data bounded by the size limit and by the YAML
-// decoder's cap on alias expansion, in this process: isolation costs
-// twice the time and buys nothing for data.
+// evaluate evaluates in within b, taking what l.Cache remembers from it
+// and remembering what it evaluated.
 func (l *Loader) evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, error) {
+	if l.Cache == nil {
+		return l.evaluateAll(ctx, b, in)
+	}
+	outs := make([]Output, len(in))
+	keys := make([]cacheKey, len(in))
+	var miss []int
+	for i, f := range in {
+		keys[i] = keyOf(f)
+		o, ok := l.Cache.get(keys[i])
+		if !ok {
+			miss = append(miss, i)
+			continue
+		}
+		outs[i] = o
+	}
+	if len(miss) == 0 {
+		return outs, nil
+	}
+	todo := make([]Input, len(miss))
+	for j, i := range miss {
+		todo[j] = in[i]
+	}
+	evaluated, err := l.evaluateAll(ctx, b, todo)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range miss {
+		outs[i] = evaluated[j]
+		l.Cache.put(keys[i], evaluated[j])
+	}
+	return outs, nil
+}
+
+// evaluateAll sends CUE files, which are programs, to l.Eval, and
+// evaluates YAML files, which are data bounded by the size limit and by
+// the YAML decoder's cap on alias expansion, in this process: isolation
+// costs twice the time and buys nothing for data.
+func (l *Loader) evaluateAll(ctx context.Context, b Bounds, in []Input) ([]Output, error) {
 	var code, data []int
 	for i, f := range in {
 		if path.Ext(f.Name) == ".cue" {
@@ -474,9 +514,6 @@ func size(n int64) string {
 }
 
 func decodeDefinition(o Output) (Definition, *Error) {
-	if o.def != nil {
-		return *o.def, nil
-	}
 	d := Definition{Kind: o.Kind, File: o.Name, idLine: o.IDLine, idColumn: o.IDColumn}
 	var v any
 	switch o.Kind {

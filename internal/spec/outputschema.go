@@ -1,7 +1,6 @@
 package spec
 
 import (
-	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -10,17 +9,6 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/outputschema"
 )
-
-// usableSchema reports whether schema, an output.schema as read, compiles:
-// the direct path leaves any other to the evaluator, which says why.
-func usableSchema(schema map[string]any) bool {
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		return false
-	}
-	_, err = outputschema.Compile(raw)
-	return err == nil
-}
 
 // checkOutputSchema compiles the output.schema of an evaluated Task or
 // Campaign, as the worker will, and returns what makes it unusable: one
