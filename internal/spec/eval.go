@@ -501,6 +501,9 @@ func (c *compiler) explain(msg string) string {
 	switch {
 	case strings.HasSuffix(msg, "(does not satisfy strings.MinRunes(1))"):
 		return "must not be empty"
+	case strings.HasPrefix(msg, "error in call to time.ParseDuration"):
+		// The schema's pattern admits it; only its size does not fit.
+		return "must be a duration of at most 24h"
 	case msg == "field not allowed":
 		return "unknown field"
 	case msg == "field is required but not present":

@@ -112,8 +112,8 @@ func newStructural(t testing.TB) *structural {
 				return false
 			}
 		case *ast.ImportDecl:
-			// list is only used by the checks removed.
-			n.Specs = slices.DeleteFunc(n.Specs, func(s *ast.ImportSpec) bool { return s.Path.Value == `"list"` })
+			// list and time are only used by the checks removed.
+			n.Specs = slices.DeleteFunc(n.Specs, func(s *ast.ImportSpec) bool { return s.Path.Value == `"list"` || s.Path.Value == `"time"` })
 		}
 		return true
 	}, nil)
