@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -245,11 +246,14 @@ type jsonRun struct {
 	Error         string `json:"error,omitempty"`
 	// Notes say what of the definition the task's sandboxes could not
 	// apply (a credentials secret_ref in a local sandbox).
-	Notes            []string       `json:"notes,omitempty"`
-	Suspended        bool           `json:"suspended,omitempty"`
-	Summary          *jsonSummary   `json:"summary,omitempty"`
-	Repositories     []jsonRepo     `json:"repositories"`
-	AwaitingApproval []jsonAwaiting `json:"awaiting_approval"`
+	Notes     []string     `json:"notes,omitempty"`
+	Suspended bool         `json:"suspended,omitempty"`
+	Summary   *jsonSummary `json:"summary,omitempty"`
+	// ModelUsage is what the run's agents used of their models, as the
+	// worker's gateway counted it.
+	ModelUsage       *protocol.ModelUsage `json:"model_usage,omitempty"`
+	Repositories     []jsonRepo           `json:"repositories"`
+	AwaitingApproval []jsonAwaiting       `json:"awaiting_approval"`
 }
 
 type jsonSummary struct {
@@ -273,7 +277,8 @@ type jsonRepo struct {
 	Attempts     int      `json:"attempts,omitempty"`
 	// SandboxesLost: a campaign's unit's sandboxes lost to crashes and
 	// replaced in its latest run.
-	SandboxesLost int `json:"sandboxes_lost,omitempty"`
+	SandboxesLost int                  `json:"sandboxes_lost,omitempty"`
+	ModelUsage    *protocol.ModelUsage `json:"model_usage,omitempty"`
 }
 
 type jsonAwaiting struct {
@@ -299,11 +304,12 @@ func (s *runState) json(waiting []*workflow.TaskState, diff bool) jsonRun {
 	if c := s.campaign; c != nil {
 		out.Workflow, out.Phase, out.Message, out.Suspended = "Campaign", string(c.Phase), c.Message, c.Suspended
 		sm := c.Summary
+		out.ModelUsage = campaignUsage(c)
 		out.Summary = &jsonSummary{Total: sm.Total, Completed: sm.Completed, Failed: sm.Failed, Skipped: sm.Skipped,
 			Cancelled: sm.Cancelled, Running: sm.Running, PullRequests: sm.PRsCreated, Reports: sm.ReportsCollected}
 		for _, u := range c.Units {
 			r := jsonRepo{Name: u.Key, Status: string(u.Phase), PullRequests: []string{}, Error: u.Error, WorkflowID: u.WorkflowID,
-				Attempts: u.Attempts, SandboxesLost: u.SandboxesLost}
+				Attempts: u.Attempts, SandboxesLost: u.SandboxesLost, ModelUsage: u.ModelUsage}
 			for _, pr := range u.PRs {
 				r.PullRequests = append(r.PullRequests, pr.URL)
 			}
@@ -311,6 +317,7 @@ func (s *runState) json(waiting []*workflow.TaskState, diff bool) jsonRun {
 		}
 	} else if t := s.task; t != nil {
 		out.Workflow, out.Phase, out.Message = "Task", string(t.Phase), t.Message
+		out.ModelUsage = taskUsage(t)
 		out.Notes = taskNotes(t)
 		switch {
 		case t.Final != nil:
@@ -487,6 +494,7 @@ func (s *runState) write(w io.Writer) {
 		sm := c.Summary
 		fmt.Fprintf(tw, "%d repositories: %d completed, %d failed, %d skipped, %d cancelled, %d running; %d pull requests, %d reports\n",
 			sm.Total, sm.Completed, sm.Failed, sm.Skipped, sm.Cancelled, sm.Running, sm.PRsCreated, sm.ReportsCollected)
+		writeUsage(tw, campaignUsage(c))
 		if s.closed && sm.Failed > 0 {
 			fmt.Fprintf(tw, "run the failed repositories again with `fleetlift retry %s --failed-only`\n", s.id)
 		}
@@ -513,6 +521,7 @@ func (s *runState) write(w io.Writer) {
 			repos = append(repos, workflow.RepoResult{Name: r.Name, Status: r.Status, FilesModified: r.FilesModified, Error: r.Error})
 		}
 	}
+	writeUsage(tw, taskUsage(t))
 	if len(repos) == 0 {
 		return
 	}
@@ -548,6 +557,43 @@ func oneLine(s string) string {
 		s = s[:n] + "..."
 	}
 	return s
+}
+
+// campaignUsage is what c's units used of their models together.
+func campaignUsage(c *workflow.CampaignState) *protocol.ModelUsage {
+	var sum *protocol.ModelUsage
+	for _, u := range c.Units {
+		sum = sum.Plus(u.ModelUsage)
+	}
+	if sum != nil {
+		// A refusal is a unit's, shown with it, not the campaign's.
+		sum.Refused = ""
+	}
+	return sum
+}
+
+// taskUsage is what t used of its model: its result's once it has ended,
+// else its latest result's.
+func taskUsage(t *workflow.TaskState) *protocol.ModelUsage {
+	switch {
+	case t.Final != nil:
+		return t.Final.ModelUsage
+	case t.Result != nil:
+		return t.Result.ModelUsage
+	}
+	return nil
+}
+
+// writeUsage says what was used of the model, if anything.
+func writeUsage(w io.Writer, u *protocol.ModelUsage) {
+	if u == nil {
+		return
+	}
+	fmt.Fprintf(w, "model: %d requests, %d tokens (%d input, %d output, %d cache writes, %d cache reads)\n",
+		u.Requests, u.Tokens(), u.InputTokens, u.OutputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens)
+	if u.Refused != "" {
+		fmt.Fprintf(w, "model: the gateway refused a request: %s\n", oneLine(u.Refused))
+	}
 }
 
 // taskNotes are t's notes: its result's once it has ended.

@@ -216,3 +216,39 @@ func TestOneLineCutsBetweenCharacters(t *testing.T) {
 		t.Errorf("oneLine of two lines = %q", got)
 	}
 }
+
+// TestStatusShowsModelUsage: what a run's agents used of their models,
+// as the gateway counted it, is in status: per repository and for the
+// whole campaign, and for a task with why the gateway refused it.
+func TestStatusShowsModelUsage(t *testing.T) {
+	campaign := &runState{id: "campaign/c", closed: true, campaign: &workflow.CampaignState{
+		ID: "c", Phase: workflow.CampaignCompleted, Summary: workflow.Summary{Total: 3, Completed: 3},
+		Units: []workflow.UnitResult{
+			{Key: "api", Phase: workflow.TaskCompleted, ModelUsage: &protocol.ModelUsage{Requests: 3, InputTokens: 1000, OutputTokens: 200, CacheReadInputTokens: 50}},
+			{Key: "web", Phase: workflow.TaskCompleted, ModelUsage: &protocol.ModelUsage{Requests: 2, InputTokens: 500, OutputTokens: 100, Refused: "limits.max_tokens spent"}},
+			{Key: "docs", Phase: workflow.TaskCompleted},
+		},
+	}}
+	var b bytes.Buffer
+	campaign.write(&b)
+	if want := "model: 5 requests, 1850 tokens (1500 input, 300 output, 0 cache writes, 50 cache reads)"; !strings.Contains(b.String(), want) {
+		t.Errorf("campaign status:\n%s\nwant the line %q", b.String(), want)
+	}
+	j := campaign.json(nil, false)
+	if u := j.ModelUsage; u == nil || u.Requests != 5 || u.Tokens() != 1850 || u.Refused != "" {
+		t.Errorf("campaign model_usage = %+v; want 5 requests, 1850 tokens", u)
+	}
+	if u := j.Repositories[1].ModelUsage; u == nil || u.Refused == "" || j.Repositories[2].ModelUsage != nil {
+		t.Errorf("repositories' model_usage: %+v, %+v", u, j.Repositories[2].ModelUsage)
+	}
+
+	task := &runState{id: "task/t", closed: true, task: &workflow.TaskState{ID: "t", Phase: workflow.TaskFailed,
+		Final: &workflow.TaskResult{Phase: workflow.TaskFailed, ModelUsage: &protocol.ModelUsage{Requests: 9, InputTokens: 90000, OutputTokens: 11000, Refused: "the task's limits.max_tokens (100000) is spent"}}}}
+	b.Reset()
+	task.write(&b)
+	for _, want := range []string{"model: 9 requests, 101000 tokens", "the gateway refused a request: the task's limits.max_tokens (100000) is spent"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("task status:\n%s\nwant %q", b.String(), want)
+		}
+	}
+}

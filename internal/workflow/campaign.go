@@ -89,6 +89,9 @@ type UnitResult struct {
 	// crashes (an agent killed, a sandbox gone) and replaced: the work
 	// ran again that many times.
 	SandboxesLost int `json:"sandboxes_lost,omitempty"`
+	// ModelUsage is what the unit's tasks used of their model, every
+	// run (retries too) together.
+	ModelUsage *protocol.ModelUsage `json:"model_usage,omitempty"`
 }
 
 // HasFailures reports whether the unit failed, or completed with a
@@ -719,6 +722,7 @@ func outcomeResult(out activity.RunOutcome) TaskResult {
 	tr.Error = out.Result.Error
 	tr.SandboxesLost = len(out.Lost)
 	tr.Notes = out.Notes
+	tr.ModelUsage = out.Result.ModelUsage
 	return tr
 }
 
@@ -759,6 +763,7 @@ func withResult(r UnitResult, tr TaskResult, grouped bool) UnitResult {
 	r.Phase = tr.Phase
 	r.Error = tr.Error
 	r.SandboxesLost = tr.SandboxesLost
+	r.ModelUsage = r.ModelUsage.Plus(tr.ModelUsage)
 	r.Applied = append(r.Applied, tr.Applied...)
 	r.PRs, r.Reports, r.Repos = nil, 0, nil
 	for _, rr := range tr.Repositories {

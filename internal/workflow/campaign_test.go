@@ -118,8 +118,10 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		defer f.mu.Unlock()
 		key := f.unitOf(in.Sandbox.ID)
 		if f.fail[key] {
+			// A failed run used its model too.
 			return protocol.Result{Status: protocol.PhaseFailed, Error: "verifier build failed",
-				Repositories: []protocol.RepositoryResult{{Name: key, Status: "failed"}}}, nil
+				Repositories: []protocol.RepositoryResult{{Name: key, Status: "failed"}},
+				ModelUsage:   &protocol.ModelUsage{Requests: 1, InputTokens: 100, OutputTokens: 10}}, nil
 		}
 		if names, ok := f.groups[key]; ok {
 			r := protocol.Result{Status: protocol.PhaseComplete}
@@ -134,7 +136,8 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			return r, nil
 		}
 		return protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{Name: key, Status: "success",
-			PullRequest: &protocol.PullRequestInfo{URL: "file:///" + key + "#auto/c", Branch: "auto/c"}}}}, nil
+			PullRequest: &protocol.PullRequestInfo{URL: "file:///" + key + "#auto/c", Branch: "auto/c"}}},
+			ModelUsage: &protocol.ModelUsage{Requests: 1, InputTokens: 100, OutputTokens: 10}}, nil
 	}
 	env.OnActivity(a.WaitForAgentPhase, mock.Anything, mock.Anything).Return(wait)
 	env.OnActivity(a.ReadResult, mock.Anything, mock.Anything).Return(read)
@@ -618,6 +621,13 @@ func TestCampaignRetryFailed(t *testing.T) {
 		}
 		if st.Units[0].Attempts != 2 {
 			t.Errorf("r0 attempts %d, want 2", st.Units[0].Attempts)
+		}
+		// What both runs of r0 used of the model, and r1's one run.
+		if u := st.Units[0].ModelUsage; u == nil || u.Requests != 2 || u.Tokens() != 220 {
+			t.Errorf("r0 model usage %+v; want both runs': 2 requests, 220 tokens", u)
+		}
+		if u := st.Units[1].ModelUsage; u == nil || u.Requests != 1 {
+			t.Errorf("r1 model usage %+v; want 1 request", u)
 		}
 		// Run again, r0 ran in a sandbox of that attempt's own.
 		var r0 []string

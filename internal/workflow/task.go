@@ -62,6 +62,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		res.Error = msg
 		if r != nil {
 			res.Repositories = repoResults(*r)
+			res.ModelUsage = r.ModelUsage
 			if res.Error == "" {
 				res.Error = r.Error
 			}

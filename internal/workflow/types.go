@@ -146,6 +146,10 @@ type TaskResult struct {
 	// Notes say what of the definition the task's sandboxes could not
 	// apply, and what they did instead (each once).
 	Notes []string `json:"notes,omitempty"`
+	// ModelUsage is what the task's agent used of its model, as the
+	// worker's gateway counted it; nil when it made no model call
+	// through one.
+	ModelUsage *protocol.ModelUsage `json:"model_usage,omitempty"`
 }
 
 // TaskState answers QueryStatus on a Task workflow.

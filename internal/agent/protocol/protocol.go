@@ -85,6 +85,29 @@ type ModelUsage struct {
 	Refused string `json:"refused,omitempty"`
 }
 
+// Plus is u and o together, nil when both are nil: what a task's
+// sandboxes used across its runs. Refused is o's, or else u's.
+func (u *ModelUsage) Plus(o *ModelUsage) *ModelUsage {
+	if u == nil && o == nil {
+		return nil
+	}
+	var sum ModelUsage
+	for _, x := range []*ModelUsage{u, o} {
+		if x == nil {
+			continue
+		}
+		sum.Requests += x.Requests
+		sum.InputTokens += x.InputTokens
+		sum.OutputTokens += x.OutputTokens
+		sum.CacheCreationInputTokens += x.CacheCreationInputTokens
+		sum.CacheReadInputTokens += x.CacheReadInputTokens
+		if x.Refused != "" {
+			sum.Refused = x.Refused
+		}
+	}
+	return &sum
+}
+
 // Tokens is every token the model processed: input, output and cache
 // alike. A token budget counts these.
 func (u ModelUsage) Tokens() int64 {
