@@ -169,6 +169,8 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"local: the size of each command's private /tmp, /var/tmp and /dev/shm, held in memory")
 	cmd.Flags().StringVar(&w.limits.file, "sandbox-file-size", "8Gi",
 		"local: the largest file a command in a sandbox may write; 0: no bound")
+	cmd.Flags().StringVar(&w.limits.diskReserve, "sandbox-disk-reserve", "1Gi",
+		"local: the free space to keep on the disk holding the sandboxes (and the state directory, if it is the same): a command that leaves less is stopped and its task fails; 0: none kept")
 	cmd.Flags().StringVar(&w.modelAPI, "model-gateway", "https://api.anthropic.com",
 		"local and docker: the Anthropic API agent CLIs reach through this worker's model gateway, which adds the key --model-key-env names and counts tokens against each task's limits.max_tokens; the key then enters no sandbox. Empty: no gateway, the key goes to the agent CLI as --agent-env says")
 	cmd.Flags().StringVar(&w.modelKeyEnv, "model-key-env", envAnthropicAPIKey,
@@ -731,10 +733,11 @@ func (w *workerFlags) sayGateway(logw io.Writer) {
 	}
 }
 
-// localLimits are the --sandbox-memory, -processes, -cpu, -tmp-size and
-// -file-size flags.
+// localLimits are the --sandbox-memory, -processes, -cpu, -tmp-size,
+// -file-size and -disk-reserve flags.
 type localLimits struct {
 	memory, cpu, tmp, file string
+	diskReserve            string
 	processes              int
 }
 
@@ -745,6 +748,7 @@ func (l localLimits) serveArgs() ([]string, error) {
 		{"--sandbox-memory", l.memory, "--max-memory"},
 		{"--sandbox-tmp-size", l.tmp, "--tmp-size"},
 		{"--sandbox-file-size", l.file, "--max-file-size"},
+		{"--sandbox-disk-reserve", l.diskReserve, "--disk-reserve"},
 	} {
 		if q.value == "" || q.value == "0" {
 			continue

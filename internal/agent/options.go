@@ -163,6 +163,10 @@ type Isolation struct {
 	Egress string
 	// Limits bound each command (see jail.Limits).
 	Limits jail.Limits
+	// DiskReserve, when positive, is the free space in bytes the agent
+	// keeps on the disk holding the workspace: a command that leaves
+	// less is stopped, and its step fails saying so.
+	DiskReserve int64
 	// Gateway, when set, is the Unix socket of the worker's model
 	// gateway (package gateway): the agent CLI's jail forwards
 	// GatewayPort on its loopback to it, and the CLI gets it as its

@@ -24,6 +24,8 @@ type command struct {
 	stdout, stderr io.Writer
 	// jail, when set, is where the command runs (Options.Isolation).
 	jail *jail.Jail
+	// disk, when set, stops the command when its disk runs low.
+	disk *diskGuard
 }
 
 // errJailKilled is a jailed command whose jail was killed from outside the
@@ -45,7 +47,8 @@ func (e *isolationError) Error() string { return "cannot isolate the work: " + e
 // run rather than the one command.
 func stopsRun(err error) bool {
 	var iso *isolationError
-	return errors.Is(err, errJailKilled) || errors.As(err, &iso)
+	var disk *diskLowError
+	return errors.Is(err, errJailKilled) || errors.As(err, &iso) || errors.As(err, &disk)
 }
 
 // pipeGrace is how long output is still read after the process group is
@@ -123,15 +126,38 @@ func (c command) run(ctx context.Context) (int, error) {
 	go drain(c.stderr, errR)
 
 	exited := make(chan struct{})
+	var diskLow error
+	watched := make(chan struct{})
 	go func() {
-		select {
-		case <-ctx.Done():
-			killGroup(pid)
-		case <-exited:
+		defer close(watched)
+		var tick <-chan time.Time
+		if c.disk != nil {
+			t := time.NewTicker(diskCheckEvery)
+			defer t.Stop()
+			tick = t.C
+			if diskLow = c.disk.low(); diskLow != nil {
+				killGroup(pid)
+				return
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				killGroup(pid)
+				return
+			case <-exited:
+				return
+			case <-tick:
+				if diskLow = c.disk.low(); diskLow != nil {
+					killGroup(pid)
+					return
+				}
+			}
 		}
 	}()
 	waitErr := proc.Wait()
 	close(exited)
+	<-watched
 	killGroup(pid)
 
 	drained := make(chan struct{})
@@ -148,6 +174,9 @@ func (c command) run(ctx context.Context) (int, error) {
 
 	if ctx.Err() != nil {
 		return -1, context.Cause(ctx)
+	}
+	if diskLow != nil {
+		return -1, diskLow
 	}
 	var ee *exec.ExitError
 	switch {

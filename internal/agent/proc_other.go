@@ -26,3 +26,6 @@ func killGroup(pid int) {
 		_ = p.Kill()
 	}
 }
+
+// freeBytes knows of no bound where the jail does not run.
+func freeBytes(string) (uint64, error) { return ^uint64(0), nil }

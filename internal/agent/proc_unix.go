@@ -35,3 +35,13 @@ func killGroup(pid int) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 }
+
+// freeBytes is how much of the file system holding path an unprivileged
+// user may still write.
+func freeBytes(path string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}

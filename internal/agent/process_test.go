@@ -240,3 +240,24 @@ func TestJailThatCannotBeMadeFailsTheRun(t *testing.T) {
 		}
 	})
 }
+
+// TestCommandStoppedWhenTheDiskRunsLow: the agent keeps
+// Isolation.DiskReserve free on the workspace's disk; a command that
+// leaves less (here: any, the reserve being more than the disk has) is
+// stopped, and the task fails saying why (every command after it would
+// meet the same disk).
+func TestCommandStoppedWhenTheDiskRunsLow(t *testing.T) {
+	o := options(t)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(o.Workspace, &st); err != nil {
+		t.Fatal(err)
+	}
+	o.Isolation.DiskReserve = int64(st.Bavail*uint64(st.Bsize)) + 1<<40
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	m := manifest(repo("svc", remote))
+	m.Execution.Command = sh(`sleep 60; echo changed >> README.md`)
+	res := run(t, o, m)
+	if res.Status != protocol.PhaseFailed || !strings.Contains(res.Error, "the disk holding the sandbox has") || !strings.Contains(res.Error, "--sandbox-disk-reserve") {
+		t.Fatalf("phase %s %q; want failed, saying the disk ran low", res.Status, res.Error)
+	}
+}

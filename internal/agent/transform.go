@@ -125,6 +125,7 @@ func (r *runner) runIn(ctx context.Context, sc *scope, argv, env []string, stdin
 		argv: argv, dir: sc.dir, env: env, stdin: stdin,
 		stdout: io.MultiWriter(stdout, outTail), stderr: errTail,
 		jail: jl,
+		disk: r.disk(),
 	}.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

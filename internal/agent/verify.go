@@ -24,6 +24,7 @@ func (r *runner) runVerifiers(ctx context.Context, u *unit) ([]protocol.Verifier
 			env:    withEnv(r.env, EnvWorkspace+"="+r.ws, EnvRepository+"="+u.repo.Name),
 			stdout: out, stderr: out,
 			jail: r.jail(),
+			disk: r.disk(),
 		}.run(ctx)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -194,6 +194,7 @@ func (r *runner) setup(ctx context.Context, u *unit) error {
 			env:    withEnv(r.env, EnvWorkspace+"="+r.ws, EnvRepository+"="+u.repo.Name),
 			stdout: out, stderr: out,
 			jail: r.jail(),
+			disk: r.disk(),
 		}.run(ctx)
 		if err != nil {
 			return fmt.Errorf("setup %q: %w", line, err)

@@ -49,16 +49,17 @@ const scratchDir = "git"
 // (see protocol.Next), and exit once it hands none.
 func NewServeCommand() *cobra.Command {
 	var (
-		workspace string
-		opts      agent.Options
-		isolation string
-		hidden    []string
-		shown     []string
-		jailProg  string
-		nextFD    int
-		egress    string
-		gateway   string
-		limits    jail.Limits
+		workspace   string
+		opts        agent.Options
+		isolation   string
+		hidden      []string
+		shown       []string
+		jailProg    string
+		nextFD      int
+		egress      string
+		gateway     string
+		limits      jail.Limits
+		diskReserve int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -119,7 +120,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 				if egress != "" && !filepath.IsAbs(egress) {
 					return fmt.Errorf("serve: --egress-socket %q must be an absolute path", egress)
 				}
-				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Shown: shown, Egress: egress, Limits: limits, Gateway: gateway}
+				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Shown: shown, Egress: egress, Limits: limits, Gateway: gateway, DiskReserve: diskReserve}
 			case IsolationNone:
 				if egress != "" {
 					return fmt.Errorf("serve: --egress-socket needs --isolation %s: unjailed commands share the agent's network", IsolationNamespaces)
@@ -201,6 +202,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.Float64Var(&limits.CPU, "max-cpu", 0, "the most processors' worth of CPU each jailed command may use (a cgroup's); 0: no bound")
 	f.Int64Var(&limits.TmpSize, "tmp-size", 0, "the size in bytes of each jailed command's private /tmp, /var/tmp and /dev/shm; 0: the kernel's default, half the memory")
 	f.Int64Var(&limits.FileSize, "max-file-size", 0, "the largest file in bytes a jailed command may write; 0: no bound")
+	f.Int64Var(&diskReserve, "disk-reserve", 0, "the free space in bytes to keep on the disk holding the workspace: a jailed command that leaves less is stopped and its step fails; 0: none kept")
 	f.IntVar(&nextFD, "next-fd", 0, "a socket, open as this descriptor, on which the agent says it is idle once it has finished a sandbox and is told the next sandbox it serves (protocol.Next), exiting when it closes (needs --isolation "+IsolationNamespaces+")")
 	return cmd
 }
