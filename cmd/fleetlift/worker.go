@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,8 +57,11 @@ type workerFlags struct {
 	modelKeyEnv string
 	gatewayKey  string
 	// gitReads is set once a local provider's gateway serves the agents'
-	// clones from the forge: its token then goes to no sandbox.
+	// clones from the forge: its token then goes to no sandbox. gw is
+	// that gateway, whose copies of the repositories changes are
+	// proposed from.
 	gitReads bool
+	gw       *gateway.Gateway
 	hide     []string
 	queue    string
 	orphan   time.Duration
@@ -279,6 +280,11 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 	}
 	local := activity.LocalForges(&gitx.Git{})
 	acts.Git, acts.FileRoots = g, roots
+	if w.gw != nil && w.gw.Git != nil {
+		// The gateway's copies of what the sandboxes read: a change is
+		// proposed from the copy its sandbox cloned.
+		acts.Copies = w.gw
+	}
 	acts.Forges = func(name string) (forge.Forge, error) {
 		if fs != nil && fs.Type == name && fs.Hub != nil {
 			return fs.Hub, nil
@@ -706,20 +712,13 @@ func (w *workerFlags) gateway() (*gateway.Gateway, error) {
 		w.gatewayKey = w.modelKeyEnv
 	}
 	if fs := w.forge; fs != nil && fs.Type != "local" && fs.Token != "" {
-		origins := fs.gitOrigins()
-		user := cmpOr(os.Getenv(gitx.UsernameEnv), "x-access-token")
-		cred := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+fs.Token))
-		gw.Git = &gateway.GitReads{Credential: func(raw string) string {
-			if o, err := gitx.Origin(raw); err == nil && slices.Contains(origins, o) {
-				return cred
-			}
-			return ""
-		}}
+		gw.Git = &gateway.GitReads{Git: &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}}
 		w.gitReads = true
 	}
 	if gw.Upstream == nil && gw.Git == nil {
 		return nil, nil
 	}
+	w.gw = gw
 	return gw, nil
 }
 

@@ -38,6 +38,13 @@ type Activities struct {
 	Forges    func(name string) (forge.Forge, error)
 	Git       *git.Git
 	FileRoots []string
+	// Copies, when set, has the worker's own copies of the repositories
+	// sandboxes cloned through its gateway (gateway.GitReads): a change
+	// is proposed on the copy its sandbox cloned, whose branch and base
+	// the worker read itself, without reading the repository again.
+	Copies interface {
+		Copy(sandboxID, repository string) (*git.Scratch, bool)
+	}
 	// CredentialVariables are the secret variables a definition's
 	// credentials give values (Kubernetes sandboxes).
 	CredentialVariables CredentialVariables

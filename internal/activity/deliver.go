@@ -168,36 +168,11 @@ func (a *Activities) propose(ctx context.Context, id string, d *Delivery, rr *pr
 	if err := git.CheckLocal(repo.URL, a.FileRoots); err != nil {
 		return nil, err
 	}
-	s, err := a.Git.NewScratch(ctx, "")
+	s, branch, done, err := a.base(ctx, id, repo, rr)
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
-
-	// The base: on the target branch, as the repository has it.
-	branch := repo.Branch
-	if branch == "" {
-		if branch, err = s.DefaultBranch(ctx, repo.URL); err != nil {
-			return nil, err
-		}
-	}
-	if err := git.CheckBranch(branch); err != nil {
-		return nil, err
-	}
-	tip := "refs/fleetlift/target"
-	found := false
-	for _, depth := range []int{1, baseSearchDepth} {
-		if err := s.FetchShallow(ctx, repo.URL, depth, "+refs/heads/"+branch+":"+tip); err != nil {
-			return nil, err
-		}
-		if _, err := s.Run(ctx, "merge-base", "--is-ancestor", rr.Base, tip); err == nil {
-			found = true
-			break
-		}
-	}
-	if !found {
-		return nil, fmt.Errorf("the change in %s builds on %s, which is not among the last %d commits of %s: not proposed (run the task again)", rr.Name, rr.Base, baseSearchDepth, branch)
-	}
+	defer done()
 
 	// The change: objects from the sandbox, checked as any fetched.
 	bundle, err := a.readBundle(ctx, id, s.Dir(), rr.Name)
@@ -243,6 +218,56 @@ func (a *Activities) propose(ctx context.Context, id string, d *Delivery, rr *pr
 		commit = got2.Commit
 	}
 	return &protocol.PullRequestInfo{URL: got2.URL, Number: got2.Number, Branch: got2.Branch, Commit: commit, Tree: tree}, nil
+}
+
+// base is a repository holding the base rr's change builds on, and the
+// branch it is on; done is called when it is no longer needed. It is the
+// worker's copy the sandbox cloned, when the gateway has one (the gateway
+// removes it with the sandbox), else a scratch repository that reads the
+// target branch from the repository itself and finds the base among its
+// last commits.
+func (a *Activities) base(ctx context.Context, id string, repo *protocol.Repository, rr *protocol.RepositoryResult) (s *git.Scratch, branch string, done func(), err error) {
+	branch = repo.Branch
+	if a.Copies != nil {
+		if s, ok := a.Copies.Copy(id, rr.Name); ok {
+			if branch == "" {
+				if branch, err = s.Head(ctx); err != nil {
+					return nil, "", nil, err
+				}
+			}
+			if _, err := s.Run(ctx, "merge-base", "--is-ancestor", rr.Base, "refs/heads/"+branch); err != nil {
+				return nil, "", nil, fmt.Errorf("the change in %s builds on %s, which is not on %s as the sandbox cloned it: not proposed", rr.Name, rr.Base, branch)
+			}
+			return s, branch, func() {}, nil
+		}
+	}
+	if s, err = a.Git.NewScratch(ctx, ""); err != nil {
+		return nil, "", nil, err
+	}
+	scratch := s
+	defer func() {
+		if err != nil {
+			scratch.Close()
+		}
+	}()
+	if branch == "" {
+		if branch, err = s.DefaultBranch(ctx, repo.URL); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	if err := git.CheckBranch(branch); err != nil {
+		return nil, "", nil, err
+	}
+	tip := "refs/fleetlift/target"
+	for _, depth := range []int{1, baseSearchDepth} {
+		if err := s.FetchShallow(ctx, repo.URL, depth, "+refs/heads/"+branch+":"+tip); err != nil {
+			return nil, "", nil, err
+		}
+		if _, err := s.Run(ctx, "merge-base", "--is-ancestor", rr.Base, tip); err == nil {
+			return s, branch, func() { scratch.Close() }, nil
+		}
+	}
+	return nil, "", nil, fmt.Errorf("the change in %s builds on %s, which is not among the last %d commits of %s: not proposed (run the task again)", rr.Name, rr.Base, baseSearchDepth, branch)
 }
 
 // readBundle copies the change the agent left for repository name in

@@ -305,3 +305,49 @@ func TestDeliverProposesInParallel(t *testing.T) {
 		})
 	}
 }
+
+// copies are the worker's copies of repositories, as its gateway keeps
+// them, by sandbox and repository.
+type copies map[[2]string]*git.Scratch
+
+func (c copies) Copy(id, name string) (*git.Scratch, bool) {
+	s, ok := c[[2]string{id, name}]
+	return s, ok
+}
+
+// A change is proposed from the worker's copy of the repository its
+// sandbox cloned (through the gateway), on the branch that copy holds:
+// what the work started from, as the worker read it, not what the
+// repository's HEAD names by the time the work is done.
+func TestDeliverProposesFromTheWorkersCopy(t *testing.T) {
+	d := newDelivery(t, nil)
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	main := strings.TrimSpace(gittest.Run(t, remote, "rev-parse", "main"))
+	copied, err := d.a.Git.CloneBare(t.Context(), remote, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { copied.Close() })
+	d.a.Copies = copies{{d.ref.ID, "svc"}: copied}
+	m := changeManifest(protocol.Repository{Name: "svc", URL: remote})
+	d.work(t, m)
+	// Meanwhile the repository's HEAD moves to a branch the work never
+	// saw, whose history the base is not in.
+	work := t.TempDir()
+	gittest.Run(t, work, "init", "--quiet", "-b", "develop")
+	gittest.Run(t, work, "commit", "--quiet", "--allow-empty", "-m", "unrelated")
+	gittest.Run(t, work, "push", "--quiet", remote, "develop")
+	gittest.Run(t, remote, "symbolic-ref", "HEAD", "refs/heads/develop")
+
+	out := d.await(t, activity.DeliveryOf(m, nil))
+	r := out.Result.Repositories[0]
+	if out.Status.Phase != protocol.PhaseComplete || r.PullRequest == nil {
+		t.Fatalf("phase %s, repository %s %q", out.Status.Phase, r.Status, r.Error)
+	}
+	if got := gittest.Run(t, remote, "log", "-1", "--format=%P", branchAt(t, remote)); strings.TrimSpace(got) != main {
+		t.Errorf("the change's parent is %s, want main's %s", got, main)
+	}
+	if rec := gittest.Run(t, remote, "show", local.RecordRefPrefix+deliveredBranch+":"+local.RecordFile); !strings.Contains(rec, `"base": "main"`) {
+		t.Errorf("the pull request does not go to main, the branch the work cloned:\n%s", rec)
+	}
+}

@@ -1,8 +1,8 @@
 // Package gateway is the sandboxes' gateway to what needs a credential:
 // the only way an agent CLI in a sandbox reaches its model, and the only
 // holder of the model's API key; and the way a sandbox's agent clones the
-// repositories of its task from the forge (GitReads), reads only, with
-// the forge's token added on the trusted side.
+// repositories of its task from the forge (GitReads), reads only, from
+// copies the worker read with the forge's token.
 //
 // The gateway runs on the trusted side (the worker) and speaks the
 // Anthropic Messages API. Each sandbox gets a key of its own (Open) that
@@ -15,11 +15,15 @@
 // OpenAI-compatible API are not served yet.
 //
 // The same key lets the agent read, and only read (git-upload-pack), the
-// repositories its task's manifest names, at GitPrefix + name: the
-// gateway adds the worker's credential for the forge and forwards the
-// request there, so that the token that could push is never in a
-// sandbox.
+// repositories its task's manifest names, at GitPrefix + name: on the
+// sandbox's first read of a repository the worker reads the branch and
+// depth the manifest asks for from the forge, with its own token, into a
+// copy of its own, and git http-backend serves the sandbox from it. The
+// token that could push is never in a sandbox, the forge is read once
+// per repository, and the worker proposes the sandbox's change from the
+// same copy (Copy), the base it built on already there. A sandbox's
+// copies go when its key is closed.
 //
-// gateway imports only the standard library and the agent's protocol
-// types.
+// gateway imports the standard library, the agent's protocol types and
+// the git command wrapper.
 package gateway

@@ -44,7 +44,7 @@ type Sandbox struct {
 	Save func(Usage)
 	// Repositories, when set, are the repositories it may read through
 	// GitReads, by name: its task's. A function, as Limit is.
-	Repositories func() map[string]string
+	Repositories func() map[string]Repository
 }
 
 // ProtocolSandbox is the Sandbox of sandbox id, whose protocol directory
@@ -64,7 +64,7 @@ func ProtocolSandbox(id string, read func(name string) ([]byte, error), write fu
 			}
 			return int64(m.Limits.MaxTokens)
 		},
-		Repositories: func() map[string]string {
+		Repositories: func() map[string]Repository {
 			m := manifest()
 			if m == nil {
 				return nil
@@ -73,9 +73,9 @@ func ProtocolSandbox(id string, read func(name string) ([]byte, error), write fu
 			if m.Transformation != nil {
 				repos = append(repos, *m.Transformation)
 			}
-			out := make(map[string]string, len(repos))
+			out := make(map[string]Repository, len(repos))
 			for _, r := range repos {
-				out[r.Name] = r.URL
+				out[r.Name] = Repository{URL: r.URL, Branch: r.Branch, Depth: m.GitConfig.CloneDepth}
 			}
 			return out
 		},
@@ -132,8 +132,33 @@ type Gateway struct {
 // box is one open sandbox.
 type box struct {
 	Sandbox
-	mu    sync.Mutex
-	usage Usage
+	// ctx ends when the box is closed, and with it reads of its
+	// repositories.
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	usage  Usage
+	copies map[string]*copyOf // GitReads' copies, by repository name
+}
+
+func newBox(sb Sandbox, used Usage) *box {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &box{Sandbox: sb, ctx: ctx, cancel: cancel, usage: used}
+}
+
+// close stops reads of b's repositories and removes its copies.
+func (b *box) close() {
+	b.cancel()
+	b.mu.Lock()
+	copies := b.copies
+	b.copies = nil
+	b.mu.Unlock()
+	for _, c := range copies {
+		c.once.Do(func() {})
+		if c.scratch != nil {
+			c.scratch.Close()
+		}
+	}
 }
 
 // Open lets sb call the model and returns the key it calls with.
@@ -148,7 +173,7 @@ func (g *Gateway) Open(sb Sandbox) (string, error) {
 	if g.boxes == nil {
 		g.boxes = map[string]*box{}
 	}
-	g.boxes[key] = &box{Sandbox: sb}
+	g.boxes[key] = newBox(sb, Usage{})
 	return key, nil
 }
 
@@ -166,19 +191,23 @@ func (g *Gateway) Adopt(key string, sb Sandbox, used Usage) error {
 	if g.boxes == nil {
 		g.boxes = map[string]*box{}
 	}
-	g.boxes[key] = &box{Sandbox: sb, usage: used}
+	if old := g.boxes[key]; old != nil {
+		go old.close()
+	}
+	g.boxes[key] = newBox(sb, used)
 	return nil
 }
 
 // Close ends key's calls; it returns the sandbox's usage.
 func (g *Gateway) Close(key string) Usage {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	b, ok := g.boxes[key]
+	delete(g.boxes, key)
+	g.mu.Unlock()
 	if !ok {
 		return Usage{}
 	}
-	delete(g.boxes, key)
+	b.close()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.usage

@@ -1,28 +1,55 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
-	"net/http/httputil"
+	"net/http/cgi"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/git"
 )
 
 // GitReads serves sandboxes' agents the clones and fetches of the
 // repositories their task names, under GitPrefix: git's smart HTTP
-// protocol, reads only (upload-pack), with the worker's credential added
-// on the way, so that no token for the forge is in a sandbox.
+// protocol, reads only (upload-pack). The worker reads each repository
+// once per sandbox, with its own token, into a copy of its own (Copy),
+// and the agent's clone is served from that copy by git http-backend: no
+// token for the forge is in a sandbox, the forge is read once, and the
+// worker proposes the sandbox's change from the same copy (see
+// activity.Delivery), its base already there.
 type GitReads struct {
-	// Credential is the Authorization header to send to the repository
-	// at url (the forge's token for the forge's own origin), "" for
-	// none.
-	Credential func(url string) string
-	// Transport makes the upstream requests; nil: http.DefaultTransport.
-	Transport http.RoundTripper
+	// Git reads the repositories: with the worker's token where its
+	// TokenOrigins allow, into its ScratchDir.
+	Git *git.Git
+	// CopyTimeout bounds reading one repository (default 10 minutes).
+	CopyTimeout time.Duration
+}
+
+// Repository is one repository a sandbox may read: where it is, and
+// what of it its task asks for.
+type Repository struct {
+	URL    string
+	Branch string // empty: the default branch
+	Depth  int    // 0: all of its history
 }
 
 // GitPrefix is where the gateway serves GitReads: GitPrefix + the
 // repository's name in the manifest, path-escaped, is the URL to clone.
 const GitPrefix = "/git/"
+
+// copyOf is the worker's copy of one repository for one sandbox, read
+// when the sandbox first asks for it.
+type copyOf struct {
+	once    sync.Once
+	scratch *git.Scratch
+	err     error
+}
 
 // gitKey is the sandbox key of a git request: git sends it as the
 // password of basic authentication.
@@ -33,7 +60,7 @@ func gitKey(r *http.Request) string {
 
 // serveGit serves a git read of one of the box's repositories, or refuses
 // it: anything but upload-pack (403), a repository the task does not
-// name (404).
+// name (404), one that could not be read (502).
 func (g *Gateway) serveGit(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	b := g.boxes[gitKey(r)]
@@ -43,7 +70,7 @@ func (g *Gateway) serveGit(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fleetlift gateway: not a key of a sandbox this gateway serves", http.StatusUnauthorized)
 		return
 	}
-	if g.Git == nil {
+	if g.Git == nil || g.Git.Git == nil {
 		http.Error(w, "fleetlift gateway: this worker serves no repositories", http.StatusServiceUnavailable)
 		return
 	}
@@ -61,39 +88,91 @@ func (g *Gateway) serveGit(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fleetlift gateway: sandboxes only read repositories (git-upload-pack)", http.StatusForbidden)
 		return
 	}
-	var raw string
+	var repo Repository
 	if b.Repositories != nil {
-		raw = b.Repositories()[name]
+		repo = b.Repositories()[name]
 	}
-	base, err := url.Parse(strings.TrimSuffix(raw, "/"))
-	if raw == "" || err != nil || (base.Scheme != "https" && base.Scheme != "http") || base.Host == "" || base.User != nil {
+	u, err := url.Parse(repo.URL)
+	if repo.URL == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 		http.Error(w, "fleetlift gateway: the task names no repository "+name+" served over HTTP", http.StatusNotFound)
 		return
 	}
-	target := *base
-	target.Path = strings.TrimSuffix(base.Path, "/") + "/" + op
-	target.RawPath = ""
-	target.RawQuery = r.URL.RawQuery
-	cred := ""
-	if g.Git.Credential != nil {
-		cred = g.Git.Credential(raw)
+	s, err := g.copy(b, name, repo)
+	if err != nil {
+		http.Error(w, "fleetlift gateway: "+git.Redact(err.Error()), http.StatusBadGateway)
+		return
 	}
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = &target
-			pr.Out.Host = target.Host
-			// The sandbox's key goes nowhere; the worker's credential
-			// goes only to the repository it is for.
-			pr.Out.Header.Del("Authorization")
-			pr.Out.Header.Del("Cookie")
-			if cred != "" {
-				pr.Out.Header.Set("Authorization", cred)
-			}
-		},
-		Transport: g.Git.Transport,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
-			http.Error(w, "fleetlift gateway: the repository did not answer", http.StatusBadGateway)
-		},
+	g.backend(s.Dir(), op).ServeHTTP(w, r)
+}
+
+// copy is b's copy of repository name, read on first use.
+func (g *Gateway) copy(b *box, name string, repo Repository) (*git.Scratch, error) {
+	b.mu.Lock()
+	if b.copies == nil {
+		b.copies = map[string]*copyOf{}
 	}
-	proxy.ServeHTTP(w, r)
+	c := b.copies[name]
+	if c == nil {
+		c = &copyOf{}
+		b.copies[name] = c
+	}
+	ctx := b.ctx
+	b.mu.Unlock()
+	c.once.Do(func() {
+		timeout := g.Git.CopyTimeout
+		if timeout <= 0 {
+			timeout = 10 * time.Minute
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		c.scratch, c.err = g.Git.Git.CloneBare(cctx, repo.URL, repo.Branch, repo.Depth)
+	})
+	return c.scratch, c.err
+}
+
+// backend is git http-backend serving op of the bare repository at dir.
+// It runs with no configuration but the repository's, and serves only
+// what serveGit let through: upload-pack.
+func (g *Gateway) backend(dir, op string) http.Handler {
+	bin := g.Git.Git.Binary
+	if bin == "" {
+		bin, _ = exec.LookPath("git")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path, r2.URL.RawPath = "/"+filepath.Base(dir)+"/"+op, ""
+		h := &cgi.Handler{
+			Path: bin,
+			Args: []string{"http-backend"},
+			Dir:  dir,
+			Env: []string{
+				"GIT_PROJECT_ROOT=" + filepath.Dir(dir), "GIT_HTTP_EXPORT_ALL=1",
+				"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=" + dir,
+				"PATH=" + os.Getenv("PATH"),
+			},
+		}
+		h.ServeHTTP(w, r2)
+	})
+}
+
+// Copy is the worker's copy of repository name that sandbox id read
+// through the gateway, if it read it: the change the sandbox leaves for
+// it is proposed from there. The gateway removes it when the sandbox's
+// key is closed.
+func (g *Gateway) Copy(id, name string) (*git.Scratch, bool) {
+	var c *copyOf
+	g.mu.Lock()
+	for _, b := range g.boxes {
+		if b.ID == id {
+			b.mu.Lock()
+			c = b.copies[name]
+			b.mu.Unlock()
+		}
+	}
+	g.mu.Unlock()
+	if c == nil {
+		return nil, false
+	}
+	c.once.Do(func() {}) // wait for a read under way
+	return c.scratch, c.err == nil && c.scratch != nil
 }

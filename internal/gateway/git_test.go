@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,14 +11,17 @@ import (
 	"testing"
 
 	"github.com/fleetlift/fleetlift/internal/gateway"
+	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 )
 
 const forgeToken = "forge-token-canary-0123456789"
 
 // A sandbox's agent clones the repositories its task names through the
-// gateway with its own key: the forge gets the worker's token, never the
-// key; nothing else is served: pushes, other repositories, other keys.
+// gateway with its own key: the worker reads each one from the forge once,
+// with its token, and serves the agent from its copy, from which it then
+// proposes; the forge never sees the key; nothing else is served:
+// pushes, other repositories, other keys.
 func TestGitReadsCarryTheWorkersToken(t *testing.T) {
 	root := t.TempDir()
 	gittest.NewRemote(t, root, "svc", map[string]string{"README.md": "# svc\n"})
@@ -28,23 +30,19 @@ func TestGitReadsCarryTheWorkersToken(t *testing.T) {
 	// What the forge was sent.
 	var mu sync.Mutex
 	var seen []string
-	rec := http.DefaultTransport.(*http.Transport).Clone()
-	gw := &gateway.Gateway{Git: &gateway.GitReads{
-		Credential: func(url string) string {
-			if strings.HasPrefix(url, forge.URL+"/") {
-				return "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+forgeToken))
-			}
-			return ""
-		},
-		Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			seen = append(seen, r.Header.Get("Authorization")+" "+r.URL.String())
-			mu.Unlock()
-			return rec.RoundTrip(r)
-		}),
-	}}
-	key, err := gw.Open(gateway.Sandbox{ID: "sb", Repositories: func() map[string]string {
-		return map[string]string{"svc": forge.URL + "/svc.git", "elsewhere": "https://example.invalid/x.git", "local": "file:///srv/x.git"}
+	backend := forge.Config.Handler
+	forge.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization")+" "+r.URL.String())
+		mu.Unlock()
+		backend.ServeHTTP(w, r)
+	})
+	worker := &git.Git{Env: append(gittest.Env(), git.DefaultTokenEnv+"="+forgeToken), TokenOrigins: []string{forge.URL}, ScratchDir: t.TempDir()}
+	gw := &gateway.Gateway{Git: &gateway.GitReads{Git: worker}}
+	key, err := gw.Open(gateway.Sandbox{ID: "sb", Repositories: func() map[string]gateway.Repository {
+		return map[string]gateway.Repository{
+			"svc": {URL: forge.URL + "/svc.git", Depth: 1}, "elsewhere": {URL: "https://example.invalid/x.git"}, "local": {URL: "file:///srv/x.git"},
+		}
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -54,19 +52,38 @@ func TestGitReadsCarryTheWorkersToken(t *testing.T) {
 	base := strings.Replace(srv.URL, "http://", "http://agent:"+key+"@", 1)
 
 	dir := filepath.Join(t.TempDir(), "svc")
-	if out, err := gitCmd("clone", "--quiet", base+gateway.GitPrefix+"svc", dir); err != nil {
-		t.Fatalf("clone through the gateway: %v\n%s", err, out)
-	}
-	if data, err := os.ReadFile(filepath.Join(dir, "README.md")); err != nil || string(data) != "# svc\n" {
-		t.Fatalf("README.md %q, %v", data, err)
-	}
-	mu.Lock()
-	for _, s := range seen {
-		if strings.Contains(s, key) || !strings.Contains(s, "Basic ") {
-			t.Errorf("the forge was sent %q", s)
+	for i, d := range []string{dir, filepath.Join(t.TempDir(), "again")} {
+		if out, err := gitCmd("clone", "--quiet", base+gateway.GitPrefix+"svc", d); err != nil {
+			t.Fatalf("clone %d through the gateway: %v\n%s", i+1, err, out)
+		}
+		if data, err := os.ReadFile(filepath.Join(d, "README.md")); err != nil || string(data) != "# svc\n" {
+			t.Fatalf("README.md %q, %v", data, err)
 		}
 	}
+	mu.Lock()
+	authorized := 0
+	for _, s := range seen {
+		if strings.Contains(s, key) {
+			t.Errorf("the forge was sent the sandbox's key: %q", s)
+		}
+		if strings.HasPrefix(s, "Basic ") {
+			authorized++
+		}
+	}
+	if authorized == 0 {
+		t.Errorf("the forge was never sent the worker's token: %q", seen)
+	}
+	if n := len(seen); n == 0 || n > 4 {
+		t.Errorf("the forge served %d requests for two clones; want the worker's one read (3 requests, 4 with its first try without a token)", n)
+	}
 	mu.Unlock()
+	copied, ok := gw.Copy("sb", "svc")
+	if !ok {
+		t.Fatal("no copy of svc for the sandbox")
+	}
+	if branch, err := copied.Head(t.Context()); err != nil || branch != "main" {
+		t.Errorf("the copy's branch = %q, %v; want the default branch, main", branch, err)
+	}
 
 	for _, tc := range []struct {
 		name, url string
@@ -98,11 +115,10 @@ func TestGitReadsCarryTheWorkersToken(t *testing.T) {
 	if out, err := gitCmd("ls-remote", base+gateway.GitPrefix+"svc"); err == nil || !strings.Contains(out, "not a key of a sandbox") {
 		t.Errorf("a closed sandbox's key still reads: %v\n%s", err, out)
 	}
+	if _, err := os.Stat(copied.Dir()); !os.IsNotExist(err) {
+		t.Errorf("the closed sandbox's copy is still there: %v", err)
+	}
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func gitCmd(args ...string) (string, error) {
 	cmd := exec.Command("git", args...)

@@ -425,3 +425,48 @@ func (s *Scratch) FetchBundle(ctx context.Context, path, refspec string) error {
 	}
 	return nil
 }
+
+// CloneBare reads branch of url (its default branch when empty), depth
+// commits of it (all when 0), into a new scratch repository whose HEAD
+// names that branch: a copy of one repository the worker reads once and
+// serves and proposes from (gateway.GitReads). Close removes it.
+func (g *Git) CloneBare(ctx context.Context, url, branch string, depth int) (*Scratch, error) {
+	if err := CheckURL(url); err != nil {
+		return nil, err
+	}
+	args := []string{"clone", "--quiet", "--bare", "--no-tags", "--single-branch", "--template="}
+	if branch != "" {
+		if err := CheckBranch(branch); err != nil {
+			return nil, err
+		}
+		args = append(args, "--branch", branch)
+	}
+	if depth > 0 {
+		args = append(args, "--depth", strconv.Itoa(depth))
+	}
+	if g.ScratchDir != "" {
+		if err := os.MkdirAll(g.ScratchDir, 0o700); err != nil {
+			return nil, fmt.Errorf("create scratch repository: %w", err)
+		}
+	}
+	dir, err := os.MkdirTemp(g.ScratchDir, "fleetlift-copy-")
+	if err != nil {
+		return nil, fmt.Errorf("create scratch repository: %w", err)
+	}
+	s := &Scratch{g: g, dir: dir}
+	if _, err := g.run(ctx, invocation{dir: dir, args: append(args, "--", url, dir), remote: url}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("clone %s: %w", Redact(url), err)
+	}
+	return s, nil
+}
+
+// Head is the branch the scratch repository's HEAD names.
+func (s *Scratch) Head(ctx context.Context) (string, error) {
+	out, err := s.Run(ctx, "symbolic-ref", "--quiet", "HEAD")
+	branch, ok := strings.CutPrefix(strings.TrimSpace(out), "refs/heads/")
+	if err != nil || !ok || CheckBranch(branch) != nil {
+		return "", fmt.Errorf("the copy of the repository names no branch: %v", err)
+	}
+	return branch, nil
+}
