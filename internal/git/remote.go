@@ -29,14 +29,9 @@ type Scratch struct {
 // NewScratch creates a scratch repository; borrow, when not empty, is a
 // clone whose objects it can read. Close removes it.
 func (g *Git) NewScratch(ctx context.Context, borrow string) (*Scratch, error) {
-	if g.ScratchDir != "" {
-		if err := os.MkdirAll(g.ScratchDir, 0o700); err != nil {
-			return nil, fmt.Errorf("create scratch repository: %w", err)
-		}
-	}
-	dir, err := os.MkdirTemp(g.ScratchDir, "fleetlift-git-")
+	dir, err := g.scratchDir("fleetlift-git-")
 	if err != nil {
-		return nil, fmt.Errorf("create scratch repository: %w", err)
+		return nil, err
 	}
 	s := &Scratch{g: g, dir: dir}
 	if err := initBare(dir); err != nil {
@@ -50,6 +45,21 @@ func (g *Git) NewScratch(ctx context.Context, borrow string) (*Scratch, error) {
 		}
 	}
 	return s, nil
+}
+
+// scratchDir makes a new directory for a scratch repository in
+// ScratchDir, itself made when missing.
+func (g *Git) scratchDir(prefix string) (string, error) {
+	if g.ScratchDir != "" {
+		if err := os.MkdirAll(g.ScratchDir, 0o700); err != nil {
+			return "", fmt.Errorf("create scratch repository: %w", err)
+		}
+	}
+	dir, err := os.MkdirTemp(g.ScratchDir, prefix)
+	if err != nil {
+		return "", fmt.Errorf("create scratch repository: %w", err)
+	}
+	return dir, nil
 }
 
 // initBare lays out an empty bare SHA-1 repository, the least of what
@@ -444,14 +454,9 @@ func (g *Git) CloneBare(ctx context.Context, url, branch string, depth int) (*Sc
 	if depth > 0 {
 		args = append(args, "--depth", strconv.Itoa(depth))
 	}
-	if g.ScratchDir != "" {
-		if err := os.MkdirAll(g.ScratchDir, 0o700); err != nil {
-			return nil, fmt.Errorf("create scratch repository: %w", err)
-		}
-	}
-	dir, err := os.MkdirTemp(g.ScratchDir, "fleetlift-copy-")
+	dir, err := g.scratchDir("fleetlift-copy-")
 	if err != nil {
-		return nil, fmt.Errorf("create scratch repository: %w", err)
+		return nil, err
 	}
 	s := &Scratch{g: g, dir: dir}
 	if _, err := g.run(ctx, invocation{dir: dir, args: append(args, "--", url, dir), remote: url}); err != nil {
