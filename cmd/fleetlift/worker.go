@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,6 +66,8 @@ type workerFlags struct {
 	hide     []string
 	queue    string
 	orphan   time.Duration
+	// maxSandboxes is --max-sandboxes.
+	maxSandboxes int
 	// forge is set by the command, not flags: the operator's forge, on
 	// which the worker proposes changes and from which sandboxes clone
 	// (see forgeSetup.sandbox); nil: the local forge alone.
@@ -162,6 +165,8 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"local and docker: a host the work in sandboxes may reach through the worker's egress proxy, as registry.npmjs.org, proxy.golang.org:443 or *.pythonhosted.org (repeatable; without a port, 80 and 443); by default the work reaches no network, and never loopback or a private address")
 	cmd.Flags().StringVar(&w.limits.memory, "sandbox-memory", "4Gi",
 		"local: the most memory each command in a sandbox and what it starts may use (a cgroup's, where this host lets the worker make one: cgroup v1 as root); 0: no bound")
+	cmd.Flags().IntVar(&w.maxSandboxes, "max-sandboxes", 4*runtime.NumCPU(),
+		"local and docker: the most sandboxes this worker runs at once (a task waiting for approval keeps its own); a task beyond them waits, and runs here or on another worker once there is room; 0: no bound")
 	cmd.Flags().IntVar(&w.limits.processes, "sandbox-processes", 4096,
 		"local: the most processes and threads each command in a sandbox may run at once (a cgroup's, else an rlimit, which does not bind a worker run as root); 0: no bound")
 	cmd.Flags().StringVar(&w.limits.cpu, "sandbox-cpu", "0",
@@ -401,8 +406,12 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	if err != nil {
 		return nil, err
 	}
+	if wf.maxSandboxes < 0 {
+		return nil, fmt.Errorf("--max-sandboxes %d: want 0 (no bound) or more", wf.maxSandboxes)
+	}
 	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets, Queue: queue,
-		CredentialVariables: credentialVariables(), UnitStarted: wf.unitStarted, UnitEnded: wf.unitEnded}
+		CredentialVariables: credentialVariables(), UnitStarted: wf.unitStarted, UnitEnded: wf.unitEnded,
+		MaxSandboxes: wf.maxSandboxes}
 	if err := wf.deliverer(acts); err != nil {
 		return nil, err
 	}

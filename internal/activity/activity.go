@@ -45,6 +45,12 @@ type Activities struct {
 	Copies interface {
 		Copy(sandboxID, repository string) (*git.Scratch, bool)
 	}
+	// MaxSandboxes bounds the sandboxes this worker runs at once (0: no
+	// bound): ProvisionSandbox of one more fails with ErrWorkerFull, and
+	// the task waits and provisions again (here or on another worker)
+	// once one has been removed.
+	MaxSandboxes int
+	capacity     capacity
 	// CredentialVariables are the secret variables a definition's
 	// credentials give values (Kubernetes sandboxes).
 	CredentialVariables CredentialVariables
@@ -146,7 +152,15 @@ type SandboxRef struct {
 
 // ProvisionSandbox creates the sandbox, or finds the one a previous attempt
 // created.
-func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (SandboxRef, error) {
+func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (ref SandboxRef, err error) {
+	if err := a.reserve(in.SandboxID); err != nil {
+		return SandboxRef{}, err
+	}
+	defer func() {
+		if err != nil {
+			a.release(in.SandboxID)
+		}
+	}()
 	env := map[string]string{}
 	for k, v := range a.SandboxEnv {
 		env[k] = v
@@ -554,7 +568,13 @@ type CleanupInput struct {
 // dies meanwhile hands the cleanup to another at the heartbeat timeout.
 func (a *Activities) CleanupSandbox(ctx context.Context, in CleanupInput) error {
 	done := make(chan error, 1)
-	go func() { done <- a.Sandbox.Cleanup(ctx, in.Sandbox.ID) }()
+	go func() {
+		err := a.Sandbox.Cleanup(ctx, in.Sandbox.ID)
+		if err == nil {
+			a.release(in.Sandbox.ID)
+		}
+		done <- err
+	}()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

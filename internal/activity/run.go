@@ -135,7 +135,7 @@ func (a *Activities) runSandboxed(ctx context.Context, in RunInput, lost []strin
 func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout time.Duration, out *RunOutcome) (protocol.Status, protocol.Result, error) {
 	pin := in.Provision
 	pin.SandboxID = id
-	ref, err := a.ProvisionSandbox(ctx, pin)
+	ref, err := a.provisionWhenFree(ctx, pin)
 	if err != nil {
 		return protocol.Status{}, protocol.Result{}, err
 	}
@@ -182,7 +182,9 @@ func (a *Activities) removeAfter(ctx context.Context, ref SandboxRef) {
 	defer cancel()
 	if err := a.Sandbox.Cleanup(cctx, ref.ID); err != nil {
 		sdkactivity.GetLogger(ctx).Error("remove sandbox", "sandbox", ref.ID, "error", err)
+		return
 	}
+	a.release(ref.ID)
 }
 
 // SandboxLost reports whether err says the sandbox was lost (its agent

@@ -34,21 +34,33 @@ type sandboxSteps struct {
 // after this long.
 const shortTimeout = 30 * time.Second
 
-// provision provisions a sandbox on any worker of the task queue.
+// provision provisions a sandbox on any worker of the task queue. While
+// the worker asked runs as many sandboxes as it may (ErrWorkerFull), the
+// task waits and asks again, which any worker may answer.
 func (s sandboxSteps) provision(ctx workflow.Context, in activity.ProvisionInput) (activity.SandboxRef, error) {
-	var ref activity.SandboxRef
-	var err error
-	if s.routed {
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: shortTimeout,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
-		})
-		err = workflow.ExecuteActivity(actx, a.ProvisionSandbox, in).Get(actx, &ref)
-	} else {
-		lctx := workflow.WithLocalActivityOptions(ctx, shortOptions(5))
-		err = workflow.ExecuteLocalActivity(lctx, a.ProvisionSandbox, in).Get(lctx, &ref)
+	for attempt := 0; ; attempt++ {
+		var ref activity.SandboxRef
+		var err error
+		if s.routed {
+			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+				StartToCloseTimeout: shortTimeout,
+				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+			})
+			err = workflow.ExecuteActivity(actx, a.ProvisionSandbox, in).Get(actx, &ref)
+		} else {
+			lctx := workflow.WithLocalActivityOptions(ctx, shortOptions(5))
+			err = workflow.ExecuteLocalActivity(lctx, a.ProvisionSandbox, in).Get(lctx, &ref)
+		}
+		if !activity.WorkerFull(err) {
+			return ref, err
+		}
+		if attempt == 0 {
+			workflow.GetLogger(ctx).Info("no worker has room for the sandbox; waiting", "sandbox", in.SandboxID)
+		}
+		if err := workflow.Sleep(ctx, activity.FullWait(attempt)); err != nil {
+			return ref, err
+		}
 	}
-	return ref, err
 }
 
 // run runs a short step on sandbox ref: fn is an activity method, out may

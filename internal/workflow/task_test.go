@@ -57,6 +57,9 @@ type agentScript struct {
 	credentials []*activity.Credentials
 	// provisionErr, when set, is what every provisioning fails with.
 	provisionErr error
+	// full is how many provisionings find the worker full first;
+	// provisions counts every provisioning asked for.
+	full, provisions int
 }
 
 // scriptTree is the tree of the change the scripted agent collects.
@@ -67,6 +70,11 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 	env.OnActivity(a.ProvisionSandbox, mockAny, mockAny).Return(func(_ context.Context, in activity.ProvisionInput) (activity.SandboxRef, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.provisions++
+		if s.full > 0 {
+			s.full--
+			return activity.SandboxRef{}, temporal.NewNonRetryableApplicationError("this worker runs as many sandboxes as it may at once (1, its --max-sandboxes)", activity.ErrWorkerFull, nil)
+		}
 		if s.provisionErr != nil {
 			// A sandbox asked for, made or not, is removed after, once.
 			if !slices.Contains(s.sandboxes, in.SandboxID) {
@@ -370,6 +378,21 @@ func TestTaskProvisioningFailureNamesTheStepOnce(t *testing.T) {
 		if res.Phase != workflow.TaskFailed || res.Error != c.want {
 			t.Errorf("provisioning failed with %v: result %s %q; want failed %q", c.err, res.Phase, res.Error, c.want)
 		}
+	}
+}
+
+// A task that finds the worker full waits and asks again, until a worker
+// has room for its sandbox; then it runs as any other.
+func TestTaskWaitsForAWorkerWithRoom(t *testing.T) {
+	s := &agentScript{first: protocol.PhaseComplete, full: 4}
+	in := taskInput()
+	in.Manifest.RequireApproval = false
+	res, _ := runTask(t, s, in, nil)
+	if res.Phase != workflow.TaskCompleted || res.Error != "" {
+		t.Fatalf("result %s %q; want completed", res.Phase, res.Error)
+	}
+	if s.provisions != 5 || len(s.sandboxes) != 1 {
+		t.Errorf("%d provisionings, %d sandboxes; want 5 (4 finding the worker full) and 1", s.provisions, len(s.sandboxes))
 	}
 }
 
