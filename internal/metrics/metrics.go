@@ -156,9 +156,30 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// Sandbox returns p with the duration of each Provision recorded.
+// Sandbox returns p with the duration of each Provision recorded. What
+// else p offers its callers (Watch: a sandbox that says when its files
+// change) it still offers.
 func (m *Metrics) Sandbox(p sandbox.Provider) sandbox.Provider {
-	return &timedProvider{Provider: p, m: m}
+	t := &timedProvider{Provider: p, m: m}
+	if w, ok := p.(watcher); ok {
+		return &watchedProvider{timedProvider: t, w: w}
+	}
+	return t
+}
+
+// watcher is a provider that says when a sandbox's file changes, as the
+// local and Docker providers do.
+type watcher interface {
+	Watch(id, path string) (changed <-chan struct{}, stop func() error, err error)
+}
+
+type watchedProvider struct {
+	*timedProvider
+	w watcher
+}
+
+func (p *watchedProvider) Watch(id, path string) (<-chan struct{}, func() error, error) {
+	return p.w.Watch(id, path)
 }
 
 type timedProvider struct {

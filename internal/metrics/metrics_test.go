@@ -16,6 +16,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/metrics/metricstest"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/sandbox/local"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/webhook"
 )
@@ -192,3 +193,42 @@ func TestMonitoringNamesExportedSeries(t *testing.T) {
 type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A provider whose sandboxes say when their files change still says so
+// once its provisioning is timed: the worker hears an agent's status as
+// it is written, not at its next poll.
+func TestTimedSandboxesStillSayWhenFilesChange(t *testing.T) {
+	inner, err := local.New(local.Options{Root: t.TempDir(), AgentCommand: []string{"sh", "-c", "exec sleep 1000", "agent"}, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := metrics.New().Sandbox(inner)
+	w, ok := p.(interface {
+		Watch(id, path string) (<-chan struct{}, func() error, error)
+	})
+	if !ok {
+		t.Fatal("the timed provider hides Watch")
+	}
+	sb, err := p.Provision(t.Context(), sandbox.ProvisionOptions{ID: "watched"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Cleanup(context.Background(), sb.ID) })
+	// As the worker's manifest makes the protocol directory.
+	if err := p.CopyTo(t.Context(), sb.ID, strings.NewReader(`{}`), ".fleetlift/manifest.json"); err != nil {
+		t.Fatal(err)
+	}
+	changed, stop, err := w.Watch(sb.ID, ".fleetlift/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := p.CopyTo(t.Context(), sb.ID, strings.NewReader(`{"phase":"executing"}`), ".fleetlift/status.json"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no word of the status file's change")
+	}
+}
