@@ -93,3 +93,28 @@ func TestForgeTokenStaysWithTheWorker(t *testing.T) {
 		t.Errorf("without a gateway, sandboxes' secrets %v; want the clone token alone", secrets)
 	}
 }
+
+// With --openai-gateway, an OpenAI-compatible API's key stays in the
+// worker as the Messages API's does, and the gateway serves that API to
+// agent CLIs; a URL with its version in it is refused, saying how to
+// write it.
+func TestOpenAIKeyStaysWithTheGateway(t *testing.T) {
+	const key = "sk-openai-worker-key-canary"
+	t.Setenv("OPENAI_API_KEY", key)
+	w := &workerFlags{isolation: agentcmd.IsolationNamespaces, openAIAPI: "https://api.openai.com", openAIKeyEnv: "OPENAI_API_KEY", agentEnv: []string{"OPENAI_API_KEY"}}
+	gw, err := w.gateway()
+	if err != nil || gw == nil || gw.OpenAI == nil || gw.OpenAI.Key != key || !slices.Equal(gw.APIs(), []string{"openai"}) {
+		t.Fatalf("gateway %+v, %v; want it to serve the OpenAI-compatible API with the key", gw, err)
+	}
+	_, secrets, err := w.sandbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := secrets["OPENAI_API_KEY"]; ok {
+		t.Error("the OpenAI key goes to sandboxes though the gateway holds it")
+	}
+	w = &workerFlags{isolation: agentcmd.IsolationNamespaces, openAIAPI: "https://api.openai.com/v1", openAIKeyEnv: "OPENAI_API_KEY"}
+	if _, err := w.gateway(); err == nil || !strings.Contains(err.Error(), "without its version") {
+		t.Errorf("--openai-gateway with /v1: %v; want it refused", err)
+	}
+}

@@ -57,6 +57,9 @@ type workerFlags struct {
 	modelAPI    string
 	modelKeyEnv string
 	gatewayKey  string
+	// openAIAPI and openAIKeyEnv are --openai-gateway and
+	// --openai-key-env; openAIKey is set once the gateway holds that key.
+	openAIAPI, openAIKeyEnv, openAIKey string
 	// gitReads is set once a local provider's gateway serves the agents'
 	// clones from the forge: its token then goes to no sandbox. gw is
 	// that gateway, whose copies of the repositories changes are
@@ -179,6 +182,10 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"local: the free space to keep on the disk holding the sandboxes (and the state directory, if it is the same): a command that leaves less is stopped and its task fails; 0: none kept")
 	cmd.Flags().StringVar(&w.modelAPI, "model-gateway", "https://api.anthropic.com",
 		"local and docker: the Anthropic API agent CLIs reach through this worker's model gateway, which adds the key --model-key-env names and counts tokens against each task's limits.max_tokens; the key then enters no sandbox. Empty: no gateway, the key goes to the agent CLI as --agent-env says")
+	cmd.Flags().StringVar(&w.openAIAPI, "openai-gateway", "",
+		"local and docker: an OpenAI-compatible API (its base URL without /v1, such as https://api.openai.com) agent CLIs that speak it reach through this worker's gateway, at OPENAI_BASE_URL, with the key --openai-key-env names added and tokens counted against each task's limits.max_tokens; empty: none")
+	cmd.Flags().StringVar(&w.openAIKeyEnv, "openai-key-env", "OPENAI_API_KEY",
+		"the variable of this process's environment holding the OpenAI-compatible API's key for --openai-gateway")
 	cmd.Flags().StringVar(&w.modelKeyEnv, "model-key-env", envAnthropicAPIKey,
 		"the variable of this process's environment holding the model gateway's API key; unset: no gateway")
 	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", nil,
@@ -213,7 +220,7 @@ func (w *workerFlags) sandbox() (env, secrets map[string]string, _ error) {
 		if strings.HasPrefix(name, "FLEETLIFT_") {
 			return nil, nil, fmt.Errorf("--agent-env %s: fleetlift's own variables are not for the agent CLI", name)
 		}
-		if name == w.gatewayKey {
+		if name == w.gatewayKey || name == w.openAIKey {
 			continue // the model gateway holds it
 		}
 		if v, ok := os.LookupEnv(name); ok {
@@ -720,11 +727,19 @@ func (w *workerFlags) gateway() (*gateway.Gateway, error) {
 		gw.Upstream, gw.Key = u, key
 		w.gatewayKey = w.modelKeyEnv
 	}
+	if key := os.Getenv(w.openAIKeyEnv); w.openAIAPI != "" && w.isolation == agentcmd.IsolationNamespaces && key != "" {
+		u, err := url.Parse(w.openAIAPI)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.TrimSuffix(u.Path, "/") != "" {
+			return nil, fmt.Errorf("--openai-gateway %q: want the API's base URL without its version, such as https://api.openai.com", w.openAIAPI)
+		}
+		gw.OpenAI = &gateway.OpenAI{Upstream: u, Key: key}
+		w.openAIKey = w.openAIKeyEnv
+	}
 	if fs := w.forge; fs != nil && fs.Type != "local" && fs.Token != "" {
 		gw.Git = &gateway.GitReads{Git: &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}}
 		w.gitReads = true
 	}
-	if gw.Upstream == nil && gw.Git == nil {
+	if gw.Upstream == nil && gw.OpenAI == nil && gw.Git == nil {
 		return nil, nil
 	}
 	w.gw = gw
@@ -735,6 +750,9 @@ func (w *workerFlags) gateway() (*gateway.Gateway, error) {
 func (w *workerFlags) sayGateway(logw io.Writer) {
 	if w.gatewayKey != "" {
 		fmt.Fprintf(logw, "model calls: agent CLIs reach %s through this worker's gateway, which holds %s and counts tokens\n", w.modelAPI, w.gatewayKey)
+	}
+	if w.openAIKey != "" {
+		fmt.Fprintf(logw, "model calls: agent CLIs that speak an OpenAI-compatible API reach %s through this worker's gateway (OPENAI_BASE_URL), which holds %s and counts tokens\n", w.openAIAPI, w.openAIKey)
 	}
 	if w.gitReads {
 		fmt.Fprintf(logw, "clones: agents read their repositories at %s through this worker's gateway, which holds its token; this worker pushes and opens the pull requests\n", w.forge.URL)

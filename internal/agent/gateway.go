@@ -14,12 +14,17 @@ import (
 )
 
 // modelGateway sets the agent CLI's jail jl up to reach the worker's
-// model gateway, when the agent has one and its sandbox a key to it, and
-// returns the CLI's variables for it: the gateway as its Anthropic API,
-// the sandbox's key as its API key (which replaces any other).
+// model gateway, when the agent has one that serves a model API and its
+// sandbox a key to it, and returns the CLI's variables for it: the
+// gateway as the base URL of each API it serves (the Messages API, an
+// OpenAI-compatible one), the sandbox's key as that API's key (which
+// replaces any other).
 func (r *runner) modelGateway(jl *jail.Jail) ([]string, error) {
 	iso := r.o.Isolation
 	if iso == nil || iso.Gateway == "" || jl == nil {
+		return nil, nil
+	}
+	if len(iso.GatewayAPIs) == 0 {
 		return nil, nil
 	}
 	key, err := r.gatewayKey()
@@ -27,10 +32,18 @@ func (r *runner) modelGateway(jl *jail.Jail) ([]string, error) {
 		return nil, err
 	}
 	jl.Spec.Forwards = append(jl.Spec.Forwards, jail.Forward{Port: GatewayPort, Socket: iso.Gateway})
-	return []string{
-		"ANTHROPIC_BASE_URL=http://127.0.0.1:" + strconv.Itoa(GatewayPort),
-		"ANTHROPIC_API_KEY=" + key,
-	}, nil
+	base := "http://127.0.0.1:" + strconv.Itoa(GatewayPort)
+	var env []string
+	for _, api := range iso.GatewayAPIs {
+		switch api {
+		case "anthropic":
+			env = append(env, "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY="+key)
+		case "openai":
+			// The gateway's OpenAIPrefix, then the API's version.
+			env = append(env, "OPENAI_BASE_URL="+base+"/openai/v1", "OPENAI_API_KEY="+key)
+		}
+	}
+	return env, nil
 }
 
 // gatewayKey is the sandbox's key to the worker's gateway, which its

@@ -174,6 +174,10 @@ type Isolation struct {
 	// (protocol.GatewayKeyFile) as ANTHROPIC_API_KEY: the real key stays
 	// with the worker.
 	Gateway string
+	// GatewayAPIs are the model APIs the gateway serves (gateway.APIs):
+	// the agent CLI is pointed at the gateway for these alone, and
+	// reaches any other as its own variables say.
+	GatewayAPIs []string
 }
 
 // GatewayPort is the port on the agent CLI's loopback that leads to the

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -199,5 +200,53 @@ func TestCommandsGetTheSandboxesGOMAXPROCS(t *testing.T) {
 				t.Errorf("the command saw %s:\n%s", protocol.EnvCommandGOMAXPROCS, env)
 			}
 		})
+	}
+}
+
+// The agent CLI is pointed at the worker's gateway for the model APIs
+// the gateway serves, and for no other: an API the gateway does not
+// serve it reaches as the operator's variables say.
+func TestAgentCLIReachesTheGatewayForWhatItServes(t *testing.T) {
+	const sandboxKey, operatorKey = "fleetlift-gw-sandbox-key", "sk-ant-operator-key"
+	for _, tc := range []struct {
+		apis      []string
+		want, not []string
+	}{
+		{[]string{"openai"}, []string{"OPENAI_BASE_URL=http://127.0.0.1:", "/openai/v1", "OPENAI_API_KEY=" + sandboxKey, "ANTHROPIC_API_KEY=" + operatorKey}, []string{"ANTHROPIC_BASE_URL="}},
+		{[]string{"anthropic", "openai"}, []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:", "ANTHROPIC_API_KEY=" + sandboxKey, "OPENAI_API_KEY=" + sandboxKey}, []string{operatorKey}},
+		{nil, []string{"ANTHROPIC_API_KEY=" + operatorKey}, []string{"ANTHROPIC_BASE_URL=", "OPENAI_BASE_URL=", sandboxKey}},
+	} {
+		o := options(t, "ANTHROPIC_API_KEY="+operatorKey, "FLEETLIFT_AGENT_CLI_ENV=ANTHROPIC_API_KEY")
+		sock := filepath.Join(t.TempDir(), "gw.sock")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		o.Isolation.Gateway, o.Isolation.GatewayAPIs = sock, tc.apis
+		if err := os.MkdirAll(filepath.Join(o.Workspace, protocol.Dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(o.Workspace, protocol.Dir, protocol.GatewayKeyFile), []byte(sandboxKey), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+		m := manifest(repo("svc", remote))
+		m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "dump-env"}
+		res := run(t, o, m)
+		if res.Status != protocol.PhaseComplete {
+			t.Fatalf("%v: phase %s %q", tc.apis, res.Status, res.Error)
+		}
+		env := leftFile(t, o, remote, res, "svc", "AGENT_ENV.txt")
+		for _, w := range tc.want {
+			if !strings.Contains(env, w) {
+				t.Errorf("gateway serving %v: the CLI's environment lacks %q:\n%s", tc.apis, w, env)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(env, n) {
+				t.Errorf("gateway serving %v: the CLI's environment has %q:\n%s", tc.apis, n, env)
+			}
+		}
 	}
 }

@@ -11,8 +11,10 @@
 // the model's responses report (JSON and server-sent events alike) against
 // that sandbox. Once a sandbox's count reaches its limit (a task's
 // limits.max_tokens) the gateway refuses its requests, saying why, so the
-// bound holds for any agent CLI. Other agent CLIs that speak an
-// OpenAI-compatible API are not served yet.
+// bound holds for any agent CLI. Agent CLIs that speak an
+// OpenAI-compatible API reach one under OpenAIPrefix the same way
+// (OpenAI): bearer keys, usage from the responses (a stream is asked to
+// report it), the same budget.
 //
 // The same key lets the agent read, and only read (git-upload-pack), the
 // repositories its task's manifest names, at GitPrefix + name: on the

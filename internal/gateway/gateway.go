@@ -117,16 +117,20 @@ type Gateway struct {
 	Upstream *url.URL
 	// Key is the API key, sent as x-api-key.
 	Key string
+	// OpenAI, when set, is an OpenAI-compatible API served under
+	// OpenAIPrefix, for agent CLIs that speak that instead.
+	OpenAI *OpenAI
 	// Git, when set, serves the sandboxes' reads of their repositories
 	// under GitPrefix (see GitReads).
 	Git *GitReads
 	// Transport makes the upstream requests; nil: http.DefaultTransport.
 	Transport http.RoundTripper
 
-	mu    sync.Mutex
-	boxes map[string]*box
-	proxy *httputil.ReverseProxy
-	once  sync.Once
+	mu     sync.Mutex
+	boxes  map[string]*box
+	proxy  *httputil.ReverseProxy
+	openai *httputil.ReverseProxy
+	once   sync.Once
 }
 
 // box is one open sandbox.
@@ -159,6 +163,26 @@ func (b *box) close() {
 			c.scratch.Close()
 		}
 	}
+}
+
+// Model APIs the gateway serves (APIs).
+const (
+	APIAnthropic = "anthropic"
+	APIOpenAI    = "openai"
+)
+
+// APIs are the model APIs the gateway serves: the Messages API when it
+// holds its key, an OpenAI-compatible one when it has one. The agent
+// points its CLI at the gateway for these alone.
+func (g *Gateway) APIs() []string {
+	var apis []string
+	if g.Upstream != nil && g.Key != "" {
+		apis = append(apis, APIAnthropic)
+	}
+	if g.OpenAI != nil && g.OpenAI.Upstream != nil && g.OpenAI.Key != "" {
+		apis = append(apis, APIOpenAI)
+	}
+	return apis
 }
 
 // Open lets sb call the model and returns the key it calls with.
@@ -253,22 +277,42 @@ type ctxKey struct{}
 // ServeHTTP forwards a sandbox's request upstream with the real key, or
 // refuses it: an unknown key (401), a spent budget (429).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, GitPrefix) {
+	switch {
+	case strings.HasPrefix(r.URL.Path, GitPrefix):
 		g.serveGit(w, r)
+		return
+	case strings.HasPrefix(r.URL.Path, OpenAIPrefix):
+		g.serveOpenAI(w, r)
 		return
 	}
 	if g.Upstream == nil || g.Key == "" {
 		apiError(w, http.StatusServiceUnavailable, "api_error", "fleetlift gateway: this worker holds no model key")
 		return
 	}
+	b, msg, code := g.admit(r)
+	if b == nil {
+		kind := "authentication_error"
+		if code == http.StatusTooManyRequests {
+			kind = "rate_limit_error"
+		}
+		apiError(w, code, kind, msg)
+		return
+	}
+	g.once.Do(g.init)
+	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, b)))
+}
+
+// admit is the box of r's key, its request counted, or why there is none
+// to serve it for: an unknown key (401), a spent budget (429).
+func (g *Gateway) admit(r *http.Request) (*box, string, int) {
 	g.mu.Lock()
 	b := g.boxes[sandboxKey(r)]
 	g.mu.Unlock()
 	if b == nil {
-		apiError(w, http.StatusUnauthorized, "authentication_error", "fleetlift model gateway: not a key of a sandbox this gateway serves")
-		return
+		return nil, "fleetlift model gateway: not a key of a sandbox this gateway serves", http.StatusUnauthorized
 	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	var limit int64
 	if b.Limit != nil {
 		limit = b.Limit()
@@ -277,15 +321,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		msg := fmt.Sprintf("fleetlift model gateway: the task's token budget is spent: %d of limits.max_tokens %d used", used, limit)
 		b.usage.Refused = msg
 		b.saveLocked()
-		b.mu.Unlock()
-		apiError(w, http.StatusTooManyRequests, "rate_limit_error", msg)
-		return
+		return nil, msg, http.StatusTooManyRequests
 	}
 	b.usage.Requests++
 	b.saveLocked()
-	b.mu.Unlock()
-	g.once.Do(g.init)
-	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, b)))
+	return b, "", 0
 }
 
 func (b *box) saveLocked() {
@@ -321,6 +361,9 @@ func (g *Gateway) init() {
 			apiError(w, http.StatusBadGateway, "api_error", "fleetlift model gateway: the model API did not answer")
 		},
 	}
+	if g.OpenAI != nil {
+		g.openai = g.openAIProxy()
+	}
 }
 
 // messageUsage is the usage object of a Messages API response or event.
@@ -341,6 +384,9 @@ type counter struct {
 	stream bool
 	buf    bytes.Buffer
 	done   bool
+	// read reads the usage of another API's response (openAIUsage);
+	// nil: the Messages API's.
+	read func(data []byte, stream bool) messageUsage
 }
 
 // maxBody is how much of a JSON body the counter keeps to read its usage.
@@ -368,7 +414,9 @@ func (c *counter) count() {
 	}
 	c.done = true
 	var u messageUsage
-	if c.stream {
+	if c.read != nil {
+		u = c.read(c.buf.Bytes(), c.stream)
+	} else if c.stream {
 		u = streamUsage(c.buf.Bytes())
 	} else {
 		var m struct {

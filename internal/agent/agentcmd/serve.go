@@ -60,6 +60,7 @@ func NewServeCommand() *cobra.Command {
 		gateway     string
 		limits      jail.Limits
 		diskReserve int64
+		gatewayAPIs []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -120,7 +121,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 				if egress != "" && !filepath.IsAbs(egress) {
 					return fmt.Errorf("serve: --egress-socket %q must be an absolute path", egress)
 				}
-				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Shown: shown, Egress: egress, Limits: limits, Gateway: gateway, DiskReserve: diskReserve}
+				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Shown: shown, Egress: egress, Limits: limits, Gateway: gateway, GatewayAPIs: gatewayAPIs, DiskReserve: diskReserve}
 			case IsolationNone:
 				if egress != "" {
 					return fmt.Errorf("serve: --egress-socket needs --isolation %s: unjailed commands share the agent's network", IsolationNamespaces)
@@ -197,6 +198,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
 	f.StringVar(&egress, "egress-socket", "", "the Unix socket of the worker's egress proxy: jailed commands reach the network through it alone, as their HTTP(S)_PROXY (127.0.0.1:"+strconv.Itoa(agent.EgressPort)+" in the jail); without it they reach no network")
 	f.StringVar(&gateway, "gateway", "", "the Unix socket of the worker's gateway, with the sandbox's own key to it: the agent clones its task's repositories at the forge through it (the worker adds the token), and the agent CLI reaches its model through it alone (ANTHROPIC_BASE_URL, 127.0.0.1:"+strconv.Itoa(agent.GatewayPort)+" in its jail)")
+	f.StringArrayVar(&gatewayAPIs, "gateway-api", nil, "a model API the --gateway serves, anthropic or openai (repeatable): the agent CLI reaches it through the gateway, with the sandbox's key; others as its own variables say")
 	f.Int64Var(&limits.Memory, "max-memory", 0, "the most memory in bytes each jailed command and what it starts may use (a cgroup's, where one can be made); 0: no bound")
 	f.IntVar(&limits.Processes, "max-processes", 0, "the most processes and threads each jailed command may run at once; 0: no bound")
 	f.Float64Var(&limits.CPU, "max-cpu", 0, "the most processors' worth of CPU each jailed command may use (a cgroup's); 0: no bound")

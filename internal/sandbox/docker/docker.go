@@ -255,6 +255,9 @@ func New(opts Options) (*Provider, error) {
 			return nil, fmt.Errorf("new docker sandbox provider: model gateway: %w", err)
 		}
 		p.gateway, p.gatewaySrv, p.gwKeys = opts.Gateway, srv, map[string]string{}
+		for _, api := range opts.Gateway.APIs() {
+			p.serve = append(p.serve, "--gateway-api", api)
+		}
 	}
 	if p.cli == nil {
 		c, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())

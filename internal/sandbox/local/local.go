@@ -270,6 +270,9 @@ func New(opts Options) (*Provider, error) {
 			return nil, fmt.Errorf("new local sandbox provider: model gateway: %w", err)
 		}
 		p.gateway, p.gatewaySrv, p.gwKeys = opts.Gateway, srv, map[string]string{}
+		for _, api := range opts.Gateway.APIs() {
+			p.serve = append(p.serve, "--gateway-api", api)
+		}
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
