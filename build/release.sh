@@ -3,7 +3,7 @@
 # of fleetlift VERSION in dist/,
 #
 #   fleetlift_VERSION_linux_amd64.tar.gz, fleetlift_VERSION_linux_arm64.tar.gz
-#     fleetlift_VERSION_linux_ARCH/{fleetlift,fleetlift-agent,fleetlift-jail,README.md,schemas/}
+#     fleetlift_VERSION_linux_ARCH/{fleetlift,fleetlift-agent,fleetlift-jail,README.md,docs/,schemas/}
 #   checksums.txt (SHA-256, as sha256sum writes them)
 #
 # and the same checksums in .github/actions/setup-fleetlift/checksums.txt:
@@ -36,6 +36,7 @@ for arch in amd64 arm64; do
 	done
 	cp schemas/fleetlift.cue schemas/*.schema.json "$stage/schemas/"
 	cp README.md "$stage/"
+	cp -R docs "$stage/"
 	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C dist -cf - "$name" | gzip -n -9 >"dist/$name.tar.gz"
 	rm -rf "$stage"
 done

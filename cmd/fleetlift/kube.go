@@ -113,7 +113,7 @@ func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind str
 	defer cancel()
 	if kind == sandboxKubernetes {
 		if err := c.List(check, &v1alpha1.SandboxRequestList{}, ctrlclient.InNamespace(k.namespace), ctrlclient.Limit(1)); err != nil {
-			return nil, fmt.Errorf("--sandbox kubernetes: list SandboxRequests in %s: %w (install deploy/crds and deploy/base/kubernetes and run fleetlift-controller; see the README)", k.namespace, err)
+			return nil, fmt.Errorf("--sandbox kubernetes: list SandboxRequests in %s: %w (install deploy/crds and deploy/base/kubernetes and run fleetlift-controller; see docs/kubernetes.md)", k.namespace, err)
 		}
 		return &kube.Requests{Client: c, Namespace: k.namespace, Image: image, SecretRefs: refs}, nil
 	}

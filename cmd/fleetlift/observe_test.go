@@ -156,7 +156,7 @@ func TestUpMetricsLogsAndUI(t *testing.T) {
 }
 
 // TestMetricsDefaults: up serves /metrics on loopback by default, as the
-// README's curl expects; reconcile and worker only where they are told.
+// docs/observability.md's curl expects; reconcile and worker only where they are told.
 func TestMetricsDefaults(t *testing.T) {
 	root := newRootCmd(io.Discard, io.Discard)
 	for name, want := range map[string]string{"up": defaultMetricsListen, "reconcile": "", "worker": ""} {
@@ -173,6 +173,6 @@ func TestMetricsDefaults(t *testing.T) {
 		}
 	}
 	if defaultMetricsListen != "127.0.0.1:9464" {
-		t.Errorf("up's metrics address is %s; the README's curl reads 127.0.0.1:9464", defaultMetricsListen)
+		t.Errorf("up's metrics address is %s; the docs/observability.md's curl reads 127.0.0.1:9464", defaultMetricsListen)
 	}
 }

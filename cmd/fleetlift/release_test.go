@@ -72,6 +72,13 @@ func TestReleaseInstallsThroughTheSetupAction(t *testing.T) {
 	for _, f := range schemaFiles {
 		files = append(files, "schemas/"+filepath.Base(f))
 	}
+	docFiles, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(docFiles) == 0 {
+		t.Fatalf("no docs: %v", err)
+	}
+	for _, f := range docFiles {
+		files = append(files, "docs/"+filepath.Base(f))
+	}
 	copyInto(t, root, files...)
 	goBin := filepath.Join(t.TempDir(), "go")
 	if err := os.WriteFile(goBin, []byte(fakeGo), 0o755); err != nil {
@@ -104,6 +111,9 @@ func TestReleaseInstallsThroughTheSetupAction(t *testing.T) {
 	wantFiles := []string{"fleetlift_v1.2.3_linux_arm64/README.md", "fleetlift_v1.2.3_linux_arm64/fleetlift", "fleetlift_v1.2.3_linux_arm64/fleetlift-agent", "fleetlift_v1.2.3_linux_arm64/fleetlift-jail", "fleetlift_v1.2.3_linux_arm64/schemas/fleetlift.cue"}
 	for _, f := range schemaFiles {
 		wantFiles = append(wantFiles, "fleetlift_v1.2.3_linux_arm64/schemas/"+filepath.Base(f))
+	}
+	for _, f := range docFiles {
+		wantFiles = append(wantFiles, "fleetlift_v1.2.3_linux_arm64/docs/"+filepath.Base(f))
 	}
 	if got := archiveFiles(t, filepath.Join(root, "dist/fleetlift_v1.2.3_linux_arm64.tar.gz")); !slices.Equal(got, slices.Sorted(slices.Values(wantFiles))) {
 		t.Errorf("the arm64 archive holds %q, want %q", got, wantFiles)

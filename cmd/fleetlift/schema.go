@@ -23,7 +23,7 @@ func newSchemaCmd() *cobra.Command {
 		Short: "Print the JSON Schema of a kind of file, as this release checks it",
 		Long: `Schema prints the JSON Schema 2020-12 this fleetlift checks files of a kind
 against: task and campaign for definitions, config for fleetlift.yaml, approval
-for approval records (the files the release publishes; see the README). With
+for approval records (the files the release publishes; see docs/definitions.md). With
 --dir, it writes all four there as <kind>.schema.json, for an editor or a
 linter that reads them from disk: every fleetlift binary and image carries
 them.`,

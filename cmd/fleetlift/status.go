@@ -38,7 +38,7 @@ definition id), shows the run's phase, summary and per-repository results.
 With --diff, also the patches of every result awaiting approval: what an
 approval would push.
 
--o json prints the same as one JSON object (format_version 1; the README
+-o json prints the same as one JSON object (format_version 1; docs/running.md
 documents its fields): {"format_version", "runs": [...]} for the list, and
 {"format_version", "id", "workflow", "phase", ..., "repositories",
 "awaiting_approval"} for one run.`,

@@ -327,8 +327,11 @@ func validInputs(t *testing.T) []schemaInput {
 			t.Fatal(err)
 		}
 	}
-	for _, b := range yamlBlocks(t, "../../README.md") {
-		in = append(in, schemaInput{b, KindTask})
+	docs, _ := filepath.Glob("../../docs/*.md")
+	for _, f := range append([]string{"../../README.md"}, docs...) {
+		for _, b := range yamlBlocks(t, f) {
+			in = append(in, schemaInput{b, KindTask})
+		}
 	}
 	for i, s := range []string{agenticTaskSeed, kitchenSinkTask, kitchenSinkCampaign, reportTask, groupsTask} {
 		in = append(in, schemaInput{Input{Name: fmt.Sprintf("spec-test-%d.yaml", i), Data: []byte(s)}, KindTask})
