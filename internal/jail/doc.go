@@ -40,5 +40,6 @@
 // command starts, so that the command cannot pass for it. Check tells
 // whether the kernel allows all of this.
 //
-// jail imports only the standard library and golang.org/x/sys.
+// jail imports only the standard library, golang.org/x/sys and
+// gomaxprocs (to carry a command's processor count into the jail).
 package jail

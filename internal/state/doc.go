@@ -11,8 +11,8 @@
 //   - memory: in process, for tests and `--state none`-style empty state.
 //   - file:   one JSON file (format documented in package file), for
 //     `fleetlift plan --state file:PATH` offline and in CI.
-//   - temporal (later): read from the campaign workflows' memos; the
-//     workflows write it, so it need only be a Reader.
+//   - temporal: read from the workflows' memos, queries and results; the
+//     workflows write it, so it is only a Reader.
 //
 // Every implementation runs the shared conformance suite in package
 // statetest.

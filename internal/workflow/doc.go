@@ -5,6 +5,7 @@
 //
 // Workflow code is deterministic: no I/O, no wall clock, no randomness,
 // no goroutines — only the SDK's workflow package. It imports the SDK's
-// workflow and temporal packages, spec, the agent protocol and the
-// activity types; never the server, sandboxes or forges.
+// workflow and temporal packages, spec, the agent protocol, the activity
+// types and sandbox's value types (resources, secret references); never
+// the server, a sandbox provider or a forge.
 package workflow
