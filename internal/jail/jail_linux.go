@@ -450,6 +450,52 @@ func mountAll(spec Spec) error {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc for the PID namespace: %w", err)
 	}
+	return maskProc()
+}
+
+// procMasked are the /proc entries a jailed command does not see, and
+// procReadOnly those it sees read-only: what container runtimes mask
+// (Docker's MaskedPaths and ReadonlyPaths), which say about the host
+// (its devices, interrupts, timers, keys, scheduler) what work on it
+// needs not know. A Docker sandbox's container masks none of its own,
+// since the kernel lets the jail mount a /proc only where the one it
+// sees is not partly covered; the jail masks its own instead.
+var (
+	procMasked   = []string{"acpi", "asound", "interrupts", "kcore", "keys", "latency_stats", "sched_debug", "scsi", "timer_list", "timer_stats"}
+	procReadOnly = []string{"bus", "fs", "irq", "sys", "sysrq-trigger"}
+)
+
+// maskProc masks procMasked in the jail's /proc (an empty read-only
+// tmpfs over a directory, /dev/null over a file) and makes procReadOnly
+// read-only.
+func maskProc() error {
+	for _, n := range procMasked {
+		p := "/proc/" + n
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue // not on this kernel
+		}
+		if fi.IsDir() {
+			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0")
+		} else if err = unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err == nil {
+			err = readOnly(p)
+		}
+		if err != nil {
+			return fmt.Errorf("mask %s: %w", p, err)
+		}
+	}
+	for _, n := range procReadOnly {
+		p := "/proc/" + n
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("make %s read-only: %w", p, err)
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("make %s read-only: %w", p, err)
+		}
+	}
 	return nil
 }
 

@@ -414,3 +414,34 @@ func TestJailRunsOnOneProcessorItsCommandOnItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// The jail's /proc says nothing about the host that work needs not know,
+// as a container runtime's does: the masked entries are empty, the
+// kernel's tunables read-only.
+func TestJailMasksTheHostsProcEntries(t *testing.T) {
+	b := newBox(t)
+	j := b.jail()
+	requireJail(t, j)
+	host, err := os.ReadFile("/proc/interrupts")
+	if err != nil || len(host) == 0 {
+		t.Fatalf("this host's /proc/interrupts: %v (%d bytes)", err, len(host))
+	}
+	code, out := run(t, j, b.ws, `
+		echo "interrupts: $(wc -c < /proc/interrupts)"
+		echo "kcore: $(head -c 16 /proc/kcore 2>/dev/null | wc -c)"
+		echo "keys: $(cat /proc/keys 2>/dev/null | wc -c)"
+		echo "acpi: $(ls -A /proc/acpi 2>/dev/null | wc -l)"
+		awk '$5 == "/proc/sys" { print "sys:", $6 }' /proc/self/mountinfo
+	`)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"interrupts: 0", "kcore: 0", "keys: 0", "acpi: 0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "sys: ro,") {
+		t.Errorf("/proc/sys is not read-only in the jail:\n%s", out)
+	}
+}
