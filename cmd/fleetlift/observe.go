@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/metrics"
+	"github.com/fleetlift/fleetlift/internal/webui"
 )
 
 // Log formats --log-format takes.
@@ -107,7 +108,14 @@ func observe(cmd *cobra.Command, mf *metricsFlags, f *temporalFlags) (*observabi
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var served http.Handler = mux
+	if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsLoopback() {
+		// On loopback (up's default) only this machine reads it: a web
+		// page cannot through a name of its own (DNS rebinding). On
+		// another address, Prometheus names it as it found it.
+		served = webui.OwnNames(ln.Addr().String(), "the metrics endpoint", mux)
+	}
+	srv := &http.Server{Handler: served, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("metrics listening", "address", ln.Addr().String(), "path", "/metrics")
 	o.stop = func() {

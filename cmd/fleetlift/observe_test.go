@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -174,5 +175,36 @@ func TestMetricsDefaults(t *testing.T) {
 	}
 	if defaultMetricsListen != "127.0.0.1:9464" {
 		t.Errorf("up's metrics address is %s; the docs/observability.md's curl reads 127.0.0.1:9464", defaultMetricsListen)
+	}
+}
+
+// TestLoopbackMetricsAnswerOnlyToTheirNames: metrics served on loopback
+// (up's default) answer a request that names this machine, not one whose
+// Host is another name that resolves here (DNS rebinding from a page in
+// a browser).
+func TestLoopbackMetricsAnswerOnlyToTheirNames(t *testing.T) {
+	root := newRootCmd(io.Discard, io.Discard)
+	up, _, err := root.Find([]string{"up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	o, err := observe(up, &metricsFlags{listen: addr}, &temporalFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.stop()
+	_, port, _ := net.SplitHostPort(addr)
+	for host, want := range map[string]int{addr: http.StatusOK, "localhost:" + port: http.StatusOK, "rebound.example:" + port: http.StatusMisdirectedRequest} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /metrics with Host %s: %s; want %d", host, resp.Status, want)
+		}
 	}
 }

@@ -130,13 +130,25 @@ func Start(o Options) (*Server, error) {
 // name (localhost, 127.0.0.1, [::1]) on any port, which is what an ssh
 // or kubectl port-forward presents (421 otherwise).
 func guard(listen string, next http.Handler) http.Handler {
-	listenHost, _, _ := net.SplitHostPort(listen)
+	next = OwnNames(listen, "the Web UI", next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "the Web UI is read-only", http.StatusMethodNotAllowed)
 			return
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// OwnNames passes to next only requests whose Host names the server
+// listening at listen (what, named in the refusal): the host of listen,
+// or a loopback name on any port (421 otherwise). A page elsewhere in a
+// browser cannot read it through a name of its own that resolves to this
+// address (DNS rebinding).
+func OwnNames(listen, what string, next http.Handler) http.Handler {
+	listenHost, _, _ := net.SplitHostPort(listen)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h
@@ -146,7 +158,7 @@ func guard(listen string, next http.Handler) http.Handler {
 		case host == "localhost", host == strings.Trim(strings.ToLower(listenHost), "[]") && host != "" && !unspecified(host):
 		case net.ParseIP(host) != nil && net.ParseIP(host).IsLoopback():
 		default:
-			http.Error(w, "the Web UI answers only to its own address or a loopback name", http.StatusMisdirectedRequest)
+			http.Error(w, what+" answers only to its own address or a loopback name", http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)
