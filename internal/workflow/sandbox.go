@@ -36,8 +36,9 @@ const shortTimeout = 30 * time.Second
 
 // provision provisions a sandbox on any worker of the task queue. While
 // the worker asked runs as many sandboxes as it may (ErrWorkerFull), the
-// task waits and asks again, which any worker may answer.
-func (s sandboxSteps) provision(ctx workflow.Context, in activity.ProvisionInput) (activity.SandboxRef, error) {
+// task waits and asks again, which any worker may answer; waiting is
+// told why it waits, and then "" once it no longer does.
+func (s sandboxSteps) provision(ctx workflow.Context, in activity.ProvisionInput, waiting func(why string)) (activity.SandboxRef, error) {
 	for attempt := 0; ; attempt++ {
 		var ref activity.SandboxRef
 		var err error
@@ -52,10 +53,14 @@ func (s sandboxSteps) provision(ctx workflow.Context, in activity.ProvisionInput
 			err = workflow.ExecuteLocalActivity(lctx, a.ProvisionSandbox, in).Get(lctx, &ref)
 		}
 		if !activity.WorkerFull(err) {
+			if attempt > 0 {
+				waiting("")
+			}
 			return ref, err
 		}
 		if attempt == 0 {
 			workflow.GetLogger(ctx).Info("no worker has room for the sandbox; waiting", "sandbox", in.SandboxID)
+			waiting("waiting for a worker with room for its sandbox (each runs at most its --max-sandboxes at once)")
 		}
 		if err := workflow.Sleep(ctx, activity.FullWait(attempt)); err != nil {
 			return ref, err

@@ -138,7 +138,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			// The sandbox outlives the agent's timeout by the approval wait.
 			Labels:      map[string]string{"fleetlift.io/task-id": in.ID},
 			Credentials: in.Credentials,
-		})
+		}, func(why string) { st.Message = why })
 		if err != nil {
 			return &stepError{"provision sandbox", err}
 		}

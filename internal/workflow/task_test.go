@@ -387,7 +387,13 @@ func TestTaskWaitsForAWorkerWithRoom(t *testing.T) {
 	s := &agentScript{first: protocol.PhaseComplete, full: 4}
 	in := taskInput()
 	in.Manifest.RequireApproval = false
-	res, _ := runTask(t, s, in, nil)
+	var meanwhile workflow.TaskState
+	res, _ := runTask(t, s, in, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() { meanwhile = queryTask(t, env) }, 5*time.Second)
+	})
+	if meanwhile.Phase != workflow.TaskProvisioning || !strings.Contains(meanwhile.Message, "waiting for a worker with room") {
+		t.Errorf("while it waited, the task said %s %q; want provisioning, waiting for a worker with room", meanwhile.Phase, meanwhile.Message)
+	}
 	if res.Phase != workflow.TaskCompleted || res.Error != "" {
 		t.Fatalf("result %s %q; want completed", res.Phase, res.Error)
 	}
