@@ -419,6 +419,10 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets, Queue: queue,
 		CredentialVariables: credentialVariables(), UnitStarted: wf.unitStarted, UnitEnded: wf.unitEnded,
 		MaxSandboxes: wf.maxSandboxes}
+	if held, ok := provider.(interface{ Sandboxes() []string }); ok {
+		// An earlier worker's sandboxes, which this one took over, count.
+		acts.Adopted = held.Sandboxes()
+	}
 	if err := wf.deliverer(acts); err != nil {
 		return nil, err
 	}

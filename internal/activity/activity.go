@@ -50,7 +50,11 @@ type Activities struct {
 	// the task waits and provisions again (here or on another worker)
 	// once one has been removed.
 	MaxSandboxes int
-	capacity     capacity
+	// Adopted are the sandboxes the worker runs already when it starts
+	// (an earlier worker's, taken over): they count against MaxSandboxes
+	// until removed.
+	Adopted  []string
+	capacity capacity
 	// CredentialVariables are the secret variables a definition's
 	// credentials give values (Kubernetes sandboxes).
 	CredentialVariables CredentialVariables

@@ -33,6 +33,9 @@ func (a *Activities) reserve(id string) error {
 	defer c.mu.Unlock()
 	if c.live == nil {
 		c.live = map[string]bool{}
+		for _, id := range a.Adopted {
+			c.live[id] = true
+		}
 	}
 	if !c.live[id] && len(c.live) >= a.MaxSandboxes {
 		return temporal.NewNonRetryableApplicationError(

@@ -43,7 +43,8 @@ func (c *countingProvider) Cleanup(ctx context.Context, id string) error {
 // refused as ErrWorkerFull (nothing made), the same sandbox provisioned
 // again is counted once, and a removal makes room.
 func TestWorkerRunsAtMostMaxSandboxes(t *testing.T) {
-	p, err := localsb.New(localsb.Options{Root: t.TempDir(), AgentCommand: []string{"sh", "-c", "exec sleep 1000", "agent"}, StopGrace: time.Second})
+	root := t.TempDir()
+	p, err := localsb.New(localsb.Options{Root: root, AgentCommand: []string{"sh", "-c", "exec sleep 1000", "agent"}, StopGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,20 @@ func TestWorkerRunsAtMostMaxSandboxes(t *testing.T) {
 	if err := provision("two"); err != nil {
 		t.Fatalf("after a removal: %v", err)
 	}
-	_ = p.Cleanup(context.Background(), "two")
+	t.Cleanup(func() { _ = p.Cleanup(context.Background(), "two") })
+
+	// A worker started again takes "two" over, and counts it.
+	again, err := localsb.New(localsb.Options{Root: root, AgentCommand: []string{"sh", "-c", "exec sleep 1000", "agent"}, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &activity.Activities{Sandbox: again, MaxSandboxes: 1, Adopted: again.Sandboxes()}
+	env2 := ts.NewTestActivityEnvironment()
+	env2.RegisterActivity(b)
+	if _, err := env2.ExecuteActivity(b.ProvisionSandbox, activity.ProvisionInput{SandboxID: "three"}); !activity.WorkerFull(err) {
+		t.Errorf("a worker that took over a sandbox, at most one: %v; want it full", err)
+		_ = again.Cleanup(context.Background(), "three")
+	}
 }
 
 // Units run as one activity wait for room rather than fail: four tasks

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -426,6 +428,14 @@ func (p *Provider) closeGateway(id string) {
 
 // Name returns "local".
 func (p *Provider) Name() string { return "local" }
+
+// Sandboxes are the ids of the sandboxes the provider holds, those an
+// earlier provider on the same root made and it took over among them.
+func (p *Provider) Sandboxes() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.boxes))
+}
 
 // Provision creates Root/<id>/ and starts the agent there, or returns the
 // sandbox already provisioned under opts.ID, also one an earlier Provider on
