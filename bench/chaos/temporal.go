@@ -16,6 +16,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
+	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -45,6 +46,7 @@ func dial(ctx context.Context, addr, stateDir string) (*observer, error) {
 	c, err := client.DialContext(dctx, client.Options{
 		HostPort: addr, Namespace: namespace,
 		ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg},
+		DataConverter:     payload.Converter,
 		Logger:            sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	})
 	if err != nil {

@@ -76,6 +76,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
+	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
@@ -145,6 +146,7 @@ func run(commits, warmup, pollers int, modes []string, verbose bool) error {
 	defer srv.Stop()
 	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
 		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()},
+		DataConverter:     payload.Converter,
 		Logger:            sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
@@ -256,7 +257,8 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 	defer srv.Stop()
 	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
 		// As fleetlift dials a server on loopback: without gzip.
-		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS(), GrpcCompression: &client.GrpcCompressionNone{}}})
+		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS(), GrpcCompression: &client.GrpcCompressionNone{}},
+		DataConverter:     payload.Converter})
 	if err != nil {
 		return 0, err
 	}

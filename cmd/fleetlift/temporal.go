@@ -22,6 +22,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
+	"github.com/fleetlift/fleetlift/internal/payload"
 )
 
 // DefaultAddress is where fleetlift looks for Temporal, and where the
@@ -179,6 +180,7 @@ func (f *temporalFlags) dialWith(ctx context.Context, conn temporalConn) (client
 		Namespace:         f.namespace,
 		Credentials:       conn.creds,
 		ConnectionOptions: opts,
+		DataConverter:     payload.Converter,
 		Logger:            sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk")),
 		MetricsHandler:    f.metrics,
 	})
@@ -315,4 +317,4 @@ func printRepairs(w io.Writer, srv *devserver.Server) {
 var errInterrupted = errors.New("interrupted")
 
 // converterFor is the data converter fleetlift's workflows use.
-func converterFor() converter.DataConverter { return converter.GetDefaultDataConverter() }
+func converterFor() converter.DataConverter { return payload.Converter }

@@ -9,10 +9,10 @@ import (
 
 	workflowpb "go.temporal.io/api/workflow/v1"
 	sdkactivity "go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/payload"
 )
 
 // QueryMayStart is the query a campaign answers for RunUnits before each
@@ -274,7 +274,7 @@ func RunsProgressOf(pending []*workflowpb.PendingActivityInfo) RunsProgress {
 			continue
 		}
 		var p unitsProgress
-		if converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p) != nil {
+		if payload.Converter.FromPayloads(pa.GetHeartbeatDetails(), &p) != nil {
 			continue
 		}
 		rp.Done = append(rp.Done, p.Done...)

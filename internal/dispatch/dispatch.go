@@ -29,10 +29,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fleetlift/fleetlift/internal/approval"
+	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/spec"
@@ -63,7 +63,7 @@ var ErrAlreadyStarted = errors.New("already started")
 func Generation(info *workflowpb.WorkflowExecutionInfo) int64 {
 	var g int64
 	if p, ok := info.GetMemo().GetFields()[workflow.MemoGeneration]; ok {
-		if converter.GetDefaultDataConverter().FromPayload(p, &g) != nil {
+		if payload.Converter.FromPayload(p, &g) != nil {
 			return 0
 		}
 	}

@@ -15,9 +15,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -324,7 +324,7 @@ func (s *session) follow(ctx context.Context) {
 func holderOf(p *commonpb.Payload) string {
 	var h string
 	if p != nil {
-		_ = converter.GetDefaultDataConverter().FromPayload(p, &h)
+		_ = payload.Converter.FromPayload(p, &h)
 	}
 	return h
 }

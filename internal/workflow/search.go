@@ -1,9 +1,10 @@
 package workflow
 
 import (
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/fleetlift/fleetlift/internal/payload"
 )
 
 // The search attributes fleetlift's runs carry, so that Temporal's own
@@ -122,7 +123,7 @@ func childMemo(ctx workflow.Context, id, campaign string, generation int64) map[
 	m := map[string]any{MemoKind: kindTask, MemoID: id, MemoCampaign: campaign}
 	if p, ok := workflow.GetInfo(ctx).Memo.GetFields()[MemoDigest]; ok {
 		var digest string
-		if converter.GetDefaultDataConverter().FromPayload(p, &digest) == nil && digest != "" {
+		if payload.Converter.FromPayload(p, &digest) == nil && digest != "" {
 			m[MemoDigest] = digest
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/report"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -235,7 +236,7 @@ func (r *Reader) campaign(ctx context.Context, ref runRef) (state.Campaign, erro
 
 func (r *Reader) read(ctx context.Context, ref runRef) (state.Campaign, error) {
 	wid, runID, status, memo := ref.wid, ref.run, ref.status, ref.memo
-	dc := converter.GetDefaultDataConverter()
+	dc := payload.Converter
 	str := func(k string) string {
 		var s string
 		if p, ok := memo[k]; ok {
