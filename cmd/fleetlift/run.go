@@ -189,6 +189,7 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 	p := newReadPace(news)
 	var st *runState
 	redraw := false
+	failed := 0 // reads in a row that failed for a while
 	for {
 		if !redraw {
 			var err error
@@ -202,7 +203,25 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 			}
 			p.read(began)
 			if err != nil && ctx.Err() == nil {
-				return err
+				if !passing(err) {
+					return err
+				}
+				// A read that timed out (a large campaign's state, a
+				// server or worker busy) says nothing of the run: it goes
+				// on, and so does following it, with this process's
+				// worker.
+				if failed++; failed == 1 {
+					fmt.Fprintf(w, "could not read %s (%v); trying again\n", id, err)
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(min(time.Second<<min(failed, 4), 15*time.Second)):
+				}
+				continue
+			}
+			if err == nil && failed > 0 {
+				fmt.Fprintf(w, "reading %s again\n", id)
+				failed = 0
 			}
 			if err == nil && !st.closed {
 				running, isCampaign = true, st.campaign != nil
@@ -266,6 +285,17 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 			redraw = p.unitsOnly
 		}
 	}
+}
+
+// passing reports whether err, from reading a run, may pass: a timeout or
+// an unavailable or busy server, not a run that is not there or ended
+// otherwise.
+func passing(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var exhausted *serviceerror.ResourceExhausted
+	var deadline *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &unavailable) ||
+		errors.As(err, &exhausted) || errors.As(err, &deadline)
 }
 
 // workerNews is what this process's worker tells follow of its

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,9 +16,12 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/payload"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 )
 
@@ -249,5 +254,27 @@ func describeMemo(t *testing.T, srv *devserver.Server, id string) map[string]str
 // dialServer connects to srv with the install's credential.
 func dialServer(srv *devserver.Server) (client.Client, error) {
 	return client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
-		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
+		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}, DataConverter: payload.Converter})
+}
+
+// TestFollowingPassesOverTimeouts: a read of the run that timed out, or
+// found the server unavailable or busy, is tried again (run goes on
+// following, and its worker on working); one that finds no run, or the
+// run ended otherwise, ends following.
+func TestFollowingPassesOverTimeouts(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		pass bool
+	}{
+		{fmt.Errorf("query campaign/huge (is a worker running?): %w", context.DeadlineExceeded), true},
+		{fmt.Errorf("query campaign/huge: %w", serviceerror.NewDeadlineExceeded("deadline exceeded")), true},
+		{fmt.Errorf("describe campaign/huge: %w", serviceerror.NewUnavailable("connection refused")), true},
+		{serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT, "busy"), true},
+		{fmt.Errorf("describe campaign/gone: %w", serviceerror.NewNotFound("no such workflow")), false},
+		{errors.New("campaign/huge ended terminated"), false},
+	} {
+		if got := passing(c.err); got != c.pass {
+			t.Errorf("passing(%v) = %v, want %v", c.err, got, c.pass)
+		}
+	}
 }
