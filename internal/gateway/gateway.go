@@ -289,17 +289,43 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusServiceUnavailable, "api_error", "fleetlift gateway: this worker holds no model key")
 		return
 	}
+	g.forward(w, r, messagesAPI, nil)
+}
+
+// modelAPI is how a model API refuses a request: its error body, and
+// its error kinds for a key it does not know and a spent budget.
+type modelAPI struct {
+	fail          func(w http.ResponseWriter, code int, kind, message string)
+	denied, spent string
+	openAI        bool
+}
+
+var (
+	messagesAPI = modelAPI{fail: apiError, denied: "authentication_error", spent: "rate_limit_error"}
+	openAIAPI   = modelAPI{fail: openAIError, denied: "invalid_request_error", spent: "insufficient_quota", openAI: true}
+)
+
+// forward admits r (its sandbox's key, within its budget), has prepare
+// change it when set, and sends it to api's upstream.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, api modelAPI, prepare func(*http.Request)) {
 	b, msg, code := g.admit(r)
 	if b == nil {
-		kind := "authentication_error"
+		kind := api.denied
 		if code == http.StatusTooManyRequests {
-			kind = "rate_limit_error"
+			kind = api.spent
 		}
-		apiError(w, code, kind, msg)
+		api.fail(w, code, kind, msg)
 		return
 	}
+	if prepare != nil {
+		prepare(r)
+	}
 	g.once.Do(g.init)
-	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, b)))
+	proxy := g.proxy
+	if api.openAI {
+		proxy = g.openai
+	}
+	proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, b)))
 }
 
 // admit is the box of r's key, its request counted, or why there is none

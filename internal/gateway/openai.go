@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -103,18 +102,7 @@ func (g *Gateway) serveOpenAI(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusServiceUnavailable, "api_error", "fleetlift gateway: this worker holds no key for an OpenAI-compatible API")
 		return
 	}
-	b, msg, code := g.admit(r)
-	if b == nil {
-		kind := "invalid_request_error"
-		if code == http.StatusTooManyRequests {
-			kind = "insufficient_quota"
-		}
-		openAIError(w, code, kind, msg)
-		return
-	}
-	openAIRequest(r)
-	g.once.Do(g.init)
-	g.openai.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, b)))
+	g.forward(w, r, openAIAPI, openAIRequest)
 }
 
 // openAIUsage reads the usage an OpenAI-compatible response reports: a
