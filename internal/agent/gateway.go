@@ -36,11 +36,10 @@ func (r *runner) modelGateway(jl *jail.Jail) ([]string, error) {
 	var env []string
 	for _, api := range iso.GatewayAPIs {
 		switch api {
-		case "anthropic":
+		case protocol.GatewayAnthropic:
 			env = append(env, "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY="+key)
-		case "openai":
-			// The gateway's OpenAIPrefix, then the API's version.
-			env = append(env, "OPENAI_BASE_URL="+base+"/openai/v1", "OPENAI_API_KEY="+key)
+		case protocol.GatewayOpenAI:
+			env = append(env, "OPENAI_BASE_URL="+base+protocol.GatewayOpenAIPrefix+"v1", "OPENAI_API_KEY="+key)
 		}
 	}
 	return env, nil

@@ -165,22 +165,16 @@ func (b *box) close() {
 	}
 }
 
-// Model APIs the gateway serves (APIs).
-const (
-	APIAnthropic = "anthropic"
-	APIOpenAI    = "openai"
-)
-
 // APIs are the model APIs the gateway serves: the Messages API when it
 // holds its key, an OpenAI-compatible one when it has one. The agent
 // points its CLI at the gateway for these alone.
 func (g *Gateway) APIs() []string {
 	var apis []string
 	if g.Upstream != nil && g.Key != "" {
-		apis = append(apis, APIAnthropic)
+		apis = append(apis, protocol.GatewayAnthropic)
 	}
 	if g.OpenAI != nil && g.OpenAI.Upstream != nil && g.OpenAI.Key != "" {
-		apis = append(apis, APIOpenAI)
+		apis = append(apis, protocol.GatewayOpenAI)
 	}
 	return apis
 }

@@ -10,13 +10,15 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
 // OpenAIPrefix is where the gateway serves agent CLIs that speak an
 // OpenAI-compatible API (chat completions, responses): their base URL is
 // the gateway's address + OpenAIPrefix + "v1", and the rest of the path
 // goes to OpenAI.Upstream as it is.
-const OpenAIPrefix = "/openai/"
+const OpenAIPrefix = protocol.GatewayOpenAIPrefix
 
 // OpenAI is an OpenAI-compatible model API the gateway serves under
 // OpenAIPrefix, with the same sandbox keys, counts and budgets as the

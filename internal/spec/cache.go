@@ -86,10 +86,3 @@ func (c *Cache) put(k cacheKey, out Output) {
 		delete(c.entries, last.Value.(*cacheEntry).key)
 	}
 }
-
-// Len is how many evaluations are remembered.
-func (c *Cache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}

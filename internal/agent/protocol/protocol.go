@@ -58,6 +58,16 @@ const (
 	UsageFile = "usage.json"
 )
 
+// The model APIs a worker's gateway may serve, as its provider tells the
+// agent (--gateway-api), and where the gateway serves the
+// OpenAI-compatible one (the agent CLI's base URL is the gateway's
+// address + GatewayOpenAIPrefix + "v1").
+const (
+	GatewayAnthropic    = "anthropic"
+	GatewayOpenAI       = "openai"
+	GatewayOpenAIPrefix = "/openai/"
+)
+
 // BundleFile is where, relative to Dir, the agent leaves the change it
 // collected in repository name for the worker to propose: a git bundle
 // of one commit on the repository's base (RepositoryResult.Base), under
