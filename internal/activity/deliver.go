@@ -235,6 +235,9 @@ func (a *Activities) base(ctx context.Context, id string, repo *protocol.Reposit
 					return nil, "", nil, err
 				}
 			}
+			if err := git.CheckBranch(branch); err != nil {
+				return nil, "", nil, err
+			}
 			if _, err := s.Run(ctx, "merge-base", "--is-ancestor", rr.Base, "refs/heads/"+branch); err != nil {
 				return nil, "", nil, fmt.Errorf("the change in %s builds on %s, which is not on %s as the sandbox cloned it: not proposed", rr.Name, rr.Base, branch)
 			}

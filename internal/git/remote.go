@@ -444,15 +444,9 @@ func (g *Git) CloneBare(ctx context.Context, url, branch string, depth int) (*Sc
 	if err := CheckURL(url); err != nil {
 		return nil, err
 	}
-	args := []string{"clone", "--quiet", "--bare", "--no-tags", "--single-branch", "--template="}
-	if branch != "" {
-		if err := CheckBranch(branch); err != nil {
-			return nil, err
-		}
-		args = append(args, "--branch", branch)
-	}
-	if depth > 0 {
-		args = append(args, "--depth", strconv.Itoa(depth))
+	args, err := cloneArgs([]string{"clone", "--quiet", "--bare", "--no-tags", "--single-branch", "--template="}, branch, depth)
+	if err != nil {
+		return nil, err
 	}
 	dir, err := g.scratchDir("fleetlift-copy-")
 	if err != nil {

@@ -32,15 +32,9 @@ func (g *Git) Clone(ctx context.Context, url, dest string, o CloneOptions) error
 	if err := CheckURL(url); err != nil {
 		return err
 	}
-	args := []string{"clone", "--quiet", "--no-local", "--template=", "--origin", "origin"}
-	if o.Branch != "" {
-		if err := CheckBranch(o.Branch); err != nil {
-			return err
-		}
-		args = append(args, "--branch", o.Branch)
-	}
-	if o.Depth > 0 {
-		args = append(args, "--depth", strconv.Itoa(o.Depth))
+	args, err := cloneArgs([]string{"clone", "--quiet", "--no-local", "--template=", "--origin", "origin"}, o.Branch, o.Depth)
+	if err != nil {
+		return err
 	}
 	if o.Submodules {
 		args = append(args, "--recurse-submodules")
@@ -68,6 +62,21 @@ func (g *Git) Clone(ctx context.Context, url, dest string, o CloneOptions) error
 		return fmt.Errorf("clone %s: %w", Redact(url), err)
 	}
 	return nil
+}
+
+// cloneArgs is args with what a clone of branch (the remote's default
+// when empty), depth commits deep (all when 0), adds to them.
+func cloneArgs(args []string, branch string, depth int) ([]string, error) {
+	if branch != "" {
+		if err := CheckBranch(branch); err != nil {
+			return nil, err
+		}
+		args = append(args, "--branch", branch)
+	}
+	if depth > 0 {
+		args = append(args, "--depth", strconv.Itoa(depth))
+	}
+	return args, nil
 }
 
 // CheckBranch refuses branch names git would not accept or could read as
