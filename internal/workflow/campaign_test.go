@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	sdkworkflow "go.temporal.io/sdk/workflow"
@@ -43,10 +45,13 @@ type fleet struct {
 	lose, lost map[string]bool
 	// slow units' agents take this long (real time), or less when the
 	// event until names for them has happened first; events records
-	// "start:key" and "end:key" as units provision and clean up.
-	slow   map[string]time.Duration
-	until  map[string]string
-	events []string
+	// "start:key" and "end:key" as units provision and clean up, and
+	// "done:key" once the workflow holds the outcome of a unit's
+	// RunSandboxed (byActivity maps its activity to the unit).
+	slow       map[string]time.Duration
+	until      map[string]string
+	events     []string
+	byActivity map[string]string
 	// runs records the length of each run of units, refused the units
 	// a run did not start because the campaign said no, which runs ask
 	// when ask is set; signalAfter names a signal to send once a unit of
@@ -159,7 +164,27 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		return nil
 	}
 	run := runSandboxed(lost, provision, wait, read, cleanup)
-	env.OnActivity(a.RunSandboxed, mock.Anything, mock.Anything).Return(run)
+	env.OnActivity(a.RunSandboxed, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activity.RunInput) (activity.RunOutcome, error) {
+		info := sdkactivity.GetInfo(ctx)
+		f.mu.Lock()
+		if f.byActivity == nil {
+			f.byActivity = map[string]string{}
+		}
+		f.byActivity[info.WorkflowExecution.RunID+"/"+info.ActivityID] = strings.TrimPrefix(in.Provision.Labels["fleetlift.io/task-id"], "c/")
+		f.mu.Unlock()
+		return run(ctx, in)
+	})
+	// The test environment calls this on its main loop once it handed
+	// the result to the workflow and before the workflow runs on: an
+	// agent held until "done:key" returns after the workflow took the
+	// unit's outcome in, as an agent that ends later would.
+	env.SetOnActivityCompletedListener(func(info *sdkactivity.Info, _ converter.EncodedValue, _ error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if key, ok := f.byActivity[info.WorkflowExecution.RunID+"/"+info.ActivityID]; ok {
+			f.events = append(f.events, "done:"+key)
+		}
+	})
 	env.OnActivity(a.RunUnits, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activity.UnitsInput) (activity.UnitsOutcome, error) {
 		var out activity.UnitsOutcome
 		f.mu.Lock()
@@ -435,7 +460,7 @@ func TestCampaignSlidingWindow(t *testing.T) {
 // their own way: this is a campaign of one unit per activity, as runs
 // started before them are.
 func TestCampaignSlidingWindowStopsAtTheThreshold(t *testing.T) {
-	f := &fleet{fail: map[string]bool{"r0": true}, slow: map[string]time.Duration{"r1": 10 * time.Second}, until: map[string]string{"r1": "end:r0"}}
+	f := &fleet{fail: map[string]bool{"r0": true}, slow: map[string]time.Duration{"r1": 10 * time.Second}, until: map[string]string{"r1": "done:r0"}}
 	env := newCampaignEnv(f)
 	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 4).Return(sdkworkflow.DefaultVersion)
 	in := campaignInput(6)
