@@ -43,6 +43,7 @@ type kubeFlags struct {
 	kubeconfig, namespace string
 	secrets               []string
 	serviceAccount        string
+	nodeLabels, runtimes  []string
 }
 
 func (k *kubeFlags) register(cmd *cobra.Command) {
@@ -55,6 +56,10 @@ func (k *kubeFlags) register(cmd *cobra.Command) {
 		"kubernetes sandboxes: VARIABLE=SECRET/KEY, a secret variable of the agent (a forge token, --agent-env's API key) and the key of the Secret in the sandbox namespace that holds its value (repeatable); values never leave the cluster's Secrets")
 	f.StringVar(&k.serviceAccount, "sandbox-service-account", jobspec.DefaultServiceAccount,
 		"kubernetes-jobs: the sandbox pods' service account, which must have no bindings")
+	f.StringSliceVar(&k.nodeLabels, "sandbox-allowed-node-label", nil,
+		"kubernetes-jobs: a node label a definition's sandbox.node_selector may name (repeatable; none by default: the definition's author would choose the nodes that hold the sandboxes' credentials); with kubernetes, fleetlift-controller's --allowed-node-label decides")
+	f.StringSliceVar(&k.runtimes, "sandbox-allowed-runtime-class", nil,
+		"kubernetes-jobs: a runtime class a definition's sandbox.runtime_class may name (repeatable; none by default); with kubernetes, fleetlift-controller's --required-runtime-class decides")
 }
 
 // refs parses --sandbox-secret-ref.
@@ -132,8 +137,9 @@ func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind str
 	mem, cpu := resource.MustParse("4Gi"), resource.MustParse("2")
 	return &kube.Jobs{
 		Client: c, Executor: exec, Namespace: k.namespace, Image: image, SecretRefs: refs,
-		Pod:      jobspec.Config{AgentImage: w.docker.agentImage, ServiceAccount: k.serviceAccount, ManagedBy: "fleetlift-worker", ServeArgs: serve},
-		Defaults: v1alpha1.Resources{Limits: v1alpha1.ResourceList{Memory: &mem, CPU: &cpu}},
+		Pod:        jobspec.Config{AgentImage: w.docker.agentImage, ServiceAccount: k.serviceAccount, ManagedBy: "fleetlift-worker", ServeArgs: serve},
+		Defaults:   v1alpha1.Resources{Limits: v1alpha1.ResourceList{Memory: &mem, CPU: &cpu}},
+		NodeLabels: k.nodeLabels, RuntimeClasses: k.runtimes,
 	}, nil
 }
 

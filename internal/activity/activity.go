@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -140,6 +142,36 @@ type ProvisionInput struct {
 	// Credentials are the definition's: which Secrets give the agent its
 	// forge token and its CLI's key, over the worker's --sandbox-secret-ref.
 	Credentials *Credentials `json:",omitempty"`
+	// Placement is the definition's sandbox placement.
+	Placement *Placement `json:",omitempty"`
+}
+
+// Placement is where a definition asks its sandboxes to run (its
+// sandbox.namespace, runtime_class and node_selector): Kubernetes
+// sandboxes apply it, within what the operator allows; the others cannot,
+// and the sandbox's notes say so.
+type Placement struct {
+	Namespace    string            `json:",omitempty"`
+	RuntimeClass string            `json:",omitempty"`
+	NodeSelector map[string]string `json:",omitempty"`
+}
+
+// fields are the definition's fields p sets.
+func (p *Placement) fields() []string {
+	var out []string
+	if p == nil {
+		return nil
+	}
+	if p.Namespace != "" {
+		out = append(out, "sandbox.namespace ("+p.Namespace+")")
+	}
+	if p.RuntimeClass != "" {
+		out = append(out, "sandbox.runtime_class ("+p.RuntimeClass+")")
+	}
+	if len(p.NodeSelector) > 0 {
+		out = append(out, "sandbox.node_selector")
+	}
+	return out
 }
 
 // SandboxRef names a provisioned sandbox.
@@ -170,10 +202,14 @@ func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (r
 		env[k] = v
 	}
 	refs := a.CredentialVariables.secretRefs(in.Credentials, env)
-	sb, err := a.Sandbox.Provision(ctx, sandbox.ProvisionOptions{
+	opts := sandbox.ProvisionOptions{
 		ID: in.SandboxID, Image: in.Image, Env: env, Secrets: cloneSecrets(a.SandboxSecrets),
 		Timeout: in.Timeout, Labels: in.Labels, Resources: in.Resources, SecretRefs: refs,
-	})
+	}
+	if p := in.Placement; p != nil {
+		opts.Namespace, opts.RuntimeClass, opts.NodeSelector = p.Namespace, p.RuntimeClass, maps.Clone(p.NodeSelector)
+	}
+	sb, err := a.Sandbox.Provision(ctx, opts)
 	if err != nil {
 		// The step, not the sandbox: the task or unit that failed is
 		// named where the error is shown, and the sandbox's long name
@@ -186,8 +222,11 @@ func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (r
 		}
 		return SandboxRef{}, fmt.Errorf("provision sandbox: %w", err)
 	}
-	return SandboxRef{ID: sb.ID, Provider: sb.Provider, Queue: a.Queue,
-		Notes: a.CredentialVariables.notes(in.Credentials, sb.Provider, sb.IgnoredSecretRefs)}, nil
+	notes := a.CredentialVariables.notes(in.Credentials, sb.Provider, sb.IgnoredSecretRefs)
+	if f := in.Placement.fields(); len(f) > 0 && sb.IgnoredPlacement {
+		notes = append(notes, fmt.Sprintf("%s: not applied to %s sandboxes, which run where this worker runs them", strings.Join(f, ", "), sb.Provider))
+	}
+	return SandboxRef{ID: sb.ID, Provider: sb.Provider, Queue: a.Queue, Notes: notes}, nil
 }
 
 // SubmitManifestInput is the manifest for a sandbox's agent.

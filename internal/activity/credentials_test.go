@@ -104,3 +104,48 @@ func TestDefinitionCredentials(t *testing.T) {
 		t.Errorf("the worker's own environment changed: %v", a.SandboxEnv)
 	}
 }
+
+// A definition's sandbox placement reaches the provider; a local sandbox
+// cannot apply it, and the sandbox's notes name the fields.
+func TestDefinitionPlacement(t *testing.T) {
+	script, err := filepath.Abs("testdata/agent.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := local.New(local.Options{Root: t.TempDir(), AgentCommand: []string{script}, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recording{Provider: p}
+	a := &activity.Activities{Sandbox: rec}
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	for _, c := range []struct {
+		name      string
+		placement *activity.Placement
+		notes     []string
+	}{
+		{"none", nil, nil},
+		{"all", &activity.Placement{Namespace: "team-a", RuntimeClass: "gvisor", NodeSelector: map[string]string{"pool": "batch"}},
+			[]string{"sandbox.namespace (team-a), sandbox.runtime_class (gvisor), sandbox.node_selector: not applied to local sandboxes, which run where this worker runs them"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "place-" + c.name, Placement: c.placement})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref activity.SandboxRef
+			if err := v.Get(&ref); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Cleanup(context.Background(), ref.ID) })
+			if c.placement != nil && (rec.opts.Namespace != "team-a" || rec.opts.RuntimeClass != "gvisor" || !maps.Equal(rec.opts.NodeSelector, c.placement.NodeSelector)) {
+				t.Errorf("the provider got namespace %q, runtime class %q, node selector %v", rec.opts.Namespace, rec.opts.RuntimeClass, rec.opts.NodeSelector)
+			}
+			if !slices.Equal(ref.Notes, c.notes) {
+				t.Errorf("notes = %q; want %q", ref.Notes, c.notes)
+			}
+		})
+	}
+}

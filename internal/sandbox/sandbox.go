@@ -100,11 +100,17 @@ type SecretRef struct {
 func (r SecretRef) String() string { return r.Secret + "/" + r.Key }
 
 // Ignoring returns sb with the variables of opts.SecretRefs as its
-// IgnoredSecretRefs: what a provider that cannot apply them returns.
+// IgnoredSecretRefs, and IgnoredPlacement set when opts asks for a
+// namespace, runtime class or nodes: what a provider that cannot apply
+// the Kubernetes-only options returns.
 func Ignoring(sb *Sandbox, opts ProvisionOptions) *Sandbox {
-	if sb != nil && len(opts.SecretRefs) > 0 {
+	if sb == nil {
+		return nil
+	}
+	if len(opts.SecretRefs) > 0 {
 		sb.IgnoredSecretRefs = slices.Sorted(maps.Keys(opts.SecretRefs))
 	}
+	sb.IgnoredPlacement = opts.Namespace != "" || opts.RuntimeClass != "" || len(opts.NodeSelector) > 0
 	return sb
 }
 
@@ -125,6 +131,9 @@ type Sandbox struct {
 	// the provider did not apply (sorted): their values, if any, come
 	// from the worker's own configuration.
 	IgnoredSecretRefs []string
+	// IgnoredPlacement: the provider did not apply ProvisionOptions'
+	// Namespace, RuntimeClass and NodeSelector, which asked for some.
+	IgnoredPlacement bool
 }
 
 // Phase is a sandbox's lifecycle state.

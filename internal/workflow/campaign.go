@@ -666,12 +666,8 @@ func (c *campaignRun) startDirect(sandboxID string, in TaskInput) workflow.Futur
 	timeout := in.agentTimeout()
 	actx := workflow.WithActivityOptions(c.ctx, directOptions(in, 1))
 	return workflow.ExecuteActivity(actx, a.RunSandboxed, activity.RunInput{
-		Provision: activity.ProvisionInput{
-			SandboxID: sandboxID, Image: in.Image, Resources: in.Resources,
-			Labels:      map[string]string{"fleetlift.io/task-id": in.ID},
-			Credentials: in.Credentials,
-		},
-		Manifest: in.Manifest, Timeout: timeout, MaxSandboxes: maxSandboxes,
+		Provision: in.provision(sandboxID),
+		Manifest:  in.Manifest, Timeout: timeout, MaxSandboxes: maxSandboxes,
 	})
 }
 

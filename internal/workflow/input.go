@@ -140,6 +140,9 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 	if s := w.Sandbox; s != nil && s.Resources != nil && s.Resources.Limits != nil {
 		in.Resources = sandbox.Resources{Memory: s.Resources.Limits.Memory, CPU: s.Resources.Limits.CPU}
 	}
+	if s := w.Sandbox; s != nil && (s.Namespace != "" || s.RuntimeClass != "" || len(s.NodeSelector) > 0) {
+		in.Placement = &activity.Placement{Namespace: s.Namespace, RuntimeClass: s.RuntimeClass, NodeSelector: s.NodeSelector}
+	}
 	in.Credentials = credentials(w.Credentials)
 	in.Manifest = m
 	return in, nil

@@ -3,8 +3,10 @@ package workflow_test
 import (
 	"context"
 	"os"
+	"reflect"
 	"testing"
 
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/spec"
@@ -65,6 +67,14 @@ func TestForDefinitionExamples(t *testing.T) {
 	} else if c := rollout.Template.Credentials; c.GitHub == nil || *c.GitHub != (sandbox.SecretRef{Secret: "github-credentials", Key: "token"}) ||
 		c.Anthropic == nil || *c.Anthropic != (sandbox.SecretRef{Secret: "claude-credentials", Key: "api-key"}) {
 		t.Errorf("slog-rollout credentials: %+v %+v", c.GitHub, c.Anthropic)
+	}
+	// So does its sandbox placement, for the provider to apply or note.
+	if lic := byID["license-headers"].Campaign; lic == nil || !reflect.DeepEqual(lic.Template.Placement, &activity.Placement{
+		Namespace: "fleetlift-sandboxes", RuntimeClass: "gvisor", NodeSelector: map[string]string{"acme.dev/pool": "batch"}}) {
+		t.Errorf("license-headers: placement of %+v", lic)
+	}
+	if p := rollout.Template.Placement; p != nil {
+		t.Errorf("slog-rollout names no placement, got %+v", p)
 	}
 	if c := slog.Task.Credentials; c != nil {
 		t.Errorf("slog-migration names no credentials, got %+v", c)

@@ -161,7 +161,7 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 	}
 	return workflow.ExecuteActivity(actx, a.RunUnits, activity.UnitsInput{
 		Template: activity.RunInput{
-			Provision: activity.ProvisionInput{Image: in.Image, Resources: in.Resources, Credentials: in.Credentials},
+			Provision: in.provision(""),
 			Manifest:  m, Timeout: timeout, MaxSandboxes: maxSandboxes,
 		},
 		Units:         units,

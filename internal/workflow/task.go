@@ -133,12 +133,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		if n > 0 {
 			id = fmt.Sprintf("%s-%d", base, n)
 		}
-		got, err := steps.provision(ctx, activity.ProvisionInput{
-			SandboxID: id, Image: in.Image, Resources: in.Resources,
-			// The sandbox outlives the agent's timeout by the approval wait.
-			Labels:      map[string]string{"fleetlift.io/task-id": in.ID},
-			Credentials: in.Credentials,
-		}, func(why string) { st.Message = why })
+		got, err := steps.provision(ctx, in.provision(id), func(why string) { st.Message = why })
 		if err != nil {
 			return &stepError{"provision sandbox", err}
 		}

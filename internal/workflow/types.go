@@ -72,6 +72,18 @@ type TaskInput struct {
 	// Secret keys give the agent its forge token and its CLI's key, names
 	// only.
 	Credentials *activity.Credentials `json:",omitempty"`
+	// Placement is the definition's sandbox placement.
+	Placement *activity.Placement `json:",omitempty"`
+}
+
+// provision is how to provision a sandbox sandboxID for in's work.
+func (in TaskInput) provision(sandboxID string) activity.ProvisionInput {
+	p := activity.ProvisionInput{SandboxID: sandboxID, Image: in.Image, Resources: in.Resources,
+		Credentials: in.Credentials, Placement: in.Placement}
+	if in.ID != "" {
+		p.Labels = map[string]string{"fleetlift.io/task-id": in.ID}
+	}
+	return p
 }
 
 // agentTimeout is Timeout, 30 minutes when unset.

@@ -3,9 +3,12 @@ package kube
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -45,12 +48,44 @@ type Jobs struct {
 	DeadlineSeconds         int64
 	// Poll is how often Provision looks at the pod (250ms).
 	Poll time.Duration
+	// NodeLabels are the node labels a sandbox's node selector may name,
+	// RuntimeClasses the runtime classes it may ask for; none otherwise:
+	// whoever wrote the definition would choose the nodes that hold the
+	// sandbox's credentials. (The "kubernetes" provider leaves this to the
+	// controller's policy.)
+	NodeLabels, RuntimeClasses []string
 }
 
 var _ sandbox.Provider = (*Jobs)(nil)
 
 // Name implements sandbox.Provider.
 func (p *Jobs) Name() string { return "kubernetes-jobs" }
+
+// checkPlacement refuses a node selector or runtime class the operator
+// did not allow.
+func (p *Jobs) checkPlacement(opts sandbox.ProvisionOptions) error {
+	var bad []string
+	for _, k := range slices.Sorted(maps.Keys(opts.NodeSelector)) {
+		if !slices.Contains(p.NodeLabels, k) {
+			bad = append(bad, fmt.Sprintf("node selector may not name node label %s (the worker's --sandbox-allowed-node-label; allowed: %s)", k, allowed(p.NodeLabels)))
+		}
+	}
+	if c := opts.RuntimeClass; c != "" && !slices.Contains(p.RuntimeClasses, c) {
+		bad = append(bad, fmt.Sprintf("runtime class %s is not allowed (the worker's --sandbox-allowed-runtime-class; allowed: %s)", c, allowed(p.RuntimeClasses)))
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// allowed is names, comma-separated, or "none".
+func allowed(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
 
 func (p *Jobs) key(id string) client.ObjectKey {
 	return client.ObjectKey{Namespace: p.Namespace, Name: jobspec.Name(id)}
@@ -64,6 +99,9 @@ func (p *Jobs) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*s
 	}
 	if opts.Namespace != "" && opts.Namespace != p.Namespace {
 		return nil, sandbox.Refused(fmt.Errorf("namespace %s: this worker's sandboxes are in %s", opts.Namespace, p.Namespace))
+	}
+	if err := p.checkPlacement(opts); err != nil {
+		return nil, sandbox.Refused(err)
 	}
 	res, err := resources(opts.Resources)
 	if err != nil {

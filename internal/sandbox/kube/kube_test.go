@@ -281,3 +281,74 @@ func claimed(t *testing.T, c *controllertest.Cluster, id string) {
 		t.Errorf("pod %s is not Sandbox %s's, of claim %s", pod.Name, sb.Name, claim.Name)
 	}
 }
+
+// A definition's sandbox placement reaches the pods only as far as the
+// operator allows: with kubernetes-jobs, node labels and runtime classes
+// the worker was not told to allow are refused before anything is made,
+// an allowed node label reaches the pod, and another namespace than the
+// worker's is refused by both providers; with kubernetes, the
+// controller's policy refuses the label.
+func TestDefinitionPlacement(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	c := controllertest.New(t, cp.Env(t), controllertest.Options{Controller: true})
+	c.Env.Apply(t, map[string]string{"fleetlift-system": c.System, "sandbox-isolated": c.Sandbox}, "deploy/base/kubernetes/rbac/worker-jobs.yaml")
+	jobs := &kube.Jobs{Client: c.Worker(t), Executor: c.Kubelet, Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs,
+		Pod: controllertest.PodConfig(), Defaults: controllertest.Defaults(), Poll: 20e6, NodeLabels: []string{"pool"}}
+	requests := &kube.Requests{Client: c.Worker(t), Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs}
+
+	// madeFor lists the Jobs of sandbox id.
+	madeFor := func(id string) []batchv1.Job {
+		var list batchv1.JobList
+		if err := c.Env.Client.List(ctx, &list, client.InNamespace(c.Sandbox), client.MatchingLabels{jobspec.LabelSandbox: jobspec.LabelValue(id)}); err != nil {
+			t.Fatal(err)
+		}
+		return list.Items
+	}
+	for _, tc := range []struct {
+		name string
+		p    sandbox.Provider
+		opts sandbox.ProvisionOptions
+		says []string
+	}{
+		{"jobs, a label not allowed", jobs, sandbox.ProvisionOptions{ID: "place-label", NodeSelector: map[string]string{"pool": "a", "kubernetes.io/hostname": "n1"}},
+			[]string{"node label kubernetes.io/hostname", "--sandbox-allowed-node-label; allowed: pool"}},
+		{"jobs, a runtime class not allowed", jobs, sandbox.ProvisionOptions{ID: "place-runtime", RuntimeClass: "runc-privileged"},
+			[]string{"runtime class runc-privileged is not allowed", "allowed: none"}},
+		{"jobs, another namespace", jobs, sandbox.ProvisionOptions{ID: "place-ns", Namespace: "team-b"},
+			[]string{"namespace team-b", "sandboxes are in " + c.Sandbox}},
+		{"requests, another namespace", requests, sandbox.ProvisionOptions{ID: "place-ns-req", Namespace: "team-b"},
+			[]string{"namespace team-b", "sandboxes are in " + c.Sandbox}},
+		{"requests, a label the controller does not allow", requests, sandbox.ProvisionOptions{ID: "place-label-req", NodeSelector: map[string]string{"pool": "a"}},
+			[]string{"node label pool"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Image = controllertest.Image
+			sb, err := tc.p.Provision(ctx, tc.opts)
+			t.Cleanup(func() { _ = tc.p.Cleanup(context.Background(), tc.opts.ID) })
+			if err == nil {
+				t.Fatalf("provisioned %s", sb.ID)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+			if tc.p == jobs && len(madeFor(tc.opts.ID)) > 0 {
+				t.Errorf("a refused sandbox's Job was made")
+			}
+		})
+	}
+
+	t.Run("jobs, an allowed label", func(t *testing.T) {
+		sb, err := jobs.Provision(ctx, sandbox.ProvisionOptions{ID: "place-ok", Image: controllertest.Image, NodeSelector: map[string]string{"pool": "batch"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = jobs.Cleanup(context.Background(), sb.ID) })
+		made := madeFor(sb.ID)
+		if len(made) != 1 || !reflect.DeepEqual(made[0].Spec.Template.Spec.NodeSelector, map[string]string{"pool": "batch"}) {
+			t.Errorf("jobs of %s: %+v; want one whose pods select pool=batch", sb.ID, made)
+		}
+	})
+}
