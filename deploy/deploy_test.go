@@ -810,8 +810,60 @@ func TestSandboxEgress(t *testing.T) {
 			if egressAllowed(t, np, "140.82.112.3", 22) {
 				t.Error("TCP port 22 is allowed to the internet; want HTTPS only")
 			}
+			// The workers' gateway, which the agents clone through: its
+			// port, on the worker pods alone, where the workers serve it.
+			if egressAllowed(t, np, "10.0.0.5", 8090) || egressAllowed(t, np, "140.82.112.3", 8090) {
+				t.Error("the gateway's port is allowed to addresses; want the worker pods alone")
+			}
+			if !gatewayAllowed(np, 8090) {
+				t.Errorf("the sandboxes cannot reach the workers' gateway on 8090: %+v", np.Spec.Egress)
+			}
+			objs := render(t, dir)
+			worker := find(objs, "Deployment", "fleetlift-worker")
+			if worker == nil {
+				worker = find(objs, "StatefulSet", "fleetlift")
+			}
+			if worker == nil {
+				t.Fatal("no worker")
+			}
+			containers, _, _ := unstructured.NestedSlice(worker.Object, "spec", "template", "spec", "containers")
+			if a := fmt.Sprint(containers); !strings.Contains(a, "--gateway-listen=:8090") || !strings.Contains(a, "--gateway-url=http://$(POD_IP):8090") {
+				t.Errorf("the worker does not serve the gateway: %s", a)
+			}
+			if l, _, _ := unstructured.NestedString(worker.Object, "spec", "template", "metadata", "labels", "fleetlift.io/sandbox-gateway"); l != "true" {
+				t.Errorf("the sandboxes may not reach %s's gateway: its pods lack fleetlift.io/sandbox-gateway=true", worker.GetName())
+			}
+			var config *unstructured.Unstructured
+			for _, o := range objs {
+				if o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), "fleetlift-config") {
+					config = o
+				}
+			}
+			if config == nil {
+				t.Fatal("no ConfigMap fleetlift-config")
+			}
+			if refs, _, _ := unstructured.NestedString(config.Object, "data", "FLEETLIFT_SANDBOX_SECRETS"); strings.Contains(refs, "FLEETLIFT_GIT_TOKEN") {
+				t.Errorf("sandbox pods get a clone token: FLEETLIFT_SANDBOX_SECRETS=%s", refs)
+			}
 		})
 	}
+}
+
+// gatewayAllowed reports whether np lets a pod open TCP to port on the
+// pods of fleetlift-system that serve the gateway, and only there.
+func gatewayAllowed(np networkingv1.NetworkPolicy, port int32) bool {
+	for _, rule := range np.Spec.Egress {
+		if len(rule.Ports) != 1 || rule.Ports[0].Port == nil || rule.Ports[0].Port.IntVal != port || len(rule.To) != 1 {
+			continue
+		}
+		peer := rule.To[0]
+		if peer.NamespaceSelector != nil && peer.PodSelector != nil &&
+			peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == "fleetlift-system" &&
+			peer.PodSelector.MatchLabels["fleetlift.io/sandbox-gateway"] == "true" {
+			return true
+		}
+	}
+	return false
 }
 
 // egressAllowed reports whether np lets a pod open TCP to addr:port by an

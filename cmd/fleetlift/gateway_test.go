@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -53,8 +54,7 @@ func TestModelKeyStaysWithTheGateway(t *testing.T) {
 // The forge's token stays with the worker: the gateway of local and
 // Docker sandboxes serves their clones with it (to the forge's origin
 // alone), the worker pushes with it, and no sandbox is given it, jailed
-// or not. Kubernetes sandboxes, which have no gateway yet, get the clone
-// token alone.
+// or not. Without a gateway, sandboxes get the clone token alone.
 func TestForgeTokenStaysWithTheWorker(t *testing.T) {
 	const token = "forge-token-canary-7b3e"
 	forge := func() *forgeSetup {
@@ -91,6 +91,43 @@ func TestForgeTokenStaysWithTheWorker(t *testing.T) {
 	}
 	if want := map[string]string{"FLEETLIFT_GIT_TOKEN": token}; !maps.Equal(secrets, want) {
 		t.Errorf("without a gateway, sandboxes' secrets %v; want the clone token alone", secrets)
+	}
+}
+
+// With --gateway-listen and --gateway-url, Kubernetes sandboxes clone
+// through the worker's gateway: the worker serves it where it says, the
+// pods' secrets lose the clone token's reference (the Secret is not
+// mounted), and a half-given or wrong address is refused.
+func TestKubernetesSandboxesCloneThroughTheGateway(t *testing.T) {
+	forge := &forgeSetup{Name: "gitea", Type: "gitea", URL: "https://git.example.com", TokenEnv: "FLEETLIFT_FORGE_TOKEN", Token: "forge-token"}
+	refs := []string{"FLEETLIFT_GIT_TOKEN=github-credentials/token", "ANTHROPIC_API_KEY=claude-credentials/api-key"}
+	var log strings.Builder
+	w := &workerFlags{isolation: agentcmd.IsolationNamespaces, forge: forge, agentEnv: []string{"ANTHROPIC_API_KEY"},
+		kube: kubeFlags{secrets: refs, gatewayListen: "127.0.0.1:0", gatewayURL: "http://10.1.2.3:8090"}}
+	gw, err := w.kubeGateway(&log)
+	if err != nil || gw == nil || gw.URL != "http://10.1.2.3:8090" || gw.Gateway.Git == nil || !w.gitReads {
+		t.Fatalf("gateway %+v, %v; want one serving clones at the URL given", gw, err)
+	}
+	if !strings.Contains(log.String(), "no sandbox pod holds one") {
+		t.Errorf("the worker's log does not say where clones go: %q", log.String())
+	}
+	_, secrets, err := w.kubeSandbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"ANTHROPIC_API_KEY": ""}; !maps.Equal(secrets, want) {
+		t.Errorf("sandbox pods' secrets %v; want the agent CLI's key alone", secrets)
+	}
+
+	for _, k := range []kubeFlags{
+		{gatewayListen: ":8090"},
+		{gatewayURL: "http://10.1.2.3:8090"},
+		{gatewayListen: ":8090", gatewayURL: "https://10.1.2.3:8090/path"},
+	} {
+		w := &workerFlags{forge: forge, kube: k}
+		if _, err := w.kubeGateway(io.Discard); err == nil || !strings.Contains(err.Error(), "--gateway-") {
+			t.Errorf("%+v: %v; want an error naming the flag", k, err)
+		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -25,6 +27,8 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/gateway"
+	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
@@ -44,6 +48,8 @@ type kubeFlags struct {
 	secrets               []string
 	serviceAccount        string
 	nodeLabels, runtimes  []string
+	// gatewayListen and gatewayURL are --gateway-listen and --gateway-url.
+	gatewayListen, gatewayURL string
 }
 
 func (k *kubeFlags) register(cmd *cobra.Command) {
@@ -56,6 +62,10 @@ func (k *kubeFlags) register(cmd *cobra.Command) {
 		"kubernetes sandboxes: VARIABLE=SECRET/KEY, a secret variable of the agent (a forge token, --agent-env's API key) and the key of the Secret in the sandbox namespace that holds its value (repeatable); values never leave the cluster's Secrets")
 	f.StringVar(&k.serviceAccount, "sandbox-service-account", jobspec.DefaultServiceAccount,
 		"kubernetes-jobs: the sandbox pods' service account, which must have no bindings")
+	f.StringVar(&k.gatewayListen, "gateway-listen", "",
+		"kubernetes sandboxes: where this worker serves its gateway to the sandbox pods (such as :8090): their agents clone through it, and the forge's token stays with this worker; needs --gateway-url")
+	f.StringVar(&k.gatewayURL, "gateway-url", "",
+		"kubernetes sandboxes: http://HOST:PORT, where sandbox pods reach this worker's --gateway-listen (its pod's address, such as http://$(POD_IP):8090), which the sandbox NetworkPolicy must allow")
 	f.StringSliceVar(&k.nodeLabels, "sandbox-allowed-node-label", nil,
 		"kubernetes-jobs: a node label a definition's sandbox.node_selector may name (repeatable; none by default: the definition's author would choose the nodes that hold the sandboxes' credentials); with kubernetes, fleetlift-controller's --allowed-node-label decides")
 	f.StringSliceVar(&k.runtimes, "sandbox-allowed-runtime-class", nil,
@@ -116,11 +126,15 @@ func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind str
 	}
 	check, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	gw, err := w.kubeGateway(logw)
+	if err != nil {
+		return nil, err
+	}
 	if kind == sandboxKubernetes {
 		if err := c.List(check, &v1alpha1.SandboxRequestList{}, ctrlclient.InNamespace(k.namespace), ctrlclient.Limit(1)); err != nil {
 			return nil, fmt.Errorf("--sandbox kubernetes: list SandboxRequests in %s: %w (install deploy/crds and deploy/base/kubernetes and run fleetlift-controller; see docs/kubernetes.md)", k.namespace, err)
 		}
-		return &kube.Requests{Client: c, Namespace: k.namespace, Image: image, SecretRefs: refs}, nil
+		return &kube.Requests{Client: c, Namespace: k.namespace, Image: image, SecretRefs: refs, Gateway: gw}, nil
 	}
 	var serve []string
 	switch isolation {
@@ -139,8 +153,45 @@ func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind str
 		Client: c, Executor: exec, Namespace: k.namespace, Image: image, SecretRefs: refs,
 		Pod:        jobspec.Config{AgentImage: w.docker.agentImage, ServiceAccount: k.serviceAccount, ManagedBy: "fleetlift-worker", ServeArgs: serve},
 		Defaults:   v1alpha1.Resources{Limits: v1alpha1.ResourceList{Memory: &mem, CPU: &cpu}},
-		NodeLabels: k.nodeLabels, RuntimeClasses: k.runtimes,
+		NodeLabels: k.nodeLabels, RuntimeClasses: k.runtimes, Gateway: gw,
 	}, nil
+}
+
+// kubeGateway is the gateway Kubernetes sandboxes reach over the pod
+// network (--gateway-listen, --gateway-url), nil without those flags. It
+// serves the agents' clones of their repositories at the operator's
+// forge with this worker's token, which then goes to no sandbox pod
+// (gitReads). It serves no model API: the model's key still comes from
+// the sandboxes' Secrets.
+func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
+	k := &w.kube
+	if k.gatewayListen == "" && k.gatewayURL == "" {
+		if fs := w.forge; fs != nil && fs.Type != "local" {
+			fmt.Fprintf(logw, "clones: sandbox pods clone from %s with a token of their own (--sandbox-secret-ref %s); with --gateway-listen and --gateway-url they clone through this worker and hold none\n", fs.URL, gitx.DefaultTokenEnv)
+		}
+		return nil, nil
+	}
+	if k.gatewayListen == "" || k.gatewayURL == "" {
+		return nil, fmt.Errorf("--gateway-listen and --gateway-url go together: where this worker serves the gateway, and where sandbox pods reach it")
+	}
+	if _, err := agent.ParseGatewayURL(k.gatewayURL); err != nil {
+		return nil, fmt.Errorf("--gateway-url: %w", err)
+	}
+	fs := w.forge
+	if fs == nil || fs.Type == "local" || fs.Token == "" {
+		fmt.Fprintf(logw, "clones: no gateway for sandbox pods: this worker has no forge (--forge-type, --forge-url) whose repositories it would read for them\n")
+		return nil, nil
+	}
+	gw := &gateway.Gateway{Git: &gateway.GitReads{Git: &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}}}
+	ln, err := net.Listen("tcp", k.gatewayListen)
+	if err != nil {
+		return nil, fmt.Errorf("--gateway-listen: %w", err)
+	}
+	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	w.gw, w.gitReads = gw, true
+	fmt.Fprintf(logw, "clones: sandbox pods clone their repositories at %s through this worker's gateway (%s, reached at %s), which holds its token; no sandbox pod holds one\n", fs.URL, ln.Addr(), k.gatewayURL)
+	return &kube.Gateway{Gateway: gw, URL: k.gatewayURL}, nil
 }
 
 // newKubeWorker is the worker with Kubernetes sandboxes: every worker
@@ -159,8 +210,14 @@ func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) 
 			delete(env, k)
 		}
 	}
+	vars := credentialVariables()
+	if wf.gitReads {
+		// The pods clone through the worker's gateway: a definition's
+		// credentials.github is not applied (the sandbox's notes say so).
+		vars.Forge = nil
+	}
 	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets,
-		CredentialVariables: credentialVariables()}
+		CredentialVariables: vars}
 	if err := wf.deliverer(acts); err != nil {
 		return nil, err
 	}
@@ -182,6 +239,9 @@ func (w *workerFlags) kubeSandbox() (env, secrets map[string]string, _ error) {
 		return nil, nil, err
 	}
 	for name := range refs {
+		if w.gitReads && name == gitx.DefaultTokenEnv {
+			continue // the gateway clones with the worker's token
+		}
 		secrets[name] = ""
 	}
 	for name := range secrets {

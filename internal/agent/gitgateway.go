@@ -5,9 +5,12 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/git"
@@ -54,14 +57,20 @@ func (r *runner) openGitGateway() (*gitGateway, error) {
 
 // relay hands each connection to the gateway's socket until closed.
 func (gw *gitGateway) relay(sock string) {
+	relay(gw.ln, &gw.wg, func() (net.Conn, error) { return net.Dial("unix", sock) })
+}
+
+// relay hands each connection ln accepts to one dial makes, until ln is
+// closed; wg counts the connections.
+func relay(ln net.Listener, wg *sync.WaitGroup, dial func() (net.Conn, error)) {
 	for {
-		c, err := gw.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		gw.wg.Go(func() {
+		wg.Go(func() {
 			defer c.Close()
-			u, err := net.Dial("unix", sock)
+			u, err := dial()
 			if err != nil {
 				return
 			}
@@ -79,6 +88,60 @@ func (gw *gitGateway) relay(sock string) {
 			<-done
 		})
 	}
+}
+
+// GatewayRelay is a Unix socket in the agent's own directory that relays
+// to a worker's gateway at a network address: Kubernetes sandboxes reach
+// their worker's gateway over the pod network, and the agent then uses
+// the socket as it uses a local provider's (serve's --gateway), its jail
+// forwards included.
+type GatewayRelay struct {
+	// Socket is the socket's path.
+	Socket string
+	dir    string
+	ln     net.Listener
+	wg     sync.WaitGroup
+}
+
+// NewGatewayRelay relays a new socket to the gateway at raw, an
+// http://host:port URL with no path.
+func NewGatewayRelay(raw string) (*GatewayRelay, error) {
+	u, err := ParseGatewayURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "fleetlift-gateway-")
+	if err != nil {
+		return nil, fmt.Errorf("gateway relay: %w", err)
+	}
+	sock := filepath.Join(dir, "gateway.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("gateway relay: %w", err)
+	}
+	r := &GatewayRelay{Socket: sock, dir: dir, ln: ln}
+	d := net.Dialer{Timeout: 10 * time.Second}
+	r.wg.Go(func() { relay(ln, &r.wg, func() (net.Conn, error) { return d.Dial("tcp", u.Host) }) })
+	return r, nil
+}
+
+// ParseGatewayURL checks that raw is a gateway's address as
+// EnvGatewayURL holds it: http://HOST:PORT.
+func ParseGatewayURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" || u.Hostname() == "" || u.Port() == "" || u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("gateway %q: want http://HOST:PORT", raw)
+	}
+	return u, nil
+}
+
+// Close stops the relay, waits for its connections and removes its
+// socket.
+func (r *GatewayRelay) Close() {
+	r.ln.Close()
+	r.wg.Wait()
+	os.RemoveAll(r.dir)
 }
 
 // close stops the relay and waits for its connections.

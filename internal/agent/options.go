@@ -54,6 +54,12 @@ const (
 	EnvGitTokenOrigins = "FLEETLIFT_GIT_TOKEN_ORIGINS"
 	// EnvAllowFileRoots lists, as a path list, Options.FileRoots.
 	EnvAllowFileRoots = "FLEETLIFT_ALLOW_FILE_ROOTS"
+	// EnvGatewayURL is the http://HOST:PORT of the worker's gateway when
+	// the sandbox reaches it over the network (Kubernetes) rather than by
+	// a socket (serve's --gateway-url); EnvGatewayAPIs lists the model
+	// APIs it serves (comma-separated, serve's --gateway-api).
+	EnvGatewayURL  = "FLEETLIFT_GATEWAY_URL"
+	EnvGatewayAPIs = "FLEETLIFT_GATEWAY_APIS"
 )
 
 // DefaultAgent is the agent used when the manifest names none.

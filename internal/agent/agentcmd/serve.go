@@ -58,6 +58,7 @@ func NewServeCommand() *cobra.Command {
 		nextFD      int
 		egress      string
 		gateway     string
+		gatewayURL  string
 		limits      jail.Limits
 		diskReserve int64
 		gatewayAPIs []string
@@ -110,6 +111,17 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 			opts.FileRoots = splitList(os.Getenv(agent.EnvAllowFileRoots), string(filepath.ListSeparator))
 			if gateway != "" && !filepath.IsAbs(gateway) {
 				return fmt.Errorf("serve: --gateway %q must be an absolute path", gateway)
+			}
+			if gatewayURL != "" {
+				if gateway != "" {
+					return fmt.Errorf("serve: --gateway and --gateway-url: give the worker's gateway one way")
+				}
+				relay, err := agent.NewGatewayRelay(gatewayURL)
+				if err != nil {
+					return fmt.Errorf("serve: --gateway-url: %w", err)
+				}
+				defer relay.Close()
+				gateway = relay.Socket
 			}
 			opts.GitGateway = gateway
 			switch isolation {
@@ -198,7 +210,8 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
 	f.StringVar(&egress, "egress-socket", "", "the Unix socket of the worker's egress proxy: jailed commands reach the network through it alone, as their HTTP(S)_PROXY (127.0.0.1:"+strconv.Itoa(agent.EgressPort)+" in the jail); without it they reach no network")
 	f.StringVar(&gateway, "gateway", "", "the Unix socket of the worker's gateway, with the sandbox's own key to it: the agent clones its task's repositories at the forge through it (the worker adds the token), and the agent CLI reaches its model through it alone (ANTHROPIC_BASE_URL, 127.0.0.1:"+strconv.Itoa(agent.GatewayPort)+" in its jail)")
-	f.StringArrayVar(&gatewayAPIs, "gateway-api", nil, "a model API the --gateway serves, anthropic or openai (repeatable): the agent CLI reaches it through the gateway, with the sandbox's key; others as its own variables say")
+	f.StringVar(&gatewayURL, "gateway-url", os.Getenv(agent.EnvGatewayURL), "the worker's gateway as http://HOST:PORT, reached over the network (Kubernetes sandboxes), as --gateway is by a socket (default $"+agent.EnvGatewayURL+")")
+	f.StringArrayVar(&gatewayAPIs, "gateway-api", splitList(os.Getenv(agent.EnvGatewayAPIs), ","), "a model API the --gateway serves, anthropic or openai (repeatable): the agent CLI reaches it through the gateway, with the sandbox's key; others as its own variables say")
 	f.Int64Var(&limits.Memory, "max-memory", 0, "the most memory in bytes each jailed command and what it starts may use (a cgroup's, where one can be made); 0: no bound")
 	f.IntVar(&limits.Processes, "max-processes", 0, "the most processes and threads each jailed command may run at once; 0: no bound")
 	f.Float64Var(&limits.CPU, "max-cpu", 0, "the most processors' worth of CPU each jailed command may use (a cgroup's); 0: no bound")

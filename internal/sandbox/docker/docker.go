@@ -162,11 +162,10 @@ type Provider struct {
 	// Options.Egress there.
 	sockets string
 	egress  *http.Server
-	// gateway is Options.Gateway, served by gatewaySrv; gwKeys are the
-	// sandboxes' keys to it, by id (guarded by mu).
-	gateway    *gateway.Gateway
+	// gatewaySrv serves Options.Gateway; gwKeys hands the sandboxes
+	// their keys to it (nil without one).
 	gatewaySrv *http.Server
-	gwKeys     map[string]string
+	gwKeys     *gateway.Keys
 	grace      time.Duration
 	seccomp    string
 	// hostReads allows CopyFrom to read volumes on this host.
@@ -254,7 +253,7 @@ func New(opts Options) (*Provider, error) {
 			}
 			return nil, fmt.Errorf("new docker sandbox provider: model gateway: %w", err)
 		}
-		p.gateway, p.gatewaySrv, p.gwKeys = opts.Gateway, srv, map[string]string{}
+		p.gatewaySrv, p.gwKeys = srv, &gateway.Keys{Gateway: opts.Gateway, Files: p}
 		for _, api := range opts.Gateway.APIs() {
 			p.serve = append(p.serve, "--gateway-api", api)
 		}
@@ -480,7 +479,7 @@ func (p *Provider) Cleanup(ctx context.Context, id string) error {
 	}
 	unlock := p.lock(id)
 	defer unlock()
-	p.closeGateway(id)
+	p.gwKeys.Close(id)
 	p.mu.Lock()
 	if t := p.timers[id]; t != nil {
 		t.Stop()

@@ -75,7 +75,7 @@ func (p *Provider) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 	if err := p.waitReady(ctx, c.ID); err != nil {
 		return nil, err
 	}
-	if err := p.openGateway(ctx, id); err != nil {
+	if err := p.gwKeys.Open(ctx, id); err != nil {
 		return nil, fmt.Errorf("model gateway: %w", err)
 	}
 	if c, err = p.find(ctx, id); err != nil {

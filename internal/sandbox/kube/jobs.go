@@ -54,6 +54,8 @@ type Jobs struct {
 	// sandbox's credentials. (The "kubernetes" provider leaves this to the
 	// controller's policy.)
 	NodeLabels, RuntimeClasses []string
+	// Gateway, when set, is how the sandboxes reach the worker's gateway.
+	Gateway *Gateway
 }
 
 var _ sandbox.Provider = (*Jobs)(nil)
@@ -123,7 +125,7 @@ func (p *Jobs) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*s
 	}
 	s := jobspec.Sandbox{
 		Name: jobspec.Name(opts.ID), Namespace: p.Namespace, ID: opts.ID, TaskID: taskID,
-		Image: image, Env: opts.Env, Credentials: creds, Resources: res,
+		Image: image, Env: p.Gateway.env(opts.Env), Credentials: creds, Resources: res,
 		RuntimeClassName: opts.RuntimeClass, NodeSelector: opts.NodeSelector,
 		TTLSecondsAfterFinished: p.TTLSecondsAfterFinished, Labels: labels(opts.Labels),
 	}
@@ -149,6 +151,9 @@ func (p *Jobs) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*s
 		}
 		switch o.Phase {
 		case v1alpha1.PhaseRunning:
+			if err := p.Gateway.open(ctx, p, opts.ID); err != nil {
+				return nil, fmt.Errorf("the sandbox's key to the gateway: %w", err)
+			}
 			return &sandbox.Sandbox{ID: opts.ID, Provider: p.Name(), WorkingDir: s.Workspace(), Phase: sandbox.PhaseRunning}, nil
 		case v1alpha1.PhaseFailed, v1alpha1.PhaseSucceeded:
 			return nil, fmt.Errorf("the sandbox %s (%s): %s", o.Phase, o.Reason, o.Message)
@@ -272,6 +277,7 @@ func (p *Jobs) Status(ctx context.Context, id string) (*sandbox.Status, error) {
 // Cleanup implements sandbox.Provider: it deletes the Job, its pod first
 // (propagation Foreground), and waits until it is gone.
 func (p *Jobs) Cleanup(ctx context.Context, id string) error {
+	p.Gateway.close(id)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: jobspec.Name(id), Namespace: p.Namespace}}
 	err := p.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground))
 	if apierrors.IsNotFound(err) {

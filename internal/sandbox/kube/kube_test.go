@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,6 +27,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/controller/controllertest"
+	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
@@ -350,5 +353,33 @@ func TestDefinitionPlacement(t *testing.T) {
 		if len(made) != 1 || !reflect.DeepEqual(made[0].Spec.Template.Spec.NodeSelector, map[string]string{"pool": "batch"}) {
 			t.Errorf("jobs of %s: %+v; want one whose pods select pool=batch", sb.ID, made)
 		}
+	})
+}
+
+// Sandbox pods of the kubernetes-jobs provider clone through the worker's
+// gateway, reached over the network (here loopback, the stand-in
+// kubelet's pods sharing this host's): the forge sees only the worker's
+// token, and no pod holds it.
+func TestClonesThroughTheGateway(t *testing.T) {
+	c := controllertest.New(t, cp.Env(t), controllertest.Options{})
+	c.Env.Apply(t, map[string]string{"fleetlift-system": c.System, "sandbox-isolated": c.Sandbox}, "deploy/base/kubernetes/rbac/worker-jobs.yaml")
+	worker := c.Worker(t)
+	sandboxtest.RunClonesThroughGateway(t, sandboxtest.UntrustedHarness{
+		Hidden: t.TempDir(),
+		NewWithGateway: func(t *testing.T, gw *gateway.Gateway) sandbox.Provider {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(func() { srv.Close() })
+			return &kube.Jobs{Client: worker, Executor: c.Kubelet, Namespace: c.Sandbox, Image: controllertest.Image,
+				Pod: controllertest.PodConfig(), Defaults: controllertest.Defaults(), Poll: 20e6,
+				Gateway: &kube.Gateway{Gateway: gw, URL: "http://" + ln.Addr().String()}}
+		},
+		Options: func(t *testing.T, id string) sandbox.ProvisionOptions {
+			return sandbox.ProvisionOptions{Image: controllertest.Image, Env: map[string]string{"GIT_CONFIG_GLOBAL": "/dev/null"}}
+		},
 	})
 }

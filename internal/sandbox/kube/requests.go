@@ -39,6 +39,8 @@ type Requests struct {
 	// TTLSecondsAfterFinished, when set, is the requests'; the API's
 	// default (an hour) otherwise.
 	TTLSecondsAfterFinished *int32
+	// Gateway, when set, is how the sandboxes reach the worker's gateway.
+	Gateway *Gateway
 }
 
 var _ sandbox.Provider = (*Requests)(nil)
@@ -82,7 +84,7 @@ func (p *Requests) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 		Spec: v1alpha1.SandboxRequestSpec{
 			TaskID:                  jobspec.LabelValue(taskID),
 			Image:                   image,
-			Env:                     opts.Env,
+			Env:                     p.Gateway.env(opts.Env),
 			Resources:               res,
 			RuntimeClassName:        opts.RuntimeClass,
 			NodeSelector:            opts.NodeSelector,
@@ -108,6 +110,9 @@ func (p *Requests) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if err := p.Gateway.open(ctx, p, opts.ID); err != nil {
+		return nil, fmt.Errorf("the sandbox's key to the gateway: %w", err)
 	}
 	return &sandbox.Sandbox{ID: opts.ID, Provider: p.Name(), WorkingDir: got.Spec.WorkingDir, Phase: sandbox.PhaseRunning}, nil
 }
@@ -347,6 +352,7 @@ func phase(p v1alpha1.Phase) sandbox.Phase {
 // Cleanup implements sandbox.Provider: it deletes the request and waits
 // until the controller has deleted its Job and let it go.
 func (p *Requests) Cleanup(ctx context.Context, id string) error {
+	p.Gateway.close(id)
 	sbr := &v1alpha1.SandboxRequest{ObjectMeta: metav1.ObjectMeta{Name: jobspec.Name(id), Namespace: p.Namespace}}
 	if err := p.Client.Delete(ctx, sbr); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -112,6 +112,17 @@ func RunUntrusted(t *testing.T, h UntrustedHarness) {
 	}
 }
 
+// RunClonesThroughGateway runs RunUntrusted's ClonesGoThroughTheGateway
+// alone (h needs New, Options, Repository, Hidden and NewWithGateway),
+// for providers whose sandboxes do not yet hold every other case.
+func RunClonesThroughGateway(t *testing.T, h UntrustedHarness) {
+	if h.NewWithGateway == nil || h.Options == nil {
+		t.Fatal("sandboxtest: RunClonesThroughGateway needs NewWithGateway and Options")
+	}
+	u := &untrusted{h: h}
+	u.clonesThroughGateway(t)
+}
+
 type untrusted struct {
 	h UntrustedHarness
 }

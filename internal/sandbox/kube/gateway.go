@@ -1,0 +1,85 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/gateway"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
+)
+
+// Gateway is the worker's gateway (package gateway) as sandbox pods reach
+// it: over the pod network, at URL (http://HOST:PORT, this worker's own
+// address, which the sandbox NetworkPolicy lets them reach). Their agents
+// clone through it with a key of their sandbox's own, which the provider
+// writes into the sandbox once its pod runs; the forge's token stays with
+// the worker.
+type Gateway struct {
+	Gateway *gateway.Gateway
+	URL     string
+
+	once sync.Once
+	keys *gateway.Keys
+}
+
+// sweepEvery is how often a worker looks for sandboxes that went without
+// it: another worker cleaned them up (any worker takes a task's steps).
+const sweepEvery = time.Minute
+
+// env is the sandbox's env with the gateway's address (and the model APIs
+// it serves) for its agent (fleetlift-agent serve --gateway-url).
+func (g *Gateway) env(env map[string]string) map[string]string {
+	if g == nil {
+		return env
+	}
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env[agent.EnvGatewayURL] = g.URL
+	if apis := g.Gateway.APIs(); len(apis) > 0 {
+		env[agent.EnvGatewayAPIs] = strings.Join(apis, ",")
+	}
+	return env
+}
+
+// open gives sandbox id of p its key. The first call starts closing the
+// keys, and removing the copies, of p's sandboxes that are gone.
+func (g *Gateway) open(ctx context.Context, p sandbox.Provider, id string) error {
+	if g == nil {
+		return nil
+	}
+	g.once.Do(func() {
+		g.keys = &gateway.Keys{Gateway: g.Gateway, Files: p}
+		go g.sweep(p)
+	})
+	return g.keys.Open(ctx, id)
+}
+
+// sweep closes, every sweepEvery, the keys of p's sandboxes that are
+// gone, for as long as the process runs.
+func (g *Gateway) sweep(p sandbox.Provider) {
+	for range time.Tick(sweepEvery) {
+		for _, id := range g.keys.IDs() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err := p.Status(ctx, id)
+			cancel()
+			if errors.Is(err, sandbox.ErrNotFound) {
+				g.keys.Close(id)
+			}
+		}
+	}
+}
+
+// close ends sandbox id's use of the gateway.
+func (g *Gateway) close(id string) {
+	if g == nil || g.keys == nil {
+		return
+	}
+	g.keys.Close(id)
+}
