@@ -2,7 +2,6 @@ package git
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -85,19 +84,7 @@ func (g *Git) Changes(ctx context.Context, dir string, o DiffOptions) (Changes, 
 	// One diff of the staged tree (what a commit records) gives the list
 	// of changed files (--raw) and then their patch, read in one pass:
 	// each file's part, and its line counts (what --numstat would say,
-	// counted on the whole part, not only on what is kept). quickDiff
-	// writes it in this process when it can write what git would (files
-	// of a clone made in this process, each changed in one place).
-	if len(w.cfg) == 0 {
-		if out, ok := quickDiff(dir, base, c.Tree); ok {
-			files, err := readDiff(bufio.NewReader(bytes.NewReader(out)), maxLines)
-			if err != nil {
-				return Changes{}, fmt.Errorf("read diff: %w", err)
-			}
-			c.Files = files
-			return c, nil
-		}
-	}
+	// counted on the whole part, not only on what is kept).
 	var files []FileDiff
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)

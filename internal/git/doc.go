@@ -16,15 +16,9 @@
 // agent wrote into a clone's .git/config can divert or capture it. Errors
 // and outputs have URL user-info and the token replaced by REDACTED.
 //
-// One clone and one push are made without git, speaking git's smart HTTP
-// protocol in this process (smartHTTP): the shallow clone of one branch
-// over http(s), the clone of every repository of a campaign, which keeps
-// the fetched pack, indexes it and checks the branch out (httpClone); and
-// a single branch pushed on a lease, which sends the loose objects the
-// commit reaches. Both send the token only to an allowed origin, follow
-// no redirect, take no proxy and trust the certificate authorities git
-// would (GIT_SSL_CAINFO, GIT_SSL_CAPATH); whatever they do not take, or
-// the server refuses, git clone or git push then does.
+// Clones, pushes, staging and diffs are git commands run this way, so
+// what git refuses (a tree with a path it treats specially) fails as git
+// fails it.
 //
 // SafeJoin and ValidateName keep workspace paths inside the workspace.
 //

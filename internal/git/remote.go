@@ -241,20 +241,28 @@ func (s *Scratch) push(ctx context.Context, url string, updates []RefUpdate) ([]
 	}
 	args = append(args, "--", url)
 	args = append(args, specs...)
-	out, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url})
-	if err != nil {
-		return nil, fmt.Errorf("push to %s: %w", Redact(url), err)
-	}
-	// "<flag>\t<src>:<dst>\t<summary>" per ref; "*" is a ref made.
-	var created []string
-	for _, line := range strings.Split(out, "\n") {
-		if rest, ok := strings.CutPrefix(line, "*\t"); ok {
-			if spec, _, ok := strings.Cut(rest, "\t"); ok {
-				if _, dst, ok := strings.Cut(spec, ":"); ok {
-					created = append(created, dst)
-				}
-			}
+	var out bytes.Buffer
+	_, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url, stdout: &out})
+	// "<flag>\t<src>:<dst>\t<summary>" per ref; "*" is a ref made, "!"
+	// one refused, with the reason (a lease that does not hold: "[rejected]
+	// (stale info)"), which git says only here.
+	var created, refused []string
+	for _, line := range strings.Split(s.g.redact(out.String()), "\n") {
+		flag, rest, _ := strings.Cut(line, "\t")
+		spec, summary, _ := strings.Cut(rest, "\t")
+		_, dst, ok := strings.Cut(spec, ":")
+		switch {
+		case ok && flag == "*":
+			created = append(created, dst)
+		case ok && flag == "!":
+			refused = append(refused, dst+" "+summary)
 		}
+	}
+	if err != nil {
+		if len(refused) > 0 {
+			err = fmt.Errorf("%w: %s", err, strings.Join(refused, ", "))
+		}
+		return nil, fmt.Errorf("push to %s: %w", Redact(url), err)
 	}
 	return created, nil
 }
@@ -282,45 +290,12 @@ func (g *Git) PushCreated(ctx context.Context, dir, url string, updates ...RefUp
 		}
 		resolved[i] = u
 	}
-	if len(resolved) == 1 && isHTTP(url) && CheckURL(url) == nil {
-		// One branch over HTTP, the push of nearly every repository of a
-		// campaign: in this process when it is the common case
-		// (smartHTTP), by git push otherwise.
-		if made, err := g.httpPushCreated(ctx, dir, url, resolved[0]); !errors.Is(err, errLeftToGit) {
-			return made, err
-		}
-	}
 	s, err := g.NewScratch(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	return s.push(ctx, url, resolved)
-}
-
-// httpPushCreated pushes u from the clone at dir in this process (see
-// smartHTTP): an error wrapping errLeftToGit leaves it to git push.
-func (g *Git) httpPushCreated(ctx context.Context, dir, url string, u RefUpdate) ([]string, error) {
-	p, err := g.newSmartHTTP(url)
-	if err != nil {
-		return nil, err
-	}
-	if !strings.HasPrefix(u.Dst, "refs/") || strings.ContainsAny(u.Dst, ": \n\x00") {
-		return nil, declined("ref %q", u.Dst)
-	}
-	gd, _, ok := plainGitDir(dir)
-	if !ok {
-		return nil, declined("not a plain clone")
-	}
-	defer p.release()
-	made, err := p.push(ctx, filepath.Join(gd, "objects"), u)
-	if err != nil {
-		return nil, err
-	}
-	if made {
-		return []string{u.Dst}, nil
-	}
-	return nil, nil
 }
 
 // LsRemote returns the object ids of refs (full names) in url.

@@ -2,11 +2,14 @@ package git_test
 
 import (
 	"context"
+	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -358,5 +361,108 @@ func TestLocalRepositoriesRunNoHooksWhoeverOwnsThem(t *testing.T) {
 	}
 	if data, err := os.ReadFile(marker); err == nil {
 		t.Fatalf("the repository's hooks ran:\n%s", data)
+	}
+}
+
+// A commit made in a clone goes up over http and https (trusting the
+// certificate authority git is given, GIT_SSL_CAINFO): a branch the push
+// makes is reported, an up-to-date one is not, and a lease that does not
+// hold refuses the push.
+func TestPushOverHTTP(t *testing.T) {
+	for _, tlsServer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", tlsServer), func(t *testing.T) {
+			ctx := context.Background()
+			root := t.TempDir()
+			remote := gittest.NewRemote(t, root, "api", map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n"})
+			gittest.Run(t, remote, "config", "http.receivepack", "true")
+			srv := serveGit(t, root, token)
+			env := []string{git.DefaultTokenEnv + "=" + token}
+			if tlsServer {
+				srv = httptest.NewTLSServer(srv.Config.Handler)
+				t.Cleanup(srv.Close)
+				ca := filepath.Join(t.TempDir(), "ca.pem")
+				cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+				if err := os.WriteFile(ca, cert, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				env = append(env, "GIT_SSL_CAINFO="+ca)
+			}
+			url := srv.URL + "/api.git"
+			g := newGit(env...)
+			g.TokenOrigins = []string{srv.URL}
+			dir := clone(t, g, url, git.CloneOptions{Depth: 1})
+			gittest.WriteFiles(t, dir, map[string]string{"dir/b.txt": "changed\n", "dir/sub/c.txt": "new\n"})
+			head, err := g.Commit(ctx, dir, git.CommitOptions{Branch: "topic", Message: "change"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			made, err := g.PushCreated(ctx, dir, url, git.RefUpdate{Src: head, Dst: "refs/heads/topic", Lease: true})
+			if err != nil || !slices.Equal(made, []string{"refs/heads/topic"}) {
+				t.Fatalf("push = %q, %v; want topic made", made, err)
+			}
+			if got := gittest.Run(t, remote, "rev-parse", "refs/heads/topic"); got != head {
+				t.Fatalf("remote topic at %s, want %s", got, head)
+			}
+			gittest.Run(t, remote, "fsck", "--no-dangling", "refs/heads/topic")
+			if got := gittest.Run(t, remote, "show", "refs/heads/topic:dir/sub/c.txt"); got != "new" {
+				t.Errorf("dir/sub/c.txt on the remote = %q", got)
+			}
+			if made, err := g.PushCreated(ctx, dir, url, git.RefUpdate{Src: head, Dst: "refs/heads/topic", Lease: true}); err != nil || len(made) != 0 {
+				t.Errorf("push again = %q, %v; want nothing made", made, err)
+			}
+			base := gittest.Run(t, dir, "rev-parse", "HEAD~1")
+			if _, err := g.PushCreated(ctx, dir, url, git.RefUpdate{Src: head, Dst: "refs/heads/other", Lease: true, Expect: base}); err == nil || !strings.Contains(err.Error(), "stale info") {
+				t.Errorf("a push on a lease that does not hold: %v", err)
+			}
+			if got := gittest.Run(t, remote, "for-each-ref", "--format=%(refname)", "refs/heads/other"); got != "" {
+				t.Errorf("the refused push made %s", got)
+			}
+		})
+	}
+}
+
+// A remote that redirects elsewhere never gets the token sent there,
+// even when the other server asks for credentials: it is only for the
+// origins allowed.
+func TestTokenDoesNotFollowARedirect(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	remote := gittest.NewRemote(t, root, "api", map[string]string{"a.txt": "a\n"})
+	gittest.Run(t, remote, "config", "http.receivepack", "true")
+	srv := serveGit(t, root, token)
+	g := newGit(git.DefaultTokenEnv + "=" + token)
+	g.TokenOrigins = []string{srv.URL}
+	dir := clone(t, g, srv.URL+"/api.git", git.CloneOptions{})
+
+	var mu sync.Mutex
+	var seen []string
+	thief := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}))
+	defer thief.Close()
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, thief.URL+r.URL.RequestURI(), http.StatusFound)
+	}))
+	defer redirector.Close()
+	g.TokenOrigins = append(g.TokenOrigins, redirector.URL)
+	if err := g.Clone(ctx, redirector.URL+"/api.git", filepath.Join(t.TempDir(), "moved"), git.CloneOptions{}); err == nil {
+		t.Error("a clone from a redirecting server succeeded")
+	}
+	if _, err := g.PushCreated(ctx, dir, redirector.URL+"/api.git", git.RefUpdate{Src: "HEAD", Dst: "refs/heads/moved", Lease: true}); err == nil {
+		t.Error("a push to a redirecting server succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 {
+		t.Fatal("git never followed the redirect: the test proves nothing")
+	}
+	for _, a := range seen {
+		if a != "" {
+			t.Errorf("the token followed the redirect: %q", a)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,19 +42,6 @@ func (g *Git) Clone(ctx context.Context, url, dest string, o CloneOptions) error
 		}
 	} else {
 		args = append(args, "--no-recurse-submodules")
-	}
-	if _, err := os.Lstat(dest); isHTTP(url) && errors.Is(err, fs.ErrNotExist) {
-		// A shallow clone of a branch over HTTP, the clone of nearly
-		// every repository of a campaign: in this process when it is the
-		// common case (httpClone), by git clone otherwise, from scratch
-		// (a failed httpClone leaves no dest).
-		err := g.httpClone(ctx, url, dest, o)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("clone %s: %w", Redact(url), context.Cause(ctx))
-		}
 	}
 	args = append(args, "--", url, dest)
 	if _, err := g.run(ctx, invocation{dir: filepath.Dir(dest), args: args, remote: url}); err != nil {
@@ -239,14 +225,10 @@ type worktree struct {
 	g   *Git
 	dir string
 	cfg []string
-	// gitDir is the .git directory of a plain clone (see plainGitDir),
-	// "" for anything else; config its configuration.
-	gitDir string
-	config []byte
 }
 
 func (g *Git) worktree(ctx context.Context, dir string) (*worktree, error) {
-	gd, plainConfig, ok := plainGitDir(dir)
+	_, plainConfig, ok := plainGitDir(dir)
 	if ok && plainConfig == nil {
 		plainConfig = []byte{}
 	}
@@ -254,7 +236,7 @@ func (g *Git) worktree(ctx context.Context, dir string) (*worktree, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &worktree{g: g, dir: dir, cfg: cfg, gitDir: gd, config: plainConfig}, nil
+	return &worktree{g: g, dir: dir, cfg: cfg}, nil
 }
 
 func (w *worktree) run(ctx context.Context, inv invocation) (string, error) {
@@ -263,30 +245,17 @@ func (w *worktree) run(ctx context.Context, inv invocation) (string, error) {
 	return w.g.run(ctx, inv)
 }
 
-// stage records the whole work tree in the index: in Go for a plain clone
-// whose changes stageInPlace can stage (any error there leaves the work
-// to git, which says what is wrong), otherwise with git add.
+// stage records the whole work tree in the index (git add --all).
 func (w *worktree) stage(ctx context.Context) error {
-	if w.gitDir != "" && len(w.cfg) == 0 {
-		if ok, err := stageInPlace(w.dir, w.gitDir, w.config); ok && err == nil {
-			return nil
-		}
-	}
 	if _, err := w.run(ctx, invocation{args: []string{"add", "--all", "--", "."}}); err != nil {
 		return fmt.Errorf("stage changes: %w", err)
 	}
 	return nil
 }
 
-// writeTree records the index as a tree and returns its id: in Go for a
-// plain clone whose index it reads, otherwise with git write-tree.
+// writeTree records the index as a tree (git write-tree) and returns its
+// id.
 func (w *worktree) writeTree(ctx context.Context) (string, error) {
-	if w.gitDir != "" {
-		id, ok, err := indexTree(w.gitDir)
-		if err != nil || ok {
-			return id, err
-		}
-	}
 	out, err := w.run(ctx, invocation{args: []string{"write-tree"}})
 	if err != nil {
 		return "", err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -433,4 +434,190 @@ func TestScratchIsMadeInScratchDir(t *testing.T) {
 	if _, err := os.Stat(s.Dir()); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("closed scratch still there: %v", err)
 	}
+}
+
+// fleetRemote is a bare repository <root>/api.git with what a clone must
+// get right: nested directories, an executable, a link, a submodule's
+// place, packed history, a second branch and tags.
+func fleetRemote(t *testing.T, root string) string {
+	t.Helper()
+	long := strings.Repeat("package main // a line long enough to delta against\n", 200)
+	remote := gittest.NewRemote(t, root, "api", map[string]string{
+		"go.mod":            "module api\n\ngo 1.21\n",
+		"cmd/api/main.go":   long,
+		"a/b/c/deep.txt":    "deep\n",
+		"a.txt":             "sorts before the directory a\n",
+		"link":              gittest.LinkPrefix + "a/b/c/deep.txt",
+		"scripts/build.sh":  "#!/bin/sh\necho build\n",
+		"docs/empty-ish.md": "",
+	})
+	work := t.TempDir()
+	gittest.Run(t, work, "clone", "--quiet", remote, ".")
+	gittest.Run(t, work, "update-index", "--chmod=+x", "scripts/build.sh")
+	// A submodule's place: a gitlink, without .gitmodules (not followed).
+	gittest.Run(t, work, "update-index", "--add", "--cacheinfo", "160000,"+strings.Repeat("ab", 20)+",vendor/lib")
+	gittest.Run(t, work, "commit", "--quiet", "-m", "modes")
+	gittest.Run(t, work, "push", "--quiet", "origin", "HEAD:refs/heads/main")
+	for i := range 3 {
+		gittest.Commit(t, remote, "main", map[string]string{"cmd/api/main.go": long + strings.Repeat("// more\n", i+1)})
+	}
+	gittest.Run(t, root, "--git-dir="+remote, "branch", "release", "main~1")
+	// Tags of the tip, of the commit before it (release's tip) and of an
+	// old commit: a clone gets those of the commits it fetched.
+	gittest.Run(t, root, "--git-dir="+remote, "tag", "-a", "v1.0", "-m", "v1.0", "main")
+	gittest.Run(t, root, "--git-dir="+remote, "tag", "latest", "main")
+	gittest.Run(t, root, "--git-dir="+remote, "tag", "-a", "v0.9", "-m", "v0.9", "main~1")
+	gittest.Run(t, root, "--git-dir="+remote, "tag", "old", "main~3")
+	gittest.Run(t, root, "--git-dir="+remote, "repack", "-adq")
+	return remote
+}
+
+// A clone over HTTP, with the token, is the clone of the same repository
+// by its path: the same files, modes and link, index, HEAD and branch,
+// remote configuration, shallow commits and tags; git finds it clean and
+// sound.
+func TestCloneOverHTTPIsTheCloneOfThePath(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	remote := fleetRemote(t, root)
+	srv := serveGit(t, root, token)
+	g := newGit(git.DefaultTokenEnv + "=" + token)
+	g.TokenOrigins = []string{srv.URL}
+	for _, o := range []git.CloneOptions{{Depth: 1}, {Depth: 2}, {Branch: "release", Depth: 1}, {}} {
+		t.Run(fmt.Sprintf("%sdepth%d", o.Branch, o.Depth), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "clone")
+			if err := g.Clone(ctx, srv.URL+"/api.git", dir, o); err != nil {
+				t.Fatal(err)
+			}
+			ref := filepath.Join(t.TempDir(), "ref")
+			if err := newGit().Clone(ctx, remote, ref, o); err != nil {
+				t.Fatal(err)
+			}
+			sameClone(t, dir, ref)
+		})
+	}
+}
+
+// sameClone fails unless the clone at dir is what git clone made at ref.
+func sameClone(t *testing.T, dir, ref string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"ls-files", "--stage"},
+		{"rev-parse", "HEAD", "HEAD^{tree}"},
+		{"symbolic-ref", "HEAD"},
+		{"for-each-ref", "--format=%(refname) %(objectname) %(objecttype) %(symref) %(*objectname)", "refs/heads", "refs/remotes", "refs/tags"},
+		{"config", "--get-regexp", `^(remote|branch)\.`},
+		{"log", "--format=%H %P"},
+	} {
+		got, want := gittest.Run(t, dir, args...), gittest.Run(t, ref, args...)
+		if args[0] == "config" {
+			// The URLs differ (HTTP here, a path there).
+			got, want = dropURL(got), dropURL(want)
+		}
+		if got != want {
+			t.Errorf("git %s:\n got %s\nwant %s", strings.Join(args, " "), got, want)
+		}
+	}
+	shallow := func(d string) string {
+		b, _ := os.ReadFile(filepath.Join(d, ".git", "shallow"))
+		return string(b)
+	}
+	if got, want := shallow(dir), shallow(ref); got != want {
+		t.Errorf(".git/shallow = %q, want %q", got, want)
+	}
+	if out := gittest.Run(t, dir, "status", "--porcelain", "--ignore-submodules=none"); out != "" {
+		t.Errorf("git status in the clone: %s", out)
+	}
+	if out := gittest.Run(t, dir, "fsck", "--no-progress", "--no-dangling"); out != "" {
+		t.Errorf("git fsck in the clone: %s", out)
+	}
+	for _, rel := range []string{"go.mod", "cmd/api/main.go", "a/b/c/deep.txt", "scripts/build.sh", "docs/empty-ish.md"} {
+		got, err1 := os.Lstat(filepath.Join(dir, rel))
+		want, err2 := os.Lstat(filepath.Join(ref, rel))
+		if err1 != nil || err2 != nil || got.Mode() != want.Mode() || got.Size() != want.Size() {
+			t.Errorf("%s: %v %v, want %v %v", rel, got.Mode(), err1, want.Mode(), err2)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(dir, "link")); err != nil || target != "a/b/c/deep.txt" {
+		t.Errorf("link -> %q, %v", target, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "vendor", "lib")); err != nil || !fi.IsDir() {
+		t.Errorf("the submodule's place: %v", err)
+	}
+}
+
+func dropURL(config string) string {
+	var out []string
+	for _, line := range strings.Split(config, "\n") {
+		if !strings.HasPrefix(line, "remote.origin.url ") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// A tree with a path git refuses (.GIT) fails the clone, with nothing of
+// it checked out; a tree with a link and a directory of one name writes
+// nothing through the link.
+func TestCloneRefusesHostileTrees(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	srv := serveGit(t, root, token)
+	g := newGit(git.DefaultTokenEnv + "=" + token)
+	g.TokenOrigins = []string{srv.URL}
+
+	evil := gittest.NewRemote(t, root, "evil", map[string]string{"ok.txt": "ok\n"})
+	blob := gittest.Run(t, root, "--git-dir="+evil, "rev-parse", "main:ok.txt")
+	inner := mktree(t, evil, "100644 blob "+blob+"\tconfig")
+	top := mktree(t, evil, "040000 tree "+inner+"\t.GIT", "100644 blob "+blob+"\tok.txt")
+	commit := gittest.Run(t, root, "--git-dir="+evil, "commit-tree", "-m", "evil", top)
+	gittest.Run(t, root, "--git-dir="+evil, "update-ref", "refs/heads/main", commit)
+	dir := filepath.Join(t.TempDir(), "evil")
+	err := g.Clone(ctx, srv.URL+"/evil.git", dir, git.CloneOptions{Depth: 1})
+	if err == nil {
+		t.Fatal("a clone of a tree with .GIT succeeded")
+	}
+	if !strings.Contains(err.Error(), ".GIT") {
+		t.Errorf("error = %v, want git's, naming .GIT", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".GIT")); err == nil {
+		t.Error(".GIT was checked out")
+	}
+
+	outside := t.TempDir()
+	links := gittest.NewRemote(t, root, "links", map[string]string{"ok.txt": "ok\n"})
+	linkBlob := hashObject(t, links, outside)
+	sub := mktree(t, links, "100644 blob "+blob+"\tx")
+	top = mktree(t, links, "120000 blob "+linkBlob+"\ta", "040000 tree "+sub+"\ta")
+	commit = gittest.Run(t, root, "--git-dir="+links, "commit-tree", "-m", "links", top)
+	gittest.Run(t, root, "--git-dir="+links, "update-ref", "refs/heads/main", commit)
+	_ = g.Clone(ctx, srv.URL+"/links.git", filepath.Join(t.TempDir(), "links"), git.CloneOptions{Depth: 1})
+	if _, err := os.Lstat(filepath.Join(outside, "x")); err == nil {
+		t.Error("a file was written through a link")
+	}
+}
+
+func mktree(t *testing.T, bare string, entries ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", "--git-dir="+bare, "mktree")
+	cmd.Env = gittest.Env()
+	cmd.Stdin = strings.NewReader(strings.Join(entries, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git mktree: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// hashObject stores content as a blob in bare and returns its id.
+func hashObject(t *testing.T, bare, content string) string {
+	t.Helper()
+	cmd := exec.Command("git", "--git-dir="+bare, "hash-object", "-w", "--stdin")
+	cmd.Env = gittest.Env()
+	cmd.Stdin = strings.NewReader(content)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git hash-object: %v", err)
+	}
+	return strings.TrimSpace(string(out))
 }

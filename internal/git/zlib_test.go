@@ -3,15 +3,10 @@ package git
 import (
 	"bytes"
 	"compress/zlib"
-	"encoding/hex"
-	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 )
@@ -90,53 +85,4 @@ func TestGitReadsLooseObjectsWrittenInProcess(t *testing.T) {
 		}
 	}
 	gittest.Run(t, repo, "fsck", "--full", "--strict", "--no-dangling")
-}
-
-// A push's pack stores its objects when they are small together, and
-// compresses them when the change is large; git reads either.
-func TestPackLooseCompressesOnlyALargeChange(t *testing.T) {
-	for _, files := range []int{2, 200} {
-		repo := t.TempDir()
-		gittest.Run(t, repo, "init", "-q")
-		objects := filepath.Join(repo, ".git", "objects")
-		var tree bytes.Buffer
-		total := 0
-		for i := range files {
-			data := bytes.Repeat(fmt.Appendf(nil, "line of generated file %03d\n", i), 40)
-			id, err := writeLooseObject(objects, "blob", data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := hex.DecodeString(id)
-			fmt.Fprintf(&tree, "100644 f%03d\x00%s", i, raw)
-			total += len(data)
-		}
-		treeID, err := writeLooseObject(objects, "tree", tree.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := commitObject(treeID, nil, Identity{Name: "T", Email: "t@example.com"}, "change\n", time.Unix(1e9, 0).UTC())
-		if err != nil {
-			t.Fatal(err)
-		}
-		commit, err := writeLooseObject(objects, "commit", c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pack, err := packLoose(objects, commit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if compressed, large := len(pack) < total/2, total >= storeBelow; compressed != large {
-			t.Errorf("%d files, %d bytes: a %d-byte pack; want it compressed: %v", files, total, len(pack), large)
-		}
-		p := filepath.Join(t.TempDir(), "change.pack")
-		if err := os.WriteFile(p, pack, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		gittest.Run(t, repo, "index-pack", p)
-		if out := gittest.Run(t, repo, "verify-pack", "-v", strings.TrimSuffix(p, ".pack")+".idx"); !strings.Contains(out, commit) {
-			t.Errorf("git verify-pack does not list commit %s:\n%s", commit, out)
-		}
-	}
 }
