@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -95,61 +94,26 @@ func (g *Git) RevParse(ctx context.Context, dir, rev string) (string, error) {
 }
 
 // Head returns the commit checked out at dir and its branch ("" when
-// HEAD is detached), as RevParse and CurrentBranch would. A plain clone's
-// HEAD is read from its files without running git; anything else is asked
-// of git.
+// HEAD is detached), in one git process.
 func (g *Git) Head(ctx context.Context, dir string) (commit, branch string, _ error) {
-	if id, br, ok := readHead(filepath.Join(dir, ".git")); ok {
-		return id, br, nil
-	}
-	commit, err := g.RevParse(ctx, dir, "HEAD")
+	// The commit, then HEAD's full name: refs/heads/<branch>, or HEAD
+	// itself when it is detached.
+	out, err := g.Run(ctx, dir, "rev-parse", "HEAD^{commit}", "--symbolic-full-name", "HEAD")
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("resolve HEAD: %w", err)
 	}
-	if branch, err = g.CurrentBranch(ctx, dir); err != nil {
-		return "", "", err
+	commit, name, ok := strings.Cut(strings.TrimSpace(out), "\n")
+	if !ok || !IsObjectID(commit) {
+		return "", "", fmt.Errorf("resolve HEAD: unexpected %q", out)
+	}
+	if name == "HEAD" {
+		return commit, "", nil
+	}
+	branch, ok = strings.CutPrefix(name, "refs/heads/")
+	if !ok {
+		return "", "", fmt.Errorf("resolve HEAD: unexpected %q", out)
 	}
 	return commit, branch, nil
-}
-
-// readHead reads HEAD from the files of the git directory gd: a detached
-// id, or a branch whose id is a loose ref or in packed-refs. ok is false
-// for anything else (symbolic links, other ref storage, odd content).
-func readHead(gd string) (id, branch string, ok bool) {
-	if fi, err := os.Lstat(gd); err != nil || !fi.IsDir() {
-		return "", "", false
-	}
-	read := func(name string) (string, bool) {
-		b, ok := readSmallRegular(filepath.Join(gd, name), 64<<10)
-		return string(b), ok
-	}
-	head, ok := read("HEAD")
-	if !ok {
-		return "", "", false
-	}
-	head = strings.TrimSuffix(head, "\n")
-	if IsObjectID(head) {
-		return head, "", true
-	}
-	ref, isRef := strings.CutPrefix(head, "ref: ")
-	branch, isBranch := strings.CutPrefix(ref, "refs/heads/")
-	if !isRef || !isBranch || CheckBranch(branch) != nil {
-		return "", "", false
-	}
-	if v, ok := read(ref); ok {
-		v = strings.TrimSuffix(v, "\n")
-		return v, branch, IsObjectID(v)
-	}
-	packed, ok := read("packed-refs")
-	if !ok {
-		return "", "", false
-	}
-	for _, line := range strings.Split(packed, "\n") {
-		if v, name, found := strings.Cut(line, " "); found && name == ref && IsObjectID(v) {
-			return v, branch, true
-		}
-	}
-	return "", "", false
 }
 
 // Proposed is the commit to propose: id when set (it must be a full
