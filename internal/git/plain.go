@@ -2,6 +2,7 @@ package git
 
 import (
 	"bytes"
+	"compress/zlib"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
@@ -85,7 +86,16 @@ func writeLooseObject(objects, typ string, data []byte) (string, error) {
 		return "", err
 	}
 	defer os.Remove(f.Name())
-	err = writeZlib(f, true, []byte(header), data)
+	// Git's own loose objects are at zlib's best speed too
+	// (core.looseCompression); it reads any level.
+	zw, _ := zlib.NewWriterLevel(f, zlib.BestSpeed) // a valid level: no error
+	_, err = zw.Write([]byte(header))
+	if err == nil {
+		_, err = zw.Write(data)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
 	if err == nil {
 		err = f.Chmod(0o444)
 	}
