@@ -110,13 +110,8 @@ func (s *Scratch) Borrow(ctx context.Context, clone string) error {
 }
 
 // gitPaths returns where the clone at dir (an absolute path) keeps its
-// objects and its list of shallow commits. A plain clone keeps them in its
-// .git directory; for anything else (a .git file, a linked work tree, a
-// symbolic link) git is asked.
+// objects and its list of shallow commits.
 func (g *Git) gitPaths(ctx context.Context, dir string) (objects, shallow string, _ error) {
-	if gd, _, ok := plainGitDir(dir); ok {
-		return filepath.Join(gd, "objects"), filepath.Join(gd, "shallow"), nil
-	}
 	// --path-format=absolute needs git 2.31; relative answers are
 	// relative to the clone.
 	paths, err := g.Run(ctx, dir, "rev-parse", "--git-path", "objects", "--git-path", "shallow")

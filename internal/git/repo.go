@@ -1,7 +1,6 @@
 package git
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // CloneOptions say what to clone.
@@ -143,14 +141,8 @@ func (g *Git) CurrentBranch(ctx context.Context, dir string) (string, error) {
 
 // neutralFilters switches off every filter driver the repository's
 // configuration defines, so staging or checking out never runs a command
-// that an agent wrote into .git/config. plainConfig is the configuration
-// of a plain clone (see plainGitDir), nil for anything else.
-func (g *Git) neutralFilters(ctx context.Context, dir string, plainConfig []byte) ([]string, error) {
-	// A plain clone whose configuration never mentions a filter defines
-	// none: there is nothing to ask git.
-	if plainConfig != nil && !bytes.Contains(bytes.ToLower(plainConfig), []byte("filter")) {
-		return nil, nil
-	}
+// that an agent wrote into .git/config.
+func (g *Git) neutralFilters(ctx context.Context, dir string) ([]string, error) {
 	out, err := g.Run(ctx, dir, "config", "--null", "--name-only", "--get-regexp", `^filter\.`)
 	if err != nil {
 		if exitCode(err) == 1 {
@@ -192,11 +184,7 @@ type worktree struct {
 }
 
 func (g *Git) worktree(ctx context.Context, dir string) (*worktree, error) {
-	_, plainConfig, ok := plainGitDir(dir)
-	if ok && plainConfig == nil {
-		plainConfig = []byte{}
-	}
-	cfg, err := g.neutralFilters(ctx, dir, plainConfig)
+	cfg, err := g.neutralFilters(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -351,8 +339,7 @@ type TreeCommit struct {
 // CommitTree records o.Tree as a commit on o.Parent, without running
 // hooks or signing, and returns its id. The work tree, the index and HEAD
 // are left as they are: the commit is exactly the tree, whatever the work
-// tree holds now. Push it by id. In a plain clone the commit is written
-// without running git.
+// tree holds now. Push it by id.
 func (g *Git) CommitTree(ctx context.Context, dir string, o TreeCommit) (string, error) {
 	env, err := o.Author.env()
 	if err != nil {
@@ -364,17 +351,6 @@ func (g *Git) CommitTree(ctx context.Context, dir string, o TreeCommit) (string,
 	msg := o.Message
 	if strings.TrimSpace(msg) == "" {
 		msg = "fleetlift changes"
-	}
-	if gd, _, ok := plainGitDir(dir); ok && len(o.Tree) == 40 && len(o.Parent) == 40 {
-		data, err := commitObject(o.Tree, []string{o.Parent}, o.Author, msg, time.Now())
-		if err != nil {
-			return "", err
-		}
-		id, err := writeLooseObject(filepath.Join(gd, "objects"), "commit", data)
-		if err != nil {
-			return "", fmt.Errorf("commit: %w", err)
-		}
-		return id, nil
 	}
 	out, err := g.run(ctx, invocation{
 		dir:   dir,
