@@ -53,15 +53,7 @@ func submit(t *testing.T, p *Provider, id, bare, script string, secrets map[stri
 	}}); err != nil {
 		t.Fatalf("Provision(%s): %v", id, err)
 	}
-	manifest := protocol.Manifest{
-		TaskID: id, Mode: protocol.ModeTransform, Title: "reuse",
-		Repositories:   []protocol.Repository{{Name: "svc", URL: "file://" + bare, Branch: "main"}},
-		Execution:      protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"sh", "-c", script}},
-		TimeoutSeconds: 60,
-		PullRequest:    &protocol.PullRequest{BranchPrefix: "fleetlift", Title: "reuse"},
-		GitConfig:      protocol.GitConfig{UserName: "Fleetlift Bot", UserEmail: "bot@example.com"},
-		Forge:          "local",
-	}
+	manifest := reuseManifest(id, bare, script)
 	m, err := json.Marshal(manifest)
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +68,32 @@ func submit(t *testing.T, p *Provider, id, bare, script string, secrets map[stri
 		}
 		return rec.PID
 	}
+	finish(t, p, id, manifest)
+	rec, err := readRecord(filepath.Join(p.root, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.PID
+}
+
+// reuseManifest is the manifest of sandbox id: script's change to bare.
+func reuseManifest(id, bare, script string) protocol.Manifest {
+	return protocol.Manifest{
+		TaskID: id, Mode: protocol.ModeTransform, Title: "reuse",
+		Repositories:   []protocol.Repository{{Name: "svc", URL: "file://" + bare, Branch: "main"}},
+		Execution:      protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"sh", "-c", script}},
+		TimeoutSeconds: 60,
+		PullRequest:    &protocol.PullRequest{BranchPrefix: "fleetlift", Title: "reuse"},
+		GitConfig:      protocol.GitConfig{UserName: "Fleetlift Bot", UserEmail: "bot@example.com"},
+		Forge:          "local",
+	}
+}
+
+// finish waits for sandbox id's agent to complete manifest, and proposes
+// the change it left, as the worker does.
+func finish(t *testing.T, p *Provider, id string, manifest protocol.Manifest) {
+	t.Helper()
+	ctx := t.Context()
 	var st protocol.Status
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if rc, err := p.CopyFrom(ctx, id, protocol.Dir+"/"+protocol.StatusFile); err == nil {
@@ -94,11 +112,6 @@ func submit(t *testing.T, p *Provider, id, bare, script string, secrets map[stri
 	}
 	// The worker proposes the change the agent left.
 	sandboxtest.Propose(t, p, id, manifest, os.TempDir())
-	rec, err := readRecord(filepath.Join(p.root, id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec.PID
 }
 
 func show(t *testing.T, bare, branch, path string) string {
@@ -293,8 +306,14 @@ func TestAKilledIdleAgentMakesWayForANewOne(t *testing.T) {
 		if pid == b.pid && st.Phase == sandbox.PhaseFailed {
 			break // handed to the dying agent: failed, and said so
 		}
-		if _, err := pushed(bare, "fleetlift/fourth", "README.md"); pid != b.pid && err == nil {
-			break // a new agent did the work
+		if pid != b.pid {
+			// A new agent took it: it does the work, which the worker
+			// proposes.
+			finish(t, p, "fourth", reuseManifest("fourth", bare, `echo fourth >> README.md`))
+			if got := show(t, bare, "fleetlift/fourth", "README.md"); got != "# svc\nfourth\n" {
+				t.Errorf("the fourth sandbox's change: %q", got)
+			}
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the sandbox handed on as its idle agent was killed neither failed nor finished: agent %d (the killed one %d), %+v", pid, b.pid, st)
