@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -22,29 +23,43 @@ type Files interface {
 }
 
 // Keys hands the sandboxes of a provider their keys to a Gateway, in
-// their protocol directories (protocol.GatewayKeyFile), through Files.
+// their protocol directories (protocol.GatewayKeyFile).
 type Keys struct {
 	Gateway *Gateway
-	Files   Files
+	// Read and Write are sandbox id's protocol file name (relative to
+	// protocol.Dir), as its provider reads and writes it.
+	Read  func(ctx context.Context, id, name string) ([]byte, error)
+	Write func(ctx context.Context, id, name string, data []byte) error
 
 	mu   sync.Mutex
 	keys map[string]string // by sandbox id
 }
 
-// sandbox is what the gateway needs of sandbox id (ProtocolSandbox).
-func (k *Keys) sandbox(id string) Sandbox {
-	return ProtocolSandbox(id,
-		func(name string) ([]byte, error) {
-			rc, err := k.Files.CopyFrom(context.Background(), id, path.Join(protocol.Dir, name))
+// FileKeys are the Keys of a provider whose sandboxes' files are read and
+// written through files (containers, pods).
+func FileKeys(gw *Gateway, files Files) *Keys {
+	return &Keys{
+		Gateway: gw,
+		Read: func(ctx context.Context, id, name string) ([]byte, error) {
+			rc, err := files.CopyFrom(ctx, id, path.Join(protocol.Dir, name))
 			if err != nil {
 				return nil, err
 			}
 			defer rc.Close()
 			return io.ReadAll(io.LimitReader(rc, 4<<20))
 		},
-		func(name string, data []byte) error {
-			return k.Files.CopyTo(context.Background(), id, strings.NewReader(string(data)), path.Join(protocol.Dir, name))
-		})
+		Write: func(ctx context.Context, id, name string, data []byte) error {
+			return files.CopyTo(ctx, id, bytes.NewReader(data), path.Join(protocol.Dir, name))
+		},
+	}
+}
+
+// sandbox is what the gateway needs of sandbox id (ProtocolSandbox).
+func (k *Keys) sandbox(id string) Sandbox {
+	ctx := context.Background()
+	return ProtocolSandbox(id,
+		func(name string) ([]byte, error) { return k.Read(ctx, id, name) },
+		func(name string, data []byte) error { return k.Write(ctx, id, name, data) })
 }
 
 // Open gives sandbox id a key to the gateway, or takes up the key it
@@ -60,15 +75,11 @@ func (k *Keys) Open(ctx context.Context, id string) error {
 	if ok {
 		return nil
 	}
-	keyFile := path.Join(protocol.Dir, protocol.GatewayKeyFile)
 	sb := k.sandbox(id)
-	if rc, err := k.Files.CopyFrom(ctx, id, keyFile); err == nil {
-		data, _ := io.ReadAll(io.LimitReader(rc, 256))
-		rc.Close()
+	if data, err := k.Read(ctx, id, protocol.GatewayKeyFile); err == nil {
 		var used Usage
-		if rc, err := k.Files.CopyFrom(ctx, id, path.Join(protocol.Dir, protocol.UsageFile)); err == nil {
-			_ = json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&used)
-			rc.Close()
+		if u, err := k.Read(ctx, id, protocol.UsageFile); err == nil {
+			_ = json.Unmarshal(u, &used)
 		}
 		key := strings.TrimSpace(string(data))
 		if k.Gateway.Adopt(key, sb, used) == nil {
@@ -80,7 +91,7 @@ func (k *Keys) Open(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := k.Files.CopyTo(ctx, id, strings.NewReader(key), keyFile); err != nil {
+	if err := k.Write(ctx, id, protocol.GatewayKeyFile, []byte(key)); err != nil {
 		k.Gateway.Close(key)
 		return err
 	}

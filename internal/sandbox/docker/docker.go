@@ -253,7 +253,7 @@ func New(opts Options) (*Provider, error) {
 			}
 			return nil, fmt.Errorf("new docker sandbox provider: model gateway: %w", err)
 		}
-		p.gatewaySrv, p.gwKeys = srv, &gateway.Keys{Gateway: opts.Gateway, Files: p}
+		p.gatewaySrv, p.gwKeys = srv, gateway.FileKeys(opts.Gateway, p)
 		for _, api := range opts.Gateway.APIs() {
 			p.serve = append(p.serve, "--gateway-api", api)
 		}

@@ -55,7 +55,7 @@ func (g *Gateway) open(ctx context.Context, p sandbox.Provider, id string) error
 		return nil
 	}
 	g.once.Do(func() {
-		g.keys = &gateway.Keys{Gateway: g.Gateway, Files: p}
+		g.keys = gateway.FileKeys(g.Gateway, p)
 		go g.sweep(p)
 	})
 	return g.keys.Open(ctx, id)

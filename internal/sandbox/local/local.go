@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -127,11 +126,10 @@ type Provider struct {
 	reuse bool
 	// egress serves Options.Egress, nil without it.
 	egress *http.Server
-	// gateway is Options.Gateway and gatewaySrv serves it; gwKeys are
-	// the sandboxes' keys to it, by id (guarded by mu).
-	gateway    *gateway.Gateway
+	// gatewaySrv serves Options.Gateway; gwKeys hands the sandboxes
+	// their keys to it (nil without one).
 	gatewaySrv *http.Server
-	gwKeys     map[string]string
+	gwKeys     *gateway.Keys
 	// stopLeases ends the touching of leases (Close).
 	stopLeases chan struct{}
 	closeOnce  sync.Once
@@ -271,7 +269,7 @@ func New(opts Options) (*Provider, error) {
 			p.Close()
 			return nil, fmt.Errorf("new local sandbox provider: model gateway: %w", err)
 		}
-		p.gateway, p.gatewaySrv, p.gwKeys = opts.Gateway, srv, map[string]string{}
+		p.gatewaySrv, p.gwKeys = srv, p.gatewayKeys(opts.Gateway)
 		for _, api := range opts.Gateway.APIs() {
 			p.serve = append(p.serve, "--gateway-api", api)
 		}
@@ -286,7 +284,9 @@ func New(opts Options) (*Provider, error) {
 			// A directory without a readable record is a Provision that
 			// never finished; Provision or Cleanup of its id clears it.
 			if b, _, err := p.find(e.Name()); err == nil {
-				p.adoptGateway(b)
+				// A sandbox an earlier Provider made calls the
+				// gateway with the key it was given.
+				_ = p.gwKeys.Open(context.Background(), b.id)
 			}
 		}
 	}
@@ -358,71 +358,21 @@ func (p *Provider) serveSocket(name string, h http.Handler, flag string) (*http.
 	return srv, nil
 }
 
-// gatewaySandbox is what the gateway needs of b (gateway.ProtocolSandbox).
-func (p *Provider) gatewaySandbox(b *box) gateway.Sandbox {
-	pdir := filepath.Join(b.workspace, protocol.Dir)
-	return gateway.ProtocolSandbox(b.id,
-		func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(pdir, name)) },
-		func(name string, data []byte) error { return writeFileAtomic(filepath.Join(pdir, name), data) })
-}
-
-// openGateway gives b a key to the model gateway, in its protocol
-// directory.
-func (p *Provider) openGateway(b *box) error {
-	if p.gateway == nil {
-		return nil
-	}
-	pdir := filepath.Join(b.workspace, protocol.Dir)
-	if err := os.MkdirAll(pdir, 0o755); err != nil {
-		return fmt.Errorf("model gateway: %w", err)
-	}
-	key, err := p.gateway.Open(p.gatewaySandbox(b))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(pdir, protocol.GatewayKeyFile), []byte(key), 0o600); err != nil {
-		p.gateway.Close(key)
-		return fmt.Errorf("model gateway: %w", err)
-	}
-	p.mu.Lock()
-	p.gwKeys[b.id] = key
-	p.mu.Unlock()
-	return nil
-}
-
-// adoptGateway lets a sandbox an earlier Provider made call the model
-// with the key it was given, counting on from what it used.
-func (p *Provider) adoptGateway(b *box) {
-	if p.gateway == nil {
-		return
-	}
-	pdir := filepath.Join(b.workspace, protocol.Dir)
-	key, err := os.ReadFile(filepath.Join(pdir, protocol.GatewayKeyFile))
-	if err != nil {
-		return
-	}
-	var used gateway.Usage
-	if data, err := os.ReadFile(filepath.Join(pdir, protocol.UsageFile)); err == nil {
-		_ = json.Unmarshal(data, &used)
-	}
-	if p.gateway.Adopt(string(key), p.gatewaySandbox(b), used) == nil {
-		p.mu.Lock()
-		p.gwKeys[b.id] = string(key)
-		p.mu.Unlock()
-	}
-}
-
-// closeGateway ends id's calls to the model gateway.
-func (p *Provider) closeGateway(id string) {
-	if p.gateway == nil {
-		return
-	}
-	p.mu.Lock()
-	key, ok := p.gwKeys[id]
-	delete(p.gwKeys, id)
-	p.mu.Unlock()
-	if ok {
-		p.gateway.Close(key)
+// gatewayKeys hands the sandboxes their keys to gw, in their protocol
+// directories on this host.
+func (p *Provider) gatewayKeys(gw *gateway.Gateway) *gateway.Keys {
+	pdir := func(id string) string { return filepath.Join(p.newBox(id).workspace, protocol.Dir) }
+	return &gateway.Keys{
+		Gateway: gw,
+		Read: func(_ context.Context, id, name string) ([]byte, error) {
+			return os.ReadFile(filepath.Join(pdir(id), name))
+		},
+		Write: func(_ context.Context, id, name string, data []byte) error {
+			if err := os.MkdirAll(pdir(id), 0o755); err != nil {
+				return err
+			}
+			return writeFileAtomic(filepath.Join(pdir(id), name), data)
+		},
 	}
 }
 
@@ -514,8 +464,8 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 			return nil, err
 		}
 	}
-	if err := p.openGateway(b); err != nil {
-		return nil, err
+	if err := p.gwKeys.Open(context.Background(), b.id); err != nil {
+		return nil, fmt.Errorf("model gateway: %w", err)
 	}
 	env := map[string]string{"PATH": p.path}
 	for k, v := range opts.Env {
@@ -736,7 +686,7 @@ func (p *Provider) Cleanup(ctx context.Context, id string) error {
 		b.timer.Stop()
 	}
 	p.mu.Unlock()
-	p.closeGateway(id)
+	p.gwKeys.Close(id)
 	if p.keepAgent(ctx, b) {
 		// Idle, the agent serves b no more and left nothing in it: it
 		// waits for the next sandbox once b is gone.
