@@ -40,7 +40,11 @@ type Sandbox struct {
 	// request; zero or less: none. A function, since a sandbox's task
 	// arrives after it was made.
 	Limit func() int64
-	// Save, when set, is told the usage after every change.
+	// Save, when set, is told the usage after changes: in order, off the
+	// requests' path (a sandbox whose files are written through its
+	// provider's API would slow every call), the latest usage each time
+	// (one save may stand for several changes); a refusal is saved before
+	// its response goes.
 	Save func(Usage)
 	// Repositories, when set, are the repositories it may read through
 	// GitReads, by name: its task's. A function, as Limit is.
@@ -143,11 +147,52 @@ type box struct {
 	mu     sync.Mutex
 	usage  Usage
 	copies map[string]*copyOf // GitReads' copies, by repository name
+	// changed wakes the saver, which saves usage as it is then (see
+	// Sandbox.Save); saving serializes the saves.
+	changed chan struct{}
+	saving  sync.Mutex
 }
 
 func newBox(sb Sandbox, used Usage) *box {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &box{Sandbox: sb, ctx: ctx, cancel: cancel, usage: used}
+	b := &box{Sandbox: sb, ctx: ctx, cancel: cancel, usage: used, changed: make(chan struct{}, 1)}
+	if sb.Save != nil {
+		go b.saver()
+	}
+	return b
+}
+
+// saver saves the usage whenever it changed, until the box is closed.
+func (b *box) saver() {
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-b.changed:
+			b.save()
+		}
+	}
+}
+
+// save has Save save the usage as it is now.
+func (b *box) save() {
+	b.saving.Lock()
+	defer b.saving.Unlock()
+	b.mu.Lock()
+	u := b.usage
+	b.mu.Unlock()
+	b.Save(u)
+}
+
+// changedLocked wakes the saver.
+func (b *box) changedLocked() {
+	if b.Save == nil {
+		return
+	}
+	select {
+	case b.changed <- struct{}{}:
+	default: // a save is due already; it will see this change
+	}
 }
 
 // close stops reads of b's repositories and removes its copies.
@@ -339,19 +384,19 @@ func (g *Gateway) admit(r *http.Request) (*box, string, int) {
 	}
 	if used := b.usage.Tokens(); limit > 0 && used >= limit {
 		msg := fmt.Sprintf("fleetlift model gateway: the task's token budget is spent: %d of limits.max_tokens %d used", used, limit)
+		first := b.usage.Refused == ""
 		b.usage.Refused = msg
-		b.saveLocked()
+		if first && b.Save != nil {
+			// The agent reads why once its CLI failed on this answer.
+			b.mu.Unlock()
+			b.save()
+			b.mu.Lock()
+		}
 		return nil, msg, http.StatusTooManyRequests
 	}
 	b.usage.Requests++
-	b.saveLocked()
+	b.changedLocked()
 	return b, "", 0
-}
-
-func (b *box) saveLocked() {
-	if b.Save != nil {
-		b.Save(b.usage)
-	}
 }
 
 func (g *Gateway) init() {
@@ -449,7 +494,7 @@ func (c *counter) count() {
 	}
 	c.box.mu.Lock()
 	add(&c.box.usage, u)
-	c.box.saveLocked()
+	c.box.changedLocked()
 	c.box.mu.Unlock()
 }
 

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/gateway"
 )
@@ -71,14 +73,68 @@ func call(t *testing.T, gw http.Handler, key string, stream bool) (int, string) 
 	return rec.Code, string(data)
 }
 
+// saves records what a sandbox's Save was told.
+type saves struct {
+	mu   sync.Mutex
+	all  []gateway.Usage
+	hold chan struct{} // when set, each save waits for it to close
+}
+
+func (s *saves) save(u gateway.Usage) {
+	if s.hold != nil {
+		<-s.hold
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.all = append(s.all, u)
+}
+
+// waitFor waits until the last usage saved is want: saves come after the
+// calls, off their path.
+func (s *saves) waitFor(t *testing.T, want gateway.Usage) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		all := slices.Clone(s.all)
+		s.mu.Unlock()
+		if len(all) > 0 && all[len(all)-1] == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage saved %v; want the last to be %+v", all, want)
+		}
+	}
+}
+
+// A sandbox whose files are slow to write (a pod's, through the
+// provider's API) does not slow its model calls: they are answered while
+// its saves wait, and the last save then has every call's usage.
+func TestSlowSavesDoNotHoldUpCalls(t *testing.T) {
+	m := &model{}
+	saved := &saves{hold: make(chan struct{})}
+	gw := &gateway.Gateway{Upstream: m.serve(t), Key: realKey}
+	key, err := gw.Open(gateway.Sandbox{ID: "slow", Save: saved.save})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if code, body := call(t, gw, key, false); code != http.StatusOK {
+			t.Fatalf("call %d while the saves wait: %d %s", i, code, body)
+		}
+	}
+	close(saved.hold)
+	saved.waitFor(t, gateway.Usage{Requests: 3, InputTokens: 600, OutputTokens: 240, CacheCreationInputTokens: 60})
+	gw.Close(key)
+}
+
 // The model sees the real key and never a sandbox's; the sandbox never
 // gets the real key back; the tokens the model reports are counted, from
 // a JSON answer and from a stream.
 func TestGatewayAddsTheKeyAndCounts(t *testing.T) {
 	m := &model{}
-	var saved []gateway.Usage
+	saved := &saves{}
 	gw := &gateway.Gateway{Upstream: m.serve(t), Key: realKey}
-	key, err := gw.Open(gateway.Sandbox{ID: "s1", Save: func(u gateway.Usage) { saved = append(saved, u) }})
+	key, err := gw.Open(gateway.Sandbox{ID: "s1", Save: saved.save})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +157,7 @@ func TestGatewayAddsTheKeyAndCounts(t *testing.T) {
 	if u != want {
 		t.Errorf("usage %+v; want %+v", u, want)
 	}
-	if len(saved) == 0 || saved[len(saved)-1] != want {
-		t.Errorf("last usage saved %v; want %+v", saved, want)
-	}
+	saved.waitFor(t, want)
 	if got := gw.Close(key); got != want {
 		t.Errorf("Close: %+v", got)
 	}

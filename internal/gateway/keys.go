@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
@@ -54,12 +55,23 @@ func FileKeys(gw *Gateway, files Files) *Keys {
 	}
 }
 
+// fileTimeout bounds each of the gateway's reads and writes of a
+// sandbox's files.
+const fileTimeout = 30 * time.Second
+
 // sandbox is what the gateway needs of sandbox id (ProtocolSandbox).
 func (k *Keys) sandbox(id string) Sandbox {
-	ctx := context.Background()
 	return ProtocolSandbox(id,
-		func(name string) ([]byte, error) { return k.Read(ctx, id, name) },
-		func(name string, data []byte) error { return k.Write(ctx, id, name, data) })
+		func(name string) ([]byte, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), fileTimeout)
+			defer cancel()
+			return k.Read(ctx, id, name)
+		},
+		func(name string, data []byte) error {
+			ctx, cancel := context.WithTimeout(context.Background(), fileTimeout)
+			defer cancel()
+			return k.Write(ctx, id, name, data)
+		})
 }
 
 // Open gives sandbox id a key to the gateway, or takes up the key it
