@@ -842,8 +842,13 @@ func TestSandboxEgress(t *testing.T) {
 			if config == nil {
 				t.Fatal("no ConfigMap fleetlift-config")
 			}
-			if refs, _, _ := unstructured.NestedString(config.Object, "data", "FLEETLIFT_SANDBOX_SECRETS"); strings.Contains(refs, "FLEETLIFT_GIT_TOKEN") {
-				t.Errorf("sandbox pods get a clone token: FLEETLIFT_SANDBOX_SECRETS=%s", refs)
+			if refs, _, _ := unstructured.NestedString(config.Object, "data", "FLEETLIFT_SANDBOX_SECRETS"); refs != "" {
+				t.Errorf("sandbox pods get Secrets: FLEETLIFT_SANDBOX_SECRETS=%s; want the gateway to hold the tokens", refs)
+			}
+			for _, v := range []string{"FLEETLIFT_FORGE_TOKEN", "ANTHROPIC_API_KEY"} {
+				if !strings.Contains(fmt.Sprint(containers), "name:"+v) {
+					t.Errorf("%s does not hold %s for the gateway", worker.GetName(), v)
+				}
 			}
 		})
 	}

@@ -24,7 +24,7 @@ func TestModelKeyStaysWithTheGateway(t *testing.T) {
 	}{
 		{"gateway", "https://api.anthropic.com", agentcmd.IsolationNamespaces, false},
 		{"no gateway", "", agentcmd.IsolationNamespaces, true},
-		{"unjailed", "https://api.anthropic.com", agentcmd.IsolationNone, true},
+		{"unjailed", "https://api.anthropic.com", agentcmd.IsolationNone, false},
 	} {
 		w := &workerFlags{isolation: tc.isolation, modelAPI: tc.api, modelKeyEnv: envAnthropicAPIKey, agentEnv: []string{envAnthropicAPIKey}}
 		gw, err := w.gateway()
@@ -95,28 +95,46 @@ func TestForgeTokenStaysWithTheWorker(t *testing.T) {
 }
 
 // With --gateway-listen and --gateway-url, Kubernetes sandboxes clone
-// through the worker's gateway: the worker serves it where it says, the
-// pods' secrets lose the clone token's reference (the Secret is not
-// mounted), and a half-given or wrong address is refused.
-func TestKubernetesSandboxesCloneThroughTheGateway(t *testing.T) {
+// and call their model through the worker's gateway: the worker serves it
+// where it says, the pods' secrets lose the references of the clone token
+// and of the model key the gateway holds (their Secrets are not mounted),
+// and a half-given or wrong address is refused.
+func TestKubernetesSandboxesUseTheGateway(t *testing.T) {
 	forge := &forgeSetup{Name: "gitea", Type: "gitea", URL: "https://git.example.com", TokenEnv: "FLEETLIFT_FORGE_TOKEN", Token: "forge-token"}
 	refs := []string{"FLEETLIFT_GIT_TOKEN=github-credentials/token", "ANTHROPIC_API_KEY=claude-credentials/api-key"}
-	var log strings.Builder
-	w := &workerFlags{isolation: agentcmd.IsolationNamespaces, forge: forge, agentEnv: []string{"ANTHROPIC_API_KEY"},
-		kube: kubeFlags{secrets: refs, gatewayListen: "127.0.0.1:0", gatewayURL: "http://10.1.2.3:8090"}}
-	gw, err := w.kubeGateway(&log)
-	if err != nil || gw == nil || gw.URL != "http://10.1.2.3:8090" || gw.Gateway.Git == nil || !w.gitReads {
-		t.Fatalf("gateway %+v, %v; want one serving clones at the URL given", gw, err)
-	}
-	if !strings.Contains(log.String(), "no sandbox pod holds one") {
-		t.Errorf("the worker's log does not say where clones go: %q", log.String())
-	}
-	_, secrets, err := w.kubeSandbox()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := map[string]string{"ANTHROPIC_API_KEY": ""}; !maps.Equal(secrets, want) {
-		t.Errorf("sandbox pods' secrets %v; want the agent CLI's key alone", secrets)
+	t.Setenv("ANTHROPIC_API_KEY", "sk-worker-key")
+	for _, c := range []struct {
+		name     string
+		modelAPI string
+		apis     []string
+		secrets  map[string]string
+	}{
+		{"clones and model", "https://api.anthropic.com", []string{"anthropic"}, map[string]string{}},
+		{"clones alone", "", nil, map[string]string{"ANTHROPIC_API_KEY": ""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var log strings.Builder
+			w := &workerFlags{isolation: agentcmd.IsolationNamespaces, forge: forge, agentEnv: []string{"ANTHROPIC_API_KEY"},
+				modelAPI: c.modelAPI, modelKeyEnv: envAnthropicAPIKey,
+				kube: kubeFlags{secrets: refs, gatewayListen: "127.0.0.1:0", gatewayURL: "http://10.1.2.3:8090"}}
+			gw, err := w.kubeGateway(&log)
+			if err != nil || gw == nil || gw.URL != "http://10.1.2.3:8090" || gw.Gateway.Git == nil || !w.gitReads {
+				t.Fatalf("gateway %+v, %v; want one serving clones at the URL given", gw, err)
+			}
+			if !slices.Equal(gw.Gateway.APIs(), c.apis) {
+				t.Errorf("the gateway serves %v; want %v", gw.Gateway.APIs(), c.apis)
+			}
+			if !strings.Contains(log.String(), "reached at") && !strings.Contains(log.String(), "through this worker's gateway") {
+				t.Errorf("the worker's log does not say where clones go: %q", log.String())
+			}
+			_, secrets, err := w.kubeSandbox()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(secrets, c.secrets) {
+				t.Errorf("sandbox pods' secrets %v; want %v", secrets, c.secrets)
+			}
+		})
 	}
 
 	for _, k := range []kubeFlags{

@@ -27,7 +27,6 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
-	"github.com/fleetlift/fleetlift/internal/gateway"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
@@ -158,11 +157,10 @@ func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind str
 }
 
 // kubeGateway is the gateway Kubernetes sandboxes reach over the pod
-// network (--gateway-listen, --gateway-url), nil without those flags. It
-// serves the agents' clones of their repositories at the operator's
-// forge with this worker's token, which then goes to no sandbox pod
-// (gitReads). It serves no model API: the model's key still comes from
-// the sandboxes' Secrets.
+// network (--gateway-listen, --gateway-url), nil without those flags or
+// with nothing to serve: what gateway serves local and Docker sandboxes,
+// the agents' clones from the operator's forge with this worker's token
+// and the model with its key, which then go to no sandbox pod.
 func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
 	k := &w.kube
 	if k.gatewayListen == "" && k.gatewayURL == "" {
@@ -177,20 +175,22 @@ func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
 	if _, err := agent.ParseGatewayURL(k.gatewayURL); err != nil {
 		return nil, fmt.Errorf("--gateway-url: %w", err)
 	}
-	fs := w.forge
-	if fs == nil || fs.Type == "local" || fs.Token == "" {
-		fmt.Fprintf(logw, "clones: no gateway for sandbox pods: this worker has no forge (--forge-type, --forge-url) whose repositories it would read for them\n")
+	gw, err := w.gateway()
+	if err != nil {
+		return nil, err
+	}
+	if gw == nil {
+		fmt.Fprintf(logw, "gateway: nothing to serve sandbox pods: no forge with a token (--forge-type, --forge-url) and no model key ($%s)\n", w.modelKeyEnv)
 		return nil, nil
 	}
-	gw := &gateway.Gateway{Git: &gateway.GitReads{Git: &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}}}
 	ln, err := net.Listen("tcp", k.gatewayListen)
 	if err != nil {
 		return nil, fmt.Errorf("--gateway-listen: %w", err)
 	}
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	w.gw, w.gitReads = gw, true
-	fmt.Fprintf(logw, "clones: sandbox pods clone their repositories at %s through this worker's gateway (%s, reached at %s), which holds its token; no sandbox pod holds one\n", fs.URL, ln.Addr(), k.gatewayURL)
+	fmt.Fprintf(logw, "gateway: sandbox pods reach this worker's gateway at %s (served on %s)\n", k.gatewayURL, ln.Addr())
+	w.sayGateway(logw)
 	return &kube.Gateway{Gateway: gw, URL: k.gatewayURL}, nil
 }
 
@@ -216,6 +216,10 @@ func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) 
 		// credentials.github is not applied (the sandbox's notes say so).
 		vars.Forge = nil
 	}
+	if wf.gatewayKey == vars.AgentCLI {
+		// The gateway holds the model's key: so is credentials.anthropic.
+		vars.AgentCLI = ""
+	}
 	acts := &activity.Activities{Sandbox: wf.observed(provider), SandboxEnv: env, SandboxSecrets: secrets,
 		CredentialVariables: vars}
 	if err := wf.deliverer(acts); err != nil {
@@ -239,8 +243,11 @@ func (w *workerFlags) kubeSandbox() (env, secrets map[string]string, _ error) {
 		return nil, nil, err
 	}
 	for name := range refs {
-		if w.gitReads && name == gitx.DefaultTokenEnv {
+		switch {
+		case w.gitReads && name == gitx.DefaultTokenEnv:
 			continue // the gateway clones with the worker's token
+		case name == w.gatewayKey || name == w.openAIKey:
+			continue // the gateway holds the model's key
 		}
 		secrets[name] = ""
 	}

@@ -181,9 +181,9 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&w.limits.diskReserve, "sandbox-disk-reserve", "1Gi",
 		"local: the free space to keep on the disk holding the sandboxes (and the state directory, if it is the same): a command that leaves less is stopped and its task fails; 0: none kept")
 	cmd.Flags().StringVar(&w.modelAPI, "model-gateway", "https://api.anthropic.com",
-		"local and docker: the Anthropic API agent CLIs reach through this worker's model gateway, which adds the key --model-key-env names and counts tokens against each task's limits.max_tokens; the key then enters no sandbox. Empty: no gateway, the key goes to the agent CLI as --agent-env says")
+		"the Anthropic API agent CLIs reach through this worker's model gateway, which adds the key --model-key-env names and counts tokens against each task's limits.max_tokens; the key then enters no sandbox (kubernetes: with --gateway-listen). Empty: no gateway, the key goes to the agent CLI as --agent-env says")
 	cmd.Flags().StringVar(&w.openAIAPI, "openai-gateway", "",
-		"local and docker: an OpenAI-compatible API (its base URL without /v1, such as https://api.openai.com) agent CLIs that speak it reach through this worker's gateway, at OPENAI_BASE_URL, with the key --openai-key-env names added and tokens counted against each task's limits.max_tokens; empty: none")
+		"an OpenAI-compatible API (its base URL without /v1, such as https://api.openai.com) agent CLIs that speak it reach through this worker's gateway, at OPENAI_BASE_URL, with the key --openai-key-env names added and tokens counted against each task's limits.max_tokens; empty: none")
 	cmd.Flags().StringVar(&w.openAIKeyEnv, "openai-key-env", "OPENAI_API_KEY",
 		"the variable of this process's environment holding the OpenAI-compatible API's key for --openai-gateway")
 	cmd.Flags().StringVar(&w.modelKeyEnv, "model-key-env", envAnthropicAPIKey,
@@ -714,16 +714,17 @@ func (w *workerFlags) egressProxy() (*egress.Proxy, error) {
 	return &egress.Proxy{Rules: rules}, nil
 }
 
-// gateway is the local and Docker sandboxes' gateway, nil when it would
-// serve nothing. It serves the model with --model-gateway when it holds
-// the key --model-key-env names and the work is jailed (unjailed, the
-// agent CLI would share the worker's network), and then gatewayKey is
+// gateway is the sandboxes' gateway, nil when it would serve nothing.
+// It serves the model with --model-gateway when it holds the key
+// --model-key-env names (a jailed agent CLI reaches it through a port its
+// jail forwards, an unjailed one through the agent's loopback), and then
+// gatewayKey is
 // set: the key goes to no sandbox. It serves the agents' clones of their
 // repositories at the operator's forge when the worker has its token,
 // and then gitReads is set: the token goes to no sandbox either.
 func (w *workerFlags) gateway() (*gateway.Gateway, error) {
 	gw := &gateway.Gateway{}
-	if key := os.Getenv(w.modelKeyEnv); w.modelAPI != "" && w.isolation == agentcmd.IsolationNamespaces && key != "" {
+	if key := os.Getenv(w.modelKeyEnv); w.modelAPI != "" && key != "" {
 		u, err := url.Parse(w.modelAPI)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return nil, fmt.Errorf("--model-gateway %q: want the API's base URL, such as https://api.anthropic.com", w.modelAPI)
@@ -731,7 +732,7 @@ func (w *workerFlags) gateway() (*gateway.Gateway, error) {
 		gw.Upstream, gw.Key = u, key
 		w.gatewayKey = w.modelKeyEnv
 	}
-	if key := os.Getenv(w.openAIKeyEnv); w.openAIAPI != "" && w.isolation == agentcmd.IsolationNamespaces && key != "" {
+	if key := os.Getenv(w.openAIKeyEnv); w.openAIAPI != "" && key != "" {
 		u, err := url.Parse(w.openAIAPI)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.TrimSuffix(u.Path, "/") != "" {
 			return nil, fmt.Errorf("--openai-gateway %q: want the API's base URL without its version, such as https://api.openai.com", w.openAIAPI)

@@ -4,37 +4,56 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/jail"
 )
 
-// modelGateway sets the agent CLI's jail jl up to reach the worker's
-// model gateway, when the agent has one that serves a model API and its
-// sandbox a key to it, and returns the CLI's variables for it: the
-// gateway as the base URL of each API it serves (the Messages API, an
-// OpenAI-compatible one), the sandbox's key as that API's key (which
-// replaces any other).
-func (r *runner) modelGateway(jl *jail.Jail) ([]string, error) {
-	iso := r.o.Isolation
-	if iso == nil || iso.Gateway == "" || jl == nil {
-		return nil, nil
+// modelGateway sets the agent CLI up to reach the worker's model
+// gateway, when the agent has one that serves a model API and its sandbox
+// a key to it, and returns the CLI's variables for it: the gateway as the
+// base URL of each API it serves (the Messages API, an OpenAI-compatible
+// one), the sandbox's key as that API's key (which replaces any other).
+// A jailed CLI (jl) reaches it through a port its jail forwards; an
+// unjailed one through a port of the agent's loopback relayed to it until
+// done is called.
+func (r *runner) modelGateway(jl *jail.Jail) (env []string, done func(), _ error) {
+	done = func() {}
+	sock, apis := r.o.GitGateway, r.o.ModelAPIs
+	if iso := r.o.Isolation; iso != nil {
+		sock, apis = iso.Gateway, iso.GatewayAPIs
+		if jl == nil {
+			sock = ""
+		}
 	}
-	if len(iso.GatewayAPIs) == 0 {
-		return nil, nil
+	if sock == "" || len(apis) == 0 {
+		return nil, done, nil
 	}
 	key, err := r.gatewayKey()
 	if key == "" || err != nil {
-		return nil, err
+		return nil, done, err
 	}
-	jl.Spec.Forwards = append(jl.Spec.Forwards, jail.Forward{Port: GatewayPort, Socket: iso.Gateway})
-	base := "http://127.0.0.1:" + strconv.Itoa(GatewayPort)
-	var env []string
-	for _, api := range iso.GatewayAPIs {
+	var base string
+	if jl != nil {
+		jl.Spec.Forwards = append(jl.Spec.Forwards, jail.Forward{Port: GatewayPort, Socket: sock})
+		base = "http://127.0.0.1:" + strconv.Itoa(GatewayPort)
+	} else {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, done, fmt.Errorf("model gateway relay: %w", err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { relay(ln, &wg, func() (net.Conn, error) { return net.Dial("unix", sock) }) })
+		base = "http://" + ln.Addr().String()
+		done = func() { ln.Close(); wg.Wait() }
+	}
+	for _, api := range apis {
 		switch api {
 		case protocol.GatewayAnthropic:
 			env = append(env, "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY="+key)
@@ -42,7 +61,7 @@ func (r *runner) modelGateway(jl *jail.Jail) ([]string, error) {
 			env = append(env, "OPENAI_BASE_URL="+base+protocol.GatewayOpenAIPrefix+"v1", "OPENAI_API_KEY="+key)
 		}
 	}
-	return env, nil
+	return env, done, nil
 }
 
 // gatewayKey is the sandbox's key to the worker's gateway, which its

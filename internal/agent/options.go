@@ -121,6 +121,12 @@ type Options struct {
 	// sandbox's key (protocol.GatewayKeyFile), and the worker adds the
 	// token; the agent then needs none.
 	GitGateway string
+	// ModelAPIs are the model APIs the GitGateway's gateway serves, for
+	// an agent CLI that runs unjailed (Isolation nil): the agent relays a
+	// port of its own loopback to the gateway while the CLI runs, and the
+	// CLI gets it as those APIs' base URL with the sandbox's key. (A
+	// jailed CLI reaches it through Isolation.Gateway.)
+	ModelAPIs []string
 	// FileRoots are the directories local repositories (file:// URLs and
 	// absolute paths) may be cloned from and pushed to; a local
 	// repository anywhere else is refused, and with none, every one is.

@@ -1,12 +1,16 @@
 package agent_test
 
 import (
+	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -248,5 +252,56 @@ func TestAgentCLIReachesTheGatewayForWhatItServes(t *testing.T) {
 				t.Errorf("gateway serving %v: the CLI's environment has %q:\n%s", tc.apis, n, env)
 			}
 		}
+	}
+}
+
+// An agent CLI that runs unjailed (isolation none, as in a pod whose
+// runtime is the boundary) reaches the gateway too, through a port of the
+// agent's loopback relayed to the gateway's socket, with the sandbox's
+// key: the operator's key is never its.
+func TestUnjailedAgentCLIReachesTheGateway(t *testing.T) {
+	const sandboxKey, operatorKey = "fleetlift-gw-sandbox-key", "sk-ant-operator-key"
+	var got []string
+	var mu sync.Mutex
+	sock := filepath.Join(t.TempDir(), "gw.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.Path+" "+r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+		fmt.Fprint(w, `{"type":"message","content":[{"type":"text","text":"from the gateway"}]}`)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+
+	o := options(t, "ANTHROPIC_API_KEY="+operatorKey, "FLEETLIFT_AGENT_CLI_ENV=ANTHROPIC_API_KEY")
+	o.Isolation = nil
+	o.GitGateway, o.ModelAPIs = sock, []string{"anthropic"}
+	if err := os.MkdirAll(filepath.Join(o.Workspace, protocol.Dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(o.Workspace, protocol.Dir, protocol.GatewayKeyFile), []byte(sandboxKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	m := manifest(repo("svc", remote))
+	m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "call-model dump-env"}
+	res := run(t, o, m)
+	if res.Status != protocol.PhaseComplete {
+		t.Fatalf("phase %s %q", res.Status, res.Error)
+	}
+	if answer := leftFile(t, o, remote, res, "svc", "MODEL.txt"); !strings.Contains(answer, "from the gateway") {
+		t.Errorf("the CLI's call got %q; want the gateway's answer", answer)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, []string{"/v1/messages " + sandboxKey}) {
+		t.Errorf("the gateway got %q; want one call with the sandbox's key", got)
+	}
+	if env := leftFile(t, o, remote, res, "svc", "AGENT_ENV.txt"); strings.Contains(env, operatorKey) {
+		t.Errorf("the CLI got the operator's key:\n%s", env)
 	}
 }

@@ -189,10 +189,11 @@ func (r *runner) runAgent(ctx context.Context, sc *scope, prompt string, attempt
 	defer f.Close()
 	extra := append([]string{EnvPromptFile + "=" + promptFile, EnvAttempt + "=" + strconv.Itoa(attempt)}, forEachEnv(item)...)
 	jl := r.jail(append([]string{promptFile}, r.cliFiles()...)...)
-	gw, err := r.modelGateway(jl)
+	gw, done, err := r.modelGateway(jl)
 	if err != nil {
 		return run{}, err
 	}
+	defer done()
 	env := r.scopeEnv(r.cliEnv, sc, append(extra, gw...)...)
 	res, err := r.runIn(ctx, sc, r.cli, env, f, jl)
 	if err != nil {

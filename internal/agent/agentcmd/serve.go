@@ -135,6 +135,9 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 				}
 				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Shown: shown, Egress: egress, Limits: limits, Gateway: gateway, GatewayAPIs: gatewayAPIs, DiskReserve: diskReserve}
 			case IsolationNone:
+				if gateway != "" {
+					opts.ModelAPIs = gatewayAPIs
+				}
 				if egress != "" {
 					return fmt.Errorf("serve: --egress-socket needs --isolation %s: unjailed commands share the agent's network", IsolationNamespaces)
 				}

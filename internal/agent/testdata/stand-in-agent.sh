@@ -11,6 +11,8 @@
 #   report-from-repo write REPORT.md with what the repository's report.src
 #                    holds (so each repository of a campaign reports its own)
 #   dump-env         write its environment to AGENT_ENV.txt
+#   call-model       call the Messages API at $ANTHROPIC_BASE_URL with
+#                    $ANTHROPIC_API_KEY and write the answer to MODEL.txt
 #   edit-targets     append "edited by the agent" to targets/*/README.md
 #   check-recipe     fail (status 5) unless its working directory holds the
 #                    recipe as seed 001 lays it out (.claude/skills/,
@@ -46,6 +48,11 @@ case "$prompt" in
 	case "$prompt" in *"verifiers failed"*) echo fixed > fixed.txt ;; esac ;;
 esac
 case "$prompt" in *dump-env*) env > AGENT_ENV.txt ;; esac
+case "$prompt" in
+*call-model*)
+	curl -sS -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' \
+		-d '{"model":"m","max_tokens":1,"messages":[]}' "$ANTHROPIC_BASE_URL/v1/messages" > MODEL.txt ;;
+esac
 case "$prompt" in
 *edit-targets*)
 	for t in targets/*/; do echo "edited by the agent" >> "$t/README.md"; done ;;
