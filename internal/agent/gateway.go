@@ -1,15 +1,19 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/jail"
@@ -78,18 +82,54 @@ func (r *runner) gatewayKey() (string, error) {
 }
 
 // readModelUsage puts what the model gateway counted for this sandbox
-// into the result, and returns why it refused a request, if it did.
+// into the result, and returns why it refused a request, if it did: as
+// the gateway says it now (protocol.GatewayUsagePath), or, from a gateway
+// that cannot say, as it last saved it beside the protocol files.
 func (r *runner) readModelUsage() string {
-	data, err := os.ReadFile(filepath.Join(r.pdir, protocol.UsageFile))
-	if err != nil {
-		return ""
-	}
-	var u protocol.ModelUsage
-	if json.Unmarshal(data, &u) != nil {
-		return ""
+	u, ok := r.askModelUsage()
+	if !ok {
+		data, err := os.ReadFile(filepath.Join(r.pdir, protocol.UsageFile))
+		if err != nil || json.Unmarshal(data, &u) != nil {
+			return ""
+		}
 	}
 	r.resultMu.Lock()
 	r.result.ModelUsage = &u
 	r.resultMu.Unlock()
 	return u.Refused
+}
+
+// askModelUsage asks the gateway for this sandbox's usage; false when
+// there is no gateway to ask or it did not answer.
+func (r *runner) askModelUsage() (protocol.ModelUsage, bool) {
+	var u protocol.ModelUsage
+	sock := r.o.GitGateway
+	if iso := r.o.Isolation; iso != nil && iso.Gateway != "" {
+		sock = iso.Gateway
+	}
+	key, err := r.gatewayKey()
+	if sock == "" || key == "" || err != nil {
+		return u, false
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}
+	defer c.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodGet, "http://gateway"+protocol.GatewayUsagePath, nil)
+	if err != nil {
+		return u, false
+	}
+	req.Header.Set("X-Api-Key", key)
+	resp, err := c.Do(req)
+	if err != nil {
+		return u, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&u) != nil {
+		return u, false
+	}
+	return u, true
 }

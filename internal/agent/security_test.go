@@ -226,7 +226,9 @@ func TestAgentCLIReachesTheGatewayForWhatItServes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { ln.Close() })
+		srv := &http.Server{Handler: http.NotFoundHandler()}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { srv.Close() })
 		o.Isolation.Gateway, o.Isolation.GatewayAPIs = sock, tc.apis
 		if err := os.MkdirAll(filepath.Join(o.Workspace, protocol.Dir), 0o755); err != nil {
 			t.Fatal(err)
@@ -298,8 +300,9 @@ func TestUnjailedAgentCLIReachesTheGateway(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !slices.Equal(got, []string{"/v1/messages " + sandboxKey}) {
-		t.Errorf("the gateway got %q; want one call with the sandbox's key", got)
+	// The model call, and the agent's question of its usage.
+	if !slices.Equal(got, []string{"/v1/messages " + sandboxKey, "/fleetlift/usage " + sandboxKey}) {
+		t.Errorf("the gateway got %q; want the CLI's call and the agent's usage, with the sandbox's key", got)
 	}
 	if env := leftFile(t, o, remote, res, "svc", "AGENT_ENV.txt"); strings.Contains(env, operatorKey) {
 		t.Errorf("the CLI got the operator's key:\n%s", env)

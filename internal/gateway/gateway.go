@@ -323,12 +323,31 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(r.URL.Path, OpenAIPrefix):
 		g.serveOpenAI(w, r)
 		return
+	case r.URL.Path == protocol.GatewayUsagePath:
+		g.serveUsage(w, r)
+		return
 	}
 	if g.Upstream == nil || g.Key == "" {
 		apiError(w, http.StatusServiceUnavailable, "api_error", "fleetlift gateway: this worker holds no model key")
 		return
 	}
 	g.forward(w, r, messagesAPI, nil)
+}
+
+// serveUsage answers a sandbox's GET of protocol.GatewayUsagePath with
+// its usage so far.
+func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		http.Error(w, "GET only", http.StatusMethodNotAllowed)
+		return
+	}
+	u, ok := g.Usage(sandboxKey(r))
+	if !ok {
+		http.Error(w, "fleetlift gateway: not a key of a sandbox this gateway serves", http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(u)
 }
 
 // modelAPI is how a model API refuses a request: its error body, and

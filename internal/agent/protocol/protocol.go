@@ -66,6 +66,10 @@ const (
 	GatewayAnthropic    = "anthropic"
 	GatewayOpenAI       = "openai"
 	GatewayOpenAIPrefix = "/openai/"
+	// GatewayUsagePath answers a sandbox's GET, with its key, with what
+	// its model calls used so far (ModelUsage as JSON): the agent reads
+	// its usage there when its CLI is done, the gateway's own count.
+	GatewayUsagePath = "/fleetlift/usage"
 )
 
 // BundleFile is where, relative to Dir, the agent leaves the change it

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/controller/controllertest"
 	"github.com/fleetlift/fleetlift/internal/gateway"
+	"github.com/fleetlift/fleetlift/internal/git/gittest"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
@@ -356,16 +358,40 @@ func TestDefinitionPlacement(t *testing.T) {
 	})
 }
 
-// Sandbox pods of the kubernetes-jobs provider clone through the worker's
-// gateway, reached over the network (here loopback, the stand-in
-// kubelet's pods sharing this host's): the forge sees only the worker's
-// token, and no pod holds it.
-func TestClonesThroughTheGateway(t *testing.T) {
-	c := controllertest.New(t, cp.Env(t), controllertest.Options{})
+// The work the real agent runs in kubernetes-jobs sandboxes, jailed as
+// the worker's pods jail it, cannot act against the control plane, and
+// reaches the forge and the model through the worker's gateway alone.
+func TestUntrustedWork(t *testing.T) {
+	// The pods' /tmp is their own: the repositories are elsewhere on
+	// this machine, which the kubelet shares with the pods.
+	repos, err := os.MkdirTemp("/var/tmp", "fleetlift-kube-repos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pods' user reads them.
+	if err := os.Chmod(repos, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(repos) })
+	c := controllertest.New(t, cp.Env(t), controllertest.Options{HostPaths: []string{repos}})
 	c.Env.Apply(t, map[string]string{"fleetlift-system": c.System, "sandbox-isolated": c.Sandbox}, "deploy/base/kubernetes/rbac/worker-jobs.yaml")
 	worker := c.Worker(t)
-	sandboxtest.RunClonesThroughGateway(t, sandboxtest.UntrustedHarness{
-		Hidden: t.TempDir(),
+	pod := controllertest.PodConfig()
+	pod.ServeArgs = []string{"--isolation", "namespaces", "--manifest-poll", "20ms"}
+	// Every token variable of the agent comes from github-credentials.
+	token := kube.SecretRef{Secret: "github-credentials", Key: "token"}
+	tokenRefs := map[string]kube.SecretRef{"FLEETLIFT_FORGE_TOKEN": token, "FLEETLIFT_GIT_TOKEN": token, "GITHUB_TOKEN": token}
+	newProvider := func(gw *kube.Gateway) sandbox.Provider {
+		return &kube.Jobs{Client: worker, Executor: c.Kubelet, Namespace: c.Sandbox, Image: controllertest.Image,
+			Pod: pod, Defaults: controllertest.Defaults(), Poll: 20e6, Gateway: gw, SecretRefs: tokenRefs}
+	}
+	sandboxtest.RunUntrusted(t, sandboxtest.UntrustedHarness{
+		Hidden:      t.TempDir(),
+		SecretValue: controllertest.Secrets["github-credentials"]["token"],
+		New:         func(t *testing.T) sandbox.Provider { return newProvider(nil) },
+		// The worker's gateway, reached over the network as pods reach
+		// it (here this machine's loopback, which the stand-in kubelet's
+		// pods share).
 		NewWithGateway: func(t *testing.T, gw *gateway.Gateway) sandbox.Provider {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -374,12 +400,37 @@ func TestClonesThroughTheGateway(t *testing.T) {
 			srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 			go func() { _ = srv.Serve(ln) }()
 			t.Cleanup(func() { srv.Close() })
-			return &kube.Jobs{Client: worker, Executor: c.Kubelet, Namespace: c.Sandbox, Image: controllertest.Image,
-				Pod: controllertest.PodConfig(), Defaults: controllertest.Defaults(), Poll: 20e6,
-				Gateway: &kube.Gateway{Gateway: gw, URL: "http://" + ln.Addr().String()}}
+			return newProvider(&kube.Gateway{Gateway: gw, URL: "http://" + ln.Addr().String()})
 		},
+		// This machine's curl, as an agent CLI.
+		ModelCLI: []string{"sh", "-c", `n=0; : > MODEL_CALL.txt; env | sort >> MODEL_CALL.txt
+while [ "$n" -lt "$MODEL_CALLS" ]; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' \
+    -d '{"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}' "$ANTHROPIC_BASE_URL/v1/messages")
+  echo "call $n: status $code" >> MODEL_CALL.txt
+  [ "$code" = 200 ] || exit 1
+  n=$((n+1))
+done`},
 		Options: func(t *testing.T, id string) sandbox.ProvisionOptions {
-			return sandbox.ProvisionOptions{Image: controllertest.Image, Env: map[string]string{"GIT_CONFIG_GLOBAL": "/dev/null"}}
+			return sandbox.ProvisionOptions{Image: controllertest.Image, Env: map[string]string{
+				"FLEETLIFT_ALLOW_FILE_ROOTS": repos, "GIT_CONFIG_GLOBAL": "/dev/null"}}
+		},
+		Repository: func(t *testing.T) (string, func(branch, path string) string) {
+			dir, err := os.MkdirTemp(repos, "repo-")
+			if err == nil {
+				err = os.Chmod(dir, 0o755)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			bare := gittest.NewRemote(t, dir, "svc", map[string]string{"README.md": "# svc\n"})
+			return "file://" + bare, func(branch, path string) string {
+				out, err := exec.Command("git", "--git-dir", bare, "show", branch+":"+path).Output()
+				if err != nil {
+					return ""
+				}
+				return string(out)
+			}
 		},
 	})
 }
