@@ -32,13 +32,16 @@ import (
 // schema and must agree with it: everything fleetlift accepts they
 // accept, and what they reject fleetlift rejects, for the same reason.
 // They state every constraint on one value (types, bounds, patterns,
-// enums, required and unknown fields); the cross-field checks of the CUE
-// schema (its comprehensions and hidden fields: set one of two fields,
-// names unique in a list), the checks across files (ids unique) and the
-// loader's limits are fleetlift's alone.
+// enums, required and unknown fields) and the cross-field checks that
+// only test fields (the CUE schema's comprehensions whose conditions
+// read no hidden field and yield errors: one of two fields, a field only
+// with another's value). The checks that compute (names unique in a
+// list, a duration's length: hidden fields that are not errors, and the
+// comprehensions that read them), the checks across files (ids unique)
+// and the loader's limits are fleetlift's alone.
 //
 // The tests below compare the JSON Schema with the CUE schema stripped
-// of those cross-field checks ("structural"): on the examples, the
+// of the checks that compute ("structural"): on the examples, the
 // template, the README's definitions, every invalid input and random
 // mutations of them, both must give the same verdict.
 
@@ -82,7 +85,7 @@ func (noFetch) Load(url string) (any, error) {
 	return nil, fmt.Errorf("%s: the schemas must be self-contained", url)
 }
 
-// structural is the CUE schema without its cross-field checks.
+// structural is the CUE schema without the checks that compute.
 type structural struct {
 	ctx  *cue.Context
 	defs map[Kind]cue.Value
@@ -101,13 +104,15 @@ func newStructural(t testing.TB) *structural {
 	astutil.Apply(f, func(c astutil.Cursor) bool {
 		switch n := c.Node().(type) {
 		case *ast.Comprehension:
-			c.Delete()
-			return false
+			if readsHidden(n) {
+				c.Delete()
+				return false
+			}
 		case *ast.Field:
 			if _, top := c.Parent().Node().(*ast.File); top {
 				return true
 			}
-			if name, _, _ := ast.LabelName(n.Label); strings.HasPrefix(name, "_") {
+			if name, _, _ := ast.LabelName(n.Label); strings.HasPrefix(name, "_") && !isErrorCall(n.Value) {
 				c.Delete()
 				return false
 			}
@@ -120,13 +125,39 @@ func newStructural(t testing.TB) *structural {
 	ctx := cuecontext.New()
 	v := ctx.BuildFile(f)
 	if err := v.Err(); err != nil {
-		t.Fatalf("the schema without its cross-field checks: %v", err)
+		t.Fatalf("the schema without the checks that compute: %v", err)
 	}
 	s := &structural{ctx: ctx, defs: map[Kind]cue.Value{}}
 	for _, k := range schemas.Files() {
 		s.defs[Kind(k.Kind)] = v.LookupPath(cue.ParsePath(k.Definition))
 	}
 	return s
+}
+
+// readsHidden reports whether the clauses of comprehension n refer to a
+// hidden field: a check that computes (a duration's length).
+func readsHidden(n *ast.Comprehension) bool {
+	found := false
+	for _, cl := range n.Clauses {
+		ast.Walk(cl, func(x ast.Node) bool {
+			if id, ok := x.(*ast.Ident); ok && strings.HasPrefix(id.Name, "_") && id.Name != "_" {
+				found = true
+			}
+			return !found
+		}, nil)
+	}
+	return found
+}
+
+// isErrorCall reports whether e is error(...): a check's verdict, which
+// the JSON Schema states when its conditions test only fields.
+func isErrorCall(e ast.Expr) bool {
+	call, ok := e.(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	id, ok := call.Fun.(*ast.Ident)
+	return ok && id.Name == "error"
 }
 
 // document is one YAML document as data: CUE's value and the JSON a
@@ -214,7 +245,8 @@ func (s *structural) documents(name string, src []byte, as Kind) (docs []documen
 	return out, nil
 }
 
-// accepts is the structural schema's verdict on d.
+// accepts is the structural schema's verdict on d (its checks' errors,
+// in hidden fields, included).
 func (s *structural) accepts(d document) error {
 	return s.defs[d.kind].Unify(d.data).Validate(cue.Concrete(true), cue.All())
 }
@@ -593,7 +625,7 @@ func agreementSeeds(t *testing.T) []schemaInput {
 }
 
 // TestJSONSchemaAgreesWithCUE runs the JSON Schema and the CUE schema
-// without its cross-field checks over the seeds and random mutations of
+// without the checks that compute over the seeds and random mutations of
 // them (mutateYAML): they must reach the same
 // verdict on every document, and whatever fleetlift accepts the JSON
 // Schema must accept.
@@ -652,7 +684,7 @@ func TestJSONSchemaAgreesWithCUE(t *testing.T) {
 }
 
 // FuzzJSONSchema compares the JSON Schema with the CUE schema without
-// its cross-field checks on arbitrary definition files.
+// the checks that compute on arbitrary definition files.
 func FuzzJSONSchema(f *testing.F) {
 	for _, in := range seedInputs(f) {
 		f.Add(in.Data)
@@ -672,4 +704,89 @@ func FuzzJSONSchema(f *testing.F) {
 			compareVerdicts(t, "f.yaml", data, doc, js[doc.kind].Validate(doc.json), st.accepts(doc))
 		}
 	})
+}
+
+// TestJSONSchemaCrossFieldChecks: each cross-field check the JSON Schema
+// states refuses what fleetlift refuses, and accepts its valid twin, so
+// an editor marks these mistakes as fleetlift does (one case per rule,
+// the config's among them, which testdata/invalid does not hold).
+func TestJSONSchemaCrossFieldChecks(t *testing.T) {
+	const (
+		task     = "version: 1\nid: t\ntitle: T\n"
+		agentic  = "execution: {agentic: {prompt: p}}\n"
+		repos    = "repositories: [{url: https://github.com/acme/a.git}]\n"
+		targets  = "targets: [{url: https://github.com/acme/a.git}]\n"
+		recipe   = "transformation: {url: https://github.com/acme/recipe.git}\n"
+		groups   = "groups: [{name: g, repositories: [{url: https://github.com/acme/b.git}]}]\n"
+		campaign = "version: 1\nkind: Campaign\nid: c\ntitle: C\n"
+		record   = "version: 1\nkind: Approval\nby: alice\n"
+		digest   = "result_digest: sha256:9f2c4e1a7b3d5f60182a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f8a0c2e4b6d\n"
+	)
+	js := jsonSchemas(t)
+	st := newStructural(t)
+	c, err := newCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		as    Kind
+		doc   string
+		valid bool
+	}{
+		{"execution agentic", KindTask, task + repos + agentic, true},
+		{"execution deterministic", KindTask, task + repos + "execution: {deterministic: {image: alpine}}\n", true},
+		{"execution both", KindTask, task + repos + "execution: {agentic: {prompt: p}, deterministic: {image: alpine}}\n", false},
+		{"execution neither", KindTask, task + repos + "execution: {}\n", false},
+		{"campaign template execution neither", KindTask, campaign + repos + "template: {execution: {}}\n", false},
+		{"for_each in report", KindTask, task + repos + agentic + "mode: report\nfor_each: [{name: a, context: b}]\n", true},
+		{"for_each in transform", KindTask, task + repos + agentic + "mode: transform\nfor_each: [{name: a, context: b}]\n", false},
+		{"for_each, mode left out", KindTask, task + repos + agentic + "for_each: [{name: a, context: b}]\n", false},
+		{"pull_request in transform", KindTask, task + repos + agentic + "pull_request: {branch_prefix: b, title: t}\n", true},
+		{"pull_request in report", KindTask, task + repos + agentic + "mode: report\npull_request: {branch_prefix: b, title: t}\n", false},
+		{"no repositories", KindTask, task + agentic, false},
+		{"groups", KindTask, task + groups + agentic, true},
+		{"transformation with targets", KindTask, task + recipe + targets + agentic, true},
+		{"repositories and targets", KindTask, task + repos + recipe + targets + agentic, false},
+		{"groups and repositories", KindTask, task + groups + repos + agentic, false},
+		{"groups and targets", KindTask, task + groups + recipe + targets + agentic, false},
+		{"targets without transformation", KindTask, task + targets + agentic, false},
+		{"transformation without targets", KindTask, task + recipe + agentic, false},
+		{"campaign repositories", KindTask, campaign + repos + "template: {" + strings.TrimSuffix(agentic, "\n") + "}\n", true},
+		{"campaign neither", KindTask, campaign + "template: {" + strings.TrimSuffix(agentic, "\n") + "}\n", false},
+		{"campaign repositories and groups", KindTask, campaign + repos + groups + "template: {" + strings.TrimSuffix(agentic, "\n") + "}\n", false},
+		{"config reviewed merge with gitea", KindConfig, "version: 1\nwatch: {require_reviewed_merge: true}\nforge: {type: gitea}\n", true},
+		{"config reviewed merge off, local", KindConfig, "version: 1\nwatch: {require_reviewed_merge: false}\n", true},
+		{"config reviewed merge, local by default", KindConfig, "version: 1\nwatch: {require_reviewed_merge: true}\n", false},
+		{"config reviewed merge, local", KindConfig, "version: 1\nwatch: {require_reviewed_merge: true}\nforge: {type: local}\n", false},
+		{"config forge name", KindConfig, "version: 1\nforge: {type: github, name: main}\n", true},
+		{"config local forge name", KindConfig, "version: 1\nforge: {name: main}\n", false},
+		{"config local forge url", KindConfig, "version: 1\nforge: {type: local, url: https://git.example.com}\n", false},
+		{"config token_env", KindConfig, "version: 1\nforge: {type: github, token_env: GITHUB_TOKEN}\n", false},
+		{"approve", KindApproval, record + "target: c/a\naction: approve\n" + digest, true},
+		{"approve without digest", KindApproval, record + "target: c/a\naction: approve\n", false},
+		{"steer", KindApproval, record + "target: c/a\naction: steer\nprompt: p\n" + digest, true},
+		{"steer without prompt", KindApproval, record + "target: c/a\naction: steer\n" + digest, false},
+		{"prompt on reject", KindApproval, record + "target: c/a\naction: reject\nprompt: p\n" + digest, false},
+		{"continue", KindApproval, record + "target: c\naction: continue\ngeneration: 2\n", true},
+		{"continue without generation", KindApproval, record + "target: c\naction: continue\n", false},
+		{"abort one repository", KindApproval, record + "target: c/a\naction: abort\ngeneration: 2\n", false},
+		{"retry one repository", KindApproval, record + "target: c/a\naction: retry\ngeneration: 2\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := schemaInput{Input{Name: "f.yaml", Data: []byte(tc.doc)}, tc.as}
+			docs, err := st.documents(in.Name, in.Data, in.as)
+			if err != nil || len(docs) != 1 {
+				t.Fatalf("%d documents: %v", len(docs), err)
+			}
+			jerr := js[docs[0].kind].Validate(docs[0].json)
+			out := c.evaluate(in.eval())
+			if got := jerr == nil; got != tc.valid {
+				t.Errorf("the JSON Schema accepts it: %v, want %v (%v)", got, tc.valid, jerr)
+			}
+			if got := len(out.Errors) == 0; got != tc.valid {
+				t.Errorf("fleetlift accepts it: %v, want %v (%v)", got, tc.valid, Errors(out.Errors))
+			}
+		})
+	}
 }

@@ -26,11 +26,14 @@ import (
 // and to ask whether a default is one of a disjunction's other values.
 // It translates what is a property of one value: types, bounds,
 // patterns, enums, defaults, required and unknown fields. Comprehensions
-// and hidden fields are the schema's cross-field checks (set one of two
-// fields, names unique in a list): JSON Schema does not state them, and
-// fleetlift reports them. Any other construct is an error naming its
-// position, so that a change to the CUE schema never silently weakens
-// the JSON Schema.
+// are the schema's cross-field checks: one whose if clauses test fields
+// (present, absent, equal to a literal, strings.Contains) and that
+// yields an error becomes a rule of its struct's allOf (rules.go); one
+// whose clauses read a hidden field, and hidden fields that are not
+// errors, compute (names unique in a list, a duration's length), which
+// JSON Schema cannot, and are left to fleetlift. Any other construct is
+// an error naming its position, so that a change to the CUE schema
+// never silently weakens the JSON Schema.
 type converter struct {
 	ctx    *cue.Context
 	root   cue.Value
@@ -725,6 +728,7 @@ func (c *converter) object(parts []ast.Expr) (*Schema, error) {
 	byName := map[string]*field{}
 	s := &Schema{Type: "object"}
 	open := false
+	var checks []check
 	var add func(e ast.Expr) error
 	add = func(e ast.Expr) error {
 		switch x := e.(type) {
@@ -751,9 +755,11 @@ func (c *converter) object(parts []ast.Expr) (*Schema, error) {
 						return err
 					}
 				case *ast.Comprehension:
-					if err := c.checkComprehension(d); err != nil {
+					cs, err := c.checks(d, nil)
+					if err != nil {
 						return err
 					}
+					checks = append(checks, cs...)
 				case *ast.Ellipsis:
 					open = true
 				case *ast.CommentGroup, *ast.Attribute:
@@ -770,6 +776,7 @@ func (c *converter) object(parts []ast.Expr) (*Schema, error) {
 			return nil, err
 		}
 	}
+	info := map[string]fieldInfo{}
 	for _, f := range fields {
 		fs, err := c.conjunction(f.values[0], f.values)
 		if err != nil {
@@ -787,7 +794,13 @@ func (c *converter) object(parts []ast.Expr) (*Schema, error) {
 		if required {
 			s.Required = append(s.Required, f.name)
 		}
+		info[f.name] = fieldInfo{schema: fs, required: required}
 	}
+	rules, err := c.rules(checks, info)
+	if err != nil {
+		return nil, err
+	}
+	s.AllOf = append(s.AllOf, rules...)
 	if !open && s.AdditionalProperties == nil {
 		s.AdditionalProperties = boolSchema(false)
 	}
@@ -861,31 +874,6 @@ func (c *converter) addField(d *ast.Field, s *Schema, fields *[]*field, byName m
 	}
 	if f.doc == "" {
 		f.doc = doc(d)
-	}
-	return nil
-}
-
-// checkComprehension makes sure a comprehension only adds hidden fields:
-// the cross-field checks the JSON Schema leaves to fleetlift.
-func (c *converter) checkComprehension(d *ast.Comprehension) error {
-	st, ok := d.Value.(*ast.StructLit)
-	if !ok {
-		return c.errorf(d, "a comprehension must yield a struct")
-	}
-	for _, e := range st.Elts {
-		switch e := e.(type) {
-		case *ast.Field:
-			name, _, err := ast.LabelName(e.Label)
-			if err != nil || !strings.HasPrefix(name, "_") {
-				return c.errorf(e, "a comprehension adds field %s: only hidden fields (cross-field checks) are left out of the JSON Schema", name)
-			}
-		case *ast.Comprehension:
-			if err := c.checkComprehension(e); err != nil {
-				return err
-			}
-		default:
-			return c.errorf(e, "%T in a comprehension does not translate", e)
-		}
 	}
 	return nil
 }

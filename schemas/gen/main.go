@@ -1,9 +1,10 @@
 // Command gen writes the JSON Schema files in package schemas from
 // fleetlift.cue, so YAML authors get completion and checks in editors
 // (yaml-language-server) and any JSON Schema 2020-12 validator checks
-// definitions as fleetlift does, but for the cross-field checks only
-// fleetlift makes. `make generate` runs it; `make check-generated` fails
-// when its output is stale.
+// definitions as fleetlift does, cross-field checks included, but for
+// those that compute (names unique in a list, a duration's length).
+// `make generate` runs it; `make check-generated` fails when its output
+// is stale.
 package main
 
 import (

@@ -17,6 +17,9 @@ type Schema struct {
 	Ref         string
 	Title       string
 	Description string
+	// Comment is $comment: for readers of the schema (the message of the
+	// CUE check a rule states).
+	Comment     string
 	Type        string
 	Const       *Value
 	Enum        []Value
@@ -36,9 +39,13 @@ type Schema struct {
 	PatternProperties    []Property
 	AdditionalProperties *Schema
 	Required             []string
+	DependentRequired    []Dependent
 	Not                  *Schema
 	AllOf                []*Schema
 	AnyOf                []*Schema
+	OneOf                []*Schema
+	If                   *Schema
+	Then                 *Schema
 	Defs                 []Property
 
 	// hasDefault is set when the CUE value has a default, even one the
@@ -53,6 +60,13 @@ type Property struct {
 	Schema *Schema
 }
 
+// Dependent is a member of dependentRequired: when property Name is
+// present, Fields must be too.
+type Dependent struct {
+	Name   string
+	Fields []string
+}
+
 // Value is a JSON value: a constant, an enum member or a default.
 type Value struct{ V any }
 
@@ -64,16 +78,16 @@ func (s *Schema) isTrue() bool {
 		return *s.Bool
 	}
 	c := *s
-	c.Description, c.Default, c.hasDefault = "", nil, false
+	c.Description, c.Comment, c.Default, c.hasDefault = "", "", nil, false
 	b, _ := json.Marshal(&c)
 	return string(b) == "{}"
 }
 
 // validation reports whether s has keywords other than annotations
-// (description, default).
+// (description, $comment, default).
 func (s *Schema) validation() bool {
 	c := *s
-	c.Description, c.Default, c.hasDefault = "", nil, false
+	c.Description, c.Comment, c.Default, c.hasDefault = "", "", nil, false
 	b, _ := json.Marshal(&c)
 	return string(b) != "{}"
 }
@@ -85,7 +99,7 @@ func (s *Schema) clone() *Schema {
 
 // MarshalJSON writes the keywords in a fixed order.
 func (s *Schema) MarshalJSON() ([]byte, error) {
-	if s.Bool != nil && !(*s.Bool && (s.Description != "" || s.Default != nil)) {
+	if s.Bool != nil && !(*s.Bool && (s.Description != "" || s.Comment != "" || s.Default != nil)) {
 		return json.Marshal(*s.Bool)
 	}
 	var o object
@@ -93,6 +107,7 @@ func (s *Schema) MarshalJSON() ([]byte, error) {
 	o.add("$id", s.ID, s.ID != "")
 	o.add("title", s.Title, s.Title != "")
 	o.add("description", s.Description, s.Description != "")
+	o.add("$comment", s.Comment, s.Comment != "")
 	o.add("$ref", s.Ref, s.Ref != "")
 	o.add("type", s.Type, s.Type != "")
 	if s.Const != nil {
@@ -122,9 +137,13 @@ func (s *Schema) MarshalJSON() ([]byte, error) {
 	o.add("patternProperties", properties(s.PatternProperties), len(s.PatternProperties) > 0)
 	o.add("additionalProperties", s.AdditionalProperties, s.AdditionalProperties != nil)
 	o.add("required", s.Required, len(s.Required) > 0)
+	o.add("dependentRequired", dependents(s.DependentRequired), len(s.DependentRequired) > 0)
 	o.add("not", s.Not, s.Not != nil)
 	o.add("allOf", s.AllOf, len(s.AllOf) > 0)
 	o.add("anyOf", s.AnyOf, len(s.AnyOf) > 0)
+	o.add("oneOf", s.OneOf, len(s.OneOf) > 0)
+	o.add("if", s.If, s.If != nil)
+	o.add("then", s.Then, s.Then != nil)
 	o.add("$defs", properties(s.Defs), len(s.Defs) > 0)
 	if o.err != nil {
 		return nil, o.err
@@ -139,6 +158,20 @@ func (ps properties) MarshalJSON() ([]byte, error) {
 	var o object
 	for _, p := range ps {
 		o.add(p.Name, p.Schema, true)
+	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	return o.bytes(), nil
+}
+
+// dependents keeps the order of its members when written.
+type dependents []Dependent
+
+func (ds dependents) MarshalJSON() ([]byte, error) {
+	var o object
+	for _, d := range ds {
+		o.add(d.Name, d.Fields, true)
 	}
 	if o.err != nil {
 		return nil, o.err
