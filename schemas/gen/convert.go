@@ -878,13 +878,18 @@ func (c *converter) addField(d *ast.Field, s *Schema, fields *[]*field, byName m
 	return nil
 }
 
-// doc is the doc comment of a declaration.
+// doc is the doc comment of a declaration, each paragraph on one line:
+// editors wrap descriptions themselves, and yaml-language-server shows
+// every line break as a new paragraph.
 func doc(n ast.Node) string {
-	var parts []string
+	var paras []string
 	for _, cg := range ast.Comments(n) {
-		if cg.Doc {
-			parts = append(parts, strings.TrimSpace(cg.Text()))
+		if !cg.Doc {
+			continue
+		}
+		for p := range strings.SplitSeq(strings.TrimSpace(cg.Text()), "\n\n") {
+			paras = append(paras, strings.Join(strings.Fields(p), " "))
 		}
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(paras, "\n\n")
 }
