@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,21 +17,13 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
-	"github.com/fleetlift/fleetlift/internal/sandbox/local"
 )
 
 // newActivities runs the activities against a real local sandbox whose
 // agent is testdata/agent.sh.
 func newActivities(t *testing.T) (*activity.Activities, *testsuite.TestActivityEnvironment) {
 	t.Helper()
-	script, err := filepath.Abs("testdata/agent.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := local.New(local.Options{Root: t.TempDir(), AgentCommand: []string{script}, StopGrace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := localSandboxes(t)
 	a := &activity.Activities{Sandbox: p, PollInterval: 20 * time.Millisecond, MaxResultBytes: 4000}
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()

@@ -38,14 +38,7 @@ var vars = activity.CredentialVariables{
 // the CLI's alone; a local sandbox cannot apply them, and the sandbox's
 // notes name the fields.
 func TestDefinitionCredentials(t *testing.T) {
-	script, err := filepath.Abs("testdata/agent.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := local.New(local.Options{Root: t.TempDir(), AgentCommand: []string{script}, StopGrace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := localSandboxes(t)
 	rec := &recording{Provider: p}
 	a := &activity.Activities{Sandbox: rec, CredentialVariables: vars,
 		SandboxEnv:     map[string]string{"FLEETLIFT_AGENT_CLI_ENV": "OPENAI_API_KEY"},
@@ -108,14 +101,7 @@ func TestDefinitionCredentials(t *testing.T) {
 // A definition's sandbox placement reaches the provider; a local sandbox
 // cannot apply it, and the sandbox's notes name the fields.
 func TestDefinitionPlacement(t *testing.T) {
-	script, err := filepath.Abs("testdata/agent.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := local.New(local.Options{Root: t.TempDir(), AgentCommand: []string{script}, StopGrace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := localSandboxes(t)
 	rec := &recording{Provider: p}
 	a := &activity.Activities{Sandbox: rec}
 	var ts testsuite.WorkflowTestSuite
@@ -148,4 +134,18 @@ func TestDefinitionPlacement(t *testing.T) {
 			}
 		})
 	}
+}
+
+// localSandboxes is a local provider whose agent is testdata/agent.sh.
+func localSandboxes(t *testing.T) *local.Provider {
+	t.Helper()
+	script, err := filepath.Abs("testdata/agent.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := local.New(local.Options{Root: t.TempDir(), AgentCommand: []string{script}, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -236,3 +236,15 @@ func processGone(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
 }
+
+// giveGatewayKey writes key into the protocol directory of o's workspace,
+// as a provider gives its sandbox its key to the gateway.
+func giveGatewayKey(t *testing.T, o agent.Options, key string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(o.Workspace, protocol.Dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(o.Workspace, protocol.Dir, protocol.GatewayKeyFile), []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -230,12 +230,7 @@ func TestAgentCLIReachesTheGatewayForWhatItServes(t *testing.T) {
 		go func() { _ = srv.Serve(ln) }()
 		t.Cleanup(func() { srv.Close() })
 		o.Isolation.Gateway, o.Isolation.GatewayAPIs = sock, tc.apis
-		if err := os.MkdirAll(filepath.Join(o.Workspace, protocol.Dir), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(o.Workspace, protocol.Dir, protocol.GatewayKeyFile), []byte(sandboxKey), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		giveGatewayKey(t, o, sandboxKey)
 		remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
 		m := manifest(repo("svc", remote))
 		m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "dump-env"}
@@ -282,12 +277,7 @@ func TestUnjailedAgentCLIReachesTheGateway(t *testing.T) {
 	o := options(t, "ANTHROPIC_API_KEY="+operatorKey, "FLEETLIFT_AGENT_CLI_ENV=ANTHROPIC_API_KEY")
 	o.Isolation = nil
 	o.GitGateway, o.ModelAPIs = sock, []string{"anthropic"}
-	if err := os.MkdirAll(filepath.Join(o.Workspace, protocol.Dir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(o.Workspace, protocol.Dir, protocol.GatewayKeyFile), []byte(sandboxKey), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	giveGatewayKey(t, o, sandboxKey)
 	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
 	m := manifest(repo("svc", remote))
 	m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "call-model dump-env"}

@@ -161,14 +161,7 @@ func TestUntrustedWork(t *testing.T) {
 			})
 		},
 		// The sandbox image's curl, as an agent CLI.
-		ModelCLI: []string{"sh", "-c", `n=0; : > MODEL_CALL.txt; env | sort >> MODEL_CALL.txt
-while [ "$n" -lt "$MODEL_CALLS" ]; do
-  code=$(curl -s -o /dev/null -w '%{http_code}' -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' \
-    -d '{"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}' "$ANTHROPIC_BASE_URL/v1/messages")
-  echo "call $n: status $code" >> MODEL_CALL.txt
-  [ "$code" = 200 ] || exit 1
-  n=$((n+1))
-done`},
+		ModelCLI: sandboxtest.CurlModelCLI,
 		NewWithEgress: func(t *testing.T, h http.Handler) sandbox.Provider {
 			return newProvider(t, scope, func(o *Options) {
 				o.Binds, o.Egress, o.SocketDir = []string{reposRoot}, h, t.TempDir()

@@ -403,14 +403,7 @@ func TestUntrustedWork(t *testing.T) {
 			return newProvider(&kube.Gateway{Gateway: gw, URL: "http://" + ln.Addr().String()})
 		},
 		// This machine's curl, as an agent CLI.
-		ModelCLI: []string{"sh", "-c", `n=0; : > MODEL_CALL.txt; env | sort >> MODEL_CALL.txt
-while [ "$n" -lt "$MODEL_CALLS" ]; do
-  code=$(curl -s -o /dev/null -w '%{http_code}' -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' \
-    -d '{"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}' "$ANTHROPIC_BASE_URL/v1/messages")
-  echo "call $n: status $code" >> MODEL_CALL.txt
-  [ "$code" = 200 ] || exit 1
-  n=$((n+1))
-done`},
+		ModelCLI: sandboxtest.CurlModelCLI,
 		Options: func(t *testing.T, id string) sandbox.ProvisionOptions {
 			return sandbox.ProvisionOptions{Image: controllertest.Image, Env: map[string]string{
 				"FLEETLIFT_ALLOW_FILE_ROOTS": repos, "GIT_CONFIG_GLOBAL": "/dev/null"}}

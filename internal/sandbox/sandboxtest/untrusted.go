@@ -71,6 +71,16 @@ type UntrustedHarness struct {
 	Hidden string
 }
 
+// CurlModelCLI is a ModelCLI for sandboxes whose image has sh and curl.
+var CurlModelCLI = []string{"sh", "-c", `n=0; : > MODEL_CALL.txt; env | sort >> MODEL_CALL.txt
+while [ "$n" -lt "$MODEL_CALLS" ]; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' \
+    -d '{"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}' "$ANTHROPIC_BASE_URL/v1/messages")
+  echo "call $n: status $code" >> MODEL_CALL.txt
+  [ "$code" = 200 ] || exit 1
+  n=$((n+1))
+done`}
+
 // RunUntrusted runs what the work in a sandbox (the transform, the agent
 // CLI, setup and verifiers) must not be able to do, against the real agent
 // in the provider's sandboxes, driven as the worker drives it: through
