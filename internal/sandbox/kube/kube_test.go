@@ -427,3 +427,42 @@ func TestUntrustedWork(t *testing.T) {
 		},
 	})
 }
+
+// The kubernetes provider hands its sandboxes the worker's gateway: its
+// address in the request, for the controller's pod; once the pod runs, a
+// key of the sandbox's own in its protocol directory, which the gateway
+// takes until the sandbox is cleaned up.
+func TestRequestsGetTheGateway(t *testing.T) {
+	c := controllertest.New(t, cp.Env(t), controllertest.Options{Controller: true})
+	gw := &gateway.Gateway{}
+	p := &kube.Requests{Client: c.Worker(t), Namespace: c.Sandbox, Image: controllertest.Image, SecretRefs: refs,
+		Gateway: &kube.Gateway{Gateway: gw, URL: "http://10.1.2.3:8090"}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	sb, err := p.Provision(ctx, sandbox.ProvisionOptions{ID: "gateway-key", Image: controllertest.Image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sbr v1alpha1.SandboxRequest
+	if err := c.Env.Client.Get(ctx, client.ObjectKey{Namespace: c.Sandbox, Name: jobspec.Name(sb.ID)}, &sbr); err != nil {
+		t.Fatal(err)
+	}
+	if got := sbr.Spec.Env["FLEETLIFT_GATEWAY_URL"]; got != "http://10.1.2.3:8090" {
+		t.Errorf("the request's FLEETLIFT_GATEWAY_URL = %q; want the worker's address", got)
+	}
+	rc, err := p.CopyFrom(ctx, sb.ID, ".fleetlift/gateway-key")
+	if err != nil {
+		t.Fatalf("the sandbox has no key to the gateway: %v", err)
+	}
+	key, _ := io.ReadAll(rc)
+	rc.Close()
+	if _, ok := gw.Usage(strings.TrimSpace(string(key))); !ok {
+		t.Errorf("the gateway does not take the sandbox's key %q", key)
+	}
+	if err := p.Cleanup(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := gw.Usage(strings.TrimSpace(string(key))); ok {
+		t.Error("the gateway still takes the key of a sandbox cleaned up")
+	}
+}
