@@ -22,7 +22,6 @@ import (
 	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/forge"
-	"github.com/fleetlift/fleetlift/internal/mirror"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
@@ -338,7 +337,7 @@ type recordYAML struct {
 }
 
 func newRecord(action string, p state.PendingApproval, generation int64, by, prompt, comment string) record {
-	r := record{path: mirror.ApprovalPath(p.Target), Approval: spec.Approval{
+	r := record{path: approval.RecordPath(p.Target), Approval: spec.Approval{
 		Version: 1, Kind: spec.KindApproval, Target: p.Target, Action: action,
 		ResultDigest: p.ResultDigest, Generation: generation, By: by, Prompt: prompt, Comment: comment,
 	}}
@@ -414,7 +413,7 @@ func campaignOf(target string) string {
 // or, for several, after their campaign and all their digests.
 func proposalBranch(records []record) string {
 	stem := func(target string) string {
-		return strings.TrimSuffix(path.Base(mirror.ApprovalPath(target)), ".yaml")
+		return strings.TrimSuffix(path.Base(approval.RecordPath(target)), ".yaml")
 	}
 	if len(records) == 1 {
 		return approvalBranchPrefix + stem(records[0].Target) + "-" + digestHex(records[0].ResultDigest)
@@ -540,14 +539,14 @@ func (u *userClone) configProblems(ctx context.Context) string {
 // compare reports which records change their file; a file holding a
 // different record is replaced only with force. An approval of the same
 // result by another approver is no different record to replace: the new
-// one goes beside it (mirror.SecondApprovalPath), so both count.
+// one goes beside it (approval.SecondRecordPath), so both count.
 func (u *userClone) compare(records []record, force bool) (map[string]bool, error) {
 	changed := map[string]bool{}
 	for i := range records {
 		r := &records[i]
 		old, err := os.ReadFile(filepath.Join(u.dir, filepath.FromSlash(r.path)))
 		if err == nil && !bytes.Equal(old, r.body) && !force && approvesSameResult(old, r) {
-			r.path = mirror.SecondApprovalPath(r.Target, r.By)
+			r.path = approval.SecondRecordPath(r.Target, r.By)
 			r.File = r.path
 			old, err = os.ReadFile(filepath.Join(u.dir, filepath.FromSlash(r.path)))
 		}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetlift/fleetlift/internal/mirror"
+	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/state"
 )
 
@@ -102,7 +102,7 @@ func TestApproveGitPush(t *testing.T) {
 		t.Fatalf("approve --git --push: exit %d\n%s", code, out)
 	}
 	for _, p := range rec.PendingApprovals {
-		name := mirror.ApprovalPath(p.Target)
+		name := approval.RecordPath(p.Target)
 		got := gitIn(t, bare, "show", "main:"+name)
 		if !strings.Contains(got, "result_digest: "+p.ResultDigest) || !strings.Contains(got, "by: robin") {
 			t.Errorf("%s on the remote's main:\n%s", name, got)

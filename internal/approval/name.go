@@ -7,6 +7,28 @@ import (
 	"strings"
 )
 
+// Dir is the directory of the campaigns repository that holds approval
+// records.
+const Dir = "approvals"
+
+// RecordPath is where an approval record for target goes in the
+// campaigns repository: approvals/<PathName(target)>.yaml
+// ("slog-rollout/payments" goes to approvals/slog-rollout__payments.yaml).
+// No two targets share a path.
+func RecordPath(target string) string {
+	return Dir + "/" + PathName(target) + ".yaml"
+}
+
+// SecondRecordPath is where the record of another approver of the same
+// result goes when RecordPath holds one already (a change whose author
+// approves counts only with a second approver):
+// approvals/<target>+<by>.yaml, both named by PathName. A "+" is in no
+// PathName, so no pair of target and approver shares a path, nor with a
+// RecordPath.
+func SecondRecordPath(target, by string) string {
+	return Dir + "/" + PathName(target) + "+" + PathName(by) + ".yaml"
+}
+
 // maxPlainName bounds the part of a PathName written out in full: a
 // longer target keeps its first characters and adds its SHA-256, so that
 // the name stays within file-name and ref-component limits (255 bytes)

@@ -121,3 +121,21 @@ func TestPathNameIsInjective(t *testing.T) {
 		t.Fatalf("named %d targets, want every one of up to five characters", len(seen))
 	}
 }
+
+// TestRecordPath: a record's file is directly under approvals/, named
+// after its target (and, for a second approver, after them too).
+func TestRecordPath(t *testing.T) {
+	tests := []struct{ name, got, want string }{
+		{"approval of a campaign", approval.RecordPath("slog-rollout"), "approvals/slog-rollout.yaml"},
+		{"approval of a task in a campaign", approval.RecordPath("slog-rollout/payments"), "approvals/slog-rollout__payments.yaml"},
+		{"approval of a repository in a group", approval.RecordPath("slog-rollout/backend/api"), "approvals/slog-rollout__backend__api.yaml"},
+		{"second approval", approval.SecondRecordPath("slog-rollout/payments", "robin"), "approvals/slog-rollout__payments+robin.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %q, want %q", tt.got, tt.want)
+			}
+		})
+	}
+}

@@ -26,7 +26,7 @@ import (
 var ConfigNames = []string{"fleetlift.yaml", "fleetlift.yml", "fleetlift.cue"}
 
 // ApprovalsDir is where approval records live.
-const ApprovalsDir = "approvals"
+const ApprovalsDir = approval.Dir
 
 // Revision is the desired state at one revision.
 type Revision struct {

@@ -75,24 +75,6 @@ func ReportDir(id string) string {
 	return ReportsDir + "/" + fileName(id)
 }
 
-// ApprovalPath is where an approval record for target goes in the
-// campaigns repository: approvals/<approval.PathName(target)>.yaml
-// ("slog-rollout/payments" goes to approvals/slog-rollout__payments.yaml).
-// No two targets share a path.
-func ApprovalPath(target string) string {
-	return "approvals/" + approval.PathName(target) + ".yaml"
-}
-
-// SecondApprovalPath is where the record of another approver of the same
-// result goes when ApprovalPath holds one already (a change whose author
-// approves counts only with a second approver):
-// approvals/<target>+<by>.yaml, both named by approval.PathName. A "+" is
-// in no PathName, so no pair of target and approver shares a path, nor
-// with an ApprovalPath.
-func SecondApprovalPath(target, by string) string {
-	return "approvals/" + approval.PathName(target) + "+" + approval.PathName(by) + ".yaml"
-}
-
 var plainName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$`)
 
 func fileName(s string) string {
@@ -491,7 +473,7 @@ func (v *view) readme() string {
 // generation gen.
 func (v *view) howToApprove(b *strings.Builder, p state.PendingApproval, gen int64) {
 	fmt.Fprintf(b, "\nTo approve, commit this file as %s to %s of the campaigns repository, with your login as `by`:\n\n",
-		code(ApprovalPath(p.Target)), code(v.watched))
+		code(approval.RecordPath(p.Target)), code(v.watched))
 	rec := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\n", yamlString(p.Target), yamlString(p.ResultDigest))
 	if gen > 0 {
 		rec += fmt.Sprintf("generation: %d\n", gen)
@@ -507,7 +489,7 @@ func (v *view) howToApprove(b *strings.Builder, p state.PendingApproval, gen int
 func (v *view) howToResume(b *strings.Builder, c state.Campaign) {
 	b.WriteString("\n## Paused\n\n")
 	fmt.Fprintf(b, "To resume, commit this file as %s to %s of the campaigns repository, with your login as `by`:\n\n",
-		code(ApprovalPath(c.ID)), code(v.watched))
+		code(approval.RecordPath(c.ID)), code(v.watched))
 	rec := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: continue\ngeneration: %d\nby: <you>\n", yamlString(c.ID), c.Generation)
 	b.WriteString(fence(rec, "yaml"))
 	b.WriteString("\n`action: abort` stops the campaign instead; `action: retry` runs its failed repositories again. " +

@@ -229,10 +229,6 @@ func TestPaths(t *testing.T) {
 		{"campaign page", mirror.PagePath("slog-rollout"), "campaigns/slog-rollout.md", ""},
 		// Hashed so that two such ids never share a page.
 		{"id that is no file name", mirror.PagePath("../etc/passwd"), "campaigns/etc-passwd-", ".md"},
-		{"approval of a campaign", mirror.ApprovalPath("slog-rollout"), "approvals/slog-rollout.yaml", ""},
-		{"approval of a task in a campaign", mirror.ApprovalPath("slog-rollout/payments"), "approvals/slog-rollout__payments.yaml", ""},
-		{"approval of a repository in a group", mirror.ApprovalPath("slog-rollout/backend/api"), "approvals/slog-rollout__backend__api.yaml", ""},
-		{"second approval", mirror.SecondApprovalPath("slog-rollout/payments", "robin"), "approvals/slog-rollout__payments+robin.yaml", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/git"
-	"github.com/fleetlift/fleetlift/internal/mirror"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 )
 
@@ -38,7 +38,7 @@ func TestApprovalBranchNamesAreInjective(t *testing.T) {
 			}
 			branches[b] = target + " " + digest
 		}
-		for _, p := range []string{mirror.ApprovalPath(target), mirror.SecondApprovalPath(target, "alice"), mirror.SecondApprovalPath(target, "bob")} {
+		for _, p := range []string{approval.RecordPath(target), approval.SecondRecordPath(target, "alice"), approval.SecondRecordPath(target, "bob")} {
 			if strings.Count(p, "/") != 1 || strings.Contains(p, "..") {
 				t.Errorf("%s: record path %s is not a file directly under approvals/", target, p)
 			}
