@@ -28,14 +28,24 @@
 // A record names the run it decides about: approve, reject and steer by
 // the result's digest, continue, abort and retry by the run's generation
 // (Record.Generation, which approve, reject and steer may name too).
-// PathName names a target in branch and file names, one name per target.
+// PathName names a target in branch and file names, one name per target;
+// RecordPath and SecondRecordPath name a record's file under approvals/.
+//
+// Writing records (`fleetlift approve --git` and its kin) is the inverse
+// of reading them: a Draft is a Record with a comment, Encode writes its
+// file in the layout the reconciler reads (package spec loads it and
+// package desired turns it into a Record), Place decides its file among
+// the records already there, and CommitMessage and ProposalBranch name
+// the commit and branch that carry it. Package userrepo runs git in the
+// approver's own clone to commit them.
 //
 // All of it is pure: the forge is asked about team membership through a
-// function the caller passes (IsMember), and Git commits and reviews come
-// in as values.
+// function the caller passes (IsMember), files are read through a
+// function too (Place), and Git commits and reviews come in as values.
 //
-// approval imports only the standard library: no SDK (Temporal,
-// client-go, go-github, Docker), no CUE, and none of fleetlift's packages.
+// approval imports only the standard library and gopkg.in/yaml.v3 (to
+// write record files): no SDK (Temporal, client-go, go-github, Docker),
+// no CUE, and none of fleetlift's packages.
 // Rule has the fields of spec.ApproverRule and Review those of
 // forge.Review, so callers convert with approval.Rule(r) and
 // approval.Review(r); the tests hold them to it.

@@ -4,7 +4,8 @@
 // records under approvals/. The plan command and the reconciler both read
 // revisions through it, so that what a pull request's plan shows is what
 // the reconciler applies after the merge. SelectForge says which of the
-// forges the operator allows a config selects.
+// forges the operator allows a config selects; CheckDrafts says whether
+// approval records about to be written read back as written.
 //
 // desired imports spec, plan and approval; it does no I/O beyond the fs.FS
 // it is given.
@@ -120,10 +121,7 @@ func Read(ctx context.Context, loader *spec.Loader, root fs.FS, sha, sub string)
 	}
 	rev.Desired.Errors = append(rev.Desired.Errors, recs.Errors...)
 	for _, a := range recs.Approvals {
-		rev.Desired.Approvals = append(rev.Desired.Approvals, approval.Record{
-			File: a.File, Target: a.Target, ResultDigest: a.ResultDigest, Generation: a.Generation, By: a.By,
-			Action: approval.Action(a.Action), Prompt: a.Prompt,
-		})
+		rev.Desired.Approvals = append(rev.Desired.Approvals, record(a))
 	}
 	if cfg != nil {
 		p, perr := approvers(root, cfg, name)
