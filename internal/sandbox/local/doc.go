@@ -15,7 +15,8 @@
 // runs as the worker's user and sees the network. fleetlift-agent isolates
 // the work it runs (commands, agent CLIs, setup and verifiers) with Linux
 // namespaces (package jail): give it Options.ServeArgs such as
-// "--hide <state dir>" so that nothing of the worker's state shows. Image,
+// "--hide <state dir>" so that nothing of the worker's state shows;
+// HomeView says what of the worker's home to hide and to show. Image,
 // Resources (CPU and memory) and the Kubernetes fields are ignored.
 //
 // With Options.ReuseAgents an agent that finished a sandbox serves the

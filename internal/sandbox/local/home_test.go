@@ -1,4 +1,4 @@
-package main
+package local_test
 
 import (
 	"os"
@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/fleetlift/fleetlift/internal/jail"
+	"github.com/fleetlift/fleetlift/internal/sandbox/local"
 )
 
 func TestHomeView(t *testing.T) {
 	home := "/home/u"
 	path := strings.Join([]string{"/home/u/.pyenv/shims", "/usr/bin", "/home/u/.local/bin", "/home/u/go/bin", "relative/bin", "/home/u", "/home/u/.pyenv/bin", "/home/uv/bin"}, ":")
-	hidden, shown := homeView(home, path)
+	hidden, shown := local.HomeView(home, path)
 	if hidden[0] != home || !slices.Contains(hidden, "/home/u/.ssh") {
 		t.Errorf("hidden %q; want the home and the credential paths in it", hidden)
 	}
@@ -21,7 +22,7 @@ func TestHomeView(t *testing.T) {
 	if !slices.Equal(shown, want) {
 		t.Errorf("shown %q; want %q", shown, want)
 	}
-	if h, s := homeView("/", path); h != nil || s != nil {
+	if h, s := local.HomeView("/", path); h != nil || s != nil {
 		t.Errorf("a home of / hides %q and shows %q; want nothing", h, s)
 	}
 }
@@ -59,7 +60,7 @@ func TestSandboxesSeeOnlyTheToolchainsOfTheHome(t *testing.T) {
 		}
 	}
 	path := filepath.Join(home, ".pyenv/bin") + ":" + filepath.Join(home, ".cargo/bin") + ":/usr/bin:/bin"
-	hidden, shown := homeView(home, path)
+	hidden, shown := local.HomeView(home, path)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
