@@ -890,7 +890,7 @@ func agentCommand() ([]string, error) {
 }
 
 // ownJailProgram is the fleetlift-jail beside this executable when it
-// speaks this build's jail protocol (agentcmd.JailProgram), "" otherwise
+// speaks this build's jail protocol (jail.Program), "" otherwise
 // or when FLEETLIFT_AGENT_BINARY names an agent of another build, which
 // finds its own.
 func ownJailProgram() string {
@@ -901,7 +901,7 @@ func ownJailProgram() string {
 	if err != nil {
 		return ""
 	}
-	return agentcmd.JailProgram(filepath.Dir(exe))
+	return jail.Program(filepath.Dir(exe))
 }
 
 // workerForge is the forge a standalone worker's sandboxes open pull

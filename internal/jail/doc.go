@@ -32,7 +32,8 @@
 //     the jail dies, the kernel kills every process it left behind.
 //
 // The jail is a program that calls Main: this executable run again, or
-// cmd/fleetlift-jail, which starts faster. Jail.Command starts Self with
+// cmd/fleetlift-jail, which starts faster (Program finds one of this
+// build in a directory). Jail.Command starts Self with
 // the specification, and Main sets the namespaces up and runs the command
 // as its child (it is the PID namespace's init, undumpable, so that the
 // command cannot reach it through /proc). A jail that cannot be

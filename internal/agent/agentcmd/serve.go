@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -204,7 +203,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.StringVar(&isolation, "isolation", IsolationNamespaces,
 		"how commands are isolated: "+IsolationNamespaces+" (each in its own user, mount, PID and network namespaces, see package jail) or "+IsolationNone+" (plain processes that can read and write all the agent can)")
 	f.StringVar(&jailProg, "jail-program", "",
-		"the "+JailProgramName+" to jail commands with, as an absolute path, which its caller found to speak this agent's jail protocol (default: the one beside the agent when it does, else the agent's own jail command)")
+		"the "+jail.ProgramName+" to jail commands with, as an absolute path, which its caller found to speak this agent's jail protocol (default: the one beside the agent when it does, else the agent's own jail command)")
 	// Each --hide is one path, taken as it is: a comma is a character of
 	// it, not a separator.
 	f.StringArrayVar(&hidden, "hide", nil, "a directory or file no command may see (repeatable): the worker's state, credentials")
@@ -241,7 +240,7 @@ const (
 // jail" or "fleetlift agent jail". When serve was not on the command line
 // (a program running the command itself), it is serve's parents but the
 // root. A program given (--jail-program) is taken as it is: whoever
-// starts the agent asked it for its protocol (JailProgram) once, rather
+// starts the agent asked it for its protocol (jail.Program) once, rather
 // than every agent asking again.
 func jailSelf(serve *cobra.Command, program string) ([]string, error) {
 	if program != "" {
@@ -251,7 +250,7 @@ func jailSelf(serve *cobra.Command, program string) ([]string, error) {
 		return []string{program}, nil
 	}
 	if exe, err := os.Executable(); err == nil {
-		if p := JailProgram(filepath.Dir(exe)); p != "" {
+		if p := jail.Program(filepath.Dir(exe)); p != "" {
 			return []string{p}, nil
 		}
 	}
@@ -266,27 +265,6 @@ func jailSelf(serve *cobra.Command, program string) ([]string, error) {
 		prefix = append(prefix, parents...)
 	}
 	return append(prefix, "jail"), nil
-}
-
-// JailProgramName is the jail entry point as a program of its own
-// (cmd/fleetlift-jail), which the agent runs when it lies beside it.
-const JailProgramName = "fleetlift-jail"
-
-// JailProgram returns the path of the fleetlift-jail in dir when there is
-// one that speaks this agent's jail protocol, "" otherwise: a missing one,
-// or one left from another build, leaves the agent running its own jail
-// command.
-func JailProgram(dir string) string {
-	p := filepath.Join(dir, JailProgramName)
-	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
-		return ""
-	}
-	out, err := exec.Command(p, "--protocol").Output()
-	if err != nil || strings.TrimSpace(string(out)) != jail.Protocol {
-		return ""
-	}
-	return p
 }
 
 // NewJailCommand returns the hidden jail command, the sibling of serve
