@@ -847,20 +847,7 @@ func defaultScope() string {
 	if err != nil {
 		return docker.DefaultScope
 	}
-	scope := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
-			return r
-		}
-		return '-'
-	}, host)
-	scope = strings.TrimLeft(scope, "._-")
-	if len(scope) > 32 {
-		scope = scope[:32]
-	}
-	if scope == "" {
-		return docker.DefaultScope
-	}
-	return scope
+	return docker.HostScope(host)
 }
 
 func cmpOr(v, def string) string {

@@ -36,8 +36,8 @@
 //     worker finds its sandboxes again by name and labels; everything it
 //     needs is in the container's labels (fleetlift.io/sandbox,
 //     fleetlift.io/scope, fleetlift.io/task-id, ...), so providers of two
-//     scopes (two worker hosts) on one engine never see each other's
-//     sandboxes;
+//     scopes (two worker hosts, HostScope names one after its host) on
+//     one engine never see each other's sandboxes;
 //   - Cleanup stops the container (SIGTERM, then SIGKILL after the grace
 //     period) and removes it and its volumes.
 //
