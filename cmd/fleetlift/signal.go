@@ -320,3 +320,14 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 	}, workflow.Campaign, in)
 	return len(p.Retry), err
 }
+
+// commaList splits a comma-separated list, dropping blanks.
+func commaList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/forge"
+	gitx "github.com/fleetlift/fleetlift/internal/git"
+)
+
+// sandbox is what every sandbox gets: env, the agent's settings and the
+// variables for its commands, and secrets, for the agent alone (the
+// forge's token, the agent CLI's key). Both stay in the worker's memory.
+func (w *workerFlags) sandbox() (env, secrets map[string]string, _ error) {
+	env, secrets = map[string]string{}, map[string]string{}
+	if w.agentCLI != "" {
+		var argv []string
+		if err := json.Unmarshal([]byte(w.agentCLI), &argv); err != nil || len(argv) == 0 {
+			return nil, nil, fmt.Errorf(`--agent-cli must be a JSON array such as ["claude","-p"]`)
+		}
+		env[agent.EnvAgentCLI] = w.agentCLI
+	}
+	var cliOnly []string
+	for _, name := range w.agentEnv {
+		if strings.HasPrefix(name, "FLEETLIFT_") {
+			return nil, nil, fmt.Errorf("--agent-env %s: fleetlift's own variables are not for the agent CLI", name)
+		}
+		if name == w.gatewayKey || name == w.openAIKey {
+			continue // the model gateway holds it
+		}
+		if v, ok := os.LookupEnv(name); ok {
+			secrets[name] = v
+			cliOnly = append(cliOnly, name)
+		}
+	}
+	if len(cliOnly) > 0 {
+		env[agent.EnvAgentCLIEnv] = strings.Join(cliOnly, ",")
+	}
+	for _, name := range w.passEnv {
+		if strings.HasPrefix(name, "FLEETLIFT_") || gitx.SecretName(name) {
+			return nil, nil, fmt.Errorf("--sandbox-env %s: every command in a sandbox would see it; tokens and secrets never go to commands (give the agent CLI its key with --agent-env)", name)
+		}
+		if v, ok := os.LookupEnv(name); ok {
+			env[name] = v
+		}
+	}
+	roots, err := w.roots()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(roots) > 0 {
+		env[agent.EnvAllowFileRoots] = strings.Join(roots, string(filepath.ListSeparator))
+	}
+	forgeEnv, forgeSecrets := w.forge.sandbox()
+	for k, v := range forgeEnv {
+		env[k] = v
+	}
+	for k, v := range forgeSecrets {
+		if !w.gitReads {
+			secrets[k] = v
+		}
+	}
+	return env, secrets, nil
+}
+
+// roots are the --allow-file-root directories, absolute.
+func (w *workerFlags) roots() ([]string, error) {
+	var roots []string
+	for _, r := range w.fileRoots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, fmt.Errorf("--allow-file-root %s: %w", r, err)
+		}
+		roots = append(roots, abs)
+	}
+	return roots, nil
+}
+
+// deliverer gives acts what it proposes changes with (Activities.Forges,
+// Git and FileRoots): the local forge, pushing to repositories under
+// --allow-file-root, and the operator's forge with its token, which no
+// sandbox holds.
+func (w *workerFlags) deliverer(acts *activity.Activities) error {
+	roots, err := w.roots()
+	if err != nil {
+		return err
+	}
+	g := &gitx.Git{}
+	fs := w.forge
+	if fs != nil && fs.Type != "local" {
+		g = &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}
+		if fs.Hub == nil {
+			if err := fs.connect(w.metrics); err != nil {
+				return err
+			}
+		}
+	}
+	local := activity.LocalForges(&gitx.Git{})
+	acts.Git, acts.FileRoots = g, roots
+	if w.gw != nil && w.gw.Git != nil {
+		// The gateway's copies of what the sandboxes read: a change is
+		// proposed from the copy its sandbox cloned.
+		acts.Copies = w.gw
+	}
+	acts.Forges = func(name string) (forge.Forge, error) {
+		if fs != nil && fs.Type == name && fs.Hub != nil {
+			return fs.Hub, nil
+		}
+		f, err := local(name)
+		if err != nil {
+			return nil, fmt.Errorf("forge %q: this worker proposes changes on the local forge and on the forge the operator allows it (--forge-type, --forge-url)", name)
+		}
+		return f, nil
+	}
+	return nil
+}
