@@ -382,7 +382,7 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	for _, u := range in.Units {
 		units[u.Key] = u
 	}
-	c := &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx, campaignVersion)}
+	c := &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx)}
 	c.version = workflow.GetVersion(ctx, slidingWindowChange, workflow.DefaultVersion, 1)
 	c.direct = workflow.GetVersion(ctx, directUnitsChange, workflow.DefaultVersion, 1) == 1
 	if c.direct {
@@ -398,11 +398,6 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 // Runs started before it replay their batches.
 func (c *campaignRun) sliding() bool {
 	return c.version >= 1 && !c.in.StrictBatches
-}
-
-// campaignVersion is the version of change id a Campaign run takes.
-func campaignVersion(ctx workflow.Context, id string) workflow.Version {
-	return workflow.GetVersion(ctx, id, workflow.DefaultVersion, 1)
 }
 
 // Changes to the Campaign workflow, named for workflow.GetVersion.

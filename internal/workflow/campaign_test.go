@@ -105,7 +105,6 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		return activity.SandboxRef{ID: in.SandboxID}, nil
 	}
 	env.OnActivity(a.ProvisionSandbox, mock.Anything, mock.Anything).Return(provision)
-	env.OnActivity(a.SubmitManifest, mock.Anything, mock.Anything).Return(nil)
 	wait := func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
 		f.hold(in.Sandbox.ID)
 		f.mu.Lock()
@@ -144,8 +143,6 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			PullRequest: &protocol.PullRequestInfo{URL: "file:///" + key + "#auto/c", Branch: "auto/c"}}},
 			ModelUsage: &protocol.ModelUsage{Requests: 1, InputTokens: 100, OutputTokens: 10}}, nil
 	}
-	env.OnActivity(a.WaitForAgentPhase, mock.Anything, mock.Anything).Return(wait)
-	env.OnActivity(a.ReadResult, mock.Anything, mock.Anything).Return(read)
 	cleanup := func(_ context.Context, in activity.CleanupInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -12,23 +12,15 @@ import (
 )
 
 // TestReplayTaskHistory replays Task runs recorded on the embedded server
-// (provision, agent run, approval, pull request, cleanup): one from before
-// the cleanup became a regular activity, one after, and one that carries
-// search attributes and keeps its phase current (recorded by
-// TestSearchAttributes in cmd/fleetlift, -record-search-histories). It fails when a change
-// to the workflow code would break runs already in flight. Record another
-// fixture (do not overwrite these: they are the runs in flight) with:
+// (provision, agent run, approval, pull request, cleanup) by
+// TestTaskApprovalOnServer in internal/devserver: task-wait-submits
+// removes the sandbox with a cleanup of its own, task-wait-cleans-up with
+// the last wait. It fails when a change to the workflow code would break
+// runs already in flight. Record another fixture with:
 //
 //	go test ./internal/devserver -run TestTaskApprovalOnServer -record-history $PWD/internal/workflow/testdata/NAME.history.json
 func TestReplayTaskHistory(t *testing.T) {
-	// task-await-result waits for the agent and reads its result in one
-	// activity (AwaitAgentResult); the task-folded-changes ones record one
-	// marker for every change (allTaskChanges), without and with search
-	// attributes; task-wait-submits hands the agent its manifest with the
-	// first wait (allTaskChanges 2); task-wait-cleans-up has the last wait
-	// remove the sandbox (allTaskChanges 3).
-	for _, name := range []string{"task-approve", "task-approve-cleanup-activity", "task-search-attributes", "task-await-result",
-		"task-folded-changes", "task-folded-changes-search-attributes", "task-wait-submits", "task-wait-cleans-up"} {
+	for _, name := range []string{"task-wait-submits", "task-wait-cleans-up"} {
 		t.Run(name, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflow.Task)

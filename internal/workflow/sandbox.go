@@ -16,16 +16,16 @@ import (
 // sandbox lost and provisions another elsewhere.
 const DefaultHostTimeout = 2 * time.Minute
 
-// sandboxSteps runs the short sandbox steps of one task (provision, write
-// the manifest or steering, read the result, clean up). Before
-// hostRoutedChange they ran as local activities, in whichever worker ran
-// the workflow task; now every step but provisioning is a regular activity
-// on the task queue of the worker that provisioned the sandbox
-// (SandboxRef.Queue): a sandbox lives on one host, and only that host's
-// worker can reach it. A host that takes no step within hostTimeout loses
-// the sandbox (see sandboxLost).
+// sandboxSteps runs the short sandbox steps of one task (provision,
+// write the steering, clean up), each a regular activity: a local one
+// runs before the workflow task that scheduled it is recorded, and when
+// that task fails to complete its retry runs the step again (a cleanup
+// then finds the sandbox gone). Every step but
+// provisioning goes to the task queue of the worker that provisioned the
+// sandbox (SandboxRef.Queue): a sandbox lives on one host, and only that
+// host's worker can reach it. A host that takes no step within
+// hostTimeout loses the sandbox (see sandboxLost).
 type sandboxSteps struct {
-	routed      bool
 	hostTimeout time.Duration
 }
 
@@ -41,17 +41,11 @@ const shortTimeout = 30 * time.Second
 func (s sandboxSteps) provision(ctx workflow.Context, in activity.ProvisionInput, waiting func(why string)) (activity.SandboxRef, error) {
 	for attempt := 0; ; attempt++ {
 		var ref activity.SandboxRef
-		var err error
-		if s.routed {
-			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-				StartToCloseTimeout: shortTimeout,
-				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
-			})
-			err = workflow.ExecuteActivity(actx, a.ProvisionSandbox, in).Get(actx, &ref)
-		} else {
-			lctx := workflow.WithLocalActivityOptions(ctx, shortOptions(5))
-			err = workflow.ExecuteLocalActivity(lctx, a.ProvisionSandbox, in).Get(lctx, &ref)
-		}
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: shortTimeout,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		})
+		err := workflow.ExecuteActivity(actx, a.ProvisionSandbox, in).Get(actx, &ref)
 		if !activity.WorkerFull(err) {
 			if attempt > 0 {
 				waiting("")
@@ -71,10 +65,6 @@ func (s sandboxSteps) provision(ctx workflow.Context, in activity.ProvisionInput
 // run runs a short step on sandbox ref: fn is an activity method, out may
 // be nil.
 func (s sandboxSteps) run(ctx workflow.Context, ref activity.SandboxRef, attempts int32, fn, arg, out any) error {
-	if !s.routed {
-		lctx := workflow.WithLocalActivityOptions(ctx, shortOptions(attempts))
-		return workflow.ExecuteLocalActivity(lctx, fn, arg).Get(lctx, out)
-	}
 	actx := workflow.WithActivityOptions(ctx, s.onHost(ref, workflow.ActivityOptions{
 		StartToCloseTimeout: shortTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: attempts},
@@ -82,10 +72,10 @@ func (s sandboxSteps) run(ctx workflow.Context, ref activity.SandboxRef, attempt
 	return workflow.ExecuteActivity(actx, fn, arg).Get(actx, out)
 }
 
-// onHost sends an activity to the worker that holds sandbox ref, when the
-// steps are routed and that worker said which queue it polls.
+// onHost sends an activity to the worker that holds sandbox ref, when
+// that worker said which queue it polls.
 func (s sandboxSteps) onHost(ref activity.SandboxRef, o workflow.ActivityOptions) workflow.ActivityOptions {
-	if s.routed && ref.Queue != "" {
+	if ref.Queue != "" {
 		o.TaskQueue = ref.Queue
 		o.ScheduleToStartTimeout = s.hostTimeout
 	}

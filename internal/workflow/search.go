@@ -53,29 +53,21 @@ func StartAttributes(kind, id, campaign, digest, phase string) temporal.SearchAt
 	return temporal.NewSearchAttributes(u...)
 }
 
-// searchAttributesChange keeps the phase (and a campaign's digest) search
-// attributes current: each change upserts them, a command runs before it
-// did not make.
-const searchAttributesChange = "search-attributes"
-
-// searchAttributes keeps a run's search attributes current. It is on
-// only for a run started with them (its namespace has them registered)
-// on a worker that keeps them (searchAttributesChange).
+// searchAttributes keeps a run's search attributes current: each change
+// of its phase (and of a campaign's digest) upserts them. It is on only
+// for a run started with them (its namespace has them registered).
 type searchAttributes struct {
 	on    bool
 	phase string
 }
 
-// version gives the run's version of a change (workflow.GetVersion, or
-// the Task's taskChanges).
-func newSearchAttributes(ctx workflow.Context, version func(workflow.Context, string) workflow.Version) *searchAttributes {
+func newSearchAttributes(ctx workflow.Context) *searchAttributes {
 	sa := workflow.GetTypedSearchAttributes(ctx)
 	if _, ok := sa.GetKeyword(SearchKind); !ok {
 		return &searchAttributes{}
 	}
 	phase, _ := sa.GetKeyword(SearchPhase)
-	on := version(ctx, searchAttributesChange) == 1
-	return &searchAttributes{on: on, phase: phase}
+	return &searchAttributes{on: true, phase: phase}
 }
 
 // setPhase records the run's phase, when it changed.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -46,14 +45,11 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// runs deferred functions too, and a cleanup run then would remove the
 	// sandbox of a task that is still going on elsewhere.
 	finished := false
-	// cleanedUp is the sandbox the last wait removed (waitCleansUpChange):
-	// the deferred cleanup has nothing left to do for it.
+	// cleanedUp is the sandbox the last wait removed: the deferred
+	// cleanup has nothing left to do for it.
 	cleanedUp := ""
-	// changes says which version of each change this run takes: one
-	// marker for all of them in a run started now.
-	changes := taskChangesOf(ctx)
 	// search keeps the run's phase search attribute current.
-	search := newSearchAttributes(ctx, changes.version)
+	search := newSearchAttributes(ctx)
 	finish := func(p TaskPhase, msg string, r *protocol.Result) (TaskResult, error) {
 		finished = true
 		search.setPhase(ctx, string(p))
@@ -81,18 +77,15 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	info := workflow.GetInfo(ctx)
 	base := sandboxID(info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
 	ref := activity.SandboxRef{ID: base}
-	// The short sandbox steps (provision, write a file, read a file, clean
-	// up) go to the worker that holds the sandbox (sandboxSteps); the wait
-	// for the agent, which can take an hour and must move to another
-	// worker of that host if this one dies, heartbeats.
+	// The short sandbox steps (steer, clean up) go to the worker that
+	// holds the sandbox (sandboxSteps); the wait for the agent, which can
+	// take an hour and must move to another worker of that host if this
+	// one dies, heartbeats.
 	hostTimeout := in.HostTimeout
 	if hostTimeout <= 0 {
 		hostTimeout = DefaultHostTimeout
 	}
-	steps := sandboxSteps{
-		routed:      changes.version(ctx, hostRoutedChange) == 1,
-		hostTimeout: hostTimeout,
-	}
+	steps := sandboxSteps{hostTimeout: hostTimeout}
 
 	// Cleanup runs on a disconnected context: it must happen even when
 	// the workflow is cancelled.
@@ -101,33 +94,18 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			return
 		}
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		in := activity.CleanupInput{Sandbox: ref}
-		var err error
-		// Cleanup is a regular activity (version 1): it runs only once
-		// the workflow task that scheduled it is recorded, with the
-		// results of the local activities before it. As a local activity
-		// (runs before version 1) it removed the sandbox at once; when
-		// that workflow task then failed to complete (the server's
-		// database busy, say), its retry ran those local activities again
-		// and found the sandbox gone.
-		if changes.version(dctx, cleanupChange) == workflow.DefaultVersion {
-			lctx := workflow.WithLocalActivityOptions(dctx, shortOptions(10))
-			err = workflow.ExecuteLocalActivity(lctx, a.CleanupSandbox, in).Get(lctx, nil)
-		} else {
-			err = steps.cleanup(dctx, ref)
-		}
-		if err != nil {
+		if err := steps.cleanup(dctx, ref); err != nil {
 			workflow.GetLogger(ctx).Error("sandbox cleanup failed", "sandbox", ref.ID, "error", err)
 		}
 	}()
 
 	timeout := in.agentTimeout()
 	// unsubmitted is set while the sandbox's agent awaits the manifest
-	// the next wait hands it (waitSubmitsChange).
+	// the next wait hands it.
 	unsubmitted := false
 	// start provisions sandbox n (0, then 1, 2, ... for the ones that
-	// replace a lost sandbox) and hands its agent the manifest, or leaves
-	// that to the first wait.
+	// replace a lost sandbox) and leaves handing its agent the manifest
+	// to the first wait, on the sandbox's host.
 	start := func(n int) error {
 		id := base
 		if n > 0 {
@@ -148,16 +126,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		got.Notes = nil
 		ref = got
 		st.Sandbox = ref.ID
-		if changes.folds(waitSubmitsChange) {
-			// The first wait on this sandbox hands its agent the
-			// manifest, on the sandbox's host.
-			unsubmitted = true
-			st.Phase = TaskRunning
-			return nil
-		}
-		if err := steps.run(ctx, ref, 5, a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: in.Manifest}, nil); err != nil {
-			return &stepError{"submit manifest", err}
-		}
+		unsubmitted = true
 		st.Phase = TaskRunning
 		return nil
 	}
@@ -166,9 +135,10 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// approvedResult is the result a decision approved: the worker
 	// proposes its trees, and no other (activity.Delivery).
 	var approvedResult *protocol.Result
-	// wait waits for the agent and reads its result. A worker that dies
-	// while waiting is noticed at the heartbeat timeout and the wait goes
-	// on elsewhere, as often as that happens within the budget.
+	// wait waits for the agent and reads its result in one activity
+	// (AwaitAgentResult). A worker that dies while waiting is noticed at
+	// the heartbeat timeout and the wait goes on elsewhere, as often as
+	// that happens within the budget.
 	wait := func(budget time.Duration, minIteration int, phases ...protocol.Phase) (*protocol.Result, error) {
 		search.setPhase(ctx, string(st.Phase))
 		wctx := workflow.WithActivityOptions(ctx, steps.onHost(ref, workflow.ActivityOptions{
@@ -178,41 +148,28 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 			RetryPolicy: &temporal.RetryPolicy{NonRetryableErrorTypes: []string{
 				activity.ErrAgentExited, activity.ErrSandboxGone, activity.ErrResultTooLarge}},
 		}))
-		waitIn := activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration, Reports: activity.ReportCheckOf(in.Manifest)}
-		if changes.version(ctx, awaitResultChange) == 1 {
-			if unsubmitted {
-				waitIn.Manifest = &in.Manifest
-			}
+		waitIn := activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration, Reports: activity.ReportCheckOf(in.Manifest),
 			// A finished agent ends the task (every terminal phase
 			// finishes below): the wait that finds it so removes the
 			// sandbox as well.
-			waitIn.CleanUp = changes.folds(waitCleansUpChange)
+			CleanUp: true,
 			// A completed transform's changes are proposed by the
 			// worker, on the sandbox's host, before the sandbox goes.
-			waitIn.Deliver = activity.DeliveryOf(in.Manifest, approvedResult)
-			var out activity.AgentOutcome
-			if err := workflow.ExecuteActivity(wctx, a.AwaitAgentResult, waitIn).Get(ctx, &out); err != nil {
-				return nil, &stepError{"agent", err}
-			}
-			unsubmitted = false
-			if out.CleanedUp {
-				cleanedUp = ref.ID
-			}
-			st.AgentPhase, st.Message, st.Iteration = out.Status.Phase, out.Status.Message, out.Status.Iteration
-			st.Result = &out.Result
-			return &out.Result, nil
+			Deliver: activity.DeliveryOf(in.Manifest, approvedResult)}
+		if unsubmitted {
+			waitIn.Manifest = &in.Manifest
 		}
-		var s protocol.Status
-		if err := workflow.ExecuteActivity(wctx, a.WaitForAgentPhase, waitIn).Get(ctx, &s); err != nil {
+		var out activity.AgentOutcome
+		if err := workflow.ExecuteActivity(wctx, a.AwaitAgentResult, waitIn).Get(ctx, &out); err != nil {
 			return nil, &stepError{"agent", err}
 		}
-		st.AgentPhase, st.Message, st.Iteration = s.Phase, s.Message, s.Iteration
-		var r protocol.Result
-		if err := steps.run(ctx, ref, 5, a.ReadResult, activity.ReadResultInput{Sandbox: ref, Reports: activity.ReportCheckOf(in.Manifest)}, &r); err != nil {
-			return nil, &stepError{"read result", err}
+		unsubmitted = false
+		if out.CleanedUp {
+			cleanedUp = ref.ID
 		}
-		st.Result = &r
-		return &r, nil
+		st.AgentPhase, st.Message, st.Iteration = out.Status.Phase, out.Status.Message, out.Status.Iteration
+		st.Result = &out.Result
+		return &out.Result, nil
 	}
 	steer := func(sctx workflow.Context, attempts int32, s protocol.Steering) error {
 		s.Timestamp = workflow.Now(sctx)
@@ -225,8 +182,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 	// that ends the task otherwise.
 	startOver := func(err error) (bool, error) {
 		for {
-			if !sandboxLost(err) || len(st.Lost)+1 >= maxSandboxes ||
-				changes.version(ctx, reprovisionChange) == workflow.DefaultVersion {
+			if !sandboxLost(err) || len(st.Lost)+1 >= maxSandboxes {
 				return false, err
 			}
 			st.Lost = append(st.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", ref.ID, errText(err)))
@@ -267,10 +223,8 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 		}
 		switch st.AgentPhase {
 		case protocol.PhaseComplete:
-			if approvedResult != nil && changes.version(ctx, pushedTreeChange) == 1 {
-				if msg := unapprovedPushes(approvedResult, r); msg != "" {
-					return finish(TaskFailed, msg, r)
-				}
+			if msg := unapprovedPushes(approvedResult, r); msg != "" {
+				return finish(TaskFailed, msg, r)
 			}
 			return finish(TaskCompleted, "", r)
 		case protocol.PhaseFailed:
@@ -299,7 +253,7 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 				st.Ignored = appendNote(st.Ignored, fmt.Sprintf("the work run again in a new sandbox came out as result %s, not %s, which was approved: it awaits a decision of its own", digest, approved))
 				approved = ""
 			}
-			act, prompt, timedOut = awaitDecision(ctx, in.ApprovalTimeout, st, &approvals, changes)
+			act, prompt, timedOut = awaitDecision(ctx, in.ApprovalTimeout, st, &approvals)
 		}
 		st.ResultDigest = ""
 		if ctx.Err() != nil || timedOut {
@@ -360,100 +314,13 @@ func appendNote(notes []string, note string) []string {
 	return notes
 }
 
-// Changes to the Task workflow, named for workflow.GetVersion.
-const (
-	// cleanupChange made the sandbox cleanup a regular activity.
-	cleanupChange = "cleanup-after-commit"
-	// reprovisionChange replaces a sandbox lost to a crash.
-	reprovisionChange = "reprovision-lost-sandbox"
-	// hostRoutedChange sends the short sandbox steps to the worker that
-	// holds the sandbox, as regular activities (sandboxSteps).
-	hostRoutedChange = "host-routed-sandbox-steps"
-	// digestChange refuses decisions that name no result digest.
-	digestChange = "decision-needs-digest"
-	// pushedTreeChange checks what was pushed against what was approved.
-	pushedTreeChange = "pushed-tree-is-approved"
-	// awaitResultChange waits for the agent and reads its result in one
-	// activity (AwaitAgentResult) rather than two.
-	awaitResultChange = "await-agent-result"
-	// waitSubmitsChange hands the agent its manifest in the first
-	// AwaitAgentResult on its sandbox rather than in a SubmitManifest of
-	// its own. Only runs at allTaskChanges 2 take it (taskChanges.folds):
-	// it is never asked for on its own.
-	waitSubmitsChange = "wait-submits-manifest"
-	// waitCleansUpChange has the wait that finds the agent finished
-	// remove the sandbox too (WaitInput.CleanUp) rather than leave it to
-	// a CleanupSandbox of its own. Only runs at allTaskChanges 3 take it.
-	waitCleansUpChange = "wait-cleans-up"
-	// allTaskChanges, at version n, stands for every change in
-	// foldedTaskChanges[n] at its version there (taskChanges).
-	allTaskChanges = "task-changes-2026-11"
-)
-
-// foldedTaskChanges are, for each version of allTaskChanges, the changes
-// it stands for and the version of each it means. Each is fixed once
-// released: a later change gets a new version of allTaskChanges with a
-// set of its own, and a run at an older one asks for it on its own.
-var foldedTaskChanges = map[workflow.Version]map[string]workflow.Version{
-	1: taskChangesV1,
-	2: taskChangesV2,
-	3: with(taskChangesV2, waitCleansUpChange, 1),
-}
-
-// taskChangesV2 is what allTaskChanges stands for at version 2.
-var taskChangesV2 = with(taskChangesV1, waitSubmitsChange, 1)
-
-// taskChangesV1 is what allTaskChanges stands for at version 1.
-var taskChangesV1 = map[string]workflow.Version{
-	cleanupChange:          1,
-	reprovisionChange:      1,
-	hostRoutedChange:       1,
-	digestChange:           1,
-	pushedTreeChange:       1,
-	awaitResultChange:      1,
-	searchAttributesChange: 1,
-}
-
-// with is changes and change id at version v.
-func with(changes map[string]workflow.Version, id string, v workflow.Version) map[string]workflow.Version {
-	out := maps.Clone(changes)
-	out[id] = v
-	return out
-}
-
-// latestTaskChanges is the newest version of allTaskChanges.
-const latestTaskChanges workflow.Version = 3
-
-// taskChanges says which version of each change a Task run takes. Each
-// GetVersion records a marker and upserts the TemporalChangeVersion search
-// attribute, a write to the visibility store each: a run started on this
-// code records one, allTaskChanges, and takes every folded change at its
-// version there; a run started before asks for each change as it always
-// did.
-type taskChanges struct{ all workflow.Version }
-
-// taskChangesOf asks for allTaskChanges: call it before any other change.
-func taskChangesOf(ctx workflow.Context) taskChanges {
-	return taskChanges{all: workflow.GetVersion(ctx, allTaskChanges, workflow.DefaultVersion, latestTaskChanges)}
-}
-
-// folds reports whether this run takes change id by its allTaskChanges
-// version, at version 1, without asking for it.
-func (c taskChanges) folds(id string) bool {
-	return foldedTaskChanges[c.all][id] == 1
-}
-
-// version is the version of change id this run takes.
-func (c taskChanges) version(ctx workflow.Context, id string) workflow.Version {
-	if v, ok := foldedTaskChanges[c.all][id]; ok {
-		return v
-	}
-	max, ok := foldedTaskChanges[latestTaskChanges][id]
-	if !ok {
-		panic("workflow: change " + id + " is not a Task change")
-	}
-	return workflow.GetVersion(ctx, id, workflow.DefaultVersion, max)
-}
+// Versions: no release of fleetlift has run the Task workflow yet, so it
+// has one code path and records no version marker. From the first
+// release on, every change to the commands a workflow issues (an
+// activity, timer, child, marker or search attribute added, removed,
+// reordered or given other options) goes behind workflow.GetVersion, and
+// the replay tests keep a recorded run of the version before it: a run
+// in flight must replay on the code that takes it over.
 
 // unapprovedPushes compares what the agent pushed after an approval with
 // the result approved: every pull request must propose exactly the tree
@@ -485,25 +352,16 @@ func unapprovedPushes(approved, final *protocol.Result) string {
 	return ""
 }
 
-// shortOptions are the options of the short sandbox steps.
-func shortOptions(attempts int32) workflow.LocalActivityOptions {
-	return workflow.LocalActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: attempts},
-	}
-}
-
 // awaitDecision waits for approve, steer, reject or cancel, the approval
 // timeout, or the workflow's cancellation. A decision that names no
 // result, or a result other than the one awaiting approval
 // (st.ResultDigest), is recorded as ignored and the wait goes on: whoever
 // can signal the workflow must still know what the result is.
-func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState, approvals *[]string, changes taskChanges) (act protocol.Action, prompt string, timedOut bool) {
+func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState, approvals *[]string) (act protocol.Action, prompt string, timedOut bool) {
 	sel := workflow.NewSelector(ctx)
 	decided := false
-	needDigest := changes.version(ctx, digestChange) == 1
 	current := func(name string, d DecisionSignal) bool {
-		if d.ResultDigest == "" && needDigest {
+		if d.ResultDigest == "" {
 			note := fmt.Sprintf("%s without a result digest refused: a decision names the result it decides (`fleetlift status %s` shows it)", name, st.ID)
 			if d.Record != "" {
 				note += " (" + d.Record + ")"
@@ -512,7 +370,7 @@ func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState, a
 			workflow.GetLogger(ctx).Warn("decision without a digest refused", "signal", name)
 			return false
 		}
-		if d.ResultDigest == "" || d.ResultDigest == st.ResultDigest {
+		if d.ResultDigest == st.ResultDigest {
 			if d.Record != "" {
 				st.Applied = append(st.Applied, d.Record)
 			}

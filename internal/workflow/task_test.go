@@ -20,7 +20,7 @@ import (
 )
 
 // agentScript stands in for the agent behind the sandbox activities: it
-// answers WaitForAgentPhase with the next phase for the steering it was
+// answers AwaitAgentResult with the next phase for the steering it was
 // given, and records what the workflow did.
 type agentScript struct {
 	mu        sync.Mutex
@@ -93,7 +93,6 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		s.current = s.first
 		return nil
 	}
-	env.OnActivity(a.SubmitManifest, mockAny, mockAny).Return(submit)
 	wait := func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -127,8 +126,6 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return protocol.Result{Status: s.current, Repositories: []protocol.RepositoryResult{rr}}, nil
 	}
-	env.OnActivity(a.WaitForAgentPhase, mockAny, mockAny).Return(wait)
-	env.OnActivity(a.ReadResult, mockAny, mockAny).Return(read)
 	cleanup := func(context.Context, activity.CleanupInput) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
