@@ -36,8 +36,7 @@ type CampaignInput struct {
 	// StrictBatches starts BatchSize units together and the next batch
 	// once all of them have finished. Otherwise units run as a sliding
 	// window: MaxParallel at once, the next starting as soon as one
-	// finishes, the failure threshold checked as each finishes (runs
-	// started before the sliding window ran strict batches).
+	// finishes, the failure threshold checked as each finishes.
 	StrictBatches bool
 	MaxParallel   int
 	// ThresholdPercent: when more than this share of finished units
@@ -268,20 +267,19 @@ type CampaignState struct {
 	Applied []string `json:"applied,omitempty"`
 }
 
-// Campaign runs a campaign's units as child Task workflows: MaxParallel
-// at once, the next starting as soon as one finishes, or, with
-// StrictBatches (and on runs started before slidingWindowChange), in
-// batches of BatchSize that each wait for their slowest unit.
+// Campaign runs a campaign's units, those that need no decision on their
+// way as activities of its own (directUnit; in runs of several in the
+// sliding window, runs.go) and the others as child Task workflows:
+// MaxParallel at once, the next starting as soon as one finishes, or,
+// with StrictBatches, in batches of BatchSize that each wait for their
+// slowest unit.
 func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 	c := newCampaignRun(ctx, in)
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CampaignState, error) { return c.state(), nil }); err != nil {
 		return CampaignState{}, err
 	}
-	if err := workflow.SetQueryHandler(ctx, activity.QueryMayStart, c.mayStartUnit); err != nil {
-		return CampaignState{}, err
-	}
-	// A gated run's unit at work goes on after the run was cancelled,
-	// unless the campaign itself was.
+	// The unit at work in a cancelled run of units goes on, unless the
+	// campaign itself was cancelled.
 	if err := workflow.SetQueryHandler(ctx, activity.QueryUnitGoesOn, func() (bool, error) { return ctx.Err() == nil, nil }); err != nil {
 		return CampaignState{}, err
 	}
@@ -333,28 +331,15 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 }
 
 type campaignRun struct {
-	ctx workflow.Context
-	in  CampaignInput
-	// version is the Campaign workflow's version this run carries out
-	// (workflow.GetVersion of slidingWindowChange).
-	version workflow.Version
-	p       *CampaignProgress
-	units   map[string]Unit
-	// direct is set on runs that run a unit needing no approval as one
-	// activity (directUnitsChange, directUnit).
-	direct bool
-	// running says, for each unit running, whether it runs as one
-	// activity rather than a child workflow.
+	ctx   workflow.Context
+	in    CampaignInput
+	p     *CampaignProgress
+	units map[string]Unit
+	// running says, for each unit running, whether it runs as an
+	// activity (directUnit) rather than a child workflow.
 	running map[string]bool
-	// runs is set on runs that run direct units in runs of several, one
-	// activity each (directRunsChange, RunUnits); shares on those whose
-	// runs count the units in flight in their share (version 2); gated on
-	// those that cancel a run of units once it may start no further unit
-	// (version 3, activity.GateCancel); longRuns on those whose runs work
-	// for about runFor rather than runForBefore (version 4).
-	runs, shares, gated, longRuns bool
-	// runsInFlight counts the runs of units working; gates are those of
-	// a gated campaign, in the order they started.
+	// runsInFlight counts the runs of units working; gates are their
+	// gates, in the order they started.
 	runsInFlight int
 	gates        []*runGate
 	// queued holds, for each unit taken into a run of units and not
@@ -382,48 +367,15 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	for _, u := range in.Units {
 		units[u.Key] = u
 	}
-	c := &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{}, search: newSearchAttributes(ctx)}
-	c.version = workflow.GetVersion(ctx, slidingWindowChange, workflow.DefaultVersion, 1)
-	c.direct = workflow.GetVersion(ctx, directUnitsChange, workflow.DefaultVersion, 1) == 1
-	if c.direct {
-		v := workflow.GetVersion(ctx, directRunsChange, workflow.DefaultVersion, 4)
-		c.runs, c.shares, c.gated, c.longRuns = v >= 1, v >= 2, v >= 3, v >= 4
-	}
-	c.queued = map[string]*UnitResult{}
-	return c
+	return &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{},
+		queued: map[string]*UnitResult{}, search: newSearchAttributes(ctx)}
 }
 
-// sliding reports whether units start as others finish: on runs started
-// since slidingWindowChange, unless the campaign asks for strict batches.
-// Runs started before it replay their batches.
+// sliding reports whether units start as others finish, unless the
+// campaign asks for strict batches.
 func (c *campaignRun) sliding() bool {
-	return c.version >= 1 && !c.in.StrictBatches
+	return !c.in.StrictBatches
 }
-
-// Changes to the Campaign workflow, named for workflow.GetVersion.
-const (
-	// slidingWindowChange starts each unit as soon as a slot is free,
-	// instead of in batches that wait for their slowest unit.
-	slidingWindowChange = "sliding-window"
-	// directUnitsChange runs a transform unit that needs no approval as
-	// one activity of the campaign (RunSandboxed, directUnit) rather than
-	// as a child Task workflow: nothing can stop such a unit on its way,
-	// and a child costs the server a workflow, its history and its
-	// visibility records for each repository.
-	directUnitsChange = "direct-units"
-	// directRunsChange runs direct units in runs of several, one
-	// activity each (RunUnits), as many as take about runFor: a short
-	// unit's activity and the workflow task after it cost the server
-	// more than the unit's own work costs the worker. At version 2 a
-	// run's share counts the units in flight and the slots they hold
-	// (runLength); at version 3 the campaign cancels a run once it may
-	// start no further unit of it, and the run heartbeats before each
-	// unit instead of asking (activity.GateCancel, closeGates). At
-	// version 4 a run works for about runFor (a minute) rather than
-	// runForBefore (20 seconds): the readers of a campaign show its
-	// units as they end (WithRunsProgress).
-	directRunsChange = "direct-runs"
-)
 
 // runWindow starts units, retried ones first, keeping MaxParallel
 // running, until none is left to start or starting must stop (stop,
@@ -431,13 +383,9 @@ const (
 // is running.
 func (c *campaignRun) runWindow() {
 	sel := workflow.NewSelector(c.ctx)
-	if c.runs {
-		// A run of units asks before each unit whether it may start:
-		// the answer must see a stop or a suspension as it comes, not
-		// once a unit has finished. (Runs before directRunsChange handle
-		// signals between units, and replay so.)
-		c.addSignalHandlers(sel)
-	}
+	// A stop or a suspension closes the gates of the runs of units in
+	// flight as it comes (closeGates), not once a unit has finished.
+	c.addSignalHandlers(sel)
 	inFlight := 0
 	for {
 		for inFlight < max(c.in.MaxParallel, 1) && c.mayStart() {
@@ -451,7 +399,7 @@ func (c *campaignRun) runWindow() {
 			}
 			c.takeKey(key)
 			inFlight++
-			if c.runs && directUnit(c.in.Template.Manifest) {
+			if directUnit(c.in.Template.Manifest) {
 				keys := c.takeRun(key)
 				c.runsInFlight++
 				sel.AddFuture(c.startRun(keys), func(f workflow.Future) {
@@ -595,8 +543,8 @@ func (c *campaignRun) waitWhileSuspended() {
 	}
 }
 
-// startUnit starts unit key: as one activity when the run takes direct
-// units and the unit needs no approval, else as a child Task workflow.
+// startUnit starts unit key: as one activity when the unit needs no
+// approval (directUnit), else as a child Task workflow.
 func (c *campaignRun) startUnit(key string) workflow.Future {
 	r := c.p.Results[key]
 	r.Key = key
@@ -604,7 +552,7 @@ func (c *campaignRun) startUnit(key string) workflow.Future {
 	r.Attempts++
 	c.p.Results[key] = r
 	c.p.Started++
-	direct := c.direct && directUnit(c.in.Template.Manifest)
+	direct := directUnit(c.in.Template.Manifest)
 	c.running[key] = direct
 
 	in := c.in.Template
@@ -1120,8 +1068,7 @@ func (c *campaignRun) state() CampaignState {
 }
 
 // finish marks the units never started skipped and settles the final
-// phase and message. It adds no command but the memo's phase, as it
-// always did: runs in flight when the phases were told apart replay.
+// phase and message, which the memo and search attributes record.
 func (c *campaignRun) finish() CampaignState {
 	for _, u := range c.in.Units {
 		if _, ok := c.p.Results[u.Key]; !ok {

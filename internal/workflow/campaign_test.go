@@ -47,19 +47,13 @@ type fleet struct {
 	// event until names for them has happened first; events records
 	// "start:key" and "end:key" as units provision and clean up, and
 	// "done:key" once the workflow holds the outcome of a unit's
-	// RunSandboxed (byActivity maps its activity to the unit).
+	// RunSandboxed (byActivity maps its activity to the unit) or child.
 	slow       map[string]time.Duration
 	until      map[string]string
 	events     []string
 	byActivity map[string]string
-	// runs records the length of each run of units, refused the units
-	// a run did not start because the campaign said no, which runs ask
-	// when ask is set; signalAfter names a signal to send once a unit of
-	// a run has finished.
-	ask         bool
-	runs        []int
-	refused     []string
-	signalAfter map[string]string
+	// runs records the length of each run of units.
+	runs []int
 	// took is how long each unit of a run says it worked (a second when
 	// zero); within and attempts record each run's Within and its units'
 	// attempts; afterUnit, when set, is told after each unit of a run of
@@ -182,6 +176,14 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			f.events = append(f.events, "done:"+key)
 		}
 	})
+	// The same for a unit that runs as a child (id <campaign>/<key>@<run>).
+	env.SetOnChildWorkflowCompletedListener(func(info *sdkworkflow.Info, _ converter.EncodedValue, _ error) {
+		id := info.WorkflowExecution.ID
+		key, _, _ := strings.Cut(id[strings.LastIndex(id, "/")+1:], "@")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.events = append(f.events, "done:"+key)
+	})
 	env.OnActivity(a.RunUnits, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activity.UnitsInput) (activity.UnitsOutcome, error) {
 		var out activity.UnitsOutcome
 		f.mu.Lock()
@@ -199,22 +201,6 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			if i > 0 && in.StopAtFailure && out.Done[i-1].Failed() {
 				break
 			}
-			if i > 0 && f.ask {
-				// As RunUnits asks the campaign. (Only with one slot: the
-				// test environment runs a query beside the workflow, which
-				// another slot's run, ending, would wake meanwhile.)
-				v, err := env.QueryWorkflow(activity.QueryMayStart, u.Key, in.Rev)
-				var ok bool
-				if err == nil {
-					err = v.Get(&ok)
-				}
-				if err != nil || !ok {
-					f.mu.Lock()
-					f.refused = append(f.refused, u.Key)
-					f.mu.Unlock()
-					break
-				}
-			}
 			r := activity.RunInput{Provision: activity.ProvisionInput{SandboxID: u.SandboxID, Labels: map[string]string{"fleetlift.io/task-id": u.TaskID}}}
 			o, err := run(ctx, r)
 			done := activity.UnitOutcome{Key: u.Key, Outcome: o, Took: took, Attempt: u.Attempt}
@@ -228,21 +214,6 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			out.Done = append(out.Done, done)
 			if f.afterUnit != nil {
 				f.afterUnit(slices.Clone(out.Done))
-			}
-			f.mu.Lock()
-			signal := f.signalAfter[u.Key]
-			f.mu.Unlock()
-			if signal != "" {
-				env.SignalWorkflow(signal, workflow.RecordSignal{})
-				// As a worker would have, before the next unit's
-				// question: the campaign takes the signal in. The test
-				// environment's main loop hands the signal to the
-				// workflow and runs it until it blocks before it runs
-				// the callback posted after; a query meanwhile would run
-				// beside the workflow, which is not safe.
-				taken := make(chan struct{})
-				env.RegisterDelayedCallback(func() { close(taken) }, 0)
-				<-taken
 			}
 		}
 		return out, nil
@@ -405,47 +376,33 @@ func TestCampaignRetriesAGroupWithAFailedRepository(t *testing.T) {
 // TestCampaignSlidingWindow: by default a finished unit's slot is taken
 // by the next at once: while one slow unit runs, the others go through
 // the other slot, where strict batches wait for the slow one at every
-// batch. A run started before the sliding window (its history has no
-// marker of the change) goes on in strict batches.
+// batch.
 func TestCampaignSlidingWindow(t *testing.T) {
-	for _, tc := range []struct {
-		name          string
-		strict, older bool
-	}{
-		{name: "sliding window"},
-		{name: "strict batches", strict: true},
-		{name: "started before the sliding window", older: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			batches := tc.strict || tc.older
-			// r0 holds its slot until r4 has started, which only the
-			// sliding window does; in batches it holds it its full
-			// time.
-			f := &fleet{slow: map[string]time.Duration{"r0": 10 * time.Second}, until: map[string]string{"r0": "start:r4"}}
-			if batches {
-				f.slow["r0"] = 300 * time.Millisecond
-			}
-			env := newCampaignEnv(f)
-			if tc.older {
-				env.OnGetVersion("sliding-window", sdkworkflow.DefaultVersion, 1).Return(sdkworkflow.DefaultVersion)
-			}
-			in := campaignInput(5)
-			in.StrictBatches = tc.strict
-			env.ExecuteWorkflow(workflow.Campaign, in)
-			if st := campaignResult(t, env); st.Summary.Completed != 5 {
-				t.Fatalf("%s", phases(st))
-			}
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			r4, r0 := slices.Index(f.events, "start:r4"), slices.Index(f.events, "end:r0")
-			if !batches && r4 > r0 {
-				t.Errorf("r4 started after the slow r0 ended: %v", f.events)
-			}
-			if batches && (slices.Index(f.events, "start:r2") < r0 || r4 < r0) {
-				t.Errorf("a batch started before the slow r0 of the first ended: %v", f.events)
-			}
-		})
-	}
+	forEachMode(t, func(t *testing.T, strict bool) {
+		// r0 holds its slot until r4 has started, which only the
+		// sliding window does; in batches it holds it its full
+		// time.
+		f := &fleet{slow: map[string]time.Duration{"r0": 10 * time.Second}, until: map[string]string{"r0": "start:r4"}}
+		if strict {
+			f.slow["r0"] = 300 * time.Millisecond
+		}
+		env := newCampaignEnv(f)
+		in := campaignInput(5)
+		in.StrictBatches = strict
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		if st := campaignResult(t, env); st.Summary.Completed != 5 {
+			t.Fatalf("%s", phases(st))
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		r4, r0 := slices.Index(f.events, "start:r4"), slices.Index(f.events, "end:r0")
+		if !strict && r4 > r0 {
+			t.Errorf("r4 started after the slow r0 ended: %v", f.events)
+		}
+		if strict && (slices.Index(f.events, "start:r2") < r0 || r4 < r0) {
+			t.Errorf("a batch started before the slow r0 of the first ended: %v", f.events)
+		}
+	})
 }
 
 // TestCampaignSlidingWindowStopsAtTheThreshold: in the sliding window,
@@ -454,14 +411,13 @@ func TestCampaignSlidingWindow(t *testing.T) {
 // goes on with the rest.
 //
 // Runs of units (TestCampaignRunStopsAtAFailureForTheThreshold) stop in
-// their own way: this is a campaign of one unit per activity, as runs
-// started before them are.
+// their own way: this is a campaign of reports, one child per unit.
 func TestCampaignSlidingWindowStopsAtTheThreshold(t *testing.T) {
 	f := &fleet{fail: map[string]bool{"r0": true}, slow: map[string]time.Duration{"r1": 10 * time.Second}, until: map[string]string{"r1": "done:r0"}}
 	env := newCampaignEnv(f)
-	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 4).Return(sdkworkflow.DefaultVersion)
 	in := campaignInput(6)
 	in.StrictBatches = false
+	in.Template.Manifest.Mode = protocol.ModeReport
 	paused := continueAfter(t, env, time.Hour)
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)

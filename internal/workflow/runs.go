@@ -12,12 +12,12 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 )
 
-// Runs of direct units (directRunsChange). A unit that needs no decision
-// on its way runs as one activity; a campaign of short units spends more
-// of the machine dispatching those activities, and the workflow task
+// Runs of direct units. A unit that needs no decision on its way runs as
+// an activity of the campaign; a campaign of short units would spend more
+// of the machine dispatching one activity per unit, and the workflow task
 // after each, than on the units' own work. So a free slot takes a run of
-// units that one activity (RunUnits) works through in turn, each still
-// in its own sandbox:
+// units that one activity (RunUnits) works through in turn, each still in
+// its own sandbox:
 //
 //   - a run takes a fair share of the units not yet done (runLength),
 //     so that the campaign's last units do not wait behind a long run,
@@ -31,9 +31,7 @@ import (
 //     (closeGates, activity.GateCancel): its unit at work finishes, and
 //     the heartbeat it sends before each further unit says it was
 //     cancelled; the units left come back (Requeued), to start first
-//     once starting is allowed again. Runs started before version 3 of
-//     directRunsChange ask the campaign (activity.QueryMayStart) before
-//     each unit but the first instead, and are told no;
+//     once starting is allowed again;
 //   - a run stops after a unit that failed when the campaign has a
 //     failure threshold, which the campaign then checks;
 //   - the campaign takes in the units of a run once the run reports;
@@ -42,48 +40,34 @@ import (
 //     readers show each as it ended, from the worker in their process or
 //     the run's heartbeats (WithRunsProgress).
 const (
-	// runFor is about how long a run of units works (runs since version
-	// 4 of directRunsChange). Each run costs the server an activity, its
-	// workflow task and the reads of those following the campaign: on 50
-	// repositories whose units take 8 seconds on a busy forge, runs of
-	// about 20 seconds were 21 to 24 runs, of a minute, 8.
+	// runFor is about how long a run of units works. Each run costs the
+	// server an activity, its workflow task and the reads of those
+	// following the campaign: on 50 repositories whose units take 8
+	// seconds on a busy forge, runs of about 20 seconds were 21 to 24
+	// runs, of a minute, 8. The readers of a campaign show its units as
+	// they end (WithRunsProgress), not once their run reports.
 	runFor = time.Minute
-	// runForBefore is runFor of the runs before version 4, when a unit's
-	// outcome showed once its run reported, up to runFor after it ended.
-	runForBefore = 20 * time.Second
 	// maxRun bounds the units of a run.
 	maxRun = 16
 )
 
-// runFor is about how long a run of units of this campaign works.
-func (c *campaignRun) runFor() time.Duration {
-	if c.longRuns {
-		return runFor
-	}
-	return runForBefore
-}
-
 // runLength is how many units the next run takes: a fair share, no more
 // than the units timed so far say fit in runFor, and at least one. The
-// share was the units left (counting the one taken) over the campaign's
-// parallelism, which made the slots that start together take ever
-// shorter runs (50 units over 8 slots: 7, 6, 5, 5, 4, ...) and the
-// slots that finished first take more runs after. Since version 2 of
-// directRunsChange it is the units left and those in runs not yet
-// reported over the parallelism, and no more than the units left over
-// the slots free: 50 over 8 are runs of 7, 7 and six of 6, one each.
+// share is the units left (counting the one taken) and those in runs not
+// yet reported over the parallelism, and no more than the units left
+// over the slots free: 50 units over 8 slots are runs of 7, 7 and six of
+// 6, one each. (The units left over the parallelism alone made the slots
+// that start together take ever shorter runs, 7, 6, 5, 5, 4, ..., and
+// the slots that finished first take more runs after.)
 func (c *campaignRun) runLength() int {
 	n := maxRun
 	if c.p.UnitsTimed > 0 {
 		if avg := c.p.UnitTime / time.Duration(c.p.UnitsTimed); avg > 0 {
-			n = min(n, int(c.runFor()/avg))
+			n = min(n, int(runFor/avg))
 		}
 	}
 	left := 1 + len(c.p.Requeued) + len(c.p.Retry) + max(len(c.in.Units)-c.p.Next, 0)
 	parallel := max(c.in.MaxParallel, 1)
-	if !c.shares {
-		return max(min(n, (left+parallel-1)/parallel), 1)
-	}
 	share := (left + len(c.running) + parallel - 1) / parallel
 	free := max(parallel-c.runsInFlight, 1)
 	return max(min(n, share, (left+free-1)/free), 1)
@@ -151,29 +135,23 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 	// A cancelled run reports the units it finished: their pull requests
 	// are open.
 	opts.WaitForCancellation = true
-	actx := workflow.WithActivityOptions(c.ctx, opts)
-	gate := ""
-	if c.gated {
-		var cancel workflow.CancelFunc
-		actx, cancel = workflow.WithCancel(actx)
-		c.gates = append(c.gates, &runGate{first: keys[0], rev: c.rev, cancel: cancel})
-		gate = activity.GateCancel
-	}
+	actx, cancel := workflow.WithCancel(workflow.WithActivityOptions(c.ctx, opts))
+	c.gates = append(c.gates, &runGate{first: keys[0], rev: c.rev, cancel: cancel})
 	return workflow.ExecuteActivity(actx, a.RunUnits, activity.UnitsInput{
 		Template: activity.RunInput{
 			Provision: in.provision(""),
 			Manifest:  m, Timeout: timeout, MaxSandboxes: maxSandboxes,
 		},
 		Units:         units,
-		Within:        c.runFor(),
+		Within:        runFor,
 		StopAtFailure: c.in.ThresholdPercent < 100,
 		Rev:           c.rev,
 		MaxAttempts:   maxSandboxes,
-		Gate:          gate,
+		Gate:          activity.GateCancel,
 	})
 }
 
-// runGate is a gated run of units in flight: the unit it started with,
+// runGate is a run of units in flight: the unit it started with,
 // the revision it was made at, and how to cancel it.
 type runGate struct {
 	first  string
@@ -182,7 +160,7 @@ type runGate struct {
 	closed bool
 }
 
-// closeGates cancels the gated runs in flight that may start no further
+// closeGates cancels the runs of units in flight that may start no further
 // unit: every one once the campaign starts no unit (a stop, a
 // suspension, the failure threshold), and those made before an update
 // in place. A run cancelled so finishes its unit at work and gives the
@@ -308,21 +286,6 @@ func WithRunsProgress(st CampaignState, p activity.RunsProgress) CampaignState {
 		})
 	}
 	return st
-}
-
-// mayStartUnit answers activity.QueryMayStart: unit key, taken into a run
-// at revision rev, may start when the campaign starts units now (not
-// stopped, suspended, paused or past its failure threshold), its spec has
-// not changed since, and the unit still waits in that run.
-func (c *campaignRun) mayStartUnit(key string, rev int) (bool, error) {
-	if _, queued := c.queued[key]; !queued || rev != c.rev {
-		return false, nil
-	}
-	r, ok := c.p.Results[key]
-	if !ok || r.Phase != TaskQueued {
-		return false, nil
-	}
-	return c.startsUnits(), nil
 }
 
 // startsUnits reports whether the campaign starts units now: not

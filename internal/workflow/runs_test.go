@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/testsuite"
-	sdkworkflow "go.temporal.io/sdk/workflow"
-
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -61,69 +58,13 @@ func TestCampaignRunsShortUnitsInRuns(t *testing.T) {
 	}
 }
 
-// askingRuns makes env's campaign run its runs of units as campaigns
-// before gated runs did (direct-runs version 2): each asks before a unit.
-// A gated run is cancelled, and the test environment ends a cancelled
-// activity at once, where the server waits for it (WaitForCancellation):
-// gated runs are tested on the server (internal/devserver).
-func askingRuns(env *testsuite.TestWorkflowEnvironment) {
-	env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 4).Return(sdkworkflow.Version(2))
-}
-
-// An abort while a run works stops it before its next unit: the campaign
-// says no when asked, and the units the run gave back are skipped, not
-// failed or lost.
-func TestCampaignRunStopsAtAnAbort(t *testing.T) {
-	f := &fleet{ask: true, signalAfter: map[string]string{"r2": workflow.SignalAbort}}
-	env := newCampaignEnv(f)
-	askingRuns(env)
-	env.ExecuteWorkflow(workflow.Campaign, runsInput(8, 1))
-	st := campaignResult(t, env)
-	if !slices.Equal(f.runs, []int{8}) || !slices.Equal(f.refused, []string{"r3"}) {
-		t.Fatalf("runs %v, refused %v: want one run of the 8 units, r3 refused in it", f.runs, f.refused)
-	}
-	want := "r0=completed r1=completed r2=completed r3=skipped r4=skipped r5=skipped r6=skipped r7=skipped"
-	if got := phases(st); got != want || st.Phase != workflow.CampaignAborted {
-		t.Errorf("campaign %s: %s, want aborted: %s", st.Phase, got, want)
-	}
-	if st.Summary.PRsCreated != 3 {
-		t.Errorf("%d pull requests recorded, want the 3 the units that ran opened", st.Summary.PRsCreated)
-	}
-}
-
-// A suspension while a run works gives its units left back; once
-// resumed, they start first, each once, with its first attempt.
-func TestCampaignRunGivesBackUnitsWhenSuspended(t *testing.T) {
-	f := &fleet{ask: true, signalAfter: map[string]string{"r2": workflow.SignalSuspend}}
-	env := newCampaignEnv(f)
-	askingRuns(env)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalResume, nil) }, time.Hour)
-	env.ExecuteWorkflow(workflow.Campaign, runsInput(8, 1))
-	st := campaignResult(t, env)
-	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 8 {
-		t.Fatalf("campaign %s (%s): %s", st.Phase, st.Message, phases(st))
-	}
-	if !slices.Equal(f.refused, []string{"r3"}) || !slices.Equal(f.runs, []int{8, 5}) {
-		t.Errorf("runs %v, refused %v: want r3 refused after the suspension, and a run of the 5 given back after the resume", f.runs, f.refused)
-	}
-	if want := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"}; !slices.Equal(f.started, want) {
-		t.Errorf("units started %v, want %v: those given back first, each once", f.started, want)
-	}
-	for _, u := range st.Units {
-		if u.Attempts != 1 {
-			t.Errorf("%s: %d attempts, want 1 (a unit given back never started)", u.Key, u.Attempts)
-		}
-	}
-}
-
 // With a failure threshold, a run stops after a unit that failed, so
 // that the campaign pauses before more units start, as it does with one
 // unit per activity; the units the run did not start wait, pending, and
 // continue starts them.
 func TestCampaignRunStopsAtAFailureForTheThreshold(t *testing.T) {
-	f := &fleet{ask: true, fail: map[string]bool{"r2": true}}
+	f := &fleet{fail: map[string]bool{"r2": true}}
 	env := newCampaignEnv(f)
-	askingRuns(env)
 	in := runsInput(8, 1)
 	in.ThresholdPercent = 30
 	paused := continueAfter(t, env, time.Hour)
@@ -144,38 +85,24 @@ func TestCampaignRunStopsAtAFailureForTheThreshold(t *testing.T) {
 }
 
 // Once units have been timed, a run takes as many as fit in about a
-// minute, and works no longer; campaigns started before version 4 of
-// direct-runs go on with runs of about 20 seconds, as they replay.
+// minute, and works no longer.
 func TestCampaignRunsWorkAboutAMinute(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		version sdkworkflow.Version
-		runs    []int
-		within  time.Duration
-	}{
-		// The first run has no timings: a fair share, at most 16. Then
-		// units of 8 seconds: 7 fit in a minute, 2 in 20 seconds.
-		{"a minute", 4, []int{16, 7, 7, 7, 3}, time.Minute},
-		{"20 seconds before version 4", 3, []int{16, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, 20 * time.Second},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := &fleet{took: 8 * time.Second}
-			env := newCampaignEnv(f)
-			env.OnGetVersion("direct-runs", sdkworkflow.DefaultVersion, 4).Return(tc.version)
-			env.ExecuteWorkflow(workflow.Campaign, runsInput(40, 1))
-			st := campaignResult(t, env)
-			if st.Summary.Completed != 40 {
-				t.Fatalf("campaign %s: %+v", st.Phase, st.Summary)
-			}
-			if !slices.Equal(f.runs, tc.runs) {
-				t.Errorf("runs of %v units, want %v", f.runs, tc.runs)
-			}
-			for _, w := range f.within {
-				if w != tc.within {
-					t.Errorf("a run works within %s, want %s", w, tc.within)
-				}
-			}
-		})
+	f := &fleet{took: 8 * time.Second}
+	env := newCampaignEnv(f)
+	env.ExecuteWorkflow(workflow.Campaign, runsInput(40, 1))
+	st := campaignResult(t, env)
+	if st.Summary.Completed != 40 {
+		t.Fatalf("campaign %s: %+v", st.Phase, st.Summary)
+	}
+	// The first run has no timings: a fair share, at most 16. Then units
+	// of 8 seconds: 7 fit in a minute.
+	if want := []int{16, 7, 7, 7, 3}; !slices.Equal(f.runs, want) {
+		t.Errorf("runs of %v units, want %v", f.runs, want)
+	}
+	for _, w := range f.within {
+		if w != time.Minute {
+			t.Errorf("a run works within %s, want a minute", w)
+		}
 	}
 }
 

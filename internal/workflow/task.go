@@ -314,13 +314,14 @@ func appendNote(notes []string, note string) []string {
 	return notes
 }
 
-// Versions: no release of fleetlift has run the Task workflow yet, so it
-// has one code path and records no version marker. From the first
-// release on, every change to the commands a workflow issues (an
-// activity, timer, child, marker or search attribute added, removed,
-// reordered or given other options) goes behind workflow.GetVersion, and
-// the replay tests keep a recorded run of the version before it: a run
-// in flight must replay on the code that takes it over.
+// Versions: no release of fleetlift has run its workflows yet, so Task
+// and Campaign have one code path each and record no version marker.
+// From the first release on, every change to the commands a workflow
+// issues (an activity, timer, child, marker or search attribute added,
+// removed, reordered or given other options) goes behind
+// workflow.GetVersion, and the replay tests keep a recorded run of the
+// version before it: a run in flight must replay on the code that takes
+// it over.
 
 // unapprovedPushes compares what the agent pushed after an approval with
 // the result approved: every pull request must propose exactly the tree
