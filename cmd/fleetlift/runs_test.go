@@ -17,9 +17,9 @@ var recordRunsHistory = flag.String("record-runs-history", "", "write the histor
 
 // TestRunCampaignRunsShortUnitsInRuns: on the embedded server, a
 // campaign of short units runs them in runs of several, each run one
-// activity that asks the campaign (a query through the server) before
-// each unit after its first: every repository gets its branch once, and
-// the campaign's history holds fewer activities than units.
+// activity that heartbeats before each unit after its first: every
+// repository gets its branch once, and the campaign's history holds
+// fewer activities than units.
 func TestRunCampaignRunsShortUnitsInRuns(t *testing.T) {
 	root := t.TempDir()
 	urls := demoRepos(t, root, 8)
@@ -73,6 +73,6 @@ func TestRunCampaignRunsShortUnitsInRuns(t *testing.T) {
 		t.Errorf("%d runs held %d units (%d distinct): want all 8 units in 2 runs", runs, units, len(seen))
 	}
 	if units != 8 {
-		t.Errorf("%d units taken into runs for 8: a unit was given back (the campaign said no, or could not be asked)", units)
+		t.Errorf("%d units taken into runs for 8: a unit was given back (the campaign cancelled its run, or the heartbeat failed)", units)
 	}
 }

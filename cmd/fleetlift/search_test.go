@@ -195,9 +195,9 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 	}
 	if *recordSearchHistories != "" {
 		// campaign/bump runs its units in its own history (direct
-		// units); campaign-search-attributes.history.json is a run from
-		// before, whose units were children.
+		// units), campaign/inventory as children (reports).
 		writeHistory(t, c2, "campaign/bump", filepath.Join(*recordSearchHistories, "campaign-direct-units.history.json"))
+		writeHistory(t, c2, "campaign/inventory", filepath.Join(*recordSearchHistories, "campaign-children.history.json"))
 		writeHistory(t, c2, "task/needs-ok", filepath.Join(*recordSearchHistories, "task-search-attributes.history.json"))
 	}
 }

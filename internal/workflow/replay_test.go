@@ -11,16 +11,25 @@ import (
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
-// TestReplayTaskHistory replays Task runs recorded on the embedded server
-// (provision, agent run, approval, pull request, cleanup) by
-// TestTaskApprovalOnServer in internal/devserver: task-wait-submits
-// removes the sandbox with a cleanup of its own, task-wait-cleans-up with
-// the last wait. It fails when a change to the workflow code would break
-// runs already in flight. Record another fixture with:
+// The replay tests replay runs recorded on the embedded server against
+// the workflow code, and fail when a change to it would break runs in
+// flight. No release has run these workflows yet: the fixtures are runs
+// of their one code path. From the first release on, a change to a
+// workflow's commands goes behind workflow.GetVersion, the fixtures of
+// the version before it stay (they are the runs in flight then), and
+// one of the new version is added beside them, under a name of its own.
+// Each fixture is recorded by a test on the embedded server:
 //
-//	go test ./internal/devserver -run TestTaskApprovalOnServer -record-history $PWD/internal/workflow/testdata/NAME.history.json
+//	go test ./internal/devserver -run '^TestTaskApprovalOnServer$' -record-history $PWD/internal/workflow/testdata/task-approve.history.json
+//	go test ./cmd/fleetlift -run '^TestSearchAttributes$' -record-search-histories $PWD/internal/workflow/testdata
+//	go test ./cmd/fleetlift -run '^TestRunCampaignRunsShortUnitsInRuns$' -record-runs-history $PWD/internal/workflow/testdata/campaign-direct-runs.history.json
+
+// TestReplayTaskHistory replays Task runs that need approval: provision,
+// the agent's run, approval, pull request, the last wait removing the
+// sandbox; task-search-attributes carries search attributes and keeps
+// its phase current.
 func TestReplayTaskHistory(t *testing.T) {
-	for _, name := range []string{"task-wait-submits", "task-wait-cleans-up"} {
+	for _, name := range []string{"task-approve", "task-search-attributes"} {
 		t.Run(name, func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflow.Task)
@@ -31,18 +40,17 @@ func TestReplayTaskHistory(t *testing.T) {
 	}
 }
 
-// TestReplayCampaignHistory replays Campaign runs recorded on the
-// embedded server, by workflow id (children's ids derive from it).
+// TestReplayCampaignHistory replays Campaign runs by workflow id (their
+// children's ids and sandboxes derive from it), each with search
+// attributes: campaign/bump's two units, which need no decision, ran
+// as activities of its own (runs of units); campaign/inventory's two
+// reports as children; campaign/runs' eight units over two slots in runs
+// of 4 and 4.
 func TestReplayCampaignHistory(t *testing.T) {
 	for name, id := range map[string]string{
-		// A campaign of eight direct units over two slots, recorded by
-		// TestRunCampaignRunsShortUnitsInRuns -record-runs-history in
-		// cmd/fleetlift: run in runs of 4, 2, 1 and 1 (before a run's
-		// share counted the units in flight), and of 4 and 4. How long
-		// a run is and how it learns to stop are its input, not
-		// commands: both replay.
-		"campaign-direct-runs":        "campaign/runs",
-		"campaign-direct-runs-shares": "campaign/runs",
+		"campaign-direct-units": "campaign/bump",
+		"campaign-children":     "campaign/inventory",
+		"campaign-direct-runs":  "campaign/runs",
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, err := os.Open("testdata/" + name + ".history.json")
