@@ -70,14 +70,9 @@ type Activities struct {
 	// steps on the sandboxes it provisions are sent; empty when any worker
 	// reaches every sandbox.
 	Queue string
-	// MayStart says whether RunUnits may start unit key of a run the
-	// campaign made at its revision rev; nil asks the campaign
-	// (QueryMayStart).
-	MayStart func(ctx context.Context, key string, rev int) (bool, error)
-	// StillWanted sends the heartbeats of a run of units whose campaign
-	// cancels it (GateCancel), the one before each unit and the others,
-	// and says whether the campaign has not cancelled the run; nil
-	// heartbeats (heartbeatNow).
+	// StillWanted sends the heartbeats of a run of units (RunUnits), the
+	// one before each unit and the others, and says whether the campaign
+	// has not cancelled the run; nil heartbeats (heartbeatNow).
 	StillWanted func(ctx context.Context, p any) (bool, error)
 	// UnitGoesOn says whether the unit at work of a run the campaign
 	// cancelled goes on; nil asks the campaign (QueryUnitGoesOn).

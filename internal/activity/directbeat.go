@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// directBeat is a gated run's beat (GateCancel). It sends its heartbeats
+// directBeat is a run of units' beat (RunUnits). It sends its heartbeats
 // itself (heartbeatNow), past Temporal's client, so that the heartbeat
 // the run sends before each unit, whose answer says whether the campaign
 // cancelled the run, is its beat as well: the client's timer knows

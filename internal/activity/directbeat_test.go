@@ -56,7 +56,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// The heartbeat a gated run sends before a unit is its beat: the next
+// The heartbeat a run of units sends before a unit is its beat: the next
 // one it sends of its own is due 80% of the timeout after it, and the
 // first half the timeout after the start.
 func TestDirectBeatCountsEveryHeartbeatItSends(t *testing.T) {

@@ -15,26 +15,9 @@ import (
 	"github.com/fleetlift/fleetlift/internal/payload"
 )
 
-// QueryMayStart is the query a campaign answers for RunUnits before each
-// unit of a run but the first: whether unit key, taken into the run at
-// the campaign's revision rev, may start now (arguments key and rev; a
-// bool).
-const QueryMayStart = "may-start"
-
-// GateCancel is the UnitsInput.Gate of a campaign that cancels a run of
-// units as soon as it may start no further unit of it (a stop, a
-// suspension, the failure threshold, an update in place). Such a run
-// asks nothing before a unit: it heartbeats, which it does at each unit
-// all the same, and the answer says whether the campaign has cancelled
-// it. That costs the server one call where a query costs three (the
-// query, the worker's answer and its next poll). The cancellation ends
-// no unit at work unless the campaign itself was cancelled
-// (QueryUnitGoesOn).
-const GateCancel = "cancel"
-
 // QueryUnitGoesOn is the query a campaign answers for a run of units it
-// cancelled (GateCancel): whether the unit at work goes on, which it
-// does unless the campaign itself was cancelled (a bool).
+// cancelled (RunUnits): whether the unit at work goes on, which it does
+// unless the campaign itself was cancelled (a bool).
 const QueryUnitGoesOn = "unit-goes-on"
 
 // goOnEvery is how often the unit at work of a cancelled run asks again
@@ -55,17 +38,10 @@ type UnitsInput struct {
 	// StopAtFailure ends the run after a unit that failed: the campaign
 	// has a failure threshold to check.
 	StopAtFailure bool
-	// Rev is the campaign's revision when it made the run, which
-	// QueryMayStart is asked with.
-	Rev int
 	// MaxAttempts is the activity's retry policy's: at the last attempt,
 	// an error that would have been retried fails its unit, and the run
 	// reports the units done before it.
 	MaxAttempts int
-	// Gate is how the run learns that it may start no further unit:
-	// empty, it asks the campaign before each unit (QueryMayStart); with
-	// GateCancel, the campaign cancels it.
-	Gate string `json:"gate,omitempty"`
 }
 
 // UnitSpec is what sets one unit of a run apart from the run's template.
@@ -149,38 +125,31 @@ type RunsProgress struct {
 // units spares the server a dispatch of an activity and a workflow task
 // for each unit after a run's first.
 //
-// Before each unit but the first, the run learns whether it may start:
-// a gated run (GateCancel) from the heartbeat it sends, which says
-// whether the campaign cancelled it; another asks the campaign
-// (QueryMayStart). A campaign stopped, suspended or paused since, or
-// whose spec changed, has cancelled the run or says no, and the units
-// left go back to it, as they do once the run has worked Within, or
-// after a unit that failed when StopAtFailure is set, or when the answer
-// cannot be had.
+// The campaign cancels a run as soon as it may start no further unit of
+// it (a stop, a suspension, the failure threshold, an update in place).
+// Before each unit but the first, the run learns whether it was
+// cancelled from the heartbeat it sends, which it does at each unit all
+// the same: one call to the server, where a query would cost three (the
+// query, the worker's answer and its next poll). A cancelled run gives
+// the units left back to the campaign, as it does once it has worked
+// Within, or after a unit that failed when StopAtFailure is set, or when
+// the heartbeat fails.
 //
 // A unit's error does not end the run: it is that unit's outcome. Only
 // an error Temporal would retry, before the last attempt, fails the
 // activity; the attempt after starts from the heartbeat, which holds the
 // units done and the sandbox at work. A cancelled run removes the
-// sandbox at work and reports what was done, that unit cancelled; a
-// gated run's unit at work goes on unless the campaign itself was
-// cancelled (unitContext).
+// sandbox at work and reports what was done, that unit cancelled; the
+// unit at work of a run the campaign cancelled goes on unless the
+// campaign itself was cancelled (unitContext).
 func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome, error) {
 	var p unitsProgress
 	lastProgress(ctx, &p)
-	var beat progressBeat
-	var gate *directBeat // a gated run's (GateCancel)
-	if in.Gate == GateCancel {
-		// Its heartbeats end the run's context as the client's would
-		// end the activity's, and go on while the unit at work ends.
-		var stopped context.CancelCauseFunc
-		ctx, stopped = context.WithCancelCause(ctx)
-		defer stopped(nil)
-		gate = newDirectBeat(context.WithoutCancel(ctx), a.stillWanted, stopped)
-		beat = gate
-	} else {
-		beat = newBeat(ctx)
-	}
+	// The beat's heartbeats end the run's context as the client's would
+	// end the activity's, and go on while the unit at work ends.
+	ctx, stopped := context.WithCancelCause(ctx)
+	defer stopped(nil)
+	beat := newDirectBeat(context.WithoutCancel(ctx), a.stillWanted, stopped)
 	defer beat.stop()
 	lastAttempt := true
 	if sdkactivity.IsActivity(ctx) {
@@ -194,7 +163,7 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		resumed := i == len(p.Done) && p.Current.Sandbox != ""
 		next := in.input(u)
 		ref := &UnitRef{Key: u.Key, Attempt: u.Attempt}
-		if i > 0 && !resumed && !a.mayGoOn(ctx, in, gate, unitsProgress{Done: out.Done, Current: runProgress{Sandbox: next.Provision.SandboxID}, AtWork: ref}, began, u.Key) {
+		if i > 0 && !resumed && !mayGoOn(ctx, in, beat, unitsProgress{Done: out.Done, Current: runProgress{Sandbox: next.Provision.SandboxID}, AtWork: ref}, began, u.Key) {
 			break
 		}
 		a.unitStarted(ctx, *ref)
@@ -203,19 +172,13 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 			lost = p.Current.Lost
 		}
 		start := time.Now()
-		first := i == len(p.Done)
-		uctx, release := ctx, context.CancelFunc(func() {})
-		if gate != nil {
-			uctx, release = a.unitContext(ctx)
-		}
+		uctx, release := a.unitContext(ctx)
 		r, err := a.runSandboxed(uctx, next, lost, func(c runProgress) {
-			// The units done before this one are told at once: an
-			// attempt after a dead worker must not run them again.
-			// (Temporal's client holds back all but one heartbeat in 80%
-			// of the timeout, and sends the latest should the attempt
-			// fail.) A gated run's heartbeat before the unit told them,
-			// and the unit's first sandbox.
-			beat.set(unitsProgress{Done: out.Done, Current: c, AtWork: ref}, len(c.Lost) > 0 || (!first && gate == nil))
+			// The heartbeat before the unit told the units done before
+			// it, which an attempt after a dead worker must not run
+			// again, and the unit's first sandbox; a sandbox lost and
+			// replaced is told at once.
+			beat.set(unitsProgress{Done: out.Done, Current: c, AtWork: ref}, len(c.Lost) > 0)
 		})
 		// Whether the unit's context ended before the unit did: releasing
 		// it below ends it all the same.
@@ -285,18 +248,10 @@ func RunsProgressOf(pending []*workflowpb.PendingActivityInfo) RunsProgress {
 	return rp
 }
 
-// progressBeat heartbeats a run's progress: beat, or a gated run's
-// directBeat.
-type progressBeat interface {
-	set(p any, now bool)
-	flush()
-	stop()
-}
-
 // mayGoOn reports whether the run goes on to unit key after the units
-// done (p.Done); a gated run's gate heartbeats p, which names the unit's
-// sandbox too.
-func (a *Activities) mayGoOn(ctx context.Context, in UnitsInput, gate *directBeat, p unitsProgress, began time.Time, key string) bool {
+// done (p.Done); beat heartbeats p, which names the unit's sandbox too,
+// and learns whether the campaign cancelled the run.
+func mayGoOn(ctx context.Context, in UnitsInput, beat *directBeat, p unitsProgress, began time.Time, key string) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -306,30 +261,12 @@ func (a *Activities) mayGoOn(ctx context.Context, in UnitsInput, gate *directBea
 	if done := p.Done; in.StopAtFailure && len(done) > 0 && done[len(done)-1].Failed() {
 		return false
 	}
-	if gate != nil {
-		ok, err := gate.gate(p)
-		if err != nil {
-			sdkactivity.GetLogger(ctx).Warn("no heartbeat before the next unit; the rest go back to the campaign", "unit", key, "error", err)
-			return false
-		}
-		return ok
-	}
-	ask := a.MayStart
-	if ask == nil {
-		ask = askCampaign
-	}
-	ok, err := ask(ctx, key, in.Rev)
+	ok, err := beat.gate(p)
 	if err != nil {
-		sdkactivity.GetLogger(ctx).Warn("campaign did not say whether the next unit may start; the rest go back to it", "unit", key, "error", err)
+		sdkactivity.GetLogger(ctx).Warn("no heartbeat before the next unit; the rest go back to the campaign", "unit", key, "error", err)
 		return false
 	}
 	return ok
-}
-
-// askCampaign asks the campaign that scheduled this activity whether
-// unit key may start (QueryMayStart).
-func askCampaign(ctx context.Context, key string, rev int) (bool, error) {
-	return queryCampaign(ctx, QueryMayStart, key, rev)
 }
 
 // askGoesOn asks the campaign that scheduled this activity whether the
@@ -384,12 +321,12 @@ func heartbeatNow(ctx context.Context, p any) error {
 	return sdkactivity.GetClient(ctx).RecordActivityHeartbeat(hctx, sdkactivity.GetInfo(ctx).TaskToken, p)
 }
 
-// unitContext is the context the unit at work of a gated run works in:
-// the run's, except that a cancellation the campaign asked for ends the
-// unit only when the campaign says so (QueryUnitGoesOn), asked at once
-// and every goOnEvery until the unit ends; any other end of the run's
+// unitContext is the context the unit at work of a run works in: the
+// run's, except that a cancellation the campaign asked for ends the unit
+// only when the campaign says so (QueryUnitGoesOn), asked at once and
+// every goOnEvery until the unit ends; any other end of the run's
 // context (the worker stopping, a timeout, the activity gone) ends it at
-// once, as it ends the unit of a run that is not gated.
+// once.
 func (a *Activities) unitContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {

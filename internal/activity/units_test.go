@@ -22,29 +22,12 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
-// asked records RunUnits' questions to the campaign and answers no for
-// the units in refuse.
-type asked struct {
-	mu     sync.Mutex
-	keys   []string
-	revs   []int
-	refuse map[string]bool
-}
-
-func (q *asked) mayStart(_ context.Context, key string, rev int) (bool, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.keys = append(q.keys, key)
-	q.revs = append(q.revs, rev)
-	return !q.refuse[key], nil
-}
-
 // units is a run of the named units (each its own sandbox, of that
 // name, and a repository of that name) whose stand-in agents reach phase.
 func units(phase string, names ...string) activity.UnitsInput {
 	in := activity.UnitsInput{
-		Template: activity.RunInput{Manifest: protocol.Manifest{TaskID: "run", Title: phase}, Timeout: time.Minute, MaxSandboxes: 3},
-		Rev:      7, MaxAttempts: 3,
+		Template:    activity.RunInput{Manifest: protocol.Manifest{TaskID: "run", Title: phase}, Timeout: time.Minute, MaxSandboxes: 3},
+		MaxAttempts: 3,
 	}
 	for _, n := range names {
 		in.Units = append(in.Units, activity.UnitSpec{Key: n, SandboxID: n, TaskID: "c/" + n, Repositories: []protocol.Repository{{Name: n}}})
@@ -80,13 +63,10 @@ func keys(out activity.UnitsOutcome) []string {
 }
 
 // A run works through its units in turn, each in its own sandbox, removed
-// after; it asks the campaign before each unit but the first, with the
-// run's revision; each outcome keeps what the campaign records and not
-// the diffs.
+// after; each outcome keeps what the campaign records and not the diffs.
 func TestRunUnitsRunsEachUnitInItsOwnSandbox(t *testing.T) {
 	a, env := newActivities(t)
-	q := &asked{}
-	a.MayStart = q.mayStart
+	a.StillWanted = (&wanted{}).stillWanted
 	out := runUnits(t, a, env, units("complete", "u1", "u2", "u3"))
 	if got := keys(out); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
 		t.Fatalf("units done %v", got)
@@ -99,22 +79,6 @@ func TestRunUnitsRunsEachUnitInItsOwnSandbox(t *testing.T) {
 			t.Errorf("%s: repository %+v; want its status, without diffs", d.Key, r)
 		}
 	}
-	if !slices.Equal(q.keys, []string{"u2", "u3"}) || !slices.Equal(q.revs, []int{7, 7}) {
-		t.Errorf("asked about %v at revisions %v; want u2 and u3, at 7", q.keys, q.revs)
-	}
-	gone(t, a, "u1", "u2", "u3")
-}
-
-// A unit the campaign says no to, and those after it, do not start:
-// their sandboxes are never made.
-func TestRunUnitsStopsWhereTheCampaignSaysNo(t *testing.T) {
-	a, env := newActivities(t)
-	q := &asked{refuse: map[string]bool{"u2": true}}
-	a.MayStart = q.mayStart
-	out := runUnits(t, a, env, units("complete", "u1", "u2", "u3"))
-	if got := keys(out); !slices.Equal(got, []string{"u1"}) || !slices.Equal(q.keys, []string{"u2"}) {
-		t.Fatalf("units done %v after asking about %v; want u1, then no for u2", got, q.keys)
-	}
 	gone(t, a, "u1", "u2", "u3")
 }
 
@@ -123,7 +87,7 @@ func TestRunUnitsStopsWhereTheCampaignSaysNo(t *testing.T) {
 // failed unit with why, not the run's error.
 func TestRunUnitsStopsAtAFailureOnlyWhenAsked(t *testing.T) {
 	a, env := newActivities(t)
-	a.MayStart = (&asked{}).mayStart
+	a.StillWanted = (&wanted{}).stillWanted
 	in := units("complete", "u1", "failing", "u3")
 	in.StopAtFailure = true
 	out := runUnits(t, a, env, in)
@@ -145,27 +109,29 @@ func TestRunUnitsStopsAtAFailureOnlyWhenAsked(t *testing.T) {
 	gone(t, a, "lose-all", "lose-all-1", "lose-all-2", "u3")
 }
 
-// Once a run has worked Within, no further unit starts, and the campaign
-// is not asked.
+// Once a run has worked Within, no further unit starts, and no heartbeat
+// goes out before one.
 func TestRunUnitsEndsOnceItHasWorkedWithin(t *testing.T) {
+	activity.QuietBeats(t)
 	a, env := newActivities(t)
-	q := &asked{}
-	a.MayStart = q.mayStart
+	w := &wanted{}
+	a.StillWanted = w.stillWanted
 	in := units("complete", "u1", "u2")
 	in.Within = time.Millisecond
 	out := runUnits(t, a, env, in)
-	if got := keys(out); !slices.Equal(got, []string{"u1"}) || len(q.keys) != 0 {
-		t.Errorf("done %v, asked %v; want u1 alone, nothing asked", got, q.keys)
+	if got := keys(out); !slices.Equal(got, []string{"u1"}) || len(w.next) != 0 {
+		t.Errorf("done %v, heartbeats naming %v; want u1 alone, no heartbeat", got, w.next)
 	}
 }
 
 // An attempt that takes over from a dead worker starts from the last
 // heartbeat: the units done there are not run again, and the unit that
-// was at work goes on in its sandbox without asking the campaign again.
+// was at work goes on in its sandbox without a heartbeat before it.
 func TestRunUnitsTakesOverFromItsLastHeartbeat(t *testing.T) {
+	activity.QuietBeats(t)
 	a, env := newActivities(t)
-	q := &asked{}
-	a.MayStart = q.mayStart
+	w := &wanted{}
+	a.StillWanted = w.stillWanted
 	ref := start(t, a, env, "u2", "complete")
 	waitFor(t, a, env, ref, protocol.PhaseComplete)
 	var progress map[string]any
@@ -184,8 +150,8 @@ func TestRunUnitsTakesOverFromItsLastHeartbeat(t *testing.T) {
 	if out.Done[1].Outcome.Status.Phase != protocol.PhaseComplete || out.Done[2].Outcome.Status.Phase != protocol.PhaseFailed {
 		t.Errorf("u2 %s, u3 %s; want u2's finished agent read, u3 run", out.Done[1].Outcome.Status.Phase, out.Done[2].Outcome.Status.Phase)
 	}
-	if !slices.Equal(q.keys, []string{"u3"}) {
-		t.Errorf("asked about %v; want only u3", q.keys)
+	if !slices.Equal(w.next, []string{"u3"}) {
+		t.Errorf("heartbeats before units naming %v; want only u3", w.next)
 	}
 	gone(t, a, "u2", "u3")
 }
@@ -211,7 +177,7 @@ func runAsync(ctx context.Context, a *activity.Activities, in activity.UnitsInpu
 // finished, that one cancelled: their pull requests are open.
 func TestRunUnitsCancelledReportsWhatItDid(t *testing.T) {
 	a, _ := newActivities(t)
-	a.MayStart = (&asked{}).mayStart
+	a.StillWanted = (&wanted{}).stillWanted
 	ctx, cancel := context.WithCancel(t.Context())
 	in := units("complete", "u1", "slow", "u3")
 	in.Template.Manifest.TaskID = "slow-30"
@@ -229,9 +195,9 @@ func TestRunUnitsCancelledReportsWhatItDid(t *testing.T) {
 	gone(t, a, "quick", "slow", "u3")
 }
 
-// wanted records a gated run's heartbeats before its units (how many
-// units were done at each) and answers, from the cancelAt-th on, that
-// the campaign cancelled the run.
+// wanted records a run's heartbeats (how many units were done at each)
+// and answers, from the cancelAt-th on, that the campaign cancelled the
+// run.
 type wanted struct {
 	mu       sync.Mutex
 	done     []int
@@ -260,34 +226,26 @@ func (w *wanted) stillWanted(_ context.Context, p any) (bool, error) {
 	return w.cancelAt == 0 || len(w.done) < w.cancelAt, nil
 }
 
-func gated(in activity.UnitsInput) activity.UnitsInput {
-	in.Gate = activity.GateCancel
-	return in
-}
-
-// A gated run asks the campaign nothing: before each unit but the first
-// it heartbeats the units done and the unit's sandbox (which an attempt
-// after a dead worker goes on in), and that is all it sends while its
-// units are short; once the campaign has cancelled it, no further unit
-// starts (their sandboxes are never made).
-func TestGatedRunHeartbeatsBeforeEachUnitInsteadOfAsking(t *testing.T) {
+// Before each unit but the first a run heartbeats the units done and the
+// unit's sandbox (which an attempt after a dead worker goes on in), and
+// that is all it sends while its units are short; once the campaign has
+// cancelled it, no further unit starts (their sandboxes are never made).
+func TestRunUnitsHeartbeatsBeforeEachUnit(t *testing.T) {
 	activity.QuietBeats(t)
 	a, env := newActivities(t)
-	q := &asked{}
-	a.MayStart = q.mayStart
 	w := &wanted{}
 	a.StillWanted = w.stillWanted
-	out := runUnits(t, a, env, gated(units("complete", "u1", "u2", "u3")))
+	out := runUnits(t, a, env, units("complete", "u1", "u2", "u3"))
 	if got := keys(out); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
 		t.Fatalf("units done %v", got)
 	}
-	if !slices.Equal(w.done, []int{1, 2}) || !slices.Equal(w.next, []string{"u2", "u3"}) || len(q.keys) != 0 {
-		t.Errorf("heartbeats with %v units done naming sandboxes %v, asked about %v; want heartbeats with 1 and 2 done naming u2 and u3, nothing asked", w.done, w.next, q.keys)
+	if !slices.Equal(w.done, []int{1, 2}) || !slices.Equal(w.next, []string{"u2", "u3"}) {
+		t.Errorf("heartbeats with %v units done naming sandboxes %v; want heartbeats with 1 and 2 done naming u2 and u3", w.done, w.next)
 	}
 
 	// A unit's own error is its outcome, not a cancellation: the run
 	// goes on.
-	out = runUnits(t, a, env, gated(units("complete", "lose-all", "u4")))
+	out = runUnits(t, a, env, units("complete", "lose-all", "u4"))
 	if got := keys(out); !slices.Equal(got, []string{"lose-all", "u4"}) || out.Done[0].Cancelled ||
 		!strings.Contains(out.Done[0].Error, "3 sandboxes lost before the agent finished") {
 		t.Fatalf("done %v (%+v); want lose-all failed with why, not cancelled, and u4 after it", got, out.Done)
@@ -295,19 +253,18 @@ func TestGatedRunHeartbeatsBeforeEachUnitInsteadOfAsking(t *testing.T) {
 
 	w = &wanted{cancelAt: 2}
 	a.StillWanted = w.stillWanted
-	out = runUnits(t, a, env, gated(units("complete", "v1", "v2", "v3")))
+	out = runUnits(t, a, env, units("complete", "v1", "v2", "v3"))
 	if got := keys(out); !slices.Equal(got, []string{"v1", "v2"}) || !slices.Equal(w.done, []int{1, 2}) {
 		t.Errorf("done %v after heartbeats with %v done; want v1 and v2, the run cancelled before v3", got, w.done)
 	}
 	gone(t, a, "u1", "u2", "u3", "lose-all", "lose-all-1", "lose-all-2", "u4", "v1", "v2", "v3")
 }
 
-// The campaign cancels a gated run once it may start no further unit of
-// it: the unit at work goes on, unless the campaign says it was itself
+// The campaign cancels a run once it may start no further unit of it: the unit at work goes on, unless the campaign says it was itself
 // cancelled, and no unit starts after it. A run's context that ends for
 // another reason (the worker stopping, the activity gone) ends the unit
 // at once, without asking.
-func TestGatedRunsUnitAtWorkOutlivesTheRunsCancellation(t *testing.T) {
+func TestRunsUnitAtWorkOutlivesTheRunsCancellation(t *testing.T) {
 	for _, c := range []struct {
 		name                      string
 		cause                     error
@@ -326,7 +283,7 @@ func TestGatedRunsUnitAtWorkOutlivesTheRunsCancellation(t *testing.T) {
 				return c.goesOn, nil
 			}
 			ctx, cancel := context.WithCancelCause(t.Context())
-			in := gated(units("complete", "u1", "u2"))
+			in := units("complete", "u1", "u2")
 			in.Template.Manifest.TaskID = "slow-2"
 			done := runAsync(ctx, a, in)
 			time.Sleep(500 * time.Millisecond)
@@ -351,8 +308,8 @@ func TestGatedRunsUnitAtWorkOutlivesTheRunsCancellation(t *testing.T) {
 }
 
 // Each unit of a run is told as it starts and as it ends, with its
-// campaign's workflow and its attempt; and the heartbeat a gated run
-// sends before a unit, as the server shows it among the campaign's
+// campaign's workflow and its attempt; and the heartbeat a run sends
+// before a unit, as the server shows it among the campaign's
 // pending activities, reads back as the units done before it and that
 // unit at work. Other activities' heartbeats add
 // nothing.
@@ -380,7 +337,7 @@ func TestRunUnitsTellsEachUnitAsItEnds(t *testing.T) {
 		beats = append(beats, b)
 		return true, err
 	}
-	in := gated(units("complete", "u1", "u2", "u3"))
+	in := units("complete", "u1", "u2", "u3")
 	for i := range in.Units {
 		in.Units[i].Attempt = i + 1
 	}
@@ -419,7 +376,7 @@ func TestRunUnitsTellsEachUnitAsItEnds(t *testing.T) {
 // refused the same way, so the run is not failed and tried again.
 func TestRunUnitsFailsARefusedUnitAtOnce(t *testing.T) {
 	a, env := newActivities(t)
-	a.MayStart = (&asked{}).mayStart
+	a.StillWanted = (&wanted{}).stillWanted
 	in := units("complete", "u1", "u2")
 	// A name no sandbox can have: the provider refuses it.
 	in.Units[0].SandboxID = "not a sandbox name"

@@ -28,7 +28,7 @@ import (
 //     waited for a free slot all the same;
 //   - a stop, a suspension, a pause at the failure threshold or an
 //     update of the spec since the run was made cancels the run
-//     (closeGates, activity.GateCancel): its unit at work finishes, and
+//     (closeGates): its unit at work finishes, and
 //     the heartbeat it sends before each further unit says it was
 //     cancelled; the units left come back (Requeued), to start first
 //     once starting is allowed again;
@@ -145,9 +145,7 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 		Units:         units,
 		Within:        runFor,
 		StopAtFailure: c.in.ThresholdPercent < 100,
-		Rev:           c.rev,
 		MaxAttempts:   maxSandboxes,
-		Gate:          activity.GateCancel,
 	})
 }
 
