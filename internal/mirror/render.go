@@ -469,17 +469,17 @@ func (v *view) readme() string {
 	return b.String()
 }
 
+// youPlaceholder stands for the approver's login in the records the
+// mirror shows how to write.
+const youPlaceholder = "<you>"
+
 // howToApprove shows the approval record that approves p, a result of
 // generation gen.
 func (v *view) howToApprove(b *strings.Builder, p state.PendingApproval, gen int64) {
 	fmt.Fprintf(b, "\nTo approve, commit this file as %s to %s of the campaigns repository, with your login as `by`:\n\n",
 		code(approval.RecordPath(p.Target)), code(v.watched))
-	rec := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\n", yamlString(p.Target), yamlString(p.ResultDigest))
-	if gen > 0 {
-		rec += fmt.Sprintf("generation: %d\n", gen)
-	}
-	rec += "by: <you>\n"
-	b.WriteString(fence(rec, "yaml"))
+	rec := approval.NewDraft(approval.Record{Target: p.Target, Action: approval.Approve, ResultDigest: p.ResultDigest, Generation: gen, By: youPlaceholder}, "")
+	b.WriteString(fence(string(rec.Encode()), "yaml"))
 	b.WriteString("\n`action: reject` discards the result; `action: steer` with a `prompt` sends the agent back to work.\n")
 }
 
@@ -490,8 +490,8 @@ func (v *view) howToResume(b *strings.Builder, c state.Campaign) {
 	b.WriteString("\n## Paused\n\n")
 	fmt.Fprintf(b, "To resume, commit this file as %s to %s of the campaigns repository, with your login as `by`:\n\n",
 		code(approval.RecordPath(c.ID)), code(v.watched))
-	rec := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: continue\ngeneration: %d\nby: <you>\n", yamlString(c.ID), c.Generation)
-	b.WriteString(fence(rec, "yaml"))
+	rec := approval.NewDraft(approval.Record{Target: c.ID, Action: approval.Continue, Generation: c.Generation, By: youPlaceholder}, "")
+	b.WriteString(fence(string(rec.Encode()), "yaml"))
 	b.WriteString("\n`action: abort` stops the campaign instead; `action: retry` runs its failed repositories again. " +
 		"A record names the generation it decides about and does nothing to a later one.\n")
 }
@@ -668,20 +668,3 @@ var (
 	text  = markdown.Text
 	cell  = markdown.Cell
 )
-
-var plainYAML = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._/:-]*$`)
-
-// yamlString is s as a YAML scalar: plain when it is an id, target or
-// digest starting with a letter, else double-quoted (a JSON string is a
-// YAML one), so that "1234" or "null" stay strings.
-func yamlString(s string) string {
-	switch strings.ToLower(s) {
-	case "true", "false", "yes", "no", "on", "off", "y", "n", "null":
-	default:
-		if plainYAML.MatchString(s) {
-			return s
-		}
-	}
-	q, _ := json.Marshal(s)
-	return string(q)
-}
