@@ -151,7 +151,7 @@ func (d *gitDecision) run(ctx context.Context, f *temporalFlags, args []string) 
 			return err
 		}
 		if changed[r.File] {
-			fmt.Fprintf(d.out, "wrote %s: %s %s (%s) by %s\n", r.File, r.Action, r.Target, shortDigest(r.ResultDigest), r.By)
+			fmt.Fprintf(d.out, "wrote %s: %s %s (%s) by %s\n", r.File, r.Action, r.Target, approval.ShortDigest(r.ResultDigest), r.By)
 		} else {
 			fmt.Fprintf(d.out, "%s already holds this record\n", r.File)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
@@ -166,7 +167,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 				files = append(files, fmt.Sprintf("%s/%s +%d -%d", r.Name, fl.Path, fl.Additions, fl.Deletions))
 			}
 		}
-		fmt.Fprintf(out, "awaiting approval: %s (%s) %s\n", p.Target, shortDigest(p.ResultDigest), strings.Join(files, ", "))
+		fmt.Fprintf(out, "awaiting approval: %s (%s) %s\n", p.Target, approval.ShortDigest(p.ResultDigest), strings.Join(files, ", "))
 	}
 
 	step("committing approval records to main, as %s", demoApprover)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/visible"
@@ -130,7 +131,7 @@ func (r *validateReport) writeHuman(out io.Writer) {
 	tw := visible.Writer(tabs)
 	w := visible.Writer(out)
 	for _, d := range r.Definitions {
-		fmt.Fprintf(tw, "ok\t%s\t%s\t%s\t%s\n", d.Kind, d.ID, d.File, shortDigest(d.Digest))
+		fmt.Fprintf(tw, "ok\t%s\t%s\t%s\t%s\n", d.Kind, d.ID, d.File, approval.ShortDigest(d.Digest))
 	}
 	tabs.Flush()
 	for _, e := range r.Errors {
@@ -146,12 +147,4 @@ func (r *validateReport) writeHuman(out io.Writer) {
 	default:
 		fmt.Fprintf(w, "%d definitions valid; %d errors in %d files\n", len(r.Definitions), len(r.Errors), len(files))
 	}
-}
-
-func shortDigest(d string) string {
-	const n = len("sha256:") + 12
-	if len(d) > n {
-		return d[:n]
-	}
-	return d
 }

@@ -141,7 +141,7 @@ func describe(b []byte) string {
 		s += " by " + r.By
 	}
 	if r.ResultDigest != "" {
-		s += " of " + shortDigest(r.ResultDigest)
+		s += " of " + ShortDigest(r.ResultDigest)
 	}
 	return s
 }
@@ -153,7 +153,7 @@ func CommitSubject(drafts []Draft) string {
 	action := string(drafts[0].Action)
 	verb := strings.ToUpper(action[:1]) + action[1:]
 	if len(drafts) == 1 {
-		return fmt.Sprintf("%s %s (%s)", verb, drafts[0].Target, shortDigest(drafts[0].ResultDigest))
+		return fmt.Sprintf("%s %s (%s)", verb, drafts[0].Target, ShortDigest(drafts[0].ResultDigest))
 	}
 	return fmt.Sprintf("%s %d results of %s", verb, len(drafts), drafts[0].Campaign())
 }
@@ -165,7 +165,7 @@ func CommitMessage(drafts []Draft) string {
 	var body []string
 	if len(drafts) > 1 {
 		for _, d := range drafts {
-			body = append(body, fmt.Sprintf("- %s (%s)", d.Target, shortDigest(d.ResultDigest)))
+			body = append(body, fmt.Sprintf("- %s (%s)", d.Target, ShortDigest(d.ResultDigest)))
 		}
 	}
 	if drafts[0].Action == Steer && drafts[0].Prompt != "" {
@@ -197,8 +197,9 @@ func digestHex(d string) string {
 	return h[:min(12, len(h))]
 }
 
-// shortDigest is "sha256:" and the first 12 hex digits of a digest.
-func shortDigest(d string) string {
+// ShortDigest is "sha256:" and the first 12 hex digits of a digest, as
+// people are shown one.
+func ShortDigest(d string) string {
 	const n = len("sha256:") + 12
 	if len(d) > n {
 		return d[:n]

@@ -195,7 +195,7 @@ func (a *ApprovalPullRequests) sync(ctx context.Context, rev *desired.Revision, 
 			return nil, err
 		}
 		a.track(ctx, p, pr)
-		a.log().Info("opened approval pull request", "target", p.Target, "digest", shortDigest(p.ResultDigest), "url", pr.URL)
+		a.log().Info("opened approval pull request", "target", p.Target, "digest", approval.ShortDigest(p.ResultDigest), "url", pr.URL)
 		return nil, nil
 	}
 	if pr.State == forge.StateOpen {
@@ -269,7 +269,7 @@ func (a *ApprovalPullRequests) sync(ctx context.Context, rev *desired.Revision, 
 func (a *ApprovalPullRequests) track(ctx context.Context, p state.PendingApproval, pr *forge.PullRequest) {
 	if prev, ok := a.open[p.Target]; ok && prev.number != pr.Number {
 		msg := fmt.Sprintf("A new result of `%s` awaits approval in %s (digest `%s`); this one, `%s`, no longer can be approved. Closing.",
-			p.Target, pr.URL, shortDigest(p.ResultDigest), shortDigest(prev.digest))
+			p.Target, pr.URL, approval.ShortDigest(p.ResultDigest), approval.ShortDigest(prev.digest))
 		if !a.close(ctx, p.Target, prev, msg) {
 			return
 		}
@@ -325,7 +325,7 @@ func (a *ApprovalPullRequests) openPR(ctx context.Context, rev *desired.Revision
 	if err != nil {
 		return nil, err
 	}
-	msg := fmt.Sprintf("Approval requested: %s (%s)\n", p.Target, shortDigest(p.ResultDigest))
+	msg := fmt.Sprintf("Approval requested: %s (%s)\n", p.Target, approval.ShortDigest(p.ResultDigest))
 	commit, err := s.CommitTree(ctx, tree, msg, a.Author, head)
 	if err != nil {
 		return nil, err
@@ -392,7 +392,7 @@ func (a *ApprovalPullRequests) treeWith(ctx context.Context, s *git.Scratch, com
 }
 
 func title(p state.PendingApproval) string {
-	return "Approve " + p.Target + " (" + shortDigest(p.ResultDigest) + ")"
+	return "Approve " + p.Target + " (" + approval.ShortDigest(p.ResultDigest) + ")"
 }
 
 // approvalBody is the approval pull request's description.
@@ -441,11 +441,3 @@ func ApprovalBranch(target, digest string) (string, error) {
 }
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-func shortDigest(d string) string {
-	d = strings.TrimPrefix(d, "sha256:")
-	if len(d) > 12 {
-		d = d[:12]
-	}
-	return "sha256:" + d
-}
