@@ -17,9 +17,9 @@ import (
 // awaitSteering waits in awaiting_input for steering.json and acts on it
 // until approve, reject or cancel.
 func (r *runner) awaitSteering(ctx context.Context) error {
-	maxSteers := r.m.MaxSteeringIterations
-	if maxSteers == 0 {
-		maxSteers = DefaultMaxSteeringIterations
+	maxSteers := DefaultMaxSteeringIterations
+	if n := r.m.MaxSteeringIterations; n != nil {
+		maxSteers = *n
 	}
 	summary, _, _ := protocol.Summarize(r.result.Repositories)
 	msg := "waiting for approval: " + summary

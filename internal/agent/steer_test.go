@@ -98,7 +98,9 @@ func TestSteering(t *testing.T) {
 			m := manifest(repo("svc", remote))
 			m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "Improve the README."}
 			m.RequireApproval = true
-			m.MaxSteeringIterations = tt.maxSteering
+			if tt.maxSteering != 0 {
+				m.MaxSteeringIterations = new(tt.maxSteering)
+			}
 			wait := startRun(t, o, m)
 
 			waitStatus(t, o.Workspace, "awaiting input", awaitingInput(0))

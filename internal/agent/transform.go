@@ -266,9 +266,9 @@ func (r *runner) agentic(ctx context.Context, sc *scope, steer string) error {
 	if maxIter == 0 {
 		maxIter = DefaultMaxIterations
 	}
-	maxRetries := r.m.Limits.MaxVerifierRetries
-	if maxRetries == 0 {
-		maxRetries = DefaultMaxVerifierRetries
+	maxRetries := DefaultMaxVerifierRetries
+	if n := r.m.Limits.MaxVerifierRetries; n != nil {
+		maxRetries = *n
 	}
 	prev, err := r.snapshot(ctx, sc.live())
 	if err != nil {

@@ -166,16 +166,25 @@ func TestAgenticTransform(t *testing.T) {
 		{
 			name:      "retries run out",
 			prompt:    "Try, but never fix anything.",
-			limits:    protocol.Limits{MaxVerifierRetries: 1},
+			limits:    protocol.Limits{MaxVerifierRetries: new(1)},
 			verifiers: []protocol.Verifier{{Name: "fixed", Command: []string{"test", "-f", "fixed.txt"}}},
 			phase:     protocol.PhaseFailed,
 			errorPart: "verifiers still failing after 2 attempts",
 			attempts:  2,
 		},
 		{
+			name:      "no retries when the definition allows none",
+			prompt:    "Make the checks pass. fix-on-feedback",
+			limits:    protocol.Limits{MaxVerifierRetries: new(0)},
+			verifiers: []protocol.Verifier{{Name: "fixed", Command: []string{"test", "-f", "fixed.txt"}}},
+			phase:     protocol.PhaseFailed,
+			errorPart: "verifiers still failing after 1 attempt",
+			attempts:  1,
+		},
+		{
 			name:      "an agent that changes nothing is stopped",
 			prompt:    "do-nothing",
-			limits:    protocol.Limits{MaxIterations: 10, MaxVerifierRetries: 10},
+			limits:    protocol.Limits{MaxIterations: 10, MaxVerifierRetries: new(10)},
 			verifiers: []protocol.Verifier{{Name: "fixed", Command: []string{"test", "-f", "fixed.txt"}}},
 			phase:     protocol.PhaseFailed,
 			errorPart: "agent made no progress in 3 iterations",
@@ -217,8 +226,8 @@ func TestAgenticTransform(t *testing.T) {
 				!strings.Contains(log.Diff, "+- fixed: test -f fixed.txt") {
 				t.Errorf("verifier instructions did not reach the agent:\n%s", log.Diff)
 			}
-			if !strings.Contains(log.Diff, "+### fixed in svc: exit status 1") {
-				t.Errorf("verifier feedback did not reach the agent:\n%s", log.Diff)
+			if got := strings.Contains(log.Diff, "+### fixed in svc: exit status 1"); got != (tt.attempts > 1) {
+				t.Errorf("verifier feedback reached the agent: %v, want %v (after %d attempts):\n%s", got, tt.attempts > 1, tt.attempts, log.Diff)
 			}
 			if tt.phase == protocol.PhaseComplete {
 				if _, commit := leftChange(t, o, remote, r); commit == "" {

@@ -123,7 +123,7 @@ func validate(m *protocol.Manifest) error {
 	if m.TimeoutSeconds < 0 {
 		add("timeout_seconds is negative")
 	}
-	if m.Limits.MaxIterations < 0 || m.Limits.MaxVerifierRetries < 0 || m.MaxSteeringIterations < 0 {
+	if m.Limits.MaxIterations < 0 || negative(m.Limits.MaxVerifierRetries) || negative(m.MaxSteeringIterations) {
 		add("limits must not be negative")
 	}
 
@@ -151,3 +151,6 @@ func validate(m *protocol.Manifest) error {
 	}
 	return errors.Join(errs...)
 }
+
+// negative reports whether a limit the manifest sets is below zero.
+func negative(n *int) bool { return n != nil && *n < 0 }

@@ -113,8 +113,10 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 		ag := w.Execution.Agentic
 		m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: ag.Prompt, Agent: ag.Agent}
 		m.Verifiers = verifiers(ag.Verifiers)
-		m.Limits = protocol.Limits{MaxIterations: ag.Limits.MaxIterations, MaxTokens: ag.Limits.MaxTokens, MaxVerifierRetries: ag.Limits.MaxVerifierRetries}
-		m.MaxSteeringIterations = ag.Limits.MaxSteeringIterations
+		// The definition's limits, 0 included: "no retries" and "no
+		// steers" are limits too, not the agent's defaults.
+		m.Limits = protocol.Limits{MaxIterations: ag.Limits.MaxIterations, MaxTokens: ag.Limits.MaxTokens, MaxVerifierRetries: new(ag.Limits.MaxVerifierRetries)}
+		m.MaxSteeringIterations = new(ag.Limits.MaxSteeringIterations)
 		if ag.Output != nil {
 			out := &protocol.Output{Capture: string(ag.Output.Capture)}
 			if ag.Output.Schema != nil {

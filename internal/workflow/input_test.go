@@ -42,6 +42,12 @@ func TestForDefinitionExamples(t *testing.T) {
 		t.Errorf("slog-migration manifest: %+v", m)
 	}
 
+	// The definition's limits reach the agent as they are (the schema's
+	// defaults included), so that a 0 is none, not the agent's default.
+	if l := m.Limits; l.MaxVerifierRetries == nil || *l.MaxVerifierRetries != 3 || m.MaxSteeringIterations == nil || *m.MaxSteeringIterations != 5 {
+		t.Errorf("slog-migration limits: retries %v, steers %v; want 3 and 5", l.MaxVerifierRetries, m.MaxSteeringIterations)
+	}
+
 	fleet := byID["fleet-migration"]
 	if fleet.Campaign == nil || len(fleet.Campaign.Units) != 3 || fleet.Campaign.ThresholdPercent != 20 {
 		t.Errorf("a task with groups runs as a campaign of its groups: %+v", fleet)

@@ -207,9 +207,11 @@ type Execution struct {
 
 // Limits bound the agent's work.
 type Limits struct {
-	MaxIterations      int `json:"max_iterations,omitempty"`
-	MaxTokens          int `json:"max_tokens,omitempty"`
-	MaxVerifierRetries int `json:"max_verifier_retries,omitempty"`
+	MaxIterations int `json:"max_iterations,omitempty"`
+	MaxTokens     int `json:"max_tokens,omitempty"`
+	// MaxVerifierRetries is how many times the agent runs again after
+	// failing verifiers; nil: the agent's default (0 is none).
+	MaxVerifierRetries *int `json:"max_verifier_retries,omitempty"`
 }
 
 // Output configures report collection.
@@ -283,8 +285,10 @@ type Manifest struct {
 	TimeoutSeconds int             `json:"timeout_seconds"`
 	// RequireApproval makes the agent stop at awaiting_input after
 	// executing and wait for steering.json.
-	RequireApproval       bool         `json:"require_approval"`
-	MaxSteeringIterations int          `json:"max_steering_iterations,omitempty"`
+	RequireApproval bool `json:"require_approval"`
+	// MaxSteeringIterations is how many steers one result may take;
+	// nil: the agent's default (0 is none).
+	MaxSteeringIterations *int         `json:"max_steering_iterations,omitempty"`
 	PullRequest           *PullRequest `json:"pull_request,omitempty"`
 	GitConfig             GitConfig    `json:"git_config"`
 	// Forge says how PRs are created: "local" pushes a branch to the
