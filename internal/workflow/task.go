@@ -30,275 +30,346 @@ var a *activity.Activities
 // approved is approved by that decision. The sandbox is removed whatever
 // happens, including cancellation.
 func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
-	st := &TaskState{ID: in.ID, Phase: TaskProvisioning}
-	res := TaskResult{ID: in.ID}
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TaskState, error) { return *st, nil }); err != nil {
-		return res, err
+	t := newTaskRun(ctx, in)
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TaskState, error) { return *t.st, nil }); err != nil {
+		return t.res, err
 	}
+	// Cleanup runs on a disconnected context: it must happen even when
+	// the workflow is cancelled.
+	defer t.cleanupOnFinish()
+	return t.run()
+}
+
+// taskRun is one run of Task: what its steps share.
+type taskRun struct {
+	ctx workflow.Context
+	in  TaskInput
+	st  *TaskState
+	res TaskResult
 	// approvals are the approve records carried out: they count as
 	// carried out only if the task then completes, so that a record
 	// approving a change that was never pushed still applies to a retry.
-	var approvals []string
+	approvals []string
 	// finished is set when the workflow ends (every return but one goes
 	// through finish). The deferred cleanup runs only then: when a worker
 	// stops, the SDK unwinds cached workflows with runtime.Goexit, which
 	// runs deferred functions too, and a cleanup run then would remove the
 	// sandbox of a task that is still going on elsewhere.
-	finished := false
+	finished bool
 	// cleanedUp is the sandbox the last wait removed: the deferred
 	// cleanup has nothing left to do for it.
-	cleanedUp := ""
+	cleanedUp string
 	// search keeps the run's phase search attribute current.
-	search := newSearchAttributes(ctx)
-	finish := func(p TaskPhase, msg string, r *protocol.Result) (TaskResult, error) {
-		finished = true
-		search.setPhase(ctx, string(p))
-		st.Phase = p
-		res.Phase = p
-		res.Error = msg
-		if r != nil {
-			res.Repositories = repoResults(*r)
-			res.ModelUsage = r.ModelUsage
-			if res.Error == "" {
-				res.Error = r.Error
-			}
-		}
-		res.Applied = st.Applied
-		if p != TaskCompleted && len(approvals) > 0 {
-			res.Applied = slices.DeleteFunc(slices.Clone(st.Applied), func(rec string) bool { return slices.Contains(approvals, rec) })
-			st.Applied = res.Applied
-		}
-		res.SandboxesLost = len(st.Lost)
-		res.Notes = st.Notes
-		st.Final = &res
-		return res, nil
-	}
-
-	info := workflow.GetInfo(ctx)
-	base := sandboxID(info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
-	ref := activity.SandboxRef{ID: base}
+	search *searchAttributes
+	// base names the first sandbox; ref is the sandbox in use.
+	base string
+	ref  activity.SandboxRef
 	// The short sandbox steps (steer, clean up) go to the worker that
 	// holds the sandbox (sandboxSteps); the wait for the agent, which can
 	// take an hour and must move to another worker of that host if this
 	// one dies, heartbeats.
+	steps              sandboxSteps
+	timeout, heartbeat time.Duration
+	// unsubmitted is set while the sandbox's agent awaits the manifest
+	// the next wait hands it.
+	unsubmitted bool
+	// approvedResult is the result a decision approved: the worker
+	// proposes its trees, and no other (activity.Delivery).
+	approvedResult *protocol.Result
+	// iteration is the steering iteration of the sandbox's work. steers
+	// are the prompts given so far, and approved the digest of the
+	// result approved: a new sandbox's work is steered and approved again
+	// by the decisions already taken.
+	iteration int
+	steers    []string
+	approved  string
+}
+
+// newTaskRun starts a run of Task in ctx: in the provisioning phase,
+// its first sandbox named after the workflow execution.
+func newTaskRun(ctx workflow.Context, in TaskInput) *taskRun {
+	info := workflow.GetInfo(ctx)
+	base := sandboxID(info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
 	hostTimeout := in.HostTimeout
 	if hostTimeout <= 0 {
 		hostTimeout = DefaultHostTimeout
 	}
-	steps := sandboxSteps{hostTimeout: hostTimeout}
-
-	// Cleanup runs on a disconnected context: it must happen even when
-	// the workflow is cancelled.
-	defer func() {
-		if !finished || cleanedUp == ref.ID {
-			return
-		}
-		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		if err := steps.cleanup(dctx, ref); err != nil {
-			workflow.GetLogger(ctx).Error("sandbox cleanup failed", "sandbox", ref.ID, "error", err)
-		}
-	}()
-
-	timeout := in.agentTimeout()
-	// unsubmitted is set while the sandbox's agent awaits the manifest
-	// the next wait hands it.
-	unsubmitted := false
-	// start provisions sandbox n (0, then 1, 2, ... for the ones that
-	// replace a lost sandbox) and leaves handing its agent the manifest
-	// to the first wait, on the sandbox's host.
-	start := func(n int) error {
-		id := base
-		if n > 0 {
-			id = fmt.Sprintf("%s-%d", base, n)
-		}
-		got, err := steps.provision(ctx, in.provision(id), func(why string) { st.Message = why })
-		if err != nil {
-			return &stepError{"provision sandbox", err}
-		}
-		// What the sandbox could not apply is said once per task, in
-		// the worker's log and the task's notes.
-		for _, n := range got.Notes {
-			if !slices.Contains(st.Notes, n) {
-				st.Notes = append(st.Notes, n)
-				workflow.GetLogger(ctx).Warn(n, "task", in.ID, "sandbox", got.ID)
-			}
-		}
-		got.Notes = nil
-		ref = got
-		st.Sandbox = ref.ID
-		unsubmitted = true
-		st.Phase = TaskRunning
-		return nil
+	return &taskRun{
+		ctx: ctx, in: in,
+		st:     &TaskState{ID: in.ID, Phase: TaskProvisioning},
+		res:    TaskResult{ID: in.ID},
+		search: newSearchAttributes(ctx),
+		base:   base, ref: activity.SandboxRef{ID: base},
+		steps:   sandboxSteps{hostTimeout: hostTimeout},
+		timeout: in.agentTimeout(), heartbeat: in.heartbeatTimeout(),
 	}
+}
 
-	heartbeat := in.heartbeatTimeout()
-	// approvedResult is the result a decision approved: the worker
-	// proposes its trees, and no other (activity.Delivery).
-	var approvedResult *protocol.Result
-	// wait waits for the agent and reads its result in one activity
-	// (AwaitAgentResult). A worker that dies while waiting is noticed at
-	// the heartbeat timeout and the wait goes on elsewhere, as often as
-	// that happens within the budget.
-	wait := func(budget time.Duration, minIteration int, phases ...protocol.Phase) (*protocol.Result, error) {
-		search.setPhase(ctx, string(st.Phase))
-		wctx := workflow.WithActivityOptions(ctx, steps.onHost(ref, workflow.ActivityOptions{
-			StartToCloseTimeout:    budget,
-			ScheduleToCloseTimeout: budget,
-			HeartbeatTimeout:       heartbeat,
-			RetryPolicy: &temporal.RetryPolicy{NonRetryableErrorTypes: []string{
-				activity.ErrAgentExited, activity.ErrSandboxGone, activity.ErrResultTooLarge}},
-		}))
-		waitIn := activity.WaitInput{Sandbox: ref, Phases: phases, MinIteration: minIteration, Reports: activity.ReportCheckOf(in.Manifest),
-			// A finished agent ends the task (every terminal phase
-			// finishes below): the wait that finds it so removes the
-			// sandbox as well.
-			CleanUp: true,
-			// A completed transform's changes are proposed by the
-			// worker, on the sandbox's host, before the sandbox goes.
-			Deliver: activity.DeliveryOf(in.Manifest, approvedResult)}
-		if unsubmitted {
-			waitIn.Manifest = &in.Manifest
-		}
-		var out activity.AgentOutcome
-		if err := workflow.ExecuteActivity(wctx, a.AwaitAgentResult, waitIn).Get(ctx, &out); err != nil {
-			return nil, &stepError{"agent", err}
-		}
-		unsubmitted = false
-		if out.CleanedUp {
-			cleanedUp = ref.ID
-		}
-		st.AgentPhase, st.Message, st.Iteration = out.Status.Phase, out.Status.Message, out.Status.Iteration
-		st.Result = &out.Result
-		return &out.Result, nil
-	}
-	steer := func(sctx workflow.Context, attempts int32, s protocol.Steering) error {
-		s.Timestamp = workflow.Now(sctx)
-		return steps.run(sctx, ref, attempts, a.SubmitSteering, activity.SteeringInput{Sandbox: ref, Steering: s}, nil)
-	}
-	// startOver replaces a lost sandbox: while err says the sandbox was
-	// lost (not that the work failed) and fewer than maxSandboxes were
-	// used, it removes the lost one, provisions another and hands it the
-	// manifest. It reports whether the work starts over, and the error
-	// that ends the task otherwise.
-	startOver := func(err error) (bool, error) {
-		for {
-			if !sandboxLost(err) || len(st.Lost)+1 >= maxSandboxes {
-				return false, err
-			}
-			st.Lost = append(st.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", ref.ID, errText(err)))
-			workflow.GetLogger(ctx).Warn("sandbox lost; provisioning another", "sandbox", ref.ID, "error", err)
-			if cerr := steps.cleanup(ctx, ref); cerr != nil {
-				workflow.GetLogger(ctx).Error("clean up the lost sandbox", "sandbox", ref.ID, "error", cerr)
-			}
-			st.AgentPhase, st.Result = "", nil
-			if err = start(len(st.Lost)); err == nil {
-				return true, nil
-			}
-		}
-	}
-
+// run provisions the first sandbox, waits for its agent and, while the
+// agent awaits input, for the decisions on its results, replacing lost
+// sandboxes on the way, until the task ends.
+func (t *taskRun) run() (TaskResult, error) {
+	// firstPhases end the agent's first run of the work in a sandbox.
 	firstPhases := []protocol.Phase{protocol.PhaseAwaitingInput, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled}
 	var r *protocol.Result
-	err := start(0)
+	err := t.start(0)
 	if err == nil {
-		r, err = wait(timeout, 0, firstPhases...)
+		r, err = t.wait(0, firstPhases...)
 	} else if !sandboxLost(err) {
-		return finish(failedOrCancelled(ctx), errText(err), nil)
+		return t.finish(failedOrCancelled(t.ctx), errText(err), nil)
 	}
-	iteration := 0
-	// steers are the prompts given so far, and approved the digest of the
-	// result approved: a new sandbox's work is steered and approved again
-	// by the decisions already taken.
-	var steers []string
-	approved := ""
 	for {
 		if err != nil {
-			again, ferr := startOver(err)
+			again, ferr := t.startOver(err)
 			if !again {
-				return finish(failedOrCancelled(ctx), errText(ferr), r)
+				return t.finish(failedOrCancelled(t.ctx), errText(ferr), r)
 			}
-			iteration = 0
-			r, err = wait(timeout, 0, firstPhases...)
+			t.iteration = 0
+			r, err = t.wait(0, firstPhases...)
 			continue
 		}
-		switch st.AgentPhase {
+		switch t.st.AgentPhase {
 		case protocol.PhaseComplete:
-			if msg := unapprovedPushes(approvedResult, r); msg != "" {
-				return finish(TaskFailed, msg, r)
+			if msg := unapprovedPushes(t.approvedResult, r); msg != "" {
+				return t.finish(TaskFailed, msg, r)
 			}
-			return finish(TaskCompleted, "", r)
+			return t.finish(TaskCompleted, "", r)
 		case protocol.PhaseFailed:
-			return finish(TaskFailed, "", r)
+			return t.finish(TaskFailed, "", r)
 		case protocol.PhaseCancelled:
-			return finish(TaskCancelled, "", r)
+			return t.finish(TaskCancelled, "", r)
 		}
 		// awaiting_input: the approval loop.
-		st.Phase = TaskAwaitingApproval
-		search.setPhase(ctx, string(st.Phase))
-		digest := ResultDigest(iteration, r)
-		st.ResultDigest = digest
-		st.AwaitingSince = workflow.Now(ctx)
-		var act protocol.Action
-		var prompt string
-		var timedOut bool
-		switch {
-		case iteration < len(steers):
-			// A new sandbox's work, steered as the one lost was.
-			act, prompt = protocol.ActionSteer, steers[iteration]
-		case approved != "" && digest == approved:
-			// A new sandbox's work came out as the result approved.
-			act = protocol.ActionApprove
-		default:
-			if approved != "" {
-				st.Ignored = appendNote(st.Ignored, fmt.Sprintf("the work run again in a new sandbox came out as result %s, not %s, which was approved: it awaits a decision of its own", digest, approved))
-				approved = ""
-			}
-			act, prompt, timedOut = awaitDecision(ctx, in.ApprovalTimeout, st, &approvals)
-		}
-		st.ResultDigest = ""
-		if ctx.Err() != nil || timedOut {
-			// Cancelled or no decision in time: tell the agent to stop,
-			// on a context that survives the cancellation.
-			dctx, _ := workflow.NewDisconnectedContext(ctx)
-			_ = steer(dctx, 3, protocol.Steering{Action: protocol.ActionCancel, Iteration: iteration})
-			msg := "cancelled while awaiting approval"
-			if timedOut {
-				msg = fmt.Sprintf("no approval within %s", in.ApprovalTimeout)
-			}
-			return finish(TaskCancelled, msg, r)
+		digest, act, prompt, timedOut := t.awaitApproval(r)
+		if t.ctx.Err() != nil || timedOut {
+			return t.abandon(timedOut, r)
 		}
 		switch act {
 		case protocol.ActionApprove:
-			st.Phase = TaskCreatingPRs
-			approved, approvedResult = digest, r
-			if err = steer(ctx, 5, protocol.Steering{Action: protocol.ActionApprove, Iteration: iteration}); err != nil {
-				err = &stepError{"approve", err}
-				continue
-			}
-			r, err = wait(timeout, 0, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled)
+			r, err = t.approve(digest, r)
 		case protocol.ActionSteer:
-			if iteration == len(steers) {
-				steers = append(steers, prompt)
-				res.Steers++
-			}
-			iteration++
-			st.Phase = TaskRunning
-			if err = steer(ctx, 5, protocol.Steering{Action: protocol.ActionSteer, Prompt: prompt, Iteration: iteration}); err != nil {
-				err = &stepError{"steer", err}
-				continue
-			}
-			r, err = wait(timeout, iteration, protocol.PhaseAwaitingInput, protocol.PhaseFailed, protocol.PhaseCancelled)
+			r, err = t.steerAgain(prompt, r)
 		default: // reject, cancel
-			if err := steer(ctx, 5, protocol.Steering{Action: protocol.ActionCancel, Iteration: iteration}); err != nil {
-				workflow.GetLogger(ctx).Warn("cancel steering not delivered", "error", err)
-			}
-			msg := "rejected"
-			if act == protocol.ActionCancel {
-				msg = "cancelled"
-			}
-			return finish(TaskCancelled, msg, r)
+			return t.reject(act, r)
 		}
 	}
+}
+
+// finish ends the task in phase p: it records the result, says why (msg,
+// or else the agent's error in r) and, unless the task completed, takes
+// back the approvals it carried out.
+func (t *taskRun) finish(p TaskPhase, msg string, r *protocol.Result) (TaskResult, error) {
+	st, res := t.st, &t.res
+	t.finished = true
+	t.search.setPhase(t.ctx, string(p))
+	st.Phase = p
+	res.Phase = p
+	res.Error = msg
+	if r != nil {
+		res.Repositories = repoResults(*r)
+		res.ModelUsage = r.ModelUsage
+		if res.Error == "" {
+			res.Error = r.Error
+		}
+	}
+	res.Applied = st.Applied
+	if p != TaskCompleted && len(t.approvals) > 0 {
+		res.Applied = slices.DeleteFunc(slices.Clone(st.Applied), func(rec string) bool { return slices.Contains(t.approvals, rec) })
+		st.Applied = res.Applied
+	}
+	res.SandboxesLost = len(st.Lost)
+	res.Notes = st.Notes
+	st.Final = res
+	return *res, nil
+}
+
+// cleanupOnFinish removes the sandbox in use once the task has
+// finished, unless the last wait removed it already.
+func (t *taskRun) cleanupOnFinish() {
+	if !t.finished || t.cleanedUp == t.ref.ID {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(t.ctx)
+	if err := t.steps.cleanup(dctx, t.ref); err != nil {
+		workflow.GetLogger(t.ctx).Error("sandbox cleanup failed", "sandbox", t.ref.ID, "error", err)
+	}
+}
+
+// start provisions sandbox n (0, then 1, 2, ... for the ones that
+// replace a lost sandbox) and leaves handing its agent the manifest to
+// the first wait, on the sandbox's host.
+func (t *taskRun) start(n int) error {
+	id := t.base
+	if n > 0 {
+		id = fmt.Sprintf("%s-%d", t.base, n)
+	}
+	got, err := t.steps.provision(t.ctx, t.in.provision(id), func(why string) { t.st.Message = why })
+	if err != nil {
+		return &stepError{"provision sandbox", err}
+	}
+	// What the sandbox could not apply is said once per task, in the
+	// worker's log and the task's notes.
+	for _, n := range got.Notes {
+		if !slices.Contains(t.st.Notes, n) {
+			t.st.Notes = append(t.st.Notes, n)
+			workflow.GetLogger(t.ctx).Warn(n, "task", t.in.ID, "sandbox", got.ID)
+		}
+	}
+	got.Notes = nil
+	t.ref = got
+	t.st.Sandbox = t.ref.ID
+	t.unsubmitted = true
+	t.st.Phase = TaskRunning
+	return nil
+}
+
+// wait waits for the agent to reach one of phases (at steering iteration
+// minIteration or later) and reads its result in one activity
+// (AwaitAgentResult). A worker that dies while waiting is noticed at the
+// heartbeat timeout and the wait goes on elsewhere, as often as that
+// happens within the agent's timeout.
+func (t *taskRun) wait(minIteration int, phases ...protocol.Phase) (*protocol.Result, error) {
+	t.search.setPhase(t.ctx, string(t.st.Phase))
+	wctx := workflow.WithActivityOptions(t.ctx, t.steps.onHost(t.ref, workflow.ActivityOptions{
+		StartToCloseTimeout:    t.timeout,
+		ScheduleToCloseTimeout: t.timeout,
+		HeartbeatTimeout:       t.heartbeat,
+		RetryPolicy: &temporal.RetryPolicy{NonRetryableErrorTypes: []string{
+			activity.ErrAgentExited, activity.ErrSandboxGone, activity.ErrResultTooLarge}},
+	}))
+	waitIn := activity.WaitInput{Sandbox: t.ref, Phases: phases, MinIteration: minIteration, Reports: activity.ReportCheckOf(t.in.Manifest),
+		// A finished agent ends the task (every terminal phase
+		// finishes in run): the wait that finds it so removes the
+		// sandbox as well.
+		CleanUp: true,
+		// A completed transform's changes are proposed by the
+		// worker, on the sandbox's host, before the sandbox goes.
+		Deliver: activity.DeliveryOf(t.in.Manifest, t.approvedResult)}
+	if t.unsubmitted {
+		waitIn.Manifest = &t.in.Manifest
+	}
+	var out activity.AgentOutcome
+	if err := workflow.ExecuteActivity(wctx, a.AwaitAgentResult, waitIn).Get(t.ctx, &out); err != nil {
+		return nil, &stepError{"agent", err}
+	}
+	t.unsubmitted = false
+	if out.CleanedUp {
+		t.cleanedUp = t.ref.ID
+	}
+	t.st.AgentPhase, t.st.Message, t.st.Iteration = out.Status.Phase, out.Status.Message, out.Status.Iteration
+	t.st.Result = &out.Result
+	return &out.Result, nil
+}
+
+// steer writes steering s for the sandbox's agent, on ctx (which may be
+// disconnected), tried up to attempts times.
+func (t *taskRun) steer(ctx workflow.Context, attempts int32, s protocol.Steering) error {
+	s.Timestamp = workflow.Now(ctx)
+	return t.steps.run(ctx, t.ref, attempts, a.SubmitSteering, activity.SteeringInput{Sandbox: t.ref, Steering: s}, nil)
+}
+
+// startOver replaces a lost sandbox: while err says the sandbox was lost
+// (not that the work failed) and fewer than maxSandboxes were used, it
+// removes the lost one, provisions another and hands it the manifest. It
+// reports whether the work starts over, and the error that ends the task
+// otherwise.
+func (t *taskRun) startOver(err error) (bool, error) {
+	for {
+		if !sandboxLost(err) || len(t.st.Lost)+1 >= maxSandboxes {
+			return false, err
+		}
+		t.st.Lost = append(t.st.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", t.ref.ID, errText(err)))
+		workflow.GetLogger(t.ctx).Warn("sandbox lost; provisioning another", "sandbox", t.ref.ID, "error", err)
+		if cerr := t.steps.cleanup(t.ctx, t.ref); cerr != nil {
+			workflow.GetLogger(t.ctx).Error("clean up the lost sandbox", "sandbox", t.ref.ID, "error", cerr)
+		}
+		t.st.AgentPhase, t.st.Result = "", nil
+		if err = t.start(len(t.st.Lost)); err == nil {
+			return true, nil
+		}
+	}
+}
+
+// awaitApproval puts result r, which awaits input, up for a decision and
+// returns its digest and the decision: the one already taken on a lost
+// sandbox's work (steer as it was steered, approve the same digest), or
+// else one awaited (awaitDecision); timedOut when none came in time.
+func (t *taskRun) awaitApproval(r *protocol.Result) (digest string, act protocol.Action, prompt string, timedOut bool) {
+	st := t.st
+	st.Phase = TaskAwaitingApproval
+	t.search.setPhase(t.ctx, string(st.Phase))
+	digest = ResultDigest(t.iteration, r)
+	st.ResultDigest = digest
+	st.AwaitingSince = workflow.Now(t.ctx)
+	switch {
+	case t.iteration < len(t.steers):
+		// A new sandbox's work, steered as the one lost was.
+		act, prompt = protocol.ActionSteer, t.steers[t.iteration]
+	case t.approved != "" && digest == t.approved:
+		// A new sandbox's work came out as the result approved.
+		act = protocol.ActionApprove
+	default:
+		if t.approved != "" {
+			st.Ignored = appendNote(st.Ignored, fmt.Sprintf("the work run again in a new sandbox came out as result %s, not %s, which was approved: it awaits a decision of its own", digest, t.approved))
+			t.approved = ""
+		}
+		act, prompt, timedOut = awaitDecision(t.ctx, t.in.ApprovalTimeout, st, &t.approvals)
+	}
+	st.ResultDigest = ""
+	return digest, act, prompt, timedOut
+}
+
+// abandon ends a task cancelled, or given no decision in time, while
+// awaiting approval: it tells the agent to stop, on a context that
+// survives the cancellation.
+func (t *taskRun) abandon(timedOut bool, r *protocol.Result) (TaskResult, error) {
+	dctx, _ := workflow.NewDisconnectedContext(t.ctx)
+	_ = t.steer(dctx, 3, protocol.Steering{Action: protocol.ActionCancel, Iteration: t.iteration})
+	msg := "cancelled while awaiting approval"
+	if timedOut {
+		msg = fmt.Sprintf("no approval within %s", t.in.ApprovalTimeout)
+	}
+	return t.finish(TaskCancelled, msg, r)
+}
+
+// approve carries out the approval of result r (digest): the agent
+// pushes and proposes its changes, and the wait returns its final result.
+// A steering not delivered leaves r and says why.
+func (t *taskRun) approve(digest string, r *protocol.Result) (*protocol.Result, error) {
+	t.st.Phase = TaskCreatingPRs
+	t.approved, t.approvedResult = digest, r
+	if err := t.steer(t.ctx, 5, protocol.Steering{Action: protocol.ActionApprove, Iteration: t.iteration}); err != nil {
+		return r, &stepError{"approve", err}
+	}
+	return t.wait(0, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled)
+}
+
+// steerAgain hands the agent prompt for its next iteration and waits for
+// the result it comes to. A steering not delivered leaves r and says why.
+func (t *taskRun) steerAgain(prompt string, r *protocol.Result) (*protocol.Result, error) {
+	if t.iteration == len(t.steers) {
+		t.steers = append(t.steers, prompt)
+		t.res.Steers++
+	}
+	t.iteration++
+	t.st.Phase = TaskRunning
+	if err := t.steer(t.ctx, 5, protocol.Steering{Action: protocol.ActionSteer, Prompt: prompt, Iteration: t.iteration}); err != nil {
+		return r, &stepError{"steer", err}
+	}
+	return t.wait(t.iteration, protocol.PhaseAwaitingInput, protocol.PhaseFailed, protocol.PhaseCancelled)
+}
+
+// reject ends the task on a reject or cancel decision (act), telling the
+// agent to stop.
+func (t *taskRun) reject(act protocol.Action, r *protocol.Result) (TaskResult, error) {
+	if err := t.steer(t.ctx, 5, protocol.Steering{Action: protocol.ActionCancel, Iteration: t.iteration}); err != nil {
+		workflow.GetLogger(t.ctx).Warn("cancel steering not delivered", "error", err)
+	}
+	msg := "rejected"
+	if act == protocol.ActionCancel {
+		msg = "cancelled"
+	}
+	return t.finish(TaskCancelled, msg, r)
 }
 
 // maxSandboxes bounds the sandboxes one task uses: the first, and those
