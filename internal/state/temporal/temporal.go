@@ -43,8 +43,10 @@ type Reader struct {
 	Client    client.Client
 	Namespace string
 	// QueryTimeout bounds each status query of a running workflow
-	// (default 5s): with no worker to answer, the phase from the memo
-	// is all there is, and a pass must not wait for it.
+	// (default 5s; negative: only the context bounds it): with no worker
+	// to answer, the phase from the memo is all there is, and a pass must
+	// not wait for it. A command that shows one run waits as long as its
+	// context lets it.
 	QueryTimeout time.Duration
 
 	// QueryCache is how long a running workflow's status answer is
@@ -86,11 +88,15 @@ func (r *Reader) query(ctx context.Context, wid, runID string) (converter.Encode
 		}
 	}
 	t := r.QueryTimeout
-	if t <= 0 {
+	if t == 0 {
 		t = 5 * time.Second
 	}
-	qctx, cancel := context.WithTimeout(ctx, t)
-	defer cancel()
+	qctx := ctx
+	if t > 0 {
+		var cancel context.CancelFunc
+		qctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
 	at := time.Now()
 	v, err := r.Client.QueryWorkflow(qctx, wid, runID, workflow.QueryStatus)
 	if err != nil || ttl < 0 {
