@@ -301,17 +301,18 @@ func TestUpWebhookWakesTheLoop(t *testing.T) {
 func awaitApprovals(t *testing.T, c client.Client, id string) {
 	t.Helper()
 	ctx := context.Background()
+	rd := runReader(c, "")
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		st, err := readState(ctx, c, id)
+		st, err := rd.Status(ctx, id)
 		waiting := 0
-		if err == nil && st.campaign != nil {
-			for _, u := range st.campaign.Units {
-				if phase, ok := unitPhase(ctx, c, u); ok && phase == workflow.TaskAwaitingApproval {
+		if err == nil && st.Campaign != nil {
+			for _, u := range st.Campaign.Units {
+				if phase, ok := rd.UnitPhase(ctx, u); ok && phase == workflow.TaskAwaitingApproval {
 					waiting++
 				}
 			}
 		}
-		if err == nil && st.campaign != nil && len(st.campaign.Units) > 0 && waiting == len(st.campaign.Units) {
+		if err == nil && st.Campaign != nil && len(st.Campaign.Units) > 0 && waiting == len(st.Campaign.Units) {
 			return
 		}
 		if time.Now().After(deadline) {

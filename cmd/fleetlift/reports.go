@@ -60,7 +60,7 @@ Without a Temporal server at --temporal-address it starts the embedded one on
 				return err
 			}
 			defer closeAll()
-			id, err := resolveID(cmd.Context(), c, args[0])
+			id, err := runReader(c, f.namespace).Resolve(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -24,6 +24,9 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/spec"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/status/render"
 	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -187,7 +190,8 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 	// queried, not described as well.
 	running, isCampaign := false, false
 	p := newReadPace(news)
-	var st *runState
+	rd := runReader(c, namespace)
+	var st *status.Run
 	redraw := false
 	failed := 0 // reads in a row that failed for a while
 	for {
@@ -196,10 +200,10 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 			st = nil
 			began := time.Now()
 			if running && ended != nil {
-				st, err = queryState(ctx, c, id, isCampaign)
+				st, err = rd.QueryStatus(ctx, id, isCampaign)
 			}
 			if st == nil || err != nil {
-				st, err = readState(ctx, c, id)
+				st, err = rd.Status(ctx, id)
 			}
 			p.read(began)
 			if err != nil && ctx.Err() == nil {
@@ -223,8 +227,8 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 				fmt.Fprintf(w, "reading %s again\n", id)
 				failed = 0
 			}
-			if err == nil && !st.closed {
-				running, isCampaign = true, st.campaign != nil
+			if err == nil && !st.Closed {
+				running, isCampaign = true, st.Campaign != nil
 			}
 		}
 		if ctx.Err() != nil {
@@ -232,15 +236,15 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 			return errInterrupted
 		}
 		shown := st
-		if news != nil && !st.closed && st.campaign != nil {
+		if news != nil && !st.Closed && st.Campaign != nil {
 			// The units this process's worker finished in runs the
 			// campaign has not taken in yet.
 			var rp activity.RunsProgress
 			p.shown, rp = news.unitsOf(id)
-			cs := workflow.WithRunsProgress(*st.campaign, rp)
-			shown = &runState{id: st.id, campaign: &cs}
+			cs := workflow.WithRunsProgress(*st.Campaign, rp)
+			shown = &status.Run{ID: st.ID, Campaign: &cs}
 		}
-		rows, waiting := progressRows(ctx, c, shown)
+		rows, waiting := progressRows(ctx, rd, shown)
 		if tty {
 			if drawn > 0 {
 				fmt.Fprintf(w, "\x1b[%dA\x1b[J", drawn)
@@ -249,7 +253,7 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 				fmt.Fprintf(w, "%-24s %s\n", visible.String(r.key), visible.String(r.state))
 			}
 			for _, t := range waiting {
-				fmt.Fprintln(w, awaitHint(t, st.id))
+				fmt.Fprintln(w, awaitHint(t, st.ID))
 			}
 			drawn = len(rows) + len(waiting)
 		} else {
@@ -262,13 +266,13 @@ func follow(ctx context.Context, c client.Client, namespace, id string, w io.Wri
 			for _, t := range waiting {
 				if !hinted[t] {
 					hinted[t] = true
-					fmt.Fprintln(w, "          "+awaitHint(t, st.id))
+					fmt.Fprintln(w, "          "+awaitHint(t, st.ID))
 				}
 			}
 		}
-		if st.closed {
+		if st.Closed {
 			fmt.Fprintln(w)
-			st.write(w)
+			render.Human(w, st)
 			writeRunReports(ctx, c, namespace, id, w)
 			if why := shortfall(st); why != "" {
 				fmt.Fprintln(w, "\n"+visible.String(why))
@@ -478,20 +482,20 @@ type progressRow struct{ key, state string }
 
 // progressRows is one line per repository (and one for the campaign), and
 // the tasks awaiting approval.
-func progressRows(ctx context.Context, c client.Client, st *runState) (rows []progressRow, waiting []string) {
-	if st.task != nil {
-		if st.task.Phase == workflow.TaskAwaitingApproval {
-			waiting = append(waiting, st.id)
+func progressRows(ctx context.Context, rd *statetemporal.Reader, st *status.Run) (rows []progressRow, waiting []string) {
+	if st.Task != nil {
+		if st.Task.Phase == workflow.TaskAwaitingApproval {
+			waiting = append(waiting, st.ID)
 		}
-		return []progressRow{{st.id, string(st.task.Phase)}}, waiting
+		return []progressRow{{st.ID, string(st.Task.Phase)}}, waiting
 	}
-	units := append([]workflow.UnitResult(nil), st.campaign.Units...)
+	units := append([]workflow.UnitResult(nil), st.Campaign.Units...)
 	sort.Slice(units, func(i, j int) bool { return units[i].Key < units[j].Key })
-	rows = append(rows, progressRow{"campaign", string(st.campaign.Phase) + suffix(st.campaign.Message)})
+	rows = append(rows, progressRow{"campaign", string(st.Campaign.Phase) + suffix(st.Campaign.Message)})
 	for _, u := range units {
 		state := string(u.Phase)
-		if !st.closed {
-			if phase, ok := unitPhase(ctx, c, u); ok {
+		if !st.Closed {
+			if phase, ok := rd.UnitPhase(ctx, u); ok {
 				state = string(phase)
 				if phase == workflow.TaskAwaitingApproval {
 					waiting = append(waiting, u.WorkflowID)
@@ -503,30 +507,6 @@ func progressRows(ctx context.Context, c client.Client, st *runState) (rows []pr
 	return rows, waiting
 }
 
-// unitPhase is the phase of a campaign's running unit: the one its run
-// keeps current in its search attributes, which a description of it
-// carries, else the one it answers a query with. Progress reads every
-// running unit each second; a query is a round trip through the worker
-// each.
-func unitPhase(ctx context.Context, c client.Client, u workflow.UnitResult) (workflow.TaskPhase, bool) {
-	if u.Phase != workflow.TaskRunning || u.WorkflowID == "" {
-		return "", false
-	}
-	d, err := c.DescribeWorkflowExecution(ctx, u.WorkflowID, "")
-	if err != nil {
-		return "", false
-	}
-	if d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if phase := searchPhase(d.WorkflowExecutionInfo.GetSearchAttributes()); phase != "" {
-			return workflow.TaskPhase(phase), true
-		}
-	}
-	if t := unitTask(ctx, c, u); t != nil {
-		return t.Phase, true
-	}
-	return "", false
-}
-
 func suffix(msg string) string {
 	if msg == "" {
 		return ""
@@ -536,19 +516,19 @@ func suffix(msg string) string {
 
 // shortfall says how a finished run fell short of changing every
 // repository, or is "" when it did not: then run exits 0, else 1.
-func shortfall(st *runState) string {
-	if c := st.campaign; c != nil {
+func shortfall(st *status.Run) string {
+	if c := st.Campaign; c != nil {
 		if c.Phase == workflow.CampaignCompleted && c.Summary.Failed == 0 && c.Summary.Cancelled == 0 {
 			return ""
 		}
-		return fmt.Sprintf("%s ended %s: %s", st.id, c.Phase, c.Message)
+		return fmt.Sprintf("%s ended %s: %s", st.ID, c.Phase, c.Message)
 	}
-	res := st.task.Final
-	if st.task.Phase != workflow.TaskCompleted {
+	res := st.Task.Final
+	if st.Task.Phase != workflow.TaskCompleted {
 		if res.Error != "" {
-			return fmt.Sprintf("%s ended %s: %s", st.id, st.task.Phase, oneLine(res.Error))
+			return fmt.Sprintf("%s ended %s: %s", st.ID, st.Task.Phase, render.OneLine(res.Error))
 		}
-		return fmt.Sprintf("%s ended %s", st.id, st.task.Phase)
+		return fmt.Sprintf("%s ended %s", st.ID, st.Task.Phase)
 	}
 	failed := 0
 	for _, r := range res.Repositories {
@@ -559,7 +539,7 @@ func shortfall(st *runState) string {
 	if failed == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s ended with failures: %d of %d repositories failed", st.id, failed, len(res.Repositories))
+	return fmt.Sprintf("%s ended with failures: %d of %d repositories failed", st.ID, failed, len(res.Repositories))
 }
 
 func isTerminal(w io.Writer) bool {

@@ -126,22 +126,23 @@ type awaiting struct {
 
 // awaitingTasks lists the task workflows under id that await approval.
 func awaitingTasks(ctx context.Context, c client.Client, id, unit string) ([]awaiting, error) {
-	st, err := readState(ctx, c, id)
+	rd := runReader(c, "")
+	st, err := rd.Status(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if st.task != nil {
-		if st.task.Phase != workflow.TaskAwaitingApproval {
-			return nil, fmt.Errorf("%s is %s, not awaiting approval", id, st.task.Phase)
+	if st.Task != nil {
+		if st.Task.Phase != workflow.TaskAwaitingApproval {
+			return nil, fmt.Errorf("%s is %s, not awaiting approval", id, st.Task.Phase)
 		}
-		return []awaiting{{id, st.task.ResultDigest}}, nil
+		return []awaiting{{id, st.Task.ResultDigest}}, nil
 	}
 	var out []awaiting
-	for _, u := range st.campaign.Units {
+	for _, u := range st.Campaign.Units {
 		if unit != "" && u.Key != unit {
 			continue
 		}
-		if t := unitTask(ctx, c, u); t != nil && t.Phase == workflow.TaskAwaitingApproval {
+		if t := rd.UnitTask(ctx, u); t != nil && t.Phase == workflow.TaskAwaitingApproval {
 			out = append(out, awaiting{u.WorkflowID, t.ResultDigest})
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
 	"github.com/fleetlift/fleetlift/internal/payload"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 )
 
 // DefaultAddress is where fleetlift looks for Temporal, and where the
@@ -234,14 +235,20 @@ func dialHint(err error, conn temporalConn) string {
 	return "start one with `fleetlift server`, or pass --temporal-address"
 }
 
+// runReader reads runs as status and run show them: a query waits as long
+// as the command's context lets it, and no answer is reused.
+func runReader(c client.Client, namespace string) *statetemporal.Reader {
+	return &statetemporal.Reader{Client: c, Namespace: namespace, QueryTimeout: -1, QueryCache: -1}
+}
+
 // dialRun connects to Temporal and resolves a run id given by the user
-// (see resolveID). The caller closes the client.
+// (see statetemporal.Reader.Resolve). The caller closes the client.
 func (f *temporalFlags) dialRun(ctx context.Context, arg string) (client.Client, string, error) {
 	c, err := f.dial(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	id, err := resolveID(ctx, c, arg)
+	id, err := runReader(c, f.namespace).Resolve(ctx, arg)
 	if err != nil {
 		c.Close()
 		return nil, "", err

@@ -9,6 +9,11 @@
 // result (or status, while it runs), and for a campaign each unit's task,
 // whose result is read once it finished and kept.
 //
-// It imports the Temporal SDK client, state, workflow (for the status
-// types) and report (to turn results into reports); never the server.
+// For the commands that show one run as its workflow records it (status,
+// run), Status, Awaiting and Runs read status.Run and status.Entry: all
+// the workflow records, where state.Campaign keeps what the plan needs.
+//
+// It imports the Temporal SDK client, state and status, workflow (for the
+// status types) and report (to turn results into reports); never the
+// server.
 package temporal

@@ -1,0 +1,172 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// TestStatusDiffNeutralisesTerminalEscapes: `fleetlift status ID --diff`
+// shows a patch's escape sequences and carriage returns instead of
+// letting them move the cursor and erase lines, so that the approver sees
+// every line the change holds; so do the run's message, repository names
+// and paths.
+func TestStatusDiffNeutralisesTerminalEscapes(t *testing.T) {
+	// The second added line goes up one line, erases it and returns to
+	// its start: at a terminal, only "+harmless()" would show.
+	patch := "@@ -1 +1,2 @@\n+evil()\x1b[1A\x1b[2K\r+harmless()\n"
+	st := &status.Run{ID: "task/t", Task: &workflow.TaskState{
+		ID: "t", Phase: workflow.TaskAwaitingApproval, Message: "waiting\x1b]0;pwned\x07",
+		Result: &protocol.Result{Repositories: []protocol.RepositoryResult{{
+			Name: "svc\u009b2J", Status: "success", FilesModified: []string{"main.go"},
+			Diffs: []protocol.FileDiff{{Path: "main\r.go", Status: "modified", Additions: 2, Diff: patch}},
+		}}},
+	}}
+	var out bytes.Buffer
+	Human(&out, st)
+	// What the reader finds awaiting approval: the task itself.
+	Diffs(&out, []*workflow.TaskState{st.Task})
+	got := out.String()
+	if i := strings.IndexAny(got, "\x1b\r\a\u009b"); i >= 0 {
+		t.Fatalf("a control character reaches the terminal at byte %d:\n%q", i, got)
+	}
+	for _, want := range []string{
+		"+evil()^[[1A^[[2K^M+harmless()\n",
+		"waiting^[]0;pwned^G",
+		`svc\u009b2J/main^M.go`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status does not show %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestStatusJSONShape: status ID -o json has the documented fields for a
+// campaign and for a task awaiting approval, lists are [] rather than
+// null, patches appear only with --diff, and text from the run keeps its
+// value with its control characters escaped.
+func TestStatusJSONShape(t *testing.T) {
+	campaign := &status.Run{ID: "campaign/c", Closed: true, Campaign: &workflow.CampaignState{
+		ID: "c", Phase: workflow.CampaignCompletedWithFailures, Message: "1 of 2 repositories failed, 1 completed",
+		Summary: workflow.Summary{Total: 2, Completed: 1, Failed: 1, PRsCreated: 1},
+		Units: []workflow.UnitResult{
+			{Key: "api", Phase: workflow.TaskCompleted, Attempts: 1, WorkflowID: "campaign/c/api@1", PRs: []protocol.PullRequestInfo{{URL: "https://git.example.com/acme/api/pulls/3"}}},
+			{Key: "web", Phase: workflow.TaskFailed, Attempts: 2, Error: "verifier build failed\u009b2J", SandboxesLost: 1},
+		},
+	}}
+	task := &workflow.TaskState{ID: "t", Phase: workflow.TaskAwaitingApproval, ResultDigest: "sha256:" + strings.Repeat("a", 64),
+		Result: &protocol.Result{Repositories: []protocol.RepositoryResult{{
+			Name: "svc", Status: "success", FilesModified: []string{"go.mod"},
+			Diffs: []protocol.FileDiff{{Path: "go.mod", Status: "modified", Additions: 1, Deletions: 1, Diff: "-go 1.21\n+go 1.26\n"}},
+		}}}}
+	awaiting := &status.Run{ID: "task/t", Task: task}
+
+	decode := func(st *status.Run, waiting []*workflow.TaskState, diff bool) map[string]any {
+		var b bytes.Buffer
+		if err := JSON(&b, st, waiting, diff); err != nil {
+			t.Fatal(err)
+		}
+		if i := strings.IndexAny(b.String(), "\u009b\x1b"); i >= 0 {
+			t.Errorf("a control character reaches the terminal at byte %d:\n%s", i, b.String())
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, b.String())
+		}
+		return doc
+	}
+	c := decode(campaign, nil, false)
+	if c["format_version"] != float64(1) || c["workflow"] != "Campaign" || c["phase"] != "completed_with_failures" || c["closed"] != true {
+		t.Errorf("campaign: %v", c)
+	}
+	if sm, _ := c["summary"].(map[string]any); sm["failed"] != float64(1) || sm["pull_requests"] != float64(1) {
+		t.Errorf("campaign summary: %v", c["summary"])
+	}
+	repos, _ := c["repositories"].([]any)
+	if len(repos) != 2 {
+		t.Fatalf("campaign repositories: %v", c["repositories"])
+	}
+	api, web := repos[0].(map[string]any), repos[1].(map[string]any)
+	if api["name"] != "api" || api["status"] != "completed" || len(api["pull_requests"].([]any)) != 1 || web["attempts"] != float64(2) ||
+		web["sandboxes_lost"] != float64(1) || api["sandboxes_lost"] != nil {
+		t.Errorf("campaign repositories: %v", repos)
+	}
+	if web["error"] != "verifier build failed\u009b2J" {
+		t.Errorf("the error's value changed: %q", web["error"])
+	}
+	if w, ok := c["awaiting_approval"].([]any); !ok || len(w) != 0 {
+		t.Errorf("awaiting_approval = %v, want []", c["awaiting_approval"])
+	}
+
+	for _, diff := range []bool{false, true} {
+		a := decode(awaiting, []*workflow.TaskState{task}, diff)
+		w, _ := a["awaiting_approval"].([]any)
+		if a["workflow"] != "Task" || a["phase"] != "awaiting_approval" || len(w) != 1 {
+			t.Fatalf("task: %v", a)
+		}
+		first := w[0].(map[string]any)
+		change := first["changes"].([]any)[0].(map[string]any)
+		if first["task"] != "t" || first["result_digest"] != task.ResultDigest || change["path"] != "go.mod" || change["additions"] != float64(1) {
+			t.Errorf("awaiting_approval: %v", first)
+		}
+		if _, has := change["diff"]; has != diff {
+			t.Errorf("with --diff %v the patch is there: %v", diff, has)
+		}
+	}
+}
+
+// A long error is cut between characters in a table cell: the cell stays
+// valid UTF-8 whatever the error is written in.
+func TestOneLineCutsBetweenCharacters(t *testing.T) {
+	// An even prefix puts byte 117 inside an é.
+	long := "errors: " + strings.Repeat("é", 80)
+	got := OneLine(long)
+	if !utf8.ValidString(got) || !strings.HasSuffix(got, "...") || len(got) > 120 || !strings.HasPrefix(long, strings.TrimSuffix(got, "...")) {
+		t.Errorf("OneLine(%q) = %q; want a valid prefix of at most 120 bytes ending in ...", long, got)
+	}
+	if got := OneLine("first line\nsecond"); got != "first line …" {
+		t.Errorf("oneLine of two lines = %q", got)
+	}
+}
+
+// TestStatusShowsModelUsage: what a run's agents used of their models,
+// as the gateway counted it, is in status: per repository and for the
+// whole campaign, and for a task with why the gateway refused it.
+func TestStatusShowsModelUsage(t *testing.T) {
+	campaign := &status.Run{ID: "campaign/c", Closed: true, Campaign: &workflow.CampaignState{
+		ID: "c", Phase: workflow.CampaignCompleted, Summary: workflow.Summary{Total: 3, Completed: 3},
+		Units: []workflow.UnitResult{
+			{Key: "api", Phase: workflow.TaskCompleted, ModelUsage: &protocol.ModelUsage{Requests: 3, InputTokens: 1000, OutputTokens: 200, CacheReadInputTokens: 50}},
+			{Key: "web", Phase: workflow.TaskCompleted, ModelUsage: &protocol.ModelUsage{Requests: 2, InputTokens: 500, OutputTokens: 100, Refused: "limits.max_tokens spent"}},
+			{Key: "docs", Phase: workflow.TaskCompleted},
+		},
+	}}
+	var b bytes.Buffer
+	Human(&b, campaign)
+	if want := "model: 5 requests, 1850 tokens (1500 input, 300 output, 0 cache writes, 50 cache reads)"; !strings.Contains(b.String(), want) {
+		t.Errorf("campaign status:\n%s\nwant the line %q", b.String(), want)
+	}
+	j := runJSON(campaign, nil, false)
+	if u := j.ModelUsage; u == nil || u.Requests != 5 || u.Tokens() != 1850 || u.Refused != "" {
+		t.Errorf("campaign model_usage = %+v; want 5 requests, 1850 tokens", u)
+	}
+	if u := j.Repositories[1].ModelUsage; u == nil || u.Refused == "" || j.Repositories[2].ModelUsage != nil {
+		t.Errorf("repositories' model_usage: %+v, %+v", u, j.Repositories[2].ModelUsage)
+	}
+
+	task := &status.Run{ID: "task/t", Closed: true, Task: &workflow.TaskState{ID: "t", Phase: workflow.TaskFailed,
+		Final: &workflow.TaskResult{Phase: workflow.TaskFailed, ModelUsage: &protocol.ModelUsage{Requests: 9, InputTokens: 90000, OutputTokens: 11000, Refused: "the task's limits.max_tokens (100000) is spent"}}}}
+	b.Reset()
+	Human(&b, task)
+	for _, want := range []string{"model: 9 requests, 101000 tokens", "the gateway refused a request: the task's limits.max_tokens (100000) is spent"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("task status:\n%s\nwant %q", b.String(), want)
+		}
+	}
+}
