@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
@@ -255,26 +251,4 @@ func describeMemo(t *testing.T, srv *devserver.Server, id string) map[string]str
 func dialServer(srv *devserver.Server) (client.Client, error) {
 	return client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
 		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}, DataConverter: payload.Converter})
-}
-
-// TestFollowingPassesOverTimeouts: a read of the run that timed out, or
-// found the server unavailable or busy, is tried again (run goes on
-// following, and its worker on working); one that finds no run, or the
-// run ended otherwise, ends following.
-func TestFollowingPassesOverTimeouts(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		pass bool
-	}{
-		{fmt.Errorf("query campaign/huge (is a worker running?): %w", context.DeadlineExceeded), true},
-		{fmt.Errorf("query campaign/huge: %w", serviceerror.NewDeadlineExceeded("deadline exceeded")), true},
-		{fmt.Errorf("describe campaign/huge: %w", serviceerror.NewUnavailable("connection refused")), true},
-		{serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT, "busy"), true},
-		{fmt.Errorf("describe campaign/gone: %w", serviceerror.NewNotFound("no such workflow")), false},
-		{errors.New("campaign/huge ended terminated"), false},
-	} {
-		if got := passing(c.err); got != c.pass {
-			t.Errorf("passing(%v) = %v, want %v", c.err, got, c.pass)
-		}
-	}
 }
