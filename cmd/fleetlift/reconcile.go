@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -288,7 +287,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	}
 
 	var hints []reconcile.Hints
-	if local := localRepoDir(rf.repo); local != "" && rf.watch {
+	if local := source.LocalDir(rf.repo); local != "" && rf.watch {
 		h, err := reconcile.WatchRepository(ctx, local, rf.branch)
 		if err != nil {
 			return err
@@ -341,23 +340,6 @@ func printPass(w io.Writer, res *reconcile.Result) {
 	}
 }
 
-// localRepoDir returns the directory of a campaigns repository given as a
-// path or file:// URL, or "" for a remote one.
-func localRepoDir(repo string) string {
-	switch {
-	case strings.HasPrefix(repo, "file://"):
-		return strings.TrimPrefix(repo, "file://")
-	case strings.Contains(repo, "://"), isSCP(repo):
-		return ""
-	}
-	return repo
-}
-
-func isSCP(s string) bool {
-	at, colon := strings.Index(s, "@"), strings.Index(s, ":")
-	return at > 0 && colon > at && !strings.Contains(s[:colon], "/")
-}
-
 // serveWebhooks starts the webhook receiver; each verified delivery for
 // the campaigns repository is a hint.
 func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger) (reconcile.Hints, func(), error) {
@@ -366,7 +348,7 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger)
 		return nil, nil, fmt.Errorf("--webhook-listen needs a secret in $%s", rf.webhookSecretEnv)
 	}
 	repos := rf.webhookRepos
-	if len(repos) == 0 && localRepoDir(rf.repo) == "" {
+	if len(repos) == 0 && source.LocalDir(rf.repo) == "" {
 		repos = []string{rf.repo}
 	}
 	if len(repos) == 0 {

@@ -211,6 +211,19 @@ func normalise(raw string) (string, bool, error) {
 	return abs, true, nil
 }
 
+// LocalDir is the directory of a campaigns repository given as a path or
+// a file:// URL, which can be watched for commits, or "" for one reached
+// over a network (a URL with another scheme, or scp-like host:path).
+func LocalDir(raw string) string {
+	switch {
+	case strings.HasPrefix(raw, "file://"):
+		return strings.TrimPrefix(raw, "file://")
+	case strings.Contains(raw, "://"), isSCPLike(raw):
+		return ""
+	}
+	return raw
+}
+
 // isSCPLike reports whether raw reads as user@host:path: a colon before
 // the first slash.
 func isSCPLike(raw string) bool {
