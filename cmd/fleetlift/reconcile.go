@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -374,21 +372,12 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	ln, err := net.Listen("tcp", rf.webhookListen)
+	srv, err := webhook.Listen(rf.webhookListen, h)
 	if err != nil {
-		return nil, nil, fmt.Errorf("webhook receiver: %w", err)
+		return nil, nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/webhook", h)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	logger.Info("webhook receiver listening", "address", ln.Addr().String(), "path", "/webhook")
-	return hints, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, nil
+	logger.Info("webhook receiver listening", "address", srv.Addr().String(), "path", "/webhook")
+	return hints, func() { _ = srv.Close() }, nil
 }
 
 // newStatusMirror writes the status to the campaigns repository's status

@@ -58,6 +58,12 @@
 // Responses are short plain text and never repeat the body or the secret.
 // Hint is called on the request's goroutine and must not block.
 //
+// # Serving
+//
+// Listen serves a Handler at /webhook, and "ok" at /healthz for probes,
+// with the request's headers due within 10s and the whole of it within
+// 30s; Server.Close lets requests in flight finish for up to 5s.
+//
 // webhook imports only the standard library. It must not import source,
 // reconcile, forge or any SDK: cmd/ wires a Handler's hints to the loop.
 package webhook
