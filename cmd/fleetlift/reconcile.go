@@ -352,7 +352,7 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger)
 	if len(repos) == 0 {
 		return nil, nil, errors.New("--webhook-listen needs --webhook-repo: the campaigns repository's clone URL on the forge")
 	}
-	hints := make(chan struct{}, 1)
+	hints, hint := reconcile.NewHints()
 	h, err := webhook.New(webhook.Options{
 		Secret: []byte(secret),
 		Repos:  repos,
@@ -362,12 +362,7 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger)
 				rf.metrics.WebhookDelivered(o)
 			}
 		},
-		Hint: func(webhook.Event) {
-			select {
-			case hints <- struct{}{}:
-			default:
-			}
-		},
+		Hint: func(webhook.Event) { hint() },
 	})
 	if err != nil {
 		return nil, nil, err

@@ -9,6 +9,18 @@ import (
 // on disk. A hint only says "look again"; the pass reads Git itself.
 type Hints <-chan struct{}
 
+// NewHints returns hints and the function that gives one. Giving never
+// blocks: a hint given while one is pending is that hint.
+func NewHints() (Hints, func()) {
+	ch := make(chan struct{}, 1)
+	return ch, func() {
+		select {
+		case ch <- struct{}{}:
+		default: // a hint is already pending
+		}
+	}
+}
+
 // LoopOptions say when passes run.
 type LoopOptions struct {
 	// Interval is the poll interval: a pass runs at least this often

@@ -157,3 +157,21 @@ func TestRunStopsWhileGatheringHints(t *testing.T) {
 		t.Errorf("%d passes after cancel, want none", n)
 	}
 }
+
+// A hint given while one is pending is that hint: giving never blocks,
+// and the loop looks again once for both.
+func TestNewHintsGathersPendingHints(t *testing.T) {
+	hints, hint := reconcile.NewHints()
+	hint()
+	hint()
+	select {
+	case <-hints:
+	default:
+		t.Fatal("no hint pending after two were given")
+	}
+	select {
+	case <-hints:
+		t.Fatal("two hints pending; want the second gathered into the first")
+	default:
+	}
+}

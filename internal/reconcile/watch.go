@@ -108,7 +108,7 @@ func findGitDir(dir string) (string, error) {
 
 // Merge returns hints that fire when any of hs fires.
 func Merge(ctx context.Context, hs ...Hints) Hints {
-	out := make(chan struct{}, 1)
+	out, hint := NewHints()
 	for _, h := range hs {
 		if h == nil {
 			continue
@@ -122,10 +122,7 @@ func Merge(ctx context.Context, hs ...Hints) Hints {
 					if !ok {
 						return
 					}
-					select {
-					case out <- struct{}{}:
-					default:
-					}
+					hint()
 				}
 			}
 		}()
