@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/approval"
+	"github.com/fleetlift/fleetlift/internal/demo"
 	"github.com/fleetlift/fleetlift/internal/state"
 )
 
@@ -43,25 +44,25 @@ func campaignsRemote(t *testing.T, root, campaign string) (bare, work string) {
 	t.Helper()
 	ctx := context.Background()
 	src := filepath.Join(root, "campaigns-src")
-	if err := demoCampaignsRepo(ctx, src); err != nil {
+	if err := demo.CampaignsRepo(ctx, src); err != nil {
 		t.Fatal(err)
 	}
 	if campaign != "" {
 		if err := os.WriteFile(filepath.Join(src, "campaigns", "go-version.yaml"), []byte(campaign), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := demoGit(ctx, src, demoAuthor, "add", "campaigns"); err != nil {
+		if err := demo.Git(ctx, src, demo.Author, "add", "campaigns"); err != nil {
 			t.Fatal(err)
 		}
-		if err := demoGit(ctx, src, demoAuthor, "commit", "-q", "-m", "Raise the go directive"); err != nil {
+		if err := demo.Git(ctx, src, demo.Author, "commit", "-q", "-m", "Raise the go directive"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	bare, work = filepath.Join(root, "campaigns.git"), filepath.Join(root, "work")
 	gitIn(t, root, "clone", "-q", "--bare", src, bare)
 	gitIn(t, root, "clone", "-q", bare, work)
-	gitIn(t, work, "config", "user.name", demoApprover)
-	gitIn(t, work, "config", "user.email", demoApprover+"@example.com")
+	gitIn(t, work, "config", "user.name", demo.Approver)
+	gitIn(t, work, "config", "user.email", demo.Approver+"@example.com")
 	return bare, work
 }
 
@@ -74,7 +75,7 @@ func TestApproveGitPush(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	targets := demoTargetsForTest(t, root)
-	bare, work := campaignsRemote(t, root, demoCampaign(targets))
+	bare, work := campaignsRemote(t, root, demo.Campaign(targets))
 	stateDir := filepath.Join(root, "state")
 	addr, c, reader := serverForTest(t, stateDir)
 	up := startUp(t, "--repo", bare, "--temporal-address", addr, "--state-dir", stateDir, "--interval", "1s")
@@ -97,7 +98,7 @@ func TestApproveGitPush(t *testing.T) {
 	}
 	rec := wait("awaiting approval", func(c state.Campaign) bool { return len(c.PendingApprovals) == len(targets) })
 
-	out, code := runCLI(t, "approve", "demo-go-version", "--git", work, "--by", demoApprover, "--push", "--temporal-address", addr, "--state-dir", stateDir)
+	out, code := runCLI(t, "approve", "demo-go-version", "--git", work, "--by", demo.Approver, "--push", "--temporal-address", addr, "--state-dir", stateDir)
 	if code != 0 {
 		t.Fatalf("approve --git --push: exit %d\n%s", code, out)
 	}
@@ -126,7 +127,7 @@ func TestApproveGitPush(t *testing.T) {
 	}
 
 	// Nothing awaits approval any more: a clear error, nothing written.
-	out, code = runCLI(t, "reject", "demo-go-version", "--git", work, "--by", demoApprover, "--temporal-address", addr, "--state-dir", stateDir)
+	out, code = runCLI(t, "reject", "demo-go-version", "--git", work, "--by", demo.Approver, "--temporal-address", addr, "--state-dir", stateDir)
 	if code == 0 || !strings.Contains(out, "nothing awaiting approval") {
 		t.Errorf("reject with nothing awaiting approval: exit %d\n%s", code, out)
 	}

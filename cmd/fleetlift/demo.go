@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -19,16 +18,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/approval"
+	"github.com/fleetlift/fleetlift/internal/demo"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
-)
-
-// The demo's people: who writes the campaign and who approves it (the
-// author of a change cannot approve it alone).
-const (
-	demoAuthor   = "casey"
-	demoApprover = "robin"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -84,12 +77,12 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 		return err
 	}
 	step("making a campaigns repository and three target repositories under %s", dir)
-	targets, err := demoTargets(ctx, dir)
+	targets, err := demo.Targets(ctx, dir)
 	if err != nil {
 		return err
 	}
 	campaigns := filepath.Join(dir, "campaigns")
-	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+	if err := demo.CampaignsRepo(ctx, campaigns); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "campaigns repository: %s\ntargets: %s\n", campaigns, strings.Join(targets, ", "))
@@ -132,14 +125,14 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 		loopDone <- runReconciler(loopCtx, sub, c, f, rf)
 	}()
 
-	step("committing campaigns/go-version.yaml to main, as %s", demoAuthor)
-	if err := os.WriteFile(filepath.Join(campaigns, "campaigns", "go-version.yaml"), []byte(demoCampaign(targets)), 0o644); err != nil {
+	step("committing campaigns/go-version.yaml to main, as %s", demo.Author)
+	if err := os.WriteFile(filepath.Join(campaigns, "campaigns", "go-version.yaml"), []byte(demo.Campaign(targets)), 0o644); err != nil {
 		return err
 	}
-	if err := demoGit(ctx, campaigns, demoAuthor, "add", "campaigns/go-version.yaml"); err != nil {
+	if err := demo.Git(ctx, campaigns, demo.Author, "add", "campaigns/go-version.yaml"); err != nil {
 		return err
 	}
-	if err := demoGit(ctx, campaigns, demoAuthor, "commit", "-q", "-m", "Raise the go directive everywhere"); err != nil {
+	if err := demo.Git(ctx, campaigns, demo.Author, "commit", "-q", "-m", "Raise the go directive everywhere"); err != nil {
 		return err
 	}
 
@@ -170,18 +163,18 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 		fmt.Fprintf(out, "awaiting approval: %s (%s) %s\n", p.Target, approval.ShortDigest(p.ResultDigest), strings.Join(files, ", "))
 	}
 
-	step("committing approval records to main, as %s", demoApprover)
+	step("committing approval records to main, as %s", demo.Approver)
 	for _, p := range rec.PendingApprovals {
 		name := filepath.Join("approvals", strings.ReplaceAll(p.Target, "/", "-")+".yaml")
-		body := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\nby: %s\n", p.Target, p.ResultDigest, demoApprover)
+		body := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\nby: %s\n", p.Target, p.ResultDigest, demo.Approver)
 		if err := os.WriteFile(filepath.Join(campaigns, name), []byte(body), 0o644); err != nil {
 			return err
 		}
-		if err := demoGit(ctx, campaigns, demoApprover, "add", name); err != nil {
+		if err := demo.Git(ctx, campaigns, demo.Approver, "add", name); err != nil {
 			return err
 		}
 	}
-	if err := demoGit(ctx, campaigns, demoApprover, "commit", "-q", "-m", "Approve the go directive changes"); err != nil {
+	if err := demo.Git(ctx, campaigns, demo.Approver, "commit", "-q", "-m", "Approve the go directive changes"); err != nil {
 		return err
 	}
 
@@ -202,13 +195,13 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 		fmt.Fprintf(out, "  %-10s %-10s %s\n", r.Name, r.Status, r.PullRequestURL)
 	}
 	for _, t := range targets {
-		branches, _ := demoOutput(ctx, "", "ls-remote", "--heads", t, "fleetlift/*")
+		branches, _ := demo.Output(ctx, "", demo.Author, "ls-remote", "--heads", t, "fleetlift/*")
 		fmt.Fprintf(out, "%s: %s", filepath.Base(t), branches)
 	}
 
 	step("the status mirror on the campaigns repository's fleetlift/status branch")
 	err = waitFor(ctx, func() (bool, error) {
-		readme, err := demoOutput(ctx, campaigns, "show", "fleetlift/status:README.md")
+		readme, err := demo.Output(ctx, campaigns, demo.Author, "show", "fleetlift/status:README.md")
 		if err != nil {
 			return false, nil
 		}
@@ -279,118 +272,6 @@ func waitFor(ctx context.Context, cond func() (bool, error)) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func demoTargets(ctx context.Context, dir string) ([]string, error) {
-	var out []string
-	for _, name := range []string{"payments", "ledger", "search"} {
-		src := filepath.Join(dir, "src", name)
-		if err := os.MkdirAll(src, 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module example.com/acme/"+name+"\n\ngo 1.21\n"), 0o644); err != nil {
-			return nil, err
-		}
-		bare := filepath.Join(dir, "targets", name+".git")
-		for _, args := range [][]string{
-			{"init", "-q", "-b", "main", src},
-			{"-C", src, "add", "go.mod"},
-			{"-C", src, "commit", "-q", "-m", "Initial commit"},
-			{"clone", "-q", "--bare", src, bare},
-		} {
-			if err := demoGit(ctx, "", demoAuthor, args...); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, bare)
-	}
-	return out, nil
-}
-
-func demoCampaignsRepo(ctx context.Context, dir string) error {
-	for _, d := range []string{"campaigns", "approvals"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, d, ".gitkeep"), nil, 0o644); err != nil {
-			return err
-		}
-	}
-	cfg := `version: 1
-kind: Config
-watch:
-  branch: main
-  path: campaigns
-approvers:
-  - path: "campaigns/**"
-    users: [` + demoApprover + `]
-forge:
-  type: local
-prune: true
-status:
-  branch: fleetlift/status
-`
-	if err := os.WriteFile(filepath.Join(dir, "fleetlift.yaml"), []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	if err := demoGit(ctx, "", demoAuthor, "init", "-q", "-b", "main", dir); err != nil {
-		return err
-	}
-	if err := demoGit(ctx, dir, demoAuthor, "add", "."); err != nil {
-		return err
-	}
-	return demoGit(ctx, dir, demoAuthor, "commit", "-q", "-m", "Start the campaigns repository")
-}
-
-func demoCampaign(targets []string) string {
-	var repos strings.Builder
-	for _, t := range targets {
-		fmt.Fprintf(&repos, "  - url: file://%s\n", t)
-	}
-	return `version: 1
-kind: Campaign
-id: demo-go-version
-title: Raise the go directive to 1.26
-template:
-  execution:
-    deterministic:
-      image: alpine
-      command: [sed, -i, "s/^go 1\\.21$/go 1.26/", go.mod]
-      verifiers:
-        - name: go-directive
-          command: [grep, -q, "^go 1.26$", go.mod]
-  require_approval: true
-  pull_request:
-    branch_prefix: fleetlift/go-version
-    title: Raise the go directive to 1.26
-repositories:
-` + repos.String() + `max_parallel: 3
-`
-}
-
-// demoGit runs git as who, with no system or global config.
-func demoGit(ctx context.Context, dir, who string, args ...string) error {
-	_, err := demoGitOutput(ctx, dir, who, args...)
-	return err
-}
-
-func demoOutput(ctx context.Context, dir string, args ...string) (string, error) {
-	return demoGitOutput(ctx, dir, demoAuthor, args...)
-}
-
-func demoGitOutput(ctx context.Context, dir, who string, args ...string) (string, error) {
-	c := exec.CommandContext(ctx, "git", args...)
-	c.Dir = dir
-	c.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME="+who, "GIT_AUTHOR_EMAIL="+who+"@example.com",
-		"GIT_COMMITTER_NAME="+who, "GIT_COMMITTER_EMAIL="+who+"@example.com")
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	b, err := c.Output()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return string(b), nil
 }
 
 func freePort() (int, error) {

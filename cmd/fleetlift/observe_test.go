@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/demo"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/metrics/metricstest"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -29,7 +30,7 @@ func TestUpMetricsLogsAndUI(t *testing.T) {
 	root := t.TempDir()
 	targets := demoTargetsForTest(t, root)
 	campaigns := filepath.Join(root, "campaigns")
-	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+	if err := demo.CampaignsRepo(ctx, campaigns); err != nil {
 		t.Fatal(err)
 	}
 	stateDir := filepath.Join(root, "state")
@@ -47,12 +48,12 @@ func TestUpMetricsLogsAndUI(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, args := range [][]string{{"add", name}, {"commit", "-q", "-m", msg}} {
-			if err := demoGit(ctx, campaigns, who, args...); err != nil {
+			if err := demo.Git(ctx, campaigns, who, args...); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	commit("campaigns/go-version.yaml", demoCampaign(targets), demoAuthor, "Raise the go directive")
+	commit("campaigns/go-version.yaml", demo.Campaign(targets), demo.Author, "Raise the go directive")
 
 	const id = "demo-go-version"
 	// scrapeUntil scrapes until cond holds of the samples.
@@ -100,8 +101,8 @@ func TestUpMetricsLogsAndUI(t *testing.T) {
 			t.Errorf("approval age of %s: %v (present %v)", p.Target, age, ok)
 		}
 		commit("approvals/"+strings.ReplaceAll(p.Target, "/", "-")+".yaml",
-			fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\nby: %s\n", p.Target, p.ResultDigest, demoApprover),
-			demoApprover, "Approve "+p.Target)
+			fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\nby: %s\n", p.Target, p.ResultDigest, demo.Approver),
+			demo.Approver, "Approve "+p.Target)
 	}
 	s = scrapeUntil("completed", func(s metricstest.Samples) bool {
 		return is(s, 1, "fleetlift_campaign_info", "id", id, "kind", "Campaign", "phase", string(state.PhaseCompleted))

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/fleetlift/fleetlift/internal/demo"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
@@ -109,7 +110,7 @@ func TestUpRestartMidFlow(t *testing.T) {
 	root := t.TempDir()
 	targets := demoTargetsForTest(t, root)
 	campaigns := filepath.Join(root, "campaigns")
-	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+	if err := demo.CampaignsRepo(ctx, campaigns); err != nil {
 		t.Fatal(err)
 	}
 	stateDir := filepath.Join(root, "state")
@@ -122,14 +123,14 @@ func TestUpRestartMidFlow(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(campaigns, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := demoGit(ctx, campaigns, who, "add", name); err != nil {
+		if err := demo.Git(ctx, campaigns, who, "add", name); err != nil {
 			t.Fatal(err)
 		}
-		if err := demoGit(ctx, campaigns, who, "commit", "-q", "-m", msg); err != nil {
+		if err := demo.Git(ctx, campaigns, who, "commit", "-q", "-m", msg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("campaigns/go-version.yaml", demoCampaign(targets), demoAuthor, "Raise the go directive")
+	write("campaigns/go-version.yaml", demo.Campaign(targets), demo.Author, "Raise the go directive")
 
 	wait := func(what string, cond func(state.Campaign) bool) state.Campaign {
 		t.Helper()
@@ -159,8 +160,8 @@ func TestUpRestartMidFlow(t *testing.T) {
 	for _, p := range rec.PendingApprovals {
 		// The approver, and a record by someone who may not approve.
 		write("approvals/"+strings.ReplaceAll(p.Target, "/", "-")+".yaml",
-			fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\nby: %s\n", p.Target, p.ResultDigest, demoApprover),
-			demoApprover, "Approve "+p.Target)
+			fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\nby: %s\n", p.Target, p.ResultDigest, demo.Approver),
+			demo.Approver, "Approve "+p.Target)
 	}
 	write("approvals/mallory.yaml", fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: reject\nresult_digest: %s\nby: mallory\n",
 		rec.PendingApprovals[0].Target, rec.PendingApprovals[0].ResultDigest), "mallory", "Reject it")
@@ -236,7 +237,7 @@ func TestUpWebhookWakesTheLoop(t *testing.T) {
 	root := t.TempDir()
 	targets := demoTargetsForTest(t, root)
 	campaigns := filepath.Join(root, "campaigns")
-	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+	if err := demo.CampaignsRepo(ctx, campaigns); err != nil {
 		t.Fatal(err)
 	}
 	stateDir := filepath.Join(root, "state")
@@ -248,13 +249,13 @@ func TestUpWebhookWakesTheLoop(t *testing.T) {
 		"--interval", "1h", "--watch=false", "--webhook-listen", hook, "--webhook-repo", forgeURL)
 	waitListening(t, hook)
 
-	if err := os.WriteFile(filepath.Join(campaigns, "campaigns", "go-version.yaml"), []byte(demoCampaign(targets)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(campaigns, "campaigns", "go-version.yaml"), []byte(demo.Campaign(targets)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := demoGit(ctx, campaigns, demoAuthor, "add", "."); err != nil {
+	if err := demo.Git(ctx, campaigns, demo.Author, "add", "."); err != nil {
 		t.Fatal(err)
 	}
-	if err := demoGit(ctx, campaigns, demoAuthor, "commit", "-q", "-m", "Add a campaign"); err != nil {
+	if err := demo.Git(ctx, campaigns, demo.Author, "commit", "-q", "-m", "Add a campaign"); err != nil {
 		t.Fatal(err)
 	}
 	body := []byte(`{"ref":"refs/heads/main","after":"0000000000000000000000000000000000000000","repository":{"full_name":"acme/campaigns","clone_url":"` + forgeURL + `"}}`)
@@ -324,7 +325,7 @@ func awaitApprovals(t *testing.T, c client.Client, id string) {
 // demoTargetsForTest makes the demo's target repositories under root.
 func demoTargetsForTest(t *testing.T, root string) []string {
 	t.Helper()
-	targets, err := demoTargets(context.Background(), root)
+	targets, err := demo.Targets(context.Background(), root)
 	if err != nil {
 		t.Fatal(err)
 	}

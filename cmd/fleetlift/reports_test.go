@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/demo"
 	"github.com/fleetlift/fleetlift/internal/state"
 )
 
@@ -79,7 +80,7 @@ func TestReportCampaignEverywhere(t *testing.T) {
 		"search":   "",
 	})
 	campaigns := filepath.Join(root, "campaigns")
-	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+	if err := demo.CampaignsRepo(ctx, campaigns); err != nil {
 		t.Fatal(err)
 	}
 	def := fmt.Sprintf(`version: 1
@@ -108,10 +109,10 @@ failure: {threshold_percent: 100}
 	if err := os.WriteFile(filepath.Join(campaigns, "campaigns", "auth-audit.yaml"), []byte(def), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := demoGit(ctx, campaigns, demoAuthor, "add", "."); err != nil {
+	if err := demo.Git(ctx, campaigns, demo.Author, "add", "."); err != nil {
 		t.Fatal(err)
 	}
-	if err := demoGit(ctx, campaigns, demoAuthor, "commit", "-q", "-m", "Audit authentication"); err != nil {
+	if err := demo.Git(ctx, campaigns, demo.Author, "commit", "-q", "-m", "Audit authentication"); err != nil {
 		t.Fatal(err)
 	}
 	stateDir := filepath.Join(root, "state")

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	_ "modernc.org/sqlite"
 
+	"github.com/fleetlift/fleetlift/internal/demo"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 )
 
@@ -25,7 +26,7 @@ func TestUpStopsOnDatabaseItCannotUse(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	campaigns := filepath.Join(root, "campaigns")
-	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+	if err := demo.CampaignsRepo(ctx, campaigns); err != nil {
 		t.Fatal(err)
 	}
 	state := filepath.Join(root, "state")
@@ -65,7 +66,7 @@ func TestUpSaysWhatItRepaired(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	campaigns := filepath.Join(root, "campaigns")
-	if err := demoCampaignsRepo(ctx, campaigns); err != nil {
+	if err := demo.CampaignsRepo(ctx, campaigns); err != nil {
 		t.Fatal(err)
 	}
 	state := filepath.Join(root, "state")
