@@ -165,12 +165,12 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 
 	step("committing approval records to main, as %s", demo.Approver)
 	for _, p := range rec.PendingApprovals {
-		name := filepath.Join("approvals", strings.ReplaceAll(p.Target, "/", "-")+".yaml")
-		body := fmt.Sprintf("version: 1\nkind: Approval\ntarget: %s\naction: approve\nresult_digest: %s\nby: %s\n", p.Target, p.ResultDigest, demo.Approver)
-		if err := os.WriteFile(filepath.Join(campaigns, name), []byte(body), 0o644); err != nil {
+		// As approve --git writes it.
+		d := approval.NewDraft(approval.Record{Target: p.Target, Action: approval.Approve, ResultDigest: p.ResultDigest, By: demo.Approver}, "")
+		if err := os.WriteFile(filepath.Join(campaigns, filepath.FromSlash(d.File)), d.Encode(), 0o644); err != nil {
 			return err
 		}
-		if err := demo.Git(ctx, campaigns, demo.Approver, "add", name); err != nil {
+		if err := demo.Git(ctx, campaigns, demo.Approver, "add", d.File); err != nil {
 			return err
 		}
 	}
