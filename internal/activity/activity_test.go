@@ -31,10 +31,10 @@ func newActivities(t *testing.T) (*activity.Activities, *testsuite.TestActivityE
 	return a, env
 }
 
-// provision provisions a sandbox, removed when the test ends.
-func provision(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, id string) activity.SandboxRef {
+// provision provisions a sandbox as in asks, removed when the test ends.
+func provision(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, in activity.ProvisionInput) activity.SandboxRef {
 	t.Helper()
-	v, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: id})
+	v, err := env.ExecuteActivity(a.ProvisionSandbox, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func provision(t *testing.T, a *activity.Activities, env *testsuite.TestActivity
 // phase the stand-in agent reaches.
 func start(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, id, phase string) activity.SandboxRef {
 	t.Helper()
-	ref := provision(t, a, env, id)
+	ref := provision(t, a, env, activity.ProvisionInput{SandboxID: id})
 	if _, err := env.ExecuteActivity(a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: protocol.Manifest{TaskID: id, Title: phase}}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestWaitForAgentPhaseThenReadResult(t *testing.T) {
 // the phase it reached and its result in one step.
 func TestAwaitResultHandsTheManifest(t *testing.T) {
 	a, env := newActivities(t)
-	ref := provision(t, a, env, "with-manifest")
+	ref := provision(t, a, env, activity.ProvisionInput{SandboxID: "with-manifest"})
 	v, err := env.ExecuteActivity(a.AwaitAgentResult, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput},
 		Manifest: &protocol.Manifest{TaskID: "with-manifest", Title: "awaiting_input"}})
 	if err != nil {
@@ -117,7 +117,7 @@ func TestAwaitResultRemovesAFinishedSandbox(t *testing.T) {
 	a, env := newActivities(t)
 	for _, phase := range []protocol.Phase{protocol.PhaseAwaitingInput, protocol.PhaseFailed} {
 		id := "clean-" + string(phase)
-		ref := provision(t, a, env, id)
+		ref := provision(t, a, env, activity.ProvisionInput{SandboxID: id})
 		v, err := env.ExecuteActivity(a.AwaitAgentResult, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseAwaitingInput},
 			Manifest: &protocol.Manifest{TaskID: id, Title: string(phase)}, CleanUp: true})
 		if err != nil {

@@ -68,15 +68,7 @@ func TestDefinitionCredentials(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "creds-" + c.name, Credentials: c.creds})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ref activity.SandboxRef
-			if err := v.Get(&ref); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Cleanup(context.Background(), ref.ID) })
+			ref := provision(t, a, env, activity.ProvisionInput{SandboxID: "creds-" + c.name, Credentials: c.creds})
 			if !maps.Equal(rec.opts.SecretRefs, c.refs) {
 				t.Errorf("SecretRefs = %v; want %v", rec.opts.SecretRefs, c.refs)
 			}
@@ -117,15 +109,7 @@ func TestDefinitionPlacement(t *testing.T) {
 			[]string{"sandbox.namespace (team-a), sandbox.runtime_class (gvisor), sandbox.node_selector: not applied to local sandboxes, which run where this worker runs them"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "place-" + c.name, Placement: c.placement})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ref activity.SandboxRef
-			if err := v.Get(&ref); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Cleanup(context.Background(), ref.ID) })
+			ref := provision(t, a, env, activity.ProvisionInput{SandboxID: "place-" + c.name, Placement: c.placement})
 			if c.placement != nil && (rec.opts.Namespace != "team-a" || rec.opts.RuntimeClass != "gvisor" || !maps.Equal(rec.opts.NodeSelector, c.placement.NodeSelector)) {
 				t.Errorf("the provider got namespace %q, runtime class %q, node selector %v", rec.opts.Namespace, rec.opts.RuntimeClass, rec.opts.NodeSelector)
 			}

@@ -229,7 +229,7 @@ func TestAwaitResultFailsWhatTheCheckFails(t *testing.T) {
 // agent gets it, without retry.
 func TestSubmitManifestRefusesAnUnusableSchema(t *testing.T) {
 	a, env := newActivities(t)
-	ref := provision(t, a, env, "bad-schema")
+	ref := provision(t, a, env, activity.ProvisionInput{SandboxID: "bad-schema"})
 	m := protocol.Manifest{TaskID: "bad-schema", Mode: protocol.ModeReport,
 		Output: &protocol.Output{Schema: json.RawMessage(`{"type": "no-such-type"}`)}}
 	_, err := env.ExecuteActivity(a.SubmitManifest, activity.SubmitManifestInput{Sandbox: ref, Manifest: m})
