@@ -81,25 +81,10 @@ func (k *Keys) Open(ctx context.Context, id string) error {
 	if k == nil {
 		return nil
 	}
-	k.mu.Lock()
-	_, ok := k.keys[id]
-	k.mu.Unlock()
-	if ok {
+	if k.Adopt(ctx, id) {
 		return nil
 	}
-	sb := k.sandbox(id)
-	if data, err := k.Read(ctx, id, protocol.GatewayKeyFile); err == nil {
-		var used Usage
-		if u, err := k.Read(ctx, id, protocol.UsageFile); err == nil {
-			_ = json.Unmarshal(u, &used)
-		}
-		key := strings.TrimSpace(string(data))
-		if k.Gateway.Adopt(key, sb, used) == nil {
-			k.keep(id, key)
-			return nil
-		}
-	}
-	key, err := k.Gateway.Open(sb)
+	key, err := k.Gateway.Open(k.sandbox(id))
 	if err != nil {
 		return err
 	}
@@ -109,6 +94,35 @@ func (k *Keys) Open(ctx context.Context, id string) error {
 	}
 	k.keep(id, key)
 	return nil
+}
+
+// Adopt takes up the key sandbox id already has, counting on from what
+// it used, and reports whether it has one the gateway takes (or a key
+// from this Keys already). It gives no new key.
+func (k *Keys) Adopt(ctx context.Context, id string) bool {
+	if k == nil {
+		return false
+	}
+	k.mu.Lock()
+	_, ok := k.keys[id]
+	k.mu.Unlock()
+	if ok {
+		return true
+	}
+	data, err := k.Read(ctx, id, protocol.GatewayKeyFile)
+	if err != nil {
+		return false
+	}
+	var used Usage
+	if u, err := k.Read(ctx, id, protocol.UsageFile); err == nil {
+		_ = json.Unmarshal(u, &used)
+	}
+	key := strings.TrimSpace(string(data))
+	if k.Gateway.Adopt(key, k.sandbox(id), used) != nil {
+		return false
+	}
+	k.keep(id, key)
+	return true
 }
 
 func (k *Keys) keep(id, key string) {

@@ -285,8 +285,8 @@ func New(opts Options) (*Provider, error) {
 			// never finished; Provision or Cleanup of its id clears it.
 			if b, _, err := p.find(e.Name()); err == nil {
 				// A sandbox an earlier Provider made calls the
-				// gateway with the key it was given.
-				_ = p.gwKeys.Open(context.Background(), b.id)
+				// gateway with the key it was given, if it has one.
+				p.gwKeys.Adopt(context.Background(), b.id)
 			}
 		}
 	}
