@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -48,14 +47,11 @@ func (r *runner) modelGateway(jl *jail.Jail) (env []string, done func(), _ error
 		jl.Spec.Forwards = append(jl.Spec.Forwards, jail.Forward{Port: GatewayPort, Socket: sock})
 		base = "http://127.0.0.1:" + strconv.Itoa(GatewayPort)
 	} else {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		lr, err := newLoopbackRelay(sock)
 		if err != nil {
-			return nil, done, fmt.Errorf("model gateway relay: %w", err)
+			return nil, done, err
 		}
-		var wg sync.WaitGroup
-		wg.Go(func() { relay(ln, &wg, func() (net.Conn, error) { return net.Dial("unix", sock) }) })
-		base = "http://" + ln.Addr().String()
-		done = func() { ln.Close(); wg.Wait() }
+		base, done = lr.base, lr.close
 	}
 	for _, api := range apis {
 		switch api {

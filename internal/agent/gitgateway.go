@@ -22,10 +22,34 @@ import (
 // sandbox's own key as the password; the gateway adds the forge's token.
 // No token for the forge is in the sandbox.
 type gitGateway struct {
+	*loopbackRelay
+	git *git.Git
+}
+
+// loopbackRelay is a port of the agent's loopback (base, its URL) that
+// leads to the gateway's Unix socket, for the agent's git and an unjailed
+// agent CLI; close stops it.
+type loopbackRelay struct {
 	ln   net.Listener
 	base string
-	git  *git.Git
 	wg   sync.WaitGroup
+}
+
+// newLoopbackRelay relays a new port of loopback to the socket sock.
+func newLoopbackRelay(sock string) (*loopbackRelay, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("gateway relay: %w", err)
+	}
+	r := &loopbackRelay{ln: ln, base: "http://" + ln.Addr().String()}
+	r.wg.Go(func() { relay(ln, &r.wg, func() (net.Conn, error) { return net.Dial("unix", sock) }) })
+	return r, nil
+}
+
+// close stops the relay and waits for its connections.
+func (r *loopbackRelay) close() {
+	r.ln.Close()
+	r.wg.Wait()
 }
 
 // openGitGateway starts the relay, when the agent has a gateway and its
@@ -39,11 +63,11 @@ func (r *runner) openGitGateway() (*gitGateway, error) {
 	if key == "" || err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lr, err := newLoopbackRelay(sock)
 	if err != nil {
-		return nil, fmt.Errorf("gateway relay: %w", err)
+		return nil, err
 	}
-	gw := &gitGateway{ln: ln, base: "http://" + ln.Addr().String()}
+	gw := &gitGateway{loopbackRelay: lr}
 	// Git sends the key, as its token, to the relay alone.
 	tokenVar := r.g.TokenVariable()
 	env := slices.DeleteFunc(slices.Clone(r.o.Env), func(kv string) bool { return strings.HasPrefix(kv, tokenVar+"=") })
@@ -51,13 +75,7 @@ func (r *runner) openGitGateway() (*gitGateway, error) {
 		Binary: r.g.Binary, Env: append(env, tokenVar+"="+key),
 		TokenEnv: r.g.TokenEnv, TokenOrigins: []string{gw.base}, ScratchDir: r.g.ScratchDir,
 	}
-	gw.wg.Go(func() { gw.relay(sock) })
 	return gw, nil
-}
-
-// relay hands each connection to the gateway's socket until closed.
-func (gw *gitGateway) relay(sock string) {
-	relay(gw.ln, &gw.wg, func() (net.Conn, error) { return net.Dial("unix", sock) })
 }
 
 // relay hands each connection ln accepts to one dial makes, until ln is
@@ -149,8 +167,7 @@ func (gw *gitGateway) close() {
 	if gw == nil {
 		return
 	}
-	gw.ln.Close()
-	gw.wg.Wait()
+	gw.loopbackRelay.close()
 }
 
 // route is where repository raw is cloned from, and with which git: the
