@@ -735,8 +735,10 @@ func TestJSONSchemaCrossFieldChecks(t *testing.T) {
 		valid bool
 	}{
 		{"execution agentic", KindTask, task + repos + agentic, true},
-		{"execution deterministic", KindTask, task + repos + "execution: {deterministic: {image: alpine}}\n", true},
-		{"execution both", KindTask, task + repos + "execution: {agentic: {prompt: p}, deterministic: {image: alpine}}\n", false},
+		{"execution deterministic", KindTask, task + repos + "execution: {deterministic: {image: alpine, command: [make]}}\n", true},
+		{"deterministic without command", KindTask, task + repos + "execution: {deterministic: {image: alpine}}\n", false},
+		{"deterministic with args only", KindTask, task + repos + "execution: {deterministic: {image: alpine, args: [go, mod, tidy]}}\n", true},
+		{"execution both", KindTask, task + repos + "execution: {agentic: {prompt: p}, deterministic: {image: alpine, command: [make]}}\n", false},
 		{"execution neither", KindTask, task + repos + "execution: {}\n", false},
 		{"campaign template execution neither", KindTask, campaign + repos + "template: {execution: {}}\n", false},
 		{"for_each in report", KindTask, task + repos + agentic + "mode: report\nfor_each: [{name: a, context: b}]\n", true},

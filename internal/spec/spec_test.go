@@ -71,7 +71,7 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 
-	det := loadOne(t, "d.yaml", strings.Replace(agenticTask, "agentic:\n    prompt: migrate", "deterministic:\n    image: golang:1.26", 1)).Task
+	det := loadOne(t, "d.yaml", strings.Replace(agenticTask, "agentic:\n    prompt: migrate", "deterministic:\n    image: golang:1.26\n    command: [go, mod, tidy]", 1)).Task
 	if det.RequireApproval {
 		t.Error("deterministic task: require_approval defaults to false")
 	}
@@ -87,7 +87,7 @@ id: c
 title: C
 template:
   execution:
-    deterministic: {image: golang}
+    deterministic: {image: golang, command: [go, mod, tidy]}
 repositories:
   - url: git@github.com:acme/api.git
 `).Campaign
@@ -123,7 +123,7 @@ id: c
 title: C
 template:
   execution:
-    deterministic: {image: golang}
+    deterministic: {image: golang, command: [go, mod, tidy]}
 repositories:
   - url: git@github.com:acme/api.git
     branch: trunk
@@ -211,7 +211,7 @@ title: C
 template:
   transformation: {url: "https://github.com/acme/recipes.git"}
   execution:
-    deterministic: {image: golang}
+    deterministic: {image: golang, command: [go, mod, tidy]}
 rate_limit: {pull_requests_per_hour: 600}
 groups:
   - name: g
@@ -245,7 +245,7 @@ kind: Task
 id: t
 title: T
 execution:
-  deterministic: {image: golang}
+  deterministic: {image: golang, command: [go, mod, tidy]}
 transformation:
   url: git@github.com:acme/recipes.git
 targets:
@@ -412,7 +412,7 @@ func TestConstraints(t *testing.T) {
 		{"ssh URL", "https://github.com/acme/svc.git", "ssh://git@github.com/acme/svc.git", ""},
 		{"file URL", "https://github.com/acme/svc.git", "file:///srv/git/svc.git", ""},
 		{"scp-like starting with -", "https://github.com/acme/svc.git", "-oProxyCommand=x@host:repo", "repositories[0].url: "},
-		{"both executions", "prompt: migrate", "prompt: migrate\n  deterministic: {image: x}", "execution: set only one of execution.agentic or execution.deterministic"},
+		{"both executions", "prompt: migrate", "prompt: migrate\n  deterministic: {image: x, command: [x]}", "execution: set only one of execution.agentic or execution.deterministic"},
 		{"no execution", "execution:\n  agentic:\n    prompt: migrate\n", "execution: {}\n", "execution: set one of"},
 		{"for_each in transform", "", "for_each: [{name: a, context: b}]", "for_each: for_each is only allowed with mode: report"},
 		{"pull_request in report", "", "mode: report\npull_request: {branch_prefix: auto/x, title: t}", "pull_request: pull_request is only allowed with mode: transform"},
@@ -421,7 +421,7 @@ func TestConstraints(t *testing.T) {
 		{"failure action enum", "", "failure: {threshold_percent: 10, action: retry}", `failure.action: "retry" must be one of "abort", "pause"`},
 		{"timeout words", "", `timeout: "30 minutes"`, `timeout: "30 minutes" must be a duration`},
 		{"memory quantity", "", "sandbox: {resources: {limits: {memory: lots}}}", `sandbox.resources.limits.memory: "lots" must be a resource quantity`},
-		{"env name", "agentic:\n    prompt: migrate", "deterministic:\n    image: x\n    env: {\"1BAD\": x}", `execution.deterministic.env."1BAD": unknown field`},
+		{"env name", "agentic:\n    prompt: migrate", "deterministic:\n    image: x\n    command: [x]\n    env: {\"1BAD\": x}", `execution.deterministic.env."1BAD": unknown field`},
 		{"duplicate derived names", "- url: https://github.com/acme/svc.git", "- url: https://github.com/acme/svc.git\n  - url: https://github.com/other/svc.git", `repositories: names must be unique: "svc" is used more than once`},
 		{"targets without transformation", "repositories:\n  - url: https://github.com/acme/svc.git", "targets:\n  - url: https://github.com/acme/svc.git", "targets: targets need a transformation repository"},
 		{"transformation and targets", "repositories:\n  - url: https://github.com/acme/svc.git", "transformation: {url: https://github.com/acme/recipes.git}\ntargets:\n  - url: https://github.com/acme/svc.git", ""},

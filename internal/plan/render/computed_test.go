@@ -51,6 +51,7 @@ template:
   execution:
     deterministic:
       image: alpine
+      command: [make, fix]
 `
 
 const audit = `version: 1
