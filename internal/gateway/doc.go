@@ -26,6 +26,12 @@
 // same copy (Copy), the base it built on already there. A sandbox's
 // copies go when its key is closed.
 //
+// Sandboxes that reach the gateway over the network (Kubernetes pods)
+// reach the worker's egress proxy through it too, with the same key
+// (Egress): a connection upgraded at protocol.GatewayEgressPath is the
+// proxy's, so the pods need one port of the worker and nothing else,
+// and no pod without a key of this gateway's uses the proxy.
+//
 // gateway imports the standard library, the agent's protocol types and
 // the git command wrapper.
 package gateway

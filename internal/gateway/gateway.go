@@ -127,6 +127,10 @@ type Gateway struct {
 	// Git, when set, serves the sandboxes' reads of their repositories
 	// under GitPrefix (see GitReads).
 	Git *GitReads
+	// Egress, when set, is the egress proxy (package egress) sandboxes
+	// that reach the gateway over the network reach with their key, at
+	// protocol.GatewayEgressPath (see serveEgress).
+	Egress http.Handler
 	// Transport makes the upstream requests; nil: http.DefaultTransport.
 	Transport http.RoundTripper
 
@@ -325,6 +329,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.URL.Path == protocol.GatewayUsagePath:
 		g.serveUsage(w, r)
+		return
+	case r.URL.Path == protocol.GatewayEgressPath:
+		g.serveEgress(w, r)
 		return
 	}
 	if g.Upstream == nil || g.Key == "" {

@@ -53,6 +53,12 @@ const (
 	// GatewayKeyFile holds the sandbox's key to the worker's model
 	// gateway (written by the sandbox provider, for the agent CLI alone).
 	GatewayKeyFile = "gateway-key"
+	// GatewayURLFile, when there, holds the http://HOST:PORT the agent
+	// reaches the worker's gateway at over the network (Kubernetes
+	// sandboxes), written beside the key by the worker that serves the
+	// sandbox now: another than the one that started it, once that one
+	// is gone.
+	GatewayURLFile = "gateway-url"
 	// UsageFile is what the model gateway counted for the sandbox
 	// (ModelUsage), written by the gateway on the trusted side.
 	UsageFile = "usage.json"
@@ -70,6 +76,12 @@ const (
 	// its model calls used so far (ModelUsage as JSON): the agent reads
 	// its usage there when its CLI is done, the gateway's own count.
 	GatewayUsagePath = "/fleetlift/usage"
+	// GatewayEgressPath is where a sandbox's agent reaches the worker's
+	// egress proxy over the network: a GET there with the sandbox's key
+	// and "Upgrade: " + GatewayEgressUpgrade is answered with 101, and
+	// the connection then speaks to the proxy as to any HTTP proxy.
+	GatewayEgressPath    = "/fleetlift/egress"
+	GatewayEgressUpgrade = "fleetlift-egress"
 )
 
 // BundleFile is where, relative to Dir, the agent leaves the change it
