@@ -27,6 +27,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/gateway"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
@@ -164,6 +165,9 @@ func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind str
 func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
 	k := &w.kube
 	if k.gatewayListen == "" && k.gatewayURL == "" {
+		if len(w.egress) > 0 {
+			return nil, fmt.Errorf("--sandbox-egress with kubernetes sandboxes needs --gateway-listen and --gateway-url: the pods reach the egress proxy through this worker's gateway")
+		}
 		if fs := w.forge; fs != nil && fs.Type != "local" {
 			fmt.Fprintf(logw, "clones: sandbox pods clone from %s with a token of their own (--sandbox-secret-ref %s); with --gateway-listen and --gateway-url they clone through this worker and hold none\n", fs.URL, gitx.DefaultTokenEnv)
 		}
@@ -179,8 +183,20 @@ func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(w.egress) > 0 {
+		proxy, err := w.egressProxy()
+		if err != nil {
+			return nil, err
+		}
+		if gw == nil {
+			gw = &gateway.Gateway{}
+		}
+		// Served on the gateway's port, to the sandboxes' keys: the
+		// sandbox NetworkPolicy allows that one port of the workers.
+		gw.Egress = proxy
+	}
 	if gw == nil {
-		fmt.Fprintf(logw, "gateway: nothing to serve sandbox pods: no forge with a token (--forge-type, --forge-url) and no model key ($%s)\n", w.modelKeyEnv)
+		fmt.Fprintf(logw, "gateway: nothing to serve sandbox pods: no forge with a token (--forge-type, --forge-url), no model key ($%s) and no --sandbox-egress\n", w.modelKeyEnv)
 		return nil, nil
 	}
 	ln, err := net.Listen("tcp", k.gatewayListen)
@@ -191,6 +207,9 @@ func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Fprintf(logw, "gateway: sandbox pods reach this worker's gateway at %s (served on %s)\n", k.gatewayURL, ln.Addr())
 	w.sayGateway(logw)
+	if gw.Egress != nil {
+		fmt.Fprintf(logw, "egress: the work in sandbox pods reaches %s through this worker's egress proxy, at its gateway; nothing else\n", strings.Join(w.egress, ", "))
+	}
 	return &kube.Gateway{Gateway: gw, URL: k.gatewayURL}, nil
 }
 

@@ -140,7 +140,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&w.queue, "sandbox-queue", "",
 		"the task queue for the steps on this worker's sandboxes, which only this host can reach (default: named after the host and the state directory)")
 	cmd.Flags().StringSliceVar(&w.egress, "sandbox-egress", nil,
-		"local and docker: a host the work in sandboxes may reach through the worker's egress proxy, as registry.npmjs.org, proxy.golang.org:443 or *.pythonhosted.org (repeatable; without a port, 80 and 443); by default the work reaches no network, and never loopback or a private address")
+		"a host the work in sandboxes may reach through the worker's egress proxy, as registry.npmjs.org, proxy.golang.org:443 or *.pythonhosted.org (repeatable; without a port, 80 and 443; kubernetes sandboxes reach the proxy at --gateway-listen); by default the work reaches no network, and never loopback or a private address")
 	cmd.Flags().StringVar(&w.limits.memory, "sandbox-memory", "4Gi",
 		"local: the most memory each command in a sandbox and what it starts may use (a cgroup's, where this host lets the worker make one: cgroup v1 as root); 0: no bound")
 	cmd.Flags().IntVar(&w.maxSandboxes, "max-sandboxes", 4*runtime.NumCPU(),

@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/git"
 )
@@ -90,6 +94,10 @@ func relay(ln net.Listener, wg *sync.WaitGroup, dial func() (net.Conn, error)) {
 			defer c.Close()
 			u, err := dial()
 			if err != nil {
+				var refused relayRefusal
+				if errors.As(err, &refused) {
+					_, _ = c.Write(refused.reply())
+				}
 				return
 			}
 			defer u.Close()
@@ -112,18 +120,32 @@ func relay(ln net.Listener, wg *sync.WaitGroup, dial func() (net.Conn, error)) {
 // to a worker's gateway at a network address: Kubernetes sandboxes reach
 // their worker's gateway over the pod network, and the agent then uses
 // the socket as it uses a local provider's (serve's --gateway), its jail
-// forwards included.
+// forwards included. It may relay a second socket to the worker's egress
+// proxy, through the gateway (serve's --egress-socket).
+//
+// The gateway's address is read for each connection: the one the
+// sandbox's protocol directory names (protocol.GatewayURLFile), which a
+// worker that took the sandbox over from another writes there, else the
+// one the relay was made with.
 type GatewayRelay struct {
 	// Socket is the socket's path.
 	Socket string
+	// Egress is the egress proxy's socket, "" unless asked for.
+	Egress string
+	url    *url.URL
+	pdir   string
 	dir    string
-	ln     net.Listener
+	lns    []net.Listener
 	wg     sync.WaitGroup
 }
 
 // NewGatewayRelay relays a new socket to the gateway at raw, an
-// http://host:port URL with no path.
-func NewGatewayRelay(raw string) (*GatewayRelay, error) {
+// http://host:port URL with no path, or at the one the protocol
+// directory pdir names. With egress, it relays another to the gateway's
+// egress proxy (protocol.GatewayEgressPath), each connection upgraded
+// with the sandbox's key from pdir (protocol.GatewayKeyFile): the work
+// holds no key for it.
+func NewGatewayRelay(raw, pdir string, egress bool) (*GatewayRelay, error) {
 	u, err := ParseGatewayURL(raw)
 	if err != nil {
 		return nil, err
@@ -132,17 +154,115 @@ func NewGatewayRelay(raw string) (*GatewayRelay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway relay: %w", err)
 	}
-	sock := filepath.Join(dir, "gateway.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("gateway relay: %w", err)
+	r := &GatewayRelay{Socket: filepath.Join(dir, "gateway.sock"), url: u, pdir: pdir, dir: dir}
+	if err := r.listen(r.Socket, r.dialGateway); err != nil {
+		r.Close()
+		return nil, err
 	}
-	r := &GatewayRelay{Socket: sock, dir: dir, ln: ln}
-	d := net.Dialer{Timeout: 10 * time.Second}
-	r.wg.Go(func() { relay(ln, &r.wg, func() (net.Conn, error) { return d.Dial("tcp", u.Host) }) })
+	if egress {
+		r.Egress = filepath.Join(dir, "egress.sock")
+		if err := r.listen(r.Egress, r.dialEgress); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
 	return r, nil
 }
+
+// listen relays the socket sock to what dial dials.
+func (r *GatewayRelay) listen(sock string, dial func() (net.Conn, error)) error {
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("gateway relay: %w", err)
+	}
+	r.lns = append(r.lns, ln)
+	r.wg.Go(func() { relay(ln, &r.wg, dial) })
+	return nil
+}
+
+// relayTimeout bounds connecting to the gateway, and the egress
+// proxy's answer to an upgrade.
+const relayTimeout = 10 * time.Second
+
+// host is the gateway's host:port as it is now.
+func (r *GatewayRelay) host() string {
+	data, err := os.ReadFile(filepath.Join(r.pdir, protocol.GatewayURLFile))
+	if err != nil {
+		return r.url.Host
+	}
+	u, err := ParseGatewayURL(strings.TrimSpace(string(data)))
+	if err != nil {
+		return r.url.Host
+	}
+	return u.Host
+}
+
+func (r *GatewayRelay) dialGateway() (net.Conn, error) {
+	d := net.Dialer{Timeout: relayTimeout}
+	return d.Dial("tcp", r.host())
+}
+
+// dialEgress connects to the gateway and upgrades the connection to its
+// egress proxy with the sandbox's key.
+func (r *GatewayRelay) dialEgress() (net.Conn, error) {
+	data, err := os.ReadFile(filepath.Join(r.pdir, protocol.GatewayKeyFile))
+	key := strings.TrimSpace(string(data))
+	if err != nil || key == "" {
+		return nil, relayRefusal("the sandbox has no key to the worker's gateway yet")
+	}
+	host := r.host()
+	d := net.Dialer{Timeout: relayTimeout}
+	c, err := d.Dial("tcp", host)
+	if err != nil {
+		return nil, relayRefusal("the worker's gateway does not answer")
+	}
+	req, err := http.NewRequest(http.MethodGet, "http://"+host+protocol.GatewayEgressPath, nil)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", protocol.GatewayEgressUpgrade)
+	req.Header.Set("X-Api-Key", key)
+	_ = c.SetDeadline(time.Now().Add(relayTimeout))
+	br := bufio.NewReader(c)
+	if err := req.Write(c); err != nil {
+		c.Close()
+		return nil, relayRefusal("the worker's gateway does not answer")
+	}
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		c.Close()
+		return nil, relayRefusal("the worker's gateway does not answer")
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		c.Close()
+		return nil, relayRefusal(fmt.Sprintf("the worker's gateway refused: %s: %s", resp.Status, strings.TrimSpace(string(body))))
+	}
+	_ = c.SetDeadline(time.Time{})
+	return &bufferedConn{Conn: c, r: br}, nil
+}
+
+// relayRefusal is why a relay could not reach what it leads to: the
+// client is told, as a proxy tells it.
+type relayRefusal string
+
+func (e relayRefusal) Error() string { return string(e) }
+
+// reply is e as an HTTP proxy's answer.
+func (e relayRefusal) reply() []byte {
+	msg := "fleetlift egress relay: " + string(e) + "\n"
+	return []byte(fmt.Sprintf("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(msg), msg))
+}
+
+// bufferedConn is a connection whose first bytes were read into r.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // ParseGatewayURL checks that raw is a gateway's address as
 // EnvGatewayURL holds it: http://HOST:PORT.
@@ -155,9 +275,11 @@ func ParseGatewayURL(raw string) (*url.URL, error) {
 }
 
 // Close stops the relay, waits for its connections and removes its
-// socket.
+// sockets.
 func (r *GatewayRelay) Close() {
-	r.ln.Close()
+	for _, ln := range r.lns {
+		ln.Close()
+	}
 	r.wg.Wait()
 	os.RemoveAll(r.dir)
 }

@@ -57,9 +57,12 @@ const (
 	// EnvGatewayURL is the http://HOST:PORT of the worker's gateway when
 	// the sandbox reaches it over the network (Kubernetes) rather than by
 	// a socket (serve's --gateway-url); EnvGatewayAPIs lists the model
-	// APIs it serves (comma-separated, serve's --gateway-api).
-	EnvGatewayURL  = "FLEETLIFT_GATEWAY_URL"
-	EnvGatewayAPIs = "FLEETLIFT_GATEWAY_APIS"
+	// APIs it serves (comma-separated, serve's --gateway-api);
+	// EnvGatewayEgress, when not empty, says that it serves the worker's
+	// egress proxy too (serve's --gateway-egress).
+	EnvGatewayURL    = "FLEETLIFT_GATEWAY_URL"
+	EnvGatewayAPIs   = "FLEETLIFT_GATEWAY_APIS"
+	EnvGatewayEgress = "FLEETLIFT_GATEWAY_EGRESS"
 )
 
 // DefaultAgent is the agent used when the manifest names none.

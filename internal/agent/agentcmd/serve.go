@@ -2,6 +2,7 @@ package agentcmd
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -58,6 +59,7 @@ func NewServeCommand() *cobra.Command {
 		egress      string
 		gateway     string
 		gatewayURL  string
+		gwEgress    bool
 		limits      jail.Limits
 		diskReserve int64
 		gatewayAPIs []string
@@ -115,12 +117,21 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 				if gateway != "" {
 					return fmt.Errorf("serve: --gateway and --gateway-url: give the worker's gateway one way")
 				}
-				relay, err := agent.NewGatewayRelay(gatewayURL)
+				if gwEgress && (egress != "" || isolation != IsolationNamespaces) {
+					return fmt.Errorf("serve: --gateway-egress needs --isolation %s and no --egress-socket", IsolationNamespaces)
+				}
+				pdir, err := filepath.Abs(filepath.Join(workspace, protocol.Dir))
+				if err != nil {
+					return fmt.Errorf("serve: %w", err)
+				}
+				relay, err := agent.NewGatewayRelay(gatewayURL, pdir, gwEgress)
 				if err != nil {
 					return fmt.Errorf("serve: --gateway-url: %w", err)
 				}
 				defer relay.Close()
-				gateway = relay.Socket
+				gateway, egress = relay.Socket, cmp.Or(relay.Egress, egress)
+			} else if gwEgress {
+				return fmt.Errorf("serve: --gateway-egress needs --gateway-url")
 			}
 			opts.GitGateway = gateway
 			switch isolation {
@@ -213,6 +224,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.StringVar(&egress, "egress-socket", "", "the Unix socket of the worker's egress proxy: jailed commands reach the network through it alone, as their HTTP(S)_PROXY (127.0.0.1:"+strconv.Itoa(agent.EgressPort)+" in the jail); without it they reach no network")
 	f.StringVar(&gateway, "gateway", "", "the Unix socket of the worker's gateway, with the sandbox's own key to it: the agent clones its task's repositories at the forge through it (the worker adds the token), and the agent CLI reaches its model through it alone (ANTHROPIC_BASE_URL, 127.0.0.1:"+strconv.Itoa(agent.GatewayPort)+" in its jail)")
 	f.StringVar(&gatewayURL, "gateway-url", os.Getenv(agent.EnvGatewayURL), "the worker's gateway as http://HOST:PORT, reached over the network (Kubernetes sandboxes), as --gateway is by a socket (default $"+agent.EnvGatewayURL+")")
+	f.BoolVar(&gwEgress, "gateway-egress", os.Getenv(agent.EnvGatewayEgress) != "", "with --gateway-url: jailed commands reach the network through the worker's egress proxy, which its gateway serves to this sandbox's key, as through --egress-socket (default: whether $"+agent.EnvGatewayEgress+" is set)")
 	f.StringArrayVar(&gatewayAPIs, "gateway-api", splitList(os.Getenv(agent.EnvGatewayAPIs), ","), "a model API the --gateway serves, anthropic or openai (repeatable): the agent CLI reaches it through the gateway, with the sandbox's key; others as its own variables say")
 	f.Int64Var(&limits.Memory, "max-memory", 0, "the most memory in bytes each jailed command and what it starts may use (a cgroup's, where one can be made); 0: no bound")
 	f.IntVar(&limits.Processes, "max-processes", 0, "the most processes and threads each jailed command may run at once; 0: no bound")

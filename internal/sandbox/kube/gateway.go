@@ -18,7 +18,9 @@ import (
 // address, which the sandbox NetworkPolicy lets them reach). Their agents
 // clone through it with a key of their sandbox's own, which the provider
 // writes into the sandbox once its pod runs; the forge's token stays with
-// the worker.
+// the worker. When the gateway serves the worker's egress proxy
+// (gateway.Gateway.Egress), the agents relay their jails' egress port to
+// it, with the same key.
 type Gateway struct {
 	Gateway *gateway.Gateway
 	URL     string
@@ -44,6 +46,9 @@ func (g *Gateway) env(env map[string]string) map[string]string {
 	env[agent.EnvGatewayURL] = g.URL
 	if apis := g.Gateway.APIs(); len(apis) > 0 {
 		env[agent.EnvGatewayAPIs] = strings.Join(apis, ",")
+	}
+	if g.Gateway.Egress != nil {
+		env[agent.EnvGatewayEgress] = "1"
 	}
 	return env
 }

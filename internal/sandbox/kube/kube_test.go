@@ -362,6 +362,41 @@ func TestDefinitionPlacement(t *testing.T) {
 // the worker's pods jail it, cannot act against the control plane, and
 // reaches the forge and the model through the worker's gateway alone.
 func TestUntrustedWork(t *testing.T) {
+	j := newJailed(t)
+	newProvider := j.provider
+	sandboxtest.RunUntrusted(t, sandboxtest.UntrustedHarness{
+		Hidden:      t.TempDir(),
+		SecretValue: controllertest.Secrets["github-credentials"]["token"],
+		New:         func(t *testing.T) sandbox.Provider { return newProvider(nil) },
+		// The worker's gateway, reached over the network as pods reach
+		// it (here this machine's loopback, which the stand-in kubelet's
+		// pods share).
+		NewWithGateway: func(t *testing.T, gw *gateway.Gateway) sandbox.Provider {
+			return newProvider(serveGateway(t, gw))
+		},
+		// The worker's egress proxy, which its gateway serves to the
+		// sandboxes' keys.
+		NewWithEgress: func(t *testing.T, h http.Handler) sandbox.Provider {
+			return newProvider(serveGateway(t, &gateway.Gateway{Egress: h}))
+		},
+		// This machine's curl, as an agent CLI.
+		ModelCLI:   sandboxtest.CurlModelCLI,
+		Options:    j.options,
+		Repository: j.repository,
+	})
+}
+
+// jailed is a stand-in cluster whose kubernetes-jobs sandboxes run the
+// real agent, jailing the work as the worker's pods jail it, with
+// repositories in repos, which the pods read.
+type jailed struct {
+	c     *controllertest.Cluster
+	repos string
+	// provider is the worker's provider, with gw when not nil.
+	provider func(gw *kube.Gateway) sandbox.Provider
+}
+
+func newJailed(t *testing.T) *jailed {
 	// The pods' /tmp is their own: the repositories are elsewhere on
 	// this machine, which the kubelet shares with the pods.
 	repos, err := os.MkdirTemp("/var/tmp", "fleetlift-kube-repos-")
@@ -381,51 +416,49 @@ func TestUntrustedWork(t *testing.T) {
 	// Every token variable of the agent comes from github-credentials.
 	token := kube.SecretRef{Secret: "github-credentials", Key: "token"}
 	tokenRefs := map[string]kube.SecretRef{"FLEETLIFT_FORGE_TOKEN": token, "FLEETLIFT_GIT_TOKEN": token, "GITHUB_TOKEN": token}
-	newProvider := func(gw *kube.Gateway) sandbox.Provider {
+	return &jailed{c: c, repos: repos, provider: func(gw *kube.Gateway) sandbox.Provider {
 		return &kube.Jobs{Client: worker, Executor: c.Kubelet, Namespace: c.Sandbox, Image: controllertest.Image,
 			Pod: pod, Defaults: controllertest.Defaults(), Poll: 20e6, Gateway: gw, SecretRefs: tokenRefs}
+	}}
+}
+
+// options provision a sandbox whose agent clones from j's repositories.
+func (j *jailed) options(t *testing.T, id string) sandbox.ProvisionOptions {
+	return sandbox.ProvisionOptions{ID: id, Image: controllertest.Image, Env: map[string]string{
+		"FLEETLIFT_ALLOW_FILE_ROOTS": j.repos, "GIT_CONFIG_GLOBAL": "/dev/null"}}
+}
+
+// repository makes a repository with a README.md on main in j.repos.
+func (j *jailed) repository(t *testing.T) (string, func(branch, path string) string) {
+	dir, err := os.MkdirTemp(j.repos, "repo-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
 	}
-	sandboxtest.RunUntrusted(t, sandboxtest.UntrustedHarness{
-		Hidden:      t.TempDir(),
-		SecretValue: controllertest.Secrets["github-credentials"]["token"],
-		New:         func(t *testing.T) sandbox.Provider { return newProvider(nil) },
-		// The worker's gateway, reached over the network as pods reach
-		// it (here this machine's loopback, which the stand-in kubelet's
-		// pods share).
-		NewWithGateway: func(t *testing.T, gw *gateway.Gateway) sandbox.Provider {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
-			go func() { _ = srv.Serve(ln) }()
-			t.Cleanup(func() { srv.Close() })
-			return newProvider(&kube.Gateway{Gateway: gw, URL: "http://" + ln.Addr().String()})
-		},
-		// This machine's curl, as an agent CLI.
-		ModelCLI: sandboxtest.CurlModelCLI,
-		Options: func(t *testing.T, id string) sandbox.ProvisionOptions {
-			return sandbox.ProvisionOptions{Image: controllertest.Image, Env: map[string]string{
-				"FLEETLIFT_ALLOW_FILE_ROOTS": repos, "GIT_CONFIG_GLOBAL": "/dev/null"}}
-		},
-		Repository: func(t *testing.T) (string, func(branch, path string) string) {
-			dir, err := os.MkdirTemp(repos, "repo-")
-			if err == nil {
-				err = os.Chmod(dir, 0o755)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			bare := gittest.NewRemote(t, dir, "svc", map[string]string{"README.md": "# svc\n"})
-			return "file://" + bare, func(branch, path string) string {
-				out, err := exec.Command("git", "--git-dir", bare, "show", branch+":"+path).Output()
-				if err != nil {
-					return ""
-				}
-				return string(out)
-			}
-		},
-	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := gittest.NewRemote(t, dir, "svc", map[string]string{"README.md": "# svc\n"})
+	return "file://" + bare, func(branch, path string) string {
+		out, err := exec.Command("git", "--git-dir", bare, "show", branch+":"+path).Output()
+		if err != nil {
+			return ""
+		}
+		return string(out)
+	}
+}
+
+// serveGateway serves gw as a worker does to its sandbox pods, on this
+// machine's loopback, which the stand-in kubelet's pods share.
+func serveGateway(t *testing.T, gw *gateway.Gateway) *kube.Gateway {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return &kube.Gateway{Gateway: gw, URL: "http://" + ln.Addr().String()}
 }
 
 // The kubernetes provider hands its sandboxes the worker's gateway: its
