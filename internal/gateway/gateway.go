@@ -230,6 +230,12 @@ func (g *Gateway) APIs() []string {
 
 // Open lets sb call the model and returns the key it calls with.
 func (g *Gateway) Open(sb Sandbox) (string, error) {
+	return g.OpenFrom(sb, Usage{})
+}
+
+// OpenFrom is Open for a sandbox that used used already (through another
+// gateway, whose key this one does not take): its budget counts on.
+func (g *Gateway) OpenFrom(sb Sandbox, used Usage) (string, error) {
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("model gateway: %w", err)
@@ -240,7 +246,7 @@ func (g *Gateway) Open(sb Sandbox) (string, error) {
 	if g.boxes == nil {
 		g.boxes = map[string]*box{}
 	}
-	g.boxes[key] = newBox(sb, Usage{})
+	g.boxes[key] = newBox(sb, used)
 	return key, nil
 }
 

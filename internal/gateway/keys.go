@@ -27,6 +27,13 @@ type Files interface {
 // their protocol directories (protocol.GatewayKeyFile).
 type Keys struct {
 	Gateway *Gateway
+	// URL, when set, is where the sandboxes reach the gateway over the
+	// network (Kubernetes pods), written beside each key
+	// (protocol.GatewayURLFile), where the agent's relay reads it. A
+	// sandbox whose file names another address, or none, was another
+	// gateway's (a worker that is gone): Open gives it a new key, its
+	// usage counting on, and never takes up the one it had.
+	URL string
 	// Read and Write are sandbox id's protocol file name (relative to
 	// protocol.Dir), as its provider reads and writes it.
 	Read  func(ctx context.Context, id, name string) ([]byte, error)
@@ -77,14 +84,28 @@ func (k *Keys) sandbox(id string) Sandbox {
 // Open gives sandbox id a key to the gateway, or takes up the key it
 // already has (a Provision again, or a worker started again on its
 // sandboxes), counting on from what it used. A nil Keys does nothing.
+//
+// With a URL, a sandbox another gateway served is taken over instead:
+// see Keys.URL.
 func (k *Keys) Open(ctx context.Context, id string) error {
 	if k == nil {
 		return nil
 	}
+	if k.URL != "" && !k.holds(id) {
+		if data, err := k.Read(ctx, id, protocol.GatewayURLFile); err != nil || strings.TrimSpace(string(data)) != k.URL {
+			return k.give(ctx, id, k.used(ctx, id))
+		}
+	}
 	if k.Adopt(ctx, id) {
 		return nil
 	}
-	key, err := k.Gateway.Open(k.sandbox(id))
+	return k.give(ctx, id, Usage{})
+}
+
+// give gives sandbox id a new key, counting on from used, and, with a
+// URL, the gateway's address beside it.
+func (k *Keys) give(ctx context.Context, id string, used Usage) error {
+	key, err := k.Gateway.OpenFrom(k.sandbox(id), used)
 	if err != nil {
 		return err
 	}
@@ -92,8 +113,32 @@ func (k *Keys) Open(ctx context.Context, id string) error {
 		k.Gateway.Close(key)
 		return err
 	}
+	if k.URL != "" {
+		if err := k.Write(ctx, id, protocol.GatewayURLFile, []byte(k.URL)); err != nil {
+			k.Gateway.Close(key)
+			return err
+		}
+	}
 	k.keep(id, key)
 	return nil
+}
+
+// used is what sandbox id's model calls used so far, as its last
+// gateway saved it.
+func (k *Keys) used(ctx context.Context, id string) Usage {
+	var used Usage
+	if u, err := k.Read(ctx, id, protocol.UsageFile); err == nil {
+		_ = json.Unmarshal(u, &used)
+	}
+	return used
+}
+
+// holds reports whether sandbox id has a key from this Keys.
+func (k *Keys) holds(id string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.keys[id]
+	return ok
 }
 
 // Adopt takes up the key sandbox id already has, counting on from what
@@ -103,22 +148,15 @@ func (k *Keys) Adopt(ctx context.Context, id string) bool {
 	if k == nil {
 		return false
 	}
-	k.mu.Lock()
-	_, ok := k.keys[id]
-	k.mu.Unlock()
-	if ok {
+	if k.holds(id) {
 		return true
 	}
 	data, err := k.Read(ctx, id, protocol.GatewayKeyFile)
 	if err != nil {
 		return false
 	}
-	var used Usage
-	if u, err := k.Read(ctx, id, protocol.UsageFile); err == nil {
-		_ = json.Unmarshal(u, &used)
-	}
 	key := strings.TrimSpace(string(data))
-	if k.Gateway.Adopt(key, k.sandbox(id), used) != nil {
+	if k.Gateway.Adopt(key, k.sandbox(id), k.used(ctx, id)) != nil {
 		return false
 	}
 	k.keep(id, key)

@@ -53,14 +53,20 @@ func (g *Gateway) env(env map[string]string) map[string]string {
 	return env
 }
 
-// open gives sandbox id of p its key. The first call starts closing the
-// keys, and removing the copies, of p's sandboxes that are gone.
+// open gives sandbox id of p its key, and this worker's URL beside it
+// (gateway.Keys.URL): a sandbox another worker's gateway served gets a
+// new key, and its agent's relay reaches this worker from then on. The
+// first call starts closing the keys, and removing the copies, of p's
+// sandboxes that are gone.
 func (g *Gateway) open(ctx context.Context, p sandbox.Provider, id string) error {
 	if g == nil {
 		return nil
 	}
 	g.once.Do(func() {
 		g.keys = gateway.FileKeys(g.Gateway, p)
+		// A sandbox another worker started, which is gone, is taken
+		// over: a new key, and the agent's relay led here.
+		g.keys.URL = g.URL
 		go g.sweep(p)
 	})
 	return g.keys.Open(ctx, id)

@@ -451,6 +451,13 @@ func (j *jailed) repository(t *testing.T) (string, func(branch, path string) str
 // machine's loopback, which the stand-in kubelet's pods share.
 func serveGateway(t *testing.T, gw *gateway.Gateway) *kube.Gateway {
 	t.Helper()
+	g, _ := serveGatewayUntil(t, gw)
+	return g
+}
+
+// serveGatewayUntil is serveGateway, until stop is called.
+func serveGatewayUntil(t *testing.T, gw *gateway.Gateway) (_ *kube.Gateway, stop func()) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -458,7 +465,7 @@ func serveGateway(t *testing.T, gw *gateway.Gateway) *kube.Gateway {
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
-	return &kube.Gateway{Gateway: gw, URL: "http://" + ln.Addr().String()}
+	return &kube.Gateway{Gateway: gw, URL: "http://" + ln.Addr().String()}, func() { srv.Close() }
 }
 
 // The kubernetes provider hands its sandboxes the worker's gateway: its
