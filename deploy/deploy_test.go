@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -777,10 +778,10 @@ func prefixed(prefix string, l []string) []string {
 	return out
 }
 
-// TestSandboxEgress: a sandbox pod reaches DNS and HTTPS on the internet,
-// and nothing inside the cluster or the cloud it runs in: not the API
-// server's or any Service's address, not another pod, not the metadata
-// endpoint.
+// TestSandboxEgress: a sandbox pod reaches DNS and its workers' gateway
+// (which serves the egress proxy too), and nothing else: not the
+// internet, not the API server's or any Service's address, not another
+// pod, not the metadata endpoint.
 func TestSandboxEgress(t *testing.T) {
 	for _, dir := range overlays {
 		t.Run(dir, func(t *testing.T) {
@@ -795,28 +796,36 @@ func TestSandboxEgress(t *testing.T) {
 			if len(np.Spec.Ingress) != 0 || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
 				t.Errorf("the sandboxes take connections: %+v", np.Spec)
 			}
-			for _, c := range []struct {
-				addr string
-				want bool
-			}{
-				{"140.82.112.3", true}, {"2606:50c0:8000::153", true},
-				{"10.96.0.1", false}, {"172.20.4.9", false}, {"192.168.1.10", false}, {"100.64.0.10", false},
-				{"169.254.169.254", false}, {"127.0.0.1", false}, {"::1", false}, {"fd00:ec2::254", false}, {"fe80::1", false},
-			} {
-				if got := egressAllowed(t, np, c.addr, 443); got != c.want {
-					t.Errorf("TCP %s:443 allowed = %v, want %v", c.addr, got, c.want)
+			if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+				t.Errorf("the policy does not bound the sandboxes' egress: %+v", np.Spec.PolicyTypes)
+			}
+			// Every rule is the gateway's or DNS's.
+			for i, rule := range np.Spec.Egress {
+				if !gatewayRule(rule, 8090) && !dnsRule(rule) {
+					t.Errorf("egress rule %d allows more than DNS and the workers' gateway: %+v", i, rule)
 				}
 			}
-			if egressAllowed(t, np, "140.82.112.3", 22) {
-				t.Error("TCP port 22 is allowed to the internet; want HTTPS only")
+			for _, c := range []struct {
+				addr string
+				port int32
+			}{
+				{"140.82.112.3", 443}, {"2606:50c0:8000::153", 443}, {"140.82.112.3", 22}, {"140.82.112.3", 80},
+				{"10.96.0.1", 443}, {"172.20.4.9", 443}, {"192.168.1.10", 443}, {"100.64.0.10", 443},
+				{"169.254.169.254", 80}, {"127.0.0.1", 443}, {"::1", 443}, {"fd00:ec2::254", 80}, {"fe80::1", 443},
+				{"10.0.0.5", 8090}, {"140.82.112.3", 8090},
+			} {
+				if egressAllowed(t, np, c.addr, c.port) {
+					t.Errorf("TCP %s:%d is allowed; want the workers' gateway and DNS alone", c.addr, c.port)
+				}
 			}
-			// The workers' gateway, which the agents clone through: its
-			// port, on the worker pods alone, where the workers serve it.
-			if egressAllowed(t, np, "10.0.0.5", 8090) || egressAllowed(t, np, "140.82.112.3", 8090) {
-				t.Error("the gateway's port is allowed to addresses; want the worker pods alone")
-			}
+			// The workers' gateway, which the agents clone, call their
+			// model and reach the egress proxy through: its port, on the
+			// worker pods alone, where the workers serve it.
 			if !gatewayAllowed(np, 8090) {
 				t.Errorf("the sandboxes cannot reach the workers' gateway on 8090: %+v", np.Spec.Egress)
+			}
+			if !slices.ContainsFunc(np.Spec.Egress, dnsRule) {
+				t.Errorf("the sandboxes cannot reach DNS: %+v", np.Spec.Egress)
 			}
 			objs := render(t, dir)
 			worker := find(objs, "Deployment", "fleetlift-worker")
@@ -855,20 +864,40 @@ func TestSandboxEgress(t *testing.T) {
 }
 
 // gatewayAllowed reports whether np lets a pod open TCP to port on the
-// pods of fleetlift-system that serve the gateway, and only there.
+// pods of fleetlift-system that serve the gateway.
 func gatewayAllowed(np networkingv1.NetworkPolicy, port int32) bool {
-	for _, rule := range np.Spec.Egress {
-		if len(rule.Ports) != 1 || rule.Ports[0].Port == nil || rule.Ports[0].Port.IntVal != port || len(rule.To) != 1 {
-			continue
-		}
-		peer := rule.To[0]
-		if peer.NamespaceSelector != nil && peer.PodSelector != nil &&
-			peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == "fleetlift-system" &&
-			peer.PodSelector.MatchLabels["fleetlift.io/sandbox-gateway"] == "true" {
-			return true
+	return slices.ContainsFunc(np.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool { return gatewayRule(r, port) })
+}
+
+// gatewayRule reports whether rule allows TCP to port on the pods of
+// fleetlift-system that serve the gateway, and nothing else.
+func gatewayRule(rule networkingv1.NetworkPolicyEgressRule, port int32) bool {
+	if len(rule.Ports) != 1 || rule.Ports[0].Port == nil || rule.Ports[0].Port.IntVal != port || rule.Ports[0].EndPort != nil ||
+		rule.Ports[0].Protocol == nil || *rule.Ports[0].Protocol != corev1.ProtocolTCP || len(rule.To) != 1 {
+		return false
+	}
+	peer := rule.To[0]
+	return peer.IPBlock == nil && peer.NamespaceSelector != nil && peer.PodSelector != nil &&
+		len(peer.NamespaceSelector.MatchExpressions) == 0 && len(peer.PodSelector.MatchExpressions) == 0 &&
+		reflect.DeepEqual(peer.NamespaceSelector.MatchLabels, map[string]string{"kubernetes.io/metadata.name": "fleetlift-system"}) &&
+		reflect.DeepEqual(peer.PodSelector.MatchLabels, map[string]string{"fleetlift.io/sandbox-gateway": "true"})
+}
+
+// dnsRule reports whether rule allows port 53 in kube-system, and
+// nothing else.
+func dnsRule(rule networkingv1.NetworkPolicyEgressRule) bool {
+	if len(rule.Ports) == 0 || len(rule.To) != 1 {
+		return false
+	}
+	for _, p := range rule.Ports {
+		if p.Port == nil || p.Port.IntVal != 53 || p.EndPort != nil {
+			return false
 		}
 	}
-	return false
+	peer := rule.To[0]
+	return peer.IPBlock == nil && peer.NamespaceSelector != nil &&
+		len(peer.NamespaceSelector.MatchExpressions) == 0 &&
+		reflect.DeepEqual(peer.NamespaceSelector.MatchLabels, map[string]string{"kubernetes.io/metadata.name": "kube-system"})
 }
 
 // egressAllowed reports whether np lets a pod open TCP to addr:port by an
