@@ -29,11 +29,10 @@ present it; a worker on another machine needs copies of tls/client.pem,
 tls/client-key.pem and tls/ca.pem (--temporal-tls-cert, -key, -ca). Keep
 tls/ private: whoever holds its files can start, signal and read every run.
 
-Every start checks the database: what a start killed midway left (no
-namespace, a schema unfinished and holding no runs) is put right, and said
-so; a database lacking part of its schema while holding runs is refused
-with what it lacks; a server that starts but cannot serve exits with its
-error.
+The first start makes the database whole or not at all, so a first start
+killed midway leaves nothing the next one trips on. One server at a time
+uses a --state-dir: a second is refused while the first runs. A server
+that starts but cannot serve exits with its error.
 
 It runs Temporal's frontend, history and matching services, not its system
 worker: a schedule or batch operation made with Temporal's CLI is accepted
@@ -54,7 +53,6 @@ and never runs.`,
 				return err
 			}
 			defer srv.Stop()
-			printRepairs(cmd.OutOrStdout(), srv)
 			fmt.Fprintf(cmd.OutOrStdout(), "Temporal listening on %s (namespace %s, database %s)\n", srv.Address(), devserver.Namespace, db)
 			fmt.Fprintf(cmd.OutOrStdout(), "clients must present the install's certificate: commands with --state-dir %s use it; elsewhere pass --temporal-tls-cert %s --temporal-tls-key %s --temporal-tls-ca %s\n",
 				f.stateDir, filepath.Join(creds, credential.ClientCertFile), filepath.Join(creds, credential.ClientKeyFile), filepath.Join(creds, credential.CAFile))

@@ -268,8 +268,8 @@ func listening(addr string) bool {
 
 // dialOrEmbed connects to Temporal at the flags' address; when nothing
 // listens there and the address is on this machine's loopback, it starts
-// the embedded server there first, and says what the start repaired in
-// its database. A database the server cannot use, or a server that
+// the embedded server there first. A database the server cannot use, a
+// server already running on the state directory, or a server that
 // starts but cannot serve, is an error: the command stops before it
 // does anything. The returned stop function stops what was started.
 func (f *temporalFlags) dialOrEmbed(ctx context.Context, logw io.Writer) (client.Client, func(), error) {
@@ -302,7 +302,6 @@ func (f *temporalFlags) dialOrEmbed(ctx context.Context, logw io.Writer) (client
 	if err != nil {
 		return nil, nil, err
 	}
-	printRepairs(logw, srv)
 	// The server just started accepts the install's credential, whatever
 	// the flags name.
 	c, err := f.dialWith(ctx, temporalConn{tls: srv.ClientTLS(), source: "the install's credential in " + creds})
@@ -311,14 +310,6 @@ func (f *temporalFlags) dialOrEmbed(ctx context.Context, logw io.Writer) (client
 		return nil, nil, err
 	}
 	return c, func() { c.Close(); srv.Stop() }, nil
-}
-
-// printRepairs says what the embedded server's start put right in its
-// database.
-func printRepairs(w io.Writer, srv *devserver.Server) {
-	for _, r := range srv.Repairs() {
-		fmt.Fprintf(w, "repaired %s\n", r)
-	}
 }
 
 var errInterrupted = errors.New("interrupted")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -29,6 +30,9 @@ import (
 // Namespace is the namespace fleetlift uses on its embedded server.
 const Namespace = "default"
 
+// clusterName is the embedded server's one cluster.
+const clusterName = "active"
+
 // SearchAttributes are registered on the embedded server's namespace; the
 // workflows set them so run state can be listed without reading histories.
 var SearchAttributes = map[string]enumspb.IndexedValueType{
@@ -43,9 +47,8 @@ var SearchAttributes = map[string]enumspb.IndexedValueType{
 type Options struct {
 	// DatabaseFile is the SQLite file. A missing one is made whole or
 	// not at all (built beside it under a temporary name, then renamed);
-	// an existing one is checked at every start, and repaired where that
-	// loses nothing (see Server.Repairs). Empty keeps everything in
-	// memory (tests).
+	// an existing one is taken as it is. One server at a time uses it.
+	// Empty keeps everything in memory (tests).
 	DatabaseFile string
 	// IP is the address every service binds to (default 127.0.0.1).
 	IP string
@@ -64,8 +67,8 @@ type Options struct {
 	// way to turn that off.
 	TLSDir string
 
-	// step, when set, is told each step of building the database
-	// (tests kill the process there).
+	// step, when set, is told each step of making the database, and
+	// "namespace ready" (tests kill the process there).
 	step func(string)
 }
 
@@ -75,7 +78,7 @@ type Server struct {
 	polls   *longPolls
 	address string
 	creds   *credential.Authority
-	repairs []string
+	unlock  func()
 }
 
 // services are the Temporal services the embedded server runs. Temporal's
@@ -99,6 +102,25 @@ func Start(opts Options) (*Server, error) {
 	if opts.LogLevel == "" {
 		opts.LogLevel = "error"
 	}
+	unlock := func() {}
+	if opts.DatabaseFile != "" {
+		var err error
+		if unlock, err = lockDatabase(opts.DatabaseFile); err != nil {
+			return nil, err
+		}
+	}
+	unlock = sync.OnceFunc(unlock)
+	s, err := start(opts, unlock)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start is Start once the database is locked; the server it returns
+// releases the lock when it stops.
+func start(opts Options, unlock func()) (*Server, error) {
 	creds, err := authority(opts)
 	if err != nil {
 		return nil, err
@@ -110,7 +132,7 @@ func Start(opts Options) (*Server, error) {
 	if opts.Port == 0 {
 		opts.Port = ports[0]
 	}
-	sqlCfg, repairs, err := prepareStore(opts)
+	sqlCfg, err := prepareStore(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +206,7 @@ func Start(opts Options) (*Server, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
-	s := &Server{server: srv, polls: polls, address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), creds: creds, repairs: repairs}
+	s := &Server{server: srv, polls: polls, address: net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port)), creds: creds, unlock: unlock}
 	if err := waitListening(s.address, 30*time.Second); err != nil {
 		s.Stop()
 		return nil, err
@@ -211,19 +233,16 @@ func cannotServe(opts Options, addr string, err error) error {
 		addr, err, where)
 }
 
-// Repairs say what the start put right in an existing database (a
-// missing namespace or search attributes, an unfinished database holding
-// no runs made anew), for the operator to read.
-func (s *Server) Repairs() []string { return s.repairs }
-
 // Address is the frontend's host:port for SDK clients.
 func (s *Server) Address() string { return s.address }
 
-// Stop stops the server. Long polls still in flight (its own workers')
-// end first, so that the frontend has nothing to drain.
+// Stop stops the server and releases its database for the next one.
+// Long polls still in flight (its own workers') end first, so that the
+// frontend has nothing to drain.
 func (s *Server) Stop() {
 	s.polls.stop()
 	s.server.Stop()
+	s.unlock()
 }
 
 // ClientTLS is the TLS configuration a client of this server needs: the
@@ -292,45 +311,31 @@ func serverHosts(ip string) []string {
 }
 
 // prepareStore readies the server's database (see Options.DatabaseFile)
-// and returns its configuration and what was repaired.
-func prepareStore(opts Options) (*config.SQL, []string, error) {
+// with fleetlift's namespace and its search attributes, and returns its
+// configuration. The namespace is registered after the database is in
+// place, by every start that finds none (Temporal's CreateNamespaces
+// leaves one that is there alone): a first start killed between the two
+// leaves a database without it.
+func prepareStore(opts Options) (*config.SQL, error) {
 	sqlCfg := sqlConfig(opts.DatabaseFile)
 	if opts.DatabaseFile == "" {
 		if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
-			return nil, nil, fmt.Errorf("set up database schema: %w", err)
+			return nil, fmt.Errorf("set up database schema: %w", err)
 		}
-		ns, err := sqliteschema.NewNamespaceConfig(clusterName, Namespace, false, SearchAttributes)
-		if err != nil {
-			return nil, nil, fmt.Errorf("namespace config: %w", err)
-		}
-		if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
-			return nil, nil, fmt.Errorf("create namespace: %w", err)
-		}
-		return sqlCfg, nil, nil
+	} else if err := prepareDatabase(opts.DatabaseFile, opts.step); err != nil {
+		return nil, err
 	}
-	unlock, err := lockDatabase(opts.DatabaseFile)
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, Namespace, false, SearchAttributes)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("namespace config: %w", err)
 	}
-	defer unlock()
-	p, err := prepareDatabase(opts.DatabaseFile, opts.step)
-	if err != nil {
-		return nil, nil, err
-	}
-	done, err := ensureNamespace(sqlCfg, SearchAttributes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("temporal database %s: %w", opts.DatabaseFile, err)
+	if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
+		return nil, fmt.Errorf("temporal database %s: create namespace %s: %w", sqlCfg.DatabaseName, Namespace, err)
 	}
 	if opts.step != nil {
 		opts.step("namespace ready")
 	}
-	if p.fresh {
-		return sqlCfg, nil, nil
-	}
-	for _, d := range done {
-		p.repairs = append(p.repairs, opts.DatabaseFile+": "+d)
-	}
-	return sqlCfg, p.repairs, nil
+	return sqlCfg, nil
 }
 
 // sqlConfig is the server's SQLite configuration for file (empty: in

@@ -15,16 +15,11 @@
 // Its database comes into existence whole or not at all: a missing one
 // is built beside it under a temporary name, synced and renamed into
 // place, and leftovers of a build killed midway are removed at the next
-// start. Every start checks an existing database against the schema of
-// the server linked in (tables, columns, indexes, triggers, and the
-// schema versions it records in Temporal's schema_version layout, which
-// Temporal's own SQLite setup does not write): it creates a missing
-// namespace or search attributes, completes in place one that a killed
-// start of an earlier fleetlift left unfinished when it holds no runs
-// (of fleetlift's: the server's system workflows do not count), and
-// refuses one that lacks schema while holding runs, naming the file and
-// what it lacks; it never deletes runs. A server that starts but cannot serve (it
-// answers the health check with errors) fails the start with its error.
+// start; fleetlift's namespace and search attributes are then registered
+// unless they are there. An existing database is taken as it is. A lock
+// beside the database keeps a second server off it while one runs. A
+// server that starts but cannot serve (it answers the health check with
+// errors) fails the start with its error.
 //
 // It is the only package that imports go.temporal.io/server. Linking the
 // server costs minutes of build time and a large binary, so only the

@@ -1,14 +1,6 @@
 package devserver
 
-import (
-	"database/sql"
-	"errors"
-	"os"
-
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/server/common/persistence/sql/sqlplugin"
-	sqliteschema "go.temporal.io/server/schema/sqlite"
-)
+import "os"
 
 // KillAt returns opts for a start that kills its own process (SIGKILL on
 // Unix) on reaching step of preparing the database: a step of BuildSteps,
@@ -33,48 +25,5 @@ func BuildSteps(dir string) ([]string, error) {
 }
 
 // CreateSchema makes path a database with the whole schema and nothing
-// else: what a first start killed after renaming it into place leaves.
+// else, as a first start does before it registers the namespace.
 func CreateSchema(path string) error { return build(path, nil) }
-
-// CreateNamespace registers fleetlift's namespace in the database at
-// path with the search attributes attrs only, as an earlier fleetlift
-// with fewer attributes would have.
-func CreateNamespace(path string, attrs map[string]enumspb.IndexedValueType) error {
-	_, err := ensureNamespace(sqlConfig(path), attrs)
-	return err
-}
-
-// CreateUnfinished makes path what a first start of fleetlift before
-// the database was built whole left when killed after the first n
-// statements of the schema: those statements, each committed on its own,
-// in the file itself.
-func CreateUnfinished(path string, n int) error {
-	db, err := openDatabase(path, "journal_mode(wal)")
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	err = sqliteschema.SetupSchemaOnDB(&prefixDB{db: db, left: n})
-	if errors.Is(err, errEnough) {
-		return nil
-	}
-	return err
-}
-
-var errEnough = errors.New("enough statements")
-
-// prefixDB runs schema statements until it has run its share.
-type prefixDB struct {
-	sqlplugin.AdminDB
-	db   *sql.DB
-	left int
-}
-
-func (p *prefixDB) Exec(stmt string, args ...any) error {
-	if p.left == 0 {
-		return errEnough
-	}
-	p.left--
-	_, err := p.db.Exec(stmt, args...)
-	return err
-}

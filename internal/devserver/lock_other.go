@@ -2,10 +2,8 @@
 
 package devserver
 
-import "time"
-
-// lockFile does nothing where flock is not available: starts must not
+// lockFile does nothing where flock is not available: servers must not
 // share a state directory there.
-func lockFile(path string, wait time.Duration) (unlock func(), err error) {
+func lockFile(path string) (unlock func(), err error) {
 	return func() {}, nil
 }
