@@ -12,11 +12,24 @@ import (
 // envPrefix starts the name of the environment variable each flag reads.
 const envPrefix = "FLEETLIFT_"
 
-// envName is the environment variable flag reads when it is not given on
-// the command line: FLEETLIFT_ and the flag's name in capitals, dashes as
-// underscores (--temporal-tls-cert: FLEETLIFT_TEMPORAL_TLS_CERT).
-func envName(flag string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+// perCommandEnv are the flags whose meaning is the command's own: --output
+// takes other formats in plan, reports, status and validate, and --dir is
+// where demo makes its repositories but where schema writes its files.
+// Each command's reads a variable of its own, so that a variable set for
+// one command never changes (or breaks) another.
+var perCommandEnv = map[string]bool{"output": true, "dir": true}
+
+// envName is the environment variable flag of cmd reads when it is not
+// given on the command line: FLEETLIFT_ and the flag's name in capitals,
+// dashes as underscores (--temporal-tls-cert: FLEETLIFT_TEMPORAL_TLS_CERT),
+// the same for every command; for a flag in perCommandEnv, FLEETLIFT_, the
+// command's name and the flag's (status --output: FLEETLIFT_STATUS_OUTPUT).
+func envName(cmd *cobra.Command, flag string) string {
+	name := flag
+	if perCommandEnv[flag] {
+		name = cmd.Name() + "-" + flag
+	}
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // legacyEnv is a variable a flag read before every flag read its
@@ -38,31 +51,33 @@ func legacyEnv(flag string) string {
 // environment variable, and says which in its help. The order is: the
 // command line, then the variable, then the flag's default. No flag holds
 // a secret: tokens and the webhook secret are read from the variables the
-// *-env flags name.
+// *-env flags name. A command warns, in one log line, of the FLEETLIFT_
+// variables nothing reads (a misspelt name).
 func bindEnv(root *cobra.Command) {
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		if c.Hidden {
-			return
+	walkFlags(root, func(c *cobra.Command, f *pflag.Flag) {
+		if !strings.Contains(f.Usage, "(env ") {
+			f.Usage += " (env " + envName(c, f.Name) + ")"
 		}
-		c.Flags().VisitAll(func(f *pflag.Flag) {
-			if f.Name == "help" || strings.Contains(f.Usage, "(env ") {
-				return
-			}
-			f.Usage += " (env " + envName(f.Name) + ")"
-		})
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	walk(root)
+	})
 	prev := root.PersistentPreRunE
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		if err := flagsFromEnv(cmd); err != nil {
 			return err
 		}
 		if prev != nil {
-			return prev(cmd, args)
+			if err := prev(cmd, args); err != nil {
+				return err
+			}
+		}
+		if cmd.Hidden {
+			return nil
+		}
+		if unread := unreadEnv(cmd, os.Environ()); len(unread) > 0 {
+			log, err := processLogger(cmd)
+			if err != nil {
+				return err
+			}
+			log.Warn("fleetlift reads none of these environment variables: a typo? (docs/environment.md lists those it reads)", "variables", strings.Join(unread, " "))
 		}
 		return nil
 	}
@@ -81,7 +96,7 @@ func flagsFromEnv(cmd *cobra.Command) error {
 		if f.Changed || f.Name == "help" {
 			return
 		}
-		name := envName(f.Name)
+		name := envName(cmd, f.Name)
 		v := os.Getenv(name)
 		if v == "" {
 			if old := legacyEnv(f.Name); old != "" {

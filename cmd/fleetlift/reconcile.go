@@ -57,7 +57,7 @@ func (r *reconcileFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&r.repo, "repo", "", "the campaigns repository: a path, file://, https:// or ssh URL")
 	fl.StringVar(&r.branch, "branch", "main", "the branch to launch from; the repository config's watch.branch must agree")
-	fl.StringVar(&r.path, "path", "", "the definitions directory (default: the config's watch.path)")
+	fl.StringVar(&r.path, "path", "", "the definitions directory inside the repository (default: the config's watch.path, else the root)")
 	fl.DurationVar(&r.interval, "interval", 30*time.Second, "poll interval: a pass runs at least this often")
 	fl.BoolVar(&r.watch, "watch", true, "for a local repository, also react to commits as they happen (fsnotify)")
 	fl.BoolVar(&r.once, "once", false, "run one pass, print what it did, and exit")
