@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 
@@ -19,13 +20,29 @@ func secretValues(env []string, g *git.Git) []string {
 		if len(v) < 8 {
 			continue
 		}
-		if k == tokenVar || cliOnly[k] || git.SecretName(k) {
+		if (k == tokenVar || cliOnly[k] || git.SecretName(k)) && !onlyOrigins(v) {
 			out = append(out, v)
 		}
 	}
 	// Longest first, so a secret that contains another is replaced whole.
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return slices.Compact(out)
+}
+
+// onlyOrigins reports whether v is a comma-separated list of origins
+// (https://host[:port]), as EnvGitTokenOrigins is: its name says TOKEN,
+// but an origin holds no credential, and replacing it would cut the host
+// out of every URL in an error, a log or a diff ("clone
+// REDACTED/acme/service-a.git").
+func onlyOrigins(v string) bool {
+	for _, o := range strings.Split(v, ",") {
+		u, err := url.Parse(strings.TrimSpace(o))
+		if err != nil || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") ||
+			u.RawQuery != "" || u.Fragment != "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return false
+		}
+	}
+	return true
 }
 
 // agentCLIVariables are the names EnvAgentCLIEnv lists: variables only the

@@ -298,3 +298,23 @@ func TestUnjailedAgentCLIReachesTheGateway(t *testing.T) {
 		t.Errorf("the CLI got the operator's key:\n%s", env)
 	}
 }
+
+// An error names the repository it is about whole: the origins the git
+// token may go to (a variable whose name says TOKEN) are not a secret to
+// cut out of it, while the token still is.
+func TestRedactionKeepsTheRepositorysHost(t *testing.T) {
+	const token = "git_token_0123456789"
+	const origin = "http://127.0.0.1:1"
+	o := options(t, "FLEETLIFT_GIT_TOKEN="+token, "FLEETLIFT_GIT_TOKEN_ORIGINS="+origin)
+	res := run(t, o, manifest(repo("svc", origin+"/acme/service-a.git")))
+	r := repoResult(t, res, "svc")
+	if r.Status != "failed" {
+		t.Fatalf("repository %s; want the clone of a closed port to fail", r.Status)
+	}
+	if !strings.Contains(r.Error, origin+"/acme/service-a.git") {
+		t.Errorf("the error does not name the repository: %q", r.Error)
+	}
+	if strings.Contains(r.Error, token) {
+		t.Errorf("the error holds the token: %q", r.Error)
+	}
+}
