@@ -177,12 +177,17 @@ repositories:
 	if code != 1 {
 		t.Errorf("exit %d; want 1 (the campaign failed)", code)
 	}
+	// Each repository's cell says it, and its error in full below the
+	// table says what to do.
 	cell := "provision sandbox: image " + absent + " is not on the engine"
-	if n := strings.Count(out, cell); n != 2 {
-		t.Errorf("output says %q %d times; want once for each repository:\n%s", cell, n, out)
+	if n := strings.Count(out, cell); n != 4 {
+		t.Errorf("output says %q %d times; want twice for each repository:\n%s", cell, n, out)
 	}
-	if n := strings.Count(out, "provision sandbox"); n != 2 {
-		t.Errorf("output names the step %d times; want once for each repository:\n%s", n, out)
+	if n := strings.Count(out, cell+" (no image is pulled: build or load it there)\n"); n != 2 {
+		t.Errorf("output says what to do %d times; want once for each repository:\n%s", n, out)
+	}
+	if n := strings.Count(out, "provision sandbox"); n != 4 {
+		t.Errorf("output names the step %d times; want twice for each repository:\n%s", n, out)
 	}
 	if !strings.Contains(out, "2 repositories: 0 completed, 2 failed") {
 		t.Errorf("output lacks the failures:\n%s", out)

@@ -164,5 +164,5 @@ func CheckLocal(raw string, roots []string) error {
 			}
 		}
 	}
-	return fmt.Errorf("local repository %s is outside the directories this worker may use: the operator allows them with --allow-file-root", raw)
+	return fmt.Errorf("local repository %s is outside the directories this worker may use: give the worker (or fleetlift run, up) --allow-file-root with a directory that holds it", raw)
 }

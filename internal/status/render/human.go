@@ -16,11 +16,38 @@ import (
 
 // Human prints the run's state. Its messages, errors, repository names
 // and file paths come from the run: their control characters are shown,
-// not obeyed.
+// not obeyed. An error too long for its table cell is printed in full
+// below the table: the end of an error is often its remedy.
 func Human(w io.Writer, s *status.Run) {
 	tabs := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	defer tabs.Flush()
-	tw := visible.Writer(tabs)
+	cut := human(visible.Writer(tabs), s)
+	tabs.Flush()
+	if len(cut) == 0 {
+		return
+	}
+	vw := visible.Writer(w)
+	fmt.Fprintln(vw, "errors in full:")
+	for _, e := range cut {
+		fmt.Fprintf(vw, "  %s: %s\n", e.name, strings.ReplaceAll(strings.TrimSpace(e.err), "\n", "\n    "))
+	}
+}
+
+// cutError is a repository's error its table cell does not hold whole.
+type cutError struct{ name, err string }
+
+// cell is err as a table cell, and err is added to cut when the cell
+// does not hold it whole.
+func cell(cut *[]cutError, name, err string) string {
+	c := OneLine(err)
+	if c != strings.TrimSpace(err) {
+		*cut = append(*cut, cutError{name, err})
+	}
+	return c
+}
+
+// human writes s's state as a table to tw and returns the errors it cut.
+func human(tw io.Writer, s *status.Run) []cutError {
+	var cut []cutError
 	if c := s.Campaign; c != nil {
 		fmt.Fprintf(tw, "%s: %s", s.ID, c.Phase)
 		if c.Message != "" {
@@ -33,7 +60,7 @@ func Human(w io.Writer, s *status.Run) {
 			for _, pr := range u.PRs {
 				prs = append(prs, pr.URL)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Key, u.Phase, strings.Join(prs, " "), OneLine(u.Error))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Key, u.Phase, strings.Join(prs, " "), cell(&cut, u.Key, u.Error))
 		}
 		sm := c.Summary
 		fmt.Fprintf(tw, "%d repositories: %d completed, %d failed, %d skipped, %d cancelled, %d running; %d pull requests, %d reports\n",
@@ -42,7 +69,7 @@ func Human(w io.Writer, s *status.Run) {
 		if s.Closed && sm.Failed > 0 {
 			fmt.Fprintf(tw, "run the failed repositories again with `fleetlift retry %s --failed-only`\n", s.ID)
 		}
-		return
+		return cut
 	}
 	t := s.Task
 	fmt.Fprintf(tw, "%s: %s", s.ID, t.Phase)
@@ -58,7 +85,7 @@ func Human(w io.Writer, s *status.Run) {
 	case t.Final != nil:
 		repos = t.Final.Repositories
 		if t.Final.Error != "" {
-			fmt.Fprintf(tw, "error: %s\n", OneLine(t.Final.Error))
+			fmt.Fprintf(tw, "error: %s\n", cell(&cut, t.ID, t.Final.Error))
 		}
 	case t.Result != nil:
 		for _, r := range t.Result.Repositories {
@@ -67,7 +94,7 @@ func Human(w io.Writer, s *status.Run) {
 	}
 	writeUsage(tw, taskUsage(t))
 	if len(repos) == 0 {
-		return
+		return cut
 	}
 	fmt.Fprintln(tw, "REPOSITORY\tSTATUS\tFILES\tPULL REQUEST\tERROR")
 	for _, r := range repos {
@@ -75,7 +102,7 @@ func Human(w io.Writer, s *status.Run) {
 		if r.PullRequest != nil {
 			pr = r.PullRequest.URL
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Name, r.Status, len(r.FilesModified), pr, OneLine(r.Error))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Name, r.Status, len(r.FilesModified), pr, cell(&cut, r.Name, r.Error))
 	}
 	if t.Phase == workflow.TaskAwaitingApproval && t.Result != nil {
 		fmt.Fprintln(tw, "changes awaiting approval:")
@@ -85,6 +112,7 @@ func Human(w io.Writer, s *status.Run) {
 			}
 		}
 	}
+	return cut
 }
 
 // Awaiting prints the digest of every result of run id awaiting approval

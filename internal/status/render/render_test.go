@@ -170,3 +170,44 @@ func TestStatusShowsModelUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestLongErrorsInFull: an error too long for its table cell, or of
+// several lines, is printed whole below the table, so that its end (often
+// what to do about it) is never cut; one that fits is printed once.
+func TestLongErrorsInFull(t *testing.T) {
+	long := "clone file:///srv/repos/svc.git: local repository file:///srv/repos/svc.git is outside the directories this worker may use: start the worker with --allow-file-root DIR"
+	twoLines := "verify: exit status 1\nFAIL: TestX"
+	for _, tc := range []struct {
+		name string
+		run  *status.Run
+	}{
+		{"campaign", &status.Run{ID: "campaign/c", Closed: true, Campaign: &workflow.CampaignState{
+			ID: "c", Phase: workflow.CampaignCompleted, Summary: workflow.Summary{Total: 3, Failed: 2, Completed: 1},
+			Units: []workflow.UnitResult{
+				{Key: "svc", Phase: workflow.TaskFailed, Error: long},
+				{Key: "api", Phase: workflow.TaskFailed, Error: twoLines},
+				{Key: "web", Phase: workflow.TaskFailed, Error: "short and whole"},
+			},
+		}}},
+		{"task", &status.Run{ID: "task/t", Closed: true, Task: &workflow.TaskState{ID: "t", Phase: workflow.TaskFailed,
+			Final: &workflow.TaskResult{Phase: workflow.TaskFailed, Repositories: []workflow.RepoResult{
+				{Name: "svc", Status: "failed", Error: long},
+				{Name: "api", Status: "failed", Error: twoLines},
+				{Name: "web", Status: "failed", Error: "short and whole"},
+			}}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			Human(&b, tc.run)
+			out := b.String()
+			for _, want := range []string{"  svc: " + long + "\n", "  api: verify: exit status 1\n    FAIL: TestX\n"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("the output lacks %q:\n%s", want, out)
+				}
+			}
+			if n := strings.Count(out, "short and whole"); n != 1 {
+				t.Errorf("an error that fits its cell is printed %d times:\n%s", n, out)
+			}
+		})
+	}
+}
