@@ -3,8 +3,10 @@ package git
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -150,7 +152,10 @@ func LocalPath(raw string) (path string, ok bool) {
 
 // CheckLocal refuses a local repository (a file:// URL or an absolute
 // path) outside roots, symbolic links resolved: a definition must not
-// read, or push to, whatever the worker's user can. Other URLs pass.
+// read, or push to, whatever the worker's user can. Other URLs pass. A
+// repository under a root that this process cannot read (a container's
+// user, another uid than the operator's) is refused saying which
+// directory it cannot read; elsewhere, whether a path exists is not said.
 func CheckLocal(raw string, roots []string) error {
 	p, ok := LocalPath(raw)
 	if !ok {
@@ -159,10 +164,48 @@ func CheckLocal(raw string, roots []string) error {
 	real, err := filepath.EvalSymlinks(p)
 	if err == nil {
 		for _, root := range roots {
-			if rr, err := filepath.EvalSymlinks(root); err == nil && (real == rr || strings.HasPrefix(real, rr+string(filepath.Separator))) {
+			if rr, err := filepath.EvalSymlinks(root); err == nil && under(real, rr) {
 				return nil
+			}
+		}
+	} else if errors.Is(err, fs.ErrPermission) {
+		for _, root := range roots {
+			if under(filepath.Clean(p), filepath.Clean(root)) {
+				return fmt.Errorf("local repository %s: %w", raw, unreadable(filepath.Clean(root), filepath.Clean(p)))
 			}
 		}
 	}
 	return fmt.Errorf("local repository %s is outside the directories this worker may use: give the worker (or fleetlift run, up) --allow-file-root with a directory that holds it", raw)
+}
+
+// under reports whether path is dir or inside it.
+func under(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// unreadable says which directory from root down to path this process
+// may not enter or list, and what to do about it.
+func unreadable(root, path string) error {
+	dir := root
+	rest, _ := filepath.Rel(root, path)
+	for _, elem := range append(strings.Split(rest, string(filepath.Separator)), "") {
+		var err error
+		if elem == "" {
+			_, err = os.ReadDir(dir)
+		} else {
+			_, err = os.Lstat(filepath.Join(dir, elem))
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			mode := ""
+			if fi, err := os.Stat(dir); err == nil {
+				mode = fmt.Sprintf(" (mode %v)", fi.Mode().Perm())
+			}
+			return fmt.Errorf("the directory %s%s is under --allow-file-root, but this user (uid %d) may not read it: make it readable to that user (chmod o+rx %s, or its group), or keep repositories in a directory it can read", dir, mode, os.Getuid(), dir)
+		}
+		if elem == "" || err != nil {
+			break
+		}
+		dir = filepath.Join(dir, elem)
+	}
+	return fmt.Errorf("this user (uid %d) may not read it: make it and the directories above it up to --allow-file-root readable to that user", os.Getuid())
 }
