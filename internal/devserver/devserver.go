@@ -59,6 +59,9 @@ type Options struct {
 	LogLevel string
 	// LogFile receives the server's log; empty means stderr.
 	LogFile string
+	// LogJSON writes the log as one JSON object a line, not as
+	// tab-separated text.
+	LogJSON bool
 	// TLSDir holds the install's credentials (package credential): made
 	// on the first start, reused on every later one. Empty means "tls"
 	// beside DatabaseFile or, with no DatabaseFile, an authority made in
@@ -101,6 +104,16 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.LogLevel == "" {
 		opts.LogLevel = "error"
+	}
+	if opts.Port != 0 {
+		// The server's own listener logs a taken port at fatal level,
+		// with a stack trace, and never serves: say it plainly before.
+		addr := net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("temporal frontend: %w", err)
+		}
+		ln.Close()
 	}
 	unlock := func() {}
 	if opts.DatabaseFile != "" {
@@ -150,7 +163,11 @@ func start(opts Options, unlock func()) (*Server, error) {
 	// which it does when Stop closes it while the service is still
 	// starting: zap would end the whole process (fleetlift up, a test
 	// binary). The goroutine that logged it ends instead.
-	zl := log.BuildZapLogger(log.Config{Level: opts.LogLevel, OutputFile: opts.LogFile, Format: "console"}).
+	format := "console"
+	if opts.LogJSON {
+		format = "json"
+	}
+	zl := log.BuildZapLogger(log.Config{Level: opts.LogLevel, OutputFile: opts.LogFile, Format: format}).
 		WithOptions(zap.WithFatalHook(zapcore.WriteThenGoexit))
 	logger := log.NewZapLogger(zl)
 	dyn := dynamicconfig.StaticClient{
