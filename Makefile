@@ -23,6 +23,11 @@ FUZZ_JSONSCHEMA ?= 80000x
 # place it is set (make images VERSION=1.2.3 for a release).
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGES  := sandbox agent fleetlift
+# What `fleetlift version` names: the release, the commit and its date
+# (the commit's, not the clock's, so that a build is reproducible).
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE    := $(shell git log -1 --format=%cI 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 # deploy/ is a module of its own: Argo CD's gitops-engine and Flux's ssa
 # need Go 1.27, which the go command fetches as a toolchain module for that
 # module's commands only; the main module stays on the machine's Go.
@@ -42,7 +47,7 @@ build: ## Build bin/fleetlift, bin/fleetlift-agent (the slim agent sandboxes run
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetlift-agent ./cmd/fleetlift-agent
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/fleetlift-jail ./cmd/fleetlift-jail
 	$(GO) build -o $(BIN)/fleetlift-controller ./cmd/fleetlift-controller
-	$(GO) build -o $(BIN)/fleetlift ./cmd/fleetlift
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/fleetlift ./cmd/fleetlift
 
 .PHONY: demo
 demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit approvals, branches appear, status mirror

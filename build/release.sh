@@ -24,6 +24,11 @@ fi
 cd "${FLEETLIFT_ROOT:-$(dirname "$0")/..}"
 go=${GO:-go}
 
+# The commit and its date, for `fleetlift version`: the commit's date,
+# not the clock's, keeps the build reproducible.
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+date=$(git log -1 --format=%cI 2>/dev/null || echo unknown)
+
 rm -rf dist
 mkdir -p dist
 for arch in amd64 arm64; do
@@ -32,7 +37,7 @@ for arch in amd64 arm64; do
 	mkdir -p "$stage/schemas"
 	for cmd in fleetlift fleetlift-agent fleetlift-jail; do
 		CGO_ENABLED=0 GOOS=linux GOARCH=$arch "$go" build -trimpath -buildvcs=false \
-			-ldflags "-s -w -X main.version=$version" -o "$stage/$cmd" "./cmd/$cmd"
+			-ldflags "-s -w -X main.version=$version -X main.commit=$commit -X main.date=$date" -o "$stage/$cmd" "./cmd/$cmd"
 	done
 	cp schemas/fleetlift.cue schemas/*.schema.json "$stage/schemas/"
 	cp README.md "$stage/"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -29,6 +28,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
@@ -199,9 +199,9 @@ func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
 		fmt.Fprintf(logw, "gateway: nothing to serve sandbox pods: no forge with a token (--forge-type, --forge-url), no model key ($%s) and no --sandbox-egress\n", w.modelKeyEnv)
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", k.gatewayListen)
+	ln, err := listen.TCP("gateway-listen", k.gatewayListen)
 	if err != nil {
-		return nil, fmt.Errorf("--gateway-listen: %w", err)
+		return nil, err
 	}
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()

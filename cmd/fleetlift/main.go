@@ -4,24 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/gcpace"
 	"github.com/fleetlift/fleetlift/internal/jail"
+	"github.com/fleetlift/fleetlift/internal/logging"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
-	"github.com/fleetlift/fleetlift/schemas"
 )
-
-// exitError carries an exit code out of a command that has already told
-// the user what went wrong.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
 	// fleetlift's hidden agent command jails the commands it runs in this
@@ -44,16 +40,51 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
-		var ee exitError
-		if errors.As(err, &ee) {
-			return ee.code
-		}
-		// Errors quote definitions, runs and forges.
-		fmt.Fprintln(stderr, "fleetlift:", visible.String(err.Error()))
-		return 1
+	cmd, err := root.ExecuteC()
+	p := processLogOf(cmd.Context())
+	if p != nil && p.lines != nil {
+		p.lines.Flush()
 	}
-	return 0
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err, args)
+	if errors.As(err, new(exitError)) {
+		return code
+	}
+	// Errors quote definitions, runs and forges.
+	msg := visible.String(err.Error())
+	if p == nil && jsonLogRequested(root, args) {
+		p = &processLog{json: true}
+		p.log, _ = logging.New(stderr, logging.JSON, slog.LevelInfo)
+	}
+	if p != nil && p.json {
+		p.log.Error(msg, "exit_status", code)
+	} else {
+		fmt.Fprintln(stderr, "fleetlift:", msg)
+	}
+	return code
+}
+
+// jsonLogRequested reports whether --log-format (or its variable) asks
+// for JSON, for an error met before the logger was made: args are read
+// as they are, since the error may be that they do not parse.
+func jsonLogRequested(root *cobra.Command, args []string) bool {
+	format := os.Getenv(envName("log-format"))
+	if f := root.PersistentFlags().Lookup("log-format"); f.Changed {
+		format = f.Value.String()
+	}
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--log-format" && i+1 < len(args) {
+			format = args[i+1]
+		} else if v, ok := strings.CutPrefix(a, "--log-format="); ok {
+			format = v
+		}
+	}
+	return format == logging.JSON
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -65,7 +96,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Version:       releaseVersion(),
 	}
 	// --version says what the version command says.
-	root.SetVersionTemplate(fmt.Sprintf("fleetlift {{.Version}} (definitions: schema version %d)\n", schemas.Version))
+	b := currentBuild()
+	root.SetVersionTemplate(fmt.Sprintf("fleetlift {{.Version}} (commit %s, built %s; definitions: schema version %d)\n", b.Commit, b.Date, b.SchemaVersion))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(
@@ -90,7 +122,11 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newSchemaCmd(),
 		agentcmd.NewAgentCommand(),
 	)
-	registerLogFormat(root)
+	documentCommands(root)
+	registerLogging(root, stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	usageArgs(root)
+	registerCompletions(root)
 	bindEnv(root)
 	return root
 }

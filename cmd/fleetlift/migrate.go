@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,7 +36,7 @@ upgrades version 1 definitions to it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return errors.New("--file is required")
+				return usageErrorf("--file is required")
 			}
 			format, ok := spec.FormatOf(file)
 			if !ok {

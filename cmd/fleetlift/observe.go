@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,42 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/webui"
 )
-
-// Log formats --log-format takes.
-const (
-	logText = "text"
-	logJSON = "json"
-)
-
-// registerLogFormat adds --log-format to every command.
-func registerLogFormat(root *cobra.Command) {
-	root.PersistentFlags().String("log-format", logText, "format of the log lines on standard error, fleetlift's and the Temporal SDK's: text or json")
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		_, err := processLogger(cmd)
-		return err
-	}
-}
-
-// processLogger is the process's logger on cmd's standard error, in the
-// format --log-format names. The Temporal SDK's client and workers log
-// through it too (see temporalFlags.log).
-func processLogger(cmd *cobra.Command) (*slog.Logger, error) {
-	format := logText
-	if f := cmd.Flags().Lookup("log-format"); f != nil {
-		format = f.Value.String()
-	}
-	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
-	switch format {
-	case logText, "":
-		return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts)), nil
-	case logJSON:
-		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want %s or %s", format, logText, logJSON)
-}
 
 // defaultMetricsListen is where `fleetlift up` serves /metrics unless told
 // otherwise: loopback, the port Prometheus's client libraries' examples
@@ -94,7 +61,7 @@ func observe(cmd *cobra.Command, mf *metricsFlags, f *temporalFlags) (*observabi
 	if mf.listen == "" {
 		return o, nil
 	}
-	ln, err := net.Listen("tcp", mf.listen)
+	ln, err := listen.TCP("metrics-listen", mf.listen)
 	if err != nil {
 		if mf.listen == defaultMetricsListen && !cmd.Flags().Changed("metrics-listen") {
 			// up's default port taken, say by another install: said,
@@ -103,7 +70,7 @@ func observe(cmd *cobra.Command, mf *metricsFlags, f *temporalFlags) (*observabi
 			return o, nil
 		}
 		o.stop()
-		return nil, fmt.Errorf("--metrics-listen: %w", err)
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())

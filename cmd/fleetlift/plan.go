@@ -55,19 +55,11 @@ be reached, and otherwise plans without it, saying so in the plan ("Assumed:
 repository, on the forge the config selects (at --base, the branch people
 trust) among those you allow (--forge-type/--forge-url, --forge). It keeps one
 comment of its own there, found by a marker and edited in place: the plan,
-with the errors when definitions are invalid, or why no plan could be made.
-
-Exit status: 0 success; 1 error (including invalid definitions); with
---detailed-exitcode, 2 when there are changes.`,
+with the errors when definitions are invalid, or why no plan could be made.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if repo == "" {
-				return fmt.Errorf("--repo is required")
-			}
-			switch output {
-			case "human", "json", "markdown":
-			default:
-				return fmt.Errorf("unknown output format %q: use human, json or markdown", output)
+				return usageErrorf("--repo is required")
 			}
 			var target pullRequestRef
 			if commentOn != "" {
@@ -131,7 +123,7 @@ Exit status: 0 success; 1 error (including invalid definitions); with
 	cmd.Flags().StringVar(&base, "base", "", "plan what merging --ref into this revision would change")
 	cmd.Flags().StringVar(&sub, "path", "", "the definitions directory inside the repository (default: the config's watch.path, else the root)")
 	cmd.Flags().StringVar(&stateArg, "state", "auto", "recorded state: auto (Temporal when it can be reached, else none, and the plan says so), temporal, file:PATH or none")
-	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human, json or markdown")
+	cmd.Flags().VarP(choiceVar(&output, "human", "human", "json", "markdown"), "output", "o", "output format: human, json or markdown")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when there are changes, as terraform plan does")
 	registerLoadBudget(cmd, &budget)
 	cmd.Flags().StringVar(&commentOn, "comment-on", "", "also post the plan on this pull request, keeping one comment of fleetlift's up to date there: its number on --repo, or its URL (https://github.com/OWNER/NAME/pull/N) when --repo is a local clone")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/leader"
+	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/mirror"
 	"github.com/fleetlift/fleetlift/internal/plan"
@@ -204,7 +204,7 @@ func runReconciler(ctx context.Context, cmd *cobra.Command, c client.Client, f *
 // operator's forges its config selects.
 func openCampaigns(ctx context.Context, f *temporalFlags, rf *reconcileFlags) (*source.Repo, *forgeSetup, error) {
 	if rf.repo == "" {
-		return nil, nil, errors.New("--repo is required")
+		return nil, nil, usageErrorf("--repo is required")
 	}
 	src, err := source.Open(ctx, source.Options{URL: rf.repo, CacheDir: filepath.Join(f.stateDir, "source")})
 	if err != nil {
@@ -350,7 +350,7 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger)
 		repos = []string{rf.repo}
 	}
 	if len(repos) == 0 {
-		return nil, nil, errors.New("--webhook-listen needs --webhook-repo: the campaigns repository's clone URL on the forge")
+		return nil, nil, usageErrorf("--webhook-listen needs --webhook-repo: the campaigns repository's clone URL on the forge")
 	}
 	hints, hint := reconcile.NewHints()
 	h, err := webhook.New(webhook.Options{
@@ -369,7 +369,7 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger)
 	}
 	srv, err := webhook.Listen(rf.webhookListen, h)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, listen.Explain("webhook-listen", rf.webhookListen, err)
 	}
 	logger.Info("webhook receiver listening", "address", srv.Addr().String(), "path", "/webhook")
 	return hints, func() { _ = srv.Close() }, nil

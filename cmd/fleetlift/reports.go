@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -50,9 +49,6 @@ Without a Temporal server at --temporal-address it starts the embedded one on
 ` + "`fleetlift run`" + ` can be read after it stopped.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(reportFormats, output) {
-				return fmt.Errorf("unknown output format %q: use %s", output, strings.Join(reportFormats, ", "))
-			}
 			// A finished run is read from the embedded server's database
 			// even after the `fleetlift run` that ran it stopped it.
 			c, closeAll, err := f.dialOrEmbed(cmd.Context(), cmd.ErrOrStderr())
@@ -82,7 +78,7 @@ Without a Temporal server at --temporal-address it starts the embedded one on
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: "+strings.Join(reportFormats, ", "))
+	cmd.Flags().VarP(choiceVar(&output, "table", reportFormats...), "output", "o", "output format: "+strings.Join(reportFormats, ", "))
 	cmd.Flags().StringVar(&forEach, "for-each", "", "show only the reports of this for_each target")
 	cmd.Flags().BoolVar(&bodies, "body", false, "print each report's body after the table")
 	cmd.Flags().StringVar(&outDir, "out-dir", "", "also write the report page (README.md) and each body as markdown files into this directory")

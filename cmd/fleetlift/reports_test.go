@@ -215,7 +215,7 @@ failure: {threshold_percent: 100}
 	}
 
 	// A transform is not a report; an unknown view is refused.
-	if out, code := runCLI(t, "reports", "auth-audit", "-o", "yaml", "--temporal-address", addr, "--state-dir", stateDir); code == 0 || !strings.Contains(out, `unknown output format "yaml"`) {
+	if out, code := runCLI(t, "reports", "auth-audit", "-o", "yaml", "--temporal-address", addr, "--state-dir", stateDir); code != 2 || !strings.Contains(out, `invalid argument "yaml" for "-o, --output" flag: want table, json, csv or markdown`) {
 		t.Errorf("reports -o yaml: exit %d\n%s", code, out)
 	}
 	if out, code := runCLI(t, "reports", "auth-audit", "--for-each", "users-api", "--temporal-address", addr, "--state-dir", stateDir); code == 0 || !strings.Contains(out, "campaign/auth-audit has no for_each targets") {

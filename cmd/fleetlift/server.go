@@ -13,11 +13,12 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
+	"github.com/fleetlift/fleetlift/internal/listen"
 )
 
 func newServerCmd() *cobra.Command {
 	var f temporalFlags
-	var logLevel, ui string
+	var ui string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the embedded Temporal server (SQLite in --state-dir) until interrupted",
@@ -48,9 +49,10 @@ and never runs.`,
 				return fmt.Errorf("--temporal-address %q: bad port", f.address)
 			}
 			db, creds := filepath.Join(f.stateDir, "temporal.db"), credentialDir(f.stateDir)
-			srv, err := devserver.Start(devserver.Options{DatabaseFile: db, TLSDir: creds, IP: host, Port: port, LogLevel: logLevel})
+			level, logJSON := serverLog(cmd.Context(), "warn")
+			srv, err := devserver.Start(devserver.Options{DatabaseFile: db, TLSDir: creds, IP: host, Port: port, LogLevel: level, LogJSON: logJSON})
 			if err != nil {
-				return err
+				return listen.Explain("temporal-address", f.address, err)
 			}
 			defer srv.Stop()
 			fmt.Fprintf(cmd.OutOrStdout(), "Temporal listening on %s (namespace %s, database %s)\n", srv.Address(), devserver.Namespace, db)
@@ -74,7 +76,6 @@ and never runs.`,
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "server log level: debug, info, warn, error")
 	registerUI(cmd, &ui)
 	return cmd
 }

@@ -31,7 +31,7 @@ func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if signal == workflow.SignalSteer && prompt == "" {
-				return fmt.Errorf("steer needs --prompt: what the agent should do differently")
+				return usageErrorf("steer needs --prompt: what the agent should do differently")
 			}
 			if g.clone != "" {
 				d := &gitDecision{action: name, prompt: prompt, unit: unit, flags: &g, out: visible.Writer(cmd.OutOrStdout())}
@@ -41,11 +41,11 @@ func newTaskSignalCmd(name, short string, signal string) *cobra.Command {
 				return err
 			}
 			if len(args) != 1 {
-				return fmt.Errorf("%s needs the run's ID", name)
+				return usageErrorf("%s needs the run's ID", name)
 			}
 			digests := commaList(g.digest)
 			if len(digests) == 0 {
-				return fmt.Errorf("%s needs --digest: the digest of the result you decide on, as `fleetlift status %s` shows it (a decision names exactly what it decides)", name, args[0])
+				return usageErrorf("%s needs --digest: the digest of the result you decide on, as `fleetlift status %s` shows it (a decision names exactly what it decides)", name, args[0])
 			}
 			c, id, err := f.dialRun(cmd.Context(), args[0])
 			if err != nil {
@@ -223,7 +223,7 @@ repositories, keeping the results of the others.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !failedOnly {
-				return fmt.Errorf("retry needs --failed-only (retrying everything is `fleetlift run` again)")
+				return usageErrorf("retry needs --failed-only (retrying everything is `fleetlift run` again)")
 			}
 			c, id, err := f.dialRun(cmd.Context(), args[0])
 			if err != nil {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/status/render"
@@ -26,9 +24,6 @@ documents its fields): {"format_version", "runs": [...]} for the list, and
 "awaiting_approval"} for one run.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "human" && output != "json" {
-				return fmt.Errorf("unknown output format %q: use human or json", output)
-			}
 			w := cmd.OutOrStdout()
 			if len(args) == 0 {
 				c, err := f.dial(cmd.Context())
@@ -69,6 +64,6 @@ documents its fields): {"format_version", "runs": [...]} for the list, and
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&diff, "diff", false, "print the patches awaiting approval")
-	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human or json")
+	cmd.Flags().VarP(choiceVar(&output, "human", "human", "json"), "output", "o", "output format: human or json")
 	return cmd
 }

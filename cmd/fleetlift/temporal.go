@@ -293,11 +293,13 @@ func (f *temporalFlags) dialOrEmbed(ctx context.Context, logw io.Writer) (client
 	}
 	creds := credentialDir(f.stateDir)
 	fmt.Fprintf(logw, "starting the embedded Temporal server on %s (database %s, credentials %s)\n", f.address, filepath.Join(f.stateDir, "temporal.db"), creds)
+	level, logJSON := serverLog(ctx, "error")
 	srv, err := devserver.Start(devserver.Options{
 		DatabaseFile: filepath.Join(f.stateDir, "temporal.db"),
 		TLSDir:       creds,
 		IP:           host, Port: p,
-		LogFile: filepath.Join(f.stateDir, "temporal.log"),
+		LogFile:  filepath.Join(f.stateDir, "temporal.log"),
+		LogLevel: level, LogJSON: logJSON,
 	})
 	if err != nil {
 		return nil, nil, err

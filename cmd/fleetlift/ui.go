@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
+	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/webui"
 )
 
@@ -25,8 +26,8 @@ func registerUI(cmd *cobra.Command, listen *string) {
 // --state-dir/tls, or --temporal-tls-cert/-key/-ca). A port given with
 // --ui-listen (or its variable) that cannot be had is an error; the
 // default port taken, say by another install, is only said.
-func serveUI(cmd *cobra.Command, listen string, f *temporalFlags) (func(), error) {
-	o := webui.Options{Listen: listen, Temporal: f.address, Namespace: f.namespace, ServerName: f.tls.serverName}
+func serveUI(cmd *cobra.Command, listenAddr string, f *temporalFlags) (func(), error) {
+	o := webui.Options{Listen: listenAddr, Temporal: f.address, Namespace: f.namespace, ServerName: f.tls.serverName}
 	switch {
 	case f.tls.mode == "false":
 	case f.tls.cert != "" || f.tls.ca != "":
@@ -43,6 +44,9 @@ func serveUI(cmd *cobra.Command, listen string, f *temporalFlags) (func(), error
 	srv, err := webui.Start(o)
 	if err != nil {
 		if cmd.Flags().Changed("ui-listen") {
+			if taken := listen.Explain("ui-listen", listenAddr, err); taken != err {
+				return nil, taken
+			}
 			return nil, fmt.Errorf("--ui-listen: %w", err)
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "no Temporal Web UI: %v (set --ui-listen to another address)\n", err)

@@ -27,16 +27,12 @@ and checks it against fleetlift's schema. When DIR holds a fleetlift.yaml or
 fleetlift.cue, DIR is a campaigns repository: its config is checked too and
 definitions are read from the config's watch.path (default campaigns/).
 
-Every problem in every file is reported with its file, line, column and field.
-The exit status is 1 when anything is invalid.`,
+Every problem in every file is reported with its file, line, column and field.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]
-			}
-			if output != "human" && output != "json" {
-				return fmt.Errorf("unknown output format %q: use human or json", output)
 			}
 			rep, err := validate(cmd, dir)
 			if err != nil {
@@ -57,7 +53,7 @@ The exit status is 1 when anything is invalid.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "human", "output format: human or json")
+	cmd.Flags().VarP(choiceVar(&output, "human", "human", "json"), "output", "o", "output format: human or json")
 	return cmd
 }
 

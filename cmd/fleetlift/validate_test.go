@@ -166,7 +166,7 @@ func TestValidateUsageErrors(t *testing.T) {
 	if out, code := runCLI(t, "validate", "does-not-exist"); code != 1 || !strings.Contains(out, "does-not-exist") {
 		t.Errorf("missing dir: exit %d: %s", code, out)
 	}
-	if out, code := runCLI(t, "validate", "-o", "yaml", "../../examples"); code != 1 || !strings.Contains(out, `unknown output format "yaml"`) {
+	if out, code := runCLI(t, "validate", "-o", "yaml", "../../examples"); code != 2 || !strings.Contains(out, `invalid argument "yaml" for "-o, --output" flag: want human or json`) {
 		t.Errorf("bad -o: exit %d: %s", code, out)
 	}
 }
