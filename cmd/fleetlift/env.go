@@ -26,7 +26,7 @@ var perCommandEnv = map[string]bool{"output": true, "dir": true}
 // command's name and the flag's (status --output: FLEETLIFT_STATUS_OUTPUT).
 func envName(cmd *cobra.Command, flag string) string {
 	name := flag
-	if perCommandEnv[flag] {
+	if perCommandEnv[flag] && cmd != nil {
 		name = cmd.Name() + "-" + flag
 	}
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))

@@ -49,6 +49,7 @@ var otherEnvs = []otherEnv{
 	{agent.EnvForEachContext, "the agent CLI: the for_each target's context (set by the agent)"},
 	{agent.EnvSteeringPrompt, "the agent CLI: the steering feedback (set by the agent)"},
 	{agent.EnvGatewayAPIs, "the agent: the APIs the gateway serves it (set by fleetlift)"},
+	{agent.EnvGatewayEgress, "the agent in a Kubernetes sandbox: relay the work's egress to the worker's proxy through its gateway (set by fleetlift)"},
 	{protocol.EnvCommandGOMAXPROCS, "the agent's commands: their GOMAXPROCS (set by the agent)"},
 	{"FLEETLIFT_JAIL_GOMAXPROCS", "the jail: its commands' GOMAXPROCS (set by the agent)"},
 	{spec.WorkerEnv, "fleetlift as its own definition evaluator (set by fleetlift)"},

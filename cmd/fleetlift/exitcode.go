@@ -60,7 +60,7 @@ func exitCode(err error, args []string) int {
 // parse.
 func detailedExitcode(args []string) bool {
 	on := false
-	if v, err := strconv.ParseBool(os.Getenv(envName("detailed-exitcode"))); err == nil {
+	if v, err := strconv.ParseBool(os.Getenv(envName(nil, "detailed-exitcode"))); err == nil {
 		on = v
 	}
 	for _, a := range args {

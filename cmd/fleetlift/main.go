@@ -70,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // for JSON, for an error met before the logger was made: args are read
 // as they are, since the error may be that they do not parse.
 func jsonLogRequested(root *cobra.Command, args []string) bool {
-	format := os.Getenv(envName("log-format"))
+	format := os.Getenv(envName(root, "log-format"))
 	if f := root.PersistentFlags().Lookup("log-format"); f.Changed {
 		format = f.Value.String()
 	}
