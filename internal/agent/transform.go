@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -102,6 +103,9 @@ func failAll(units []*unit, msg string) {
 type run struct {
 	stdout string
 	code   int
+	// said is the last line the command wrote to its standard error,
+	// shortened and redacted: why it failed, for its failure message.
+	said string
 	// refused is why the model gateway refused the agent CLI a request
 	// (a spent token budget), "" when it refused none.
 	refused string
@@ -111,9 +115,40 @@ type run struct {
 func (res run) exitError(what string) string {
 	msg := fmt.Sprintf("%s exited with status %d", what, res.code)
 	if res.refused != "" {
-		msg += ": " + res.refused
+		return msg + ": " + res.refused
+	}
+	if res.said != "" {
+		msg += ": " + res.said
 	}
 	return msg
+}
+
+// maxSaid bounds the line of a command's standard error its failure
+// message quotes.
+const maxSaid = 200
+
+// lastLine is the last non-empty line of s, at most maxSaid bytes (cut
+// at a rune boundary), control characters (a terminal's escape
+// sequences) shown as '?': the work wrote it.
+func lastLine(s string) string {
+	s = strings.TrimRight(s, " \t\r\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, strings.TrimSpace(s))
+	if len(s) > maxSaid {
+		cut := maxSaid
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
 }
 
 // runIn runs argv for sc and records its output. A command that cannot
@@ -142,7 +177,11 @@ func (r *runner) runIn(ctx context.Context, sc *scope, argv, env []string, stdin
 		out += "\n[stderr]\n" + e
 	}
 	r.recordOutput(sc.name, out)
-	return run{stdout: string(stdout.buf), code: code}, nil
+	res := run{stdout: string(stdout.buf), code: code}
+	if code != 0 {
+		res.said = r.redact(lastLine(errTail.String()))
+	}
+	return res, nil
 }
 
 // recordOutput keeps the latest output of each scope in the result.
@@ -253,7 +292,7 @@ func (r *runner) deterministic(ctx context.Context, sc *scope, steer string) err
 	if res.code != 0 {
 		for _, u := range sc.live() {
 			u.skipVerify = true
-			u.failure = fmt.Sprintf("command exited with status %d", res.code)
+			u.failure = res.exitError("command")
 		}
 	}
 	return nil

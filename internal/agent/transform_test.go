@@ -59,6 +59,21 @@ func TestDeterministicTransform(t *testing.T) {
 			diffPart:   "+partial",
 		},
 		{
+			name:       "command fails saying why",
+			command:    sh(`echo partial >> README.md; echo "sed: no such file" >&2; printf 'jq: \033[31merror\033[0m: bad filter\n\n' >&2; exit 4`),
+			phase:      protocol.PhaseFailed,
+			repoStatus: "failed",
+			errorPart:  "command exited with status 4: jq: ?[31merror?[0m: bad filter",
+			diffPart:   "+partial",
+		},
+		{
+			name:       "command not found",
+			command:    []string{"no-such-program-fleetlift"},
+			phase:      protocol.PhaseFailed,
+			repoStatus: "failed",
+			errorPart:  "command exited with status 127: ",
+		},
+		{
 			name:       "no change",
 			command:    []string{"true"},
 			phase:      protocol.PhaseComplete,
