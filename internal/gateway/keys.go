@@ -41,6 +41,42 @@ type Keys struct {
 
 	mu   sync.Mutex
 	keys map[string]string // by sandbox id
+	// busy serializes Open and CloseMoved of one sandbox: two steps
+	// that reach a sandbox at once (two activities on a worker that
+	// has not taken it over yet) give it one key, not two, the first
+	// of which would stay open.
+	busy map[string]*idLock
+}
+
+// idLock is one sandbox's lock in Keys.busy; n counts who holds or
+// waits for it.
+type idLock struct {
+	sync.Mutex
+	n int
+}
+
+// lock locks sandbox id's Open and CloseMoved; it returns the unlock.
+func (k *Keys) lock(id string) (unlock func()) {
+	k.mu.Lock()
+	if k.busy == nil {
+		k.busy = map[string]*idLock{}
+	}
+	l := k.busy[id]
+	if l == nil {
+		l = &idLock{}
+		k.busy[id] = l
+	}
+	l.n++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		if l.n--; l.n == 0 {
+			delete(k.busy, id)
+		}
+		k.mu.Unlock()
+	}
 }
 
 // FileKeys are the Keys of a provider whose sandboxes' files are read and
@@ -87,10 +123,18 @@ func (k *Keys) sandbox(id string) Sandbox {
 //
 // With a URL, a sandbox another gateway served is taken over instead:
 // see Keys.URL.
+//
+// A sandbox that has a key from this Keys costs Open no read: call it
+// before each use of a sandbox that another worker may have served.
+// Calls for one sandbox take turns, so concurrent ones give one key.
 func (k *Keys) Open(ctx context.Context, id string) error {
 	if k == nil {
 		return nil
 	}
+	if k.holds(id) {
+		return nil
+	}
+	defer k.lock(id)()
 	if k.URL != "" && !k.holds(id) {
 		if data, err := k.Read(ctx, id, protocol.GatewayURLFile); err != nil || strings.TrimSpace(string(data)) != k.URL {
 			return k.give(ctx, id, k.used(ctx, id))
@@ -170,6 +214,27 @@ func (k *Keys) keep(id, key string) {
 		k.keys = map[string]string{}
 	}
 	k.keys[id] = key
+}
+
+// CloseMoved closes sandbox id's key when the sandbox's file names
+// another gateway's address (Keys.URL): another worker took it over,
+// and the key this one gave it is taken no more. It reports whether it
+// closed the key; a sandbox whose file cannot be read keeps its key.
+// The next Open takes the sandbox back.
+func (k *Keys) CloseMoved(ctx context.Context, id string) bool {
+	if k == nil || k.URL == "" || !k.holds(id) {
+		return false
+	}
+	defer k.lock(id)()
+	if !k.holds(id) {
+		return false
+	}
+	data, err := k.Read(ctx, id, protocol.GatewayURLFile)
+	if err != nil || strings.TrimSpace(string(data)) == k.URL {
+		return false
+	}
+	k.Close(id)
+	return true
 }
 
 // IDs are the sandboxes that have keys.
