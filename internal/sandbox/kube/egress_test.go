@@ -83,6 +83,13 @@ func (j *jailed) drive(t *testing.T, ctx context.Context, p sandbox.Provider, id
 	if err := p.CopyTo(ctx, id, strings.NewReader(string(data)), protocol.Dir+"/"+protocol.ManifestFile); err != nil {
 		t.Fatal(err)
 	}
+	return j.await(t, ctx, p, id)
+}
+
+// await reads sandbox id's status until its agent ended, as the wait
+// for the agent does, and then its result.
+func (j *jailed) await(t *testing.T, ctx context.Context, p sandbox.Provider, id string) protocol.Result {
+	t.Helper()
 	read := func(name string, v any) bool {
 		rc, err := p.CopyFrom(ctx, id, protocol.Dir+"/"+name)
 		if errors.Is(err, sandbox.ErrNotFound) {

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"sync"
@@ -53,36 +54,61 @@ func (g *Gateway) env(env map[string]string) map[string]string {
 	return env
 }
 
-// open gives sandbox id of p its key, and this worker's URL beside it
+// files are a provider's sandboxes as its gateway's keys reach them:
+// their files as they are (the provider's own Exec, CopyTo and CopyFrom
+// take the sandbox over first, through take; these never do) and their
+// status.
+type files interface {
+	gateway.Files
+	Status(ctx context.Context, id string) (*sandbox.Status, error)
+}
+
+// open gives sandbox id of f its key, and this worker's URL beside it
 // (gateway.Keys.URL): a sandbox another worker's gateway served gets a
-// new key, and its agent's relay reaches this worker from then on. The
-// first call starts closing the keys, and removing the copies, of p's
-// sandboxes that are gone.
-func (g *Gateway) open(ctx context.Context, p sandbox.Provider, id string) error {
+// new key, and its agent's relay reaches this worker from then on. A
+// sandbox this worker gave a key costs nothing: no read. The first call
+// starts closing the keys of f's sandboxes that are gone or that
+// another worker took over.
+func (g *Gateway) open(ctx context.Context, f files, id string) error {
 	if g == nil {
 		return nil
 	}
 	g.once.Do(func() {
-		g.keys = gateway.FileKeys(g.Gateway, p)
+		g.keys = gateway.FileKeys(g.Gateway, f)
 		// A sandbox another worker started, which is gone, is taken
 		// over: a new key, and the agent's relay led here.
 		g.keys.URL = g.URL
-		go g.sweep(p)
+		go g.sweep(f)
 	})
 	return g.keys.Open(ctx, id)
 }
 
-// sweep closes, every sweepEvery, the keys of p's sandboxes that are
-// gone, for as long as the process runs.
-func (g *Gateway) sweep(p sandbox.Provider) {
+// take is open before this worker uses sandbox id, which it may not
+// have provisioned: on Kubernetes any worker takes a task's next step,
+// and when the worker whose gateway served the sandbox died, the agent's
+// relay would lead its clones, model calls and egress to nothing.
+func (g *Gateway) take(ctx context.Context, f files, id string) error {
+	if err := g.open(ctx, f, id); err != nil {
+		return fmt.Errorf("sandbox %s: move it to this worker's gateway: %w", id, err)
+	}
+	return nil
+}
+
+// sweep, every sweepEvery for as long as the process runs, closes the
+// keys of f's sandboxes that are gone, and of those another worker took
+// over (gateway.Keys.CloseMoved: its gateway takes the old key no more).
+func (g *Gateway) sweep(f files) {
 	for range time.Tick(sweepEvery) {
 		for _, id := range g.keys.IDs() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			_, err := p.Status(ctx, id)
-			cancel()
-			if errors.Is(err, sandbox.ErrNotFound) {
+			_, err := f.Status(ctx, id)
+			switch {
+			case errors.Is(err, sandbox.ErrNotFound):
 				g.keys.Close(id)
+			case err == nil:
+				g.keys.CloseMoved(ctx, id)
 			}
+			cancel()
 		}
 	}
 }

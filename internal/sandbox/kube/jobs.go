@@ -151,7 +151,7 @@ func (p *Jobs) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*s
 		}
 		switch o.Phase {
 		case v1alpha1.PhaseRunning:
-			if err := p.Gateway.open(ctx, p, opts.ID); err != nil {
+			if err := p.Gateway.open(ctx, jobFiles{p}, opts.ID); err != nil {
 				return nil, fmt.Errorf("the sandbox's key to the gateway: %w", err)
 			}
 			return &sandbox.Sandbox{ID: opts.ID, Provider: p.Name(), WorkingDir: s.Workspace(), Phase: sandbox.PhaseRunning}, nil
@@ -192,7 +192,7 @@ func (p *Jobs) observe(ctx context.Context, id string) (*batchv1.Job, *corev1.Po
 
 // Exec implements sandbox.Provider.
 func (p *Jobs) Exec(ctx context.Context, id string, cmd sandbox.ExecCommand) (*sandbox.ExecResult, error) {
-	r, ws, err := p.runner(ctx, id)
+	r, ws, err := p.taken(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (p *Jobs) Exec(ctx context.Context, id string, cmd sandbox.ExecCommand) (*s
 
 // CopyTo implements sandbox.Provider.
 func (p *Jobs) CopyTo(ctx context.Context, id string, src io.Reader, dest string) error {
-	r, ws, err := p.runner(ctx, id)
+	r, ws, err := p.taken(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -210,11 +210,47 @@ func (p *Jobs) CopyTo(ctx context.Context, id string, src io.Reader, dest string
 
 // CopyFrom implements sandbox.Provider.
 func (p *Jobs) CopyFrom(ctx context.Context, id, src string) (io.ReadCloser, error) {
-	r, ws, err := p.runner(ctx, id)
+	r, ws, err := p.taken(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	return copyFrom(ctx, r, id, ws, src)
+}
+
+// taken is runner, once the sandbox is this worker's (Gateway.take).
+func (p *Jobs) taken(ctx context.Context, id string) (runner, string, error) {
+	r, ws, err := p.runner(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := p.Gateway.take(ctx, jobFiles{p}, id); err != nil {
+		return nil, "", err
+	}
+	return r, ws, nil
+}
+
+// jobFiles are p's sandboxes as the gateway's keys reach them (see
+// files): never taken over.
+type jobFiles struct{ p *Jobs }
+
+func (f jobFiles) CopyTo(ctx context.Context, id string, src io.Reader, dest string) error {
+	r, ws, err := f.p.runner(ctx, id)
+	if err != nil {
+		return err
+	}
+	return copyTo(ctx, r, id, ws, src, dest)
+}
+
+func (f jobFiles) CopyFrom(ctx context.Context, id, src string) (io.ReadCloser, error) {
+	r, ws, err := f.p.runner(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return copyFrom(ctx, r, id, ws, src)
+}
+
+func (f jobFiles) Status(ctx context.Context, id string) (*sandbox.Status, error) {
+	return f.p.Status(ctx, id)
 }
 
 // runner execs into the sandbox's running pod, with the declared

@@ -111,7 +111,7 @@ func (p *Requests) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.Gateway.open(ctx, p, opts.ID); err != nil {
+	if err := p.Gateway.open(ctx, requestFiles{p}, opts.ID); err != nil {
 		return nil, fmt.Errorf("the sandbox's key to the gateway: %w", err)
 	}
 	return &sandbox.Sandbox{ID: opts.ID, Provider: p.Name(), WorkingDir: got.Spec.WorkingDir, Phase: sandbox.PhaseRunning}, nil
@@ -210,6 +210,9 @@ func (p *Requests) Exec(ctx context.Context, id string, cmd sandbox.ExecCommand)
 	if err != nil {
 		return nil, err
 	}
+	if err := p.Gateway.take(ctx, requestFiles{p}, id); err != nil {
+		return nil, err
+	}
 	return execute(ctx, p.runner(), id, ws, cmd)
 }
 
@@ -217,6 +220,9 @@ func (p *Requests) Exec(ctx context.Context, id string, cmd sandbox.ExecCommand)
 func (p *Requests) CopyTo(ctx context.Context, id string, src io.Reader, dest string) error {
 	ws, err := p.workspace(ctx, id)
 	if err != nil {
+		return err
+	}
+	if err := p.Gateway.take(ctx, requestFiles{p}, id); err != nil {
 		return err
 	}
 	return copyTo(ctx, p.runner(), id, ws, src, dest)
@@ -228,7 +234,34 @@ func (p *Requests) CopyFrom(ctx context.Context, id, src string) (io.ReadCloser,
 	if err != nil {
 		return nil, err
 	}
+	if err := p.Gateway.take(ctx, requestFiles{p}, id); err != nil {
+		return nil, err
+	}
 	return copyFrom(ctx, p.runner(), id, ws, src)
+}
+
+// requestFiles are p's sandboxes as the gateway's keys reach them (see
+// files): never taken over.
+type requestFiles struct{ p *Requests }
+
+func (f requestFiles) CopyTo(ctx context.Context, id string, src io.Reader, dest string) error {
+	ws, err := f.p.workspace(ctx, id)
+	if err != nil {
+		return err
+	}
+	return copyTo(ctx, f.p.runner(), id, ws, src, dest)
+}
+
+func (f requestFiles) CopyFrom(ctx context.Context, id, src string) (io.ReadCloser, error) {
+	ws, err := f.p.workspace(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return copyFrom(ctx, f.p.runner(), id, ws, src)
+}
+
+func (f requestFiles) Status(ctx context.Context, id string) (*sandbox.Status, error) {
+	return f.p.Status(ctx, id)
 }
 
 // workspace reads the request's working directory.
