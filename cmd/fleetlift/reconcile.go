@@ -303,11 +303,17 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	fmt.Fprintf(cmd.OutOrStdout(), "reconciling %s (branch %s) every %s\n", gitx.Redact(rf.repo), rf.branch, rf.interval)
 	loop := reconcile.LoopOptions{Interval: rf.interval, Hints: reconcile.Merge(ctx, hints...)}
 	if !rf.leaderElect {
+		if rf.metrics != nil {
+			rf.metrics.Reconciling(func() bool { return true })
+		}
 		return r.Run(ctx, loop)
 	}
 	// Several replicas: only the one holding the lease reconciles; it
 	// stops the moment it may have lost it.
 	e := &leader.Elector{Client: c, Log: logger}
+	if rf.metrics != nil {
+		rf.metrics.Reconciling(e.IsLeader)
+	}
 	return e.Run(ctx, func(lctx context.Context) {
 		if err := r.Run(lctx, loop); err != nil {
 			logger.Error("reconcile loop", "error", err)

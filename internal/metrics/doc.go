@@ -7,7 +7,9 @@
 //     fleetlift_approval_waiting_seconds{id,target}: the recorded state the
 //     last reconcile pass read;
 //   - fleetlift_reconcile_pass_duration_seconds, fleetlift_reconcile_errors_total{stage},
-//     fleetlift_reconcile_last_success_timestamp_seconds;
+//     fleetlift_reconcile_last_success_timestamp_seconds (absent until a
+//     pass succeeded) and fleetlift_reconcile_leader (1 leading, 0
+//     standing by; only in a process that reconciles, see Reconciling);
 //   - fleetlift_webhook_deliveries_total{outcome};
 //   - fleetlift_sandbox_provision_duration_seconds{provider,outcome};
 //   - fleetlift_forge_requests_total{forge,method,code},

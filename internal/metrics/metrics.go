@@ -28,7 +28,7 @@ type Metrics struct {
 
 	passDuration prometheus.Histogram
 	passErrors   *prometheus.CounterVec
-	lastSuccess  prometheus.Gauge
+	reconciler   *reconcilerCollector
 	webhooks     *prometheus.CounterVec
 	provision    *prometheus.HistogramVec
 	forgeReqs    *prometheus.CounterVec
@@ -51,10 +51,7 @@ func New() *Metrics {
 			Namespace: Namespace, Subsystem: "reconcile", Name: "errors_total",
 			Help: "Reconcile errors: stage=pass for a pass that could not plan or was refused, stage=apply for an action of a pass that failed.",
 		}, []string{"stage"}),
-		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "reconcile", Name: "last_success_timestamp_seconds",
-			Help: "When the last pass that planned and carried out every action ended, as a Unix time.",
-		}),
+		reconciler: &reconcilerCollector{},
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "webhook", Name: "deliveries_total",
 			Help: "Webhook requests by outcome: accepted, ignored, duplicate, unauthorized, refused.",
@@ -86,7 +83,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.passDuration, m.passErrors, m.lastSuccess, m.webhooks, m.provision,
+		m.passDuration, m.passErrors, m.reconciler, m.webhooks, m.provision,
 		m.forgeReqs, m.rateWaits, m.rateWaitSecs, m.runs,
 	)
 	return m
@@ -99,6 +96,18 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Handler serves the registry in Prometheus's text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Reconciling says that this process runs a reconciler, and leading
+// whether it is the replica that reconciles now (with --leader-elect, the
+// one holding the lease; otherwise always). From then on
+// fleetlift_reconcile_leader says 1 while leading is true and 0 while it
+// is not: a standby. A process that never calls it (a worker) exports no
+// such series. Call it once, before the reconciler runs.
+func (m *Metrics) Reconciling(leading func() bool) {
+	m.reconciler.mu.Lock()
+	defer m.reconciler.mu.Unlock()
+	m.reconciler.leading = leading
 }
 
 var _ reconcile.Observer = (*Metrics)(nil)
@@ -115,7 +124,7 @@ func (m *Metrics) ObservePass(res *reconcile.Result, err error, took time.Durati
 	failed := len(res.Failed())
 	m.passErrors.WithLabelValues("apply").Add(float64(failed))
 	if failed == 0 {
-		m.lastSuccess.Set(float64(time.Now().UnixNano()) / 1e9)
+		m.reconciler.succeeded(time.Now())
 	}
 	m.runs.set(res.Recorded)
 }
@@ -198,6 +207,51 @@ func (t *timedProvider) Provision(ctx context.Context, opts sandbox.ProvisionOpt
 	}
 	t.m.provision.WithLabelValues(t.Name(), outcome).Observe(time.Since(start).Seconds())
 	return sb, err
+}
+
+// reconcilerCollector exports whether this process leads and when its
+// last successful pass ended. Neither series is there until it means
+// something: a worker says nothing about leading, and a replica that has
+// not yet completed a pass (a standby) has no last success, rather than
+// one at 1970 that an alert on its age would take for a stall.
+type reconcilerCollector struct {
+	mu          sync.Mutex
+	leading     func() bool
+	lastSuccess time.Time
+}
+
+var (
+	descLeader = prometheus.NewDesc(Namespace+"_reconcile_leader",
+		"1 while this reconciler is the replica that reconciles (it holds the lease, or runs without --leader-elect), 0 while it stands by.", nil, nil)
+	descLastSuccess = prometheus.NewDesc(Namespace+"_reconcile_last_success_timestamp_seconds",
+		"When the last pass that planned and carried out every action ended, as a Unix time; absent until one has.", nil, nil)
+)
+
+func (c *reconcilerCollector) succeeded(at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastSuccess = at
+}
+
+func (c *reconcilerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descLeader
+	ch <- descLastSuccess
+}
+
+func (c *reconcilerCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	leading, last := c.leading, c.lastSuccess
+	c.mu.Unlock()
+	if leading != nil {
+		v := 0.0
+		if leading() {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, v)
+	}
+	if !last.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descLastSuccess, prometheus.GaugeValue, float64(last.UnixNano())/1e9)
+	}
 }
 
 // runCollector exports the recorded state the last pass read, the way

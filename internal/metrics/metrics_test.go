@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,43 @@ func TestPassSeries(t *testing.T) {
 	want(t, s, 1, "fleetlift_reconcile_errors_total", "stage", "apply")
 	if ts, _ := s.Get("fleetlift_reconcile_last_success_timestamp_seconds"); time.Since(time.Unix(int64(ts), 0)) > time.Minute {
 		t.Errorf("last success %v, want the first pass's time", ts)
+	}
+}
+
+// A standby reconciler says it stands by and has no last success for an
+// alert on its age to take for a stall; once it leads and a pass
+// succeeds, it says both. A worker says nothing about reconciling.
+func TestStandbyIsNotStalled(t *testing.T) {
+	var leading atomic.Bool
+	m := metrics.New()
+	m.Reconciling(leading.Load)
+	s := scrape(t, m)
+	want(t, s, 0, "fleetlift_reconcile_leader")
+	if v, ok := s.Get("fleetlift_reconcile_last_success_timestamp_seconds"); ok {
+		t.Errorf("a standby that never reconciled exports a last success at %v", v)
+	}
+
+	leading.Store(true)
+	m.ObservePass(&reconcile.Result{}, nil, time.Millisecond)
+	s = scrape(t, m)
+	want(t, s, 1, "fleetlift_reconcile_leader")
+	if ts, ok := s.Get("fleetlift_reconcile_last_success_timestamp_seconds"); !ok || time.Since(time.Unix(int64(ts), 0)) > time.Minute {
+		t.Errorf("a leader's last success %v (present %v), want its pass's time", ts, ok)
+	}
+
+	// It lost the lease: a standby again, its last success kept.
+	leading.Store(false)
+	s = scrape(t, m)
+	want(t, s, 0, "fleetlift_reconcile_leader")
+	if _, ok := s.Get("fleetlift_reconcile_last_success_timestamp_seconds"); !ok {
+		t.Error("the last success of a former leader is gone")
+	}
+
+	worker := scrape(t, metrics.New())
+	for _, n := range []string{"fleetlift_reconcile_leader", "fleetlift_reconcile_last_success_timestamp_seconds"} {
+		if _, ok := worker.Get(n); ok {
+			t.Errorf("a process that does not reconcile exports %s", n)
+		}
 	}
 }
 
