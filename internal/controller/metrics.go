@@ -19,8 +19,11 @@ type metrics struct {
 	phases       *phaseCollector
 }
 
+// refusalRules are the rules Policy.Check names in Refusal.Kinds.
+var refusalRules = []string{"image", "runtime-class", "memory", "cpu", "secret", "env", "node-selector"}
+
 func newMetrics(reader client.Reader) *metrics {
-	return &metrics{
+	m := &metrics{
 		execDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fleetlift_sandbox_exec_duration_seconds",
 			Help:    "How long exec requests took in the sandbox, by outcome (exited: the command ran to an exit code; error: it could not run or finish).",
@@ -38,6 +41,16 @@ func newMetrics(reader client.Reader) *metrics {
 		phases: &phaseCollector{reader: reader, desc: prometheus.NewDesc(
 			"fleetlift_sandboxrequests", "SandboxRequests by phase.", []string{"phase"}, nil)},
 	}
+	// Every label value known from the start, at 0: a dashboard shows
+	// the series before the first exec or refusal, and an alert on their
+	// increase sees the first one.
+	for _, o := range []string{"exited", "error"} {
+		m.execDuration.WithLabelValues(o)
+	}
+	for _, r := range refusalRules {
+		m.refusals.WithLabelValues(r)
+	}
+	return m
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {

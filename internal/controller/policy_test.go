@@ -114,6 +114,11 @@ func TestPolicyCheck(t *testing.T) {
 			case c.kinds != nil && !slices.Equal(refusal.Kinds, c.kinds):
 				t.Errorf("refused for %v (%v); want %v", refusal.Kinds, err, c.kinds)
 			}
+			for _, k := range c.kinds {
+				if !slices.Contains(refusalRules, k) {
+					t.Errorf("rule %s is not among refusalRules, whose refusal series start at 0", k)
+				}
+			}
 		})
 	}
 	// Runtime class.
