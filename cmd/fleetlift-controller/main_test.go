@@ -21,6 +21,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
+	"github.com/fleetlift/fleetlift/internal/metrics/metricstest"
 )
 
 var cp kubetest.Shared
@@ -126,6 +127,21 @@ func TestControllerCommand(t *testing.T) {
 	for _, series := range []string{"controller_runtime_reconcile_total", `fleetlift_sandboxrequests{phase="Provisioning"} 1`} {
 		if code != http.StatusOK || !strings.Contains(body, series) {
 			t.Errorf("/metrics (%d) lacks %s", code, series)
+		}
+	}
+	// Every controller series deploy/monitoring's alerts and dashboard
+	// query is one the running controller serves.
+	if s, err := metricstest.Parse(strings.NewReader(body)); err != nil {
+		t.Errorf("/metrics: %v", err)
+	} else {
+		queried := metricstest.Queried(t, metricstest.Controller)
+		if len(queried) < 5 {
+			t.Errorf("deploy/monitoring queries only %v of the controller", queried)
+		}
+		for _, n := range queried {
+			if !s.Has(n) {
+				t.Errorf("deploy/monitoring queries %s, which the controller does not serve", n)
+			}
 		}
 	}
 	if !eventually(func() bool { return strings.Contains(logs.String(), `"msg":"created the workload"`) }) {

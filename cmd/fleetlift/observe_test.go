@@ -120,6 +120,20 @@ func TestUpMetricsLogsAndUI(t *testing.T) {
 	if len(s.Names("temporal_")) == 0 {
 		t.Errorf("no Temporal SDK series")
 	}
+	// up reconciles without an election: it leads.
+	if v, ok := s.Get("fleetlift_reconcile_leader"); !ok || v != 1 {
+		t.Errorf("fleetlift_reconcile_leader = %v (present %v), want 1", v, ok)
+	}
+	// Every Temporal SDK series deploy/monitoring's alerts and dashboard
+	// query is one a running fleetlift serves, but the failure counter:
+	// the SDK makes temporal_request_failure_total (its
+	// metrics.TemporalRequestFailure, with the Prometheus naming scope's
+	// _total) only when a request fails.
+	for _, n := range metricstest.Queried(t, func(n string) bool { return strings.HasPrefix(n, "temporal_") }) {
+		if !s.Has(n) && n != "temporal_request_failure_total" {
+			t.Errorf("deploy/monitoring queries %s, which fleetlift up does not serve; it serves %v", n, s.Names("temporal_"))
+		}
+	}
 
 	// The UI answers and reaches Temporal with the install's credential.
 	for path, want := range map[string]string{"/": "<html", "/api/v1/namespaces/" + devserver.Namespace: `"` + devserver.Namespace + `"`} {

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -110,4 +113,73 @@ func Parse(r io.Reader) (Samples, error) {
 		}
 	}
 	return out, nil
+}
+
+// Has reports whether the scrape has a series named name, taking
+// name_bucket, name_count and name_sum for the histogram name.
+func (s Samples) Has(name string) bool {
+	for _, n := range []string{name, strings.TrimSuffix(name, "_bucket") + "_count"} {
+		for k := range s {
+			if k == n || strings.HasPrefix(k, n+"{") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// queriedName matches the series names deploy/monitoring queries: those
+// of fleetlift's processes (fleetlift_, the Temporal SDK's temporal_)
+// and of the controller's controller-runtime (controller_runtime_,
+// workqueue_, leader_election_).
+var queriedName = regexp.MustCompile(`\b(?:fleetlift|temporal|controller_runtime|workqueue|leader_election)_[a-z0-9_]+`)
+
+// Queried returns the names of the series that deploy/monitoring's alert
+// rules (alerts.yaml) and dashboard (dashboard.json) query, of the
+// repository the test runs in, each once, for which keep is true.
+func Queried(t testing.TB, keep func(name string) bool) []string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "deploy", "monitoring", "alerts.yaml")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no deploy/monitoring/alerts.yaml above the test's directory")
+		}
+		dir = parent
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range []string{"alerts.yaml", "dashboard.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, "deploy", "monitoring", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range queriedName.FindAllString(string(b), -1) {
+			if !seen[n] && keep(n) {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Controller reports whether the series named name is one
+// fleetlift-controller exports (its own and controller-runtime's), not
+// one of fleetlift's reconcilers and workers.
+func Controller(name string) bool {
+	for _, p := range []string{"controller_runtime_", "workqueue_", "leader_election_", "fleetlift_sandboxrequests",
+		"fleetlift_sandbox_exec_", "fleetlift_sandbox_policy_", "fleetlift_sandbox_provisioning_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
