@@ -1,13 +1,20 @@
 // Package monitoring checks the alert rules and the dashboard with
-// Prometheus's own rule parser (what promtool check rules runs). It is a
-// module of its own so that fleetlift's does not depend on Prometheus.
+// Prometheus's own tools: the rule parser (what promtool check rules
+// runs), promtool test rules on alerts_test.yaml, and the PromQL parser.
+// It is a module of its own so that fleetlift's does not depend on
+// Prometheus.
 package monitoring
 
 import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"os/exec"
+	"regexp"
+	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
@@ -61,4 +68,114 @@ func TestDashboardQueriesParse(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAlertRules runs promtool test rules on alerts_test.yaml, with the
+// promtool of the Prometheus release go.mod pins (go tool promtool; the
+// first build takes minutes, then it is cached), and checks that each
+// alert fires in at least one case there.
+func TestAlertRules(t *testing.T) {
+	out, err := exec.Command("go", "tool", "promtool", "test", "rules", "alerts_test.yaml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules alerts_test.yaml: %v\n%s", err, out)
+	}
+	var tests struct {
+		Tests []struct {
+			Name  string `yaml:"name"`
+			Cases []struct {
+				Alert  string `yaml:"alertname"`
+				Alerts []any  `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	readYAML(t, "alerts_test.yaml", &tests)
+	fires := map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, c := range tc.Cases {
+			if len(c.Alerts) > 0 {
+				fires[c.Alert] = true
+			}
+		}
+	}
+	for _, name := range alertNames(t) {
+		if !fires[name] {
+			t.Errorf("no case of alerts_test.yaml has %s fire", name)
+		}
+	}
+}
+
+// runbookURL is where every alert's runbook_url points, followed by the
+// anchor of the alert's section.
+const runbookURL = "https://github.com/fleetlift/fleetlift/blob/main/docs/runbooks.md#"
+
+// TestAlertRunbooks: every alert links its own section of
+// docs/runbooks.md, and every section there is an alert's.
+func TestAlertRunbooks(t *testing.T) {
+	b, err := os.ReadFile("../../docs/runbooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// GitHub's anchors: the heading's text, lowercase, spaces as -.
+	anchors := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^###? (.+)$`).FindAllStringSubmatch(string(b), -1) {
+		anchors[strings.ReplaceAll(strings.ToLower(m[1]), " ", "-")] = true
+	}
+	var groups struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	readYAML(t, "alerts.yaml", &groups)
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			u := r.Annotations["runbook_url"]
+			anchor, ok := strings.CutPrefix(u, runbookURL)
+			switch {
+			case !ok:
+				t.Errorf("%s: runbook_url %q, want %s<anchor>", r.Alert, u, runbookURL)
+			case anchor != strings.ToLower(r.Alert):
+				t.Errorf("%s: runbook_url names section %q, not its own", r.Alert, anchor)
+			case !anchors[anchor]:
+				t.Errorf("%s: docs/runbooks.md has no section %s", r.Alert, r.Alert)
+			}
+		}
+	}
+	for _, name := range alertNames(t) {
+		delete(anchors, strings.ToLower(name))
+	}
+	for _, section := range []string{"targets", "reconciler", "campaigns", "controller", "workers"} {
+		delete(anchors, section)
+	}
+	for a := range anchors {
+		t.Errorf("docs/runbooks.md has a section %q that no alert links", a)
+	}
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func alertNames(t *testing.T) []string {
+	t.Helper()
+	groups, errs := rulefmt.ParseFile("alerts.yaml", false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var out []string
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			out = append(out, r.Alert)
+		}
+	}
+	return out
 }
