@@ -7,9 +7,11 @@ package monitoring
 
 import (
 	"encoding/json"
+	"flag"
 	"log/slog"
 	"os"
 	"os/exec"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -151,6 +153,57 @@ func TestAlertRunbooks(t *testing.T) {
 	}
 	for a := range anchors {
 		t.Errorf("docs/runbooks.md has a section %q that no alert links", a)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the PrometheusRule of deploy/components/monitoring from alerts.yaml")
+
+const prometheusRulePath = "../components/monitoring/prometheusrule.yaml"
+
+// TestPrometheusRuleIsAlerts: the PrometheusRule that
+// deploy/components/monitoring applies holds alerts.yaml's groups as they
+// are. go test -update rewrites it.
+func TestPrometheusRuleIsAlerts(t *testing.T) {
+	src, err := os.ReadFile("alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		body := src[strings.Index(string(src), "groups:"):]
+		var b strings.Builder
+		b.WriteString(`# Generated from deploy/monitoring/alerts.yaml by
+# (cd deploy/monitoring && go test -run TestPrometheusRuleIsAlerts -update):
+# edit alerts.yaml, not this file.
+apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: fleetlift
+  namespace: fleetlift-system
+  labels:
+    app.kubernetes.io/name: fleetlift
+spec:
+`)
+		for _, line := range strings.SplitAfter(string(body), "\n") {
+			if strings.TrimSpace(line) != "" {
+				b.WriteString("  ")
+			}
+			b.WriteString(line)
+		}
+		if err := os.WriteFile(prometheusRulePath, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var alerts, rule struct {
+		Kind   string `yaml:"kind"`
+		Groups any    `yaml:"groups"`
+		Spec   struct {
+			Groups any `yaml:"groups"`
+		} `yaml:"spec"`
+	}
+	readYAML(t, "alerts.yaml", &alerts)
+	readYAML(t, prometheusRulePath, &rule)
+	if rule.Kind != "PrometheusRule" || !reflect.DeepEqual(alerts.Groups, rule.Spec.Groups) {
+		t.Errorf("%s (kind %q) differs from alerts.yaml: run go test -run TestPrometheusRuleIsAlerts -update here", prometheusRulePath, rule.Kind)
 	}
 }
 
