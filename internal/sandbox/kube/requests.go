@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -295,10 +294,7 @@ func (r requestRunner) run(ctx context.Context, id string, argv []string, dir st
 	// A finished sandbox whose exec container still runs takes requests
 	// too (the worker reads what the agent left); the controller answers
 	// those it cannot run with an error.
-	if err := p.edit(ctx, id, func(s *v1alpha1.SandboxRequest) error {
-		s.Spec.ExecRequests = append(s.Spec.ExecRequests, req)
-		return nil
-	}); err != nil {
+	if err := p.enqueue(ctx, id, req); err != nil {
 		return nil, err
 	}
 	// However this ends, the request goes: read, or withdrawn (which
@@ -306,10 +302,7 @@ func (r requestRunner) run(ctx context.Context, id string, argv []string, dir st
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		p.edit(ctx, id, func(s *v1alpha1.SandboxRequest) error {
-			s.Spec.ExecRequests = slices.DeleteFunc(s.Spec.ExecRequests, func(q v1alpha1.ExecRequest) bool { return q.ID == req.ID })
-			return nil
-		})
+		p.withdraw(ctx, id, req.ID)
 	}()
 	var res v1alpha1.ExecResult
 	_, err := p.await(ctx, jobspec.Name(id), func(s *v1alpha1.SandboxRequest) (bool, error) {
@@ -335,7 +328,7 @@ func (r requestRunner) run(ctx context.Context, id string, argv []string, dir st
 
 // edit changes the request's spec with edit, retrying on conflicts.
 func (p *Requests) edit(ctx context.Context, id string, edit func(*v1alpha1.SandboxRequest) error) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	return retry.RetryOnConflict(queueBackoff, func() error {
 		var s v1alpha1.SandboxRequest
 		if err := p.Client.Get(ctx, p.key(id), &s); err != nil {
 			if apierrors.IsNotFound(err) {
