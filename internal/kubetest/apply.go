@@ -8,8 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -19,6 +23,7 @@ import (
 // test has its own. Namespace objects are left out.
 func (e *Env) Apply(t testing.TB, rename map[string]string, files ...string) {
 	t.Helper()
+	var objs []unstructured.Unstructured
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(e.Root, f))
 		if err != nil {
@@ -49,6 +54,71 @@ func (e *Env) Apply(t testing.TB, rename map[string]string, files ...string) {
 			}
 			if err := e.Client.Create(context.Background(), &u); err != nil {
 				t.Fatalf("apply %s: create %s %s: %v", f, u.GetKind(), u.GetName(), err)
+			}
+			objs = append(objs, u)
+		}
+	}
+	e.awaitRBAC(t, objs)
+}
+
+// awaitRBAC waits until the API server's authorizer grants what the
+// role bindings among objs bind to service accounts: it reads roles
+// from a cache that lags their creation, and a test that acts as one of
+// those accounts at once would be refused.
+func (e *Env) awaitRBAC(t testing.TB, objs []unstructured.Unstructured) {
+	t.Helper()
+	rules := map[string][]rbacv1.PolicyRule{}
+	for _, u := range objs {
+		if u.GetKind() != "Role" && u.GetKind() != "ClusterRole" {
+			continue
+		}
+		var r rbacv1.Role
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+			t.Fatalf("apply: %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		rules[u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName()] = r.Rules
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, u := range objs {
+		if u.GetKind() != "RoleBinding" && u.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		var b rbacv1.RoleBinding
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &b); err != nil {
+			t.Fatalf("apply: %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		ns := ""
+		if b.RoleRef.Kind == "Role" {
+			ns = b.Namespace
+		}
+		rs := rules[b.RoleRef.Kind+"/"+ns+"/"+b.RoleRef.Name]
+		if len(rs) == 0 || len(rs[0].Verbs) == 0 || len(rs[0].Resources) == 0 || len(rs[0].APIGroups) == 0 {
+			continue
+		}
+		attrs := &authorizationv1.ResourceAttributes{Namespace: b.Namespace, Verb: rs[0].Verbs[0],
+			Group: rs[0].APIGroups[0], Resource: rs[0].Resources[0]}
+		for _, sub := range b.Subjects {
+			if sub.Kind != rbacv1.ServiceAccountKind {
+				continue
+			}
+			user := "system:serviceaccount:" + sub.Namespace + ":" + sub.Name
+			for {
+				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+					User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + sub.Namespace, "system:authenticated"},
+					ResourceAttributes: attrs}}
+				if err := e.Client.Create(ctx, sar); err != nil {
+					t.Fatalf("apply: ask whether %s may %s %s: %v", user, attrs.Verb, attrs.Resource, err)
+				}
+				if sar.Status.Allowed {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("apply: %s may still not %s %s in %q a minute after %s %s was made: %s",
+						user, attrs.Verb, attrs.Resource, attrs.Namespace, u.GetKind(), u.GetName(), sar.Status.Reason)
+				case <-time.After(20 * time.Millisecond):
+				}
 			}
 		}
 	}
