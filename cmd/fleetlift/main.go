@@ -22,17 +22,16 @@ import (
 func main() {
 	// fleetlift's hidden agent command jails the commands it runs in this
 	// executable (see package jail), and fleetlift serves as its own
-	// sandboxed spec evaluator (see spec.Pool): both with the GC percent
-	// the program started with (GOGC's), not the commands' (package
-	// gcpace), as they ran before.
+	// sandboxed spec evaluator (see spec.Pool): both at the GC percent
+	// the program started with (GOGC's); fleetlift's commands at
+	// gcpace's.
 	if args, ok := agentcmd.JailArgs(os.Args[1:], "agent"); ok {
-		gcpace.Restore()
 		os.Exit(jail.Main(args))
 	}
 	if spec.IsWorker() {
-		gcpace.Restore()
 		os.Exit(spec.RunWorker())
 	}
+	gcpace.Set()
 	workflow.IdentifyBinary()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

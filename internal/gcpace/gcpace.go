@@ -1,25 +1,18 @@
-// Package gcpace collects garbage less often from the start of the
-// program that imports it: its initialisation sets the GC percent to
-// percent.
+// Package gcpace sets the GC percent of fleetlift's commands: they are
+// short-lived and allocation-heavy (CUE evaluation, starting the
+// embedded server), and collect less often at a higher percent. main
+// calls Set once it knows it runs one of those commands; the hidden
+// jail and the spec worker that the same binary serves do not, and run
+// at the percent the program started with (GOGC's, or 100).
 //
-// Package initialisation runs in the order of the import paths of the
-// packages ready to run theirs, and this one needs only runtime/debug:
-// it runs before the large dependencies of fleetlift's command (the
-// Temporal server, CUE, Kubernetes' client), whose initialisation
-// allocates about 14 MB, and which at the default percent took four
-// collections before main ran.
+// gcpace imports only the standard library.
 package gcpace
 
 import "runtime/debug"
 
-// percent is the GC percent the importing program starts with:
-// fleetlift's commands are short-lived and allocation-heavy (CUE
-// evaluation, starting the embedded server).
-const percent = 400
+// Percent is the GC percent Set gives the program.
+const Percent = 400
 
-// started is the percent the runtime started with: GOGC's, or 100.
-var started = debug.SetGCPercent(percent)
-
-// Restore gives the program back the GC percent it started with, for a
-// part of it that is not one of those commands.
-func Restore() { debug.SetGCPercent(started) }
+// Set sets the program's GC percent to Percent and returns the one it
+// had.
+func Set() (before int) { return debug.SetGCPercent(Percent) }
