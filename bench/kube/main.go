@@ -44,8 +44,8 @@ import (
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/controller"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
 )
 
 func main() {

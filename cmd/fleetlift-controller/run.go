@@ -32,8 +32,8 @@ import (
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/controller"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/podexec"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
+	"github.com/fleetlift/fleetlift/internal/podexec"
 )
 
 // options are the controller's flags.

@@ -28,11 +28,11 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
 	"github.com/fleetlift/fleetlift/internal/listen"
+	"github.com/fleetlift/fleetlift/internal/podexec"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/podexec"
 )
 
 // The Kubernetes sandbox providers --sandbox names.

@@ -41,7 +41,8 @@
 // Deleting a request deletes its workload (propagation Foreground) before
 // the finalizer lets it go.
 //
-// controller imports the API, jobspec, podexec, agent-sandbox's API,
-// controller-runtime and client-go; never a sandbox provider, Temporal or
-// the agent.
+// controller imports the API, jobspec and podexec (the pod and the exec
+// it shares with the kubernetes provider), the names of the agent's
+// variables (package agent), agent-sandbox's API, controller-runtime and
+// client-go; never a sandbox provider or Temporal.
 package controller

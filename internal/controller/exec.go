@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/podexec"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
+	"github.com/fleetlift/fleetlift/internal/podexec"
 )
 
 // Limits of exec results (seed 002), so a request stays well within

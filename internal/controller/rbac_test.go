@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
 )
 
 // The shipped RBAC (deploy/base/kubernetes/rbac), loaded onto the API server

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/podexec"
+	"github.com/fleetlift/fleetlift/internal/podexec"
 )
 
 // Finalizer holds a request until its workload is deleted.

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
 )
 
 // The kubelet runs a sandbox Job's pod (admitted under the restricted

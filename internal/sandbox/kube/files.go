@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/shim"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
 )
 
 // Sizes of the file protocol's steps.

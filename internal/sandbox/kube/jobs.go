@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
+	"github.com/fleetlift/fleetlift/internal/podexec"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/podexec"
 )
 
 // Jobs is the "kubernetes-jobs" provider (seed 000): the worker makes the

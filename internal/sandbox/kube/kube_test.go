@@ -30,10 +30,10 @@ import (
 	"github.com/fleetlift/fleetlift/internal/controller/controllertest"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
 	"github.com/fleetlift/fleetlift/internal/sandbox/sandboxtest"
 )
 

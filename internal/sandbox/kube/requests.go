@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
 )
 
 // Requests is the "kubernetes" provider: sandboxes are SandboxRequests

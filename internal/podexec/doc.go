@@ -6,5 +6,8 @@
 // Tests that play kubelet implement Executor themselves (see
 // internal/kubetest).
 //
-// podexec imports client-go; never a fleetlift package but the API.
+// It sits beside the API rather than under the provider or the
+// controller: both import it, and neither imports the other.
+//
+// podexec imports client-go; never a fleetlift package.
 package podexec

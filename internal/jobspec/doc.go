@@ -35,6 +35,9 @@
 //     command run for the worker cannot see the agent's processes or its
 //     environment, where the credentials are.
 //
+// It sits beside the API rather than under the provider or the
+// controller: both import it, and neither imports the other.
+//
 // jobspec imports the Kubernetes API types and fleetlift's API; never a
-// client.
+// client, a sandbox provider or the controller.
 package jobspec
