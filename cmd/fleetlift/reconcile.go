@@ -22,6 +22,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/mirror"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/reconcile/reviews"
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
@@ -259,7 +260,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 		// Approvals are reviews of approval pull requests, besides
 		// committed records; teams in approver rules are asked of the forge.
 		r.Source.(*reconcile.GitSource).IsMember = fs.Hub.IsMember
-		r.Reviews = &reconcile.ApprovalPullRequests{
+		r.Reviews = &reviews.PullRequests{
 			Hub: fs.Hub, Repository: rf.repo, Base: rf.branch, History: src, Log: logger,
 			Git: &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: repoOrigins(rf.repo)},
 		}

@@ -16,7 +16,8 @@
 // and the others are applied.
 //
 // The package talks to its surroundings through small interfaces (Source,
-// state.Reader, Dispatcher, Mirror) so that the loop is tested with fakes;
-// package dispatch carries plans out on Temporal, package mirror writes
-// the status branch.
+// state.Reader, Dispatcher, Mirror, Reviews) so that the loop is tested
+// with fakes; package dispatch carries plans out on Temporal, package
+// mirror writes the status branch, package reviews keeps approval pull
+// requests on a forge.
 package reconcile

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/spec"
@@ -70,6 +71,14 @@ type Status struct {
 	Plan plan.Plan
 	// Outcomes says what came of each action.
 	Outcomes []Outcome
+}
+
+// Reviews turns reviews into approval records: for each result awaiting
+// approval it keeps an approval pull request on the campaigns repository
+// and reads its reviews. The records it returns join the committed ones
+// in the plan. Package reviews keeps them on a forge.
+type Reviews interface {
+	Approvals(ctx context.Context, rev *desired.Revision, recorded []state.Campaign) ([]approval.Record, error)
 }
 
 // Reconciler runs passes of the loop.

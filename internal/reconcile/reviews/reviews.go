@@ -1,4 +1,4 @@
-package reconcile
+package reviews
 
 import (
 	"context"
@@ -14,22 +14,15 @@ import (
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/markdown"
+	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/state"
 )
 
-// Reviews turns reviews into approval records: for each result awaiting
-// approval it keeps an approval pull request on the campaigns repository
-// and reads its reviews. The records it returns join the committed ones
-// in the plan.
-type Reviews interface {
-	Approvals(ctx context.Context, rev *desired.Revision, recorded []state.Campaign) ([]approval.Record, error)
-}
-
-// ApprovalPullRequests is Reviews on a forge with reviews. For each result
+// PullRequests is reconcile.Reviews on a forge with reviews. For each result
 // awaiting approval it opens a pull request on the campaigns repository
 // whose body summarises the result (per repository: the files, lines
 // added and removed) and names its digest, from a branch named after the
-// target and the digest (ApprovalBranch). That branch name, which nobody
+// target and the digest (Branch). That branch name, which nobody
 // can change on an open pull request, is where the digest a review
 // approves comes from: never from the body, which people can edit (and
 // which fleetlift puts back when they do). A new result (after a steer)
@@ -43,7 +36,7 @@ type Reviews interface {
 // the campaign's definition never decide alone. When nothing awaits
 // approval for a target any more, its pull request is closed with a
 // note.
-type ApprovalPullRequests struct {
+type PullRequests struct {
 	Hub forge.Hub
 	// Repository is the campaigns repository's clone URL on the forge.
 	Repository string
@@ -55,7 +48,7 @@ type ApprovalPullRequests struct {
 	Author git.Identity
 	// History tells who last changed each definition: that author's
 	// reviews never count. Nil skips the check.
-	History History
+	History reconcile.History
 	Log     *slog.Logger
 
 	mu sync.Mutex
@@ -80,12 +73,12 @@ type approvalPR struct {
 	digest string
 }
 
-var _ Reviews = (*ApprovalPullRequests)(nil)
+var _ reconcile.Reviews = (*PullRequests)(nil)
 
-// ApprovalBranchPrefix starts the branches of approval pull requests.
-const ApprovalBranchPrefix = "fleetlift/approval/"
+// BranchPrefix starts the branches of approval pull requests.
+const BranchPrefix = "fleetlift/approval/"
 
-func (a *ApprovalPullRequests) log() *slog.Logger {
+func (a *PullRequests) log() *slog.Logger {
 	if a.Log != nil {
 		return a.Log
 	}
@@ -95,7 +88,7 @@ func (a *ApprovalPullRequests) log() *slog.Logger {
 // Approvals keeps the approval pull requests in step with the results
 // awaiting approval and returns the decisions their reviews make. A
 // failure for one target is logged and the others go on.
-func (a *ApprovalPullRequests) Approvals(ctx context.Context, rev *desired.Revision, recorded []state.Campaign) ([]approval.Record, error) {
+func (a *PullRequests) Approvals(ctx context.Context, rev *desired.Revision, recorded []state.Campaign) ([]approval.Record, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.open == nil {
@@ -139,7 +132,7 @@ func (a *ApprovalPullRequests) Approvals(ctx context.Context, rev *desired.Revis
 
 // close comments msg on an approval pull request and closes it; it
 // reports whether it closed it.
-func (a *ApprovalPullRequests) close(ctx context.Context, target string, o approvalPR, msg string) bool {
+func (a *PullRequests) close(ctx context.Context, target string, o approvalPR, msg string) bool {
 	const marker = "<!-- fleetlift:approval-closed -->"
 	if err := a.Hub.UpsertComment(ctx, a.Repository, o.number, marker, marker+"\n"+msg); err != nil {
 		a.log().Warn("comment on approval pull request", "target", target, "url", o.url, "error", err)
@@ -153,7 +146,7 @@ func (a *ApprovalPullRequests) close(ctx context.Context, target string, o appro
 
 // definitionAuthors reads who last changed each definition file, when the
 // source can tell.
-func (a *ApprovalPullRequests) definitionAuthors(ctx context.Context, rev *desired.Revision, defs map[string]string) map[string]approval.Identity {
+func (a *PullRequests) definitionAuthors(ctx context.Context, rev *desired.Revision, defs map[string]string) map[string]approval.Identity {
 	out := map[string]approval.Identity{}
 	h := a.History
 	if h == nil {
@@ -176,8 +169,8 @@ func (a *ApprovalPullRequests) definitionAuthors(ctx context.Context, rev *desir
 
 // sync brings one result's approval pull request in step and returns
 // the decision its reviews (or its closing) make, if any.
-func (a *ApprovalPullRequests) sync(ctx context.Context, rev *desired.Revision, c state.Campaign, p state.PendingApproval, defFile string, defAuthor approval.Identity) (*approval.Record, error) {
-	branch, err := ApprovalBranch(p.Target, p.ResultDigest)
+func (a *PullRequests) sync(ctx context.Context, rev *desired.Revision, c state.Campaign, p state.PendingApproval, defFile string, defAuthor approval.Identity) (*approval.Record, error) {
+	branch, err := Branch(p.Target, p.ResultDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +259,7 @@ func (a *ApprovalPullRequests) sync(ctx context.Context, rev *desired.Revision, 
 
 // track remembers pr as the open approval pull request of p's target,
 // and closes the one of an earlier result of the target, pointing to pr.
-func (a *ApprovalPullRequests) track(ctx context.Context, p state.PendingApproval, pr *forge.PullRequest) {
+func (a *PullRequests) track(ctx context.Context, p state.PendingApproval, pr *forge.PullRequest) {
 	if prev, ok := a.open[p.Target]; ok && prev.number != pr.Number {
 		msg := fmt.Sprintf("A new result of `%s` awaits approval in %s (digest `%s`); this one, `%s`, no longer can be approved. Closing.",
 			p.Target, pr.URL, approval.ShortDigest(p.ResultDigest), approval.ShortDigest(prev.digest))
@@ -279,7 +272,7 @@ func (a *ApprovalPullRequests) track(ctx context.Context, p state.PendingApprova
 
 // noteClosed tells, once, on an approval pull request that was closed
 // by someone who may not decide, that its result still awaits a decision.
-func (a *ApprovalPullRequests) noteClosed(ctx context.Context, p state.PendingApproval, pr *forge.PullRequest, why string) {
+func (a *PullRequests) noteClosed(ctx context.Context, p state.PendingApproval, pr *forge.PullRequest, why string) {
 	if a.noted[pr.Number] {
 		return
 	}
@@ -301,7 +294,7 @@ func normalise(body string) string {
 
 // openPR pushes the approval branch (the watched head plus a summary
 // file) and opens or updates its pull request.
-func (a *ApprovalPullRequests) openPR(ctx context.Context, rev *desired.Revision, p state.PendingApproval, branch, body string) (*forge.PullRequest, error) {
+func (a *PullRequests) openPR(ctx context.Context, rev *desired.Revision, p state.PendingApproval, branch, body string) (*forge.PullRequest, error) {
 	s, err := a.Git.NewScratch(ctx, "")
 	if err != nil {
 		return nil, err
@@ -349,7 +342,7 @@ func (a *ApprovalPullRequests) openPR(ctx context.Context, rev *desired.Revision
 
 // treeWith returns the tree of commit with blob at path (directories
 // made as needed).
-func (a *ApprovalPullRequests) treeWith(ctx context.Context, s *git.Scratch, commit string, path []string, blob string) (string, error) {
+func (a *PullRequests) treeWith(ctx context.Context, s *git.Scratch, commit string, path []string, blob string) (string, error) {
 	var walk func(tree string, path []string) (string, error)
 	walk = func(tree string, path []string) (string, error) {
 		var entries []string
@@ -425,19 +418,27 @@ func approvalBody(c state.Campaign, p state.PendingApproval, defFile string) str
 	return b.String()
 }
 
-// ApprovalBranch is the branch of the approval pull request for the
-// result digest of target: ApprovalBranchPrefix, approval.PathName(target),
+// Branch is the branch of the approval pull request for the
+// result digest of target: BranchPrefix, approval.PathName(target),
 // "." and the digest's hex digits
 // ("fleetlift/approval/slog-rollout__payments.9f2c…"). No two results
 // share a branch; the reviews of the pull request from it are about that
 // digest and no other. digest must be "sha256:" and 64 hex digits, as
 // fleetlift's result digests are.
-func ApprovalBranch(target, digest string) (string, error) {
+func Branch(target, digest string) (string, error) {
 	hex, ok := strings.CutPrefix(digest, "sha256:")
 	if !ok || !sha256Hex.MatchString(hex) {
 		return "", fmt.Errorf("approval branch of %s: digest %q is not sha256: and 64 hex digits", target, digest)
 	}
-	return ApprovalBranchPrefix + approval.PathName(target) + "." + hex, nil
+	return BranchPrefix + approval.PathName(target) + "." + hex, nil
 }
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// short is the first 12 characters of a commit's name.
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

@@ -1,4 +1,4 @@
-package reconcile_test
+package reviews_test
 
 import (
 	"strings"
@@ -6,16 +6,16 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/git"
-	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/reconcile/reviews"
 )
 
-// TestApprovalBranchNamesAreInjective: targets that an earlier scheme
+// TestBranchNamesAreInjective: targets that an earlier scheme
 // folded together (the task "a--b" and the repository b of campaign a
 // both had the branch fleetlift/approval/a--b and the record
 // approvals/a-b.yaml) each get an approval branch per result, and an
 // approval record path, of their own; every branch is a valid branch
 // name.
-func TestApprovalBranchNamesAreInjective(t *testing.T) {
+func TestBranchNamesAreInjective(t *testing.T) {
 	targets := []string{
 		"a", "a-b", "a--b", "a/b", "a/-b", "a-/b", "a/b/c", "a/b-c", "a-b/c", "a/b.c", "a/b_c", "a_b",
 		"slog-rollout/payments", "slog-rollout--payments", "slog-rollout-payments", "slog-rollout/backend/api",
@@ -26,7 +26,7 @@ func TestApprovalBranchNamesAreInjective(t *testing.T) {
 	paths := map[string]string{}
 	for _, target := range targets {
 		for _, digest := range digests {
-			b, err := reconcile.ApprovalBranch(target, digest)
+			b, err := reviews.Branch(target, digest)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,10 +50,10 @@ func TestApprovalBranchNamesAreInjective(t *testing.T) {
 	}
 }
 
-func TestApprovalBranchRefusesOtherDigests(t *testing.T) {
+func TestBranchRefusesOtherDigests(t *testing.T) {
 	for _, d := range []string{"", "sha256:abc", "md5:" + strings.Repeat("1", 64), "sha256:" + strings.Repeat("A", 64), "sha256:" + strings.Repeat("1", 63) + "/"} {
-		if b, err := reconcile.ApprovalBranch("slog/payments", d); err == nil {
-			t.Errorf("ApprovalBranch(%q) = %s, want an error", d, b)
+		if b, err := reviews.Branch("slog/payments", d); err == nil {
+			t.Errorf("Branch(%q) = %s, want an error", d, b)
 		}
 	}
 }

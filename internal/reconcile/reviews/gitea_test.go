@@ -1,4 +1,4 @@
-package reconcile_test
+package reviews_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/approval"
@@ -16,7 +17,8 @@ import (
 	"github.com/fleetlift/fleetlift/internal/forge/gitea"
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
 	"github.com/fleetlift/fleetlift/internal/git"
-	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/reconcile/reviews"
+	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/state"
 )
 
@@ -32,7 +34,7 @@ type approvalsOnGitea struct {
 	repo           string // owner/name
 	clone          string // its clone URL
 	rev            *desired.Revision
-	a              *reconcile.ApprovalPullRequests
+	a              *reviews.PullRequests
 }
 
 const (
@@ -48,10 +50,12 @@ func newApprovalsOnGitea(t *testing.T) *approvalsOnGitea {
 	e.repo, e.clone = e.bot.Name+"/campaigns", clone
 	g.AddCollaborator(t, e.bot.Name, "campaigns", "mallory", "write")
 	g.AddCollaborator(t, e.bot.Name, "campaigns", "alice", "write")
-	fs := files{
+	fs := map[string]string{
 		"fleetlift.yaml": fmt.Sprintf("version: 1\nkind: Config\nwatch: {branch: main, path: campaigns}\n"+
 			"approvers:\n  - path: \"campaigns/**\"\n    users: [alice]\nforge:\n  type: gitea\n  url: %s\n", g.URL()),
-		"campaigns/slog.yaml": camp{id: "slog"}.yaml(),
+		"campaigns/slog.yaml": "version: 1\nkind: Campaign\nid: slog\ntitle: slog\n" +
+			"repositories:\n  - url: https://github.com/acme/payments.git\n  - url: https://github.com/acme/ledger.git\n" +
+			"template:\n  execution:\n    agentic:\n      prompt: \"Migrate from log.Printf to log/slog.\"\n",
 	}
 	work := t.TempDir()
 	g.Git(t, e.bot, work, "init", "-q", "-b", "main")
@@ -74,9 +78,24 @@ func newApprovalsOnGitea(t *testing.T) *approvalsOnGitea {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.a = &reconcile.ApprovalPullRequests{Hub: hub, Repository: clone, Base: "main", Git: &git.Git{TokenOrigins: origins},
+	e.a = &reviews.PullRequests{Hub: hub, Repository: clone, Base: "main", Git: &git.Git{TokenOrigins: origins},
 		Author: git.Identity{Name: "fleetlift", Email: "fleetlift@example.com"}}
 	return e
+}
+
+// revision reads files as the campaigns repository at sha, with the real
+// loader (YAML needs no CUE worker pool).
+func revision(t testing.TB, sha string, fs map[string]string) *desired.Revision {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	for name, data := range fs {
+		fsys[name] = &fstest.MapFile{Data: []byte(data)}
+	}
+	rev, err := desired.Read(context.Background(), &spec.Loader{Eval: spec.InProcess(1)}, fsys, sha, "")
+	if err != nil {
+		t.Fatalf("read revision %s: %v", sha, err)
+	}
+	return rev
 }
 
 // awaiting is the recorded state of slog, generation 1, with its
@@ -113,7 +132,7 @@ type giteaPull struct {
 // pull is the approval pull request from the branch of digest.
 func (e *approvalsOnGitea) pull(t *testing.T, digest string) giteaPull {
 	t.Helper()
-	branch, err := reconcile.ApprovalBranch("slog/payments", digest)
+	branch, err := reviews.Branch("slog/payments", digest)
 	if err != nil {
 		t.Fatal(err)
 	}
