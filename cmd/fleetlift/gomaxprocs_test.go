@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
@@ -22,7 +22,7 @@ import (
 func TestLocalSandboxAgentsStartOnOneProcessor(t *testing.T) {
 	ctx := t.Context()
 	tf := &temporalFlags{stateDir: t.TempDir()}
-	p, err := (&workerFlags{isolation: agentcmd.IsolationNone}).localProvider(tf)
+	p, err := (&workerFlags{isolation: agent.IsolationNone}).localProvider(tf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestLocalSandboxAgentsStartOnOneProcessor(t *testing.T) {
 func TestJailedLocalSandboxesHandTheirAgentOn(t *testing.T) {
 	ctx := t.Context()
 	tf := &temporalFlags{stateDir: t.TempDir()}
-	p, err := (&workerFlags{isolation: agentcmd.IsolationNamespaces}).localProvider(tf)
+	p, err := (&workerFlags{isolation: agent.IsolationNamespaces}).localProvider(tf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent"
-	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/jobspec"
@@ -138,11 +137,11 @@ func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind str
 	}
 	var serve []string
 	switch isolation {
-	case agentcmd.IsolationNamespaces:
-	case agentcmd.IsolationNone:
-		serve = []string{"--isolation", agentcmd.IsolationNone}
+	case agent.IsolationNamespaces:
+	case agent.IsolationNone:
+		serve = []string{"--isolation", agent.IsolationNone}
 	default:
-		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", isolation, agentcmd.IsolationNamespaces, agentcmd.IsolationNone)
+		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", isolation, agent.IsolationNamespaces, agent.IsolationNone)
 	}
 	exec, err := podexec.NewRemote(cfg)
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 )
 
@@ -35,11 +35,11 @@ func (w *workerFlags) dockerProvider(stateDir string) (*docker.Provider, error) 
 		ReadOnlyRoot: w.docker.readOnly,
 	}
 	switch w.isolation {
-	case agentcmd.IsolationNamespaces:
-	case agentcmd.IsolationNone:
-		opts.ServeArgs = []string{"--isolation", agentcmd.IsolationNone}
+	case agent.IsolationNamespaces:
+	case agent.IsolationNone:
+		opts.ServeArgs = []string{"--isolation", agent.IsolationNone}
 	default:
-		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", w.isolation, agentcmd.IsolationNamespaces, agentcmd.IsolationNone)
+		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", w.isolation, agent.IsolationNamespaces, agent.IsolationNone)
 	}
 	// Local repositories are cloned from and pushed to where the worker
 	// allows them: the same paths, bind-mounted read-write.

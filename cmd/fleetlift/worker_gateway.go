@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/egress"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
@@ -52,8 +52,8 @@ func (w *workerFlags) gateway() (*gateway.Gateway, error) {
 
 // egressProxy is the proxy --sandbox-egress allows hosts through.
 func (w *workerFlags) egressProxy() (*egress.Proxy, error) {
-	if w.isolation != agentcmd.IsolationNamespaces {
-		return nil, fmt.Errorf("--sandbox-egress needs --sandbox-isolation=%s: unjailed work shares the agent's network", agentcmd.IsolationNamespaces)
+	if w.isolation != agent.IsolationNamespaces {
+		return nil, fmt.Errorf("--sandbox-egress needs --sandbox-isolation=%s: unjailed work shares the agent's network", agent.IsolationNamespaces)
 	}
 	rules, err := egress.ParseRules(w.egress)
 	if err != nil {

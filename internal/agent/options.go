@@ -76,6 +76,20 @@ func DefaultAgents() map[string][]string {
 	}
 }
 
+// DefaultOrphanAfter is how long a sandbox waits for a worker to come
+// back before it ends itself (Options.OrphanAfter as fleetlift-agent
+// serve sets it unless told).
+const DefaultOrphanAfter = 10 * time.Minute
+
+// How fleetlift-agent serve isolates the commands it runs (its
+// --isolation): IsolationNamespaces jails each (Options.Isolation),
+// IsolationNone runs them as plain processes. The worker and the
+// controller name them in their own --sandbox-isolation.
+const (
+	IsolationNamespaces = "namespaces"
+	IsolationNone       = "none"
+)
+
 // Defaults for Options.
 const (
 	DefaultManifestPoll = 50 * time.Millisecond

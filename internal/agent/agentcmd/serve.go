@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -84,20 +83,20 @@ checks it and pushes. Local repositories (file:// URLs and absolute
 paths) are cloned only from under the directories ` + agent.EnvAllowFileRoots + `
 lists (a path list).
 
-Every command runs jailed (--isolation ` + IsolationNamespaces + `): in its own user, mount,
+Every command runs jailed (--isolation ` + agent.IsolationNamespaces + `): in its own user, mount,
 PID and network namespaces, in a session of its own, with only its
 workspace, HOME and a private /tmp writable, the protocol directory and
 --hide paths out of sight, no network but its own loopback and the egress
 proxy of --egress-socket, and nothing it starts left running after it. The run fails when the kernel does not
-allow that; --isolation ` + IsolationNone + ` runs commands as plain processes instead.`,
+allow that; --isolation ` + agent.IsolationNone + ` runs commands as plain processes instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ctl *os.File
 			if nextFD > 0 {
 				// An unjailed command could leave behind what the next
 				// sandbox's work would find.
-				if isolation != IsolationNamespaces {
-					return fmt.Errorf("serve: --next-fd needs --isolation %s", IsolationNamespaces)
+				if isolation != agent.IsolationNamespaces {
+					return fmt.Errorf("serve: --next-fd needs --isolation %s", agent.IsolationNamespaces)
 				}
 				// Nothing the agent runs inherits it: the work must
 				// not speak for the agent.
@@ -135,7 +134,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 			}
 			opts.GitGateway = gateway
 			switch isolation {
-			case IsolationNamespaces:
+			case agent.IsolationNamespaces:
 				self, err := jailSelf(cmd, jailProg)
 				if err != nil {
 					return fmt.Errorf("serve: %w", err)
@@ -144,12 +143,12 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 					return fmt.Errorf("serve: --egress-socket %q must be an absolute path", egress)
 				}
 				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Shown: shown, Egress: egress, Limits: limits, Gateway: gateway, GatewayAPIs: gatewayAPIs, DiskReserve: diskReserve}
-			case IsolationNone:
+			case agent.IsolationNone:
 				if gateway != "" {
 					opts.ModelAPIs = gatewayAPIs
 				}
 				if egress != "" {
-					return fmt.Errorf("serve: --egress-socket needs --isolation %s: unjailed commands share the agent's network", IsolationNamespaces)
+					return fmt.Errorf("serve: --egress-socket needs --isolation %s: unjailed commands share the agent's network", agent.IsolationNamespaces)
 				}
 				// Unjailed commands run as the agent's user: keep them
 				// out of its environment (its tokens) and memory.
@@ -157,7 +156,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 					return fmt.Errorf("serve: %w", err)
 				}
 			default:
-				return fmt.Errorf("--isolation %q: want %s or %s", isolation, IsolationNamespaces, IsolationNone)
+				return fmt.Errorf("--isolation %q: want %s or %s", isolation, agent.IsolationNamespaces, agent.IsolationNone)
 			}
 			opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			opts.Workers = func(n int) {
@@ -211,8 +210,8 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.StringVar(&workspace, "workspace", DefaultWorkspace, "the sandbox workspace")
 	f.DurationVar(&opts.ManifestPoll, "manifest-poll", agent.DefaultManifestPoll, "how often to look for manifest.json")
 	f.DurationVar(&opts.SteeringPoll, "steering-poll", agent.DefaultSteeringPoll, "how often to look for steering.json")
-	f.StringVar(&isolation, "isolation", IsolationNamespaces,
-		"how commands are isolated: "+IsolationNamespaces+" (each in its own user, mount, PID and network namespaces, see package jail) or "+IsolationNone+" (plain processes that can read and write all the agent can)")
+	f.StringVar(&isolation, "isolation", agent.IsolationNamespaces,
+		"how commands are isolated: "+agent.IsolationNamespaces+" (each in its own user, mount, PID and network namespaces, see package jail) or "+agent.IsolationNone+" (plain processes that can read and write all the agent can)")
 	f.StringVar(&jailProg, "jail-program", "",
 		"the "+jail.ProgramName+" to jail commands with, as an absolute path, which its caller found to speak this agent's jail protocol (default: the one beside the agent when it does, else the agent's own jail command)")
 	// Each --hide is one path, taken as it is: a comma is a character of
@@ -220,7 +219,7 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.StringArrayVar(&hidden, "hide", nil, "a directory or file no command may see (repeatable): the worker's state, credentials")
 	f.StringArrayVar(&shown, "show", nil, "a directory or file under a --hide directory that commands may still read (repeatable): toolchains in the worker's home")
 	f.StringVar(&opts.Lease, "lease", "", "a file the sandbox provider touches while a worker watches this sandbox (see --orphan-after)")
-	f.DurationVar(&opts.OrphanAfter, "orphan-after", DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
+	f.DurationVar(&opts.OrphanAfter, "orphan-after", agent.DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
 	f.StringVar(&egress, "egress-socket", "", "the Unix socket of the worker's egress proxy: jailed commands reach the network through it alone, as their HTTP(S)_PROXY (127.0.0.1:"+strconv.Itoa(agent.EgressPort)+" in the jail); without it they reach no network")
 	f.StringVar(&gateway, "gateway", "", "the Unix socket of the worker's gateway, with the sandbox's own key to it: the agent clones its task's repositories at the forge through it (the worker adds the token), and the agent CLI reaches its model through it alone (ANTHROPIC_BASE_URL, 127.0.0.1:"+strconv.Itoa(agent.GatewayPort)+" in its jail)")
 	f.StringVar(&gatewayURL, "gateway-url", os.Getenv(agent.EnvGatewayURL), "the worker's gateway as http://HOST:PORT, reached over the network (Kubernetes sandboxes), as --gateway is by a socket (default $"+agent.EnvGatewayURL+")")
@@ -232,19 +231,9 @@ allow that; --isolation ` + IsolationNone + ` runs commands as plain processes i
 	f.Int64Var(&limits.TmpSize, "tmp-size", 0, "the size in bytes of each jailed command's private /tmp, /var/tmp and /dev/shm; 0: the kernel's default, half the memory")
 	f.Int64Var(&limits.FileSize, "max-file-size", 0, "the largest file in bytes a jailed command may write; 0: no bound")
 	f.Int64Var(&diskReserve, "disk-reserve", 0, "the free space in bytes to keep on the disk holding the workspace: a jailed command that leaves less is stopped and its step fails; 0: none kept")
-	f.IntVar(&nextFD, "next-fd", 0, "a socket, open as this descriptor, on which the agent says it is idle once it has finished a sandbox and is told the next sandbox it serves (protocol.Next), exiting when it closes (needs --isolation "+IsolationNamespaces+")")
+	f.IntVar(&nextFD, "next-fd", 0, "a socket, open as this descriptor, on which the agent says it is idle once it has finished a sandbox and is told the next sandbox it serves (protocol.Next), exiting when it closes (needs --isolation "+agent.IsolationNamespaces+")")
 	return cmd
 }
-
-// DefaultOrphanAfter is how long a sandbox waits for a worker to come
-// back before it ends itself.
-const DefaultOrphanAfter = 10 * time.Minute
-
-// Isolation modes of serve.
-const (
-	IsolationNamespaces = "namespaces"
-	IsolationNone       = "none"
-)
 
 // jailSelf is the argv that runs the jail entry point of this executable:
 // the arguments this process was started with up to "serve", then "jail"
