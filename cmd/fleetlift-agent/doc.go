@@ -1,5 +1,6 @@
 // Command fleetlift-agent runs inside a sandbox: `fleetlift-agent serve
-// --workspace DIR` speaks the file protocol of seed 000 (see package
-// agent). It has no Temporal dependency; everything but the wiring lives
-// in internal/agent and internal/agent/agentcmd.
+// --workspace DIR` speaks the agent's file protocol (see package agent).
+// It has no Temporal dependency; the pipeline lives in internal/agent,
+// the commands in package agentcmd beside this one, and main only wires
+// them.
 package main

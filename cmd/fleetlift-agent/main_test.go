@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetlift/fleetlift/cmd/fleetlift-agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/agent"
-	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 	"github.com/fleetlift/fleetlift/internal/jail"

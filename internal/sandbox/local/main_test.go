@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/cmd/fleetlift-agent/agentcmd"
 )
 
 // TestMain lets the test binary be fleetlift's agent, as the fleetlift

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/fleetlift/fleetlift/internal/agent/agentcmd"
+	"github.com/fleetlift/fleetlift/cmd/fleetlift-agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
