@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetlift/fleetlift/internal/workflow"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // killWhileRunning starts up, then kills as the mode says at random
@@ -145,7 +145,7 @@ func (r *round) settled() string {
 	switch {
 	case r.last.closed():
 		return "the campaign ended " + r.last.status
-	case r.last.st != nil && r.last.st.Phase == workflow.CampaignPaused && r.last.running() == 0:
+	case r.last.st != nil && r.last.st.Phase == status.CampaignPaused && r.last.running() == 0:
 		return "the campaign paused with nothing running"
 	}
 	return ""

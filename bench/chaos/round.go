@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/fleetlift/fleetlift/internal/workflow"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // config is what every round shares: the flags.
@@ -302,7 +302,7 @@ func (r *round) waitFinish(ctx context.Context) error {
 		case r.last.closed():
 			r.finished = fmt.Sprintf("the campaign ended %s at %.0f s, %.0f s into the wait", r.last.status, time.Since(r.began).Seconds(), time.Since(start).Seconds())
 			return nil
-		case r.last.st != nil && r.last.st.Phase == workflow.CampaignPaused && r.last.running() == 0:
+		case r.last.st != nil && r.last.st.Phase == status.CampaignPaused && r.last.running() == 0:
 			r.finished = fmt.Sprintf("the campaign paused with nothing running at %.0f s, %.0f s into the wait: %s", time.Since(r.began).Seconds(), time.Since(start).Seconds(), r.last.st.Message)
 			return nil
 		case time.Now().After(deadline):

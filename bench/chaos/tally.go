@@ -33,7 +33,7 @@ type Run struct {
 	// Status is the execution's status: running, completed, failed,
 	// canceled, terminated, continued-as-new or timed-out.
 	Status string
-	// Phase is a completed task's phase (workflow.TaskResult.Phase):
+	// Phase is a completed task's phase (status.TaskResult.Phase):
 	// completed, failed or cancelled.
 	Phase string
 	Start time.Time

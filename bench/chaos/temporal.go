@@ -19,7 +19,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
-	"github.com/fleetlift/fleetlift/internal/workflow"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // namespace is the embedded server's namespace (devserver.Namespace,
@@ -82,7 +82,7 @@ type campaignView struct {
 	status string
 	// st is the campaign's state: its query answer while it runs, its
 	// result once completed; nil when neither could be read.
-	st *workflow.CampaignState
+	st *status.CampaignState
 }
 
 // closed reports whether the campaign's workflow has ended.
@@ -95,8 +95,8 @@ func (v campaignView) running() int {
 	}
 	n := 0
 	for _, u := range v.st.Units {
-		if u.Phase == workflow.TaskRunning || u.Phase == workflow.TaskProvisioning ||
-			u.Phase == workflow.TaskAwaitingApproval || u.Phase == workflow.TaskCreatingPRs {
+		if u.Phase == status.TaskRunning || u.Phase == status.TaskProvisioning ||
+			u.Phase == status.TaskAwaitingApproval || u.Phase == status.TaskCreatingPRs {
 			n++
 		}
 	}
@@ -126,10 +126,10 @@ func (o *observer) campaign(ctx context.Context) (campaignView, error) {
 	}
 	info := d.WorkflowExecutionInfo
 	v := campaignView{status: statusName(info.Status)}
-	var st workflow.CampaignState
+	var st status.CampaignState
 	switch info.Status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		val, err := o.c.QueryWorkflow(ctx, wid, "", workflow.QueryStatus)
+		val, err := o.c.QueryWorkflow(ctx, wid, "", status.QueryStatus)
 		if err != nil {
 			return v, fmt.Errorf("query %s: %w", wid, err)
 		}
@@ -185,7 +185,7 @@ func (o *observer) runs(ctx context.Context) ([]Run, error) {
 				r.Close = e.CloseTime.AsTime()
 			}
 			if wid != prefix && e.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-				var tr workflow.TaskResult
+				var tr status.TaskResult
 				if err := o.c.GetWorkflow(ctx, wid, r.RunID).Get(ctx, &tr); err == nil {
 					r.Phase = string(tr.Phase)
 				}

@@ -34,6 +34,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -330,7 +331,7 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 	if err != nil {
 		return 0, err
 	}
-	var st workflow.CampaignState
+	var st status.CampaignState
 	if err := run.Get(context.Background(), &st); err != nil {
 		return 0, err
 	}

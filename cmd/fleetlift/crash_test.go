@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetlift/fleetlift/internal/workflow"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // processesWith lists the pids of this host's processes whose command line
@@ -100,11 +100,11 @@ pull_request: {branch_prefix: auto/crash, title: Bump go}
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var res workflow.TaskResult
+	var res status.TaskResult
 	if err := c.GetWorkflow(t.Context(), "task/crash", "").Get(t.Context(), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Phase != workflow.TaskCompleted || res.SandboxesLost != 1 {
+	if res.Phase != status.TaskCompleted || res.SandboxesLost != 1 {
 		t.Errorf("task result %s, %d sandboxes lost; want completed after one lost", res.Phase, res.SandboxesLost)
 	}
 }

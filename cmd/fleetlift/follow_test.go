@@ -18,7 +18,7 @@ import (
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
-	"github.com/fleetlift/fleetlift/internal/workflow"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // The workers of a process that follows its run tell it as each activity
@@ -52,13 +52,13 @@ func TestWorkerTellsOfEachActivity(t *testing.T) {
 
 // standInCampaign answers status queries as a running campaign until it
 // is signalled "finish", then ends completed.
-func standInCampaign(ctx sdkworkflow.Context) (workflow.CampaignState, error) {
-	st := workflow.CampaignState{ID: "stand-in", Phase: workflow.CampaignRunning}
-	if err := sdkworkflow.SetQueryHandler(ctx, workflow.QueryStatus, func() (workflow.CampaignState, error) { return st, nil }); err != nil {
+func standInCampaign(ctx sdkworkflow.Context) (status.CampaignState, error) {
+	st := status.CampaignState{ID: "stand-in", Phase: status.CampaignRunning}
+	if err := sdkworkflow.SetQueryHandler(ctx, status.QueryStatus, func() (status.CampaignState, error) { return st, nil }); err != nil {
 		return st, err
 	}
 	sdkworkflow.GetSignalChannel(ctx, "finish").Receive(ctx, nil)
-	st.Phase = workflow.CampaignCompleted
+	st.Phase = status.CampaignCompleted
 	return st, nil
 }
 

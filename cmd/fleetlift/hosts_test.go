@@ -18,7 +18,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker/dockertest"
-	"github.com/fleetlift/fleetlift/internal/workflow"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // TestTwoWorkerHostsRunOneCampaign: two workers stand in for two hosts,
@@ -149,7 +149,7 @@ repositories:
 		}
 	}
 
-	var st workflow.CampaignState
+	var st status.CampaignState
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
 		run := c.GetWorkflow(t.Context(), "campaign/hosts", "")
 		d, err := c.DescribeWorkflowExecution(t.Context(), "campaign/hosts", "")
@@ -164,7 +164,7 @@ repositories:
 		}
 	}
 	for _, u := range st.Units {
-		if u.Phase != workflow.TaskCompleted || strings.Contains(u.Error, "gone") {
+		if u.Phase != status.TaskCompleted || strings.Contains(u.Error, "gone") {
 			t.Errorf("unit %s: %s %q", u.Key, u.Phase, u.Error)
 		}
 	}

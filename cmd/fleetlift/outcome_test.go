@@ -13,7 +13,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
-	"github.com/fleetlift/fleetlift/internal/workflow"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // TestRunReportsFailuresAndRetryFinishesTheCampaign: a campaign where one
@@ -84,7 +84,7 @@ git -C %[1]s push -q origin HEAD:main`, work))
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	var final workflow.CampaignState
+	var final status.CampaignState
 	if err := c.GetWorkflow(ctx, "campaign/bump", "").Get(ctx, &final); err != nil {
 		t.Fatalf("the retried run: %v", err)
 	}

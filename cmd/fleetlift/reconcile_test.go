@@ -21,8 +21,8 @@ import (
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/webhook"
-	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // TestDemo is the README's first command: the whole loop on this
@@ -308,7 +308,7 @@ func awaitApprovals(t *testing.T, c client.Client, id string) {
 		waiting := 0
 		if err == nil && st.Campaign != nil {
 			for _, u := range st.Campaign.Units {
-				if phase, ok := rd.UnitPhase(ctx, u); ok && phase == workflow.TaskAwaitingApproval {
+				if phase, ok := rd.UnitPhase(ctx, u); ok && phase == status.TaskAwaitingApproval {
 					waiting++
 				}
 			}
@@ -360,7 +360,7 @@ func waitListening(t *testing.T, addr string) {
 // message.
 func unitErrors(t *testing.T, c client.Client, workflowID string) string {
 	t.Helper()
-	var st workflow.CampaignState
+	var st status.CampaignState
 	if err := c.GetWorkflow(context.Background(), workflowID, "").Get(context.Background(), &st); err != nil {
 		return "(no result: " + err.Error() + ")"
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -108,7 +109,7 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 			t.Fatal(err)
 		}
 		var digest string
-		if err := converterFor().FromPayload(d.WorkflowExecutionInfo.GetMemo().GetFields()[workflow.MemoDigest], &digest); err != nil || !strings.HasPrefix(digest, "sha256:") {
+		if err := converterFor().FromPayload(d.WorkflowExecutionInfo.GetMemo().GetFields()[status.MemoDigest], &digest); err != nil || !strings.HasPrefix(digest, "sha256:") {
 			t.Fatalf("the memo of %s has no digest: %q %v", id, digest, err)
 		}
 		return digest
@@ -159,7 +160,7 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 				memo[k] = s
 			}
 		}
-		if memo[workflow.MemoKind] != "Task" || memo[workflow.MemoCampaign] != "inventory" || memo[workflow.MemoDigest] != inventoryDigest || !strings.HasPrefix(memo[workflow.MemoID], "inventory/svc") {
+		if memo[status.MemoKind] != "Task" || memo[workflow.MemoCampaign] != "inventory" || memo[status.MemoDigest] != inventoryDigest || !strings.HasPrefix(memo[status.MemoID], "inventory/svc") {
 			t.Errorf("%s: memo %v", id, memo)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/fleetlift/fleetlift/internal/dispatch"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/visible"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -132,7 +133,7 @@ func awaitingTasks(ctx context.Context, c client.Client, id, unit string) ([]awa
 		return nil, err
 	}
 	if st.Task != nil {
-		if st.Task.Phase != workflow.TaskAwaitingApproval {
+		if st.Task.Phase != status.TaskAwaitingApproval {
 			return nil, fmt.Errorf("%s is %s, not awaiting approval", id, st.Task.Phase)
 		}
 		return []awaiting{{id, st.Task.ResultDigest}}, nil
@@ -142,7 +143,7 @@ func awaitingTasks(ctx context.Context, c client.Client, id, unit string) ([]awa
 		if unit != "" && u.Key != unit {
 			continue
 		}
-		if t := rd.UnitTask(ctx, u); t != nil && t.Phase == workflow.TaskAwaitingApproval {
+		if t := rd.UnitTask(ctx, u); t != nil && t.Phase == status.TaskAwaitingApproval {
 			out = append(out, awaiting{u.WorkflowID, t.ResultDigest})
 		}
 	}
@@ -279,11 +280,11 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 	if err := converterFor().FromPayload(attrs.Input.Payloads[0], &in); err != nil {
 		return 0, fmt.Errorf("%s: decode input: %w", id, err)
 	}
-	var last workflow.CampaignState
+	var last status.CampaignState
 	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &last); err != nil {
 		return 0, fmt.Errorf("%s: read result: %w", id, err)
 	}
-	p := &workflow.CampaignProgress{Next: len(in.Units), Results: map[string]workflow.UnitResult{}, Phase: workflow.CampaignRunning}
+	p := &workflow.CampaignProgress{Next: len(in.Units), Results: map[string]status.UnitResult{}, Phase: status.CampaignRunning}
 	for _, u := range last.Units {
 		p.Results[u.Key] = u
 		if u.HasFailures() {
@@ -296,7 +297,7 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 	in.Progress = p
 	carried := map[string]any{}
 	for k, v := range memo {
-		if k == workflow.MemoPhase {
+		if k == status.MemoPhase {
 			// How the last run ended; this one says so when it ends.
 			continue
 		}
@@ -308,7 +309,7 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 	}
 	// The search attributes of the campaign, as its memo names it.
 	var kind, did, digest string
-	for key, dst := range map[string]*string{workflow.MemoKind: &kind, workflow.MemoID: &did, workflow.MemoDigest: &digest} {
+	for key, dst := range map[string]*string{status.MemoKind: &kind, status.MemoID: &did, status.MemoDigest: &digest} {
 		if v, ok := memo[key]; ok {
 			_ = converterFor().FromPayload(v, dst)
 		}
@@ -317,7 +318,7 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 		ID: id, TaskQueue: workflow.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		Memo:                  carried,
-		TypedSearchAttributes: workflow.StartAttributes(kind, did, did, digest, string(workflow.CampaignRunning)),
+		TypedSearchAttributes: workflow.StartAttributes(kind, did, did, digest, string(status.CampaignRunning)),
 	}, workflow.Campaign, in)
 	return len(p.Retry), err
 }

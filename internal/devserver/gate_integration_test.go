@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -29,20 +30,20 @@ func (e *env) waitSandboxes(t *testing.T, n int) {
 }
 
 // campaignState asks the campaign id for its state.
-func (e *env) campaignState(t *testing.T, id string) workflow.CampaignState {
+func (e *env) campaignState(t *testing.T, id string) status.CampaignState {
 	t.Helper()
-	v, err := e.c.QueryWorkflow(context.Background(), id, "", workflow.QueryStatus)
+	v, err := e.c.QueryWorkflow(context.Background(), id, "", status.QueryStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st workflow.CampaignState
+	var st status.CampaignState
 	if err := v.Get(&st); err != nil {
 		t.Fatal(err)
 	}
 	return st
 }
 
-func phasesOf(st workflow.CampaignState) string {
+func phasesOf(st status.CampaignState) string {
 	var s []string
 	for _, u := range st.Units {
 		s = append(s, u.Key+"="+string(u.Phase))
@@ -78,7 +79,7 @@ func TestSuspendedCampaignsRunStartsNoFurtherUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The run reports once svc-0 ends: svc-0 completed, the rest back.
-	var st workflow.CampaignState
+	var st status.CampaignState
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		if st = e.campaignState(t, run.GetID()); phasesOf(st) == "svc-0=completed svc-1=pending svc-2=pending svc-3=pending" {
 			break

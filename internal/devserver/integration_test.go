@@ -29,6 +29,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -208,7 +209,7 @@ func TestCampaignAcrossFiveRepositories(t *testing.T) {
 	run := runCampaign(t, e, campaignOf("bump", urls, "0"))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var st workflow.CampaignState
+	var st status.CampaignState
 	if err := run.Get(ctx, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestWorkerRestartMidCampaign(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	var st workflow.CampaignState
+	var st status.CampaignState
 	if err := run.Get(ctx, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -289,15 +290,15 @@ func TestTaskApprovalOnServer(t *testing.T) {
 	defer cancel()
 	var digest string
 	for {
-		v, err := e.c.QueryWorkflow(ctx, run.GetID(), "", workflow.QueryStatus)
+		v, err := e.c.QueryWorkflow(ctx, run.GetID(), "", status.QueryStatus)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st workflow.TaskState
+		var st status.TaskState
 		if err := v.Get(&st); err != nil {
 			t.Fatal(err)
 		}
-		if st.Phase == workflow.TaskAwaitingApproval {
+		if st.Phase == status.TaskAwaitingApproval {
 			digest = st.ResultDigest
 			if st.Result == nil || len(st.Result.Repositories[0].Diffs) != 1 || st.Result.Repositories[0].Diffs[0].Path != "go.mod" {
 				t.Fatalf("awaiting approval without the diff: %+v", st.Result)
@@ -316,11 +317,11 @@ func TestTaskApprovalOnServer(t *testing.T) {
 	if err := e.c.SignalWorkflow(ctx, run.GetID(), "", workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: digest}); err != nil {
 		t.Fatal(err)
 	}
-	var res workflow.TaskResult
+	var res status.TaskResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
+	if res.Phase != status.TaskCompleted || res.Repositories[0].PullRequest == nil {
 		t.Fatalf("after approval: %+v", res)
 	}
 	checkBumped(t, urls, "auto/bump/approve-me")

@@ -37,6 +37,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/state"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -62,7 +63,7 @@ var ErrAlreadyStarted = errors.New("already started")
 // records none.
 func Generation(info *workflowpb.WorkflowExecutionInfo) int64 {
 	var g int64
-	if p, ok := info.GetMemo().GetFields()[workflow.MemoGeneration]; ok {
+	if p, ok := info.GetMemo().GetFields()[status.MemoGeneration]; ok {
 		if payload.Converter.FromPayload(p, &g) != nil {
 			return 0
 		}
@@ -84,11 +85,11 @@ func Memo(d spec.Definition, rev string, generation int64) (map[string]any, erro
 		return nil, fmt.Errorf("encode spec %s: %w", d.ID, err)
 	}
 	m := map[string]any{
-		workflow.MemoKind: string(d.Kind), workflow.MemoID: d.ID, workflow.MemoDigest: d.Digest, workflow.MemoFile: d.File,
-		workflow.MemoSpec: json.RawMessage(specJSON), workflow.MemoGeneration: generation,
+		status.MemoKind: string(d.Kind), status.MemoID: d.ID, status.MemoDigest: d.Digest, status.MemoFile: d.File,
+		status.MemoSpec: json.RawMessage(specJSON), status.MemoGeneration: generation,
 	}
 	if rev != "" {
-		m[workflow.MemoRevision] = rev
+		m[status.MemoRevision] = rev
 	}
 	return m, nil
 }
@@ -143,10 +144,10 @@ func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts work
 	if s.Campaign != nil {
 		in := *s.Campaign
 		in.Generation = generation
-		so.TypedSearchAttributes = workflow.StartAttributes(string(d.Kind), d.ID, d.ID, d.Digest, string(workflow.CampaignRunning))
+		so.TypedSearchAttributes = workflow.StartAttributes(string(d.Kind), d.ID, d.ID, d.Digest, string(status.CampaignRunning))
 		run, err = Execute(ctx, c, so, workflow.Campaign, in)
 	} else {
-		so.TypedSearchAttributes = workflow.StartAttributes(string(d.Kind), d.ID, "", d.Digest, string(workflow.TaskProvisioning))
+		so.TypedSearchAttributes = workflow.StartAttributes(string(d.Kind), d.ID, "", d.Digest, string(status.TaskProvisioning))
 		run, err = Execute(ctx, c, so, workflow.Task, *s.Task)
 	}
 	var started *serviceerror.WorkflowExecutionAlreadyStarted

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -75,7 +76,7 @@ func TestStartCarriesSearchAttributesWhereRegistered(t *testing.T) {
 				t.Fatal(err)
 			}
 			info := desc.WorkflowExecutionInfo
-			if _, ok := info.GetMemo().GetFields()[workflow.MemoDigest]; !ok {
+			if _, ok := info.GetMemo().GetFields()[status.MemoDigest]; !ok {
 				t.Errorf("the run has no memo: %v", info.GetMemo())
 			}
 			fields := info.GetSearchAttributes().GetIndexedFields()

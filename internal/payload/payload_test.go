@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/payload"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -19,12 +20,12 @@ const blobLimit = 2 << 20
 // and with its pull request, carries into its next run (continue-as-new).
 func campaignOf(n int) workflow.CampaignInput {
 	in := workflow.CampaignInput{ID: "fleet-wide", BatchSize: 10, MaxParallel: 8,
-		Progress: &workflow.CampaignProgress{Next: n, Results: map[string]workflow.UnitResult{}, Phase: workflow.CampaignRunning}}
+		Progress: &workflow.CampaignProgress{Next: n, Results: map[string]status.UnitResult{}, Phase: status.CampaignRunning}}
 	for i := range n {
 		key := fmt.Sprintf("service-%05d", i)
 		url := fmt.Sprintf("https://git.example.com/acme/%s.git", key)
 		in.Units = append(in.Units, workflow.Unit{Key: key, Repositories: []protocol.Repository{{Name: key, URL: url, Branch: "main"}}})
-		in.Progress.Results[key] = workflow.UnitResult{Key: key, Phase: workflow.TaskCompleted, Attempts: 1,
+		in.Progress.Results[key] = status.UnitResult{Key: key, Phase: status.TaskCompleted, Attempts: 1,
 			WorkflowID: "campaign/fleet-wide/" + key + "@1",
 			PRs: []protocol.PullRequestInfo{{URL: fmt.Sprintf("https://git.example.com/acme/%s/pulls/%d", key, i%50+1), Number: i%50 + 1,
 				Branch: "auto/fleet-wide", Commit: fmt.Sprintf("%040x", i*7919), Tree: fmt.Sprintf("%040x", i*104729)}}}

@@ -1,15 +1,13 @@
 package status
 
-import "github.com/fleetlift/fleetlift/internal/workflow"
-
 // Run is a campaign's or a task's state: one of Campaign and Task is set.
 type Run struct {
 	// ID is the run's workflow id ("campaign/<id>" or "task/<id>").
 	ID string
 	// Closed says that the run has ended.
 	Closed   bool
-	Campaign *workflow.CampaignState
-	Task     *workflow.TaskState
+	Campaign *CampaignState
+	Task     *TaskState
 }
 
 // Entry is a run as the list of runs shows it, with what its memo

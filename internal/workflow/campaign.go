@@ -3,7 +3,6 @@ package workflow
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // Unit is one child task of a campaign: a repository, or a group of
@@ -67,106 +67,11 @@ type CampaignInput struct {
 	Progress   *CampaignProgress
 }
 
-// UnitResult is the compact outcome of one unit, kept in the campaign's
-// state (it must stay small for 10,000-repository campaigns).
-type UnitResult struct {
-	Key     string                     `json:"key"`
-	Phase   TaskPhase                  `json:"phase"`
-	PRs     []protocol.PullRequestInfo `json:"prs,omitempty"`
-	Reports int                        `json:"reports,omitempty"`
-	Error   string                     `json:"error,omitempty"`
-	// Attempts counts runs of the unit (retries add one).
-	Attempts int `json:"attempts"`
-	// WorkflowID is the unit's latest Task workflow.
-	WorkflowID string `json:"workflow_id,omitempty"`
-	// Applied lists the approval records the unit's tasks carried out.
-	Applied []string `json:"applied,omitempty"`
-	// Repos is what happened in each repository of a unit of several
-	// (a group), once it ran: its PRs and Reports count them together.
-	Repos []UnitRepo `json:"repos,omitempty"`
-	// SandboxesLost counts the sandboxes the unit's latest run lost to
-	// crashes (an agent killed, a sandbox gone) and replaced: the work
-	// ran again that many times.
-	SandboxesLost int `json:"sandboxes_lost,omitempty"`
-	// ModelUsage is what the unit's tasks used of their model, every
-	// run (retries too) together.
-	ModelUsage *protocol.ModelUsage `json:"model_usage,omitempty"`
-}
-
-// HasFailures reports whether the unit failed, or completed with a
-// repository that failed: what retry-failed runs again.
-func (u UnitResult) HasFailures() bool {
-	if u.Phase == TaskFailed {
-		return true
-	}
-	if u.Phase != TaskCompleted {
-		return false
-	}
-	for _, r := range u.Repos {
-		if r.Status == "failed" {
-			return true
-		}
-	}
-	return false
-}
-
-// UnitRepo is one repository of a group: its name, the agent's status
-// (success, failed, skipped) and its pull request's URL.
-type UnitRepo struct {
-	Name        string `json:"name"`
-	Status      string `json:"status"`
-	PullRequest string `json:"pull_request,omitempty"`
-}
-
-// Skipped is the phase of units the campaign never started.
-const Skipped TaskPhase = "skipped"
-
-// CampaignPhase is where a campaign is: running or paused while it
-// works, then one of the final phases, which say how it ended
-// (FinalPhase).
-type CampaignPhase string
-
-const (
-	CampaignRunning CampaignPhase = "running"
-	CampaignPaused  CampaignPhase = "paused"
-	// CampaignCompleted: every repository completed (those never started
-	// after continue --skip-remaining aside).
-	CampaignCompleted CampaignPhase = "completed"
-	// CampaignCompletedWithFailures: some repositories completed, others
-	// failed or were cancelled.
-	CampaignCompletedWithFailures CampaignPhase = "completed_with_failures"
-	// CampaignFailed: no repository completed; those that ran failed or
-	// were cancelled.
-	CampaignFailed CampaignPhase = "failed"
-	// CampaignAborted: abort, or the failure threshold with the abort
-	// action, stopped the campaign before every repository ran.
-	CampaignAborted CampaignPhase = "aborted"
-)
-
-func (p CampaignPhase) String() string { return string(p) }
-
-// FinalPhase is the phase a campaign that was in phase p ends in, given
-// what its units did: aborted stays aborted; otherwise completed when no
-// unit failed or was cancelled, failed when none completed, and
-// completed_with_failures in between. Units never started (continue
-// --skip-remaining) count neither way.
-func FinalPhase(p CampaignPhase, s Summary) CampaignPhase {
-	switch {
-	case p == CampaignAborted:
-		return CampaignAborted
-	case s.Failed+s.Cancelled == 0:
-		return CampaignCompleted
-	case s.Completed == 0:
-		return CampaignFailed
-	}
-	return CampaignCompletedWithFailures
-}
-
 // CampaignProgress is what a campaign has done so far.
 type CampaignProgress struct {
-	Next    int                   `json:"next"`
-	Results map[string]UnitResult `json:"results"`
-	Phase   CampaignPhase         `json:"phase"`
+	Next    int                          `json:"next"`
+	Results map[string]status.UnitResult `json:"results"`
+	Phase   status.CampaignPhase         `json:"phase"`
 	// Tokens and Refilled are the pull-request budget's bucket.
 	Tokens   float64   `json:"tokens"`
 	Refilled time.Time `json:"refilled"`
@@ -200,88 +105,21 @@ type CampaignProgress struct {
 	UnitsTimed int           `json:"units_timed,omitempty"`
 }
 
-// Summary counts a campaign's repositories: a group counts as the
-// repositories it holds, each as the agent reported it (a repository that
-// failed in a group that completed counts failed).
-type Summary struct {
-	Total            int `json:"total"`
-	Completed        int `json:"completed"`
-	Failed           int `json:"failed"`
-	Skipped          int `json:"skipped"`
-	Cancelled        int `json:"cancelled"`
-	Running          int `json:"running"`
-	PRsCreated       int `json:"prs_created"`
-	ReportsCollected int `json:"reports_collected"`
-}
-
-// Describe says what the units did, the most telling count first: "2 of
-// 6 repositories failed, 3 completed, 1 skipped", "5 repositories
-// completed".
-func (s Summary) Describe() string {
-	if s.Total == 0 {
-		return "no repositories"
-	}
-	if s.Completed == s.Total {
-		return countRepos(s.Total) + " completed"
-	}
-	pending := s.Total - s.Completed - s.Failed - s.Cancelled - s.Skipped - s.Running
-	counts := []struct {
-		n    int
-		what string
-	}{{s.Failed, "failed"}, {s.Cancelled, "cancelled"}, {s.Completed, "completed"}, {s.Skipped, "skipped"},
-		{s.Running, "running"}, {pending, "not started"}}
-	var parts []string
-	for _, c := range counts {
-		switch {
-		case c.n <= 0:
-		case parts == nil:
-			parts = append(parts, fmt.Sprintf("%d of %s %s", c.n, countRepos(s.Total), c.what))
-		default:
-			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func countRepos(n int) string {
-	if n == 1 {
-		return "1 repository"
-	}
-	return fmt.Sprintf("%d repositories", n)
-}
-
-// CampaignState answers QueryStatus on a Campaign workflow and is its
-// result.
-type CampaignState struct {
-	ID      string        `json:"id"`
-	Phase   CampaignPhase `json:"phase"`
-	Summary Summary       `json:"summary"`
-	Units   []UnitResult  `json:"units"`
-	// Message says why a campaign paused or stopped; once it has ended,
-	// what its units did ("2 of 6 repositories failed, 4 completed") and
-	// why it stopped, if it did.
-	Message string `json:"message,omitempty"`
-	// Suspended: no new unit starts until the campaign is resumed.
-	Suspended bool `json:"suspended,omitempty"`
-	// Applied lists the approval records the campaign carried out.
-	Applied []string `json:"applied,omitempty"`
-}
-
 // Campaign runs a campaign's units, those that need no decision on their
 // way as activities of its own (directUnit; in runs of several in the
 // sliding window, runs.go) and the others as child Task workflows:
 // MaxParallel at once, the next starting as soon as one finishes, or,
 // with StrictBatches, in batches of BatchSize that each wait for their
 // slowest unit.
-func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
+func Campaign(ctx workflow.Context, in CampaignInput) (status.CampaignState, error) {
 	c := newCampaignRun(ctx, in)
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CampaignState, error) { return c.state(), nil }); err != nil {
-		return CampaignState{}, err
+	if err := workflow.SetQueryHandler(ctx, status.QueryStatus, func() (status.CampaignState, error) { return c.state(), nil }); err != nil {
+		return status.CampaignState{}, err
 	}
 	// The unit at work in a cancelled run of units goes on, unless the
 	// campaign itself was cancelled.
 	if err := workflow.SetQueryHandler(ctx, activity.QueryUnitGoesOn, func() (bool, error) { return ctx.Err() == nil, nil }); err != nil {
-		return CampaignState{}, err
+		return status.CampaignState{}, err
 	}
 	for {
 		c.drainSignals()
@@ -325,7 +163,7 @@ func Campaign(ctx workflow.Context, in CampaignInput) (CampaignState, error) {
 			c.p.Started = 0
 			next := c.in
 			next.Progress = c.p
-			return CampaignState{}, workflow.NewContinueAsNewError(ctx, Campaign, next)
+			return status.CampaignState{}, workflow.NewContinueAsNewError(ctx, Campaign, next)
 		}
 	}
 }
@@ -345,7 +183,7 @@ type campaignRun struct {
 	// queued holds, for each unit taken into a run of units and not
 	// heard of since, its result before: what it is again should the
 	// run give it back unstarted.
-	queued map[string]*UnitResult
+	queued map[string]*status.UnitResult
 	// rev counts the spec's updates in place during this run of the
 	// workflow: a run of units made before one starts no further unit.
 	rev     int
@@ -357,10 +195,10 @@ type campaignRun struct {
 func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	p := in.Progress
 	if p == nil {
-		p = &CampaignProgress{Results: map[string]UnitResult{}, Phase: CampaignRunning, Tokens: float64(max(in.Burst, 1)), Refilled: workflow.Now(ctx), Suspended: in.Suspend}
+		p = &CampaignProgress{Results: map[string]status.UnitResult{}, Phase: status.CampaignRunning, Tokens: float64(max(in.Burst, 1)), Refilled: workflow.Now(ctx), Suspended: in.Suspend}
 	}
 	if p.Results == nil {
-		p.Results = map[string]UnitResult{}
+		p.Results = map[string]status.UnitResult{}
 	}
 	in.Progress = nil
 	units := make(map[string]Unit, len(in.Units))
@@ -368,7 +206,7 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 		units[u.Key] = u
 	}
 	return &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{},
-		queued: map[string]*UnitResult{}, search: newSearchAttributes(ctx)}
+		queued: map[string]*status.UnitResult{}, search: newSearchAttributes(ctx)}
 }
 
 // sliding reports whether units start as others finish, unless the
@@ -548,7 +386,7 @@ func (c *campaignRun) waitWhileSuspended() {
 func (c *campaignRun) startUnit(key string) workflow.Future {
 	r := c.p.Results[key]
 	r.Key = key
-	r.Phase = TaskRunning
+	r.Phase = status.TaskRunning
 	r.Attempts++
 	c.p.Results[key] = r
 	c.p.Started++
@@ -634,8 +472,8 @@ func directOptions(in TaskInput, units int) workflow.ActivityOptions {
 }
 
 // result is unit key's outcome from f, the future startUnit returned.
-func (c *campaignRun) result(key string, f workflow.Future) (TaskResult, error) {
-	var tr TaskResult
+func (c *campaignRun) result(key string, f workflow.Future) (status.TaskResult, error) {
+	var tr status.TaskResult
 	if !c.running[key] {
 		err := f.Get(c.ctx, &tr)
 		return tr, err
@@ -648,14 +486,14 @@ func (c *campaignRun) result(key string, f workflow.Future) (TaskResult, error) 
 }
 
 // outcomeResult is the task result of a unit run as one activity.
-func outcomeResult(out activity.RunOutcome) TaskResult {
-	var tr TaskResult
-	tr.Phase = TaskFailed
+func outcomeResult(out activity.RunOutcome) status.TaskResult {
+	var tr status.TaskResult
+	tr.Phase = status.TaskFailed
 	switch out.Status.Phase {
 	case protocol.PhaseComplete:
-		tr.Phase = TaskCompleted
+		tr.Phase = status.TaskCompleted
 	case protocol.PhaseCancelled:
-		tr.Phase = TaskCancelled
+		tr.Phase = status.TaskCancelled
 	}
 	tr.Repositories = repoResults(out.Result)
 	tr.Error = out.Result.Error
@@ -682,23 +520,23 @@ func (c *campaignRun) recordError(key, message string, cancelled bool) {
 }
 
 // withError is r once its unit failed with message, or was cancelled.
-func withError(r UnitResult, message string, cancelled bool) UnitResult {
-	r.Phase = TaskFailed
+func withError(r status.UnitResult, message string, cancelled bool) status.UnitResult {
+	r.Phase = status.TaskFailed
 	r.Error = message
 	if cancelled {
-		r.Phase = TaskCancelled
+		r.Phase = status.TaskCancelled
 	}
 	return r
 }
 
 // recordResult records unit key's task result.
-func (c *campaignRun) recordResult(key string, tr TaskResult) {
+func (c *campaignRun) recordResult(key string, tr status.TaskResult) {
 	c.p.Results[key] = withResult(c.p.Results[key], tr, len(c.units[key].Repositories) > 1)
 }
 
 // withResult is r once its unit's task ended with tr; grouped says
 // whether the unit is a group of repositories.
-func withResult(r UnitResult, tr TaskResult, grouped bool) UnitResult {
+func withResult(r status.UnitResult, tr status.TaskResult, grouped bool) status.UnitResult {
 	r.Phase = tr.Phase
 	r.Error = tr.Error
 	r.SandboxesLost = tr.SandboxesLost
@@ -707,7 +545,7 @@ func withResult(r UnitResult, tr TaskResult, grouped bool) UnitResult {
 	r.PRs, r.Reports, r.Repos = nil, 0, nil
 	for _, rr := range tr.Repositories {
 		if grouped {
-			ur := UnitRepo{Name: rr.Name, Status: rr.Status}
+			ur := status.UnitRepo{Name: rr.Name, Status: rr.Status}
 			if rr.PullRequest != nil {
 				ur.PullRequest = rr.PullRequest.URL
 			}
@@ -788,7 +626,7 @@ func (c *campaignRun) checkThreshold() {
 	c.message = fmt.Sprintf("%d of %d finished units failed, over the %d%% threshold", s.Failed, finished, c.in.ThresholdPercent)
 	if c.in.FailureAction == "abort" {
 		c.p.Stop = true
-		c.p.Phase = CampaignAborted
+		c.p.Phase = status.CampaignAborted
 		c.p.Stopped = "aborted: " + c.message
 		return
 	}
@@ -796,15 +634,15 @@ func (c *campaignRun) checkThreshold() {
 		// Nothing left to pause before.
 		return
 	}
-	c.p.Phase = CampaignPaused
+	c.p.Phase = status.CampaignPaused
 	c.upsertPhase()
 	sel := workflow.NewSelector(c.ctx)
 	c.addSignalHandlers(sel)
 	sel.AddReceive(c.ctx.Done(), func(workflow.ReceiveChannel, bool) {})
-	for c.p.Phase == CampaignPaused && c.ctx.Err() == nil {
+	for c.p.Phase == status.CampaignPaused && c.ctx.Err() == nil {
 		sel.Select(c.ctx)
-		if len(c.p.Retry) > 0 && c.p.Phase == CampaignPaused {
-			c.p.Phase = CampaignRunning
+		if len(c.p.Retry) > 0 && c.p.Phase == status.CampaignPaused {
+			c.p.Phase = status.CampaignRunning
 		}
 	}
 	c.upsertPhase()
@@ -854,8 +692,8 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 			c.message = ""
 		}
 		c.p.Acknowledged = c.unitCounts().Failed
-		if c.p.Phase == CampaignPaused {
-			c.p.Phase = CampaignRunning
+		if c.p.Phase == status.CampaignPaused {
+			c.p.Phase = status.CampaignRunning
 		}
 	})
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalAbort), func(ch workflow.ReceiveChannel, _ bool) {
@@ -865,7 +703,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 			return
 		}
 		c.p.Stop = true
-		c.p.Phase = CampaignAborted
+		c.p.Phase = status.CampaignAborted
 		c.message = "aborted"
 		if s.Record != "" {
 			c.message += " by " + s.Record
@@ -949,7 +787,7 @@ func (c *campaignRun) update(u UpdateSignal) {
 		if err := workflow.UpsertMemo(c.ctx, u.Memo); err != nil {
 			workflow.GetLogger(c.ctx).Error("record updated spec", "error", err)
 		}
-		digest, _ := u.Memo[MemoDigest].(string)
+		digest, _ := u.Memo[status.MemoDigest].(string)
 		c.search.setDigest(c.ctx, digest)
 	}
 }
@@ -976,27 +814,27 @@ func (c *campaignRun) drainSignals() {
 }
 
 func (c *campaignRun) upsertPhase() {
-	_ = workflow.UpsertMemo(c.ctx, map[string]any{MemoPhase: string(c.p.Phase)})
+	_ = workflow.UpsertMemo(c.ctx, map[string]any{status.MemoPhase: string(c.p.Phase)})
 	c.search.setPhase(c.ctx, string(c.p.Phase))
 }
 
 // unitCounts counts the units (tasks) by phase: what the failure
 // threshold is about.
-func (c *campaignRun) unitCounts() Summary {
-	s := Summary{Total: len(c.in.Units)}
+func (c *campaignRun) unitCounts() status.Summary {
+	s := status.Summary{Total: len(c.in.Units)}
 	for _, u := range c.in.Units {
 		r, ok := c.p.Results[u.Key]
 		if !ok {
 			continue
 		}
 		switch r.Phase {
-		case TaskCompleted:
+		case status.TaskCompleted:
 			s.Completed++
-		case TaskFailed:
+		case status.TaskFailed:
 			s.Failed++
-		case TaskCancelled:
+		case status.TaskCancelled:
 			s.Cancelled++
-		case Skipped:
+		case status.Skipped:
 			s.Skipped++
 		default:
 			s.Running++
@@ -1007,59 +845,31 @@ func (c *campaignRun) unitCounts() Summary {
 
 // summary counts the repositories of the campaign's units by what
 // happened to them, and the pull requests and reports.
-func (c *campaignRun) summary() Summary {
-	var s Summary
+func (c *campaignRun) summary() status.Summary {
+	var s status.Summary
 	for _, u := range c.in.Units {
 		n := max(len(u.Repositories), 1)
 		s.Total += n
 		if r, ok := c.p.Results[u.Key]; ok {
-			s.count(r, n, 1)
+			s.Count(r, n, 1)
 		}
 	}
 	return s
 }
 
-// count adds (sign 1) or takes away (sign -1) unit r of n repositories
-// from the counts of what happened; Total is left alone.
-func (s *Summary) count(r UnitResult, n, sign int) {
-	switch r.Phase {
-	case TaskCompleted:
-		failed := 0
-		for _, rr := range r.Repos {
-			if rr.Status == "failed" {
-				failed++
-			}
-		}
-		s.Completed += sign * (n - failed)
-		s.Failed += sign * failed
-	case TaskFailed:
-		s.Failed += sign * n
-	case TaskCancelled:
-		s.Cancelled += sign * n
-	case Skipped:
-		s.Skipped += sign * n
-	case TaskQueued:
-		// Not started yet.
-	default:
-		s.Running += sign * n
-	}
-	s.PRsCreated += sign * len(r.PRs)
-	s.ReportsCollected += sign * r.Reports
-}
-
-func (c *campaignRun) state() CampaignState {
-	st := CampaignState{ID: c.in.ID, Phase: c.p.Phase, Summary: c.summary(), Message: c.message,
+func (c *campaignRun) state() status.CampaignState {
+	st := status.CampaignState{ID: c.in.ID, Phase: c.p.Phase, Summary: c.summary(), Message: c.message,
 		Suspended: c.p.Suspended, Applied: slices.Clone(c.p.Applied)}
 	for _, u := range c.in.Units {
 		r, ok := c.p.Results[u.Key]
 		if !ok {
-			r = UnitResult{Key: u.Key, Phase: "pending"}
+			r = status.UnitResult{Key: u.Key, Phase: "pending"}
 		}
 		if len(u.Repositories) > 1 && len(r.Repos) == 0 {
 			// A group not finished yet: its repositories, without a
 			// verdict.
 			for _, repo := range u.Repositories {
-				r.Repos = append(r.Repos, UnitRepo{Name: repo.Name})
+				r.Repos = append(r.Repos, status.UnitRepo{Name: repo.Name})
 			}
 		}
 		st.Units = append(st.Units, r)
@@ -1069,33 +879,15 @@ func (c *campaignRun) state() CampaignState {
 
 // finish marks the units never started skipped and settles the final
 // phase and message, which the memo and search attributes record.
-func (c *campaignRun) finish() CampaignState {
+func (c *campaignRun) finish() status.CampaignState {
 	for _, u := range c.in.Units {
 		if _, ok := c.p.Results[u.Key]; !ok {
-			c.p.Results[u.Key] = UnitResult{Key: u.Key, Phase: Skipped}
+			c.p.Results[u.Key] = status.UnitResult{Key: u.Key, Phase: status.Skipped}
 		}
 	}
 	s := c.summary()
-	c.p.Phase = FinalPhase(c.p.Phase, s)
-	c.message = finalMessage(s, c.p.Stopped)
+	c.p.Phase = status.FinalPhase(c.p.Phase, s)
+	c.message = status.FinalMessage(s, c.p.Stopped)
 	c.upsertPhase()
 	return c.state()
-}
-
-func finalMessage(s Summary, stopped string) string {
-	if stopped == "" {
-		return s.Describe()
-	}
-	return s.Describe() + "; " + stopped
-}
-
-// Final returns st, the result of a finished campaign, as this version
-// reports it. Runs that finished before campaigns told their endings
-// apart report "completed" whatever their units did, without counts.
-func Final(st CampaignState) CampaignState {
-	st.Phase = FinalPhase(st.Phase, st.Summary)
-	if d := st.Summary.Describe(); !strings.HasPrefix(st.Message, d) {
-		st.Message = finalMessage(st.Summary, st.Message)
-	}
-	return st
 }

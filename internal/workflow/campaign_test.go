@@ -23,6 +23,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -256,12 +257,12 @@ func newCampaignEnv(f *fleet) *testsuite.TestWorkflowEnvironment {
 	return env
 }
 
-func campaignResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflow.CampaignState {
+func campaignResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) status.CampaignState {
 	t.Helper()
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("campaign did not complete")
 	}
-	var st workflow.CampaignState
+	var st status.CampaignState
 	if err := env.GetWorkflowResult(&st); err != nil {
 		t.Fatalf("campaign error: %v", err)
 	}
@@ -271,8 +272,8 @@ func campaignResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) workfl
 // continueAfter has the campaign in env continued once d of its time has
 // passed (a pause at the threshold waits for that), and returns the state
 // it had then, filled in when it happens.
-func continueAfter(t *testing.T, env *testsuite.TestWorkflowEnvironment, d time.Duration) *workflow.CampaignState {
-	var st workflow.CampaignState
+func continueAfter(t *testing.T, env *testsuite.TestWorkflowEnvironment, d time.Duration) *status.CampaignState {
+	var st status.CampaignState
 	env.RegisterDelayedCallback(func() {
 		st = queryState(t, env)
 		env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{})
@@ -280,7 +281,7 @@ func continueAfter(t *testing.T, env *testsuite.TestWorkflowEnvironment, d time.
 	return &st
 }
 
-func phases(st workflow.CampaignState) string {
+func phases(st status.CampaignState) string {
 	var out []string
 	for _, u := range st.Units {
 		out = append(out, u.Key+"="+string(u.Phase))
@@ -296,7 +297,7 @@ func TestCampaignAllSucceed(t *testing.T) {
 		in.StrictBatches = strict
 		env.ExecuteWorkflow(workflow.Campaign, in)
 		st := campaignResult(t, env)
-		if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 5 || st.Summary.PRsCreated != 5 {
+		if st.Phase != status.CampaignCompleted || st.Summary.Completed != 5 || st.Summary.PRsCreated != 5 {
 			t.Errorf("state: %+v", st)
 		}
 		if f.cleaned != 5 {
@@ -323,20 +324,20 @@ func TestCampaignCountsTheRepositoriesOfGroups(t *testing.T) {
 	slices.SortFunc(in.Units, func(a, b workflow.Unit) int { return strings.Compare(a.Key, b.Key) })
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
-	want := workflow.Summary{Total: 6, Completed: 5, Failed: 1, PRsCreated: 5}
+	want := status.Summary{Total: 6, Completed: 5, Failed: 1, PRsCreated: 5}
 	if st.Summary != want {
 		t.Errorf("summary %+v, want %+v", st.Summary, want)
 	}
-	if st.Phase != workflow.CampaignCompletedWithFailures || st.Message != "1 of 6 repositories failed, 5 completed" {
+	if st.Phase != status.CampaignCompletedWithFailures || st.Message != "1 of 6 repositories failed, 5 completed" {
 		t.Errorf("ended %s (%s), want completed_with_failures (1 of 6 repositories failed, 5 completed)", st.Phase, st.Message)
 	}
-	var g2 []workflow.UnitRepo
+	var g2 []status.UnitRepo
 	for _, u := range st.Units {
 		if u.Key == "g2" {
 			g2 = u.Repos
 		}
 	}
-	wantG2 := []workflow.UnitRepo{{Name: "d", Status: "success", PullRequest: "file:///d#auto/c"},
+	wantG2 := []status.UnitRepo{{Name: "d", Status: "success", PullRequest: "file:///d#auto/c"},
 		{Name: "e", Status: "failed"}, {Name: "f", Status: "success", PullRequest: "file:///f#auto/c"}}
 	if !slices.Equal(g2, wantG2) {
 		t.Errorf("g2's repositories %+v, want %+v", g2, wantG2)
@@ -364,7 +365,7 @@ func TestCampaignRetriesAGroupWithAFailedRepository(t *testing.T) {
 		}, 30*time.Minute)
 		env.ExecuteWorkflow(workflow.Campaign, in)
 		st := campaignResult(t, env)
-		if st.Phase != workflow.CampaignCompleted || st.Summary.Total != 4 || st.Summary.Completed != 4 || st.Summary.PRsCreated != 4 {
+		if st.Phase != status.CampaignCompleted || st.Summary.Total != 4 || st.Summary.Completed != 4 || st.Summary.PRsCreated != 4 {
 			t.Errorf("retry-failed: %s (%s) %+v", st.Phase, st.Message, st.Summary)
 		}
 		if st.Units[0].Attempts != 2 {
@@ -421,10 +422,10 @@ func TestCampaignSlidingWindowStopsAtTheThreshold(t *testing.T) {
 	paused := continueAfter(t, env, time.Hour)
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
-	if paused.Phase != workflow.CampaignPaused || phases(*paused) != "r0=failed r1=completed r2=pending r3=pending r4=pending r5=pending" {
+	if paused.Phase != status.CampaignPaused || phases(*paused) != "r0=failed r1=completed r2=pending r3=pending r4=pending r5=pending" {
 		t.Errorf("at the threshold: %s %s", paused.Phase, phases(*paused))
 	}
-	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 5 || st.Summary.Failed != 1 {
+	if st.Phase != status.CampaignCompletedWithFailures || st.Summary.Completed != 5 || st.Summary.Failed != 1 {
 		t.Errorf("after continue: %s %s", st.Phase, phases(st))
 	}
 }
@@ -438,19 +439,19 @@ func TestCampaignSlidingWindowAbortsAtTheThreshold(t *testing.T) {
 	in.StrictBatches, in.MaxParallel, in.FailureAction = false, 1, "abort"
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
-	if st.Phase != workflow.CampaignAborted || phases(st) != "r0=failed r1=skipped r2=skipped r3=skipped r4=skipped r5=skipped" {
+	if st.Phase != status.CampaignAborted || phases(st) != "r0=failed r1=skipped r2=skipped r3=skipped r4=skipped r5=skipped" {
 		t.Errorf("abort: %s %s (%s)", st.Phase, phases(st), st.Message)
 	}
 }
 
 // queryState reads the campaign's status query during a test.
-func queryState(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflow.CampaignState {
+func queryState(t *testing.T, env *testsuite.TestWorkflowEnvironment) status.CampaignState {
 	t.Helper()
-	v, err := env.QueryWorkflow(workflow.QueryStatus)
+	v, err := env.QueryWorkflow(status.QueryStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st workflow.CampaignState
+	var st status.CampaignState
 	if err := v.Get(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -463,13 +464,13 @@ func TestCampaignThresholdPausesThenContinue(t *testing.T) {
 	paused := continueAfter(t, env, time.Minute)
 	env.ExecuteWorkflow(workflow.Campaign, campaignInput(6))
 	st := campaignResult(t, env)
-	if paused.Phase != workflow.CampaignPaused || paused.Summary.Failed != 2 || paused.Summary.Completed != 0 {
+	if paused.Phase != status.CampaignPaused || paused.Summary.Failed != 2 || paused.Summary.Completed != 0 {
 		t.Errorf("after the first batch the campaign must be paused: %+v", paused)
 	}
 	if !strings.Contains(paused.Message, "2 of 2 finished units failed, over the 30% threshold") {
 		t.Errorf("pause message: %q", paused.Message)
 	}
-	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
+	if st.Phase != status.CampaignCompletedWithFailures || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
 		t.Errorf("after continue: %s %s %+v", st.Phase, phases(st), st.Summary)
 	}
 }
@@ -482,7 +483,7 @@ func TestCampaignPausesAgainOnNewFailures(t *testing.T) {
 	var pauses int
 	for _, at := range []time.Duration{time.Minute, 2 * time.Minute} {
 		env.RegisterDelayedCallback(func() {
-			if queryState(t, env).Phase == workflow.CampaignPaused {
+			if queryState(t, env).Phase == status.CampaignPaused {
 				pauses++
 			}
 			env.SignalWorkflow(workflow.SignalContinue, workflow.ContinueSignal{})
@@ -514,7 +515,7 @@ func TestCampaignPauseThenAbort(t *testing.T) {
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalAbort, nil) }, time.Hour)
 	env.ExecuteWorkflow(workflow.Campaign, campaignInput(6))
 	st := campaignResult(t, env)
-	if st.Phase != workflow.CampaignAborted || st.Summary.Skipped != 4 {
+	if st.Phase != status.CampaignAborted || st.Summary.Skipped != 4 {
 		t.Errorf("abort: %s phase %s", phases(st), st.Phase)
 	}
 }
@@ -529,7 +530,7 @@ func TestCampaignIgnoresDecisionsForAnotherGeneration(t *testing.T) {
 	env := newCampaignEnv(f)
 	in := campaignInput(6)
 	in.Generation = 2
-	var afterStale, afterUpdate workflow.CampaignState
+	var afterStale, afterUpdate status.CampaignState
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(workflow.SignalAbort, workflow.RecordSignal{Record: "approvals/abort.yaml@1", Generation: 1})
 		env.SignalWorkflow(workflow.SignalRetryFailed, workflow.RecordSignal{Record: "approvals/retry.yaml@1", Generation: 1})
@@ -547,14 +548,14 @@ func TestCampaignIgnoresDecisionsForAnotherGeneration(t *testing.T) {
 	}, 3*time.Minute)
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
-	if afterStale.Phase != workflow.CampaignPaused || len(afterStale.Applied) != 0 {
+	if afterStale.Phase != status.CampaignPaused || len(afterStale.Applied) != 0 {
 		t.Errorf("after decisions for generation 1: phase %s, applied %v; want paused, nothing applied", afterStale.Phase, afterStale.Applied)
 	}
-	if afterUpdate.Phase != workflow.CampaignPaused || len(afterUpdate.Applied) != 0 {
+	if afterUpdate.Phase != status.CampaignPaused || len(afterUpdate.Applied) != 0 {
 		t.Errorf("after a continue for generation 2 sent to generation 3: phase %s, applied %v; want paused, nothing applied",
 			afterUpdate.Phase, afterUpdate.Applied)
 	}
-	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
+	if st.Phase != status.CampaignCompletedWithFailures || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
 		t.Errorf("after the continue for generation 3: phase %s, %s", st.Phase, phases(st))
 	}
 	if !slices.Equal(st.Applied, []string{"approvals/continue.yaml@3"}) {
@@ -569,7 +570,7 @@ func TestCampaignThresholdAbortAction(t *testing.T) {
 	in.FailureAction = "abort"
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
-	if st.Phase != workflow.CampaignAborted || st.Summary.Skipped != 4 || len(f.started) != 2 {
+	if st.Phase != status.CampaignAborted || st.Summary.Skipped != 4 || len(f.started) != 2 {
 		t.Errorf("abort action: %s, started %v", phases(st), f.started)
 	}
 }
@@ -594,7 +595,7 @@ func TestCampaignRetryFailed(t *testing.T) {
 		}, 30*time.Minute)
 		env.ExecuteWorkflow(workflow.Campaign, in)
 		st := campaignResult(t, env)
-		if st.Summary.Completed != 4 || st.Summary.Failed != 0 || st.Phase != workflow.CampaignCompleted {
+		if st.Summary.Completed != 4 || st.Summary.Failed != 0 || st.Phase != status.CampaignCompleted {
 			t.Errorf("retry-failed: %s %s", st.Phase, phases(st))
 		}
 		if st.Units[0].Attempts != 2 {
@@ -648,9 +649,9 @@ func TestCampaignProgressCarriesOver(t *testing.T) {
 	f := &fleet{}
 	env := newCampaignEnv(f)
 	in := campaignInput(4)
-	in.Progress = &workflow.CampaignProgress{Next: 2, Phase: workflow.CampaignRunning, Runs: 1, Results: map[string]workflow.UnitResult{
-		"r0": {Key: "r0", Phase: workflow.TaskCompleted, Attempts: 1},
-		"r1": {Key: "r1", Phase: workflow.TaskFailed, Attempts: 1},
+	in.Progress = &workflow.CampaignProgress{Next: 2, Phase: status.CampaignRunning, Runs: 1, Results: map[string]status.UnitResult{
+		"r0": {Key: "r0", Phase: status.TaskCompleted, Attempts: 1},
+		"r1": {Key: "r1", Phase: status.TaskFailed, Attempts: 1},
 	}}
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)

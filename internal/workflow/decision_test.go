@@ -9,16 +9,17 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
-func queryTask(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflow.TaskState {
+func queryTask(t *testing.T, env *testsuite.TestWorkflowEnvironment) status.TaskState {
 	t.Helper()
-	v, err := env.QueryWorkflow(workflow.QueryStatus)
+	v, err := env.QueryWorkflow(status.QueryStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st workflow.TaskState
+	var st status.TaskState
 	if err := v.Get(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestTaskStaleDecisionIgnored(t *testing.T) {
 		}, 2*time.Minute)
 		env.RegisterDelayedCallback(func() {
 			st := queryTask(t, env)
-			if st.Phase != workflow.TaskAwaitingApproval || len(st.Ignored) != 2 || !strings.Contains(st.Ignored[1], "approvals/old.yaml") {
+			if st.Phase != status.TaskAwaitingApproval || len(st.Ignored) != 2 || !strings.Contains(st.Ignored[1], "approvals/old.yaml") {
 				t.Errorf("after stale decisions: phase %s, ignored %q", st.Phase, st.Ignored)
 			}
 			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: second, By: "alice", Record: "approvals/new.yaml"})
@@ -55,7 +56,7 @@ func TestTaskStaleDecisionIgnored(t *testing.T) {
 	if first == "" || second == "" || first == second {
 		t.Fatalf("digests before and after a steer: %q, %q (want two different ones)", first, second)
 	}
-	if res.Phase != workflow.TaskCompleted || res.Steers != 1 {
+	if res.Phase != status.TaskCompleted || res.Steers != 1 {
 		t.Errorf("result: phase %s, %d steers; want completed after exactly 1 steer", res.Phase, res.Steers)
 	}
 	// The records carried out, once each; the stale ones are not.
@@ -145,7 +146,7 @@ func TestCampaignRecordAppliedOnce(t *testing.T) {
 	in.ThresholdPercent = 10
 	env.RegisterDelayedCallback(func() {
 		st := queryState(t, env)
-		if st.Phase != workflow.CampaignPaused {
+		if st.Phase != status.CampaignPaused {
 			t.Errorf("want paused, got %s", st.Phase)
 		}
 		f.mu.Lock()
@@ -181,7 +182,7 @@ func TestDecisionWithoutDigestIsRefused(t *testing.T) {
 		signalAt(env, time.Minute, workflow.SignalSteer, workflow.SteerSignal{Prompt: "push something else"})
 		env.RegisterDelayedCallback(func() {
 			st := queryTask(t, env)
-			if st.Phase != workflow.TaskAwaitingApproval || len(st.Ignored) != 3 {
+			if st.Phase != status.TaskAwaitingApproval || len(st.Ignored) != 3 {
 				t.Errorf("after decisions without a digest: phase %s, ignored %q", st.Phase, st.Ignored)
 			}
 			for _, note := range st.Ignored {
@@ -192,7 +193,7 @@ func TestDecisionWithoutDigestIsRefused(t *testing.T) {
 		}, 2*time.Minute)
 		decideAt(t, env, 3*time.Minute, workflow.SignalApprove, approval)
 	})
-	if res.Phase != workflow.TaskCompleted || res.Steers != 0 {
+	if res.Phase != status.TaskCompleted || res.Steers != 0 {
 		t.Errorf("result: phase %s, %d steers; want completed by the approval that named the result", res.Phase, res.Steers)
 	}
 	if len(s.steerings) != 1 || s.steerings[0].Action != protocol.ActionApprove {
@@ -207,7 +208,7 @@ func TestPushedTreeMustBeTheApprovedOne(t *testing.T) {
 	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
 		decideAt(t, env, time.Minute, workflow.SignalApprove, approval)
 	})
-	if res.Phase != workflow.TaskFailed || !strings.Contains(res.Error, "not the approved tree "+scriptTree) {
+	if res.Phase != status.TaskFailed || !strings.Contains(res.Error, "not the approved tree "+scriptTree) {
 		t.Errorf("result: phase %s %q; want failed, naming the approved tree", res.Phase, res.Error)
 	}
 }

@@ -8,8 +8,9 @@
 // Workflow code is deterministic: no I/O, no wall clock, no randomness,
 // no goroutines — only the SDK's workflow package. It imports the SDK's
 // workflow and temporal packages, spec, the agent protocol, the activity
-// types and sandbox's value types (resources, secret references); never
-// the server, a sandbox provider or a forge.
+// types, status (the records it writes: states, results, memo keys) and
+// sandbox's value types (resources, secret references); never the
+// server, a sandbox provider or a forge.
 //
 // No release has run these workflows yet, so each has one code path and
 // records no version marker. From the first release on, every change to

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -25,29 +26,29 @@ func TestCampaignWithFailedRepositoriesDoesNotReportCompleted(t *testing.T) {
 		// signal, if set, is sent an hour in (while paused).
 		signal    string
 		arg       any
-		wantPhase workflow.CampaignPhase
+		wantPhase status.CampaignPhase
 		wantMsg   string
 	}{
 		{name: "every repository completed", units: 4,
-			wantPhase: workflow.CampaignCompleted, wantMsg: "4 repositories completed"},
+			wantPhase: status.CampaignCompleted, wantMsg: "4 repositories completed"},
 		{name: "some repositories failed", units: 5, fail: []string{"r1", "r3"},
-			wantPhase: workflow.CampaignCompletedWithFailures, wantMsg: "2 of 5 repositories failed, 3 completed"},
+			wantPhase: status.CampaignCompletedWithFailures, wantMsg: "2 of 5 repositories failed, 3 completed"},
 		{name: "every repository failed", units: 3, fail: []string{"r0", "r1", "r2"},
-			wantPhase: workflow.CampaignFailed, wantMsg: "3 of 3 repositories failed"},
+			wantPhase: status.CampaignFailed, wantMsg: "3 of 3 repositories failed"},
 		{name: "paused at the threshold, then continued with --skip-remaining", units: 6, fail: []string{"r0"}, threshold: 30, action: "pause",
 			signal: workflow.SignalContinue, arg: workflow.ContinueSignal{SkipRemaining: true},
-			wantPhase: workflow.CampaignCompletedWithFailures,
+			wantPhase: status.CampaignCompletedWithFailures,
 			wantMsg:   "1 of 6 repositories failed, 1 completed, 4 skipped; continued with --skip-remaining"},
 		{name: "every started repository failed, then --skip-remaining", units: 6, fail: []string{"r0", "r1"}, threshold: 30, action: "pause",
 			signal: workflow.SignalContinue, arg: workflow.ContinueSignal{SkipRemaining: true},
-			wantPhase: workflow.CampaignFailed,
+			wantPhase: status.CampaignFailed,
 			wantMsg:   "2 of 6 repositories failed, 4 skipped; continued with --skip-remaining"},
 		{name: "paused at the threshold, then aborted", units: 6, fail: []string{"r0"}, threshold: 30, action: "pause",
 			signal: workflow.SignalAbort, arg: workflow.RecordSignal{Record: "approvals/slog.yaml@abc"},
-			wantPhase: workflow.CampaignAborted,
+			wantPhase: status.CampaignAborted,
 			wantMsg:   "1 of 6 repositories failed, 1 completed, 4 skipped; aborted by approvals/slog.yaml@abc"},
 		{name: "aborted by the threshold", units: 6, fail: []string{"r1"}, threshold: 30, action: "abort",
-			wantPhase: workflow.CampaignAborted,
+			wantPhase: status.CampaignAborted,
 			wantMsg:   "1 of 6 repositories failed, 1 completed, 4 skipped; aborted: 1 of 2 finished units failed, over the 30% threshold"},
 	}
 	for _, tc := range cases {
@@ -62,7 +63,7 @@ func TestCampaignWithFailedRepositoriesDoesNotReportCompleted(t *testing.T) {
 			env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
 				mu.Lock()
 				defer mu.Unlock()
-				if p, ok := args.Get(0).(map[string]any)[workflow.MemoPhase]; ok {
+				if p, ok := args.Get(0).(map[string]any)[status.MemoPhase]; ok {
 					memoPhase = p
 				}
 			}).Return(nil)
@@ -97,33 +98,33 @@ func TestCampaignWithFailedRepositoriesDoesNotReportCompleted(t *testing.T) {
 func TestFinalPhase(t *testing.T) {
 	cases := []struct {
 		name  string
-		phase workflow.CampaignPhase
-		s     workflow.Summary
-		want  workflow.CampaignPhase
+		phase status.CampaignPhase
+		s     status.Summary
+		want  status.CampaignPhase
 		msg   string
 	}{
-		{"no change: every unit completed", workflow.CampaignRunning, workflow.Summary{Total: 3, Completed: 3},
-			workflow.CampaignCompleted, "3 repositories completed"},
-		{"one repository", workflow.CampaignRunning, workflow.Summary{Total: 1, Completed: 1},
-			workflow.CampaignCompleted, "1 repository completed"},
-		{"no units", workflow.CampaignRunning, workflow.Summary{},
-			workflow.CampaignCompleted, "no repositories"},
-		{"skipped units alone", workflow.CampaignRunning, workflow.Summary{Total: 4, Completed: 1, Skipped: 3},
-			workflow.CampaignCompleted, "1 of 4 repositories completed, 3 skipped"},
-		{"one failed", workflow.CampaignRunning, workflow.Summary{Total: 4, Completed: 3, Failed: 1},
-			workflow.CampaignCompletedWithFailures, "1 of 4 repositories failed, 3 completed"},
-		{"one cancelled", workflow.CampaignRunning, workflow.Summary{Total: 4, Completed: 3, Cancelled: 1},
-			workflow.CampaignCompletedWithFailures, "1 of 4 repositories cancelled, 3 completed"},
-		{"failed and cancelled, none completed", workflow.CampaignRunning, workflow.Summary{Total: 2, Failed: 1, Cancelled: 1},
-			workflow.CampaignFailed, "1 of 2 repositories failed, 1 cancelled"},
-		{"aborted stays aborted", workflow.CampaignAborted, workflow.Summary{Total: 4, Completed: 2, Skipped: 2},
-			workflow.CampaignAborted, "2 of 4 repositories completed, 2 skipped"},
-		{"an old result: completed with failures", workflow.CampaignCompleted, workflow.Summary{Total: 2, Completed: 1, Failed: 1},
-			workflow.CampaignCompletedWithFailures, "1 of 2 repositories failed, 1 completed"},
+		{"no change: every unit completed", status.CampaignRunning, status.Summary{Total: 3, Completed: 3},
+			status.CampaignCompleted, "3 repositories completed"},
+		{"one repository", status.CampaignRunning, status.Summary{Total: 1, Completed: 1},
+			status.CampaignCompleted, "1 repository completed"},
+		{"no units", status.CampaignRunning, status.Summary{},
+			status.CampaignCompleted, "no repositories"},
+		{"skipped units alone", status.CampaignRunning, status.Summary{Total: 4, Completed: 1, Skipped: 3},
+			status.CampaignCompleted, "1 of 4 repositories completed, 3 skipped"},
+		{"one failed", status.CampaignRunning, status.Summary{Total: 4, Completed: 3, Failed: 1},
+			status.CampaignCompletedWithFailures, "1 of 4 repositories failed, 3 completed"},
+		{"one cancelled", status.CampaignRunning, status.Summary{Total: 4, Completed: 3, Cancelled: 1},
+			status.CampaignCompletedWithFailures, "1 of 4 repositories cancelled, 3 completed"},
+		{"failed and cancelled, none completed", status.CampaignRunning, status.Summary{Total: 2, Failed: 1, Cancelled: 1},
+			status.CampaignFailed, "1 of 2 repositories failed, 1 cancelled"},
+		{"aborted stays aborted", status.CampaignAborted, status.Summary{Total: 4, Completed: 2, Skipped: 2},
+			status.CampaignAborted, "2 of 4 repositories completed, 2 skipped"},
+		{"an old result: completed with failures", status.CampaignCompleted, status.Summary{Total: 2, Completed: 1, Failed: 1},
+			status.CampaignCompletedWithFailures, "1 of 2 repositories failed, 1 completed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := workflow.FinalPhase(c.phase, c.s); got != c.want {
+			if got := status.FinalPhase(c.phase, c.s); got != c.want {
 				t.Errorf("FinalPhase = %s, want %s", got, c.want)
 			}
 			if got := c.s.Describe(); got != c.msg {
@@ -137,14 +138,14 @@ func TestFinalPhase(t *testing.T) {
 // were told apart recorded "completed" whatever its units did; it is
 // reported as it ended, its reason kept.
 func TestFinalOfAnOldResult(t *testing.T) {
-	old := workflow.CampaignState{ID: "c", Phase: workflow.CampaignCompleted, Message: "continued with --skip-remaining",
-		Summary: workflow.Summary{Total: 6, Completed: 1, Failed: 1, Skipped: 4}}
-	got := workflow.Final(old)
-	if got.Phase != workflow.CampaignCompletedWithFailures ||
+	old := status.CampaignState{ID: "c", Phase: status.CampaignCompleted, Message: "continued with --skip-remaining",
+		Summary: status.Summary{Total: 6, Completed: 1, Failed: 1, Skipped: 4}}
+	got := status.Final(old)
+	if got.Phase != status.CampaignCompletedWithFailures ||
 		got.Message != "1 of 6 repositories failed, 1 completed, 4 skipped; continued with --skip-remaining" {
 		t.Errorf("Final(old) = %s (%s)", got.Phase, got.Message)
 	}
-	if again := workflow.Final(got); again.Phase != got.Phase || again.Message != got.Message {
+	if again := status.Final(got); again.Phase != got.Phase || again.Message != got.Message {
 		t.Errorf("Final of a final state changed it: %s (%s)", again.Phase, again.Message)
 	}
 }

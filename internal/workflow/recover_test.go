@@ -11,6 +11,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -34,7 +35,7 @@ func TestKilledAgentsTaskIsProvisionedAgainAndFinishes(t *testing.T) {
 	in := taskInput()
 	in.Manifest.RequireApproval = false
 	res, _ := runTask(t, s, in, nil)
-	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
+	if res.Phase != status.TaskCompleted || res.Repositories[0].PullRequest == nil {
 		t.Fatalf("result %+v; want completed with its pull request", res)
 	}
 	if len(s.sandboxes) != 2 || s.sandboxes[0] == s.sandboxes[1] || res.SandboxesLost != 1 {
@@ -49,7 +50,7 @@ func TestTaskGivesUpAfterLosingSandboxesOverAndOver(t *testing.T) {
 	in := taskInput()
 	in.Manifest.RequireApproval = false
 	res, _ := runTask(t, s, in, nil)
-	if res.Phase != workflow.TaskFailed || !strings.Contains(res.Error, "without finishing") {
+	if res.Phase != status.TaskFailed || !strings.Contains(res.Error, "without finishing") {
 		t.Fatalf("result %s %q; want failed, saying the agent did not finish", res.Phase, res.Error)
 	}
 	if len(s.sandboxes) != 6 || res.SandboxesLost != 5 {
@@ -70,7 +71,7 @@ func TestApprovalSurvivesAnAgentCrash(t *testing.T) {
 			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: approved, By: "alice", Record: "approvals/svc.yaml"})
 		}, time.Minute)
 	})
-	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
+	if res.Phase != status.TaskCompleted || res.Repositories[0].PullRequest == nil {
 		t.Fatalf("result %s %q; want completed on the approval given before the crash", res.Phase, res.Error)
 	}
 	if len(s.sandboxes) != 2 {
@@ -104,13 +105,13 @@ func TestRerunWithAnotherResultWaitsForItsOwnDecision(t *testing.T) {
 		env.RegisterDelayedCallback(func() {
 			st := queryTask(t, env)
 			second = st.ResultDigest
-			if st.Phase != workflow.TaskAwaitingApproval || len(st.Lost) != 1 || len(st.Ignored) != 1 || !strings.Contains(st.Ignored[0], "awaits a decision of its own") {
+			if st.Phase != status.TaskAwaitingApproval || len(st.Lost) != 1 || len(st.Ignored) != 1 || !strings.Contains(st.Ignored[0], "awaits a decision of its own") {
 				t.Errorf("after the re-run: phase %s, lost %q, notes %q", st.Phase, st.Lost, st.Ignored)
 			}
 			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: second, Record: "approvals/second.yaml"})
 		}, 2*time.Minute)
 	})
-	if first == second || res.Phase != workflow.TaskCompleted {
+	if first == second || res.Phase != status.TaskCompleted {
 		t.Fatalf("digests %q and %q, result %s %q; want two results and completed on the second's approval", first, second, res.Phase, res.Error)
 	}
 	if strings.Join(res.Applied, ",") != "approvals/first.yaml,approvals/second.yaml" {
@@ -126,7 +127,7 @@ func TestSteeringIsGivenAgainAfterAnAgentCrash(t *testing.T) {
 		decideAt(t, env, time.Minute, workflow.SignalSteer, steering("use slog"))
 		decideAt(t, env, 2*time.Minute, workflow.SignalApprove, approval)
 	})
-	if res.Phase != workflow.TaskCompleted || res.Steers != 1 {
+	if res.Phase != status.TaskCompleted || res.Steers != 1 {
 		t.Fatalf("result %s %q, %d steers; want completed after one steer", res.Phase, res.Error, res.Steers)
 	}
 	var got []string
@@ -153,7 +154,7 @@ func TestApprovalOfAChangeNeverPushedIsNotCarriedOut(t *testing.T) {
 			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: queryTask(t, env).ResultDigest, Record: "approvals/svc.yaml"})
 		}, time.Minute)
 	})
-	if res.Phase != workflow.TaskFailed || len(res.Applied) != 0 {
+	if res.Phase != status.TaskFailed || len(res.Applied) != 0 {
 		t.Fatalf("result %s, applied %q; want failed and the approval not carried out", res.Phase, res.Applied)
 	}
 }
@@ -168,7 +169,7 @@ func TestTaskCredentialsAndNotes(t *testing.T) {
 	in.Manifest.RequireApproval = false
 	in.Credentials = &activity.Credentials{GitHub: &sandbox.SecretRef{Secret: "team-github", Key: "token"}}
 	res, env := runTask(t, s, in, nil)
-	if res.Phase != workflow.TaskCompleted || len(s.sandboxes) != 2 {
+	if res.Phase != status.TaskCompleted || len(s.sandboxes) != 2 {
 		t.Fatalf("result %+v after %d sandboxes; want completed in the second", res, len(s.sandboxes))
 	}
 	for i, c := range s.credentials {

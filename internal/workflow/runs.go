@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // Runs of direct units. A unit that needs no decision on its way runs as
@@ -106,9 +107,9 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 			c.queued[key] = &prev
 		}
 		r.Key = key
-		r.Phase = TaskQueued
+		r.Phase = status.TaskQueued
 		if i == 0 {
-			r.Phase = TaskRunning
+			r.Phase = status.TaskRunning
 		}
 		r.Attempts++
 		c.p.Results[key] = r
@@ -232,7 +233,7 @@ func (c *campaignRun) recordRun(keys []string, f workflow.Future) {
 
 // withUnitDone is r once its unit ended in a run of units as u says;
 // grouped says whether the unit is a group of repositories.
-func withUnitDone(r UnitResult, u activity.UnitOutcome, grouped bool) UnitResult {
+func withUnitDone(r status.UnitResult, u activity.UnitOutcome, grouped bool) status.UnitResult {
 	if u.Error != "" {
 		return withError(r, u.Error, u.Cancelled)
 	}
@@ -246,7 +247,7 @@ func withUnitDone(r UnitResult, u activity.UnitOutcome, grouped bool) UnitResult
 // shows those after its first as queued. What p says counts only for a
 // unit that still waits or works in the attempt it is of; the campaign's
 // own record, once it has one, is left as it is.
-func WithRunsProgress(st CampaignState, p activity.RunsProgress) CampaignState {
+func WithRunsProgress(st status.CampaignState, p activity.RunsProgress) status.CampaignState {
 	if len(p.Done) == 0 && len(p.AtWork) == 0 {
 		return st
 	}
@@ -256,7 +257,7 @@ func WithRunsProgress(st CampaignState, p activity.RunsProgress) CampaignState {
 	}
 	st.Units = slices.Clone(st.Units)
 	// set shows unit key of attempt in phases as next makes it.
-	set := func(key string, attempt int, phases []TaskPhase, next func(UnitResult, bool) UnitResult) {
+	set := func(key string, attempt int, phases []status.TaskPhase, next func(status.UnitResult, bool) status.UnitResult) {
 		i, ok := at[key]
 		if !ok || attempt == 0 {
 			return
@@ -268,18 +269,18 @@ func WithRunsProgress(st CampaignState, p activity.RunsProgress) CampaignState {
 		// A group's units show its repositories before it ends.
 		n := max(len(r.Repos), 1)
 		nr := next(r, n > 1)
-		st.Summary.count(r, n, -1)
-		st.Summary.count(nr, n, 1)
+		st.Summary.Count(r, n, -1)
+		st.Summary.Count(nr, n, 1)
 		st.Units[i] = nr
 	}
 	for _, d := range p.Done {
-		set(d.Key, d.Attempt, []TaskPhase{TaskQueued, TaskRunning}, func(r UnitResult, grouped bool) UnitResult {
+		set(d.Key, d.Attempt, []status.TaskPhase{status.TaskQueued, status.TaskRunning}, func(r status.UnitResult, grouped bool) status.UnitResult {
 			return withUnitDone(r, d, grouped)
 		})
 	}
 	for _, u := range p.AtWork {
-		set(u.Key, u.Attempt, []TaskPhase{TaskQueued}, func(r UnitResult, _ bool) UnitResult {
-			r.Phase = TaskRunning
+		set(u.Key, u.Attempt, []status.TaskPhase{status.TaskQueued}, func(r status.UnitResult, _ bool) status.UnitResult {
+			r.Phase = status.TaskRunning
 			return r
 		})
 	}
@@ -290,5 +291,5 @@ func WithRunsProgress(st CampaignState, p activity.RunsProgress) CampaignState {
 // stopped, suspended, paused or past its failure threshold (where no
 // unit starts, as no run would).
 func (c *campaignRun) startsUnits() bool {
-	return !c.p.Stop && !c.p.Suspended && c.p.Phase == CampaignRunning && !c.overThreshold() && c.ctx.Err() == nil
+	return !c.p.Stop && !c.p.Suspended && c.p.Phase == status.CampaignRunning && !c.overThreshold() && c.ctx.Err() == nil
 }

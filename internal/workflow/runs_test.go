@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -29,7 +30,7 @@ func TestCampaignRunsShortUnitsInRuns(t *testing.T) {
 	env := newCampaignEnv(f)
 	env.ExecuteWorkflow(workflow.Campaign, runsInput(12, 2))
 	st := campaignResult(t, env)
-	if st.Phase != workflow.CampaignCompleted || st.Summary.Completed != 12 || st.Summary.PRsCreated != 12 {
+	if st.Phase != status.CampaignCompleted || st.Summary.Completed != 12 || st.Summary.PRsCreated != 12 {
 		t.Fatalf("campaign %s (%s) %+v", st.Phase, st.Message, st.Summary)
 	}
 	total := 0
@@ -73,13 +74,13 @@ func TestCampaignRunStopsAtAFailureForTheThreshold(t *testing.T) {
 	// A run of the 8 that stops after r2: 1 of 3 finished units failed,
 	// over 30%.
 	want := "r0=completed r1=completed r2=failed r3=pending r4=pending r5=pending r6=pending r7=pending"
-	if paused.Phase != workflow.CampaignPaused || phases(*paused) != want {
+	if paused.Phase != status.CampaignPaused || phases(*paused) != want {
 		t.Errorf("at the threshold: %s %s, want paused: %s", paused.Phase, phases(*paused), want)
 	}
 	if !slices.Equal(f.runs, []int{8, 5}) {
 		t.Errorf("runs %v: want a run of 8 that stops after r2, then one of the 5 left", f.runs)
 	}
-	if st.Phase != workflow.CampaignCompletedWithFailures || st.Summary.Completed != 7 || st.Summary.Failed != 1 {
+	if st.Phase != status.CampaignCompletedWithFailures || st.Summary.Completed != 7 || st.Summary.Failed != 1 {
 		t.Errorf("after continue: %s %+v", st.Phase, st.Summary)
 	}
 }
@@ -116,7 +117,7 @@ func TestRunsShowEachUnitAsItEnds(t *testing.T) {
 	f := &fleet{fail: map[string]bool{"r2": true}}
 	env := newCampaignEnv(f)
 	type seen struct {
-		before, after workflow.CampaignState
+		before, after status.CampaignState
 		done          []activity.UnitOutcome
 	}
 	var views []seen
@@ -149,7 +150,7 @@ func TestRunsShowEachUnitAsItEnds(t *testing.T) {
 		if s.Total != 5 || s.Completed != i+1-failed || s.Failed != failed || s.Running != 0 || s.PRsCreated != i+1-failed {
 			t.Errorf("after unit %d the counts are %+v", i, s)
 		}
-		if v.before.Units[0].Phase != workflow.TaskRunning || v.before.Units[1].Phase != workflow.TaskQueued {
+		if v.before.Units[0].Phase != status.TaskRunning || v.before.Units[1].Phase != status.TaskQueued {
 			t.Errorf("the campaign itself shows %s", phases(v.before))
 		}
 	}

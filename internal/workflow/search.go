@@ -5,6 +5,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fleetlift/fleetlift/internal/payload"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // The search attributes fleetlift's runs carry, so that Temporal's own
@@ -30,7 +31,7 @@ var (
 	SearchSpecDigest = temporal.NewSearchAttributeKeyKeyword("FleetliftSpecDigest")
 	// SearchPhase is the run's phase, kept current: a TaskPhase or a
 	// CampaignPhase.
-	SearchPhase = temporal.NewSearchAttributeKeyKeyword("FleetliftPhase")
+	SearchPhase = temporal.NewSearchAttributeKeyKeyword(status.SearchPhase)
 )
 
 // SearchAttributeNames are the names of the search attributes above, all
@@ -98,7 +99,7 @@ func (s *searchAttributes) child(ctx workflow.Context, id, campaign string) temp
 		return temporal.SearchAttributes{}
 	}
 	digest, _ := workflow.GetTypedSearchAttributes(ctx).GetKeyword(SearchSpecDigest)
-	return StartAttributes(string(kindTask), id, campaign, digest, string(TaskProvisioning))
+	return StartAttributes(string(kindTask), id, campaign, digest, string(status.TaskProvisioning))
 }
 
 // kindTask is the kind of a campaign's child tasks, in their memo and
@@ -112,15 +113,15 @@ const MemoCampaign = "fleetlift.campaign"
 // its campaign, and the campaign's digest and generation as the
 // campaign's memo has them.
 func childMemo(ctx workflow.Context, id, campaign string, generation int64) map[string]any {
-	m := map[string]any{MemoKind: kindTask, MemoID: id, MemoCampaign: campaign}
-	if p, ok := workflow.GetInfo(ctx).Memo.GetFields()[MemoDigest]; ok {
+	m := map[string]any{status.MemoKind: kindTask, status.MemoID: id, MemoCampaign: campaign}
+	if p, ok := workflow.GetInfo(ctx).Memo.GetFields()[status.MemoDigest]; ok {
 		var digest string
 		if payload.Converter.FromPayload(p, &digest) == nil && digest != "" {
-			m[MemoDigest] = digest
+			m[status.MemoDigest] = digest
 		}
 	}
 	if generation > 0 {
-		m[MemoGeneration] = generation
+		m[status.MemoGeneration] = generation
 	}
 	return m
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // a is used only to name activities; workflows never call its methods.
@@ -29,9 +30,9 @@ var a *activity.Activities
 // already given is given again, and a result with the digest already
 // approved is approved by that decision. The sandbox is removed whatever
 // happens, including cancellation.
-func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
+func Task(ctx workflow.Context, in TaskInput) (status.TaskResult, error) {
 	t := newTaskRun(ctx, in)
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TaskState, error) { return *t.st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, status.QueryStatus, func() (status.TaskState, error) { return *t.st, nil }); err != nil {
 		return t.res, err
 	}
 	// Cleanup runs on a disconnected context: it must happen even when
@@ -44,8 +45,8 @@ func Task(ctx workflow.Context, in TaskInput) (TaskResult, error) {
 type taskRun struct {
 	ctx workflow.Context
 	in  TaskInput
-	st  *TaskState
-	res TaskResult
+	st  *status.TaskState
+	res status.TaskResult
 	// approvals are the approve records carried out: they count as
 	// carried out only if the task then completes, so that a record
 	// approving a change that was never pushed still applies to a retry.
@@ -96,8 +97,8 @@ func newTaskRun(ctx workflow.Context, in TaskInput) *taskRun {
 	}
 	return &taskRun{
 		ctx: ctx, in: in,
-		st:     &TaskState{ID: in.ID, Phase: TaskProvisioning},
-		res:    TaskResult{ID: in.ID},
+		st:     &status.TaskState{ID: in.ID, Phase: status.TaskProvisioning},
+		res:    status.TaskResult{ID: in.ID},
 		search: newSearchAttributes(ctx),
 		base:   base, ref: activity.SandboxRef{ID: base},
 		steps:   sandboxSteps{hostTimeout: hostTimeout},
@@ -108,7 +109,7 @@ func newTaskRun(ctx workflow.Context, in TaskInput) *taskRun {
 // run provisions the first sandbox, waits for its agent and, while the
 // agent awaits input, for the decisions on its results, replacing lost
 // sandboxes on the way, until the task ends.
-func (t *taskRun) run() (TaskResult, error) {
+func (t *taskRun) run() (status.TaskResult, error) {
 	// firstPhases end the agent's first run of the work in a sandbox.
 	firstPhases := []protocol.Phase{protocol.PhaseAwaitingInput, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled}
 	var r *protocol.Result
@@ -131,13 +132,13 @@ func (t *taskRun) run() (TaskResult, error) {
 		switch t.st.AgentPhase {
 		case protocol.PhaseComplete:
 			if msg := unapprovedPushes(t.approvedResult, r); msg != "" {
-				return t.finish(TaskFailed, msg, r)
+				return t.finish(status.TaskFailed, msg, r)
 			}
-			return t.finish(TaskCompleted, "", r)
+			return t.finish(status.TaskCompleted, "", r)
 		case protocol.PhaseFailed:
-			return t.finish(TaskFailed, "", r)
+			return t.finish(status.TaskFailed, "", r)
 		case protocol.PhaseCancelled:
-			return t.finish(TaskCancelled, "", r)
+			return t.finish(status.TaskCancelled, "", r)
 		}
 		// awaiting_input: the approval loop.
 		digest, act, prompt, timedOut := t.awaitApproval(r)
@@ -158,7 +159,7 @@ func (t *taskRun) run() (TaskResult, error) {
 // finish ends the task in phase p: it records the result, says why (msg,
 // or else the agent's error in r) and, unless the task completed, takes
 // back the approvals it carried out.
-func (t *taskRun) finish(p TaskPhase, msg string, r *protocol.Result) (TaskResult, error) {
+func (t *taskRun) finish(p status.TaskPhase, msg string, r *protocol.Result) (status.TaskResult, error) {
 	st, res := t.st, &t.res
 	t.finished = true
 	t.search.setPhase(t.ctx, string(p))
@@ -173,7 +174,7 @@ func (t *taskRun) finish(p TaskPhase, msg string, r *protocol.Result) (TaskResul
 		}
 	}
 	res.Applied = st.Applied
-	if p != TaskCompleted && len(t.approvals) > 0 {
+	if p != status.TaskCompleted && len(t.approvals) > 0 {
 		res.Applied = slices.DeleteFunc(slices.Clone(st.Applied), func(rec string) bool { return slices.Contains(t.approvals, rec) })
 		st.Applied = res.Applied
 	}
@@ -219,7 +220,7 @@ func (t *taskRun) start(n int) error {
 	t.ref = got
 	t.st.Sandbox = t.ref.ID
 	t.unsubmitted = true
-	t.st.Phase = TaskRunning
+	t.st.Phase = status.TaskRunning
 	return nil
 }
 
@@ -296,7 +297,7 @@ func (t *taskRun) startOver(err error) (bool, error) {
 // else one awaited (awaitDecision); timedOut when none came in time.
 func (t *taskRun) awaitApproval(r *protocol.Result) (digest string, act protocol.Action, prompt string, timedOut bool) {
 	st := t.st
-	st.Phase = TaskAwaitingApproval
+	st.Phase = status.TaskAwaitingApproval
 	t.search.setPhase(t.ctx, string(st.Phase))
 	digest = ResultDigest(t.iteration, r)
 	st.ResultDigest = digest
@@ -322,21 +323,21 @@ func (t *taskRun) awaitApproval(r *protocol.Result) (digest string, act protocol
 // abandon ends a task cancelled, or given no decision in time, while
 // awaiting approval: it tells the agent to stop, on a context that
 // survives the cancellation.
-func (t *taskRun) abandon(timedOut bool, r *protocol.Result) (TaskResult, error) {
+func (t *taskRun) abandon(timedOut bool, r *protocol.Result) (status.TaskResult, error) {
 	dctx, _ := workflow.NewDisconnectedContext(t.ctx)
 	_ = t.steer(dctx, 3, protocol.Steering{Action: protocol.ActionCancel, Iteration: t.iteration})
 	msg := "cancelled while awaiting approval"
 	if timedOut {
 		msg = fmt.Sprintf("no approval within %s", t.in.ApprovalTimeout)
 	}
-	return t.finish(TaskCancelled, msg, r)
+	return t.finish(status.TaskCancelled, msg, r)
 }
 
 // approve carries out the approval of result r (digest): the agent
 // pushes and proposes its changes, and the wait returns its final result.
 // A steering not delivered leaves r and says why.
 func (t *taskRun) approve(digest string, r *protocol.Result) (*protocol.Result, error) {
-	t.st.Phase = TaskCreatingPRs
+	t.st.Phase = status.TaskCreatingPRs
 	t.approved, t.approvedResult = digest, r
 	if err := t.steer(t.ctx, 5, protocol.Steering{Action: protocol.ActionApprove, Iteration: t.iteration}); err != nil {
 		return r, &stepError{"approve", err}
@@ -352,7 +353,7 @@ func (t *taskRun) steerAgain(prompt string, r *protocol.Result) (*protocol.Resul
 		t.res.Steers++
 	}
 	t.iteration++
-	t.st.Phase = TaskRunning
+	t.st.Phase = status.TaskRunning
 	if err := t.steer(t.ctx, 5, protocol.Steering{Action: protocol.ActionSteer, Prompt: prompt, Iteration: t.iteration}); err != nil {
 		return r, &stepError{"steer", err}
 	}
@@ -361,7 +362,7 @@ func (t *taskRun) steerAgain(prompt string, r *protocol.Result) (*protocol.Resul
 
 // reject ends the task on a reject or cancel decision (act), telling the
 // agent to stop.
-func (t *taskRun) reject(act protocol.Action, r *protocol.Result) (TaskResult, error) {
+func (t *taskRun) reject(act protocol.Action, r *protocol.Result) (status.TaskResult, error) {
 	if err := t.steer(t.ctx, 5, protocol.Steering{Action: protocol.ActionCancel, Iteration: t.iteration}); err != nil {
 		workflow.GetLogger(t.ctx).Warn("cancel steering not delivered", "error", err)
 	}
@@ -369,7 +370,7 @@ func (t *taskRun) reject(act protocol.Action, r *protocol.Result) (TaskResult, e
 	if act == protocol.ActionCancel {
 		msg = "cancelled"
 	}
-	return t.finish(TaskCancelled, msg, r)
+	return t.finish(status.TaskCancelled, msg, r)
 }
 
 // maxSandboxes bounds the sandboxes one task uses: the first, and those
@@ -429,7 +430,7 @@ func unapprovedPushes(approved, final *protocol.Result) string {
 // result, or a result other than the one awaiting approval
 // (st.ResultDigest), is recorded as ignored and the wait goes on: whoever
 // can signal the workflow must still know what the result is.
-func awaitDecision(ctx workflow.Context, timeout time.Duration, st *TaskState, approvals *[]string) (act protocol.Action, prompt string, timedOut bool) {
+func awaitDecision(ctx workflow.Context, timeout time.Duration, st *status.TaskState, approvals *[]string) (act protocol.Action, prompt string, timedOut bool) {
 	sel := workflow.NewSelector(ctx)
 	decided := false
 	current := func(name string, d DecisionSignal) bool {
@@ -527,11 +528,11 @@ func ResultDigest(iteration int, r *protocol.Result) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-func failedOrCancelled(ctx workflow.Context) TaskPhase {
+func failedOrCancelled(ctx workflow.Context) status.TaskPhase {
 	if errors.Is(ctx.Err(), workflow.ErrCanceled) {
-		return TaskCancelled
+		return status.TaskCancelled
 	}
-	return TaskFailed
+	return status.TaskFailed
 }
 
 // stepError is a step of the task that failed: its errText is the step's
@@ -575,10 +576,10 @@ func errText(err error) string {
 	return err.Error()
 }
 
-func repoResults(r protocol.Result) []RepoResult {
-	out := make([]RepoResult, 0, len(r.Repositories))
+func repoResults(r protocol.Result) []status.RepoResult {
+	out := make([]status.RepoResult, 0, len(r.Repositories))
 	for _, rr := range r.Repositories {
-		out = append(out, RepoResult{
+		out = append(out, status.RepoResult{
 			Name: rr.Name, Status: rr.Status, FilesModified: rr.FilesModified,
 			PullRequest: rr.PullRequest, Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error, ErrorKind: rr.ErrorKind,
 		})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -172,7 +173,7 @@ func taskInput() workflow.TaskInput {
 	return workflow.TaskInput{ID: "t", Manifest: protocol.Manifest{TaskID: "t", Mode: protocol.ModeTransform, RequireApproval: true}, Timeout: time.Hour}
 }
 
-func runTask(t *testing.T, s *agentScript, in workflow.TaskInput, during func(env *testsuite.TestWorkflowEnvironment)) (workflow.TaskResult, *testsuite.TestWorkflowEnvironment) {
+func runTask(t *testing.T, s *agentScript, in workflow.TaskInput, during func(env *testsuite.TestWorkflowEnvironment)) (status.TaskResult, *testsuite.TestWorkflowEnvironment) {
 	t.Helper()
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
@@ -185,7 +186,7 @@ func runTask(t *testing.T, s *agentScript, in workflow.TaskInput, during func(en
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
-	var res workflow.TaskResult
+	var res status.TaskResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatalf("workflow error: %v", err)
 	}
@@ -221,7 +222,7 @@ func TestTaskWithoutApprovalCompletes(t *testing.T) {
 	in := taskInput()
 	in.Manifest.RequireApproval = false
 	res, _ := runTask(t, s, in, nil)
-	if res.Phase != workflow.TaskCompleted || len(res.Repositories) != 1 || res.Repositories[0].PullRequest == nil {
+	if res.Phase != status.TaskCompleted || len(res.Repositories) != 1 || res.Repositories[0].PullRequest == nil {
 		t.Errorf("result: %+v", res)
 	}
 	if len(s.steerings) != 0 {
@@ -245,7 +246,7 @@ func TestTaskReportsReachTheResult(t *testing.T) {
 	in := taskInput()
 	in.Manifest.Mode, in.Manifest.RequireApproval = protocol.ModeReport, false
 	res, _ := runTask(t, s, in, nil)
-	if res.Phase != workflow.TaskCompleted || len(res.Repositories) != 3 {
+	if res.Phase != status.TaskCompleted || len(res.Repositories) != 3 {
 		t.Fatalf("result: %+v", res)
 	}
 	a, b, c := res.Repositories[0], res.Repositories[1], res.Repositories[2]
@@ -265,21 +266,21 @@ func TestTaskApprove(t *testing.T) {
 	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
 	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(func() {
-			v, err := env.QueryWorkflow(workflow.QueryStatus)
+			v, err := env.QueryWorkflow(status.QueryStatus)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var st workflow.TaskState
+			var st status.TaskState
 			if err := v.Get(&st); err != nil {
 				t.Fatal(err)
 			}
-			if st.Phase != workflow.TaskAwaitingApproval || st.Result == nil || st.Result.Repositories[0].FilesModified[0] != "main.go" {
+			if st.Phase != status.TaskAwaitingApproval || st.Result == nil || st.Result.Repositories[0].FilesModified[0] != "main.go" {
 				t.Errorf("while waiting: %+v", st)
 			}
 			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: st.ResultDigest})
 		}, time.Minute)
 	})
-	if res.Phase != workflow.TaskCompleted || res.Repositories[0].PullRequest == nil {
+	if res.Phase != status.TaskCompleted || res.Repositories[0].PullRequest == nil {
 		t.Errorf("result: %+v", res)
 	}
 	if len(s.steerings) != 1 || s.steerings[0].Action != protocol.ActionApprove {
@@ -294,7 +295,7 @@ func TestTaskSteerTwiceThenApprove(t *testing.T) {
 		decideAt(t, env, 2*time.Minute, workflow.SignalSteer, steering("use slog.Info"))
 		decideAt(t, env, 3*time.Minute, workflow.SignalApprove, approval)
 	})
-	if res.Phase != workflow.TaskCompleted || res.Steers != 2 {
+	if res.Phase != status.TaskCompleted || res.Steers != 2 {
 		t.Errorf("result: %+v", res)
 	}
 	var got []string
@@ -315,7 +316,7 @@ func TestTaskReject(t *testing.T) {
 	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
 		decideAt(t, env, time.Minute, workflow.SignalReject, approval)
 	})
-	if res.Phase != workflow.TaskCancelled || res.Error != "rejected" {
+	if res.Phase != status.TaskCancelled || res.Error != "rejected" {
 		t.Errorf("result: %+v", res)
 	}
 	if len(s.steerings) != 1 || s.steerings[0].Action != protocol.ActionCancel {
@@ -331,7 +332,7 @@ func TestTaskCancelWorkflowWhileAwaiting(t *testing.T) {
 	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
 	})
-	if res.Phase != workflow.TaskCancelled {
+	if res.Phase != status.TaskCancelled {
 		t.Errorf("result: %+v", res)
 	}
 	if len(s.steerings) != 1 || s.steerings[0].Action != protocol.ActionCancel {
@@ -344,7 +345,7 @@ func TestTaskApprovalTimeout(t *testing.T) {
 	in := taskInput()
 	in.ApprovalTimeout = 24 * time.Hour
 	res, _ := runTask(t, s, in, nil)
-	if res.Phase != workflow.TaskCancelled || !strings.Contains(res.Error, "no approval within 24h0m0s") {
+	if res.Phase != status.TaskCancelled || !strings.Contains(res.Error, "no approval within 24h0m0s") {
 		t.Errorf("result: %+v", res)
 	}
 }
@@ -353,7 +354,7 @@ func TestTaskAgentTimeout(t *testing.T) {
 	s := &agentScript{first: protocol.PhaseExecuting,
 		waitErr: temporal.NewTimeoutError(0, errors.New("start-to-close"))}
 	res, _ := runTask(t, s, taskInput(), nil)
-	if res.Phase != workflow.TaskFailed || !strings.Contains(res.Error, "agent: ") {
+	if res.Phase != status.TaskFailed || !strings.Contains(res.Error, "agent: ") {
 		t.Errorf("result: %+v", res)
 	}
 }
@@ -372,7 +373,7 @@ func TestTaskProvisioningFailureNamesTheStepOnce(t *testing.T) {
 	} {
 		s := &agentScript{first: protocol.PhaseComplete, provisionErr: c.err}
 		res, _ := runTask(t, s, taskInput(), nil)
-		if res.Phase != workflow.TaskFailed || res.Error != c.want {
+		if res.Phase != status.TaskFailed || res.Error != c.want {
 			t.Errorf("provisioning failed with %v: result %s %q; want failed %q", c.err, res.Phase, res.Error, c.want)
 		}
 	}
@@ -384,14 +385,14 @@ func TestTaskWaitsForAWorkerWithRoom(t *testing.T) {
 	s := &agentScript{first: protocol.PhaseComplete, full: 4}
 	in := taskInput()
 	in.Manifest.RequireApproval = false
-	var meanwhile workflow.TaskState
+	var meanwhile status.TaskState
 	res, _ := runTask(t, s, in, func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(func() { meanwhile = queryTask(t, env) }, 5*time.Second)
 	})
-	if meanwhile.Phase != workflow.TaskProvisioning || !strings.Contains(meanwhile.Message, "waiting for a worker with room") {
+	if meanwhile.Phase != status.TaskProvisioning || !strings.Contains(meanwhile.Message, "waiting for a worker with room") {
 		t.Errorf("while it waited, the task said %s %q; want provisioning, waiting for a worker with room", meanwhile.Phase, meanwhile.Message)
 	}
-	if res.Phase != workflow.TaskCompleted || res.Error != "" {
+	if res.Phase != status.TaskCompleted || res.Error != "" {
 		t.Fatalf("result %s %q; want completed", res.Phase, res.Error)
 	}
 	if s.provisions != 5 || len(s.sandboxes) != 1 {
@@ -427,7 +428,7 @@ func TestTaskApprovalKeepsTheSandboxUntilTheEnd(t *testing.T) {
 	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
 		decideAt(t, env, time.Minute, workflow.SignalApprove, approval)
 	})
-	if res.Phase != workflow.TaskCompleted || len(s.steerings) != 1 || s.cleanupSteps != 0 {
+	if res.Phase != status.TaskCompleted || len(s.steerings) != 1 || s.cleanupSteps != 0 {
 		t.Errorf("phase %s, %d steerings, %d cleanup steps: want completed, 1, 0", res.Phase, len(s.steerings), s.cleanupSteps)
 	}
 }
@@ -435,7 +436,7 @@ func TestTaskApprovalKeepsTheSandboxUntilTheEnd(t *testing.T) {
 func TestTaskAgentFailed(t *testing.T) {
 	s := &agentScript{first: protocol.PhaseFailed}
 	res, _ := runTask(t, s, taskInput(), nil)
-	if res.Phase != workflow.TaskFailed {
+	if res.Phase != status.TaskFailed {
 		t.Errorf("result: %+v", res)
 	}
 }

@@ -30,23 +30,6 @@ const (
 	SignalUpdate = "update"
 )
 
-// Memo keys every run records when it starts; a campaign updated in
-// place records the new spec's under the same keys. The state reader
-// (package state/temporal) reads them.
-const (
-	MemoKind       = "fleetlift.kind"
-	MemoID         = "fleetlift.id"
-	MemoDigest     = "fleetlift.digest"
-	MemoFile       = "fleetlift.file"
-	MemoSpec       = "fleetlift.spec"
-	MemoGeneration = "fleetlift.generation"
-	MemoRevision   = "fleetlift.revision"
-	MemoPhase      = "fleetlift.phase"
-)
-
-// QueryStatus is the query both workflows answer with their state.
-const QueryStatus = "status"
-
 // TaskInput is a Task workflow's input: what the agent is to do, already
 // in protocol form, and how to run it. It holds no secrets.
 type TaskInput struct {
@@ -100,100 +83,6 @@ func (in TaskInput) heartbeatTimeout() time.Duration {
 		return in.HeartbeatTimeout
 	}
 	return 10 * time.Second
-}
-
-// TaskPhase is where a Task workflow is.
-type TaskPhase string
-
-const (
-	TaskProvisioning     TaskPhase = "provisioning"
-	TaskRunning          TaskPhase = "running"
-	TaskAwaitingApproval TaskPhase = "awaiting_approval"
-	TaskCreatingPRs      TaskPhase = "creating_prs"
-	TaskCompleted        TaskPhase = "completed"
-	TaskFailed           TaskPhase = "failed"
-	TaskCancelled        TaskPhase = "cancelled"
-	// TaskQueued: the unit is in a run of units that one activity works
-	// through in turn (RunUnits), behind the one running; it starts once
-	// those before it have ended, unless the campaign has stopped by
-	// then.
-	TaskQueued TaskPhase = "queued"
-)
-
-func (p TaskPhase) String() string { return string(p) }
-
-// Done reports whether the phase is final.
-func (p TaskPhase) Done() bool {
-	return p == TaskCompleted || p == TaskFailed || p == TaskCancelled
-}
-
-// RepoResult is the outcome in one repository.
-type RepoResult struct {
-	Name          string                    `json:"name"`
-	Status        string                    `json:"status"`
-	FilesModified []string                  `json:"files_modified,omitempty"`
-	PullRequest   *protocol.PullRequestInfo `json:"pull_request,omitempty"`
-	Report        *protocol.Report          `json:"report,omitempty"`
-	ForEach       []protocol.ForEachResult  `json:"for_each,omitempty"`
-	Error         string                    `json:"error,omitempty"`
-	// ErrorKind says how a report failed (protocol.ReportMissing,
-	// ReportFrontmatterInvalid, ReportSchemaInvalid); empty otherwise.
-	ErrorKind string `json:"error_kind,omitempty"`
-}
-
-// TaskResult is a Task workflow's result.
-type TaskResult struct {
-	ID           string       `json:"id"`
-	Phase        TaskPhase    `json:"phase"`
-	Repositories []RepoResult `json:"repositories"`
-	Error        string       `json:"error,omitempty"`
-	// Steers counts the steering rounds.
-	Steers int `json:"steers,omitempty"`
-	// Applied lists the approval records the task carried out (approve,
-	// steer or reject), in order; an approval counts only when the task
-	// completed.
-	Applied []string `json:"applied,omitempty"`
-	// SandboxesLost counts the sandboxes lost to crashes and replaced.
-	SandboxesLost int `json:"sandboxes_lost,omitempty"`
-	// Notes say what of the definition the task's sandboxes could not
-	// apply, and what they did instead (each once).
-	Notes []string `json:"notes,omitempty"`
-	// ModelUsage is what the task's agent used of its model, as the
-	// worker's gateway counted it; nil when it made no model call
-	// through one.
-	ModelUsage *protocol.ModelUsage `json:"model_usage,omitempty"`
-}
-
-// TaskState answers QueryStatus on a Task workflow.
-type TaskState struct {
-	ID         string         `json:"id"`
-	Phase      TaskPhase      `json:"phase"`
-	AgentPhase protocol.Phase `json:"agent_phase,omitempty"`
-	Message    string         `json:"message,omitempty"`
-	Iteration  int            `json:"iteration"`
-	// Result is the agent's latest result, with the diffs awaiting
-	// approval.
-	Result *protocol.Result `json:"result,omitempty"`
-	// ResultDigest identifies the result awaiting approval (set while
-	// Phase is awaiting_approval): a decision naming another digest is
-	// about a result that has since changed, and is ignored.
-	ResultDigest string `json:"result_digest,omitempty"`
-	// AwaitingSince is when the result awaiting approval began to wait
-	// (workflow time); zero when none waits.
-	AwaitingSince time.Time   `json:"awaiting_since,omitzero"`
-	Final         *TaskResult `json:"final,omitempty"`
-	// Ignored lists the decisions ignored because they named a result
-	// that was no longer the one awaiting approval (the latest 20).
-	Ignored []string `json:"ignored,omitempty"`
-	// Applied lists the approval records carried out so far.
-	Applied []string `json:"applied,omitempty"`
-	// Sandbox is the sandbox the task runs in now.
-	Sandbox string `json:"sandbox,omitempty"`
-	// Lost says, for each sandbox lost to a crash and replaced, what
-	// happened.
-	Lost []string `json:"lost,omitempty"`
-	// Notes are TaskResult.Notes so far.
-	Notes []string `json:"notes,omitempty"`
 }
 
 // DecisionSignal is the payload of SignalApprove and SignalReject (and,

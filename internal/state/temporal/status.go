@@ -97,10 +97,10 @@ func statusName(s enumspb.WorkflowExecutionStatus) string {
 }
 
 // searchPhase is the phase a run keeps current in its search attributes
-// (workflow.SearchPhase), "" when it carries none.
+// (status.SearchPhase), "" when it carries none.
 func searchPhase(sa *commonpb.SearchAttributes) string {
 	var phase string
-	if p, ok := sa.GetIndexedFields()[workflow.SearchPhase.GetName()]; ok && payload.Converter.FromPayload(p, &phase) == nil {
+	if p, ok := sa.GetIndexedFields()[status.SearchPhase]; ok && payload.Converter.FromPayload(p, &phase) == nil {
 		return phase
 	}
 	return ""
@@ -121,16 +121,16 @@ func (r *Reader) Status(ctx context.Context, wid string) (*status.Run, error) {
 	if st.Closed && info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		run := r.Client.GetWorkflow(ctx, wid, "")
 		if isCampaign {
-			var cs workflow.CampaignState
+			var cs status.CampaignState
 			err = run.Get(ctx, &cs)
 			// How it ended, also for a run recorded before campaigns
 			// told their endings apart.
-			cs = workflow.Final(cs)
+			cs = status.Final(cs)
 			st.Campaign = &cs
 		} else {
-			var res workflow.TaskResult
+			var res status.TaskResult
 			err = run.Get(ctx, &res)
-			st.Task = &workflow.TaskState{ID: res.ID, Phase: res.Phase, Final: &res}
+			st.Task = &status.TaskState{ID: res.ID, Phase: res.Phase, Final: &res}
 		}
 		return st, err
 	}
@@ -153,10 +153,10 @@ func (r *Reader) QueryStatus(ctx context.Context, wid string, isCampaign bool) (
 	}
 	st := &status.Run{ID: wid}
 	if isCampaign {
-		st.Campaign = &workflow.CampaignState{}
+		st.Campaign = &status.CampaignState{}
 		err = v.Get(st.Campaign)
 	} else {
-		st.Task = &workflow.TaskState{}
+		st.Task = &status.TaskState{}
 		err = v.Get(st.Task)
 	}
 	return st, err
@@ -165,8 +165,8 @@ func (r *Reader) QueryStatus(ctx context.Context, wid string, isCampaign bool) (
 // UnitTask is the live state of a campaign unit's task while it runs
 // (awaiting approval, say), or nil when the unit is not running or its
 // task cannot be read.
-func (r *Reader) UnitTask(ctx context.Context, u workflow.UnitResult) *workflow.TaskState {
-	if u.Phase != workflow.TaskRunning || u.WorkflowID == "" {
+func (r *Reader) UnitTask(ctx context.Context, u status.UnitResult) *status.TaskState {
+	if u.Phase != status.TaskRunning || u.WorkflowID == "" {
 		return nil
 	}
 	st, err := r.Status(ctx, u.WorkflowID)
@@ -181,8 +181,8 @@ func (r *Reader) UnitTask(ctx context.Context, u workflow.UnitResult) *workflow.
 // carries, else the one it answers a query with. Following a run reads
 // every running unit each second; a query is a round trip through the
 // worker each.
-func (r *Reader) UnitPhase(ctx context.Context, u workflow.UnitResult) (workflow.TaskPhase, bool) {
-	if u.Phase != workflow.TaskRunning || u.WorkflowID == "" {
+func (r *Reader) UnitPhase(ctx context.Context, u status.UnitResult) (status.TaskPhase, bool) {
+	if u.Phase != status.TaskRunning || u.WorkflowID == "" {
 		return "", false
 	}
 	d, err := r.Client.DescribeWorkflowExecution(ctx, u.WorkflowID, "")
@@ -191,7 +191,7 @@ func (r *Reader) UnitPhase(ctx context.Context, u workflow.UnitResult) (workflow
 	}
 	if d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		if phase := searchPhase(d.WorkflowExecutionInfo.GetSearchAttributes()); phase != "" {
-			return workflow.TaskPhase(phase), true
+			return status.TaskPhase(phase), true
 		}
 	}
 	if t := r.UnitTask(ctx, u); t != nil {
@@ -202,8 +202,8 @@ func (r *Reader) UnitPhase(ctx context.Context, u workflow.UnitResult) (workflow
 
 // Awaiting is the tasks of st that await approval with a result: the
 // task, or those of a campaign's running units.
-func (r *Reader) Awaiting(ctx context.Context, st *status.Run) []*workflow.TaskState {
-	var tasks []*workflow.TaskState
+func (r *Reader) Awaiting(ctx context.Context, st *status.Run) []*status.TaskState {
+	var tasks []*status.TaskState
 	switch {
 	case st.Task != nil:
 		tasks = append(tasks, st.Task)
@@ -214,9 +214,9 @@ func (r *Reader) Awaiting(ctx context.Context, st *status.Run) []*workflow.TaskS
 			}
 		}
 	}
-	var out []*workflow.TaskState
+	var out []*status.TaskState
 	for _, t := range tasks {
-		if t.Phase == workflow.TaskAwaitingApproval && t.Result != nil {
+		if t.Phase == status.TaskAwaitingApproval && t.Result != nil {
 			out = append(out, t)
 		}
 	}

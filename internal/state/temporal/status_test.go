@@ -8,7 +8,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
-	"github.com/fleetlift/fleetlift/internal/workflow"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // TestReaderReadsARunAsStatusShowsIt: status finds a run by its bare
@@ -29,15 +29,15 @@ func TestReaderReadsARunAsStatusShowsIt(t *testing.T) {
 			"campaign/c/api@1": {typ: "Task", status: running},
 		},
 		queries: map[string]any{
-			"campaign/c": workflow.CampaignState{ID: "c", Phase: workflow.CampaignRunning, Units: []workflow.UnitResult{
-				{Key: "api", Phase: workflow.TaskRunning, WorkflowID: "campaign/c/api@1"},
-				{Key: "web", Phase: workflow.TaskCompleted, WorkflowID: "campaign/c/web@1"},
+			"campaign/c": status.CampaignState{ID: "c", Phase: status.CampaignRunning, Units: []status.UnitResult{
+				{Key: "api", Phase: status.TaskRunning, WorkflowID: "campaign/c/api@1"},
+				{Key: "web", Phase: status.TaskCompleted, WorkflowID: "campaign/c/web@1"},
 			}},
-			"campaign/c/api@1": workflow.TaskState{ID: "c/api", Phase: workflow.TaskAwaitingApproval, ResultDigest: digest,
+			"campaign/c/api@1": status.TaskState{ID: "c/api", Phase: status.TaskAwaitingApproval, ResultDigest: digest,
 				Result: &protocol.Result{Repositories: []protocol.RepositoryResult{{Name: "api", Status: "success"}}}},
 		},
-		results: map[string]any{"task/t": workflow.TaskResult{ID: "t", Phase: workflow.TaskCompleted,
-			Repositories: []workflow.RepoResult{{Name: "svc", Status: "success"}}}},
+		results: map[string]any{"task/t": status.TaskResult{ID: "t", Phase: status.TaskCompleted,
+			Repositories: []status.RepoResult{{Name: "svc", Status: "success"}}}},
 		gets: map[string]int{},
 	}
 	r := &statetemporal.Reader{Client: f, QueryTimeout: -1, QueryCache: -1}
@@ -54,7 +54,7 @@ func TestReaderReadsARunAsStatusShowsIt(t *testing.T) {
 	if err != nil || c.Closed || c.Campaign == nil || len(c.Campaign.Units) != 2 {
 		t.Fatalf("Status(campaign/c) = %+v, %v", c, err)
 	}
-	if phase, ok := r.UnitPhase(ctx, c.Campaign.Units[0]); !ok || phase != workflow.TaskAwaitingApproval {
+	if phase, ok := r.UnitPhase(ctx, c.Campaign.Units[0]); !ok || phase != status.TaskAwaitingApproval {
 		t.Errorf("UnitPhase(api) = %q, %v; want awaiting_approval", phase, ok)
 	}
 	if _, ok := r.UnitPhase(ctx, c.Campaign.Units[1]); ok {

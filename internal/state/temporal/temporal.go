@@ -23,19 +23,20 @@ import (
 	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/report"
 	"github.com/fleetlift/fleetlift/internal/state"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // Memo keys the runs record (workflow.Memo*).
 const (
-	MemoKind       = workflow.MemoKind
-	MemoID         = workflow.MemoID
-	MemoDigest     = workflow.MemoDigest
-	MemoFile       = workflow.MemoFile
-	MemoSpec       = workflow.MemoSpec
-	MemoGeneration = workflow.MemoGeneration
-	MemoRevision   = workflow.MemoRevision
-	MemoPhase      = workflow.MemoPhase
+	MemoKind       = status.MemoKind
+	MemoID         = status.MemoID
+	MemoDigest     = status.MemoDigest
+	MemoFile       = status.MemoFile
+	MemoSpec       = status.MemoSpec
+	MemoGeneration = status.MemoGeneration
+	MemoRevision   = status.MemoRevision
+	MemoPhase      = status.MemoPhase
 )
 
 // Reader reads state from a Temporal namespace.
@@ -98,7 +99,7 @@ func (r *Reader) query(ctx context.Context, wid, runID string) (converter.Encode
 		defer cancel()
 	}
 	at := time.Now()
-	v, err := r.Client.QueryWorkflow(qctx, wid, runID, workflow.QueryStatus)
+	v, err := r.Client.QueryWorkflow(qctx, wid, runID, status.QueryStatus)
 	if err != nil || ttl < 0 {
 		return v, err
 	}
@@ -241,7 +242,7 @@ func (r *Reader) campaign(ctx context.Context, ref runRef) (state.Campaign, erro
 }
 
 func (r *Reader) read(ctx context.Context, ref runRef) (state.Campaign, error) {
-	wid, runID, status, memo := ref.wid, ref.run, ref.status, ref.memo
+	wid, runID, execStatus, memo := ref.wid, ref.run, ref.status, ref.memo
 	dc := payload.Converter
 	str := func(k string) string {
 		var s string
@@ -274,7 +275,7 @@ func (r *Reader) read(ctx context.Context, ref runRef) (state.Campaign, error) {
 			reports = report.InSpec(raw)
 		}
 	}
-	c.Phase = phaseOf(status, str(MemoPhase))
+	c.Phase = phaseOf(execStatus, str(MemoPhase))
 	if err := r.repos(ctx, &c, ref, reports); err != nil {
 		return state.Campaign{}, err
 	}
@@ -286,8 +287,8 @@ func (r *Reader) read(ctx context.Context, ref runRef) (state.Campaign, error) {
 // pending activities: those of its description when it was read, else
 // read when st has units queued behind a run's first. Should they not be
 // read, st is still right, only later.
-func (r *Reader) withRunsProgress(ctx context.Context, ref runRef, st workflow.CampaignState) workflow.CampaignState {
-	if !slices.ContainsFunc(st.Units, func(u workflow.UnitResult) bool { return u.Phase == workflow.TaskQueued }) {
+func (r *Reader) withRunsProgress(ctx context.Context, ref runRef, st status.CampaignState) status.CampaignState {
+	if !slices.ContainsFunc(st.Units, func(u status.UnitResult) bool { return u.Phase == status.TaskQueued }) {
 		return st
 	}
 	pending := ref.pending
@@ -305,9 +306,9 @@ func (r *Reader) withRunsProgress(ctx context.Context, ref runRef, st workflow.C
 // run: from the status query of a running workflow, or the result of a
 // completed one.
 func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, reports bool) error {
-	typ, status := ref.typ, ref.status
+	typ, execStatus := ref.typ, ref.status
 	var get func(any) error
-	switch status {
+	switch execStatus {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		v, err := r.query(ctx, c.WorkflowID, c.RunID)
 		if err != nil {
@@ -322,21 +323,21 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 		return nil
 	}
 	if typ == "Campaign" {
-		var st workflow.CampaignState
+		var st status.CampaignState
 		if err := get(&st); err != nil {
 			return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 		}
-		running := status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		running := execStatus == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 		if running {
 			c.Suspended = st.Suspended
 			st = r.withRunsProgress(ctx, ref, st)
 		} else {
 			// How it ended, also for a run recorded before campaigns
 			// told their endings apart.
-			st = workflow.Final(st)
+			st = status.Final(st)
 		}
 		c.Phase = campaignPhase(st.Phase)
-		if !running || st.Phase == workflow.CampaignPaused {
+		if !running || st.Phase == status.CampaignPaused {
 			// Why it paused, or how it ended; not what changes by the
 			// second while it runs (the pull request budget's wait).
 			c.Message = st.Message
@@ -350,8 +351,8 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 				repo.Branch, repo.PullRequestURL, repo.PullRequestState = u.PRs[0].Branch, u.PRs[0].URL, state.PullRequestOpen
 			}
 			c.AppliedApprovals = append(c.AppliedApprovals, u.Applied...)
-			var live *workflow.TaskState
-			if running && u.Phase == workflow.TaskRunning && u.WorkflowID != "" {
+			var live *status.TaskState
+			if running && u.Phase == status.TaskRunning && u.WorkflowID != "" {
 				// A running unit may be waiting for approval, or have
 				// carried out records the campaign hears of only when it
 				// ends: ask it.
@@ -373,9 +374,9 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 			c.Phase = state.PhaseAwaitingApproval
 		}
 	} else {
-		var repos []workflow.RepoResult
-		if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			var st workflow.TaskState
+		var repos []status.RepoResult
+		if execStatus == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			var st status.TaskState
 			if err := get(&st); err != nil {
 				return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 			}
@@ -386,12 +387,12 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 			c.AppliedApprovals = st.Applied
 			if st.Result != nil {
 				for _, rr := range st.Result.Repositories {
-					repos = append(repos, workflow.RepoResult{Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest,
+					repos = append(repos, status.RepoResult{Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest,
 						Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error, ErrorKind: rr.ErrorKind})
 				}
 			}
 		} else {
-			var res workflow.TaskResult
+			var res status.TaskResult
 			if err := get(&res); err != nil {
 				return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 			}
@@ -424,19 +425,19 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 // finished task's reports are kept, as a finished task never changes;
 // once the campaign has finished, what is read of it is kept whole (see
 // closed) and its units' are let go.
-func (r *Reader) unitReports(ctx context.Context, u workflow.UnitResult, live *workflow.TaskState, keep bool) []state.Report {
+func (r *Reader) unitReports(ctx context.Context, u status.UnitResult, live *status.TaskState, keep bool) []state.Report {
 	row := func(s state.ReportStatus, err string) []state.Report {
 		return []state.Report{{Unit: u.Key, Repository: u.Key, Status: s, Error: err}}
 	}
 	switch u.Phase {
-	case workflow.Skipped:
+	case status.Skipped:
 		return row(state.ReportSkipped, "")
-	case workflow.TaskCompleted, workflow.TaskFailed, workflow.TaskCancelled:
+	case status.TaskCompleted, status.TaskFailed, status.TaskCancelled:
 	default:
 		if live != nil && live.Result != nil {
-			var repos []workflow.RepoResult
+			var repos []status.RepoResult
 			for _, rr := range live.Result.Repositories {
-				repos = append(repos, workflow.RepoResult{Name: rr.Name, Status: rr.Status, Report: rr.Report, ForEach: rr.ForEach,
+				repos = append(repos, status.RepoResult{Name: rr.Name, Status: rr.Status, Report: rr.Report, ForEach: rr.ForEach,
 					Error: rr.Error, ErrorKind: rr.ErrorKind})
 			}
 			if out := repoReports(u.Key, repos); len(out) > 0 {
@@ -446,7 +447,7 @@ func (r *Reader) unitReports(ctx context.Context, u workflow.UnitResult, live *w
 		return row(state.ReportPending, "")
 	}
 	failed := func(err string) []state.Report {
-		if u.Phase == workflow.TaskCancelled && err == "" {
+		if u.Phase == status.TaskCancelled && err == "" {
 			err = "cancelled"
 		}
 		return row(state.ReportFailed, err)
@@ -463,7 +464,7 @@ func (r *Reader) unitReports(ctx context.Context, u workflow.UnitResult, live *w
 	if ok {
 		return slices.Clone(cached)
 	}
-	var res workflow.TaskResult
+	var res status.TaskResult
 	if err := r.Client.GetWorkflow(ctx, u.WorkflowID, "").Get(ctx, &res); err != nil {
 		if u.Error != "" {
 			return failed(u.Error)
@@ -486,7 +487,7 @@ func (r *Reader) unitReports(ctx context.Context, u workflow.UnitResult, live *w
 }
 
 // repoReports are the reports of a task's repositories, from unit.
-func repoReports(unit string, repos []workflow.RepoResult) []state.Report {
+func repoReports(unit string, repos []status.RepoResult) []state.Report {
 	var out []state.Report
 	for _, rr := range repos {
 		out = append(out, report.FromOutcome(report.Outcome{Unit: unit, Repository: rr.Name, Status: rr.Status,
@@ -496,27 +497,27 @@ func repoReports(unit string, repos []workflow.RepoResult) []state.Report {
 }
 
 // pending asks the task workflow wid whether it awaits approval.
-func (r *Reader) task(ctx context.Context, wid string) (workflow.TaskState, bool) {
+func (r *Reader) task(ctx context.Context, wid string) (status.TaskState, bool) {
 	v, err := r.query(ctx, wid, "")
 	if err != nil {
-		return workflow.TaskState{}, false
+		return status.TaskState{}, false
 	}
-	var st workflow.TaskState
+	var st status.TaskState
 	if v.Get(&st) != nil {
-		return workflow.TaskState{}, false
+		return status.TaskState{}, false
 	}
 	return st, true
 }
 
 // pending is what the task in st awaits approval for, if anything.
-func pending(target, wid string, st workflow.TaskState) (state.PendingApproval, bool) {
-	if st.Phase != workflow.TaskAwaitingApproval || st.ResultDigest == "" {
+func pending(target, wid string, st status.TaskState) (state.PendingApproval, bool) {
+	if st.Phase != status.TaskAwaitingApproval || st.ResultDigest == "" {
 		return state.PendingApproval{}, false
 	}
 	return pendingOf(target, wid, st), true
 }
 
-func pendingOf(target, wid string, st workflow.TaskState) state.PendingApproval {
+func pendingOf(target, wid string, st status.TaskState) state.PendingApproval {
 	p := state.PendingApproval{Target: target, ResultDigest: st.ResultDigest, WorkflowID: wid, Since: st.AwaitingSince}
 	if st.Result != nil {
 		for _, rr := range st.Result.Repositories {
@@ -533,13 +534,13 @@ func pendingOf(target, wid string, st workflow.TaskState) state.PendingApproval 
 func phaseOf(s enumspb.WorkflowExecutionStatus, memoPhase string) state.Phase {
 	switch s {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-		if memoPhase == string(workflow.CampaignPaused) {
+		if memoPhase == string(status.CampaignPaused) {
 			return state.PhasePaused
 		}
 		return state.PhaseRunning
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-		switch p := workflow.CampaignPhase(memoPhase); p {
-		case workflow.CampaignAborted, workflow.CampaignCompletedWithFailures, workflow.CampaignFailed:
+		switch p := status.CampaignPhase(memoPhase); p {
+		case status.CampaignAborted, status.CampaignCompletedWithFailures, status.CampaignFailed:
 			return campaignPhase(p)
 		}
 		return state.PhaseCompleted
@@ -549,17 +550,17 @@ func phaseOf(s enumspb.WorkflowExecutionStatus, memoPhase string) state.Phase {
 	return state.PhaseCancelled
 }
 
-func campaignPhase(p workflow.CampaignPhase) state.Phase {
+func campaignPhase(p status.CampaignPhase) state.Phase {
 	switch p {
-	case workflow.CampaignPaused:
+	case status.CampaignPaused:
 		return state.PhasePaused
-	case workflow.CampaignAborted:
+	case status.CampaignAborted:
 		return state.PhaseAborted
-	case workflow.CampaignCompleted:
+	case status.CampaignCompleted:
 		return state.PhaseCompleted
-	case workflow.CampaignCompletedWithFailures:
+	case status.CampaignCompletedWithFailures:
 		return state.PhaseCompletedWithFailures
-	case workflow.CampaignFailed:
+	case status.CampaignFailed:
 		return state.PhaseFailed
 	}
 	return state.PhaseRunning
@@ -567,11 +568,11 @@ func campaignPhase(p workflow.CampaignPhase) state.Phase {
 
 // taskPhase is how a finished task ended: completed only when none of its
 // repositories failed (the agent fails a task only when all of them did).
-func taskPhase(res workflow.TaskResult) state.Phase {
+func taskPhase(res status.TaskResult) state.Phase {
 	switch res.Phase {
-	case workflow.TaskFailed:
+	case status.TaskFailed:
 		return state.PhaseFailed
-	case workflow.TaskCancelled:
+	case status.TaskCancelled:
 		return state.PhaseCancelled
 	}
 	for _, rr := range res.Repositories {
@@ -584,8 +585,8 @@ func taskPhase(res workflow.TaskResult) state.Phase {
 
 // taskSummary counts a finished task's repositories as a campaign counts
 // its units: one with nothing to change (skipped by the agent) completed.
-func taskSummary(res workflow.TaskResult) workflow.Summary {
-	s := workflow.Summary{Total: len(res.Repositories)}
+func taskSummary(res status.TaskResult) status.Summary {
+	s := status.Summary{Total: len(res.Repositories)}
 	for _, rr := range res.Repositories {
 		switch agentStatus(rr.Status) {
 		case state.RepoCompleted, state.RepoSkipped:
@@ -597,19 +598,19 @@ func taskSummary(res workflow.TaskResult) workflow.Summary {
 	return s
 }
 
-func unitStatus(p workflow.TaskPhase) state.RepoStatus {
+func unitStatus(p status.TaskPhase) state.RepoStatus {
 	switch p {
-	case workflow.TaskCompleted:
+	case status.TaskCompleted:
 		return state.RepoCompleted
-	case workflow.TaskFailed:
+	case status.TaskFailed:
 		return state.RepoFailed
-	case workflow.TaskCancelled:
+	case status.TaskCancelled:
 		return state.RepoCancelled
-	case workflow.Skipped:
+	case status.Skipped:
 		return state.RepoSkipped
-	case workflow.TaskAwaitingApproval:
+	case status.TaskAwaitingApproval:
 		return state.RepoAwaitingApproval
-	case "pending", workflow.TaskQueued:
+	case "pending", status.TaskQueued:
 		// A queued unit waits, in a run of units, for those before it.
 		return state.RepoPending
 	}
@@ -622,14 +623,14 @@ func unitStatus(p workflow.TaskPhase) state.RepoStatus {
 // "group/name" rows: the agent's verdict once the group completed,
 // otherwise the group's own status (unit). A unit of one repository is
 // unit alone.
-func groupRepos(u workflow.UnitResult, unit state.Repo) []state.Repo {
+func groupRepos(u status.UnitResult, unit state.Repo) []state.Repo {
 	if len(u.Repos) == 0 {
 		return []state.Repo{unit}
 	}
 	out := make([]state.Repo, 0, len(u.Repos))
 	for _, ur := range u.Repos {
 		repo := state.Repo{Name: u.Key + "/" + ur.Name, Status: unit.Status}
-		if u.Phase == workflow.TaskCompleted && ur.Status == "failed" {
+		if u.Phase == status.TaskCompleted && ur.Status == "failed" {
 			repo.Status = state.RepoFailed
 		}
 		for _, pr := range u.PRs {

@@ -21,7 +21,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
-	"github.com/fleetlift/fleetlift/internal/workflow"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // finished is a Temporal with one finished run: its memo and its result.
@@ -76,10 +76,10 @@ func (r result) Get(_ context.Context, v any) error {
 // campaign recorded before the final phases were told apart ("completed"
 // with failed units) reads as it ended.
 func TestReaderReportsHowARunEnded(t *testing.T) {
-	units := func(phases ...workflow.TaskPhase) []workflow.UnitResult {
-		var out []workflow.UnitResult
+	units := func(phases ...status.TaskPhase) []status.UnitResult {
+		var out []status.UnitResult
 		for i, p := range phases {
-			out = append(out, workflow.UnitResult{Key: string(rune('a' + i)), Phase: p})
+			out = append(out, status.UnitResult{Key: string(rune('a' + i)), Phase: p})
 		}
 		return out
 	}
@@ -92,31 +92,31 @@ func TestReaderReportsHowARunEnded(t *testing.T) {
 		message   string
 	}{
 		{name: "campaign, every repository completed", typ: "Campaign", memoPhase: "completed",
-			result: workflow.CampaignState{Phase: workflow.CampaignCompleted, Message: "2 repositories completed",
-				Summary: workflow.Summary{Total: 2, Completed: 2}, Units: units(workflow.TaskCompleted, workflow.TaskCompleted)},
+			result: status.CampaignState{Phase: status.CampaignCompleted, Message: "2 repositories completed",
+				Summary: status.Summary{Total: 2, Completed: 2}, Units: units(status.TaskCompleted, status.TaskCompleted)},
 			want: state.PhaseCompleted, message: "2 repositories completed"},
 		{name: "campaign, one repository failed", typ: "Campaign", memoPhase: "completed_with_failures",
-			result: workflow.CampaignState{Phase: workflow.CampaignCompletedWithFailures, Message: "1 of 2 repositories failed, 1 completed",
-				Summary: workflow.Summary{Total: 2, Completed: 1, Failed: 1}, Units: units(workflow.TaskCompleted, workflow.TaskFailed)},
+			result: status.CampaignState{Phase: status.CampaignCompletedWithFailures, Message: "1 of 2 repositories failed, 1 completed",
+				Summary: status.Summary{Total: 2, Completed: 1, Failed: 1}, Units: units(status.TaskCompleted, status.TaskFailed)},
 			want: state.PhaseCompletedWithFailures, message: "1 of 2 repositories failed, 1 completed"},
 		{name: "campaign, every repository failed", typ: "Campaign", memoPhase: "failed",
-			result: workflow.CampaignState{Phase: workflow.CampaignFailed, Message: "2 of 2 repositories failed",
-				Summary: workflow.Summary{Total: 2, Failed: 2}, Units: units(workflow.TaskFailed, workflow.TaskFailed)},
+			result: status.CampaignState{Phase: status.CampaignFailed, Message: "2 of 2 repositories failed",
+				Summary: status.Summary{Total: 2, Failed: 2}, Units: units(status.TaskFailed, status.TaskFailed)},
 			want: state.PhaseFailed, message: "2 of 2 repositories failed"},
 		{name: "campaign, aborted", typ: "Campaign", memoPhase: "aborted",
-			result: workflow.CampaignState{Phase: workflow.CampaignAborted, Message: "1 of 2 repositories failed, 1 skipped; aborted",
-				Summary: workflow.Summary{Total: 2, Failed: 1, Skipped: 1}, Units: units(workflow.TaskFailed, workflow.Skipped)},
+			result: status.CampaignState{Phase: status.CampaignAborted, Message: "1 of 2 repositories failed, 1 skipped; aborted",
+				Summary: status.Summary{Total: 2, Failed: 1, Skipped: 1}, Units: units(status.TaskFailed, status.Skipped)},
 			want: state.PhaseAborted, message: "1 of 2 repositories failed, 1 skipped; aborted"},
 		{name: "campaign recorded before the final phases, one repository failed", typ: "Campaign", memoPhase: "completed",
-			result: workflow.CampaignState{Phase: workflow.CampaignCompleted,
-				Summary: workflow.Summary{Total: 2, Completed: 1, Failed: 1}, Units: units(workflow.TaskCompleted, workflow.TaskFailed)},
+			result: status.CampaignState{Phase: status.CampaignCompleted,
+				Summary: status.Summary{Total: 2, Completed: 1, Failed: 1}, Units: units(status.TaskCompleted, status.TaskFailed)},
 			want: state.PhaseCompletedWithFailures, message: "1 of 2 repositories failed, 1 completed"},
 		{name: "task, every repository completed", typ: "Task",
-			result: workflow.TaskResult{Phase: workflow.TaskCompleted, Repositories: []workflow.RepoResult{
+			result: status.TaskResult{Phase: status.TaskCompleted, Repositories: []status.RepoResult{
 				{Name: "a", Status: "success"}, {Name: "b", Status: "skipped"}}},
 			want: state.PhaseCompleted, message: "2 repositories completed"},
 		{name: "task, one of its repositories failed", typ: "Task",
-			result: workflow.TaskResult{Phase: workflow.TaskCompleted, Repositories: []workflow.RepoResult{
+			result: status.TaskResult{Phase: status.TaskCompleted, Repositories: []status.RepoResult{
 				{Name: "a", Status: "success"}, {Name: "b", Status: "failed"}}},
 			want: state.PhaseCompletedWithFailures, message: "1 of 2 repositories failed, 1 completed"},
 	}
@@ -242,7 +242,7 @@ func TestReaderReadsReports(t *testing.T) {
 	memo := func(kind string, spec json.RawMessage) map[string]any {
 		return map[string]any{statetemporal.MemoID: "audit", statetemporal.MemoKind: kind, statetemporal.MemoGeneration: int64(1), statetemporal.MemoSpec: spec}
 	}
-	threeRepos := []workflow.RepoResult{
+	threeRepos := []status.RepoResult{
 		{Name: "a", Status: "success", Report: valid},
 		{Name: "b", Status: "failed", Report: invalid, Error: "frontmatter does not match output.schema", ErrorKind: protocol.ReportSchemaInvalid},
 		{Name: "c", Status: "success", Report: empty},
@@ -258,7 +258,7 @@ func TestReaderReadsReports(t *testing.T) {
 	t.Run("finished task", func(t *testing.T) {
 		f := &fleet{gets: map[string]int{},
 			runs:    map[string]fleetRun{"task/audit": {"Task", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, memo("Task", reportSpec)}},
-			results: map[string]any{"task/audit": workflow.TaskResult{Phase: workflow.TaskCompleted, Repositories: threeRepos}}}
+			results: map[string]any{"task/audit": status.TaskResult{Phase: status.TaskCompleted, Repositories: threeRepos}}}
 		c, err := (&statetemporal.Reader{Client: f}).Get(t.Context(), "audit")
 		if err != nil {
 			t.Fatal(err)
@@ -274,7 +274,7 @@ func TestReaderReadsReports(t *testing.T) {
 	t.Run("running task, reports so far", func(t *testing.T) {
 		f := &fleet{gets: map[string]int{},
 			runs: map[string]fleetRun{"task/audit": {"Task", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, memo("Task", reportSpec)}},
-			queries: map[string]any{"task/audit": workflow.TaskState{Phase: workflow.TaskRunning, Result: &protocol.Result{Repositories: []protocol.RepositoryResult{
+			queries: map[string]any{"task/audit": status.TaskState{Phase: status.TaskRunning, Result: &protocol.Result{Repositories: []protocol.RepositoryResult{
 				{Name: "a", Status: "success", Report: valid},
 				{Name: "b", Status: "running"},
 			}}}}}
@@ -290,7 +290,7 @@ func TestReaderReadsReports(t *testing.T) {
 	t.Run("a transform has no reports", func(t *testing.T) {
 		f := &fleet{gets: map[string]int{},
 			runs:    map[string]fleetRun{"task/audit": {"Task", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, memo("Task", json.RawMessage(`{"mode":"transform"}`))}},
-			results: map[string]any{"task/audit": workflow.TaskResult{Phase: workflow.TaskCompleted, Repositories: threeRepos}}}
+			results: map[string]any{"task/audit": status.TaskResult{Phase: status.TaskCompleted, Repositories: threeRepos}}}
 		c, err := (&statetemporal.Reader{Client: f}).Get(t.Context(), "audit")
 		if err != nil || len(c.Reports) != 0 {
 			t.Fatalf("reports %+v, %v", c.Reports, err)
@@ -302,18 +302,18 @@ func TestReaderReadsReports(t *testing.T) {
 			runs: map[string]fleetRun{"campaign/audit": {"Campaign", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
 				memo("Campaign", json.RawMessage(`{"kind":"Campaign","template":{"mode":"report"}}`))}},
 			queries: map[string]any{
-				"campaign/audit": workflow.CampaignState{Phase: workflow.CampaignRunning, Units: []workflow.UnitResult{
-					{Key: "team-a", Phase: workflow.TaskCompleted, WorkflowID: "campaign/audit/team-a@1"},
-					{Key: "team-b", Phase: workflow.TaskRunning, WorkflowID: "campaign/audit/team-b@1"},
-					{Key: "team-c", Phase: workflow.TaskFailed, WorkflowID: "campaign/audit/team-c@1", Error: "provision sandbox: no space left"},
+				"campaign/audit": status.CampaignState{Phase: status.CampaignRunning, Units: []status.UnitResult{
+					{Key: "team-a", Phase: status.TaskCompleted, WorkflowID: "campaign/audit/team-a@1"},
+					{Key: "team-b", Phase: status.TaskRunning, WorkflowID: "campaign/audit/team-b@1"},
+					{Key: "team-c", Phase: status.TaskFailed, WorkflowID: "campaign/audit/team-c@1", Error: "provision sandbox: no space left"},
 					{Key: "team-d", Phase: "pending"},
 				}},
-				"campaign/audit/team-b@1": workflow.TaskState{Phase: workflow.TaskRunning, Result: &protocol.Result{Repositories: []protocol.RepositoryResult{
+				"campaign/audit/team-b@1": status.TaskState{Phase: status.TaskRunning, Result: &protocol.Result{Repositories: []protocol.RepositoryResult{
 					{Name: "web", Status: "running", ForEach: []protocol.ForEachResult{{Name: "users-api", Report: valid}}}}}},
 			},
 			results: map[string]any{
-				"campaign/audit/team-a@1": workflow.TaskResult{Phase: workflow.TaskCompleted, Repositories: threeRepos},
-				"campaign/audit/team-c@1": workflow.TaskResult{Phase: workflow.TaskFailed, Error: "provision sandbox: no space left"},
+				"campaign/audit/team-a@1": status.TaskResult{Phase: status.TaskCompleted, Repositories: threeRepos},
+				"campaign/audit/team-c@1": status.TaskResult{Phase: status.TaskFailed, Error: "provision sandbox: no space left"},
 			}}
 		r := &statetemporal.Reader{Client: f, QueryCache: -1}
 		for range 2 {
@@ -344,12 +344,12 @@ func TestReaderListsTheRepositoriesOfGroups(t *testing.T) {
 	pr := func(name string) protocol.PullRequestInfo {
 		return protocol.PullRequestInfo{URL: "https://git.example.com/acme/" + name + "/pulls/1", Branch: "auto/x"}
 	}
-	res := workflow.CampaignState{Phase: workflow.CampaignAborted,
-		Summary: workflow.Summary{Total: 4, Completed: 1, Failed: 1, Skipped: 2},
-		Units: []workflow.UnitResult{
-			{Key: "g1", Phase: workflow.TaskCompleted, PRs: []protocol.PullRequestInfo{pr("a")},
-				Repos: []workflow.UnitRepo{{Name: "a", Status: "success", PullRequest: pr("a").URL}, {Name: "b", Status: "failed"}}},
-			{Key: "g2", Phase: workflow.Skipped, Repos: []workflow.UnitRepo{{Name: "c"}, {Name: "d"}}},
+	res := status.CampaignState{Phase: status.CampaignAborted,
+		Summary: status.Summary{Total: 4, Completed: 1, Failed: 1, Skipped: 2},
+		Units: []status.UnitResult{
+			{Key: "g1", Phase: status.TaskCompleted, PRs: []protocol.PullRequestInfo{pr("a")},
+				Repos: []status.UnitRepo{{Name: "a", Status: "success", PullRequest: pr("a").URL}, {Name: "b", Status: "failed"}}},
+			{Key: "g2", Phase: status.Skipped, Repos: []status.UnitRepo{{Name: "c"}, {Name: "d"}}},
 		}}
 	memo := map[string]any{statetemporal.MemoID: "x", statetemporal.MemoKind: "Campaign", statetemporal.MemoGeneration: int64(1)}
 	r := &statetemporal.Reader{Client: finished{wid: "campaign/x", typ: "Campaign", memo: memo, result: res}}
@@ -389,8 +389,8 @@ func TestReaderShowsUnitsARunFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	memo := map[string]any{statetemporal.MemoID: "x", statetemporal.MemoKind: "Campaign", statetemporal.MemoGeneration: int64(1)}
-	running := workflow.CampaignState{Phase: workflow.CampaignRunning, Summary: workflow.Summary{Total: 2, Running: 1},
-		Units: []workflow.UnitResult{{Key: "a", Phase: workflow.TaskRunning, Attempts: 1}, {Key: "b", Phase: workflow.TaskQueued, Attempts: 1}}}
+	running := status.CampaignState{Phase: status.CampaignRunning, Summary: status.Summary{Total: 2, Running: 1},
+		Units: []status.UnitResult{{Key: "a", Phase: status.TaskRunning, Attempts: 1}, {Key: "b", Phase: status.TaskQueued, Attempts: 1}}}
 	f := &fleet{gets: map[string]int{},
 		runs:    map[string]fleetRun{"campaign/x": {typ: "Campaign", status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, memo: memo}},
 		queries: map[string]any{"campaign/x": running},
@@ -427,7 +427,7 @@ func TestReaderShowsUnitsARunFinished(t *testing.T) {
 
 		// Nothing queued: no description for it.
 		nothingQueued := running
-		nothingQueued.Units = []workflow.UnitResult{running.Units[0], {Key: "b", Phase: workflow.TaskRunning, Attempts: 1}}
+		nothingQueued.Units = []status.UnitResult{running.Units[0], {Key: "b", Phase: status.TaskRunning, Attempts: 1}}
 		f.queries["campaign/x"] = nothingQueued
 		f.describes = 0
 		if got, err = read[how](); err != nil {

@@ -356,12 +356,12 @@ type progressRow struct{ key, state string }
 // the tasks awaiting approval.
 func progressRows(ctx context.Context, rd *statetemporal.Reader, st *status.Run) (rows []progressRow, waiting []string) {
 	if st.Task != nil {
-		if st.Task.Phase == workflow.TaskAwaitingApproval {
+		if st.Task.Phase == status.TaskAwaitingApproval {
 			waiting = append(waiting, st.ID)
 		}
 		return []progressRow{{st.ID, string(st.Task.Phase)}}, waiting
 	}
-	units := append([]workflow.UnitResult(nil), st.Campaign.Units...)
+	units := append([]status.UnitResult(nil), st.Campaign.Units...)
 	sort.Slice(units, func(i, j int) bool { return units[i].Key < units[j].Key })
 	rows = append(rows, progressRow{"campaign", string(st.Campaign.Phase) + suffix(st.Campaign.Message)})
 	for _, u := range units {
@@ -369,7 +369,7 @@ func progressRows(ctx context.Context, rd *statetemporal.Reader, st *status.Run)
 		if !st.Closed {
 			if phase, ok := rd.UnitPhase(ctx, u); ok {
 				state = string(phase)
-				if phase == workflow.TaskAwaitingApproval {
+				if phase == status.TaskAwaitingApproval {
 					waiting = append(waiting, u.WorkflowID)
 				}
 			}
@@ -390,13 +390,13 @@ func suffix(msg string) string {
 // repository, or is "" when it did not: then run exits 0, else 1.
 func shortfall(st *status.Run) string {
 	if c := st.Campaign; c != nil {
-		if c.Phase == workflow.CampaignCompleted && c.Summary.Failed == 0 && c.Summary.Cancelled == 0 {
+		if c.Phase == status.CampaignCompleted && c.Summary.Failed == 0 && c.Summary.Cancelled == 0 {
 			return ""
 		}
 		return fmt.Sprintf("%s ended %s: %s", st.ID, c.Phase, c.Message)
 	}
 	res := st.Task.Final
-	if st.Task.Phase != workflow.TaskCompleted {
+	if st.Task.Phase != status.TaskCompleted {
 		if res.Error != "" {
 			return fmt.Sprintf("%s ended %s: %s", st.ID, st.Task.Phase, render.OneLine(res.Error))
 		}

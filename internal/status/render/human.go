@@ -11,7 +11,6 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/visible"
-	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // Human prints the run's state. Its messages, errors, repository names
@@ -80,7 +79,7 @@ func human(tw io.Writer, s *status.Run) []cutError {
 	for _, n := range taskNotes(t) {
 		fmt.Fprintf(tw, "note: %s\n", n)
 	}
-	var repos []workflow.RepoResult
+	var repos []status.RepoResult
 	switch {
 	case t.Final != nil:
 		repos = t.Final.Repositories
@@ -89,7 +88,7 @@ func human(tw io.Writer, s *status.Run) []cutError {
 		}
 	case t.Result != nil:
 		for _, r := range t.Result.Repositories {
-			repos = append(repos, workflow.RepoResult{Name: r.Name, Status: r.Status, FilesModified: r.FilesModified, Error: r.Error})
+			repos = append(repos, status.RepoResult{Name: r.Name, Status: r.Status, FilesModified: r.FilesModified, Error: r.Error})
 		}
 	}
 	writeUsage(tw, taskUsage(t))
@@ -104,7 +103,7 @@ func human(tw io.Writer, s *status.Run) []cutError {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Name, r.Status, len(r.FilesModified), pr, cell(&cut, r.Name, r.Error))
 	}
-	if t.Phase == workflow.TaskAwaitingApproval && t.Result != nil {
+	if t.Phase == status.TaskAwaitingApproval && t.Result != nil {
 		fmt.Fprintln(tw, "changes awaiting approval:")
 		for _, r := range t.Result.Repositories {
 			for _, d := range r.Diffs {
@@ -117,7 +116,7 @@ func human(tw io.Writer, s *status.Run) []cutError {
 
 // Awaiting prints the digest of every result of run id awaiting approval
 // (waiting), what a decision must name.
-func Awaiting(w io.Writer, id string, waiting []*workflow.TaskState) {
+func Awaiting(w io.Writer, id string, waiting []*status.TaskState) {
 	w = visible.Writer(w)
 	if len(waiting) == 0 {
 		return
@@ -131,7 +130,7 @@ func Awaiting(w io.Writer, id string, waiting []*workflow.TaskState) {
 // Diffs prints the patches of the results awaiting approval (waiting). A
 // patch is what the work wrote: its control characters are shown, not
 // obeyed, so that no line of it can hide another from the approver.
-func Diffs(w io.Writer, waiting []*workflow.TaskState) {
+func Diffs(w io.Writer, waiting []*status.TaskState) {
 	w = visible.Writer(w)
 	shown := 0
 	for _, t := range waiting {
@@ -181,7 +180,7 @@ func OneLine(s string) string {
 }
 
 // campaignUsage is what c's units used of their models together.
-func campaignUsage(c *workflow.CampaignState) *protocol.ModelUsage {
+func campaignUsage(c *status.CampaignState) *protocol.ModelUsage {
 	var sum *protocol.ModelUsage
 	for _, u := range c.Units {
 		sum = sum.Plus(u.ModelUsage)
@@ -195,7 +194,7 @@ func campaignUsage(c *workflow.CampaignState) *protocol.ModelUsage {
 
 // taskUsage is what t used of its model: its result's once it has ended,
 // else its latest result's.
-func taskUsage(t *workflow.TaskState) *protocol.ModelUsage {
+func taskUsage(t *status.TaskState) *protocol.ModelUsage {
 	switch {
 	case t.Final != nil:
 		return t.Final.ModelUsage
@@ -218,7 +217,7 @@ func writeUsage(w io.Writer, u *protocol.ModelUsage) {
 }
 
 // taskNotes are t's notes: its result's once it has ended.
-func taskNotes(t *workflow.TaskState) []string {
+func taskNotes(t *status.TaskState) []string {
 	if t.Final != nil && len(t.Final.Notes) > 0 {
 		return t.Final.Notes
 	}

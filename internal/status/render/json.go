@@ -8,7 +8,6 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/visible"
-	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // FormatVersion is the version of status -o json's format.
@@ -27,7 +26,7 @@ func ListJSON(w io.Writer, runs []status.Entry) error {
 
 // JSON writes the run's state as status ID -o json does, with the
 // results awaiting approval (waiting), and their patches with diff.
-func JSON(w io.Writer, s *status.Run, waiting []*workflow.TaskState, diff bool) error {
+func JSON(w io.Writer, s *status.Run, waiting []*status.TaskState, diff bool) error {
 	return writeJSON(w, runJSON(s, waiting, diff))
 }
 
@@ -116,7 +115,7 @@ type jsonChange struct {
 
 // runJSON is the run's state as status -o json shows it, with the results
 // awaiting approval (their patches too, with diff).
-func runJSON(s *status.Run, waiting []*workflow.TaskState, diff bool) jsonRun {
+func runJSON(s *status.Run, waiting []*status.TaskState, diff bool) jsonRun {
 	out := jsonRun{FormatVersion: FormatVersion, ID: s.ID, Closed: s.Closed, Repositories: []jsonRepo{}, AwaitingApproval: []jsonAwaiting{}}
 	if c := s.Campaign; c != nil {
 		out.Workflow, out.Phase, out.Message, out.Suspended = "Campaign", string(c.Phase), c.Message, c.Suspended

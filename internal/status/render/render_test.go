@@ -9,7 +9,6 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/status"
-	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // TestStatusDiffNeutralisesTerminalEscapes: `fleetlift status ID --diff`
@@ -21,8 +20,8 @@ func TestStatusDiffNeutralisesTerminalEscapes(t *testing.T) {
 	// The second added line goes up one line, erases it and returns to
 	// its start: at a terminal, only "+harmless()" would show.
 	patch := "@@ -1 +1,2 @@\n+evil()\x1b[1A\x1b[2K\r+harmless()\n"
-	st := &status.Run{ID: "task/t", Task: &workflow.TaskState{
-		ID: "t", Phase: workflow.TaskAwaitingApproval, Message: "waiting\x1b]0;pwned\x07",
+	st := &status.Run{ID: "task/t", Task: &status.TaskState{
+		ID: "t", Phase: status.TaskAwaitingApproval, Message: "waiting\x1b]0;pwned\x07",
 		Result: &protocol.Result{Repositories: []protocol.RepositoryResult{{
 			Name: "svc\u009b2J", Status: "success", FilesModified: []string{"main.go"},
 			Diffs: []protocol.FileDiff{{Path: "main\r.go", Status: "modified", Additions: 2, Diff: patch}},
@@ -31,7 +30,7 @@ func TestStatusDiffNeutralisesTerminalEscapes(t *testing.T) {
 	var out bytes.Buffer
 	Human(&out, st)
 	// What the reader finds awaiting approval: the task itself.
-	Diffs(&out, []*workflow.TaskState{st.Task})
+	Diffs(&out, []*status.TaskState{st.Task})
 	got := out.String()
 	if i := strings.IndexAny(got, "\x1b\r\a\u009b"); i >= 0 {
 		t.Fatalf("a control character reaches the terminal at byte %d:\n%q", i, got)
@@ -52,22 +51,22 @@ func TestStatusDiffNeutralisesTerminalEscapes(t *testing.T) {
 // null, patches appear only with --diff, and text from the run keeps its
 // value with its control characters escaped.
 func TestStatusJSONShape(t *testing.T) {
-	campaign := &status.Run{ID: "campaign/c", Closed: true, Campaign: &workflow.CampaignState{
-		ID: "c", Phase: workflow.CampaignCompletedWithFailures, Message: "1 of 2 repositories failed, 1 completed",
-		Summary: workflow.Summary{Total: 2, Completed: 1, Failed: 1, PRsCreated: 1},
-		Units: []workflow.UnitResult{
-			{Key: "api", Phase: workflow.TaskCompleted, Attempts: 1, WorkflowID: "campaign/c/api@1", PRs: []protocol.PullRequestInfo{{URL: "https://git.example.com/acme/api/pulls/3"}}},
-			{Key: "web", Phase: workflow.TaskFailed, Attempts: 2, Error: "verifier build failed\u009b2J", SandboxesLost: 1},
+	campaign := &status.Run{ID: "campaign/c", Closed: true, Campaign: &status.CampaignState{
+		ID: "c", Phase: status.CampaignCompletedWithFailures, Message: "1 of 2 repositories failed, 1 completed",
+		Summary: status.Summary{Total: 2, Completed: 1, Failed: 1, PRsCreated: 1},
+		Units: []status.UnitResult{
+			{Key: "api", Phase: status.TaskCompleted, Attempts: 1, WorkflowID: "campaign/c/api@1", PRs: []protocol.PullRequestInfo{{URL: "https://git.example.com/acme/api/pulls/3"}}},
+			{Key: "web", Phase: status.TaskFailed, Attempts: 2, Error: "verifier build failed\u009b2J", SandboxesLost: 1},
 		},
 	}}
-	task := &workflow.TaskState{ID: "t", Phase: workflow.TaskAwaitingApproval, ResultDigest: "sha256:" + strings.Repeat("a", 64),
+	task := &status.TaskState{ID: "t", Phase: status.TaskAwaitingApproval, ResultDigest: "sha256:" + strings.Repeat("a", 64),
 		Result: &protocol.Result{Repositories: []protocol.RepositoryResult{{
 			Name: "svc", Status: "success", FilesModified: []string{"go.mod"},
 			Diffs: []protocol.FileDiff{{Path: "go.mod", Status: "modified", Additions: 1, Deletions: 1, Diff: "-go 1.21\n+go 1.26\n"}},
 		}}}}
 	awaiting := &status.Run{ID: "task/t", Task: task}
 
-	decode := func(st *status.Run, waiting []*workflow.TaskState, diff bool) map[string]any {
+	decode := func(st *status.Run, waiting []*status.TaskState, diff bool) map[string]any {
 		var b bytes.Buffer
 		if err := JSON(&b, st, waiting, diff); err != nil {
 			t.Fatal(err)
@@ -105,7 +104,7 @@ func TestStatusJSONShape(t *testing.T) {
 	}
 
 	for _, diff := range []bool{false, true} {
-		a := decode(awaiting, []*workflow.TaskState{task}, diff)
+		a := decode(awaiting, []*status.TaskState{task}, diff)
 		w, _ := a["awaiting_approval"].([]any)
 		if a["workflow"] != "Task" || a["phase"] != "awaiting_approval" || len(w) != 1 {
 			t.Fatalf("task: %v", a)
@@ -139,12 +138,12 @@ func TestOneLineCutsBetweenCharacters(t *testing.T) {
 // as the gateway counted it, is in status: per repository and for the
 // whole campaign, and for a task with why the gateway refused it.
 func TestStatusShowsModelUsage(t *testing.T) {
-	campaign := &status.Run{ID: "campaign/c", Closed: true, Campaign: &workflow.CampaignState{
-		ID: "c", Phase: workflow.CampaignCompleted, Summary: workflow.Summary{Total: 3, Completed: 3},
-		Units: []workflow.UnitResult{
-			{Key: "api", Phase: workflow.TaskCompleted, ModelUsage: &protocol.ModelUsage{Requests: 3, InputTokens: 1000, OutputTokens: 200, CacheReadInputTokens: 50}},
-			{Key: "web", Phase: workflow.TaskCompleted, ModelUsage: &protocol.ModelUsage{Requests: 2, InputTokens: 500, OutputTokens: 100, Refused: "limits.max_tokens spent"}},
-			{Key: "docs", Phase: workflow.TaskCompleted},
+	campaign := &status.Run{ID: "campaign/c", Closed: true, Campaign: &status.CampaignState{
+		ID: "c", Phase: status.CampaignCompleted, Summary: status.Summary{Total: 3, Completed: 3},
+		Units: []status.UnitResult{
+			{Key: "api", Phase: status.TaskCompleted, ModelUsage: &protocol.ModelUsage{Requests: 3, InputTokens: 1000, OutputTokens: 200, CacheReadInputTokens: 50}},
+			{Key: "web", Phase: status.TaskCompleted, ModelUsage: &protocol.ModelUsage{Requests: 2, InputTokens: 500, OutputTokens: 100, Refused: "limits.max_tokens spent"}},
+			{Key: "docs", Phase: status.TaskCompleted},
 		},
 	}}
 	var b bytes.Buffer
@@ -160,8 +159,8 @@ func TestStatusShowsModelUsage(t *testing.T) {
 		t.Errorf("repositories' model_usage: %+v, %+v", u, j.Repositories[2].ModelUsage)
 	}
 
-	task := &status.Run{ID: "task/t", Closed: true, Task: &workflow.TaskState{ID: "t", Phase: workflow.TaskFailed,
-		Final: &workflow.TaskResult{Phase: workflow.TaskFailed, ModelUsage: &protocol.ModelUsage{Requests: 9, InputTokens: 90000, OutputTokens: 11000, Refused: "the task's limits.max_tokens (100000) is spent"}}}}
+	task := &status.Run{ID: "task/t", Closed: true, Task: &status.TaskState{ID: "t", Phase: status.TaskFailed,
+		Final: &status.TaskResult{Phase: status.TaskFailed, ModelUsage: &protocol.ModelUsage{Requests: 9, InputTokens: 90000, OutputTokens: 11000, Refused: "the task's limits.max_tokens (100000) is spent"}}}}
 	b.Reset()
 	Human(&b, task)
 	for _, want := range []string{"model: 9 requests, 101000 tokens", "the gateway refused a request: the task's limits.max_tokens (100000) is spent"} {
