@@ -23,6 +23,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -74,8 +75,8 @@ type workerFlags struct {
 	// unitStarted and unitEnded, set by the command, are told of each
 	// unit of a run of units as it starts and ends
 	// (activity.Activities.UnitStarted, UnitEnded); nil: not told.
-	unitStarted func(workflowID string, u activity.UnitRef)
-	unitEnded   func(workflowID string, u activity.UnitOutcome)
+	unitStarted func(workflowID string, u status.UnitRef)
+	unitEnded   func(workflowID string, u status.UnitOutcome)
 }
 
 // options are the workers' options: with activityNews, an interceptor

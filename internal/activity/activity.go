@@ -21,6 +21,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // Activities are fleetlift's activities and their dependencies.
@@ -82,8 +83,8 @@ type Activities struct {
 	// the campaign's workflow: a process that hosts the worker learns of
 	// it at once, where the campaign learns of it when the run reports.
 	// They must not block.
-	UnitStarted func(workflowID string, u UnitRef)
-	UnitEnded   func(workflowID string, u UnitOutcome)
+	UnitStarted func(workflowID string, u status.UnitRef)
+	UnitEnded   func(workflowID string, u status.UnitOutcome)
 }
 
 // Bounds on what a sandbox hands the worker: its files are written by

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // Error types RunSandboxed adds to those of its steps.
@@ -37,19 +38,6 @@ type RunInput struct {
 	// MaxSandboxes bounds the sandboxes used: the first, and those that
 	// replace sandboxes lost to crashes (default 1).
 	MaxSandboxes int
-}
-
-// RunOutcome is how the agent of a RunSandboxed task finished: its last
-// status and result, and what happened on the way.
-type RunOutcome struct {
-	Status protocol.Status
-	Result protocol.Result
-	// Lost says, for each sandbox lost to a crash and replaced, what
-	// happened.
-	Lost []string `json:",omitempty"`
-	// Notes say what of the definition the sandboxes could not apply
-	// (each once).
-	Notes []string `json:",omitempty"`
 }
 
 // runProgress is RunSandboxed's heartbeat: the sandboxes lost so far,
@@ -78,7 +66,7 @@ type runProgress struct {
 // The sandbox is removed however the activity ends, cancellation
 // included, except when its worker stops: the attempt that takes over
 // waits for it.
-func (a *Activities) RunSandboxed(ctx context.Context, in RunInput) (RunOutcome, error) {
+func (a *Activities) RunSandboxed(ctx context.Context, in RunInput) (status.RunOutcome, error) {
 	var p runProgress
 	lastProgress(ctx, &p)
 	beat := newBeat(ctx)
@@ -100,8 +88,8 @@ func lastProgress[T any](ctx context.Context, p *T) {
 
 // runSandboxed is RunSandboxed's work, from the sandboxes lost before
 // (lost): progress is told each sandbox it moves to.
-func (a *Activities) runSandboxed(ctx context.Context, in RunInput, lost []string, progress func(runProgress)) (RunOutcome, error) {
-	out := RunOutcome{Lost: lost}
+func (a *Activities) runSandboxed(ctx context.Context, in RunInput, lost []string, progress func(runProgress)) (status.RunOutcome, error) {
+	out := status.RunOutcome{Lost: lost}
 	limit := max(in.MaxSandboxes, 1)
 	timeout := in.Timeout
 	if timeout <= 0 {
@@ -132,7 +120,7 @@ func (a *Activities) runSandboxed(ctx context.Context, in RunInput, lost []strin
 
 // runIn runs the task in sandbox id and removes the sandbox after
 // (unless the worker is stopping).
-func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout time.Duration, out *RunOutcome) (protocol.Status, protocol.Result, error) {
+func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout time.Duration, out *status.RunOutcome) (protocol.Status, protocol.Result, error) {
 	pin := in.Provision
 	pin.SandboxID = id
 	ref, err := a.provisionWhenFree(ctx, pin)

@@ -18,18 +18,19 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // runSandboxed runs RunSandboxed for a task whose stand-in agent reaches
 // phase (the manifest's title) and whose first sandbox is id.
-func runSandboxed(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, id, phase string, timeout time.Duration) (activity.RunOutcome, error) {
+func runSandboxed(t *testing.T, a *activity.Activities, env *testsuite.TestActivityEnvironment, id, phase string, timeout time.Duration) (status.RunOutcome, error) {
 	t.Helper()
 	v, err := env.ExecuteActivity(a.RunSandboxed, activity.RunInput{
 		Provision: activity.ProvisionInput{SandboxID: id},
 		Manifest:  protocol.Manifest{TaskID: id, Title: phase},
 		Timeout:   timeout, MaxSandboxes: 3,
 	})
-	var out activity.RunOutcome
+	var out status.RunOutcome
 	if err == nil {
 		err = v.Get(&out)
 	}

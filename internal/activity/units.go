@@ -7,12 +7,11 @@ import (
 	"slices"
 	"time"
 
-	workflowpb "go.temporal.io/api/workflow/v1"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
-	"github.com/fleetlift/fleetlift/internal/payload"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // QueryUnitGoesOn is the query a campaign answers for a run of units it
@@ -72,51 +71,17 @@ func (in UnitsInput) input(u UnitSpec) RunInput {
 // UnitsOutcome is what a run did: one outcome for each unit that ran,
 // in the run's order. The units after them did not start.
 type UnitsOutcome struct {
-	Done []UnitOutcome `json:"done"`
-}
-
-// UnitOutcome is how one unit of a run ended: the agent's outcome, with
-// only what the campaign keeps of its result (no diffs, no output), or
-// the error that ended it. Took is how long it worked.
-type UnitOutcome struct {
-	Key     string     `json:"key"`
-	Outcome RunOutcome `json:"outcome"`
-	Error   string     `json:"error,omitempty"`
-	// Cancelled: the run was cancelled while the unit worked.
-	Cancelled bool          `json:"cancelled,omitempty"`
-	Took      time.Duration `json:"took"`
-	// Attempt is the unit's UnitSpec.Attempt.
-	Attempt int `json:"attempt,omitempty"`
-}
-
-// Failed reports whether the unit did not complete.
-func (u UnitOutcome) Failed() bool {
-	return u.Error != "" || u.Outcome.Status.Phase != protocol.PhaseComplete
+	Done []status.UnitOutcome `json:"done"`
 }
 
 // unitsProgress is RunUnits' heartbeat: the units done, and the sandbox
 // of the one at work (empty between units), which an attempt that takes
 // over goes on from.
 type unitsProgress struct {
-	Done    []UnitOutcome `json:"done,omitempty"`
-	Current runProgress   `json:"current"`
-	// AtWork is the unit whose sandbox Current is.
-	AtWork *UnitRef `json:"at_work,omitempty"`
-}
-
-// UnitRef names a unit of a run: its key, and its attempt
-// (UnitSpec.Attempt).
-type UnitRef struct {
-	Key     string `json:"key"`
-	Attempt int    `json:"attempt,omitempty"`
-}
-
-// RunsProgress is what runs of units in flight have told of units their
-// campaign takes in only once the run reports: those done, and those at
-// work.
-type RunsProgress struct {
-	Done   []UnitOutcome
-	AtWork []UnitRef
+	// UnitsBeat is what the heartbeat tells of the units, which the
+	// run's readers read (AtWork is the unit whose sandbox Current is).
+	status.UnitsBeat
+	Current runProgress `json:"current"`
 }
 
 // RunUnits runs a campaign's units one after another, each as
@@ -162,8 +127,8 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		// A unit the last attempt was at has started: it goes on.
 		resumed := i == len(p.Done) && p.Current.Sandbox != ""
 		next := in.input(u)
-		ref := &UnitRef{Key: u.Key, Attempt: u.Attempt}
-		if i > 0 && !resumed && !mayGoOn(ctx, in, beat, unitsProgress{Done: out.Done, Current: runProgress{Sandbox: next.Provision.SandboxID}, AtWork: ref}, began, u.Key) {
+		ref := &status.UnitRef{Key: u.Key, Attempt: u.Attempt}
+		if i > 0 && !resumed && !mayGoOn(ctx, in, beat, unitsProgress{UnitsBeat: status.UnitsBeat{Done: out.Done, AtWork: ref}, Current: runProgress{Sandbox: next.Provision.SandboxID}}, began, u.Key) {
 			break
 		}
 		a.unitStarted(ctx, *ref)
@@ -178,13 +143,13 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 			// it, which an attempt after a dead worker must not run
 			// again, and the unit's first sandbox; a sandbox lost and
 			// replaced is told at once.
-			beat.set(unitsProgress{Done: out.Done, Current: c, AtWork: ref}, len(c.Lost) > 0)
+			beat.set(unitsProgress{UnitsBeat: status.UnitsBeat{Done: out.Done, AtWork: ref}, Current: c}, len(c.Lost) > 0)
 		})
 		// Whether the unit's context ended before the unit did: releasing
 		// it below ends it all the same.
 		ended := uctx.Err() != nil
 		release()
-		done := UnitOutcome{Key: u.Key, Outcome: keptOf(r), Took: time.Since(start), Attempt: u.Attempt}
+		done := status.UnitOutcome{Key: u.Key, Outcome: keptOf(r), Took: time.Since(start), Attempt: u.Attempt}
 		switch {
 		case err == nil:
 		case ended && (workerStopping(ctx) || errors.Is(ctx.Err(), context.DeadlineExceeded)):
@@ -203,49 +168,24 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 			done.Error = appMessage(err)
 		}
 		out.Done = append(out.Done, done)
-		beat.set(unitsProgress{Done: out.Done}, false)
+		beat.set(unitsProgress{UnitsBeat: status.UnitsBeat{Done: out.Done}}, false)
 		a.unitEnded(ctx, done)
 	}
 	return out, nil
 }
 
 // unitStarted tells UnitStarted, if set, of a unit of a run that starts.
-func (a *Activities) unitStarted(ctx context.Context, u UnitRef) {
+func (a *Activities) unitStarted(ctx context.Context, u status.UnitRef) {
 	if a.UnitStarted != nil && sdkactivity.IsActivity(ctx) {
 		a.UnitStarted(sdkactivity.GetInfo(ctx).WorkflowExecution.ID, u)
 	}
 }
 
 // unitEnded tells UnitEnded, if set, of a unit of a run that ended.
-func (a *Activities) unitEnded(ctx context.Context, u UnitOutcome) {
+func (a *Activities) unitEnded(ctx context.Context, u status.UnitOutcome) {
 	if a.UnitEnded != nil && sdkactivity.IsActivity(ctx) {
 		a.UnitEnded(sdkactivity.GetInfo(ctx).WorkflowExecution.ID, u)
 	}
-}
-
-// RunUnitsName is the name RunUnits is registered under.
-const RunUnitsName = "RunUnits"
-
-// RunsProgressOf is the progress of the runs of units among a campaign's
-// pending activities (as DescribeWorkflowExecution shows them), by their
-// last heartbeats, which a run sends before each unit but its first. A
-// heartbeat that does not decode as a run's progress adds nothing.
-func RunsProgressOf(pending []*workflowpb.PendingActivityInfo) RunsProgress {
-	var rp RunsProgress
-	for _, pa := range pending {
-		if pa.GetActivityType().GetName() != RunUnitsName || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 {
-			continue
-		}
-		var p unitsProgress
-		if payload.Converter.FromPayloads(pa.GetHeartbeatDetails(), &p) != nil {
-			continue
-		}
-		rp.Done = append(rp.Done, p.Done...)
-		if p.AtWork != nil {
-			rp.AtWork = append(rp.AtWork, *p.AtWork)
-		}
-	}
-	return rp
 }
 
 // mayGoOn reports whether the run goes on to unit key after the units
@@ -368,8 +308,8 @@ func (a *Activities) unitContext(ctx context.Context) (context.Context, context.
 // notes and lost sandboxes, and of each repository its status, pull
 // request, report and errors. The diffs and the agent's output stay out
 // of the campaign's history.
-func keptOf(r RunOutcome) RunOutcome {
-	k := RunOutcome{Lost: r.Lost, Notes: r.Notes}
+func keptOf(r status.RunOutcome) status.RunOutcome {
+	k := status.RunOutcome{Lost: r.Lost, Notes: r.Notes}
 	k.Status = protocol.Status{Phase: r.Status.Phase, Message: r.Status.Message}
 	k.Result = protocol.Result{Status: r.Result.Status, Error: r.Result.Error, StartedAt: r.Result.StartedAt, CompletedAt: r.Result.CompletedAt}
 	for _, rr := range r.Result.Repositories {

@@ -20,6 +20,8 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // units is a run of the named units (each its own sandbox, of that
@@ -136,7 +138,7 @@ func TestRunUnitsTakesOverFromItsLastHeartbeat(t *testing.T) {
 	waitFor(t, a, env, ref, protocol.PhaseComplete)
 	var progress map[string]any
 	raw, _ := json.Marshal(map[string]any{
-		"done":    []activity.UnitOutcome{{Key: "u1", Outcome: activity.RunOutcome{Status: protocol.Status{Phase: protocol.PhaseComplete}}}},
+		"done":    []status.UnitOutcome{{Key: "u1", Outcome: status.RunOutcome{Status: protocol.Status{Phase: protocol.PhaseComplete}}}},
 		"current": map[string]any{"sandbox": "u2"},
 	})
 	_ = json.Unmarshal(raw, &progress)
@@ -211,7 +213,7 @@ func (w *wanted) stillWanted(_ context.Context, p any) (bool, error) {
 		return false, err
 	}
 	var progress struct {
-		Done    []activity.UnitOutcome `json:"done"`
+		Done    []status.UnitOutcome `json:"done"`
 		Current struct {
 			Sandbox string `json:"sandbox"`
 		} `json:"current"`
@@ -316,16 +318,16 @@ func TestRunsUnitAtWorkOutlivesTheRunsCancellation(t *testing.T) {
 func TestRunUnitsTellsEachUnitAsItEnds(t *testing.T) {
 	a, env := newActivities(t)
 	var mu sync.Mutex
-	var told []activity.UnitOutcome
-	var started []activity.UnitRef
+	var told []status.UnitOutcome
+	var started []status.UnitRef
 	var wids []string
 	var beats []*commonpb.Payloads
-	a.UnitStarted = func(wid string, u activity.UnitRef) {
+	a.UnitStarted = func(wid string, u status.UnitRef) {
 		mu.Lock()
 		defer mu.Unlock()
 		started = append(started, u)
 	}
-	a.UnitEnded = func(wid string, u activity.UnitOutcome) {
+	a.UnitEnded = func(wid string, u status.UnitOutcome) {
 		mu.Lock()
 		defer mu.Unlock()
 		told, wids = append(told, u), append(wids, wid)
@@ -342,7 +344,7 @@ func TestRunUnitsTellsEachUnitAsItEnds(t *testing.T) {
 		in.Units[i].Attempt = i + 1
 	}
 	// By the name the readers of pending activities know it by.
-	out := runUnitsNamed(t, env, activity.RunUnitsName, in)
+	out := runUnitsNamed(t, env, status.RunUnitsName, in)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(told) != 3 || !reflect.DeepEqual(told, out.Done) {
@@ -353,7 +355,7 @@ func TestRunUnitsTellsEachUnitAsItEnds(t *testing.T) {
 			t.Errorf("%s told of attempt %d, campaign %q", u.Key, u.Attempt, wids[i])
 		}
 	}
-	if want := []activity.UnitRef{{Key: "u1", Attempt: 1}, {Key: "u2", Attempt: 2}, {Key: "u3", Attempt: 3}}; !slices.Equal(started, want) {
+	if want := []status.UnitRef{{Key: "u1", Attempt: 1}, {Key: "u2", Attempt: 2}, {Key: "u3", Attempt: 3}}; !slices.Equal(started, want) {
 		t.Errorf("told of units starting: %+v, want %+v", started, want)
 	}
 	// The heartbeats before u2 and u3.
@@ -362,11 +364,11 @@ func TestRunUnitsTellsEachUnitAsItEnds(t *testing.T) {
 	}
 	pending := []*workflowpb.PendingActivityInfo{
 		{ActivityType: &commonpb.ActivityType{Name: "RunSandboxed"}, HeartbeatDetails: beats[1]},
-		{ActivityType: &commonpb.ActivityType{Name: activity.RunUnitsName}},
-		{ActivityType: &commonpb.ActivityType{Name: activity.RunUnitsName}, HeartbeatDetails: beats[1]},
+		{ActivityType: &commonpb.ActivityType{Name: status.RunUnitsName}},
+		{ActivityType: &commonpb.ActivityType{Name: status.RunUnitsName}, HeartbeatDetails: beats[1]},
 	}
-	got := activity.RunsProgressOf(pending)
-	if !reflect.DeepEqual(got.Done, out.Done[:2]) || !slices.Equal(got.AtWork, []activity.UnitRef{{Key: "u3", Attempt: 3}}) {
+	got := statetemporal.RunsProgressOf(pending)
+	if !reflect.DeepEqual(got.Done, out.Done[:2]) || !slices.Equal(got.AtWork, []status.UnitRef{{Key: "u3", Attempt: 3}}) {
 		t.Errorf("the pending runs read back as %+v; want u1 and u2's outcomes, u3 at work", got)
 	}
 }

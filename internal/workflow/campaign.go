@@ -478,29 +478,11 @@ func (c *campaignRun) result(key string, f workflow.Future) (status.TaskResult, 
 		err := f.Get(c.ctx, &tr)
 		return tr, err
 	}
-	var out activity.RunOutcome
+	var out status.RunOutcome
 	if err := f.Get(c.ctx, &out); err != nil {
 		return tr, err
 	}
-	return outcomeResult(out), nil
-}
-
-// outcomeResult is the task result of a unit run as one activity.
-func outcomeResult(out activity.RunOutcome) status.TaskResult {
-	var tr status.TaskResult
-	tr.Phase = status.TaskFailed
-	switch out.Status.Phase {
-	case protocol.PhaseComplete:
-		tr.Phase = status.TaskCompleted
-	case protocol.PhaseCancelled:
-		tr.Phase = status.TaskCancelled
-	}
-	tr.Repositories = repoResults(out.Result)
-	tr.Error = out.Result.Error
-	tr.SandboxesLost = len(out.Lost)
-	tr.Notes = out.Notes
-	tr.ModelUsage = out.Result.ModelUsage
-	return tr
+	return status.OutcomeResult(out), nil
 }
 
 func (c *campaignRun) record(key string, f workflow.Future) {
@@ -516,54 +498,12 @@ func (c *campaignRun) record(key string, f workflow.Future) {
 // recordError records that unit key failed with message, or was
 // cancelled.
 func (c *campaignRun) recordError(key, message string, cancelled bool) {
-	c.p.Results[key] = withError(c.p.Results[key], message, cancelled)
-}
-
-// withError is r once its unit failed with message, or was cancelled.
-func withError(r status.UnitResult, message string, cancelled bool) status.UnitResult {
-	r.Phase = status.TaskFailed
-	r.Error = message
-	if cancelled {
-		r.Phase = status.TaskCancelled
-	}
-	return r
+	c.p.Results[key] = status.WithError(c.p.Results[key], message, cancelled)
 }
 
 // recordResult records unit key's task result.
 func (c *campaignRun) recordResult(key string, tr status.TaskResult) {
-	c.p.Results[key] = withResult(c.p.Results[key], tr, len(c.units[key].Repositories) > 1)
-}
-
-// withResult is r once its unit's task ended with tr; grouped says
-// whether the unit is a group of repositories.
-func withResult(r status.UnitResult, tr status.TaskResult, grouped bool) status.UnitResult {
-	r.Phase = tr.Phase
-	r.Error = tr.Error
-	r.SandboxesLost = tr.SandboxesLost
-	r.ModelUsage = r.ModelUsage.Plus(tr.ModelUsage)
-	r.Applied = append(r.Applied, tr.Applied...)
-	r.PRs, r.Reports, r.Repos = nil, 0, nil
-	for _, rr := range tr.Repositories {
-		if grouped {
-			ur := status.UnitRepo{Name: rr.Name, Status: rr.Status}
-			if rr.PullRequest != nil {
-				ur.PullRequest = rr.PullRequest.URL
-			}
-			r.Repos = append(r.Repos, ur)
-		}
-		if rr.PullRequest != nil {
-			r.PRs = append(r.PRs, *rr.PullRequest)
-		}
-		if rr.Report != nil {
-			r.Reports++
-		}
-		for _, fe := range rr.ForEach {
-			if fe.Report != nil {
-				r.Reports++
-			}
-		}
-	}
-	return r
+	c.p.Results[key] = status.WithResult(c.p.Results[key], tr, len(c.units[key].Repositories) > 1)
 }
 
 // shortRunID keeps the random tail of a run id: run ids are UUIDv7,

@@ -62,7 +62,7 @@ type fleet struct {
 	took      time.Duration
 	within    []time.Duration
 	attempts  map[string][]int
-	afterUnit func(done []activity.UnitOutcome)
+	afterUnit func(done []status.UnitOutcome)
 }
 
 func (f *fleet) unitOf(sandboxID string) string { return f.unit[sandboxID] }
@@ -156,7 +156,7 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		return nil
 	}
 	run := runSandboxed(lost, provision, wait, read, cleanup)
-	env.OnActivity(a.RunSandboxed, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activity.RunInput) (activity.RunOutcome, error) {
+	env.OnActivity(a.RunSandboxed, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activity.RunInput) (status.RunOutcome, error) {
 		info := sdkactivity.GetInfo(ctx)
 		f.mu.Lock()
 		if f.byActivity == nil {
@@ -204,7 +204,7 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			}
 			r := activity.RunInput{Provision: activity.ProvisionInput{SandboxID: u.SandboxID, Labels: map[string]string{"fleetlift.io/task-id": u.TaskID}}}
 			o, err := run(ctx, r)
-			done := activity.UnitOutcome{Key: u.Key, Outcome: o, Took: took, Attempt: u.Attempt}
+			done := status.UnitOutcome{Key: u.Key, Outcome: o, Took: took, Attempt: u.Attempt}
 			if err != nil {
 				done.Error = err.Error()
 				var ae *temporal.ApplicationError

@@ -214,7 +214,7 @@ func (c *campaignRun) recordRun(keys []string, f workflow.Future) {
 			u := out.Done[i]
 			c.p.UnitTime += u.Took
 			c.p.UnitsTimed++
-			c.p.Results[key] = withUnitDone(c.p.Results[key], u, len(c.units[key].Repositories) > 1)
+			c.p.Results[key] = status.WithUnitDone(c.p.Results[key], u, len(c.units[key].Repositories) > 1)
 		case err != nil && i == len(out.Done):
 			c.recordError(key, errText(err), c.ctx.Err() != nil)
 		default:
@@ -229,62 +229,6 @@ func (c *campaignRun) recordRun(keys []string, f workflow.Future) {
 		delete(c.queued, key)
 	}
 	c.p.Requeued = append(back, c.p.Requeued...)
-}
-
-// withUnitDone is r once its unit ended in a run of units as u says;
-// grouped says whether the unit is a group of repositories.
-func withUnitDone(r status.UnitResult, u activity.UnitOutcome, grouped bool) status.UnitResult {
-	if u.Error != "" {
-		return withError(r, u.Error, u.Cancelled)
-	}
-	return withResult(r, outcomeResult(u.Outcome), grouped)
-}
-
-// WithRunsProgress is st with what runs of units in flight told of
-// their units (p, from their heartbeats or from the worker that runs
-// them): each unit done shown as it ended, and each at work as running.
-// A campaign takes a run's units in once the run reports, and until then
-// shows those after its first as queued. What p says counts only for a
-// unit that still waits or works in the attempt it is of; the campaign's
-// own record, once it has one, is left as it is.
-func WithRunsProgress(st status.CampaignState, p activity.RunsProgress) status.CampaignState {
-	if len(p.Done) == 0 && len(p.AtWork) == 0 {
-		return st
-	}
-	at := make(map[string]int, len(st.Units))
-	for i, u := range st.Units {
-		at[u.Key] = i
-	}
-	st.Units = slices.Clone(st.Units)
-	// set shows unit key of attempt in phases as next makes it.
-	set := func(key string, attempt int, phases []status.TaskPhase, next func(status.UnitResult, bool) status.UnitResult) {
-		i, ok := at[key]
-		if !ok || attempt == 0 {
-			return
-		}
-		r := st.Units[i]
-		if !slices.Contains(phases, r.Phase) || r.Attempts != attempt {
-			return
-		}
-		// A group's units show its repositories before it ends.
-		n := max(len(r.Repos), 1)
-		nr := next(r, n > 1)
-		st.Summary.Count(r, n, -1)
-		st.Summary.Count(nr, n, 1)
-		st.Units[i] = nr
-	}
-	for _, d := range p.Done {
-		set(d.Key, d.Attempt, []status.TaskPhase{status.TaskQueued, status.TaskRunning}, func(r status.UnitResult, grouped bool) status.UnitResult {
-			return withUnitDone(r, d, grouped)
-		})
-	}
-	for _, u := range p.AtWork {
-		set(u.Key, u.Attempt, []status.TaskPhase{status.TaskQueued}, func(r status.UnitResult, _ bool) status.UnitResult {
-			r.Phase = status.TaskRunning
-			return r
-		})
-	}
-	return st
 }
 
 // startsUnits reports whether the campaign starts units now: not

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -118,12 +117,12 @@ func TestRunsShowEachUnitAsItEnds(t *testing.T) {
 	env := newCampaignEnv(f)
 	type seen struct {
 		before, after status.CampaignState
-		done          []activity.UnitOutcome
+		done          []status.UnitOutcome
 	}
 	var views []seen
-	f.afterUnit = func(done []activity.UnitOutcome) {
+	f.afterUnit = func(done []status.UnitOutcome) {
 		st := queryState(t, env)
-		views = append(views, seen{before: st, after: workflow.WithRunsProgress(st, activity.RunsProgress{Done: done}), done: done})
+		views = append(views, seen{before: st, after: status.WithRunsProgress(st, status.RunsProgress{Done: done}), done: done})
 	}
 	in := runsInput(5, 1)
 	env.ExecuteWorkflow(workflow.Campaign, in)
@@ -159,7 +158,7 @@ func TestRunsShowEachUnitAsItEnds(t *testing.T) {
 	}
 	// The unit after the first at work: running, as the first is.
 	first := views[0]
-	atWork := workflow.WithRunsProgress(first.before, activity.RunsProgress{Done: first.done, AtWork: []activity.UnitRef{{Key: "r1", Attempt: 1}}})
+	atWork := status.WithRunsProgress(first.before, status.RunsProgress{Done: first.done, AtWork: []status.UnitRef{{Key: "r1", Attempt: 1}}})
 	if phases(atWork) != "r0=completed r1=running r2=queued r3=queued r4=queued" || atWork.Summary.Running != 1 || atWork.Summary.Completed != 1 {
 		t.Errorf("r0 done, r1 at work: %s, %+v", phases(atWork), atWork.Summary)
 	}
@@ -169,10 +168,10 @@ func TestRunsShowEachUnitAsItEnds(t *testing.T) {
 	for i := range stale {
 		stale[i].Attempt = 2
 	}
-	if got := workflow.WithRunsProgress(last.before, activity.RunsProgress{Done: stale, AtWork: []activity.UnitRef{{Key: "r1", Attempt: 2}}}); !reflect.DeepEqual(got, last.before) {
+	if got := status.WithRunsProgress(last.before, status.RunsProgress{Done: stale, AtWork: []status.UnitRef{{Key: "r1", Attempt: 2}}}); !reflect.DeepEqual(got, last.before) {
 		t.Errorf("outcomes of another attempt changed the state: %s", phases(got))
 	}
-	if got := workflow.WithRunsProgress(final, activity.RunsProgress{Done: last.done, AtWork: []activity.UnitRef{{Key: "r4", Attempt: 1}}}); !reflect.DeepEqual(got, final) {
+	if got := status.WithRunsProgress(final, status.RunsProgress{Done: last.done, AtWork: []status.UnitRef{{Key: "r4", Attempt: 1}}}); !reflect.DeepEqual(got, final) {
 		t.Errorf("outcomes the campaign has recorded changed its state: %s, %+v", phases(got), got.Summary)
 	}
 	if phases(last.before) != "r0=running r1=queued r2=queued r3=queued r4=queued" {

@@ -167,7 +167,7 @@ func (t *taskRun) finish(p status.TaskPhase, msg string, r *protocol.Result) (st
 	res.Phase = p
 	res.Error = msg
 	if r != nil {
-		res.Repositories = repoResults(*r)
+		res.Repositories = status.RepoResults(*r)
 		res.ModelUsage = r.ModelUsage
 		if res.Error == "" {
 			res.Error = r.Error
@@ -574,17 +574,6 @@ func errText(err error) string {
 		return "cancelled"
 	}
 	return err.Error()
-}
-
-func repoResults(r protocol.Result) []status.RepoResult {
-	out := make([]status.RepoResult, 0, len(r.Repositories))
-	for _, rr := range r.Repositories {
-		out = append(out, status.RepoResult{
-			Name: rr.Name, Status: rr.Status, FilesModified: rr.FilesModified,
-			PullRequest: rr.PullRequest, Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error, ErrorKind: rr.ErrorKind,
-		})
-	}
-	return out
 }
 
 var unsafeIDChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

@@ -474,21 +474,21 @@ func awaitResult(submit func(context.Context, activity.SubmitManifestInput) erro
 func runSandboxed(lost func(activity.RunInput) []string, provision func(context.Context, activity.ProvisionInput) (activity.SandboxRef, error),
 	wait func(context.Context, activity.WaitInput) (protocol.Status, error),
 	read func(context.Context, activity.ReadResultInput) (protocol.Result, error),
-	cleanup func(context.Context, activity.CleanupInput) error) func(context.Context, activity.RunInput) (activity.RunOutcome, error) {
-	return func(ctx context.Context, in activity.RunInput) (activity.RunOutcome, error) {
+	cleanup func(context.Context, activity.CleanupInput) error) func(context.Context, activity.RunInput) (status.RunOutcome, error) {
+	return func(ctx context.Context, in activity.RunInput) (status.RunOutcome, error) {
 		ref, err := provision(ctx, in.Provision)
 		if err != nil {
-			return activity.RunOutcome{}, err
+			return status.RunOutcome{}, err
 		}
 		defer func() { _ = cleanup(ctx, activity.CleanupInput{Sandbox: ref}) }()
 		st, err := wait(ctx, activity.WaitInput{Sandbox: ref, Phases: []protocol.Phase{protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled}})
 		if err != nil {
-			return activity.RunOutcome{}, err
+			return status.RunOutcome{}, err
 		}
 		r, err := read(ctx, activity.ReadResultInput{Sandbox: ref})
 		if err != nil {
-			return activity.RunOutcome{}, err
+			return status.RunOutcome{}, err
 		}
-		return activity.RunOutcome{Status: st, Result: r, Lost: lost(in)}, nil
+		return status.RunOutcome{Status: st, Result: r, Lost: lost(in)}, nil
 	}
 }

@@ -13,10 +13,8 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/status"
-	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // Resolve is the workflow id of the run id names: a workflow id, or a bare
@@ -139,7 +137,7 @@ func (r *Reader) Status(ctx context.Context, wid string) (*status.Run, error) {
 	}
 	st, err = r.QueryStatus(ctx, wid, isCampaign)
 	if err == nil && st.Campaign != nil {
-		*st.Campaign = workflow.WithRunsProgress(*st.Campaign, activity.RunsProgressOf(d.PendingActivities))
+		*st.Campaign = status.WithRunsProgress(*st.Campaign, RunsProgressOf(d.PendingActivities))
 	}
 	return st, err
 }

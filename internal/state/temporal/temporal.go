@@ -19,12 +19,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/report"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/status"
-	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // Memo keys the runs record (workflow.Memo*).
@@ -283,7 +281,7 @@ func (r *Reader) read(ctx context.Context, ref runRef) (state.Campaign, error) {
 }
 
 // withRunsProgress is st with what the run's runs of units in flight
-// have done (workflow.WithRunsProgress), from their heartbeats among its
+// have done (status.WithRunsProgress), from their heartbeats among its
 // pending activities: those of its description when it was read, else
 // read when st has units queued behind a run's first. Should they not be
 // read, st is still right, only later.
@@ -299,7 +297,7 @@ func (r *Reader) withRunsProgress(ctx context.Context, ref runRef, st status.Cam
 		}
 		pending = d.PendingActivities
 	}
-	return workflow.WithRunsProgress(st, activity.RunsProgressOf(pending))
+	return status.WithRunsProgress(st, RunsProgressOf(pending))
 }
 
 // repos fills in per-repository outcomes, and the reports of a report-mode

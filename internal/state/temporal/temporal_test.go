@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
@@ -380,11 +379,11 @@ func TestReaderListsTheRepositoriesOfGroups(t *testing.T) {
 // when a unit is queued behind a run's first.
 func TestReaderShowsUnitsARunFinished(t *testing.T) {
 	pr := protocol.PullRequestInfo{URL: "https://git.example.com/acme/a/pulls/1", Branch: "auto/x"}
-	beat, err := converter.GetDefaultDataConverter().ToPayloads(map[string]any{"done": []activity.UnitOutcome{{
+	beat, err := converter.GetDefaultDataConverter().ToPayloads(map[string]any{"done": []status.UnitOutcome{{
 		Key: "a", Attempt: 1,
-		Outcome: activity.RunOutcome{Status: protocol.Status{Phase: protocol.PhaseComplete},
+		Outcome: status.RunOutcome{Status: protocol.Status{Phase: protocol.PhaseComplete},
 			Result: protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{Name: "a", Status: "success", PullRequest: &pr}}}},
-	}}, "at_work": activity.UnitRef{Key: "b", Attempt: 1}})
+	}}, "at_work": status.UnitRef{Key: "b", Attempt: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +393,7 @@ func TestReaderShowsUnitsARunFinished(t *testing.T) {
 	f := &fleet{gets: map[string]int{},
 		runs:    map[string]fleetRun{"campaign/x": {typ: "Campaign", status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, memo: memo}},
 		queries: map[string]any{"campaign/x": running},
-		pending: map[string][]*workflowpb.PendingActivityInfo{"campaign/x": {{ActivityType: &commonpb.ActivityType{Name: activity.RunUnitsName}, HeartbeatDetails: beat}}},
+		pending: map[string][]*workflowpb.PendingActivityInfo{"campaign/x": {{ActivityType: &commonpb.ActivityType{Name: status.RunUnitsName}, HeartbeatDetails: beat}}},
 	}
 	r := &statetemporal.Reader{Client: f, QueryCache: -1}
 	want := []state.Repo{

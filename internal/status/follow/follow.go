@@ -15,12 +15,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/fleetlift/fleetlift/internal/activity"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/status/render"
 	"github.com/fleetlift/fleetlift/internal/visible"
-	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // ErrInterrupted is Run's error when its context ended before the run:
@@ -108,9 +106,9 @@ func Run(ctx context.Context, rd *statetemporal.Reader, id string, w io.Writer, 
 		if news != nil && !st.Closed && st.Campaign != nil {
 			// The units this process's worker finished in runs the
 			// campaign has not taken in yet.
-			var rp activity.RunsProgress
+			var rp status.RunsProgress
 			p.shown, rp = news.unitsOf(id)
-			cs := workflow.WithRunsProgress(*st.Campaign, rp)
+			cs := status.WithRunsProgress(*st.Campaign, rp)
 			shown = &status.Run{ID: st.ID, Campaign: &cs}
 		}
 		rows, waiting := progressRows(ctx, rd, shown)
@@ -187,30 +185,30 @@ type News struct {
 	// (activity.RunUnits) that started and ended, as the worker told
 	// them; unitsTold counts them.
 	mu        sync.Mutex
-	units     map[string]*activity.RunsProgress
+	units     map[string]*status.RunsProgress
 	unitsTold atomic.Int64
 }
 
 // UnitStarted and UnitEnded are news of a unit of a run of units that
 // started or ended: follow shows it at once, without reading the run,
 // which takes the unit in only once the run reports
-// (workflow.WithRunsProgress).
-func (n *News) UnitStarted(workflowID string, u activity.UnitRef) {
-	n.unit(workflowID, func(rp *activity.RunsProgress) { rp.AtWork = append(rp.AtWork, u) })
+// (status.WithRunsProgress).
+func (n *News) UnitStarted(workflowID string, u status.UnitRef) {
+	n.unit(workflowID, func(rp *status.RunsProgress) { rp.AtWork = append(rp.AtWork, u) })
 }
 
-func (n *News) UnitEnded(workflowID string, u activity.UnitOutcome) {
-	n.unit(workflowID, func(rp *activity.RunsProgress) { rp.Done = append(rp.Done, u) })
+func (n *News) UnitEnded(workflowID string, u status.UnitOutcome) {
+	n.unit(workflowID, func(rp *status.RunsProgress) { rp.Done = append(rp.Done, u) })
 }
 
-func (n *News) unit(workflowID string, add func(*activity.RunsProgress)) {
+func (n *News) unit(workflowID string, add func(*status.RunsProgress)) {
 	n.mu.Lock()
 	if n.units == nil {
-		n.units = map[string]*activity.RunsProgress{}
+		n.units = map[string]*status.RunsProgress{}
 	}
 	rp := n.units[workflowID]
 	if rp == nil {
-		rp = &activity.RunsProgress{}
+		rp = &status.RunsProgress{}
 		n.units[workflowID] = rp
 	}
 	add(rp)
@@ -224,12 +222,12 @@ func (n *News) unit(workflowID string, add func(*activity.RunsProgress)) {
 
 // unitsOf is what the worker told of the units of campaign workflowID,
 // and how many units of every campaign it had told of then.
-func (n *News) unitsOf(workflowID string) (int64, activity.RunsProgress) {
+func (n *News) unitsOf(workflowID string) (int64, status.RunsProgress) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var rp activity.RunsProgress
+	var rp status.RunsProgress
 	if u := n.units[workflowID]; u != nil {
-		rp = activity.RunsProgress{Done: slices.Clone(u.Done), AtWork: slices.Clone(u.AtWork)}
+		rp = status.RunsProgress{Done: slices.Clone(u.Done), AtWork: slices.Clone(u.AtWork)}
 	}
 	return n.unitsTold.Load(), rp
 }

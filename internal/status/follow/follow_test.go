@@ -10,7 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // waitAsync runs p.wait and hands its answer on the returned channel.
@@ -109,13 +109,13 @@ func TestFollowDrawsAUnitAsItEnds(t *testing.T) {
 	p.idle, p.every = time.Hour, time.Hour
 	p.read(time.Now())
 	got := waitAsync(p, nil)
-	news.UnitEnded("campaign/c", activity.UnitOutcome{Key: "r1", Attempt: 1})
-	news.UnitStarted("campaign/c", activity.UnitRef{Key: "r2", Attempt: 1})
-	news.UnitEnded("campaign/other", activity.UnitOutcome{Key: "r9", Attempt: 1})
+	news.UnitEnded("campaign/c", status.UnitOutcome{Key: "r1", Attempt: 1})
+	news.UnitStarted("campaign/c", status.UnitRef{Key: "r2", Attempt: 1})
+	news.UnitEnded("campaign/other", status.UnitOutcome{Key: "r9", Attempt: 1})
 	if ended, done := returnedWithin(got, time.Minute); !done || ended || !p.unitsOnly {
 		t.Fatalf("a unit ended: wait answered %v (done %v, units only %v); want a drawing without a read", ended, done, p.unitsOnly)
 	}
-	var rp activity.RunsProgress
+	var rp status.RunsProgress
 	p.shown, rp = news.unitsOf("campaign/c")
 	if len(rp.Done) != 1 || rp.Done[0].Key != "r1" || len(rp.AtWork) != 1 || rp.AtWork[0].Key != "r2" {
 		t.Fatalf("units of campaign/c: %+v", rp)
