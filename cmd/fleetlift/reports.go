@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/fleetlift/fleetlift/internal/report"
+	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/visible"
 )
@@ -92,7 +93,7 @@ func readReports(ctx context.Context, c client.Client, namespace, id string) (*r
 	if err != nil {
 		return nil, fmt.Errorf("read the reports of %s: %w", id, err)
 	}
-	if !report.InSpec(run.Spec) {
+	if !state.IsReport(run.Spec) {
 		return nil, fmt.Errorf("%s is not a report: its mode is transform (see `fleetlift status %s`)", id, id)
 	}
 	return report.New(id, run.Spec, run.Reports), nil

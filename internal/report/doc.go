@@ -6,10 +6,9 @@
 // `fleetlift reports` prints and what the status mirror writes under
 // reports/<id>/.
 //
-// FromOutcome turns what a run recorded of one repository (the agent's
-// protocol.RepositoryResult, or a Task workflow's result) into
-// state.Report rows; New pairs rows with the run's normalised spec, which
-// names the schema.
+// New pairs a run's report rows (state.Report, which the state reader
+// makes of what the run recorded) with its normalised spec, which names
+// the schema.
 //
 // Text from the work (frontmatter values, bodies, errors) is never
 // trusted: the markdown views quote it with package markdown, except a
@@ -17,6 +16,6 @@
 // into the body's own file. The text views leave control characters to
 // the caller (package visible).
 //
-// report imports protocol, state, markdown and the standard library; no
+// report imports state, markdown and the standard library; no
 // SDK, and not package spec, whose JSON form it reads.
 package report

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -23,51 +22,6 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // auth_library and score, and knows issues.
 const auditSpec = `{"version":1,"kind":"Task","id":"auth-audit","mode":"report","execution":{"agentic":{"prompt":"audit","output":{"capture":"file",
 "schema":{"type":"object","required":["score","auth_library"],"properties":{"auth_library":{"type":"string"},"issues":{"type":"array"},"score":{"type":"integer","maximum":10}}}}}}}`
-
-func TestFromOutcome(t *testing.T) {
-	valid := &protocol.Report{Frontmatter: map[string]any{"score": 8}, Body: "# Audit", Raw: "---\nscore: 8\n---\n# Audit"}
-	tests := []struct {
-		name string
-		in   report.Outcome
-		want []state.Report
-	}{
-		{"valid report", report.Outcome{Repository: "api", Status: "success", Report: valid},
-			[]state.Report{{Repository: "api", Status: state.ReportValid, Frontmatter: json.RawMessage(`{"score":8}`), Body: "# Audit"}}},
-		{"schema violation keeps the raw text and the violations",
-			report.Outcome{Unit: "api", Repository: "api", Status: "failed", Error: "frontmatter does not match output.schema", ErrorKind: protocol.ReportSchemaInvalid,
-				Report: &protocol.Report{Frontmatter: map[string]any{"score": 11}, Raw: "---\nscore: 11\n---\n", ValidationErrors: []string{"/score: maximum: got 11, want 10"}}},
-			[]state.Report{{Unit: "api", Repository: "api", Status: state.ReportInvalid, Frontmatter: json.RawMessage(`{"score":11}`), Raw: "---\nscore: 11\n---\n",
-				Error: "frontmatter does not match output.schema", ErrorKind: protocol.ReportSchemaInvalid, ValidationErrors: []string{"/score: maximum: got 11, want 10"}}}},
-		{"empty report is flagged",
-			report.Outcome{Repository: "web", Status: "success", Report: &protocol.Report{Warning: protocol.ReportEmptyWarning}},
-			[]state.Report{{Repository: "web", Status: state.ReportEmpty, Warning: protocol.ReportEmptyWarning}}},
-		{"missing report",
-			report.Outcome{Repository: "web", Status: "failed", Error: "REPORT.md was not written", ErrorKind: protocol.ReportMissing},
-			[]state.Report{{Repository: "web", Status: state.ReportMissing, Error: "REPORT.md was not written", ErrorKind: protocol.ReportMissing}}},
-		{"clone failed", report.Outcome{Repository: "gone", Status: "failed", Error: "clone: not found"},
-			[]state.Report{{Repository: "gone", Status: state.ReportFailed, Error: "clone: not found"}}},
-		{"still running", report.Outcome{Repository: "api", Status: "running"},
-			[]state.Report{{Repository: "api", Status: state.ReportPending}}},
-		{"a target whose report is the transformation repository's", report.Outcome{Repository: "server", Status: "success"}, nil},
-		{"for_each targets in their order", report.Outcome{Repository: "monolith", Status: "failed", Error: "1 of 2 reports failed",
-			ForEach: []protocol.ForEachResult{
-				{Name: "users-api", Report: valid},
-				{Name: "orders-api", Error: "REPORT.md was not written", ErrorKind: protocol.ReportMissing},
-			}},
-			[]state.Report{
-				{Repository: "monolith", Target: "users-api", Status: state.ReportValid, Frontmatter: json.RawMessage(`{"score":8}`), Body: "# Audit"},
-				{Repository: "monolith", Target: "orders-api", Status: state.ReportMissing, Error: "REPORT.md was not written", ErrorKind: protocol.ReportMissing},
-			}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := report.FromOutcome(tt.in)
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("FromOutcome =\n%+v\nwant\n%+v", got, tt.want)
-			}
-		})
-	}
-}
 
 func TestColumns(t *testing.T) {
 	reports := []state.Report{{Repository: "a", Status: state.ReportValid, Frontmatter: json.RawMessage(`{"zeta":1,"score":2,"extra":true}`)}}
@@ -236,20 +190,6 @@ func golden(t *testing.T, dir string, files map[string]string) {
 		}
 		if string(want) != content {
 			t.Errorf("%s differs (run go test -update if the change is intended):\n%s", filepath.Join(dir, name), content)
-		}
-	}
-}
-
-func TestInSpec(t *testing.T) {
-	for spec, want := range map[string]bool{
-		`{"kind":"Task","mode":"report"}`:                     true,
-		`{"kind":"Task","mode":"transform"}`:                  false,
-		`{"kind":"Campaign","template":{"mode":"report"}}`:    true,
-		`{"kind":"Campaign","template":{"mode":"transform"}}`: false,
-		``: false,
-	} {
-		if got := report.InSpec(json.RawMessage(spec)); got != want {
-			t.Errorf("InSpec(%s) = %t, want %t", spec, got, want)
 		}
 	}
 }

@@ -231,24 +231,6 @@ func decodeObject(raw json.RawMessage) map[string]any {
 	return m
 }
 
-// InSpec reports whether a normalised spec (the JSON of a spec.Task or
-// spec.Campaign) is a report: a Task's mode, or a Campaign's template's.
-func InSpec(spec json.RawMessage) bool {
-	var s struct {
-		Mode     string `json:"mode"`
-		Template *struct {
-			Mode string `json:"mode"`
-		} `json:"template"`
-	}
-	if json.Unmarshal(spec, &s) != nil {
-		return false
-	}
-	if s.Template != nil {
-		return s.Template.Mode == "report"
-	}
-	return s.Mode == "report"
-}
-
 // schemaFields reads the output schema's properties out of a normalised
 // spec: the required ones in their order, and the others sorted.
 func schemaFields(spec json.RawMessage) (required, others []string) {

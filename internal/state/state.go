@@ -315,3 +315,22 @@ func (c Campaign) Pending(target string) (PendingApproval, bool) {
 	}
 	return PendingApproval{}, false
 }
+
+// IsReport reports whether a normalised spec (Campaign.Spec: the JSON
+// of a spec.Task or spec.Campaign) runs in report mode: a Task's mode,
+// or a Campaign's template's.
+func IsReport(spec json.RawMessage) bool {
+	var s struct {
+		Mode     string `json:"mode"`
+		Template *struct {
+			Mode string `json:"mode"`
+		} `json:"template"`
+	}
+	if json.Unmarshal(spec, &s) != nil {
+		return false
+	}
+	if s.Template != nil {
+		return s.Template.Mode == "report"
+	}
+	return s.Mode == "report"
+}

@@ -75,3 +75,19 @@ func TestPending(t *testing.T) {
 		t.Error("Pending(c/b): want nothing")
 	}
 }
+
+// A definition runs in report mode as its normalised spec says: fleetlift
+// reports lists the reports of such runs only.
+func TestIsReport(t *testing.T) {
+	for spec, want := range map[string]bool{
+		`{"kind":"Task","mode":"report"}`:                     true,
+		`{"kind":"Task","mode":"transform"}`:                  false,
+		`{"kind":"Campaign","template":{"mode":"report"}}`:    true,
+		`{"kind":"Campaign","template":{"mode":"transform"}}`: false,
+		``: false,
+	} {
+		if got := state.IsReport(json.RawMessage(spec)); got != want {
+			t.Errorf("IsReport(%s) = %t, want %t", spec, got, want)
+		}
+	}
+}

@@ -7,13 +7,14 @@
 //
 // The reports of a report-mode run come from the same places: the task's
 // result (or status, while it runs), and for a campaign each unit's task,
-// whose result is read once it finished and kept.
+// whose result is read once it finished and kept. A running campaign's
+// runs of units add what their heartbeats tell (RunsProgressOf).
 //
 // For the commands that show one run as its workflow records it (status,
 // run), Status, Awaiting and Runs read status.Run and status.Entry: all
 // the workflow records, where state.Campaign keeps what the plan needs.
 //
-// It imports the Temporal SDK client, state and status, workflow (for the
-// status types) and report (to turn results into reports); never the
-// server.
+// It imports the Temporal SDK client and API, state, payload and status
+// (the records the workflows write); never the workflows, the activities,
+// package report or the server.
 package temporal

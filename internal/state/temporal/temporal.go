@@ -20,7 +20,6 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/fleetlift/fleetlift/internal/payload"
-	"github.com/fleetlift/fleetlift/internal/report"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/status"
 )
@@ -270,7 +269,7 @@ func (r *Reader) read(ctx context.Context, ref runRef) (state.Campaign, error) {
 			if json.Unmarshal(raw, &policy) == nil {
 				c.Suspended, c.Prune = policy.Suspend, policy.SyncPolicy.Prune
 			}
-			reports = report.InSpec(raw)
+			reports = state.IsReport(raw)
 		}
 	}
 	c.Phase = phaseOf(execStatus, str(MemoPhase))
@@ -488,7 +487,7 @@ func (r *Reader) unitReports(ctx context.Context, u status.UnitResult, live *sta
 func repoReports(unit string, repos []status.RepoResult) []state.Report {
 	var out []state.Report
 	for _, rr := range repos {
-		out = append(out, report.FromOutcome(report.Outcome{Unit: unit, Repository: rr.Name, Status: rr.Status,
+		out = append(out, reportsOf(reportOutcome{Unit: unit, Repository: rr.Name, Status: rr.Status,
 			Error: rr.Error, ErrorKind: rr.ErrorKind, Report: rr.Report, ForEach: rr.ForEach})...)
 	}
 	return out

@@ -1,4 +1,4 @@
-package report
+package temporal
 
 import (
 	"encoding/json"
@@ -8,8 +8,8 @@ import (
 	"github.com/fleetlift/fleetlift/internal/state"
 )
 
-// Outcome is what a run recorded of one repository.
-type Outcome struct {
+// reportOutcome is what a run recorded of one repository.
+type reportOutcome struct {
 	// Unit is the campaign's unit the repository ran in; empty for a
 	// Task.
 	Unit       string
@@ -23,10 +23,10 @@ type Outcome struct {
 	ForEach   []protocol.ForEachResult
 }
 
-// FromOutcome returns the reports of one repository: one per for_each
+// reportsOf returns the reports of one repository: one per for_each
 // target, in their order, or one. A target of a report over targets that
 // succeeded has none: its report is the transformation repository's.
-func FromOutcome(o Outcome) []state.Report {
+func reportsOf(o reportOutcome) []state.Report {
 	base := state.Report{Unit: o.Unit, Repository: o.Repository}
 	if len(o.ForEach) > 0 {
 		out := make([]state.Report, 0, len(o.ForEach))
