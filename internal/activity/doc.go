@@ -8,6 +8,7 @@
 // the worker's memory: they never enter activity inputs, results or
 // workflow history.
 //
-// activity imports the Temporal SDK's activity package, sandbox and the
+// activity imports the Temporal SDK's activity package, sandbox, status
+// (the outcomes it records), the forge and git it pushes with and the
 // agent protocol; never the server, forges' SDKs or cmd.
 package activity

@@ -9,6 +9,6 @@
 // not obeyed, and in JSON keep their value with every character a
 // terminal would act on escaped.
 //
-// It imports status, workflow and agent/protocol for the types it shows,
+// It imports status and agent/protocol for the types it shows,
 // and no client of any SDK.
 package render
