@@ -116,8 +116,8 @@ allow that; --isolation ` + agent.IsolationNone + ` runs commands as plain proce
 				if gateway != "" {
 					return fmt.Errorf("serve: --gateway and --gateway-url: give the worker's gateway one way")
 				}
-				if gwEgress && (egress != "" || isolation != IsolationNamespaces) {
-					return fmt.Errorf("serve: --gateway-egress needs --isolation %s and no --egress-socket", IsolationNamespaces)
+				if gwEgress && (egress != "" || isolation != agent.IsolationNamespaces) {
+					return fmt.Errorf("serve: --gateway-egress needs --isolation %s and no --egress-socket", agent.IsolationNamespaces)
 				}
 				pdir, err := filepath.Abs(filepath.Join(workspace, protocol.Dir))
 				if err != nil {

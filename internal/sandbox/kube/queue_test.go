@@ -12,9 +12,9 @@ import (
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/controller/controllertest"
+	"github.com/fleetlift/fleetlift/internal/jobspec"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
-	"github.com/fleetlift/fleetlift/internal/sandbox/kube/jobspec"
 )
 
 // Steps that run commands in one sandbox at once (the worker reads the

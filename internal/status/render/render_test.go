@@ -180,16 +180,16 @@ func TestLongErrorsInFull(t *testing.T) {
 		name string
 		run  *status.Run
 	}{
-		{"campaign", &status.Run{ID: "campaign/c", Closed: true, Campaign: &workflow.CampaignState{
-			ID: "c", Phase: workflow.CampaignCompleted, Summary: workflow.Summary{Total: 3, Failed: 2, Completed: 1},
-			Units: []workflow.UnitResult{
-				{Key: "svc", Phase: workflow.TaskFailed, Error: long},
-				{Key: "api", Phase: workflow.TaskFailed, Error: twoLines},
-				{Key: "web", Phase: workflow.TaskFailed, Error: "short and whole"},
+		{"campaign", &status.Run{ID: "campaign/c", Closed: true, Campaign: &status.CampaignState{
+			ID: "c", Phase: status.CampaignCompleted, Summary: status.Summary{Total: 3, Failed: 2, Completed: 1},
+			Units: []status.UnitResult{
+				{Key: "svc", Phase: status.TaskFailed, Error: long},
+				{Key: "api", Phase: status.TaskFailed, Error: twoLines},
+				{Key: "web", Phase: status.TaskFailed, Error: "short and whole"},
 			},
 		}}},
-		{"task", &status.Run{ID: "task/t", Closed: true, Task: &workflow.TaskState{ID: "t", Phase: workflow.TaskFailed,
-			Final: &workflow.TaskResult{Phase: workflow.TaskFailed, Repositories: []workflow.RepoResult{
+		{"task", &status.Run{ID: "task/t", Closed: true, Task: &status.TaskState{ID: "t", Phase: status.TaskFailed,
+			Final: &status.TaskResult{Phase: status.TaskFailed, Repositories: []status.RepoResult{
 				{Name: "svc", Status: "failed", Error: long},
 				{Name: "api", Status: "failed", Error: twoLines},
 				{Name: "web", Status: "failed", Error: "short and whole"},
