@@ -176,6 +176,10 @@ images: ## Build fleetlift/{sandbox,agent,fleetlift}, tagged with git describe a
 bin/envtest: ## Build kube-apiserver and etcd for the Kubernetes suites into bin/envtest (~6-10 min cold; a no-op when up to date)
 	tools/envtest/build.sh
 
+.PHONY: bin/node
+bin/node: ## Build kubelet, kube-controller-manager and kube-scheduler for the real-node tests into bin/node (from the k8s.io/kubernetes bin/envtest is built from; a no-op when up to date)
+	tools/envtest/node.sh
+
 .PHONY: bin/gitea
 bin/gitea: ## Build the pinned Gitea the end-to-end tests run (~6.5 min cold; a no-op when up to date)
 	internal/forge/giteatest/gitea/build.sh

@@ -28,15 +28,8 @@ echo "building $out/{kube-apiserver,etcd} from $want (about 10 minutes cold)" >&
 mkdir -p "$out"
 rm -f "$stamp"
 
-major="${kube#v}"; major="${major%%.*}"
-minor="${kube#v*.}"; minor="${minor%%.*}"
-kv=k8s.io/component-base/version
-cv=k8s.io/client-go/pkg/version
-kflags="-s -w"
-for pkg in "$kv" "$cv"; do
-	kflags+=" -X $pkg.gitVersion=$kube -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-	kflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+. "$here/kubeflags.sh"
+kflags="$(kube_ldflags "$kube")"
 
 tmp="$(mktemp -d "$out/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT

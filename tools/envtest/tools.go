@@ -1,10 +1,13 @@
 //go:build tools
 
-// Package envtest pins the control-plane commands build.sh compiles, so that
-// go mod tidy keeps their requirements.
+// Package envtest pins the Kubernetes commands build.sh and node.sh
+// compile, so that go mod tidy keeps their requirements.
 package envtest
 
 import (
 	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
