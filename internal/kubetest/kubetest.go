@@ -52,6 +52,11 @@ type Options struct {
 	// CRDPaths are installed (for suites that install them as a user
 	// would, such as the deploy/ tests).
 	NoCRDs bool
+	// APIServerFlags set more kube-apiserver flags, or replace envtest's;
+	// a flag set to "" is removed (the real node, internal/kubetest/node,
+	// turns the Node authorizer and the ServiceAccount admission plugin on
+	// this way).
+	APIServerFlags map[string]string
 }
 
 // Start starts etcd and kube-apiserver from bin/envtest (or the directory
@@ -87,6 +92,13 @@ func Start(opts Options) (*Env, error) {
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}
 	// RBAC is envtest's default; say so, since the suites depend on it.
 	env.ControlPlane.GetAPIServer().Configure().Set("authorization-mode", "RBAC")
+	for flag, value := range opts.APIServerFlags {
+		if value == "" {
+			env.ControlPlane.GetAPIServer().Configure().Disable(flag)
+			continue
+		}
+		env.ControlPlane.GetAPIServer().Configure().Set(flag, value)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
@@ -101,6 +113,26 @@ func Start(opts Options) (*Env, error) {
 
 // Stop stops the control plane.
 func (e *Env) Stop() error { return e.env.Stop() }
+
+// CertDir is the directory holding kube-apiserver's certificates and its
+// service account signing key (sa-signer.key), for a
+// kube-controller-manager that must sign tokens the API server accepts.
+func (e *Env) CertDir() string { return e.env.ControlPlane.GetAPIServer().CertDir }
+
+// UserKubeconfig is a kubeconfig authenticating as the user name in
+// groups with a client certificate the API server trusts: the identity
+// of a component such as a kubelet (system:node:NAME in system:nodes).
+func (e *Env) UserKubeconfig(name string, groups ...string) ([]byte, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, e.Config)
+	if err != nil {
+		return nil, fmt.Errorf("add user %s: %w", name, err)
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig for %s: %w", name, err)
+	}
+	return kc, nil
+}
 
 // Assets is the directory holding kube-apiserver and etcd:
 // KUBEBUILDER_ASSETS when set, else root/bin/envtest. It fails, naming
