@@ -1,0 +1,259 @@
+package node
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// pauseImage is the sandbox image containerd runs for every pod, built
+// from ./pause.
+const pauseImage = "fleetlift.local/pause:dev"
+
+// containerdConfig is containerd 1.6's configuration: its own root, state
+// and socket under the node's directory, and the CRI plugin with runc.
+//
+// restrict_oom_score_adj is required here: lowering oom_score_adj is
+// refused in this VM, and without it runc fails with "can't get final
+// child's PID from pipe: EOF".
+const containerdConfig = `version = 2
+root = %[1]q
+state = %[2]q
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[5]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[6]q
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = %[9]q
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %[7]q
+    conf_dir = %[8]q
+`
+
+// cniConfig gives each pod an eth0 on a bridge of the node's own, with a
+// link-local address and no route: containerd 1.6 fails a pod sandbox
+// whose network has no eth0 address ("failed to find network info for
+// sandbox"), so the loopback plugin alone will not do. The host has no
+// address on the bridge and masquerades nothing, so pods reach neither
+// the host (its loopback ports included) nor anything beyond it, only
+// each other. Stop deletes the bridge.
+const cniConfig = `{
+  "cniVersion": "0.4.0",
+  "name": "fleetlift-node",
+  "plugins": [{
+    "type": "bridge", "bridge": %[1]q, "isGateway": false, "isDefaultGateway": false, "ipMasq": false,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "169.254.200.0/24"}]], "dataDir": %[2]q}
+  }]
+}`
+
+// bridge is the name of the node's pod bridge (at most 15 bytes).
+func (n *Node) bridge() string { return "fln" + strings.TrimPrefix(n.id, "fleetlift-node-") }
+
+// socket is containerd's gRPC socket.
+func (n *Node) socket() string { return filepath.Join(n.Dir, "containerd", "containerd.sock") }
+
+// startContainerd writes containerd's configuration, starts it and waits
+// until its CRI plugin answers.
+func (n *Node) startContainerd() error {
+	d := filepath.Join(n.Dir, "containerd")
+	cfg := fmt.Sprintf(containerdConfig,
+		filepath.Join(d, "root"), filepath.Join(d, "state"), n.socket(), filepath.Join(d, "ttrpc.sock"),
+		filepath.Join(d, "opt"), pauseImage, cniBinDir, filepath.Join(n.Dir, "cni"), filepath.Join(d, "runc"))
+	if err := os.WriteFile(filepath.Join(d, "config.toml"), []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	cni := fmt.Sprintf(cniConfig, n.bridge(), filepath.Join(n.Dir, "cni-ipam"))
+	if err := os.WriteFile(filepath.Join(n.Dir, "cni", "10-bridge.conflist"), []byte(cni), 0o600); err != nil {
+		return err
+	}
+	p, err := n.start("containerd", n.bins.containerd, "--config", filepath.Join(d, "config.toml"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		err := n.cri(ctx, func(rt runtimeapi.RuntimeServiceClient) error {
+			_, err := rt.Version(ctx, &runtimeapi.VersionRequest{})
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("containerd exited: %v\n%s", p.err, p.tail(20))
+		case <-ctx.Done():
+			return fmt.Errorf("containerd's CRI plugin did not answer within a minute: %v\n%s", err, p.tail(20))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// cri calls f with a client of containerd's CRI runtime service.
+func (n *Node) cri(ctx context.Context, f func(runtimeapi.RuntimeServiceClient) error) error {
+	conn, err := grpc.NewClient("unix://"+n.socket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return f(runtimeapi.NewRuntimeServiceClient(conn))
+}
+
+// importImages builds the pause image and imports it, and images from
+// the Docker engine, into containerd's k8s.io namespace.
+func (n *Node) importImages(root string, images []string) error {
+	pause := filepath.Join(n.Dir, "images", "pause")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", pause, "./internal/kubetest/node/pause")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the pause image's command: %v\n%s", err, out)
+	}
+	archive, err := imageArchive(pauseImage, pause, "/pause")
+	if err != nil {
+		return err
+	}
+	if err := n.ctrImport(bytes.NewReader(archive), nil); err != nil {
+		return fmt.Errorf("import %s: %w", pauseImage, err)
+	}
+	if len(images) == 0 {
+		return nil
+	}
+	save := exec.Command(n.bins.docker, append([]string{"save"}, images...)...)
+	var saveErr bytes.Buffer
+	save.Stderr = &saveErr
+	out, err := save.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := save.Start(); err != nil {
+		return fmt.Errorf("docker save: %w", err)
+	}
+	ierr := n.ctrImport(out, nil)
+	if err := save.Wait(); err != nil {
+		return fmt.Errorf("docker save %s: %v: %s", strings.Join(images, " "), err, bytes.TrimSpace(saveErr.Bytes()))
+	}
+	if ierr != nil {
+		return fmt.Errorf("import %s: %w", strings.Join(images, " "), ierr)
+	}
+	return nil
+}
+
+// ctrImport imports the image archive r into containerd's k8s.io
+// namespace with ctr, unpacking it for the CRI plugin's snapshotter.
+func (n *Node) ctrImport(r io.Reader, extra []string) error {
+	args := append([]string{"--address", n.socket(), "--namespace", "k8s.io", "images", "import"}, extra...)
+	cmd := exec.Command(n.bins.ctr, append(args, "-")...)
+	cmd.Stdin = r
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("ctr images import: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// imageArchive is a `docker save` archive of an image named name with
+// one layer holding the file binary at path, its entrypoint.
+func imageArchive(name, binary, path string) ([]byte, error) {
+	bin, err := os.ReadFile(binary)
+	if err != nil {
+		return nil, err
+	}
+	var layer bytes.Buffer
+	lw := tar.NewWriter(&layer)
+	if err := lw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(path, "/"), Mode: 0o755, Size: int64(len(bin)), Typeflag: tar.TypeReg}); err != nil {
+		return nil, err
+	}
+	if _, err := lw.Write(bin); err != nil {
+		return nil, err
+	}
+	if err := lw.Close(); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(layer.Bytes())
+	config, err := json.Marshal(map[string]any{
+		"architecture": "amd64",
+		"os":           "linux",
+		"config":       map[string]any{"Entrypoint": []string{path}},
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(sum[:])}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	manifest, err := json.Marshal([]map[string]any{{"Config": "config.json", "RepoTags": []string{name}, "Layers": []string{"layer.tar"}}})
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	w := tar.NewWriter(&out)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"config.json", config}, {"layer.tar", layer.Bytes()}, {"manifest.json", manifest}} {
+		if err := w.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
+			return nil, err
+		}
+		if _, err := w.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// removePods stops and removes every pod sandbox (and so every
+// container) containerd runs: the kubelet leaves them running when it
+// stops.
+func (n *Node) removePods(ctx context.Context) error {
+	return n.cri(ctx, func(rt runtimeapi.RuntimeServiceClient) error {
+		list, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+		if err != nil {
+			return fmt.Errorf("list pod sandboxes: %w", err)
+		}
+		var errs []error
+		for _, s := range list.Items {
+			if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: s.Id}); err != nil {
+				errs = append(errs, fmt.Errorf("stop pod sandbox %s (%s/%s): %w", s.Id, s.Metadata.GetNamespace(), s.Metadata.GetName(), err))
+				continue
+			}
+			if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: s.Id}); err != nil {
+				errs = append(errs, fmt.Errorf("remove pod sandbox %s (%s/%s): %w", s.Id, s.Metadata.GetNamespace(), s.Metadata.GetName(), err))
+			}
+		}
+		return errors.Join(errs...)
+	})
+}

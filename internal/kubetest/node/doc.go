@@ -1,0 +1,49 @@
+// Package node starts a real Kubernetes node for the suites that must see
+// what a kubelet does rather than kubetest's stand-in: the envtest control
+// plane with the Node authorizer, RBAC and the NodeRestriction and
+// ServiceAccount admission plugins on, kube-controller-manager and
+// kube-scheduler, containerd with runc, and one kubelet registered Ready.
+// Everything listens on loopback or a Unix socket under one temporary
+// directory.
+//
+// kubelet, kube-controller-manager and kube-scheduler are built from the
+// k8s.io/kubernetes that bin/envtest's kube-apiserver is built from
+// (make bin/node); containerd, runc and the CNI plugins are Debian's
+// packages (Packages). Missing pieces fail Start with the command that
+// provides them; they are never skipped.
+//
+// Pods get their own network namespace with an eth0 on a bridge of the
+// node's own, with a link-local address and no route (the CNI bridge and
+// host-local plugins). containerd 1.6 needs a CNI configuration: without
+// one it reports NetworkReady=false ("cni plugin not initialized") and
+// the kubelet keeps the Node NotReady, and with the loopback plugin alone
+// every pod sandbox fails ("failed to find network info for sandbox").
+// The host has no address on the bridge, so pods reach neither the host's
+// loopback ports nor anything beyond the machine; hostNetwork, which the
+// restricted Pod Security profile refuses, is not needed.
+//
+// The Node is named localhost: the kubelet refuses a loopback node IP,
+// so the API server reaches it (for logs and exec) through its Hostname
+// address.
+//
+// Images come from the local Docker engine (docker save, then ctr import
+// into containerd's k8s.io namespace); no registry is reachable. The
+// sandbox ("pause") image is built here from ./pause.
+//
+// The node changes host state that Stop restores: the kubelet sets six
+// kernel sysctls (vm.overcommit_memory, kernel.panic_on_oops and others)
+// while it runs, bind-mounts its root directory, and creates cgroups
+// under its own cgroup root; containerd mounts snapshots and shm; the CNI
+// plugin makes the bridge; a few directories appear at fixed paths
+// (hostDirs). Stop removes every pod through the CRI, kills what is left
+// in the node's cgroups, unmounts everything under the node's directory,
+// removes its cgroups, bridge and the directories it created, puts the
+// sysctls back and stops the control plane; Leftovers reports anything
+// that survived. The kubelet is told not to make iptables chains.
+//
+// A node runs as root, one at a time per test binary; two test binaries
+// may each run one (everything is named after the node's directory).
+//
+// node is for tests only: it imports kubetest, client-go and the CRI API,
+// never a fleetlift adapter.
+package node
