@@ -78,6 +78,23 @@ const cniConfig = `{
   }]
 }`
 
+// makeBridge creates the pods' bridge before the CNI plugin would, with
+// IPv6 off: otherwise it gets an IPv6 link-local address through which
+// pods could reach host services listening on every address.
+func (n *Node) makeBridge() error {
+	br := n.bridge()
+	if out, err := exec.Command("ip", "link", "add", "name", br, "type", "bridge").CombinedOutput(); err != nil {
+		return fmt.Errorf("create bridge %s: %v: %s", br, err, bytes.TrimSpace(out))
+	}
+	if err := os.WriteFile(filepath.Join("/proc/sys/net/ipv6/conf", br, "disable_ipv6"), []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("turn IPv6 off on bridge %s: %w", br, err)
+	}
+	if out, err := exec.Command("ip", "link", "set", br, "up").CombinedOutput(); err != nil {
+		return fmt.Errorf("bring bridge %s up: %v: %s", br, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
 // bridge is the name of the node's pod bridge (at most 15 bytes).
 func (n *Node) bridge() string { return "fln" + strings.TrimPrefix(n.id, "fleetlift-node-") }
 
@@ -92,6 +109,9 @@ func (n *Node) startContainerd() error {
 		filepath.Join(d, "root"), filepath.Join(d, "state"), n.socket(), filepath.Join(d, "ttrpc.sock"),
 		filepath.Join(d, "opt"), pauseImage, cniBinDir, filepath.Join(n.Dir, "cni"), filepath.Join(d, "runc"))
 	if err := os.WriteFile(filepath.Join(d, "config.toml"), []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	if err := n.makeBridge(); err != nil {
 		return err
 	}
 	cni := fmt.Sprintf(cniConfig, n.bridge(), filepath.Join(n.Dir, "cni-ipam"))

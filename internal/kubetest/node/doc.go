@@ -18,8 +18,8 @@
 // one it reports NetworkReady=false ("cni plugin not initialized") and
 // the kubelet keeps the Node NotReady, and with the loopback plugin alone
 // every pod sandbox fails ("failed to find network info for sandbox").
-// The host has no address on the bridge, so pods reach neither the host's
-// loopback ports nor anything beyond the machine; hostNetwork, which the
+// The host has no address on the bridge (IPv6 is off on it), so pods
+// reach neither the host's ports nor anything beyond the machine; hostNetwork, which the
 // restricted Pod Security profile refuses, is not needed.
 //
 // The Node is named localhost: the kubelet refuses a loopback node IP,
@@ -34,7 +34,7 @@
 // kernel sysctls (vm.overcommit_memory, kernel.panic_on_oops and others)
 // while it runs, bind-mounts its root directory, and creates cgroups
 // under its own cgroup root; containerd mounts snapshots and shm; the CNI
-// plugin makes the bridge; a few directories appear at fixed paths
+// node makes the bridge; a few directories appear at fixed paths
 // (hostDirs). Stop removes every pod through the CRI, kills what is left
 // in the node's cgroups, unmounts everything under the node's directory,
 // removes its cgroups, bridge and the directories it created, puts the

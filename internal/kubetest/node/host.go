@@ -287,8 +287,7 @@ func (n *Node) removeLogLinks() error {
 	return errors.Join(errs...)
 }
 
-// removeBridge deletes the pods' bridge, which the CNI bridge plugin
-// made for the first pod.
+// removeBridge deletes the pods' bridge.
 func (n *Node) removeBridge() error {
 	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge())); err != nil {
 		return nil
