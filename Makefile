@@ -65,6 +65,10 @@ test: lint lint-actions check-generated check-tidy bin/gitea bin/envtest images 
 test-deploy: bin/envtest ## Render deploy/'s overlays with kustomize and apply them to kube-apiserver with Argo CD's gitops-engine and Flux's ssa (deploy/ module, Go 1.27)
 	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) test -count=1 ./...
 
+.PHONY: test-node
+test-node: bin/envtest bin/node images ## Run the real-node suite: a Job and an OOM on a kubelet with containerd (as root; needs containerd, runc and containernetworking-plugins from Debian, and a Docker engine for the images)
+	$(GO) test -count=1 -timeout 15m -v -run TestRealNode ./internal/kubetest/node
+
 .PHONY: lint
 lint: ## go vet and gofmt
 	$(GO) vet ./...
