@@ -39,7 +39,10 @@
 // in the node's cgroups, unmounts everything under the node's directory,
 // removes its cgroups, bridge and the directories it created, puts the
 // sysctls back and stops the control plane; Leftovers reports anything
-// that survived. The kubelet is told not to make iptables chains.
+// that survived. The kubelet is told not to make iptables chains. The
+// node's processes die with the test process (Pdeathsig); what they leave
+// when it dies without Stop (a panic, a test binary's timeout) is undone
+// by the next Start, from the state each node keeps in its directory.
 //
 // A node runs as root, one at a time per test binary; two test binaries
 // may each run one (everything is named after the node's directory).

@@ -65,6 +65,9 @@ func (n *Node) startKubelet() error {
 	if err := n.saveSysctls(); err != nil {
 		return err
 	}
+	if err := n.saveState(); err != nil {
+		return err
+	}
 	cfg := fmt.Sprintf(kubeletConfig, port, healthz, n.cgroupRoot, "unix://"+n.socket(),
 		filepath.Join(n.Dir, "pod-logs"), filepath.Join(n.Dir, "pki", "kubelet-client-ca.crt"))
 	cfgPath := filepath.Join(n.Dir, "kubelet.yaml")

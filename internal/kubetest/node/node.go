@@ -82,6 +82,9 @@ func Start(opts Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := reapStale(); err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "fleetlift-node-")
 	if err != nil {
 		return nil, err
@@ -96,6 +99,9 @@ func Start(opts Options) (n *Node, err error) {
 			n = nil
 		}
 	}()
+	if err := n.saveState(); err != nil {
+		return n, err
+	}
 	for _, sub := range []string{"pki", "logs", "cni", "cni-ipam", "containerd", "kubelet", "pod-logs", "images"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return n, err
@@ -144,6 +150,9 @@ func Start(opts Options) (n *Node, err error) {
 	}
 	start = time.Now()
 	n.noteHostDirs()
+	if err := n.saveState(); err != nil {
+		return n, err
+	}
 	if err := n.startContainerd(); err != nil {
 		return n, err
 	}
