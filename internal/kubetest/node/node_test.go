@@ -42,6 +42,7 @@ func TestRealNode(t *testing.T) {
 
 	t.Run("a Job runs the sandbox image as user 1000", func(t *testing.T) { jobRuns(t, n) })
 	t.Run("a container over its memory limit is OOMKilled", func(t *testing.T) { oomKilled(t, n) })
+	t.Run("a pod has no route off its bridge", func(t *testing.T) { noRoute(t, n) })
 
 	if t.Failed() {
 		t.Logf("the node's logs:\n%s", n.Logs(40))
@@ -115,6 +116,49 @@ func oomKilled(t *testing.T, n *node.Node) {
 	term := got.Status.ContainerStatuses[0].State.Terminated
 	if term.Reason != "OOMKilled" || term.ExitCode != 137 {
 		t.Errorf("the memory hog terminated with reason %q, exit code %d; want OOMKilled, 137", term.Reason, term.ExitCode)
+	}
+}
+
+// noRoute reads a pod's IPv4 and IPv6 routing tables: there is no default
+// route, so nothing beyond the pods' bridge (the host's ports, the
+// network) is reachable from a pod.
+func noRoute(t *testing.T, n *node.Node) {
+	ctx := context.Background()
+	ns := n.Env.Namespace(t, "route", kubetest.RestrictedLabels)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "routes", Namespace: ns, Labels: map[string]string{"app": "routes"}},
+		Spec: restricted(corev1.Container{
+			Name: "main", Image: sandboxImage, ImagePullPolicy: corev1.PullNever,
+			Command: []string{"cat", "/proc/net/route", "/proc/net/ipv6_route"},
+		}),
+	}
+	if err := n.Env.Client.Create(ctx, pod); err != nil {
+		t.Fatalf("create the pod: %v", err)
+	}
+	got := waitTerminated(t, n, ns, client.MatchingLabels{"app": "routes"})
+	if code := got.Status.ContainerStatuses[0].State.Terminated.ExitCode; code != 0 {
+		t.Fatalf("cat of the routing tables exited %d", code)
+	}
+	cs := kubernetes.NewForConfigOrDie(n.Env.Config)
+	log, err := cs.CoreV1().Pods(ns).GetLogs("routes", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("read the pod's log: %v: %s", err, log)
+	}
+	routes := 0
+	for _, line := range strings.Split(string(log), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 8 && f[0] == "eth0": // IPv4: Iface Destination Gateway Flags ... Mask
+			routes++
+			if f[1] == "00000000" {
+				t.Errorf("the pod has an IPv4 default route: %s", line)
+			}
+		case len(f) == 10 && f[0] == strings.Repeat("0", 32) && f[1] == "00" && f[9] != "lo":
+			t.Errorf("the pod has an IPv6 default route: %s", line)
+		}
+	}
+	if routes == 0 {
+		t.Errorf("the pod has no IPv4 route on eth0; the routing tables:\n%s", log)
 	}
 }
 
