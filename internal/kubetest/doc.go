@@ -11,7 +11,9 @@
 //
 // There is no kubelet, scheduler or controller manager: a test that needs
 // pods plays their part (see Kubelet), and one whose objects rely on
-// owner references for deletion runs a Collector.
+// owner references for deletion runs a Collector. A test that must see
+// what a real kubelet and container runtime do starts a node from the
+// node subpackage instead.
 //
 // kubetest is for tests only; it imports controller-runtime's envtest,
 // client-go and the fleetlift API, never a fleetlift adapter.
