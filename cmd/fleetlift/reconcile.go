@@ -69,7 +69,7 @@ func (r *reconcileFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&r.statusBranch, "status-branch", "", "branch of the campaigns repository the status mirror is written to (default: the config's status.branch)")
 	fl.DurationVar(&r.approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
 	registerHostTimeout(cmd, &r.hostTimeout)
-	fl.BoolVar(&r.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a lease in Temporal reconciles (workers must be running)")
+	fl.BoolVar(&r.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a lease in Temporal reconciles (the replicas run the lease themselves)")
 	r.forges.register(cmd)
 	registerLoadBudget(cmd, &r.loadBudget)
 	r.mf.register(cmd)
@@ -310,7 +310,13 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 		return r.Run(ctx, loop)
 	}
 	// Several replicas: only the one holding the lease reconciles; it
-	// stops the moment it may have lost it.
+	// stops the moment it may have lost it. The replicas run the lease
+	// workflow themselves, so they elect a leader with no worker running.
+	lw, err := leader.Serve(c)
+	if err != nil {
+		return err
+	}
+	defer lw.Stop()
 	e := &leader.Elector{Client: c, Log: logger}
 	if rf.metrics != nil {
 		rf.metrics.Reconciling(e.IsLeader)

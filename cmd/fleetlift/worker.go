@@ -213,8 +213,6 @@ func sharedWorker(c client.Client, acts *activity.Activities, opts worker.Option
 	w := worker.New(c, workflow.TaskQueue, opts)
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
-	// The lease reconciler replicas elect their leader with.
-	w.RegisterWorkflow(workflow.Lease)
 	// The latch the reconciler keeps watch.require_reviewed_merge in.
 	w.RegisterWorkflow(workflow.Latch)
 	w.RegisterActivity(acts)

@@ -56,6 +56,7 @@ type leaseReplica struct {
 	terms   atomic.Int32
 	cancel  context.CancelFunc
 	done    chan struct{}
+	lw      worker.Worker
 }
 
 // leaseLeaders counts the replicas leading at once and the most ever.
@@ -64,7 +65,13 @@ type leaseLeaders struct{ now, most atomic.Int32 }
 func (l *leaseLeaders) startReplica(t *testing.T, c client.Client, name string, ttl time.Duration) *leaseReplica {
 	t.Helper()
 	cc := &leaseCutClient{Client: c}
-	r := &leaseReplica{name: name, c: cc, done: make(chan struct{}),
+	// Each replica serves the lease's task queue itself, as reconcile
+	// --leader-elect does, and stops serving when it stops.
+	lw, err := leader.Serve(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &leaseReplica{name: name, c: cc, lw: lw, done: make(chan struct{}),
 		el: &leader.Elector{Client: cc, Identity: name, TTL: ttl,
 			Log: slog.New(slog.NewTextHandler(leaseLog{t}, nil)).With("replica", name)}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -88,10 +95,12 @@ func (l *leaseLeaders) startReplica(t *testing.T, c client.Client, name string, 
 	return r
 }
 
-// stop cancels the replica and waits until its Run has returned.
+// stop cancels the replica, waits until its Run has returned and stops
+// its lease worker.
 func (r *leaseReplica) stop() {
 	r.cancel()
 	<-r.done
+	r.lw.Stop()
 }
 
 type leaseLog struct{ t *testing.T }
@@ -134,19 +143,13 @@ func leaseResult(t *testing.T, c client.Client, runID string) workflow.LeaseStat
 	return st
 }
 
-// TestLeaseElection runs reconciler replicas against the server: one
-// leads at a time; a leader that shuts down releases the lease; a
-// partitioned leader steps down and a crashed one is succeeded after the
-// TTL. Never do two replicas lead at once.
+// TestLeaseElection runs reconciler replicas against the server, with no
+// fleetlift worker: one leads at a time; a leader that shuts down
+// releases the lease; a partitioned leader steps down and a crashed one
+// is succeeded after the TTL. Never do two replicas lead at once.
 func TestLeaseElection(t *testing.T) {
 	const ttl = 1500 * time.Millisecond
 	e := start(t)
-	w := worker.New(e.c, workflow.TaskQueue, worker.Options{})
-	w.RegisterWorkflow(workflow.Lease)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop) // after the replicas' cleanups: they release through it
 
 	var leaders leaseLeaders
 	defer func() {
@@ -215,16 +218,15 @@ func TestLeaseElection(t *testing.T) {
 // count and the release carry over.
 func TestLeaseContinuesAsNewOnServer(t *testing.T) {
 	e := start(t)
-	w := worker.New(e.c, workflow.TaskQueue, worker.Options{})
-	w.RegisterWorkflow(workflow.Lease)
-	if err := w.Start(); err != nil {
+	w, err := leader.Serve(e.c)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const id = "lease-continues"
-	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflow.TaskQueue},
+	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflow.LeaseTaskQueue},
 		workflow.Lease, workflow.LeaseInput{Holder: "x", TTL: time.Minute, RenewalsPerRun: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -138,7 +138,7 @@ type session struct {
 func (s *session) start(ctx context.Context) (string, error) {
 	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       s.id,
-		TaskQueue:                workflow.TaskQueue,
+		TaskQueue:                workflow.LeaseTaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		// Without this the SDK answers a start that conflicts with the

@@ -12,6 +12,11 @@ import (
 // Lease workflow runs under this id leads (package leader).
 const LeaseWorkflowID = "fleetlift/reconciler-lease"
 
+// LeaseTaskQueue is the task queue of the Lease workflow. The reconciler
+// replicas serve it themselves (leader.Serve), so that they elect a
+// leader whether or not any fleetlift worker runs.
+const LeaseTaskQueue = "fleetlift-leases"
+
 // Update and query names of the Lease workflow.
 const (
 	// UpdateRenewLease extends the lease by its TTL; only the holder may.
