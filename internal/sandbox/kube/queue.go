@@ -27,8 +27,9 @@ import (
 // entry there is still the one to remove.
 
 // queueBackoff paces the retries of an append or a withdrawal that lost
-// a race with another one.
-var queueBackoff = wait.Backoff{Steps: 8, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: time.Second}
+// a race with another one: about 10 s in all, in which a busy sandbox's
+// status writes leave a gap at least once.
+var queueBackoff = wait.Backoff{Steps: 16, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: time.Second}
 
 // patchOp is one operation of a JSON patch (RFC 6902).
 type patchOp struct {
@@ -39,27 +40,25 @@ type patchOp struct {
 
 // enqueue adds req to the end of sandbox id's exec requests.
 func (p *Requests) enqueue(ctx context.Context, id string, req v1alpha1.ExecRequest) error {
-	s, err := p.live(ctx, id)
-	if err != nil {
-		return err
-	}
-	if len(s.Spec.ExecRequests) == 0 {
-		// There is no list to append to, and JSON patch cannot test
-		// that a member is absent: make the list on the version read.
-		return p.edit(ctx, id, func(s *v1alpha1.SandboxRequest) error {
+	return retryLost(ctx, func() error {
+		s, err := p.live(ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(s.Spec.ExecRequests) == 0 {
+			// There is no list to append to, and JSON patch cannot test
+			// that a member is absent: make the list on the version
+			// read. A status write or another exec's list coming first
+			// is a conflict, and the next pass reads again (and most
+			// likely appends).
+			patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			s.Spec.ExecRequests = append(s.Spec.ExecRequests, req)
-			return nil
-		})
-	}
-	err = p.jsonPatch(ctx, s, patchOp{Op: "add", Path: "/spec/execRequests/-", Value: req})
-	if isFailedTest(err) {
-		// The list went while the patch was on its way.
-		return p.edit(ctx, id, func(s *v1alpha1.SandboxRequest) error {
-			s.Spec.ExecRequests = append(s.Spec.ExecRequests, req)
-			return nil
-		})
-	}
-	return err
+			return p.Client.Patch(ctx, s, patch)
+		}
+		// The list going while the patch is on its way fails it as
+		// invalid; the next pass makes it anew.
+		return p.jsonPatch(ctx, s, patchOp{Op: "add", Path: "/spec/execRequests/-", Value: req})
+	})
 }
 
 // withdraw removes the exec request reqID from sandbox id's, if it is
