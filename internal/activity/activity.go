@@ -170,6 +170,19 @@ func (p *Placement) fields() []string {
 	return out
 }
 
+// requestFields names the resource requests r asks for, which only
+// providers that schedule sandboxes apply.
+func requestFields(r sandbox.Resources) []string {
+	var out []string
+	if r.RequestMemory != "" {
+		out = append(out, "sandbox.resources.requests.memory ("+r.RequestMemory+")")
+	}
+	if r.RequestCPU != "" {
+		out = append(out, "sandbox.resources.requests.cpu ("+r.RequestCPU+")")
+	}
+	return out
+}
+
 // SandboxRef names a provisioned sandbox.
 type SandboxRef struct {
 	ID       string
@@ -219,7 +232,7 @@ func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (r
 		return SandboxRef{}, fmt.Errorf("provision sandbox: %w", err)
 	}
 	notes := a.CredentialVariables.notes(in.Credentials, sb.Provider, sb.IgnoredSecretRefs)
-	if f := in.Placement.fields(); len(f) > 0 && sb.IgnoredPlacement {
+	if f := append(in.Placement.fields(), requestFields(in.Resources)...); len(f) > 0 && sb.IgnoredPlacement {
 		notes = append(notes, fmt.Sprintf("%s: not applied to %s sandboxes, which run where this worker runs them", strings.Join(f, ", "), sb.Provider))
 	}
 	return SandboxRef{ID: sb.ID, Provider: sb.Provider, Queue: a.Queue, Notes: notes}, nil

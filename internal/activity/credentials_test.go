@@ -102,14 +102,20 @@ func TestDefinitionPlacement(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		placement *activity.Placement
+		resources sandbox.Resources
 		notes     []string
 	}{
-		{"none", nil, nil},
+		{"none", nil, sandbox.Resources{}, nil},
+		{"limits alone", nil, sandbox.Resources{Memory: "2Gi"}, nil},
 		{"all", &activity.Placement{Namespace: "team-a", RuntimeClass: "gvisor", NodeSelector: map[string]string{"pool": "batch"}},
-			[]string{"sandbox.namespace (team-a), sandbox.runtime_class (gvisor), sandbox.node_selector: not applied to local sandboxes, which run where this worker runs them"}},
+			sandbox.Resources{Memory: "2Gi", RequestMemory: "1Gi", RequestCPU: "500m"},
+			[]string{"sandbox.namespace (team-a), sandbox.runtime_class (gvisor), sandbox.node_selector, sandbox.resources.requests.memory (1Gi), sandbox.resources.requests.cpu (500m): not applied to local sandboxes, which run where this worker runs them"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ref := provision(t, a, env, activity.ProvisionInput{SandboxID: "place-" + c.name, Placement: c.placement})
+			ref := provision(t, a, env, activity.ProvisionInput{SandboxID: "place-" + strings.ReplaceAll(c.name, " ", "-"), Placement: c.placement, Resources: c.resources})
+			if rec.opts.Resources != c.resources {
+				t.Errorf("the provider got resources %+v, want %+v", rec.opts.Resources, c.resources)
+			}
 			if c.placement != nil && (rec.opts.Namespace != "team-a" || rec.opts.RuntimeClass != "gvisor" || !maps.Equal(rec.opts.NodeSelector, c.placement.NodeSelector)) {
 				t.Errorf("the provider got namespace %q, runtime class %q, node selector %v", rec.opts.Namespace, rec.opts.RuntimeClass, rec.opts.NodeSelector)
 			}

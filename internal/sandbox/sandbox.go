@@ -101,7 +101,7 @@ func (r SecretRef) String() string { return r.Secret + "/" + r.Key }
 
 // Ignoring returns sb with the variables of opts.SecretRefs as its
 // IgnoredSecretRefs, and IgnoredPlacement set when opts asks for a
-// namespace, runtime class or nodes: what a provider that cannot apply
+// namespace, runtime class, nodes or resource requests: what a provider that cannot apply
 // the Kubernetes-only options returns.
 func Ignoring(sb *Sandbox, opts ProvisionOptions) *Sandbox {
 	if sb == nil {
@@ -110,14 +110,21 @@ func Ignoring(sb *Sandbox, opts ProvisionOptions) *Sandbox {
 	if len(opts.SecretRefs) > 0 {
 		sb.IgnoredSecretRefs = slices.Sorted(maps.Keys(opts.SecretRefs))
 	}
-	sb.IgnoredPlacement = opts.Namespace != "" || opts.RuntimeClass != "" || len(opts.NodeSelector) > 0
+	sb.IgnoredPlacement = opts.Namespace != "" || opts.RuntimeClass != "" || len(opts.NodeSelector) > 0 ||
+		opts.Resources.RequestMemory != "" || opts.Resources.RequestCPU != ""
 	return sb
 }
 
-// Resources are resource limits ("4Gi", "2").
+// Resources are resource limits ("4Gi", "2") and, for providers that
+// schedule sandboxes (Kubernetes), what a sandbox is guaranteed: its
+// requests, at most its limits.
 type Resources struct {
 	Memory string
 	CPU    string
+	// RequestMemory and RequestCPU are the requests; empty, the
+	// provider's default (Kubernetes: the limits).
+	RequestMemory string `json:",omitempty"`
+	RequestCPU    string `json:",omitempty"`
 }
 
 // Sandbox is a provisioned sandbox.

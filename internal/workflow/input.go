@@ -139,8 +139,13 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 	} else if m.Mode == protocol.ModeTransform {
 		m.PullRequest = &protocol.PullRequest{BranchPrefix: "fleetlift", Title: title}
 	}
-	if s := w.Sandbox; s != nil && s.Resources != nil && s.Resources.Limits != nil {
-		in.Resources = sandbox.Resources{Memory: s.Resources.Limits.Memory, CPU: s.Resources.Limits.CPU}
+	if s := w.Sandbox; s != nil && s.Resources != nil {
+		if l := s.Resources.Limits; l != nil {
+			in.Resources.Memory, in.Resources.CPU = l.Memory, l.CPU
+		}
+		if r := s.Resources.Requests; r != nil {
+			in.Resources.RequestMemory, in.Resources.RequestCPU = r.Memory, r.CPU
+		}
 	}
 	if s := w.Sandbox; s != nil && (s.Namespace != "" || s.RuntimeClass != "" || len(s.NodeSelector) > 0) {
 		in.Placement = &activity.Placement{Namespace: s.Namespace, RuntimeClass: s.RuntimeClass, NodeSelector: s.NodeSelector}

@@ -79,6 +79,12 @@ func TestForDefinitionExamples(t *testing.T) {
 		Namespace: "fleetlift-sandboxes", RuntimeClass: "gvisor", NodeSelector: map[string]string{"acme.dev/pool": "batch"}}) {
 		t.Errorf("license-headers: placement of %+v", lic)
 	}
+	// Its requests as well as its limits, for a provider that schedules
+	// sandboxes to apply.
+	if lic := byID["license-headers"].Campaign; lic == nil || lic.Template.Resources != (sandbox.Resources{
+		Memory: "1Gi", CPU: "1", RequestMemory: "512Mi", RequestCPU: "500m"}) {
+		t.Errorf("license-headers: resources of %+v", lic)
+	}
 	if p := rollout.Template.Placement; p != nil {
 		t.Errorf("slog-rollout names no placement, got %+v", p)
 	}

@@ -115,6 +115,10 @@ func (p *Jobs) Provision(ctx context.Context, opts sandbox.ProvisionOptions) (*s
 	if res.Limits.CPU == nil {
 		res.Limits.CPU = p.Defaults.Limits.CPU
 	}
+	// A request above the default limit could make no pod.
+	if err := checkRequests(res); err != nil {
+		return nil, sandbox.Refused(err)
+	}
 	image := opts.Image
 	if image == "" {
 		image = p.Image

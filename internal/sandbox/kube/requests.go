@@ -125,23 +125,41 @@ func labels(in map[string]string) map[string]string {
 	return out
 }
 
-// resources converts sandbox resources to the request's limits.
+// resources converts sandbox resources to the request's limits and
+// requests. A request above its limit is refused: the pod could not be
+// made.
 func resources(r sandbox.Resources) (v1alpha1.Resources, error) {
 	var out v1alpha1.Resources
 	for _, q := range []struct {
 		name, v string
 		dst     **resource.Quantity
-	}{{"memory", r.Memory, &out.Limits.Memory}, {"cpu", r.CPU, &out.Limits.CPU}} {
+	}{
+		{"limits.memory", r.Memory, &out.Limits.Memory}, {"limits.cpu", r.CPU, &out.Limits.CPU},
+		{"requests.memory", r.RequestMemory, &out.Requests.Memory}, {"requests.cpu", r.RequestCPU, &out.Requests.CPU},
+	} {
 		if q.v == "" {
 			continue
 		}
 		v, err := resource.ParseQuantity(q.v)
 		if err != nil {
-			return out, fmt.Errorf("%s %q: %w", q.name, q.v, err)
+			return out, fmt.Errorf("sandbox.resources.%s %q: %w", q.name, q.v, err)
 		}
 		*q.dst = &v
 	}
-	return out, nil
+	return out, checkRequests(out)
+}
+
+// checkRequests refuses a request above its limit.
+func checkRequests(r v1alpha1.Resources) error {
+	for _, c := range []struct {
+		name       string
+		req, limit *resource.Quantity
+	}{{"memory", r.Requests.Memory, r.Limits.Memory}, {"cpu", r.Requests.CPU, r.Limits.CPU}} {
+		if c.req != nil && c.limit != nil && c.req.Cmp(*c.limit) > 0 {
+			return fmt.Errorf("sandbox.resources.requests.%s %s is above the limit %s", c.name, c.req, c.limit)
+		}
+	}
+	return nil
 }
 
 // await watches the request name until cond says it is done or fails;
