@@ -41,7 +41,7 @@
 //   - Cleanup stops the container (SIGTERM, then SIGKILL after the grace
 //     period) and removes it and its volumes.
 //
-// docker imports package sandbox, the Docker client and API types, the
-// seccomp profile, and the standard library; never another provider or
+// docker imports package sandbox, the Docker client and API types,
+// package seccomp (the profile), and the standard library; never another provider or
 // package sandboxtest outside its tests.
 package docker

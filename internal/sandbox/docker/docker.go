@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/seccomp"
 )
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -233,11 +234,11 @@ func New(opts Options) (*Provider, error) {
 		}
 		p.binds = append(p.binds, b)
 	}
-	profile, err := seccompProfile()
+	profile, err := seccomp.Profile()
 	if err != nil {
 		return nil, fmt.Errorf("new docker sandbox provider: %w", err)
 	}
-	p.seccomp = profile
+	p.seccomp = string(profile)
 	if opts.Egress != nil {
 		srv, err := p.serveSocket(opts.SocketDir, "egress.sock", opts.Egress, "--egress-socket")
 		if err != nil {

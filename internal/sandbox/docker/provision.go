@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,8 +20,6 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
-	"github.com/moby/profiles/seccomp"
-	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
@@ -414,25 +411,6 @@ func readAgentBinary(ctx context.Context, cli *client.Client, helper, binary str
 		return nil, time.Time{}, fmt.Errorf("read %s: %w", binary, err)
 	}
 	return bin, hdr.ModTime, nil
-}
-
-// seccompProfile is Docker's default profile plus the system calls the
-// agent's jail makes without capabilities (user, mount and PID namespaces,
-// a new root), as JSON for the engine.
-func seccompProfile() (string, error) {
-	profile := seccomp.DefaultProfile()
-	profile.Syscalls = append(profile.Syscalls, &seccomp.Syscall{
-		LinuxSyscall: specs.LinuxSyscall{
-			Names:  []string{"clone", "unshare", "mount", "umount2", "mount_setattr", "pivot_root", "setns"},
-			Action: specs.ActAllow,
-		},
-		Comment: "fleetlift: the agent's jail (package jail) makes user, mount, PID and network namespaces without capabilities",
-	})
-	data, err := json.Marshal(profile)
-	if err != nil {
-		return "", fmt.Errorf("encode seccomp profile: %w", err)
-	}
-	return string(data), nil
 }
 
 func shortID(id string) string {
