@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fleetlift/fleetlift/internal/gcpace"
 )
 
 // version is the release this binary was built as: make dist and the
@@ -16,7 +18,16 @@ import (
 var version = "dev"
 
 func main() {
+	memory.limit, memory.limited, memory.err = gcpace.LimitMemory()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// memory is what main's gcpace.LimitMemory said, logged once the logger
+// is made.
+var memory struct {
+	limit   int64
+	limited bool
+	err     error
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -32,6 +32,7 @@ import (
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/controller"
+	"github.com/fleetlift/fleetlift/internal/gcpace"
 	"github.com/fleetlift/fleetlift/internal/jobspec"
 	"github.com/fleetlift/fleetlift/internal/podexec"
 )
@@ -155,6 +156,12 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logw), zap.JSONEncoder(), zap.Level(zapcore.Level(lv))))
 	log := ctrl.Log.WithName("fleetlift-controller")
+	switch {
+	case memory.err != nil:
+		log.V(1).Info("no Go memory limit from the cgroup", "error", memory.err.Error())
+	case memory.limited:
+		log.V(1).Info("Go memory limit", "bytes", memory.limit, "of_cgroup_limit", gcpace.MemoryRatio)
+	}
 
 	var serve []string
 	switch o.isolation {

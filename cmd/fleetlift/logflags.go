@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/grpclog"
 
+	"github.com/fleetlift/fleetlift/internal/gcpace"
 	"github.com/fleetlift/fleetlift/internal/logging"
 )
 
@@ -49,6 +50,12 @@ func registerLogging(root *cobra.Command, stderr io.Writer) {
 		l, err := logging.New(stderr, format, level)
 		if err != nil {
 			return usageErrorf("--log-format: %v", err)
+		}
+		switch {
+		case memory.err != nil:
+			l.Debug("no Go memory limit from the cgroup", "error", memory.err)
+		case memory.limited:
+			l.Debug("Go memory limit", "bytes", memory.limit, "of_cgroup_limit", gcpace.MemoryRatio)
 		}
 		p := &processLog{log: l, json: format == logging.JSON, level: levelFlag.Value.String(), levelGiven: levelFlag.Changed}
 		if p.json {

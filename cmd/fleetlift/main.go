@@ -32,8 +32,17 @@ func main() {
 		os.Exit(spec.RunWorker())
 	}
 	gcpace.Set()
+	memory.limit, memory.limited, memory.err = gcpace.LimitMemory()
 	workflow.IdentifyBinary()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// memory is what main's gcpace.LimitMemory said, logged at debug level
+// once the logger is made.
+var memory struct {
+	limit   int64
+	limited bool
+	err     error
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
