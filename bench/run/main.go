@@ -26,7 +26,6 @@ import (
 
 	"github.com/fleetlift/fleetlift/cmd/fleetlift-agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/activity"
-	agentpkg "github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/git"
@@ -299,7 +298,7 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 	w.RegisterWorkflow(workflow.Campaign)
 	g := &git.Git{}
 	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: poll,
-		SandboxEnv: map[string]string{agentpkg.EnvAllowFileRoots: root},
+		SandboxEnv: map[string]string{protocol.EnvAllowFileRoots: root},
 		Forges:     activity.LocalForges(g), Git: g, FileRoots: []string{root}})
 	if err := w.Start(); err != nil {
 		return 0, err

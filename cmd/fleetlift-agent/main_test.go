@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/cmd/fleetlift-agent/agentcmd"
-	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 	"github.com/fleetlift/fleetlift/internal/jail"
@@ -65,8 +64,8 @@ func TestServeAgenticRunWithSteering(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli, _ := json.Marshal([]string{standIn})
-	t.Setenv(agent.EnvAgentCLI, string(cli))
-	t.Setenv(agent.EnvAllowFileRoots, os.TempDir())
+	t.Setenv(protocol.EnvAgentCLI, string(cli))
+	t.Setenv(protocol.EnvAllowFileRoots, os.TempDir())
 
 	ws := t.TempDir()
 	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})

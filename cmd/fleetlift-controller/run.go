@@ -30,7 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
-	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/controller"
 	"github.com/fleetlift/fleetlift/internal/gcpace"
 	"github.com/fleetlift/fleetlift/internal/jobspec"
@@ -100,7 +100,7 @@ func (o *options) register(cmd *cobra.Command) {
 	f.StringVar(&o.defaultCPU, "default-cpu", "2", "the sandbox's CPU limit where a request names none")
 	f.StringVar(&o.agentImage, "agent-image", envOr("FLEETLIFT_AGENT_IMAGE", jobspec.DefaultAgentImage), "the image the agent is installed from (FROM scratch, /usr/local/bin/fleetlift-agent)")
 	f.StringVar(&o.serviceAccount, "sandbox-service-account", jobspec.DefaultServiceAccount, "the sandbox pods' service account, which must have no bindings")
-	f.StringVar(&o.isolation, "sandbox-isolation", agent.IsolationNamespaces, "how the agent isolates the work it runs in the pod: "+agent.IsolationNamespaces+" (user, mount and PID namespaces: the pod's seccomp profile must allow them, see --seccomp-localhost-profile) or "+agent.IsolationNone+" (rely on the pod alone, e.g. with --required-runtime-class gvisor)")
+	f.StringVar(&o.isolation, "sandbox-isolation", protocol.IsolationNamespaces, "how the agent isolates the work it runs in the pod: "+protocol.IsolationNamespaces+" (user, mount and PID namespaces: the pod's seccomp profile must allow them, see --seccomp-localhost-profile) or "+protocol.IsolationNone+" (rely on the pod alone, e.g. with --required-runtime-class gvisor)")
 	f.StringVar(&o.seccompProfile, "seccomp-localhost-profile", "", "a Localhost seccomp profile for sandbox pods instead of RuntimeDefault (one that allows the system calls the agent's jail needs)")
 	f.StringVar(&o.pullPolicy, "image-pull-policy", "", "Always, IfNotPresent or Never for sandbox containers; empty means the Kubernetes default")
 	f.DurationVar(&o.maxLifetime, "max-lifetime", 72*time.Hour, "every sandbox Job's activeDeadlineSeconds; 0 means none")
@@ -165,11 +165,11 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 
 	var serve []string
 	switch o.isolation {
-	case agent.IsolationNamespaces:
-	case agent.IsolationNone:
-		serve = []string{"--isolation", agent.IsolationNone}
+	case protocol.IsolationNamespaces:
+	case protocol.IsolationNone:
+		serve = []string{"--isolation", protocol.IsolationNone}
 	default:
-		return fmt.Errorf("--sandbox-isolation %q: want %s or %s", o.isolation, agent.IsolationNamespaces, agent.IsolationNone)
+		return fmt.Errorf("--sandbox-isolation %q: want %s or %s", o.isolation, protocol.IsolationNamespaces, protocol.IsolationNone)
 	}
 	switch corev1.PullPolicy(o.pullPolicy) {
 	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:

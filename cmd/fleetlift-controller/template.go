@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
-	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/controller"
 	"github.com/fleetlift/fleetlift/internal/jobspec"
 )
@@ -41,7 +41,7 @@ Run the controller with --backend agent-sandbox --warm-pool IMAGE=NAME.`,
 	f.StringVar(&namespace, "namespace", "sandbox-isolated", "the sandbox namespace")
 	f.StringVar(&image, "image", "", "the task image")
 	f.StringVar(&agentImage, "agent-image", jobspec.DefaultAgentImage, "the image the agent is installed from")
-	f.StringVar(&isolation, "sandbox-isolation", agent.IsolationNamespaces, "as the controller's flag")
+	f.StringVar(&isolation, "sandbox-isolation", protocol.IsolationNamespaces, "as the controller's flag")
 	f.StringVar(&memory, "memory", "4Gi", "the sandbox container's memory limit")
 	f.StringVar(&cpu, "cpu", "2", "the sandbox container's CPU limit")
 	f.StringSliceVar(&creds, "credential", nil, "VAR=SECRET/KEY: a variable the agent gets from a Secret (repeatable)")
@@ -54,11 +54,11 @@ Run the controller with --backend agent-sandbox --warm-pool IMAGE=NAME.`,
 func printTemplate(w io.Writer, name, namespace, image, agentImage, isolation, memory, cpu string, creds []string, replicas int32) error {
 	var serve []string
 	switch isolation {
-	case agent.IsolationNamespaces:
-	case agent.IsolationNone:
-		serve = []string{"--isolation", agent.IsolationNone}
+	case protocol.IsolationNamespaces:
+	case protocol.IsolationNone:
+		serve = []string{"--isolation", protocol.IsolationNone}
 	default:
-		return fmt.Errorf("--sandbox-isolation %q: want %s or %s", isolation, agent.IsolationNamespaces, agent.IsolationNone)
+		return fmt.Errorf("--sandbox-isolation %q: want %s or %s", isolation, protocol.IsolationNamespaces, protocol.IsolationNone)
 	}
 	var credentials []v1alpha1.Credential
 	for _, c := range creds {

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/spec"
@@ -30,26 +29,26 @@ var otherEnvs = []otherEnv{
 	{"FLEETLIFT_TEMPORAL_API_KEY", "Temporal's API key, unless --temporal-api-key-env names another variable"},
 	{"FLEETLIFT_WEBHOOK_SECRET", "the webhook secret, unless --webhook-secret-env names another variable"},
 	{"FLEETLIFT_AGENT_BINARY", "the agent local sandboxes run (default: fleetlift-agent beside fleetlift)"},
-	{agent.EnvAllowFileRoots, "the old name of FLEETLIFT_ALLOW_FILE_ROOT, read when that is unset; also the agent's, set by fleetlift"},
+	{protocol.EnvAllowFileRoots, "the old name of FLEETLIFT_ALLOW_FILE_ROOT, read when that is unset; also the agent's, set by fleetlift"},
 	{"FLEETLIFT_SANDBOX_SECRETS", "the old name of FLEETLIFT_SANDBOX_SECRET_REF, read when that is unset"},
 	{"FLEETLIFT_ALLOWED_IMAGES", "fleetlift-controller: the images SandboxRequests may use"},
 	{"FLEETLIFT_ALLOWED_SECRETS", "fleetlift-controller: the Secrets credentials may name"},
 	{"FLEETLIFT_AGENT_IMAGE", "fleetlift-controller: the image the agent is installed from"},
 	{"FLEETLIFT_SANDBOX_BACKEND", "fleetlift-controller: what runs sandbox pods"},
 	{"FLEETLIFT_WARM_POOLS", "fleetlift-controller: the warm pools that serve requests"},
-	{agent.EnvGitTokenOrigins, "fleetlift-controller and the agent: the origins the agent's git may send its token to"},
-	{agent.EnvAgentCLIEnv, "the agent: the variables only the agent CLI sees (set by fleetlift)"},
-	{agent.EnvPromptFile, "the agent CLI: the file holding its prompt (set by the agent)"},
-	{agent.EnvIteration, "the agent CLI: the steering iteration (set by the agent)"},
-	{agent.EnvAttempt, "the agent CLI: the attempt (set by the agent)"},
-	{agent.EnvWorkspace, "the agent CLI: the repository's working tree (set by the agent)"},
-	{agent.EnvRepository, "the agent CLI: the repository's URL (set by the agent)"},
-	{agent.EnvTransformationDir, "the agent CLI: the transformation repository (set by the agent)"},
-	{agent.EnvForEachName, "the agent CLI: the for_each target's name (set by the agent)"},
-	{agent.EnvForEachContext, "the agent CLI: the for_each target's context (set by the agent)"},
-	{agent.EnvSteeringPrompt, "the agent CLI: the steering feedback (set by the agent)"},
-	{agent.EnvGatewayAPIs, "the agent: the APIs the gateway serves it (set by fleetlift)"},
-	{agent.EnvGatewayEgress, "the agent in a Kubernetes sandbox: relay the work's egress to the worker's proxy through its gateway (set by fleetlift)"},
+	{protocol.EnvGitTokenOrigins, "fleetlift-controller and the agent: the origins the agent's git may send its token to"},
+	{protocol.EnvAgentCLIEnv, "the agent: the variables only the agent CLI sees (set by fleetlift)"},
+	{protocol.EnvPromptFile, "the agent CLI: the file holding its prompt (set by the agent)"},
+	{protocol.EnvIteration, "the agent CLI: the steering iteration (set by the agent)"},
+	{protocol.EnvAttempt, "the agent CLI: the attempt (set by the agent)"},
+	{protocol.EnvWorkspace, "the agent CLI: the repository's working tree (set by the agent)"},
+	{protocol.EnvRepository, "the agent CLI: the repository's URL (set by the agent)"},
+	{protocol.EnvTransformationDir, "the agent CLI: the transformation repository (set by the agent)"},
+	{protocol.EnvForEachName, "the agent CLI: the for_each target's name (set by the agent)"},
+	{protocol.EnvForEachContext, "the agent CLI: the for_each target's context (set by the agent)"},
+	{protocol.EnvSteeringPrompt, "the agent CLI: the steering feedback (set by the agent)"},
+	{protocol.EnvGatewayAPIs, "the agent: the APIs the gateway serves it (set by fleetlift)"},
+	{protocol.EnvGatewayEgress, "the agent in a Kubernetes sandbox: relay the work's egress to the worker's proxy through its gateway (set by fleetlift)"},
 	{protocol.EnvCommandGOMAXPROCS, "the agent's commands: their GOMAXPROCS (set by the agent)"},
 	{"FLEETLIFT_JAIL_GOMAXPROCS", "the jail: its commands' GOMAXPROCS (set by the agent)"},
 	{spec.WorkerEnv, "fleetlift as its own definition evaluator (set by fleetlift)"},

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
-	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/forge/gitea"
@@ -302,7 +302,7 @@ func (f *forgeSetup) sandbox() (env, secrets map[string]string) {
 	if f == nil || f.Type == "local" {
 		return nil, nil
 	}
-	env = map[string]string{agent.EnvGitTokenOrigins: strings.Join(f.gitOrigins(), ",")}
+	env = map[string]string{protocol.EnvGitTokenOrigins: strings.Join(f.gitOrigins(), ",")}
 	return env, map[string]string{gitx.DefaultTokenEnv: f.Token}
 }
 
@@ -318,7 +318,7 @@ func credentialVariables() activity.CredentialVariables {
 	return activity.CredentialVariables{
 		Forge:        []string{gitx.DefaultTokenEnv},
 		AgentCLI:     envAnthropicAPIKey,
-		AgentCLIList: agent.EnvAgentCLIEnv,
+		AgentCLIList: protocol.EnvAgentCLIEnv,
 	}
 }
 

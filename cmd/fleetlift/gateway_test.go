@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
 // With the model gateway on, the model's key stays in the worker: no
@@ -22,9 +22,9 @@ func TestModelKeyStaysWithTheGateway(t *testing.T) {
 		isolation string
 		inSandbox bool
 	}{
-		{"gateway", "https://api.anthropic.com", agent.IsolationNamespaces, false},
-		{"no gateway", "", agent.IsolationNamespaces, true},
-		{"unjailed", "https://api.anthropic.com", agent.IsolationNone, false},
+		{"gateway", "https://api.anthropic.com", protocol.IsolationNamespaces, false},
+		{"no gateway", "", protocol.IsolationNamespaces, true},
+		{"unjailed", "https://api.anthropic.com", protocol.IsolationNone, false},
 	} {
 		w := &workerFlags{isolation: tc.isolation, modelAPI: tc.api, modelKeyEnv: envAnthropicAPIKey, agentEnv: []string{envAnthropicAPIKey}}
 		gw, err := w.gateway()
@@ -45,7 +45,7 @@ func TestModelKeyStaysWithTheGateway(t *testing.T) {
 			t.Errorf("%s: the key in sandboxes' secrets: %v; want %v", tc.name, got, tc.inSandbox)
 		}
 	}
-	w := &workerFlags{isolation: agent.IsolationNamespaces, modelAPI: "api.anthropic.com", modelKeyEnv: envAnthropicAPIKey}
+	w := &workerFlags{isolation: protocol.IsolationNamespaces, modelAPI: "api.anthropic.com", modelKeyEnv: envAnthropicAPIKey}
 	if _, err := w.gateway(); err == nil {
 		t.Error("--model-gateway without a scheme was taken")
 	}
@@ -60,7 +60,7 @@ func TestForgeTokenStaysWithTheWorker(t *testing.T) {
 	forge := func() *forgeSetup {
 		return &forgeSetup{Name: "gitea", Type: "gitea", URL: "https://git.example.com", TokenEnv: "FLEETLIFT_FORGE_TOKEN", Token: token}
 	}
-	for _, isolation := range []string{agent.IsolationNamespaces, agent.IsolationNone} {
+	for _, isolation := range []string{protocol.IsolationNamespaces, protocol.IsolationNone} {
 		w := &workerFlags{isolation: isolation, forge: forge()}
 		gw, err := w.gateway()
 		if err != nil || gw == nil || gw.Git == nil {
@@ -84,7 +84,7 @@ func TestForgeTokenStaysWithTheWorker(t *testing.T) {
 			}
 		}
 	}
-	w := &workerFlags{isolation: agent.IsolationNamespaces, forge: forge()}
+	w := &workerFlags{isolation: protocol.IsolationNamespaces, forge: forge()}
 	_, secrets, err := w.sandbox()
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestKubernetesSandboxesUseTheGateway(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var log strings.Builder
-			w := &workerFlags{isolation: agent.IsolationNamespaces, forge: forge, agentEnv: []string{"ANTHROPIC_API_KEY"},
+			w := &workerFlags{isolation: protocol.IsolationNamespaces, forge: forge, agentEnv: []string{"ANTHROPIC_API_KEY"},
 				modelAPI: c.modelAPI, modelKeyEnv: envAnthropicAPIKey,
 				kube: kubeFlags{secrets: refs, gatewayListen: "127.0.0.1:0", gatewayURL: "http://10.1.2.3:8090"}}
 			gw, err := w.kubeGateway(&log)
@@ -156,7 +156,7 @@ func TestKubernetesSandboxesUseTheGateway(t *testing.T) {
 func TestOpenAIKeyStaysWithTheGateway(t *testing.T) {
 	const key = "sk-openai-worker-key-canary"
 	t.Setenv("OPENAI_API_KEY", key)
-	w := &workerFlags{isolation: agent.IsolationNamespaces, openAIAPI: "https://api.openai.com", openAIKeyEnv: "OPENAI_API_KEY", agentEnv: []string{"OPENAI_API_KEY"}}
+	w := &workerFlags{isolation: protocol.IsolationNamespaces, openAIAPI: "https://api.openai.com", openAIKeyEnv: "OPENAI_API_KEY", agentEnv: []string{"OPENAI_API_KEY"}}
 	gw, err := w.gateway()
 	if err != nil || gw == nil || gw.OpenAI == nil || gw.OpenAI.Key != key || !slices.Equal(gw.APIs(), []string{"openai"}) {
 		t.Fatalf("gateway %+v, %v; want it to serve the OpenAI-compatible API with the key", gw, err)
@@ -168,7 +168,7 @@ func TestOpenAIKeyStaysWithTheGateway(t *testing.T) {
 	if _, ok := secrets["OPENAI_API_KEY"]; ok {
 		t.Error("the OpenAI key goes to sandboxes though the gateway holds it")
 	}
-	w = &workerFlags{isolation: agent.IsolationNamespaces, openAIAPI: "https://api.openai.com/v1", openAIKeyEnv: "OPENAI_API_KEY"}
+	w = &workerFlags{isolation: protocol.IsolationNamespaces, openAIAPI: "https://api.openai.com/v1", openAIKeyEnv: "OPENAI_API_KEY"}
 	if _, err := w.gateway(); err == nil || !strings.Contains(err.Error(), "without its version") {
 		t.Errorf("--openai-gateway with /v1: %v; want it refused", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
@@ -22,7 +21,7 @@ import (
 func TestLocalSandboxAgentsStartOnOneProcessor(t *testing.T) {
 	ctx := t.Context()
 	tf := &temporalFlags{stateDir: t.TempDir()}
-	p, err := (&workerFlags{isolation: agent.IsolationNone}).localProvider(tf)
+	p, err := (&workerFlags{isolation: protocol.IsolationNone}).localProvider(tf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +48,7 @@ func TestLocalSandboxAgentsStartOnOneProcessor(t *testing.T) {
 func TestJailedLocalSandboxesHandTheirAgentOn(t *testing.T) {
 	ctx := t.Context()
 	tf := &temporalFlags{stateDir: t.TempDir()}
-	p, err := (&workerFlags{isolation: agent.IsolationNamespaces}).localProvider(tf)
+	p, err := (&workerFlags{isolation: protocol.IsolationNamespaces}).localProvider(tf)
 	if err != nil {
 		t.Fatal(err)
 	}

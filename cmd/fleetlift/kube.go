@@ -25,6 +25,7 @@ import (
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/jobspec"
@@ -137,11 +138,11 @@ func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind str
 	}
 	var serve []string
 	switch isolation {
-	case agent.IsolationNamespaces:
-	case agent.IsolationNone:
-		serve = []string{"--isolation", agent.IsolationNone}
+	case protocol.IsolationNamespaces:
+	case protocol.IsolationNone:
+		serve = []string{"--isolation", protocol.IsolationNone}
 	default:
-		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", isolation, agent.IsolationNamespaces, agent.IsolationNone)
+		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", isolation, protocol.IsolationNamespaces, protocol.IsolationNone)
 	}
 	exec, err := podexec.NewRemote(cfg)
 	if err != nil {
@@ -224,7 +225,7 @@ func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) 
 		// The controller decides where the clone token goes and what
 		// gets the agent CLI's key (its --git-token-origin, --agent-cli):
 		// a request that says so is refused.
-		for _, k := range []string{agent.EnvGitTokenOrigins, agent.EnvAgentCLI, agent.EnvAgentCLIEnv} {
+		for _, k := range []string{protocol.EnvGitTokenOrigins, protocol.EnvAgentCLI, protocol.EnvAgentCLIEnv} {
 			delete(env, k)
 		}
 	}
@@ -278,10 +279,10 @@ func (w *workerFlags) kubeSandbox() (env, secrets map[string]string, _ error) {
 			cliOnly = append(cliOnly, name)
 		}
 	}
-	delete(env, agent.EnvAgentCLIEnv)
+	delete(env, protocol.EnvAgentCLIEnv)
 	if len(cliOnly) > 0 {
 		slices.Sort(cliOnly)
-		env[agent.EnvAgentCLIEnv] = strings.Join(cliOnly, ",")
+		env[protocol.EnvAgentCLIEnv] = strings.Join(cliOnly, ",")
 	}
 	return env, secrets, nil
 }

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
-	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/controller/controllertest"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
@@ -71,8 +71,8 @@ func TestWorkerKubernetesSandbox(t *testing.T) {
 	if _, ok := secrets["FLEETLIFT_FORGE_TOKEN"]; !ok {
 		t.Error("a --sandbox-secret-ref is not the agent's")
 	}
-	if env2[agent.EnvAgentCLIEnv] != "ANTHROPIC_API_KEY" {
-		t.Errorf("%s = %q; want the agent CLI's key", agent.EnvAgentCLIEnv, env2[agent.EnvAgentCLIEnv])
+	if env2[protocol.EnvAgentCLIEnv] != "ANTHROPIC_API_KEY" {
+		t.Errorf("%s = %q; want the agent CLI's key", protocol.EnvAgentCLIEnv, env2[protocol.EnvAgentCLIEnv])
 	}
 
 	// In a namespace the worker has no Role in, it says what to install.

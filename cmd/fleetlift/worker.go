@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
@@ -134,8 +135,8 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"names of this process's environment variables every command in sandboxes sees (only when set; never a token)")
 	cmd.Flags().StringSliceVar(&w.fileRoots, "allow-file-root", nil,
 		"a directory local repositories (file:// URLs and absolute paths) may be cloned from and pushed to (repeatable); by default none may")
-	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", agent.IsolationNamespaces,
-		"how the agent isolates the work it runs: "+agent.IsolationNamespaces+" (Linux user, mount and PID namespaces), or "+agent.IsolationNone+" (none: the work can read tokens, approve itself and outlive its commands)")
+	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", protocol.IsolationNamespaces,
+		"how the agent isolates the work it runs: "+protocol.IsolationNamespaces+" (Linux user, mount and PID namespaces), or "+protocol.IsolationNone+" (none: the work can read tokens, approve itself and outlive its commands)")
 	cmd.Flags().DurationVar(&w.orphan, "sandbox-orphan-after", agent.DefaultOrphanAfter,
 		"a sandbox no worker has watched for this long ends itself (a worker that never came back)")
 	cmd.Flags().StringVar(&w.queue, "sandbox-queue", "",

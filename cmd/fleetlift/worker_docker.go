@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 )
 
@@ -35,11 +35,11 @@ func (w *workerFlags) dockerProvider(stateDir string) (*docker.Provider, error) 
 		ReadOnlyRoot: w.docker.readOnly,
 	}
 	switch w.isolation {
-	case agent.IsolationNamespaces:
-	case agent.IsolationNone:
-		opts.ServeArgs = []string{"--isolation", agent.IsolationNone}
+	case protocol.IsolationNamespaces:
+	case protocol.IsolationNone:
+		opts.ServeArgs = []string{"--isolation", protocol.IsolationNone}
 	default:
-		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", w.isolation, agent.IsolationNamespaces, agent.IsolationNone)
+		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", w.isolation, protocol.IsolationNamespaces, protocol.IsolationNone)
 	}
 	// Local repositories are cloned from and pushed to where the worker
 	// allows them: the same paths, bind-mounted read-write.

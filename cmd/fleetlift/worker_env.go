@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
-	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 )
@@ -23,7 +23,7 @@ func (w *workerFlags) sandbox() (env, secrets map[string]string, _ error) {
 		if err := json.Unmarshal([]byte(w.agentCLI), &argv); err != nil || len(argv) == 0 {
 			return nil, nil, fmt.Errorf(`--agent-cli must be a JSON array such as ["claude","-p"]`)
 		}
-		env[agent.EnvAgentCLI] = w.agentCLI
+		env[protocol.EnvAgentCLI] = w.agentCLI
 	}
 	var cliOnly []string
 	for _, name := range w.agentEnv {
@@ -39,7 +39,7 @@ func (w *workerFlags) sandbox() (env, secrets map[string]string, _ error) {
 		}
 	}
 	if len(cliOnly) > 0 {
-		env[agent.EnvAgentCLIEnv] = strings.Join(cliOnly, ",")
+		env[protocol.EnvAgentCLIEnv] = strings.Join(cliOnly, ",")
 	}
 	for _, name := range w.passEnv {
 		if strings.HasPrefix(name, "FLEETLIFT_") || gitx.SecretName(name) {
@@ -54,7 +54,7 @@ func (w *workerFlags) sandbox() (env, secrets map[string]string, _ error) {
 		return nil, nil, err
 	}
 	if len(roots) > 0 {
-		env[agent.EnvAllowFileRoots] = strings.Join(roots, string(filepath.ListSeparator))
+		env[protocol.EnvAllowFileRoots] = strings.Join(roots, string(filepath.ListSeparator))
 	}
 	forgeEnv, forgeSecrets := w.forge.sandbox()
 	for k, v := range forgeEnv {

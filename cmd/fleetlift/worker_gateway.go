@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/egress"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
@@ -52,8 +52,8 @@ func (w *workerFlags) gateway() (*gateway.Gateway, error) {
 
 // egressProxy is the proxy --sandbox-egress allows hosts through.
 func (w *workerFlags) egressProxy() (*egress.Proxy, error) {
-	if w.isolation != agent.IsolationNamespaces {
-		return nil, fmt.Errorf("--sandbox-egress needs --sandbox-isolation=%s: unjailed work shares the agent's network", agent.IsolationNamespaces)
+	if w.isolation != protocol.IsolationNamespaces {
+		return nil, fmt.Errorf("--sandbox-egress needs --sandbox-isolation=%s: unjailed work shares the agent's network", protocol.IsolationNamespaces)
 	}
 	rules, err := egress.ParseRules(w.egress)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/jail"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/local"
@@ -74,7 +75,7 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 	}
 	var serve []string
 	switch w.isolation {
-	case agent.IsolationNamespaces:
+	case protocol.IsolationNamespaces:
 		self := append(append([]string{}, agentArgv...), "jail")
 		if p := ownJailProgram(); p != "" {
 			// The agents jail with it too, told so rather than each
@@ -86,7 +87,7 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 			Writable: []string{root}, Hidden: hidden, Scratch: jail.DefaultScratch,
 		}}
 		if err := j.Check(); err != nil {
-			return nil, fmt.Errorf("local sandboxes cannot isolate the work they run (%v): allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone), or accept running untrusted work unisolated with --sandbox-isolation=%s", err, agent.IsolationNone)
+			return nil, fmt.Errorf("local sandboxes cannot isolate the work they run (%v): allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone), or accept running untrusted work unisolated with --sandbox-isolation=%s", err, protocol.IsolationNone)
 		}
 		for _, h := range hidden {
 			serve = append(serve, "--hide", h)
@@ -102,10 +103,10 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 			return nil, err
 		}
 		serve = append(serve, limits...)
-	case agent.IsolationNone:
-		serve = []string{"--isolation", agent.IsolationNone}
+	case protocol.IsolationNone:
+		serve = []string{"--isolation", protocol.IsolationNone}
 	default:
-		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", w.isolation, agent.IsolationNamespaces, agent.IsolationNone)
+		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", w.isolation, protocol.IsolationNamespaces, protocol.IsolationNone)
 	}
 	var proxy http.Handler
 	if len(w.egress) > 0 {
@@ -134,11 +135,11 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 		// so.
 		AgentGOMAXPROCS: 1,
 		// Jailed, the work ends with the agent (see package jail).
-		CommandsEndWithAgent: w.isolation == agent.IsolationNamespaces,
+		CommandsEndWithAgent: w.isolation == protocol.IsolationNamespaces,
 		// And so an agent that finished a sandbox serves the next one
 		// with the same environment: one start of an agent for a run
 		// of short units, not one per unit.
-		ReuseAgents: w.isolation == agent.IsolationNamespaces,
+		ReuseAgents: w.isolation == protocol.IsolationNamespaces,
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git"
 )
 
@@ -49,7 +50,7 @@ func onlyOrigins(v string) bool {
 // agent CLI sees.
 func agentCLIVariables(env []string) map[string]bool {
 	names := map[string]bool{}
-	for _, n := range strings.Split(lookupEnv(env, EnvAgentCLIEnv), ",") {
+	for _, n := range strings.Split(lookupEnv(env, protocol.EnvAgentCLIEnv), ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			names[n] = true
 		}

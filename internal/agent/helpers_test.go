@@ -34,7 +34,7 @@ func standIn(t *testing.T) string {
 func options(t *testing.T, extraEnv ...string) agent.Options {
 	t.Helper()
 	cli, _ := json.Marshal([]string{standIn(t)})
-	env := append(gittest.Env(), agent.EnvAgentCLI+"="+string(cli))
+	env := append(gittest.Env(), protocol.EnvAgentCLI+"="+string(cli))
 	env = append(env, extraEnv...)
 	ws := t.TempDir()
 	// As serve's: scratch repositories in the protocol directory.

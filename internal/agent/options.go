@@ -17,54 +17,6 @@ import (
 	"github.com/fleetlift/fleetlift/internal/jail"
 )
 
-// Environment variables the agent reads or sets.
-const (
-	// EnvAgentCLI overrides the agent CLI for every agent name: a JSON
-	// array argv such as ["/usr/local/bin/my-agent", "--flag"].
-	EnvAgentCLI = "FLEETLIFT_AGENT_CLI"
-	// EnvPromptFile is set for the agent CLI: a file holding the prompt
-	// (which is also on its standard input).
-	EnvPromptFile = "FLEETLIFT_PROMPT_FILE"
-	// EnvIteration is set for the agent CLI and deterministic commands:
-	// the steering iteration, 0 before any steering.
-	EnvIteration = "FLEETLIFT_ITERATION"
-	// EnvAttempt is the attempt within an iteration, from 1; it grows
-	// when verifiers fail and the agent runs again.
-	EnvAttempt = "FLEETLIFT_ATTEMPT"
-	// EnvWorkspace is the workspace directory.
-	EnvWorkspace = "FLEETLIFT_WORKSPACE"
-	// EnvRepository is the name of the repository a command runs in.
-	EnvRepository = "FLEETLIFT_REPOSITORY"
-	// EnvTransformationDir is the transformation repository's directory
-	// in the transformation + targets layout: the workspace itself.
-	EnvTransformationDir = "FLEETLIFT_TRANSFORMATION_DIR"
-	// EnvForEachName and EnvForEachContext are the for_each target of a
-	// report run.
-	EnvForEachName    = "FLEETLIFT_FOR_EACH_NAME"
-	EnvForEachContext = "FLEETLIFT_FOR_EACH_CONTEXT"
-	// EnvSteeringPrompt is the reviewer's feedback when a deterministic
-	// command runs again after a steer.
-	EnvSteeringPrompt = "FLEETLIFT_STEERING_PROMPT"
-	// EnvAgentCLIEnv names, comma-separated, the agent's variables that
-	// only the agent CLI sees (its model's API key): never setup,
-	// deterministic commands or verifiers.
-	EnvAgentCLIEnv = "FLEETLIFT_AGENT_CLI_ENV"
-	// EnvGitTokenOrigins lists, comma-separated, the origins git may send
-	// the token to (git.Git.TokenOrigins): the operator's forge.
-	EnvGitTokenOrigins = "FLEETLIFT_GIT_TOKEN_ORIGINS"
-	// EnvAllowFileRoots lists, as a path list, Options.FileRoots.
-	EnvAllowFileRoots = "FLEETLIFT_ALLOW_FILE_ROOTS"
-	// EnvGatewayURL is the http://HOST:PORT of the worker's gateway when
-	// the sandbox reaches it over the network (Kubernetes) rather than by
-	// a socket (serve's --gateway-url); EnvGatewayAPIs lists the model
-	// APIs it serves (comma-separated, serve's --gateway-api);
-	// EnvGatewayEgress, when not empty, says that it serves the worker's
-	// egress proxy too (serve's --gateway-egress).
-	EnvGatewayURL    = "FLEETLIFT_GATEWAY_URL"
-	EnvGatewayAPIs   = "FLEETLIFT_GATEWAY_APIS"
-	EnvGatewayEgress = "FLEETLIFT_GATEWAY_EGRESS"
-)
-
 // DefaultAgent is the agent used when the manifest names none.
 const DefaultAgent = "claude-code"
 
@@ -80,15 +32,6 @@ func DefaultAgents() map[string][]string {
 // back before it ends itself (Options.OrphanAfter as fleetlift-agent
 // serve sets it unless told).
 const DefaultOrphanAfter = 10 * time.Minute
-
-// How fleetlift-agent serve isolates the commands it runs (its
-// --isolation): IsolationNamespaces jails each (Options.Isolation),
-// IsolationNone runs them as plain processes. The worker and the
-// controller name them in their own --sandbox-isolation.
-const (
-	IsolationNamespaces = "namespaces"
-	IsolationNone       = "none"
-)
 
 // Defaults for Options.
 const (
@@ -269,10 +212,10 @@ func (o Options) agentCLI(name string) ([]string, error) {
 	if len(o.AgentCLI) > 0 {
 		return o.AgentCLI, nil
 	}
-	if raw := lookupEnv(o.Env, EnvAgentCLI); raw != "" {
+	if raw := lookupEnv(o.Env, protocol.EnvAgentCLI); raw != "" {
 		var argv []string
 		if err := json.Unmarshal([]byte(raw), &argv); err != nil || len(argv) == 0 || argv[0] == "" {
-			return nil, fmt.Errorf("%s must be a JSON array of strings such as [\"claude\", \"-p\"]: %q", EnvAgentCLI, raw)
+			return nil, fmt.Errorf("%s must be a JSON array of strings such as [\"claude\", \"-p\"]: %q", protocol.EnvAgentCLI, raw)
 		}
 		return argv, nil
 	}
@@ -285,7 +228,7 @@ func (o Options) agentCLI(name string) ([]string, error) {
 	if argv, ok := DefaultAgents()[name]; ok {
 		return argv, nil
 	}
-	return nil, fmt.Errorf("unknown agent %q: configure it or set %s", name, EnvAgentCLI)
+	return nil, fmt.Errorf("unknown agent %q: configure it or set %s", name, protocol.EnvAgentCLI)
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -199,9 +199,9 @@ func (r *runner) recordOutput(name, out string) {
 // scopeEnv is the environment of a transform in sc: base (r.env, or
 // r.cliEnv for the agent CLI) with the run's context and extra.
 func (r *runner) scopeEnv(base []string, sc *scope, extra ...string) []string {
-	kv := []string{EnvWorkspace + "=" + r.ws, EnvRepository + "=" + sc.name, EnvIteration + "=" + strconv.Itoa(r.iteration)}
+	kv := []string{protocol.EnvWorkspace + "=" + r.ws, protocol.EnvRepository + "=" + sc.name, protocol.EnvIteration + "=" + strconv.Itoa(r.iteration)}
 	if r.recipe != nil {
-		kv = append(kv, EnvTransformationDir+"="+r.recipe.dir)
+		kv = append(kv, protocol.EnvTransformationDir+"="+r.recipe.dir)
 	}
 	return withEnv(base, append(kv, extra...)...)
 }
@@ -210,7 +210,7 @@ func forEachEnv(item *protocol.ForEachTarget) []string {
 	if item == nil {
 		return nil
 	}
-	return []string{EnvForEachName + "=" + item.Name, EnvForEachContext + "=" + item.Context}
+	return []string{protocol.EnvForEachName + "=" + item.Name, protocol.EnvForEachContext + "=" + item.Context}
 }
 
 // runAgent runs the agent CLI in sc with prompt on stdin and in
@@ -226,7 +226,7 @@ func (r *runner) runAgent(ctx context.Context, sc *scope, prompt string, attempt
 		return run{}, fmt.Errorf("open prompt: %w", err)
 	}
 	defer f.Close()
-	extra := append([]string{EnvPromptFile + "=" + promptFile, EnvAttempt + "=" + strconv.Itoa(attempt)}, forEachEnv(item)...)
+	extra := append([]string{protocol.EnvPromptFile + "=" + promptFile, protocol.EnvAttempt + "=" + strconv.Itoa(attempt)}, forEachEnv(item)...)
 	jl := r.jail(append([]string{promptFile}, r.cliFiles()...)...)
 	gw, done, err := r.modelGateway(jl)
 	if err != nil {
@@ -277,7 +277,7 @@ func (r *runner) runCommand(ctx context.Context, sc *scope, steer string, item *
 		extra = append(extra, k+"="+v)
 	}
 	if steer != "" {
-		extra = append(extra, EnvSteeringPrompt+"="+steer)
+		extra = append(extra, protocol.EnvSteeringPrompt+"="+steer)
 	}
 	env := r.scopeEnv(r.env, sc, append(extra, forEachEnv(item)...)...)
 	return r.runIn(ctx, sc, argv, env, nil, r.jail())

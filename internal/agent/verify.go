@@ -21,7 +21,7 @@ func (r *runner) runVerifiers(ctx context.Context, u *unit) ([]protocol.Verifier
 		out := newTail(outputTail)
 		code, err := command{
 			argv: v.Command, dir: u.dir,
-			env:    withEnv(r.env, EnvWorkspace+"="+r.ws, EnvRepository+"="+u.repo.Name),
+			env:    withEnv(r.env, protocol.EnvWorkspace+"="+r.ws, protocol.EnvRepository+"="+u.repo.Name),
 			stdout: out, stderr: out,
 			jail: r.jail(),
 			disk: r.disk(),

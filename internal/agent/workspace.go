@@ -191,7 +191,7 @@ func (r *runner) setup(ctx context.Context, u *unit) error {
 		code, err := command{
 			argv:   []string{"sh", "-c", line},
 			dir:    u.dir,
-			env:    withEnv(r.env, EnvWorkspace+"="+r.ws, EnvRepository+"="+u.repo.Name),
+			env:    withEnv(r.env, protocol.EnvWorkspace+"="+r.ws, protocol.EnvRepository+"="+u.repo.Name),
 			stdout: out, stderr: out,
 			jail: r.jail(),
 			disk: r.disk(),

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
-	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/git"
 )
 
@@ -30,8 +30,8 @@ type Policy struct {
 	// Secrets are the Secrets credentials may name.
 	Secrets []string
 	// GitTokenOrigins are the origins the agent's git may send its clone
-	// token to (agent.EnvGitTokenOrigins in every sandbox pod), and
-	// AgentCLI the agent CLI's argv as JSON (agent.EnvAgentCLI; empty:
+	// token to (protocol.EnvGitTokenOrigins in every sandbox pod), and
+	// AgentCLI the agent CLI's argv as JSON (protocol.EnvAgentCLI; empty:
 	// the agent's default): what the credentials are given to, which the
 	// controller decides and a request cannot (PodEnv).
 	GitTokenOrigins []string
@@ -70,10 +70,10 @@ func (p Policy) PodEnv(spec v1alpha1.SandboxRequestSpec) map[string]string {
 		env = map[string]string{}
 	}
 	if len(p.GitTokenOrigins) > 0 {
-		env[agent.EnvGitTokenOrigins] = strings.Join(p.GitTokenOrigins, ",")
+		env[protocol.EnvGitTokenOrigins] = strings.Join(p.GitTokenOrigins, ",")
 	}
 	if p.AgentCLI != "" {
-		env[agent.EnvAgentCLI] = p.AgentCLI
+		env[protocol.EnvAgentCLI] = p.AgentCLI
 	}
 	var cliOnly []string
 	for _, c := range spec.Credentials {
@@ -83,7 +83,7 @@ func (p Policy) PodEnv(spec v1alpha1.SandboxRequestSpec) map[string]string {
 	}
 	if len(cliOnly) > 0 {
 		slices.Sort(cliOnly)
-		env[agent.EnvAgentCLIEnv] = strings.Join(slices.Compact(cliOnly), ",")
+		env[protocol.EnvAgentCLIEnv] = strings.Join(slices.Compact(cliOnly), ",")
 	}
 	return env
 }
@@ -95,7 +95,7 @@ func steersAgent(k string) bool {
 	switch k {
 	case "PATH", "GCONV_PATH", "BASH_ENV", "ENV", "NODE_OPTIONS",
 		"SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-		agent.EnvGitTokenOrigins, agent.EnvAgentCLI, agent.EnvAgentCLIEnv,
+		protocol.EnvGitTokenOrigins, protocol.EnvAgentCLI, protocol.EnvAgentCLIEnv,
 		"FLEETLIFT_FORGE_URL", "FLEETLIFT_FORGE_TOKEN":
 		return true
 	}

@@ -22,7 +22,6 @@ import (
 
 	"github.com/fleetlift/fleetlift/cmd/fleetlift-agent/agentcmd"
 	"github.com/fleetlift/fleetlift/internal/activity"
-	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/git"
@@ -120,7 +119,7 @@ func (e *env) newWorker(t *testing.T) worker.Worker {
 	g := &git.Git{}
 	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: 100 * time.Millisecond,
 		// The test's repositories are local.
-		SandboxEnv: map[string]string{agent.EnvAllowFileRoots: os.TempDir()},
+		SandboxEnv: map[string]string{protocol.EnvAllowFileRoots: os.TempDir()},
 		Forges:     activity.LocalForges(g), Git: g, FileRoots: []string{os.TempDir()}})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func serveGit(workspace string) (*git.Git, error) {
 		return nil, err
 	}
 	return &git.Git{
-		TokenOrigins: splitList(os.Getenv(agent.EnvGitTokenOrigins), ","),
+		TokenOrigins: splitList(os.Getenv(protocol.EnvGitTokenOrigins), ","),
 		ScratchDir:   filepath.Join(ws, protocol.Dir, scratchDir),
 	}, nil
 }
@@ -72,31 +72,31 @@ worker to propose (.fleetlift/out/), writing status.json and result.json
 and reading steering.json beside it.
 
 The agent CLI for agentic runs is "claude -p --output-format text
---permission-mode acceptEdits" unless ` + agent.EnvAgentCLI + ` holds a JSON array argv;
-it alone sees the variables ` + agent.EnvAgentCLIEnv + ` names (comma-separated).
+--permission-mode acceptEdits" unless ` + protocol.EnvAgentCLI + ` holds a JSON array argv;
+it alone sees the variables ` + protocol.EnvAgentCLIEnv + ` names (comma-separated).
 
 An HTTPS token for git remotes comes from ` + git.DefaultTokenEnv + ` and goes only to
-the origins ` + agent.EnvGitTokenOrigins + ` lists (comma-separated, such as
+the origins ` + protocol.EnvGitTokenOrigins + ` lists (comma-separated, such as
 https://github.com); no command the agent runs sees it. The agent holds no
 forge credentials: it leaves each change as a bundle for the worker, which
 checks it and pushes. Local repositories (file:// URLs and absolute
-paths) are cloned only from under the directories ` + agent.EnvAllowFileRoots + `
+paths) are cloned only from under the directories ` + protocol.EnvAllowFileRoots + `
 lists (a path list).
 
-Every command runs jailed (--isolation ` + agent.IsolationNamespaces + `): in its own user, mount,
+Every command runs jailed (--isolation ` + protocol.IsolationNamespaces + `): in its own user, mount,
 PID and network namespaces, in a session of its own, with only its
 workspace, HOME and a private /tmp writable, the protocol directory and
 --hide paths out of sight, no network but its own loopback and the egress
 proxy of --egress-socket, and nothing it starts left running after it. The run fails when the kernel does not
-allow that; --isolation ` + agent.IsolationNone + ` runs commands as plain processes instead.`,
+allow that; --isolation ` + protocol.IsolationNone + ` runs commands as plain processes instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ctl *os.File
 			if nextFD > 0 {
 				// An unjailed command could leave behind what the next
 				// sandbox's work would find.
-				if isolation != agent.IsolationNamespaces {
-					return fmt.Errorf("serve: --next-fd needs --isolation %s", agent.IsolationNamespaces)
+				if isolation != protocol.IsolationNamespaces {
+					return fmt.Errorf("serve: --next-fd needs --isolation %s", protocol.IsolationNamespaces)
 				}
 				// Nothing the agent runs inherits it: the work must
 				// not speak for the agent.
@@ -108,7 +108,7 @@ allow that; --isolation ` + agent.IsolationNone + ` runs commands as plain proce
 				}
 				defer ctl.Close()
 			}
-			opts.FileRoots = splitList(os.Getenv(agent.EnvAllowFileRoots), string(filepath.ListSeparator))
+			opts.FileRoots = splitList(os.Getenv(protocol.EnvAllowFileRoots), string(filepath.ListSeparator))
 			if gateway != "" && !filepath.IsAbs(gateway) {
 				return fmt.Errorf("serve: --gateway %q must be an absolute path", gateway)
 			}
@@ -116,8 +116,8 @@ allow that; --isolation ` + agent.IsolationNone + ` runs commands as plain proce
 				if gateway != "" {
 					return fmt.Errorf("serve: --gateway and --gateway-url: give the worker's gateway one way")
 				}
-				if gwEgress && (egress != "" || isolation != agent.IsolationNamespaces) {
-					return fmt.Errorf("serve: --gateway-egress needs --isolation %s and no --egress-socket", agent.IsolationNamespaces)
+				if gwEgress && (egress != "" || isolation != protocol.IsolationNamespaces) {
+					return fmt.Errorf("serve: --gateway-egress needs --isolation %s and no --egress-socket", protocol.IsolationNamespaces)
 				}
 				pdir, err := filepath.Abs(filepath.Join(workspace, protocol.Dir))
 				if err != nil {
@@ -134,7 +134,7 @@ allow that; --isolation ` + agent.IsolationNone + ` runs commands as plain proce
 			}
 			opts.GitGateway = gateway
 			switch isolation {
-			case agent.IsolationNamespaces:
+			case protocol.IsolationNamespaces:
 				self, err := jailSelf(cmd, jailProg)
 				if err != nil {
 					return fmt.Errorf("serve: %w", err)
@@ -143,12 +143,12 @@ allow that; --isolation ` + agent.IsolationNone + ` runs commands as plain proce
 					return fmt.Errorf("serve: --egress-socket %q must be an absolute path", egress)
 				}
 				opts.Isolation = &agent.Isolation{Self: self, Hidden: hidden, Shown: shown, Egress: egress, Limits: limits, Gateway: gateway, GatewayAPIs: gatewayAPIs, DiskReserve: diskReserve}
-			case agent.IsolationNone:
+			case protocol.IsolationNone:
 				if gateway != "" {
 					opts.ModelAPIs = gatewayAPIs
 				}
 				if egress != "" {
-					return fmt.Errorf("serve: --egress-socket needs --isolation %s: unjailed commands share the agent's network", agent.IsolationNamespaces)
+					return fmt.Errorf("serve: --egress-socket needs --isolation %s: unjailed commands share the agent's network", protocol.IsolationNamespaces)
 				}
 				// Unjailed commands run as the agent's user: keep them
 				// out of its environment (its tokens) and memory.
@@ -156,7 +156,7 @@ allow that; --isolation ` + agent.IsolationNone + ` runs commands as plain proce
 					return fmt.Errorf("serve: %w", err)
 				}
 			default:
-				return fmt.Errorf("--isolation %q: want %s or %s", isolation, agent.IsolationNamespaces, agent.IsolationNone)
+				return fmt.Errorf("--isolation %q: want %s or %s", isolation, protocol.IsolationNamespaces, protocol.IsolationNone)
 			}
 			opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			opts.Workers = func(n int) {
@@ -210,8 +210,8 @@ allow that; --isolation ` + agent.IsolationNone + ` runs commands as plain proce
 	f.StringVar(&workspace, "workspace", DefaultWorkspace, "the sandbox workspace")
 	f.DurationVar(&opts.ManifestPoll, "manifest-poll", agent.DefaultManifestPoll, "how often to look for manifest.json")
 	f.DurationVar(&opts.SteeringPoll, "steering-poll", agent.DefaultSteeringPoll, "how often to look for steering.json")
-	f.StringVar(&isolation, "isolation", agent.IsolationNamespaces,
-		"how commands are isolated: "+agent.IsolationNamespaces+" (each in its own user, mount, PID and network namespaces, see package jail) or "+agent.IsolationNone+" (plain processes that can read and write all the agent can)")
+	f.StringVar(&isolation, "isolation", protocol.IsolationNamespaces,
+		"how commands are isolated: "+protocol.IsolationNamespaces+" (each in its own user, mount, PID and network namespaces, see package jail) or "+protocol.IsolationNone+" (plain processes that can read and write all the agent can)")
 	f.StringVar(&jailProg, "jail-program", "",
 		"the "+jail.ProgramName+" to jail commands with, as an absolute path, which its caller found to speak this agent's jail protocol (default: the one beside the agent when it does, else the agent's own jail command)")
 	// Each --hide is one path, taken as it is: a comma is a character of
@@ -222,16 +222,16 @@ allow that; --isolation ` + agent.IsolationNone + ` runs commands as plain proce
 	f.DurationVar(&opts.OrphanAfter, "orphan-after", agent.DefaultOrphanAfter, "with --lease: stop, failed, once the lease is this old: the sandbox's worker is gone for good")
 	f.StringVar(&egress, "egress-socket", "", "the Unix socket of the worker's egress proxy: jailed commands reach the network through it alone, as their HTTP(S)_PROXY (127.0.0.1:"+strconv.Itoa(agent.EgressPort)+" in the jail); without it they reach no network")
 	f.StringVar(&gateway, "gateway", "", "the Unix socket of the worker's gateway, with the sandbox's own key to it: the agent clones its task's repositories at the forge through it (the worker adds the token), and the agent CLI reaches its model through it alone (ANTHROPIC_BASE_URL, 127.0.0.1:"+strconv.Itoa(agent.GatewayPort)+" in its jail)")
-	f.StringVar(&gatewayURL, "gateway-url", os.Getenv(agent.EnvGatewayURL), "the worker's gateway as http://HOST:PORT, reached over the network (Kubernetes sandboxes), as --gateway is by a socket (default $"+agent.EnvGatewayURL+")")
-	f.BoolVar(&gwEgress, "gateway-egress", os.Getenv(agent.EnvGatewayEgress) != "", "with --gateway-url: jailed commands reach the network through the worker's egress proxy, which its gateway serves to this sandbox's key, as through --egress-socket (default: whether $"+agent.EnvGatewayEgress+" is set)")
-	f.StringArrayVar(&gatewayAPIs, "gateway-api", splitList(os.Getenv(agent.EnvGatewayAPIs), ","), "a model API the --gateway serves, anthropic or openai (repeatable): the agent CLI reaches it through the gateway, with the sandbox's key; others as its own variables say")
+	f.StringVar(&gatewayURL, "gateway-url", os.Getenv(protocol.EnvGatewayURL), "the worker's gateway as http://HOST:PORT, reached over the network (Kubernetes sandboxes), as --gateway is by a socket (default $"+protocol.EnvGatewayURL+")")
+	f.BoolVar(&gwEgress, "gateway-egress", os.Getenv(protocol.EnvGatewayEgress) != "", "with --gateway-url: jailed commands reach the network through the worker's egress proxy, which its gateway serves to this sandbox's key, as through --egress-socket (default: whether $"+protocol.EnvGatewayEgress+" is set)")
+	f.StringArrayVar(&gatewayAPIs, "gateway-api", splitList(os.Getenv(protocol.EnvGatewayAPIs), ","), "a model API the --gateway serves, anthropic or openai (repeatable): the agent CLI reaches it through the gateway, with the sandbox's key; others as its own variables say")
 	f.Int64Var(&limits.Memory, "max-memory", 0, "the most memory in bytes each jailed command and what it starts may use (a cgroup's, where one can be made); 0: no bound")
 	f.IntVar(&limits.Processes, "max-processes", 0, "the most processes and threads each jailed command may run at once; 0: no bound")
 	f.Float64Var(&limits.CPU, "max-cpu", 0, "the most processors' worth of CPU each jailed command may use (a cgroup's); 0: no bound")
 	f.Int64Var(&limits.TmpSize, "tmp-size", 0, "the size in bytes of each jailed command's private /tmp, /var/tmp and /dev/shm; 0: the kernel's default, half the memory")
 	f.Int64Var(&limits.FileSize, "max-file-size", 0, "the largest file in bytes a jailed command may write; 0: no bound")
 	f.Int64Var(&diskReserve, "disk-reserve", 0, "the free space in bytes to keep on the disk holding the workspace: a jailed command that leaves less is stopped and its step fails; 0: none kept")
-	f.IntVar(&nextFD, "next-fd", 0, "a socket, open as this descriptor, on which the agent says it is idle once it has finished a sandbox and is told the next sandbox it serves (protocol.Next), exiting when it closes (needs --isolation "+agent.IsolationNamespaces+")")
+	f.IntVar(&nextFD, "next-fd", 0, "a socket, open as this descriptor, on which the agent says it is idle once it has finished a sandbox and is told the next sandbox it serves (protocol.Next), exiting when it closes (needs --isolation "+protocol.IsolationNamespaces+")")
 	return cmd
 }
 

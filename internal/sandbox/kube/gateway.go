@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetlift/fleetlift/internal/agent"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
@@ -44,12 +44,12 @@ func (g *Gateway) env(env map[string]string) map[string]string {
 	if env == nil {
 		env = map[string]string{}
 	}
-	env[agent.EnvGatewayURL] = g.URL
+	env[protocol.EnvGatewayURL] = g.URL
 	if apis := g.Gateway.APIs(); len(apis) > 0 {
-		env[agent.EnvGatewayAPIs] = strings.Join(apis, ",")
+		env[protocol.EnvGatewayAPIs] = strings.Join(apis, ",")
 	}
 	if g.Gateway.Egress != nil {
-		env[agent.EnvGatewayEgress] = "1"
+		env[protocol.EnvGatewayEgress] = "1"
 	}
 	return env
 }
