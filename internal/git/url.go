@@ -8,26 +8,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/redact"
 )
 
-// userinfo matches the user-info of URLs in free text.
-var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@`)
-
-// queryCredential matches the value of a query parameter whose name says
-// it is a credential (?access_token=, &private_token=, ?sig=).
-var queryCredential = regexp.MustCompile(`(?i)([?&][a-z0-9_.-]*(?:token|secret|password|passwd|key|sig|signature|credential|auth)[a-z0-9_.-]*=)[^&#\s'"]+`)
-
-// Redact replaces the credentials of every URL in s with REDACTED, and
-// only them: the scheme, host and path stay, so that a message still
-// says which repository it is about. https://user:token@host/x becomes
-// https://REDACTED@host/x, https://host/x?access_token=t
-// https://host/x?access_token=REDACTED.
-func Redact(s string) string {
-	s = userinfo.ReplaceAllString(s, "${1}REDACTED@")
-	return queryCredential.ReplaceAllString(s, "${1}REDACTED")
-}
+// Redact replaces the credentials of every URL in s with REDACTED (see
+// redact.URLs).
+func Redact(s string) string { return redact.URLs(s) }
 
 // redact is Redact that also removes the token itself.
 func (g *Git) redact(s string) string {

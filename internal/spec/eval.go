@@ -19,6 +19,7 @@ import (
 	"cuelang.org/go/cue/token"
 	"cuelang.org/go/encoding/yaml"
 
+	"github.com/fleetlift/fleetlift/internal/redact"
 	"github.com/fleetlift/fleetlift/schemas"
 )
 
@@ -456,7 +457,7 @@ func (c *compiler) convert(name string, err error, data, schema cue.Value) []*Er
 				msg = uniqueMessage(msg, sels[len(sels)-1])
 			}
 		}
-		e := &Error{File: name, Line: line, Field: fieldPath(sels), Msg: redact(c.explain(msg)), check: check}
+		e := &Error{File: name, Line: line, Field: fieldPath(sels), Msg: redact.URLs(c.explain(msg)), check: check}
 		if line > 0 {
 			e.Column = 1
 		}
@@ -578,7 +579,6 @@ func uniqueMessage(msg, field string) string {
 var (
 	disjunctionRe  = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
 	conflictRe     = regexp.MustCompile(`^conflicting values (.+?) and (.+?)(?: \(mismatched types (\w+) and (\w+)\))?$`)
-	userInfoRe     = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s"']+@`)
 	mismatchRe     = regexp.MustCompile(`^conflicting values (.+) and (.+) \(mismatched types \w+ and \w+\)$`)
 	docSeparatorRe = regexp.MustCompile(`(?m)^---\s*$`)
 	blankRe        = regexp.MustCompile(`^(\s*((#|//)[^\n]*)?\n?)*$`)
@@ -635,12 +635,6 @@ func collapse(es []*Error) []*Error {
 		out = append(out, mergeConflicts(conflicts))
 	}
 	return out
-}
-
-// redact hides the user info of URLs in a message: an error about a URL
-// with a token in it must not carry the token into logs or PR comments.
-func redact(msg string) string {
-	return userInfoRe.ReplaceAllString(msg, "${1}REDACTED@")
 }
 
 // dropConsequences removes a cross-field check's complaint about a field

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/redact"
 )
 
 // repoKey reduces a repository URL to host/path, lower-cased, without
@@ -19,7 +21,7 @@ func repoKey(raw string) (string, error) {
 	path = strings.ToLower(strings.Trim(path, "/"))
 	path = strings.Trim(strings.TrimSuffix(path, ".git"), "/")
 	if host == "" || !strings.Contains(path, "/") {
-		return "", fmt.Errorf("repository %q: want https://host/owner/name or git@host:owner/name", redact(raw))
+		return "", fmt.Errorf("repository %q: want https://host/owner/name or git@host:owner/name", redact.URLs(raw))
 	}
 	return host + "/" + path, nil
 }
@@ -31,12 +33,12 @@ func split(raw string) (host, path string, err error) {
 	if scheme, _, ok := strings.Cut(s, "://"); ok && scheme != "" && !strings.ContainsAny(scheme, "/:@") {
 		u, err := url.Parse(s)
 		if err != nil {
-			return "", "", fmt.Errorf("repository %q is not a valid URL", redact(raw))
+			return "", "", fmt.Errorf("repository %q is not a valid URL", redact.URLs(raw))
 		}
 		switch strings.ToLower(u.Scheme) {
 		case "https", "http", "ssh", "git+ssh", "ssh+git", "git":
 		default:
-			return "", "", fmt.Errorf("repository %q: scheme %q is not a forge's (https, ssh)", redact(raw), u.Scheme)
+			return "", "", fmt.Errorf("repository %q: scheme %q is not a forge's (https, ssh)", redact.URLs(raw), u.Scheme)
 		}
 		return strings.ToLower(u.Hostname()), u.Path, nil
 	}
@@ -49,16 +51,4 @@ func split(raw string) (host, path string, err error) {
 		host = host[at+1:]
 	}
 	return strings.ToLower(host), path, nil
-}
-
-// redact hides the user-info of scheme://user:token@host URLs in errors.
-func redact(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return raw
-	}
-	if at := strings.IndexByte(rest, '@'); at >= 0 && !strings.ContainsAny(rest[:at], "/?#") {
-		return scheme + "://REDACTED@" + rest[at+1:]
-	}
-	return raw
 }
