@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/leader"
-	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/mirror"
 	"github.com/fleetlift/fleetlift/internal/plan"
@@ -27,7 +25,6 @@ import (
 	"github.com/fleetlift/fleetlift/internal/spec"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/visible"
-	"github.com/fleetlift/fleetlift/internal/webhook"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -349,43 +346,6 @@ func printPass(w io.Writer, res *reconcile.Result) {
 			fmt.Fprintf(w, "ignored\t%s: %s\n", a.Record.File, a.Reason)
 		}
 	}
-}
-
-// serveWebhooks starts the webhook receiver; each verified delivery for
-// the campaigns repository is a hint.
-func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger) (reconcile.Hints, func(), error) {
-	secret := os.Getenv(rf.webhookSecretEnv)
-	if secret == "" {
-		return nil, nil, fmt.Errorf("--webhook-listen needs a secret in $%s", rf.webhookSecretEnv)
-	}
-	repos := rf.webhookRepos
-	if len(repos) == 0 && source.LocalDir(rf.repo) == "" {
-		repos = []string{rf.repo}
-	}
-	if len(repos) == 0 {
-		return nil, nil, usageErrorf("--webhook-listen needs --webhook-repo: the campaigns repository's clone URL on the forge")
-	}
-	hints, hint := reconcile.NewHints()
-	h, err := webhook.New(webhook.Options{
-		Secret: []byte(secret),
-		Repos:  repos,
-		Log:    logger,
-		Delivered: func(o webhook.Outcome) {
-			if rf.metrics != nil {
-				rf.metrics.WebhookDelivered(o)
-			}
-		},
-		Hint: func(webhook.Event) { hint() },
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	srv, err := webhook.Listen(rf.webhookListen, h)
-	if err != nil {
-		return nil, nil, listen.Explain("webhook-listen", rf.webhookListen, err)
-	}
-	logger.Info("webhook receiver listening", "address", srv.Addr().String(), "path", "/webhook")
-	return hints, func() { _ = srv.Close() }, nil
 }
 
 // newStatusMirror writes the status to the campaigns repository's status
