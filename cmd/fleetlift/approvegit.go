@@ -58,11 +58,11 @@ func (g *gitFlags) register(cmd *cobra.Command) {
 func (g *gitFlags) check(args []string, unit string) error {
 	switch {
 	case g.push && g.pullRequest:
-		return errors.New("--push and --pull-request exclude each other: push the branch, or propose it")
+		return usageErrorf("--push and --pull-request exclude each other: push the branch, or propose it")
 	case (g.target == "") != (g.digest == ""):
-		return errors.New("--target and --digest go together: the result awaiting approval and its digest")
+		return usageErrorf("--target and --digest go together: the result awaiting approval and its digest")
 	case g.target != "" && unit != "":
-		return errors.New("--repository picks among the results Temporal reports; with --target, name the target in full")
+		return usageErrorf("--repository picks among the results Temporal reports; with --target, name the target in full")
 	case g.target == "" && len(args) == 0:
 		return errors.New("name the run: ID, or --target and --digest to decide offline")
 	case g.target != "" && len(args) == 1:
@@ -78,7 +78,7 @@ func (g *gitFlags) check(args []string, unit string) error {
 func onlyWithGit(cmd *cobra.Command) error {
 	for _, name := range gitOnlyFlags {
 		if cmd.Flags().Changed(name) {
-			return fmt.Errorf("--%s applies only with --git CLONE", name)
+			return usageErrorf("--%s applies only with --git CLONE", name)
 		}
 	}
 	return nil

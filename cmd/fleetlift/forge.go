@@ -80,18 +80,18 @@ func (f *forgeFlags) allowed() ([]operatorForge, error) {
 	var out []operatorForge
 	if f.typ != "" || f.url != "" {
 		if f.typ == "" {
-			return nil, fmt.Errorf("--forge-url (or $%s) needs --forge-type (or $%s): github or gitea", envForgeURL, envForgeType)
+			return nil, usageErrorf("--forge-url (or $%s) needs --forge-type (or $%s): github or gitea", envForgeURL, envForgeType)
 		}
 		of, err := newOperatorForge(f.typ, f.typ, f.url, f.tokenEnv)
 		if err != nil {
-			return nil, fmt.Errorf("--forge-type %s: %w", f.typ, err)
+			return nil, usageErrorf("--forge-type %s: %w", f.typ, err)
 		}
 		out = append(out, of)
 	}
 	for _, s := range f.forges {
 		of, err := parseForgeFlag(s)
 		if err != nil {
-			return nil, fmt.Errorf("--forge %q: %w", s, err)
+			return nil, usageErrorf("--forge %q: %w", s, err)
 		}
 		out = append(out, of)
 	}

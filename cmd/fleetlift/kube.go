@@ -78,7 +78,7 @@ func (k *kubeFlags) refs() (map[string]kube.SecretRef, error) {
 	for _, s := range k.secrets {
 		name, ref, err := kube.ParseSecretRef(s)
 		if err != nil {
-			return nil, fmt.Errorf("--sandbox-secret-ref %w", err)
+			return nil, usageErrorf("--sandbox-secret-ref %w", err)
 		}
 		refs[name] = ref
 	}
@@ -142,7 +142,7 @@ func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind str
 	case protocol.IsolationNone:
 		serve = []string{"--isolation", protocol.IsolationNone}
 	default:
-		return nil, fmt.Errorf("--sandbox-isolation %q: want %s or %s", isolation, protocol.IsolationNamespaces, protocol.IsolationNone)
+		return nil, usageErrorf("--sandbox-isolation %q: want %s or %s", isolation, protocol.IsolationNamespaces, protocol.IsolationNone)
 	}
 	exec, err := podexec.NewRemote(cfg)
 	if err != nil {
@@ -166,7 +166,7 @@ func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
 	k := &w.kube
 	if k.gatewayListen == "" && k.gatewayURL == "" {
 		if len(w.egress) > 0 {
-			return nil, fmt.Errorf("--sandbox-egress with kubernetes sandboxes needs --gateway-listen and --gateway-url: the pods reach the egress proxy through this worker's gateway")
+			return nil, usageErrorf("--sandbox-egress with kubernetes sandboxes needs --gateway-listen and --gateway-url: the pods reach the egress proxy through this worker's gateway")
 		}
 		if fs := w.forge; fs != nil && fs.Type != "local" {
 			fmt.Fprintf(logw, "clones: sandbox pods clone from %s with a token of their own (--sandbox-secret-ref %s); with --gateway-listen and --gateway-url they clone through this worker and hold none\n", fs.URL, gitx.DefaultTokenEnv)
@@ -174,10 +174,10 @@ func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
 		return nil, nil
 	}
 	if k.gatewayListen == "" || k.gatewayURL == "" {
-		return nil, fmt.Errorf("--gateway-listen and --gateway-url go together: where this worker serves the gateway, and where sandbox pods reach it")
+		return nil, usageErrorf("--gateway-listen and --gateway-url go together: where this worker serves the gateway, and where sandbox pods reach it")
 	}
 	if _, err := agent.ParseGatewayURL(k.gatewayURL); err != nil {
-		return nil, fmt.Errorf("--gateway-url: %w", err)
+		return nil, usageErrorf("--gateway-url: %w", err)
 	}
 	gw, err := w.gateway()
 	if err != nil {

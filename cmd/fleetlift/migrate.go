@@ -46,15 +46,15 @@ upgrades version 1 definitions to it.`,
 				format = spec.Format(to)
 			}
 			if format != spec.FormatYAML && format != spec.FormatCUE {
-				return fmt.Errorf("--to %s: use yaml or cue", to)
+				return usageErrorf("--to %s: use yaml or cue", to)
 			}
 			d := spec.Defaults(defaults)
 			if d != spec.DefaultsOmit && d != spec.DefaultsExplicit {
-				return fmt.Errorf("--defaults %s: use omit or explicit", defaults)
+				return usageErrorf("--defaults %s: use omit or explicit", defaults)
 			}
 			if out != "" {
 				if f, ok := spec.FormatOf(out); !ok || f != format {
-					return fmt.Errorf("--out %s: the name of a %s file ends in .%s", out, format, format)
+					return usageErrorf("--out %s: the name of a %s file ends in .%s", out, format, format)
 				}
 			}
 			def, err := loadOne(cmd.Context(), file)

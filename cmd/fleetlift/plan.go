@@ -289,17 +289,17 @@ var pullRequestURL = regexp.MustCompile(`^(https?://[^?#]+?)/pulls?/([0-9]+)/?$`
 func parseCommentOn(repo, arg string) (pullRequestRef, error) {
 	if n, err := strconv.Atoi(arg); err == nil {
 		if n <= 0 {
-			return pullRequestRef{}, fmt.Errorf("--comment-on %s: a pull request number is positive", arg)
+			return pullRequestRef{}, usageErrorf("--comment-on %s: a pull request number is positive", arg)
 		}
 		return pullRequestRef{Repository: repo, Number: n}, nil
 	}
 	m := pullRequestURL.FindStringSubmatch(arg)
 	if m == nil {
-		return pullRequestRef{}, fmt.Errorf("--comment-on %q: want a pull request number, or its URL such as https://github.com/OWNER/NAME/pull/12", arg)
+		return pullRequestRef{}, usageErrorf("--comment-on %q: want a pull request number, or its URL such as https://github.com/OWNER/NAME/pull/12", arg)
 	}
 	n, err := strconv.Atoi(m[2])
 	if err != nil || n <= 0 {
-		return pullRequestRef{}, fmt.Errorf("--comment-on %q: the pull request number is out of range", arg)
+		return pullRequestRef{}, usageErrorf("--comment-on %q: the pull request number is out of range", arg)
 	}
 	return pullRequestRef{Repository: m[1], Number: n}, nil
 }

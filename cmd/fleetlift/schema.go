@@ -31,7 +31,7 @@ them.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dir != "" {
 				if len(args) > 0 {
-					return fmt.Errorf("--dir writes every schema: give no kind")
+					return usageErrorf("--dir writes every schema: give no kind")
 				}
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					return err
