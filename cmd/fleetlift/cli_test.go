@@ -59,6 +59,7 @@ func TestExitStatus(t *testing.T) {
 		{"a format migrate does not write", []string{"migrate", "--to", "json", bad}, 2},
 		{"a pull request that is no number", []string{"plan", "--repo", dir, "--comment-on", "twelve"}, 2},
 		{"schema --dir with a kind", []string{"schema", "--dir", dir, "task"}, 2},
+		{"--forge-url without --forge-type", []string{"worker", "--forge-url", "https://git.example.com"}, 2},
 		{"plan --detailed-exitcode with an unknown flag", []string{"plan", "--detailed-exitcode", "--colour"}, 1},
 		{"invalid definitions", []string{"validate", dir}, 1},
 		{"a directory that is not there", []string{"validate", filepath.Join(dir, "none")}, 1},

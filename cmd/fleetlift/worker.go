@@ -330,16 +330,17 @@ func newWorkerCmd() *cobra.Command {
 			}
 			defer o.stop()
 			wf.metrics = o.metrics
-			c, err := f.dial(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+			// The forge flags first: a wrong one needs no Temporal to tell.
 			fs, err := workerForge(&ff)
 			if err != nil {
 				return err
 			}
 			wf.forge = fs
+			c, err := f.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
 			w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
 			if err != nil {
 				return err
