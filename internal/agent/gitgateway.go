@@ -2,11 +2,13 @@ package agent
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -126,7 +128,8 @@ func relay(ln net.Listener, wg *sync.WaitGroup, dial func() (net.Conn, error)) {
 // The gateway's address is read for each connection: the one the
 // sandbox's protocol directory names (protocol.GatewayURLFile), which a
 // worker that took the sandbox over from another writes there, else the
-// one the relay was made with.
+// one the relay was made with. So is the sandbox's key, for each request
+// (see serveGateway).
 type GatewayRelay struct {
 	// Socket is the socket's path.
 	Socket string
@@ -136,6 +139,7 @@ type GatewayRelay struct {
 	pdir   string
 	dir    string
 	lns    []net.Listener
+	srv    *http.Server
 	wg     sync.WaitGroup
 }
 
@@ -155,7 +159,7 @@ func NewGatewayRelay(raw, pdir string, egress bool) (*GatewayRelay, error) {
 		return nil, fmt.Errorf("gateway relay: %w", err)
 	}
 	r := &GatewayRelay{Socket: filepath.Join(dir, "gateway.sock"), url: u, pdir: pdir, dir: dir}
-	if err := r.listen(r.Socket, r.dialGateway); err != nil {
+	if err := r.serveGateway(); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -197,9 +201,66 @@ func (r *GatewayRelay) host() string {
 	return u.Host
 }
 
-func (r *GatewayRelay) dialGateway() (net.Conn, error) {
-	d := net.Dialer{Timeout: relayTimeout}
-	return d.Dial("tcp", r.host())
+// serveGateway serves the socket as a proxy to the gateway that puts
+// the sandbox's key as it is now (protocol.GatewayKeyFile) in place of
+// the one each request carries: a worker that takes the sandbox over
+// gives it a new key, and an agent CLI started before keeps the old one
+// in its environment, which no gateway takes afterwards. The CLI gains
+// nothing by it: it holds the sandbox's key anyway.
+func (r *GatewayRelay) serveGateway() error {
+	ln, err := net.Listen("unix", r.Socket)
+	if err != nil {
+		return fmt.Errorf("gateway relay: %w", err)
+	}
+	d := &net.Dialer{Timeout: relayTimeout}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			host := r.host()
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", host, host
+			if key := r.key(); key != "" {
+				withKey(pr.Out.Header, key)
+			}
+		},
+		Transport: &http.Transport{
+			DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "tcp", r.host()) },
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     30 * time.Second,
+		},
+		// Streamed answers (a model's events) reach the client as they come.
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
+			http.Error(w, "fleetlift gateway relay: the worker's gateway does not answer", http.StatusBadGateway)
+		},
+	}
+	r.srv = &http.Server{Handler: proxy, ReadHeaderTimeout: relayTimeout}
+	r.wg.Go(func() { _ = r.srv.Serve(ln) })
+	return nil
+}
+
+// key is the sandbox's key to the gateway as its protocol directory
+// holds it now; "" when it holds none.
+func (r *GatewayRelay) key() string {
+	data, err := os.ReadFile(filepath.Join(r.pdir, protocol.GatewayKeyFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// withKey puts key where h carries a key to the gateway: the password of
+// basic authentication (git), a bearer token (OpenAI's API), and
+// X-Api-Key (the Messages API, and a request that carries none).
+func withKey(h http.Header, key string) {
+	auth := h.Get("Authorization")
+	req := &http.Request{Header: h}
+	if user, _, ok := req.BasicAuth(); ok {
+		req.SetBasicAuth(user, key)
+	} else if strings.HasPrefix(auth, "Bearer ") {
+		h.Set("Authorization", "Bearer "+key)
+	}
+	if h.Get("X-Api-Key") != "" || auth == "" {
+		h.Set("X-Api-Key", key)
+	}
 }
 
 // dialEgress connects to the gateway and upgrades the connection to its
@@ -277,6 +338,9 @@ func ParseGatewayURL(raw string) (*url.URL, error) {
 // Close stops the relay, waits for its connections and removes its
 // sockets.
 func (r *GatewayRelay) Close() {
+	if r.srv != nil {
+		_ = r.srv.Close()
+	}
 	for _, ln := range r.lns {
 		ln.Close()
 	}

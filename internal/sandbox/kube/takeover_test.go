@@ -139,9 +139,10 @@ func protocolReader(t *testing.T, ctx context.Context) func(p sandbox.Provider, 
 // A worker that dies while its sandbox's agent runs leaves the task's
 // next steps to another worker, which does not provision the sandbox
 // again: the first step it takes on it (the wait's read of status.json)
-// moves the sandbox to its gateway. The agent CLI's egress and model
-// calls, which found nothing at the dead worker's address, get through
-// the new worker's gateway from then on, and the old key is refused
+// moves the sandbox to its gateway. The agent CLI, started under the
+// dead worker with its key in the environment, gets its egress and model
+// calls through the new worker's gateway from then on: the agent's relay
+// puts the sandbox's new key in each request. The old key is refused
 // there.
 func TestNextStepMovesTheGateway(t *testing.T) {
 	j := newJailed(t)
