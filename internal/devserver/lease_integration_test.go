@@ -148,7 +148,9 @@ func leaseResult(t *testing.T, c client.Client, runID string) workflow.LeaseStat
 // releases the lease; a partitioned leader steps down and a crashed one
 // is succeeded after the TTL. Never do two replicas lead at once.
 func TestLeaseElection(t *testing.T) {
-	const ttl = 1500 * time.Millisecond
+	// Long enough that a release lands before the lease would expire on
+	// a loaded machine (a release waits at most the TTL).
+	const ttl = 3 * time.Second
 	e := start(t)
 
 	var leaders leaseLeaders
