@@ -45,6 +45,8 @@ read -r proxy <&"${MODPROXY[0]}" || die "modproxy did not start"
 echo "$proxy" >"$secret"
 
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+# The commit's time, not the clock's: a build of one commit is the same.
+created=$(git log -1 --format=%cI 2>/dev/null || echo unknown)
 for name in "$@"; do
 	[ -f "images/$name/Dockerfile" ] || die "no images/$name/Dockerfile"
 	start=$SECONDS
@@ -54,6 +56,8 @@ for name in "$@"; do
 	if ! $DOCKER build --network host --progress plain \
 		--secret id=goproxy,src="$secret" \
 		--build-arg VERSION="$version" \
+		--build-arg COMMIT="$revision" \
+		--build-arg DATE="$created" \
 		--label org.opencontainers.image.title="fleetlift/$name" \
 		--label org.opencontainers.image.version="$version" \
 		--label org.opencontainers.image.revision="$revision" \

@@ -158,7 +158,7 @@ func TestFleetliftImageAgentEntrypoint(t *testing.T) {
 
 // TestImagesSayTheirVersion: each image's binaries print, with --version,
 // the release the image is labelled with (make images passes git
-// describe to the builds).
+// describe to the builds), and fleetlift the commit too.
 func TestImagesSayTheirVersion(t *testing.T) {
 	requireImages(t, fleetliftImage, agentImage, sandboxImage)
 	for _, c := range []struct {
@@ -166,7 +166,7 @@ func TestImagesSayTheirVersion(t *testing.T) {
 		run   []string
 		want  string
 	}{
-		{fleetliftImage, nil, "fleetlift %s (definitions: schema version "},
+		{fleetliftImage, nil, "fleetlift %s (commit %s, built "},
 		{fleetliftImage, []string{"--entrypoint", "fleetlift-agent"}, "fleetlift-agent %s\n"},
 		{fleetliftImage, []string{"--entrypoint", "fleetlift-controller"}, "fleetlift-controller %s\n"},
 		{agentImage, nil, "fleetlift-agent %s\n"},
@@ -180,13 +180,21 @@ func TestImagesSayTheirVersion(t *testing.T) {
 		if version == "" || version == "dev" {
 			t.Fatalf("%s has no release label (%q): build it with make images", c.image, version)
 		}
+		rev, err := docker("image", "inspect", "-f", `{{index .Config.Labels "org.opencontainers.image.revision"}}`, c.image)
+		if err != nil {
+			t.Fatal(err)
+		}
 		args := append([]string{"run", "--rm", "--network", "none", "--label", label}, c.run...)
 		out, err := docker(append(append(args, c.image), "--version")...)
 		if err != nil {
 			t.Errorf("%s %v --version: %v", c.image, c.run, err)
 			continue
 		}
-		if want := fmt.Sprintf(c.want, version); !strings.HasPrefix(out, want) {
+		want := fmt.Sprintf(c.want, version)
+		if strings.Count(c.want, "%s") == 2 {
+			want = fmt.Sprintf(c.want, version, strings.TrimSpace(rev))
+		}
+		if !strings.HasPrefix(out, want) {
 			t.Errorf("%s %v --version = %q, want it to start with %q", c.image, c.run, out, want)
 		}
 	}
