@@ -36,7 +36,10 @@ type Outcome struct {
 func Classify(job *batchv1.Job, pod *corev1.Pod) Outcome {
 	if job != nil {
 		for _, c := range job.Status.Conditions {
-			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Reason == batchv1.JobReasonDeadlineExceeded {
+			// The Job controller says FailureTarget first, while it
+			// deletes the pod, and Failed once the pod is gone: the
+			// pod being deleted meanwhile is the deadline's doing.
+			if (c.Type == batchv1.JobFailed || c.Type == batchv1.JobFailureTarget) && c.Status == corev1.ConditionTrue && c.Reason == batchv1.JobReasonDeadlineExceeded {
 				return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonDeadlineExceeded, Message: "the sandbox ran past its deadline: " + c.Message}
 			}
 		}

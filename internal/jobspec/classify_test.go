@@ -50,6 +50,11 @@ func TestClassify(t *testing.T) {
 		{"application error", nil, pod(corev1.PodFailed, sidecar, exited(ContainerSandbox, 2, "Error")), v1alpha1.PhaseFailed, v1alpha1.ReasonApplicationError, ptr(int32(2))},
 		{"job deadline", deadline, pod(corev1.PodRunning, sidecar, running(ContainerSandbox), running(ContainerExec)), v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
 		{"job deadline, pod gone", deadline, nil, v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
+		// As a real Job controller says it first (seen on the real node):
+		// a failure target while it deletes the pod.
+		{"job deadline, pod being deleted", &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded}}}},
+			deleting, v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
 		{"pod deadline", nil, &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded"}}, v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
 		{"image pull", nil, pod(corev1.PodPending, []corev1.ContainerStatus{exited(ContainerInstall, 0, "")}, waitingFor(ContainerSandbox, "ImagePullBackOff"), waitingFor(ContainerExec, "ImagePullBackOff")), v1alpha1.PhaseFailed, v1alpha1.ReasonImagePullFailed, nil},
 		{"agent image pull", nil, pod(corev1.PodPending, []corev1.ContainerStatus{waitingFor(ContainerInstall, "ErrImagePull")}), v1alpha1.PhaseFailed, v1alpha1.ReasonImagePullFailed, nil},

@@ -44,6 +44,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("a container over its memory limit is OOMKilled", func(t *testing.T) { oomKilled(t, n) })
 	t.Run("a pod has no route off its bridge", func(t *testing.T) { noRoute(t, n) })
 	t.Run("the shipped seccomp profile lets a pod make the jail's namespaces", func(t *testing.T) { seccompInstalled(t, n) })
+	t.Run("the controller's classifier names what the node reports", func(t *testing.T) { classified(t, n) })
 
 	if t.Failed() {
 		t.Logf("the node's logs:\n%s", n.Logs(40))
