@@ -60,6 +60,13 @@ func Classify(job *batchv1.Job, pod *corev1.Pod) Outcome {
 	if pod.Status.Reason == "Evicted" {
 		return Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonPodLost, Message: "the pod was evicted: " + pod.Status.Message}
 	}
+	if pod.DeletionTimestamp != nil && job != nil && !decided(job) {
+		// The Job controller deletes a pod past the Job's deadline as
+		// it says so, and the Job and the pod are read apart: a pod
+		// being deleted (or killed by it) under a Job that has not
+		// said why is not an outcome yet.
+		return Outcome{Phase: v1alpha1.PhaseRunning, Reason: v1alpha1.ReasonRunning, Message: "the pod is being deleted: waiting for the Job to say why"}
+	}
 	sandbox := containerStatus(pod.Status.ContainerStatuses, ContainerSandbox)
 	exec := containerStatus(pod.Status.ContainerStatuses, ContainerExec)
 	execReady := pod.DeletionTimestamp == nil && exec != nil && exec.State.Running != nil
@@ -99,6 +106,20 @@ func Classify(job *batchv1.Job, pod *corev1.Pod) Outcome {
 		return Outcome{Phase: v1alpha1.PhaseRunning, Reason: v1alpha1.ReasonRunning, Message: "the agent runs", StartedAt: &started, ExecReady: true}
 	}
 	return Outcome{Phase: v1alpha1.PhaseProvisioning, Reason: v1alpha1.ReasonProvisioning, Message: fmt.Sprintf("the pod is %s", pod.Status.Phase)}
+}
+
+// decided reports whether the Job controller has said how job ends:
+// failed, about to fail, or complete.
+func decided(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		switch c.Type {
+		case batchv1.JobFailed, batchv1.JobFailureTarget, batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+			if c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func terminated(t *corev1.ContainerStateTerminated) Outcome {

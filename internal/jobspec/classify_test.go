@@ -52,6 +52,13 @@ func TestClassify(t *testing.T) {
 		{"job deadline, pod gone", deadline, nil, v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
 		// As a real Job controller says it first (seen on the real node):
 		// a failure target while it deletes the pod.
+		// Read before the Job controller's word, after its deletion.
+		{"pod being deleted, the Job silent", &batchv1.Job{}, deleting, v1alpha1.PhaseRunning, v1alpha1.ReasonRunning, nil},
+		{"pod being deleted, killed, the Job silent", &batchv1.Job{}, func() *corev1.Pod {
+			p := pod(corev1.PodRunning, sidecar, exited(ContainerSandbox, 143, "Error"), running(ContainerExec))
+			p.DeletionTimestamp = &metav1.Time{}
+			return p
+		}(), v1alpha1.PhaseRunning, v1alpha1.ReasonRunning, nil},
 		{"job deadline, pod being deleted", &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
 			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded}}}},
 			deleting, v1alpha1.PhaseFailed, v1alpha1.ReasonDeadlineExceeded, nil},
