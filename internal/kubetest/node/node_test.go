@@ -98,8 +98,9 @@ func jobRuns(t *testing.T, n *node.Node) {
 }
 
 // oomKilled runs a pod that allocates past its memory limit: the kernel
-// kills it and the container status says OOMKilled, the classification
-// fleetlift reports for a memory hog.
+// kills it (SIGKILL, 137) and the container status says OOMKilled, the
+// classification fleetlift reports for a memory hog, unless the runtime
+// lost the race between its OOM event and the exit.
 func oomKilled(t *testing.T, n *node.Node) {
 	ctx := context.Background()
 	ns := n.Env.Namespace(t, "oom", kubetest.RestrictedLabels)
@@ -116,8 +117,13 @@ func oomKilled(t *testing.T, n *node.Node) {
 	}
 	got := waitTerminated(t, n, ns, client.MatchingLabels{"app": "hog"})
 	term := got.Status.ContainerStatuses[0].State.Terminated
-	if term.Reason != "OOMKilled" || term.ExitCode != 137 {
-		t.Errorf("the memory hog terminated with reason %q, exit code %d; want OOMKilled, 137", term.Reason, term.ExitCode)
+	// containerd 1.6 on cgroup v1 now and then reports the kernel's kill
+	// before its OOM event: exit 137 with reason Error (2 runs in about
+	// 10 here). The classifier says so then (see classified).
+	if term.ExitCode != 137 || term.Reason != "OOMKilled" && term.Reason != "Error" {
+		t.Errorf("the memory hog terminated with reason %q, exit code %d; want OOMKilled (or Error), 137", term.Reason, term.ExitCode)
+	} else if term.Reason != "OOMKilled" {
+		t.Logf("the runtime reported the memory hog's kill as %q, not OOMKilled", term.Reason)
 	}
 }
 
