@@ -172,6 +172,10 @@ bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue expor
 bench-kube: bin/envtest ## SandboxRequest create -> Job created and -> status written, p50 over 100 requests on envtest, against a plain client-go Job create
 	$(GO) run ./bench/kube -n 100
 
+.PHONY: bench-kube-node
+bench-kube-node: bin/envtest bin/node images ## SandboxRequest create -> status Running (the sandbox pod runs) on a real node, p50 over 20, against a plain Job create -> its pod's containers running (as root, with containerd)
+	$(GO) run ./bench/kube -node -n 20
+
 .PHONY: images
 images: ## Build fleetlift/{sandbox,agent,fleetlift}, tagged with git describe and :dev, offline (needs a Docker engine; a few seconds when up to date)
 	images/build.sh $(VERSION) $(IMAGES)

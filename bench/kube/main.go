@@ -14,9 +14,11 @@
 // nothing runs: this is the control-plane cost only.
 //
 // It prints p50, p90 and max, and the ratios of the p50s, and asserts no
-// time.
+// time. With -node it runs on a real node instead (see runNode): to the
+// sandbox's pod running.
 //
-//	make bench-kube   # go run ./bench/kube -n 100
+//	make bench-kube        # go run ./bench/kube -n 100
+//	make bench-kube-node   # go run ./bench/kube -node -n 20
 package main
 
 import (
@@ -50,7 +52,12 @@ import (
 
 func main() {
 	n := flag.Int("n", 100, "requests per path")
+	onNode := flag.Bool("node", false, "on a real node (as root, with containerd, bin/node and the images): to the sandbox's pod running")
 	flag.Parse()
+	run := run
+	if *onNode {
+		run = runNode
+	}
 	if err := run(*n, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/kube:", err)
 		os.Exit(1)
