@@ -119,27 +119,9 @@ func run(n int, out io.Writer) error {
 		return err
 	}
 
-	// The controller, as fleetlift-controller runs it.
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-	})
-	if err != nil {
+	if err := startController(ctx, env, ns, controller.Policy{Images: []string{"fleetlift/sandbox:*"}, Secrets: []string{"github-credentials"}},
+		jobspec.Config{}, 8); err != nil {
 		return err
-	}
-	if _, err := controller.Setup(mgr, controller.Options{
-		Policy:     controller.Policy{Images: []string{"fleetlift/sandbox:*"}, Secrets: []string{"github-credentials"}},
-		Backend:    &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader()},
-		Registerer: prometheus.NewRegistry(),
-		Workers:    8,
-	}); err != nil {
-		return err
-	}
-	go mgr.Start(ctx)
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return fmt.Errorf("the controller's cache did not sync")
 	}
 
 	// Watches that time what the worker would see.
@@ -245,6 +227,34 @@ func run(n int, out io.Writer) error {
 	fmt.Fprintf(out, "  SandboxRequest -> Job     %.1fx\n", float64(pct(toJob, 50))/float64(base))
 	fmt.Fprintf(out, "  SandboxRequest -> status  %.1fx\n", float64(pct(toStatus, 50))/float64(base))
 	fmt.Fprintf(out, "  controller's own share of create -> status, p50: %s\n", ms(pct(toStatus, 50)-base))
+	return nil
+}
+
+// startController runs the SandboxRequest controller in this process
+// until ctx is done, as fleetlift-controller runs it, on ns alone, with
+// the Jobs backend making pods as pod says.
+func startController(ctx context.Context, env *kubetest.Env, ns string, policy controller.Policy, pod jobspec.Config, workers int) error {
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := controller.Setup(mgr, controller.Options{
+		Policy:     policy,
+		Backend:    &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: pod},
+		Registerer: prometheus.NewRegistry(),
+		Workers:    workers,
+	}); err != nil {
+		return err
+	}
+	go mgr.Start(ctx)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return fmt.Errorf("the controller's cache did not sync")
+	}
 	return nil
 }
 

@@ -6,16 +6,12 @@ import (
 	"io"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/controller"
@@ -54,25 +50,8 @@ func runNode(n int, out io.Writer) error {
 		return err
 	}
 	pod := jobspec.Config{ImagePullPolicy: corev1.PullNever}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-	})
-	if err != nil {
+	if err := startController(ctx, env, ns, controller.Policy{Images: []string{"fleetlift/sandbox:*"}}, pod, 1); err != nil {
 		return err
-	}
-	if _, err := controller.Setup(mgr, controller.Options{
-		Policy:     controller.Policy{Images: []string{"fleetlift/sandbox:*"}},
-		Backend:    &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: pod},
-		Registerer: prometheus.NewRegistry(),
-	}); err != nil {
-		return err
-	}
-	go mgr.Start(ctx)
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return fmt.Errorf("the controller's cache did not sync")
 	}
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 
