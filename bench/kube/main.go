@@ -170,8 +170,9 @@ func run(n int, out io.Writer) error {
 		name := fmt.Sprintf("sbr-%03d", i+2)
 		sbr := &v1alpha1.SandboxRequest{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			// No FLEETLIFT_FORGE_URL in its env: the controller refuses
+			// a request that names the forge (it is the controller's).
 			Spec: v1alpha1.SandboxRequestSpec{TaskID: name, Image: "fleetlift/sandbox:dev",
-				Env:         map[string]string{"FLEETLIFT_FORGE_URL": "https://git.example.com"},
 				Credentials: []v1alpha1.Credential{{Name: "github-credentials", EnvVar: "FLEETLIFT_FORGE_TOKEN", SecretKey: "token"}}},
 		}
 		jobSeen, statusSeen := jobs.wait(name), statuses.wait(name)
@@ -180,7 +181,9 @@ func run(n int, out io.Writer) error {
 			return err
 		}
 		if err := wait(jobSeen); err != nil {
-			return fmt.Errorf("%s: Job: %w", name, err)
+			var cur v1alpha1.SandboxRequest
+			_ = env.Client.Get(ctx, client.ObjectKeyFromObject(sbr), &cur)
+			return fmt.Errorf("%s: Job: %w (the request: %s: %s)", name, err, cur.Status.Phase, cur.Status.Message)
 		}
 		if err := wait(statusSeen); err != nil {
 			return fmt.Errorf("%s: status: %w", name, err)
