@@ -266,9 +266,8 @@ func withKey(h http.Header, key string) {
 // dialEgress connects to the gateway and upgrades the connection to its
 // egress proxy with the sandbox's key.
 func (r *GatewayRelay) dialEgress() (net.Conn, error) {
-	data, err := os.ReadFile(filepath.Join(r.pdir, protocol.GatewayKeyFile))
-	key := strings.TrimSpace(string(data))
-	if err != nil || key == "" {
+	key := r.key()
+	if key == "" {
 		return nil, relayRefusal("the sandbox has no key to the worker's gateway yet")
 	}
 	host := r.host()
