@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -83,26 +84,21 @@ func classified(t *testing.T, n *node.Node) {
 // final, for at most two minutes.
 func waitClassified(t *testing.T, n *node.Node, ns, name string) jobspec.Outcome {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := context.Background()
 	var last jobspec.Outcome
-	for {
+	waitFor(t, "final outcome of Job "+name, 2*time.Minute, func() (bool, string) {
 		var job batchv1.Job
-		if err := n.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &job); err == nil {
-			var pods corev1.PodList
-			var pod *corev1.Pod
-			if err := n.Env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"job-name": name}); err == nil && len(pods.Items) > 0 {
-				pod = &pods.Items[0]
-			}
-			last = jobspec.Classify(&job, pod)
-			if last.Phase == v1alpha1.PhaseFailed || last.Phase == v1alpha1.PhaseSucceeded {
-				return last
-			}
+		if err := n.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &job); err != nil {
+			return false, err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("Job %s: no final outcome within two minutes; last %s %s (%s)", name, last.Phase, last.Reason, last.Message)
-		case <-time.After(200 * time.Millisecond):
+		var pods corev1.PodList
+		var pod *corev1.Pod
+		if err := n.Env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"job-name": name}); err == nil && len(pods.Items) > 0 {
+			pod = &pods.Items[0]
 		}
-	}
+		last = jobspec.Classify(&job, pod)
+		return last.Phase == v1alpha1.PhaseFailed || last.Phase == v1alpha1.PhaseSucceeded,
+			fmt.Sprintf("last %s %s (%s)", last.Phase, last.Reason, last.Message)
+	})
+	return last
 }

@@ -71,7 +71,7 @@ func seccompInstalled(t *testing.T, n *node.Node) {
 		t.Fatalf("create the installer DaemonSet: %v", err)
 	}
 	installed := filepath.Join(hostDir, filepath.FromSlash(seccompLocalhost))
-	waitFor(t, "the installer's profile on the node and its pod Ready", func() (bool, string) {
+	waitFor(t, "the installer's profile on the node and its pod Ready", time.Minute, func() (bool, string) {
 		got, err := os.ReadFile(installed)
 		if err != nil {
 			return false, err.Error()
@@ -149,19 +149,18 @@ func installerObjects(t *testing.T, n *node.Node) (*corev1.Namespace, *appsv1.Da
 	return ns, ds
 }
 
-// waitFor polls cond for a minute, failing with its last word.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+// waitFor polls cond every 200 ms for up to timeout, failing with its
+// last word.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	last := ""
+	deadline := time.Now().Add(timeout)
 	for {
 		ok, why := cond()
 		if ok {
 			return
 		}
-		last = why
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s within a minute: %s", what, last)
+			t.Fatalf("no %s within %s: %s", what, timeout, why)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
