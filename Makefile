@@ -164,6 +164,10 @@ bench-reconcile: ## Commit to workflow started, via fsnotify and via webhook, 50
 bench-sandbox: images ## Docker sandbox provision-to-agent-ready, p50 and p95 of 50, against docker run --rm IMAGE true of the same image
 	$(GO) run ./bench/sandbox -n 50 -docker $$(command -v /usr/bin/docker || command -v docker)
 
+.PHONY: bench-scale
+bench-scale: build ## A deterministic campaign over 10,000 local repositories on the embedded default (server and worker processes, local forge), against one over 1,000 in the same run: wall, peak memory, status and plan times, longest history, largest payload; SCALE_FLAGS="-repos 2000 -baseline 200"
+	$(GO) run ./bench/scale -bin $(BIN) $(SCALE_FLAGS)
+
 .PHONY: bench-spec
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
 	$(GO) run ./bench/spec -cue $(BIN)/cue
