@@ -158,6 +158,7 @@ func run(commits, warmup, pollers int, modes []string, verbose bool) error {
 	w := worker.New(c, workflow.TaskQueue, worker.Options{MaxConcurrentWorkflowTaskPollers: pollers})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
+	w.RegisterWorkflow(workflow.CampaignPage)
 	if err := w.Start(); err != nil {
 		return err
 	}

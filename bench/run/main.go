@@ -296,6 +296,7 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 	w := worker.New(c, workflow.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: 4 * parallel})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
+	w.RegisterWorkflow(workflow.CampaignPage)
 	g := &git.Git{}
 	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: poll,
 		SandboxEnv: map[string]string{protocol.EnvAllowFileRoots: root},

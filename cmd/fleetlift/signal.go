@@ -284,6 +284,10 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &last); err != nil {
 		return 0, fmt.Errorf("%s: read result: %w", id, err)
 	}
+	// A campaign that ran in pages: its units are in its pages' results.
+	if last, err = runReader(c, "").WithPages(ctx, last); err != nil {
+		return 0, err
+	}
 	p := &workflow.CampaignProgress{Next: len(in.Units), Results: map[string]status.UnitResult{}, Phase: status.CampaignRunning}
 	for _, u := range last.Units {
 		p.Results[u.Key] = u

@@ -214,6 +214,7 @@ func sharedWorker(c client.Client, acts *activity.Activities, opts worker.Option
 	w := worker.New(c, workflow.TaskQueue, opts)
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
+	w.RegisterWorkflow(workflow.CampaignPage)
 	// The latch the reconciler keeps watch.require_reviewed_merge in.
 	w.RegisterWorkflow(workflow.Latch)
 	w.RegisterActivity(acts)

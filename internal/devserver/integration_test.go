@@ -32,7 +32,10 @@ import (
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
-var recordHistory = flag.String("record-history", "", "write the task run's history as JSON to this file (refreshes the replay test's fixture)")
+var (
+	recordHistory      = flag.String("record-history", "", "write the task run's history as JSON to this file (refreshes the replay test's fixture)")
+	recordPagesHistory = flag.String("record-pages-histories", "", "write the histories of the paged campaign and of its second page as JSON to this directory (refreshes the replay test's fixtures)")
+)
 
 // TestMain lets the test binary serve as the in-sandbox agent, as the
 // fleetlift binary does with its hidden `agent` command, and as a first
@@ -116,6 +119,7 @@ func (e *env) newWorker(t *testing.T) worker.Worker {
 	w := worker.New(e.c, workflow.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
+	w.RegisterWorkflow(workflow.CampaignPage)
 	g := &git.Git{}
 	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: 100 * time.Millisecond,
 		// The test's repositories are local.
@@ -325,22 +329,28 @@ func TestTaskApprovalOnServer(t *testing.T) {
 	}
 	checkBumped(t, urls, "auto/bump/approve-me")
 	if *recordHistory != "" {
-		hist := &historypb.History{}
-		it := e.c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			hist.Events = append(hist.Events, ev)
-		}
-		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(hist)
+		writeHistory(t, e.c, run.GetID(), run.GetRunID(), *recordHistory)
+	}
+}
+
+// writeHistory writes the history of run runID of wid as JSON to file.
+func writeHistory(t *testing.T, c client.Client, wid, runID, file string) {
+	t.Helper()
+	hist := &historypb.History{}
+	it := c.GetWorkflowHistory(context.Background(), wid, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(*recordHistory, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		hist.Events = append(hist.Events, ev)
+	}
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -390,5 +400,70 @@ func TestStateFromTemporal(t *testing.T) {
 	}
 	if _, err := r.Get(ctx, "missing"); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("Get(missing): %v", err)
+	}
+}
+
+// A campaign of more units than a page holds runs them in pages on the
+// server: while it runs, the reader shows the units of the pages that
+// started and counts every repository; once it ends, every unit as its
+// page ended, and the run list shows the campaign, not its pages.
+func TestCampaignInPagesOnServer(t *testing.T) {
+	e := start(t)
+	urls := bareRepos(t, e.root, 5)
+	w := e.newWorker(t)
+	defer w.Stop()
+	in := campaignOf("paged", urls, "1")
+	in.PageSize, in.MaxParallel = 2, 1
+	run := runCampaign(t, e, in)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := &statetemporal.Reader{Client: e.c, Namespace: devserver.Namespace, QueryCache: -1}
+	var mid *status.CampaignState
+	for mid == nil {
+		st, err := r.Status(ctx, "campaign/paged")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Closed {
+			t.Fatal("the campaign ended before its second page was seen at work")
+		}
+		if c := st.Campaign; len(c.Pages) == 3 && c.Pages[0].Done && c.Pages[1].WorkflowID != "" && !c.Pages[1].Done {
+			mid = c
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if mid.Summary.Total != 5 || mid.Summary.Completed < 2 || len(mid.Units) < 3 || len(mid.Units) > 4 {
+		t.Errorf("while the second page works: %+v, %d units; want 5 in all, the first page's 2 completed, the first two pages' units", mid.Summary, len(mid.Units))
+	}
+	var final status.CampaignState
+	if err := run.Get(ctx, &final); err != nil {
+		t.Fatal(err)
+	}
+	if len(final.Units) != 0 || len(final.Pages) != 3 {
+		t.Errorf("the campaign's result: %d units, %d pages; want none and 3", len(final.Units), len(final.Pages))
+	}
+	checkBumped(t, urls, "auto/bump/paged")
+	st, err := r.Status(ctx, "campaign/paged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, u := range st.Campaign.Units {
+		keys = append(keys, u.Key+"="+string(u.Phase))
+	}
+	if got := strings.Join(keys, " "); got != "svc-0=completed svc-1=completed svc-2=completed svc-3=completed svc-4=completed" || st.Campaign.Summary.PRsCreated != 5 {
+		t.Errorf("after the end: %s, %+v", got, st.Campaign.Summary)
+	}
+	runs, err := r.Runs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].ID != "campaign/paged" {
+		t.Errorf("runs listed: %+v; want the campaign alone", runs)
+	}
+	if dir := *recordPagesHistory; dir != "" {
+		writeHistory(t, e.c, run.GetID(), run.GetRunID(), filepath.Join(dir, "campaign-pages.history.json"))
+		writeHistory(t, e.c, final.Pages[1].WorkflowID, "", filepath.Join(dir, "campaign-page.history.json"))
 	}
 }

@@ -283,6 +283,59 @@ type CampaignState struct {
 	Suspended bool `json:"suspended,omitempty"`
 	// Applied lists the approval records the campaign carried out.
 	Applied []string `json:"applied,omitempty"`
+	// Pages: a campaign of more units than one page holds runs them a
+	// page at a time, each page a workflow of its own that holds its
+	// units' state, so that nothing the campaign carries grows with its
+	// repositories. The campaign's own state then lists no Units, and
+	// its Summary counts the pages that finished, with every
+	// repository in Total; MergePages makes the whole from the pages'
+	// states.
+	Pages []PageRef `json:"pages,omitempty"`
+}
+
+// PageRef is one page of a campaign's units (CampaignState.Pages).
+type PageRef struct {
+	// WorkflowID is the page's latest run; empty while it has not
+	// started.
+	WorkflowID string `json:"workflow_id,omitempty"`
+	// Units and Repositories count what the page holds.
+	Units        int `json:"units"`
+	Repositories int `json:"repositories"`
+	// Done: the page's run has ended, and its result holds its units'
+	// state for good (until a retry-failed runs it again).
+	Done bool `json:"done,omitempty"`
+}
+
+// MergePages is campaign c, whose units run in pages (c.Pages), with
+// the units of pages, the states of those of its pages that started, in
+// the order of c.Pages: their units in turn, and their counts, with the
+// repositories of pages not started yet as not started. A page's message
+// (its pull-request budget's wait, say) is the campaign's while the
+// campaign has none of its own.
+func MergePages(c CampaignState, pages []CampaignState) CampaignState {
+	out := c
+	out.Units = nil
+	sum := Summary{Total: c.Summary.Total}
+	for _, p := range pages {
+		out.Units = append(out.Units, p.Units...)
+		sum.Completed += p.Summary.Completed
+		sum.Failed += p.Summary.Failed
+		sum.Skipped += p.Summary.Skipped
+		sum.Cancelled += p.Summary.Cancelled
+		sum.Running += p.Summary.Running
+		sum.PRsCreated += p.Summary.PRsCreated
+		sum.ReportsCollected += p.Summary.ReportsCollected
+		if out.Message == "" && !isFinal(p.Phase) {
+			out.Message = p.Message
+		}
+	}
+	out.Summary = sum
+	return out
+}
+
+// isFinal reports whether p is a phase a campaign ends in.
+func isFinal(p CampaignPhase) bool {
+	return p != CampaignRunning && p != CampaignPaused
 }
 
 // Count adds (sign 1) or takes away (sign -1) unit r of n repositories

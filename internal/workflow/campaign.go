@@ -64,7 +64,12 @@ type CampaignInput struct {
 	// ignored. Zero (a run started before generations were passed in)
 	// takes every signal.
 	Generation int64
-	Progress   *CampaignProgress
+	// PageSize is how many units a page of a campaign holds (default
+	// 500; see pages.go): a campaign of more runs them in pages.
+	PageSize int `json:",omitempty"`
+	// Page is set when the input is a page of a campaign (CampaignPage).
+	Page     *PageOf `json:",omitempty"`
+	Progress *CampaignProgress
 }
 
 // CampaignProgress is what a campaign has done so far.
@@ -112,24 +117,35 @@ type CampaignProgress struct {
 // with StrictBatches, in batches of BatchSize that each wait for their
 // slowest unit.
 func Campaign(ctx workflow.Context, in CampaignInput) (status.CampaignState, error) {
+	if paged(ctx, in) {
+		return runPages(ctx, in)
+	}
+	_, st, err := runCampaign(ctx, in, Campaign)
+	return st, err
+}
+
+// runCampaign runs the units of in, a campaign or one of its pages,
+// whose workflow is self (what it continues as new as). It returns the
+// run and its final state, or no run when it continues as new.
+func runCampaign(ctx workflow.Context, in CampaignInput, self any) (*campaignRun, status.CampaignState, error) {
 	c := newCampaignRun(ctx, in)
 	if err := workflow.SetQueryHandler(ctx, status.QueryStatus, func() (status.CampaignState, error) { return c.state(), nil }); err != nil {
-		return status.CampaignState{}, err
+		return nil, status.CampaignState{}, err
 	}
 	// The unit at work in a cancelled run of units goes on, unless the
 	// campaign itself was cancelled.
 	if err := workflow.SetQueryHandler(ctx, activity.QueryUnitGoesOn, func() (bool, error) { return ctx.Err() == nil, nil }); err != nil {
-		return status.CampaignState{}, err
+		return nil, status.CampaignState{}, err
 	}
 	for {
 		c.drainSignals()
 		c.waitWhileSuspended()
 		if ctx.Err() != nil {
-			return c.finish(), ctx.Err()
+			return c, c.finish(), ctx.Err()
 		}
 		if c.sliding() {
 			if c.p.Stop || len(c.p.Retry) == 0 && len(c.p.Requeued) == 0 && c.p.Next >= len(c.in.Units) {
-				return c.finish(), nil
+				return c, c.finish(), nil
 			}
 			c.runWindow()
 		} else {
@@ -139,7 +155,7 @@ func Campaign(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 				c.p.Retry = nil
 				c.runBatch(keys)
 			case c.p.Stop || c.p.Next >= len(c.in.Units):
-				return c.finish(), nil
+				return c, c.finish(), nil
 			default:
 				end := min(c.p.Next+c.batchSize(), len(c.in.Units))
 				var keys []string
@@ -151,7 +167,7 @@ func Campaign(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 			}
 		}
 		if ctx.Err() != nil {
-			return c.finish(), ctx.Err()
+			return c, c.finish(), ctx.Err()
 		}
 		c.checkThreshold()
 		pending := c.p.Next < len(c.in.Units)
@@ -163,9 +179,20 @@ func Campaign(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 			c.p.Started = 0
 			next := c.in
 			next.Progress = c.p
-			return status.CampaignState{}, workflow.NewContinueAsNewError(ctx, Campaign, next)
+			return nil, status.CampaignState{}, workflow.NewContinueAsNewError(ctx, self, next)
 		}
 	}
+}
+
+// root is the workflow id and first run id of the campaign: its own, or,
+// for a page, its campaign's. Its units' tasks and sandboxes are named
+// after them.
+func (c *campaignRun) root() (workflowID, firstRunID string) {
+	if c.in.Page != nil {
+		return c.in.Page.WorkflowID, c.in.Page.FirstRunID
+	}
+	info := workflow.GetInfo(c.ctx)
+	return info.WorkflowExecution.ID, info.FirstRunID
 }
 
 type campaignRun struct {
@@ -363,20 +390,23 @@ func (c *campaignRun) runBatch(keys []string) {
 	}
 }
 
+// suspendedMessage is a suspended campaign's message.
+const suspendedMessage = "suspended: no new repository starts until resumed"
+
 // waitWhileSuspended blocks, handling signals, until the campaign is
 // resumed, stopped or cancelled.
 func (c *campaignRun) waitWhileSuspended() {
 	if !c.p.Suspended {
 		return
 	}
-	c.message = "suspended: no new repository starts until resumed"
+	c.message = suspendedMessage
 	sel := workflow.NewSelector(c.ctx)
 	c.addSignalHandlers(sel)
 	sel.AddReceive(c.ctx.Done(), func(workflow.ReceiveChannel, bool) {})
 	for c.p.Suspended && !c.p.Stop && c.ctx.Err() == nil {
 		sel.Select(c.ctx)
 	}
-	if c.message == "suspended: no new repository starts until resumed" {
+	if c.message == suspendedMessage {
 		c.message = ""
 	}
 }
@@ -406,15 +436,15 @@ func (c *campaignRun) startUnit(key string) workflow.Future {
 	// starts a second one) and new for each new run of the same campaign
 	// id (whose earlier children have finished and keep their ids) and
 	// each retry of the unit.
-	info := workflow.GetInfo(c.ctx)
+	wid, firstRunID := c.root()
 	retry := ""
 	if r.Attempts > 1 {
 		retry = fmt.Sprintf("/retry-%d", r.Attempts-1)
 	}
 	if direct {
-		return c.startDirect(sandboxID(info.WorkflowExecution.ID+"/"+key+retry, info.FirstRunID), in)
+		return c.startDirect(sandboxID(wid+"/"+key+retry, firstRunID), in)
 	}
-	id := fmt.Sprintf("%s/%s@%s%s", info.WorkflowExecution.ID, key, shortRunID(info.FirstRunID), retry)
+	id := fmt.Sprintf("%s/%s@%s%s", wid, key, shortRunID(firstRunID), retry)
 	r.WorkflowID = id
 	c.p.Results[key] = r
 	cctx := workflow.WithChildOptions(c.ctx, workflow.ChildWorkflowOptions{
@@ -570,12 +600,13 @@ func (c *campaignRun) checkThreshold() {
 		c.p.Stopped = "aborted: " + c.message
 		return
 	}
-	if c.p.Next >= len(c.in.Units) && len(c.p.Retry) == 0 && len(c.p.Requeued) == 0 {
+	if c.p.Next >= len(c.in.Units) && len(c.p.Retry) == 0 && len(c.p.Requeued) == 0 && (c.in.Page == nil || !c.in.Page.More) {
 		// Nothing left to pause before.
 		return
 	}
 	c.p.Phase = status.CampaignPaused
 	c.upsertPhase()
+	c.tellCampaign()
 	sel := workflow.NewSelector(c.ctx)
 	c.addSignalHandlers(sel)
 	sel.AddReceive(c.ctx.Done(), func(workflow.ReceiveChannel, bool) {})
@@ -586,32 +617,52 @@ func (c *campaignRun) checkThreshold() {
 		}
 	}
 	c.upsertPhase()
+	c.tellCampaign()
+}
+
+// tellCampaign tells the campaign of a page the page's phase and message
+// (signalPagePhase): a page paused at the failure threshold pauses its
+// campaign.
+func (c *campaignRun) tellCampaign() {
+	if c.in.Page == nil {
+		return
+	}
+	parent := workflow.GetInfo(c.ctx).ParentWorkflowExecution
+	if parent == nil {
+		return
+	}
+	f := workflow.SignalExternalWorkflow(c.ctx, parent.ID, parent.RunID, signalPagePhase, pagePhase{Phase: c.p.Phase, Message: c.message})
+	workflow.Go(c.ctx, func(ctx workflow.Context) {
+		if err := f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("tell the campaign the page's phase", "phase", c.p.Phase, "error", err)
+		}
+	})
 }
 
 // forThisRun reports whether a continue, abort or retry-failed naming
-// generation is about this run: it names none, or this run's. One naming
-// another generation was decided about an earlier (or later) run of the
-// campaign and is ignored.
-func (c *campaignRun) forThisRun(signal string, generation int64) bool {
-	if generation == 0 || c.in.Generation == 0 || generation == c.in.Generation {
+// generation is about a run of generation run: it names none, or this
+// run's. One naming another generation was decided about an earlier (or
+// later) run of the campaign and is ignored.
+func forThisRun(ctx workflow.Context, run int64, signal string, generation int64) bool {
+	if generation == 0 || run == 0 || generation == run {
 		return true
 	}
-	workflow.GetLogger(c.ctx).Info("signal for another generation ignored", "signal", signal,
-		"generation", generation, "run_generation", c.in.Generation)
+	workflow.GetLogger(ctx).Info("signal for another generation ignored", "signal", signal,
+		"generation", generation, "run_generation", run)
 	return false
 }
 
 // applyOnce reports whether the approval record (if any) has not been
-// carried out yet, and remembers it.
-func (c *campaignRun) applyOnce(record string) bool {
+// carried out yet, and remembers it in p.
+func applyOnce(ctx workflow.Context, p *CampaignProgress, record string) bool {
 	if record == "" {
 		return true
 	}
-	if slices.Contains(c.p.Applied, record) {
-		workflow.GetLogger(c.ctx).Info("approval record already carried out", "record", record)
+	if slices.Contains(p.Applied, record) {
+		workflow.GetLogger(ctx).Info("approval record already carried out", "record", record)
 		return false
 	}
-	c.p.Applied = append(c.p.Applied, record)
+	p.Applied = append(p.Applied, record)
 	return true
 }
 
@@ -621,7 +672,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalContinue), func(ch workflow.ReceiveChannel, _ bool) {
 		var s ContinueSignal
 		ch.Receive(c.ctx, &s)
-		if !c.forThisRun(SignalContinue, s.Generation) || !c.applyOnce(s.Record) {
+		if !forThisRun(c.ctx, c.in.Generation, SignalContinue, s.Generation) || !applyOnce(c.ctx, c.p, s.Record) {
 			return
 		}
 		if s.SkipRemaining {
@@ -639,7 +690,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalAbort), func(ch workflow.ReceiveChannel, _ bool) {
 		var s RecordSignal
 		ch.Receive(c.ctx, &s)
-		if !c.forThisRun(SignalAbort, s.Generation) || !c.applyOnce(s.Record) {
+		if !forThisRun(c.ctx, c.in.Generation, SignalAbort, s.Generation) || !applyOnce(c.ctx, c.p, s.Record) {
 			return
 		}
 		c.p.Stop = true
@@ -653,7 +704,7 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalRetryFailed), func(ch workflow.ReceiveChannel, _ bool) {
 		var s RecordSignal
 		ch.Receive(c.ctx, &s)
-		if !c.forThisRun(SignalRetryFailed, s.Generation) || !c.applyOnce(s.Record) {
+		if !forThisRun(c.ctx, c.in.Generation, SignalRetryFailed, s.Generation) || !applyOnce(c.ctx, c.p, s.Record) {
 			return
 		}
 		for _, u := range c.in.Units {
@@ -760,8 +811,12 @@ func (c *campaignRun) upsertPhase() {
 
 // unitCounts counts the units (tasks) by phase: what the failure
 // threshold is about.
+// A page counts from what the campaign's pages before it did.
 func (c *campaignRun) unitCounts() status.Summary {
 	s := status.Summary{Total: len(c.in.Units)}
+	if c.in.Page != nil {
+		add(&s, c.in.Page.Before)
+	}
 	for _, u := range c.in.Units {
 		r, ok := c.p.Results[u.Key]
 		if !ok {

@@ -63,6 +63,9 @@ type fleet struct {
 	within    []time.Duration
 	attempts  map[string][]int
 	afterUnit func(done []status.UnitOutcome)
+	// pages holds the results of the campaign's pages as they end, by
+	// page workflow id.
+	pages map[string]workflow.PageResult
 }
 
 func (f *fleet) unitOf(sandboxID string) string { return f.unit[sandboxID] }
@@ -178,8 +181,20 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 	})
 	// The same for a unit that runs as a child (id <campaign>/<key>@<run>).
-	env.SetOnChildWorkflowCompletedListener(func(info *sdkworkflow.Info, _ converter.EncodedValue, _ error) {
+	env.SetOnChildWorkflowCompletedListener(func(info *sdkworkflow.Info, v converter.EncodedValue, err error) {
 		id := info.WorkflowExecution.ID
+		if info.WorkflowType.Name == "CampaignPage" {
+			var res workflow.PageResult
+			if err == nil && v.Get(&res) == nil {
+				f.mu.Lock()
+				if f.pages == nil {
+					f.pages = map[string]workflow.PageResult{}
+				}
+				f.pages[id] = res
+				f.mu.Unlock()
+			}
+			return
+		}
 		key, _, _ := strings.Cut(id[strings.LastIndex(id, "/")+1:], "@")
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -252,6 +267,7 @@ func newCampaignEnv(f *fleet) *testsuite.TestWorkflowEnvironment {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(workflow.Campaign)
+	env.RegisterWorkflow(workflow.CampaignPage)
 	env.RegisterWorkflow(workflow.Task)
 	f.register(env)
 	return env

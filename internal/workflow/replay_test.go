@@ -23,6 +23,7 @@ import (
 //	go test ./internal/devserver -run '^TestTaskApprovalOnServer$' -record-history $PWD/internal/workflow/testdata/task-approve.history.json
 //	go test ./cmd/fleetlift -run '^TestSearchAttributes$' -record-search-histories $PWD/internal/workflow/testdata
 //	go test ./cmd/fleetlift -run '^TestRunCampaignRunsShortUnitsInRuns$' -record-runs-history $PWD/internal/workflow/testdata/campaign-direct-runs.history.json
+//	go test ./internal/devserver -run '^TestCampaignInPagesOnServer$' -record-pages-histories $PWD/internal/workflow/testdata
 
 // TestReplayTaskHistory replays Task runs that need approval: provision,
 // the agent's run, approval, pull request, the last wait removing the
@@ -45,12 +46,15 @@ func TestReplayTaskHistory(t *testing.T) {
 // attributes: campaign/bump's two units, which need no decision, ran
 // as activities of its own (runs of units); campaign/inventory's two
 // reports as children; campaign/runs' eight units over two slots in runs
-// of 4 and 4.
+// of 4 and 4; campaign/paged's five units ran in three pages of two
+// (campaign-pages), the second of which is campaign-page.
 func TestReplayCampaignHistory(t *testing.T) {
 	for name, id := range map[string]string{
 		"campaign-direct-units": "campaign/bump",
 		"campaign-children":     "campaign/inventory",
 		"campaign-direct-runs":  "campaign/runs",
+		"campaign-pages":        "campaign/paged",
+		"campaign-page":         "campaign/paged/page-2",
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, err := os.Open("testdata/" + name + ".history.json")
@@ -64,6 +68,7 @@ func TestReplayCampaignHistory(t *testing.T) {
 			}
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflow.Campaign)
+			r.RegisterWorkflow(workflow.CampaignPage)
 			// Children's ids derive from the campaign's workflow id.
 			err = r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
 				OriginalExecution: sdkworkflow.Execution{ID: id}})

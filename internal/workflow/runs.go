@@ -96,7 +96,7 @@ func (c *campaignRun) takeRun(first string) []string {
 // startRun runs keys as a run of units (RunUnits): the first running,
 // the others queued behind it.
 func (c *campaignRun) startRun(keys []string) workflow.Future {
-	info := workflow.GetInfo(c.ctx)
+	wid, firstRunID := c.root()
 	in := c.in.Template
 	units := make([]activity.UnitSpec, 0, len(keys))
 	for i, key := range keys {
@@ -123,7 +123,7 @@ func (c *campaignRun) startRun(keys []string) workflow.Future {
 		units = append(units, activity.UnitSpec{
 			Key:          key,
 			Attempt:      r.Attempts,
-			SandboxID:    sandboxID(info.WorkflowExecution.ID+"/"+key+retry, info.FirstRunID),
+			SandboxID:    sandboxID(wid+"/"+key+retry, firstRunID),
 			TaskID:       c.in.ID + "/" + key,
 			Repositories: slices.Clone(c.units[key].Repositories),
 			Parallel:     c.units[key].Parallel,

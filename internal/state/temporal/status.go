@@ -121,6 +121,9 @@ func (r *Reader) Status(ctx context.Context, wid string) (*status.Run, error) {
 		if isCampaign {
 			var cs status.CampaignState
 			err = run.Get(ctx, &cs)
+			if err == nil {
+				cs, err = r.WithPages(ctx, cs)
+			}
 			// How it ended, also for a run recorded before campaigns
 			// told their endings apart.
 			cs = status.Final(cs)
@@ -151,8 +154,11 @@ func (r *Reader) QueryStatus(ctx context.Context, wid string, isCampaign bool) (
 	}
 	st := &status.Run{ID: wid}
 	if isCampaign {
-		st.Campaign = &status.CampaignState{}
-		err = v.Get(st.Campaign)
+		var cs status.CampaignState
+		if err = v.Get(&cs); err == nil {
+			cs, err = r.WithPages(ctx, cs)
+		}
+		st.Campaign = &cs
 	} else {
 		st.Task = &status.TaskState{}
 		err = v.Get(st.Task)
@@ -219,4 +225,67 @@ func (r *Reader) Awaiting(ctx context.Context, st *status.Run) []*status.TaskSta
 		}
 	}
 	return out
+}
+
+// WithPages is campaign c with the units of its pages, when it runs them
+// in pages (c.Pages): each page that ended as its result says (read
+// once), the page at work as it answers its status query, with what its
+// runs of units in flight have done.
+func (r *Reader) WithPages(ctx context.Context, c status.CampaignState) (status.CampaignState, error) {
+	if len(c.Pages) == 0 {
+		return c, nil
+	}
+	var pages []status.CampaignState
+	for i, ref := range c.Pages {
+		if ref.WorkflowID == "" {
+			continue
+		}
+		st, err := r.page(ctx, ref)
+		if err != nil {
+			return c, fmt.Errorf("page %d of %d of %s: %w", i+1, len(c.Pages), c.ID, err)
+		}
+		pages = append(pages, st)
+	}
+	return status.MergePages(c, pages), nil
+}
+
+// page is the state of one page of a campaign.
+func (r *Reader) page(ctx context.Context, ref status.PageRef) (status.CampaignState, error) {
+	r.mu.Lock()
+	st, ok := r.pages[ref.WorkflowID]
+	r.mu.Unlock()
+	if ok {
+		return st, nil
+	}
+	d, err := r.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID, "")
+	if err != nil {
+		return st, fmt.Errorf("describe %s: %w", ref.WorkflowID, err)
+	}
+	switch d.WorkflowExecutionInfo.Status {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		v, err := r.query(ctx, ref.WorkflowID, "")
+		if err != nil {
+			return st, fmt.Errorf("query %s (is a worker running?): %w", ref.WorkflowID, err)
+		}
+		if err := v.Get(&st); err != nil {
+			return st, err
+		}
+		return status.WithRunsProgress(st, RunsProgressOf(d.PendingActivities)), nil
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		// A page's result (workflow.PageResult) holds its state.
+		var res struct {
+			State status.CampaignState `json:"state"`
+		}
+		if err := r.Client.GetWorkflow(ctx, ref.WorkflowID, "").Get(ctx, &res); err != nil {
+			return st, fmt.Errorf("read %s: %w", ref.WorkflowID, err)
+		}
+		r.mu.Lock()
+		if r.pages == nil {
+			r.pages = map[string]status.CampaignState{}
+		}
+		r.pages[ref.WorkflowID] = res.State
+		r.mu.Unlock()
+		return res.State, nil
+	}
+	return st, fmt.Errorf("%s ended %s", ref.WorkflowID, statusName(d.WorkflowExecutionInfo.Status))
 }

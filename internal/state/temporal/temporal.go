@@ -64,6 +64,9 @@ type Reader struct {
 	// finishedUnits caches the reports of a campaign's finished units, by
 	// task workflow id (each unit's run has an id of its own).
 	finishedUnits map[string][]state.Report
+	// pages caches the states of campaigns' pages that ended, by page
+	// workflow id (each run of a page has an id of its own).
+	pages map[string]status.CampaignState
 }
 
 type answer struct {
@@ -325,6 +328,10 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 			return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 		}
 		running := execStatus == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		st, err := r.WithPages(ctx, st)
+		if err != nil {
+			return err
+		}
 		if running {
 			c.Suspended = st.Suspended
 			st = r.withRunsProgress(ctx, ref, st)

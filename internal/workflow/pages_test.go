@@ -1,0 +1,235 @@
+package workflow_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// merged is the campaign's state as the readers show it: its pages'
+// units and counts (status.MergePages), each page as it last ended.
+func merged(t *testing.T, f *fleet, st status.CampaignState) status.CampaignState {
+	t.Helper()
+	var pages []status.CampaignState
+	for i, ref := range st.Pages {
+		res, ok := f.pages[ref.WorkflowID]
+		if !ok {
+			t.Fatalf("page %d (%q) never ended", i+1, ref.WorkflowID)
+		}
+		pages = append(pages, res.State)
+	}
+	return status.MergePages(st, pages)
+}
+
+// A campaign of more units than a page holds runs them a page at a time:
+// what it returns lists its pages, not its units, and the pages hold
+// every unit, each run once, in the spec's order.
+func TestCampaignRunsInPages(t *testing.T) {
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		env := newCampaignEnv(f)
+		in := campaignInput(7)
+		in.StrictBatches = strict
+		in.PageSize = 3
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if len(st.Units) != 0 || len(st.Pages) != 3 {
+			t.Fatalf("the campaign's own state: %d units, %d pages; want none and 3", len(st.Units), len(st.Pages))
+		}
+		for i, ref := range st.Pages {
+			want := fmt.Sprintf("/page-%d@", i+1)
+			if !ref.Done || !strings.Contains(ref.WorkflowID, want) || ref.Units != min(3, 7-3*i) {
+				t.Errorf("page %d: %+v; want done, id with %q, %d units", i+1, ref, want, min(3, 7-3*i))
+			}
+		}
+		if st.Phase != status.CampaignCompleted || st.Summary.Completed != 7 || st.Summary.Total != 7 || st.Summary.PRsCreated != 7 {
+			t.Errorf("campaign: %s %+v", st.Phase, st.Summary)
+		}
+		all := merged(t, f, st)
+		if got := phases(all); got != "r0=completed r1=completed r2=completed r3=completed r4=completed r5=completed r6=completed" {
+			t.Errorf("units: %s", got)
+		}
+		started := slices.Clone(f.started)
+		slices.Sort(started)
+		if want := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6"}; !slices.Equal(started, want) {
+			t.Errorf("units started: %v; want each once", f.started)
+		}
+		// What the campaign carries does not grow with its units: a page
+		// is a reference.
+		b, _ := json.Marshal(st)
+		if strings.Contains(string(b), `"r4"`) {
+			t.Errorf("the campaign's result names its units: %s", b)
+		}
+	})
+}
+
+// Units of every page are named after the campaign, as they would be in
+// a campaign of one page: a task's id is <campaign workflow>/<key>@<run>.
+func TestCampaignPagesNameTasksAfterTheCampaign(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(4)
+	in.PageSize = 2
+	in.Template.Manifest.RequireApproval = true
+	in.Template.ApprovalTimeout = time.Minute
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	for _, u := range merged(t, f, st).Units {
+		if !strings.HasPrefix(u.WorkflowID, "default-test-workflow-id/"+u.Key+"@") {
+			t.Errorf("unit %s ran as %q; want it named after the campaign", u.Key, u.WorkflowID)
+		}
+	}
+}
+
+// The failure threshold counts the units of every page: failures in the
+// first page pause the campaign (its query says so) before the second
+// starts, continue goes on, and the second page's units do not pause it
+// again for the failures already continued past.
+func TestCampaignPagesPauseAtTheThreshold(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true, "r1": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(6)
+	in.PageSize = 2
+	paused := continueAfter(t, env, time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if paused.Phase != status.CampaignPaused || !strings.Contains(paused.Message, "2 of 2 finished units failed, over the 30% threshold") {
+		t.Errorf("after the first page the campaign must be paused: %s %q", paused.Phase, paused.Message)
+	}
+	if slices.Contains(f.started, "r2") && slices.Index(f.started, "r2") < 2 {
+		t.Errorf("the second page started before the pause: %v", f.started)
+	}
+	if st.Phase != status.CampaignCompletedWithFailures || st.Summary.Completed != 4 || st.Summary.Failed != 2 {
+		t.Errorf("after continue: %s %+v", st.Phase, st.Summary)
+	}
+}
+
+// An abort stops the campaign: the pages not started yet mark their
+// units skipped, and the campaign ends aborted. (It comes while the
+// second page's first unit waits for the pull-request budget, which
+// starts it once it has waited, as a campaign of one page does.)
+func TestCampaignPagesAbort(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(6)
+	in.PageSize = 2
+	in.BatchSize, in.MaxParallel = 1, 1
+	in.PullRequestsPerHour, in.Burst = 1, 1
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflow.SignalAbort, workflow.RecordSignal{})
+	}, 90*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	all := merged(t, f, st)
+	if st.Phase != status.CampaignAborted || st.Summary.Completed != 3 || st.Summary.Skipped != 3 {
+		t.Errorf("abort while r2 waits: %s %+v (%s)", st.Phase, st.Summary, phases(all))
+	}
+	if got := phases(all); got != "r0=completed r1=completed r2=completed r3=skipped r4=skipped r5=skipped" {
+		t.Errorf("units: %s", got)
+	}
+}
+
+// retry-failed runs again the failed units of pages that already ended.
+func TestCampaignPagesRetryFailed(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(4)
+	in.PageSize = 2
+	in.ThresholdPercent = 100
+	in.BatchSize, in.MaxParallel = 1, 1
+	in.PullRequestsPerHour, in.Burst = 1, 1
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.fail["r0"] = false
+		f.mu.Unlock()
+		env.SignalWorkflow(workflow.SignalRetryFailed, workflow.RecordSignal{})
+	}, 150*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	all := merged(t, f, st)
+	if st.Phase != status.CampaignCompleted || st.Summary.Completed != 4 || st.Summary.Failed != 0 {
+		t.Errorf("retry-failed: %s %+v (%s)", st.Phase, st.Summary, phases(all))
+	}
+	if all.Units[0].Attempts != 2 || !strings.HasSuffix(st.Pages[0].WorkflowID, "/run-2") {
+		t.Errorf("r0: %d attempts, page 1 %q; want 2, and the page's second run", all.Units[0].Attempts, st.Pages[0].WorkflowID)
+	}
+}
+
+// While a page works, the campaign's query lists where each page is, and
+// the page's own query its units.
+func TestCampaignPagesQuery(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(5)
+	in.PageSize = 2
+	in.BatchSize, in.MaxParallel = 1, 1
+	in.PullRequestsPerHour, in.Burst = 1, 1
+	var mid status.CampaignState
+	env.RegisterDelayedCallback(func() { mid = queryState(t, env) }, 150*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	campaignResult(t, env)
+	if len(mid.Units) != 0 || len(mid.Pages) != 3 {
+		t.Fatalf("mid-run: %d units, %d pages", len(mid.Units), len(mid.Pages))
+	}
+	if !mid.Pages[0].Done || mid.Pages[1].Done || mid.Pages[1].WorkflowID == "" || mid.Pages[2].WorkflowID != "" {
+		t.Errorf("mid-run pages: %+v; want the first done, the second at work, the third not started", mid.Pages)
+	}
+	if mid.Summary.Total != 5 || mid.Summary.Completed != 2 {
+		t.Errorf("mid-run counts: %+v; want 5 in all, the first page's 2 completed", mid.Summary)
+	}
+}
+
+// The threshold is the campaign's share of failed units, not a page's:
+// one failure in a page of two is half that page but a quarter of the
+// units finished, under the threshold of 30%.
+func TestCampaignPagesThresholdCountsEveryPage(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r2": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(6)
+	in.PageSize = 2
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if st.Phase != status.CampaignCompletedWithFailures || st.Summary.Completed != 5 || st.Summary.Failed != 1 {
+		t.Errorf("one failure in six: %s %+v %q", st.Phase, st.Summary, st.Message)
+	}
+}
+
+// A spec taken in place reaches the pages to come: a unit it removes
+// before it started never runs, one it adds runs in a page after the
+// others, and the units that ran stay. (It comes while the second page
+// waits for the pull-request budget to start r3, which it has taken.)
+func TestCampaignPagesTakeAnUpdate(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(5)
+	in.PageSize = 2
+	in.BatchSize, in.MaxParallel = 1, 1
+	in.PullRequestsPerHour, in.Burst = 1, 1
+	env.RegisterDelayedCallback(func() {
+		next := campaignInput(6)
+		next.PageSize = 2
+		next.BatchSize, next.MaxParallel = 1, 1
+		next.PullRequestsPerHour, next.Burst = 1, 1
+		// Without r0 (it ran) and r4 (in the page not started yet).
+		next.Units = slices.DeleteFunc(next.Units, func(u workflow.Unit) bool { return u.Key == "r0" || u.Key == "r4" })
+		env.SignalWorkflow(workflow.SignalUpdate, workflow.UpdateSignal{Input: next})
+	}, 150*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	all := merged(t, f, st)
+	if got := phases(all); got != "r0=completed r1=completed r2=completed r3=completed r5=completed" {
+		t.Errorf("units after the update: %s (started %v)", got, f.started)
+	}
+	if slices.Contains(f.started, "r4") {
+		t.Errorf("r4, removed before it started, ran: %v", f.started)
+	}
+	if st.Summary.Total != 5 || st.Summary.Completed != 5 {
+		t.Errorf("counts: %+v", st.Summary)
+	}
+}
