@@ -284,6 +284,7 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &last); err != nil {
 		return 0, fmt.Errorf("%s: read result: %w", id, err)
 	}
+	pages := last.Pages
 	// A campaign that ran in pages: its units are in its pages' results.
 	if last, err = runReader(c, "").WithPages(ctx, last); err != nil {
 		return 0, err
@@ -298,7 +299,20 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 	if len(p.Retry) == 0 {
 		return 0, fmt.Errorf("%s has no failed repositories", id)
 	}
+	if len(pages) > 0 {
+		// In pages again, each reading what its units did in the page
+		// before it: the new run carries no results.
+		in.Units = inPageOrder(in.Units, last.Units)
+		in.Previous = pages
+		return len(p.Retry), startAgain(ctx, c, id, memo, in)
+	}
 	in.Progress = p
+	return len(p.Retry), startAgain(ctx, c, id, memo, in)
+}
+
+// startAgain starts campaign id again with in, as its current run,
+// with the memo of its last run (its phase aside).
+func startAgain(ctx context.Context, c client.Client, id string, memo map[string]*commonpb.Payload, in workflow.CampaignInput) error {
 	carried := map[string]any{}
 	for k, v := range memo {
 		if k == status.MemoPhase {
@@ -307,7 +321,7 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 		}
 		var raw json.RawMessage
 		if err := converterFor().FromPayload(v, &raw); err != nil {
-			return 0, fmt.Errorf("%s: read memo %s: %w", id, k, err)
+			return fmt.Errorf("%s: read memo %s: %w", id, k, err)
 		}
 		carried[k] = raw
 	}
@@ -318,13 +332,35 @@ func restartFailed(ctx context.Context, c client.Client, id string, memo map[str
 			_ = converterFor().FromPayload(v, dst)
 		}
 	}
-	_, err = dispatch.Execute(ctx, c, client.StartWorkflowOptions{
+	_, err := dispatch.Execute(ctx, c, client.StartWorkflowOptions{
 		ID: id, TaskQueue: workflow.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		Memo:                  carried,
 		TypedSearchAttributes: workflow.StartAttributes(kind, did, did, digest, string(status.CampaignRunning)),
 	}, workflow.Campaign, in)
-	return len(p.Retry), err
+	return err
+}
+
+// inPageOrder is units in the order ran lists them (the units of a paged
+// campaign's last run, page by page), those it does not list after.
+func inPageOrder(units []workflow.Unit, ran []status.UnitResult) []workflow.Unit {
+	by := make(map[string]workflow.Unit, len(units))
+	for _, u := range units {
+		by[u.Key] = u
+	}
+	out := make([]workflow.Unit, 0, len(units))
+	for _, r := range ran {
+		if u, ok := by[r.Key]; ok {
+			out = append(out, u)
+			delete(by, r.Key)
+		}
+	}
+	for _, u := range units {
+		if _, ok := by[u.Key]; ok {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // commaList splits a comma-separated list, dropping blanks.

@@ -467,3 +467,77 @@ func TestCampaignInPagesOnServer(t *testing.T) {
 		writeHistory(t, e.c, final.Pages[1].WorkflowID, "", filepath.Join(dir, "campaign-page.history.json"))
 	}
 }
+
+// A paged campaign that ended with a failed repository starts again as
+// `fleetlift retry --failed-only` starts it (its units in page order, its
+// last run's pages as Previous): each new page reads on the server what
+// its units did in the page before it, and only the failed repository
+// runs again.
+func TestCampaignInPagesStartsAgainOnServer(t *testing.T) {
+	e := start(t)
+	urls := bareRepos(t, e.root, 5)
+	// svc-3's repository is not there yet: its unit fails at the clone.
+	missing := strings.TrimPrefix(urls[3], "file://")
+	moved := missing + ".later"
+	if err := os.Rename(missing, moved); err != nil {
+		t.Fatal(err)
+	}
+	w := e.newWorker(t)
+	defer w.Stop()
+	in := campaignOf("again", urls, "0")
+	in.PageSize = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var first status.CampaignState
+	if err := runCampaign(t, e, in).Get(ctx, &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.Summary.Failed != 1 || first.Summary.Completed != 4 || len(first.Pages) != 3 {
+		t.Fatalf("first run: %+v, %d pages; want 1 failed, 4 completed, 3 pages", first.Summary, len(first.Pages))
+	}
+	if err := os.Rename(moved, missing); err != nil {
+		t.Fatal(err)
+	}
+	heads := map[string]string{}
+	for i, u := range urls {
+		if i != 3 {
+			heads[u] = gitRun(t, strings.TrimPrefix(u, "file://"), "rev-parse", "auto/bump/again")
+		}
+	}
+
+	again := campaignOf("again", urls, "0")
+	again.PageSize, again.Previous = 2, first.Pages
+	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: "campaign/again", TaskQueue: workflow.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, workflow.Campaign, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var final status.CampaignState
+	if err := run.Get(ctx, &final); err != nil {
+		t.Fatal(err)
+	}
+	r := &statetemporal.Reader{Client: e.c, Namespace: devserver.Namespace, QueryCache: -1}
+	st, err := r.Status(ctx, "campaign/again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range st.Campaign.Units {
+		got = append(got, fmt.Sprintf("%s=%s/%d", u.Key, u.Phase, u.Attempts))
+	}
+	if s := strings.Join(got, " "); s != "svc-0=completed/1 svc-1=completed/1 svc-2=completed/1 svc-3=completed/2 svc-4=completed/1" {
+		t.Errorf("after the second run: %s; want every unit completed, svc-3 in its second attempt", s)
+	}
+	if s := st.Campaign.Summary; s.Completed != 5 || s.Failed != 0 || s.PRsCreated != 5 {
+		t.Errorf("after the second run: %+v", s)
+	}
+	checkBumped(t, urls, "auto/bump/again")
+	// The repositories that passed were not pushed again.
+	for u, head := range heads {
+		if now := gitRun(t, strings.TrimPrefix(u, "file://"), "rev-parse", "auto/bump/again"); now != head {
+			t.Errorf("%s: pushed again (%s, was %s)", u, now, head)
+		}
+	}
+}

@@ -68,7 +68,12 @@ type CampaignInput struct {
 	// 500; see pages.go): a campaign of more runs them in pages.
 	PageSize int `json:",omitempty"`
 	// Page is set when the input is a page of a campaign (CampaignPage).
-	Page     *PageOf `json:",omitempty"`
+	Page *PageOf `json:",omitempty"`
+	// Previous lists the pages of the run of a paged campaign that this
+	// one starts again (fleetlift retry): Units hold their units in
+	// their order, each page's first, and each page reads what its units
+	// did there and runs the failed ones again.
+	Previous []status.PageRef `json:",omitempty"`
 	Progress *CampaignProgress
 }
 

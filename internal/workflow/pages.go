@@ -76,6 +76,10 @@ type PageOf struct {
 	// More: units follow this page, so the failure threshold pauses
 	// even after its last unit.
 	More bool `json:"more,omitempty"`
+	// Previous is the page of the run this one starts again (fleetlift
+	// retry): its units start as they ended there, and those that
+	// failed run again.
+	Previous string `json:"previous,omitempty"`
 }
 
 // PageResult is what a page returns: its units' state, and what of its
@@ -88,6 +92,11 @@ type PageResult struct {
 
 // CampaignPage runs one page of a campaign's units (in.Page says which).
 func CampaignPage(ctx workflow.Context, in CampaignInput) (PageResult, error) {
+	if in.Page != nil && in.Page.Previous != "" && (in.Progress == nil || len(in.Progress.Results) == 0) {
+		if err := takePrevious(ctx, &in); err != nil {
+			return PageResult{}, err
+		}
+	}
 	c, st, err := runCampaign(ctx, in, CampaignPage)
 	if c == nil {
 		return PageResult{}, err
@@ -95,6 +104,44 @@ func CampaignPage(ctx workflow.Context, in CampaignInput) (PageResult, error) {
 	p := *c.p
 	p.Results = nil
 	return PageResult{State: st, Progress: p}, err
+}
+
+// takePrevious starts the page in as its units ended in the page it
+// starts again (in.Page.Previous): those units first, as started, the
+// failed ones to run again; units that page did not hold (none, unless
+// the spec changed) after them, not started.
+func takePrevious(ctx workflow.Context, in *CampaignInput) error {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: shortTimeout,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}})
+	var prev status.CampaignState
+	if err := workflow.ExecuteActivity(actx, a.ReadPage, in.Page.Previous).Get(ctx, &prev); err != nil {
+		return err
+	}
+	if in.Progress == nil {
+		in.Progress = &CampaignProgress{Phase: status.CampaignRunning}
+	}
+	p := in.Progress
+	p.Results = map[string]status.UnitResult{}
+	was := map[string]status.UnitResult{}
+	for _, u := range prev.Units {
+		was[u.Key] = u
+	}
+	var ran, rest []Unit
+	for _, u := range in.Units {
+		r, ok := was[u.Key]
+		if !ok || r.Phase == status.Skipped {
+			rest = append(rest, u)
+			continue
+		}
+		ran = append(ran, u)
+		p.Results[u.Key] = r
+		if r.HasFailures() {
+			p.Retry = append(p.Retry, u.Key)
+		}
+	}
+	in.Units = append(ran, rest...)
+	p.Next = len(ran)
+	return nil
 }
 
 // pageSize is PageSize, defaultPageSize when unset.
@@ -109,7 +156,7 @@ func (in CampaignInput) pageSize() int {
 // its units in pages: a new campaign (not a page, not a later run) of
 // more units than a page holds, on a history that has the marker.
 func paged(ctx workflow.Context, in CampaignInput) bool {
-	if in.Page != nil || in.Progress != nil || len(in.Units) <= in.pageSize() {
+	if in.Page != nil || in.Progress != nil || len(in.Units) <= in.pageSize() && len(in.Previous) == 0 {
 		return false
 	}
 	return workflow.GetVersion(ctx, pagedVersion, workflow.DefaultVersion, 1) == 1
@@ -126,6 +173,9 @@ type page struct {
 	// retry lists the units a retry-failed asked to run again ("" for
 	// every failed one), once the page has ended.
 	retry []string
+	// previous is the page of the run this one starts again whose
+	// units this one holds.
+	previous string
 }
 
 // pagedRun is a campaign that runs its units in pages.
@@ -155,8 +205,8 @@ func runPages(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 	for _, u := range in.Units {
 		r.units[u.Key] = u
 	}
-	r.paginate(in.Units)
-	r.in.Units = nil
+	r.paginate(in.Units, in.Previous)
+	r.in.Units, r.in.Previous = nil, nil
 	if err := workflow.SetQueryHandler(ctx, status.QueryStatus, func() (status.CampaignState, error) { return r.state(), nil }); err != nil {
 		return status.CampaignState{}, err
 	}
@@ -181,10 +231,24 @@ func runPages(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 	}
 }
 
-// paginate makes the pages of units not started yet (after r.next),
-// PageSize units each.
-func (r *pagedRun) paginate(units []Unit) {
+// paginate makes the pages of units not started yet (after r.next):
+// first as many as previous (the pages of the run this one starts
+// again), each holding as many units as that page did and reading what
+// they did there, then pages of PageSize units.
+func (r *pagedRun) paginate(units []Unit, previous []status.PageRef) {
 	r.pages = r.pages[:r.next]
+	for _, ref := range previous {
+		n := min(ref.Units, len(units))
+		if n == 0 {
+			continue
+		}
+		pg := &page{previous: ref.WorkflowID}
+		for _, u := range units[:n] {
+			pg.keys = append(pg.keys, u.Key)
+		}
+		units = units[n:]
+		r.pages = append(r.pages, pg)
+	}
 	size := r.in.pageSize()
 	for start := 0; start < len(units); start += size {
 		pg := &page{}
@@ -269,6 +333,9 @@ func (r *pagedRun) pageInput(i int) CampaignInput {
 	in.Suspend = false
 	in.Page = &PageOf{WorkflowID: info.WorkflowExecution.ID, FirstRunID: info.FirstRunID, Index: i,
 		Before: r.before(i), More: i < len(r.pages)-1}
+	if pg.result == nil {
+		in.Page.Previous = pg.previous
+	}
 	p := &CampaignProgress{Results: map[string]status.UnitResult{}, Phase: status.CampaignRunning,
 		Tokens: r.p.Tokens, Refilled: r.p.Refilled, Suspended: r.p.Suspended, Acknowledged: r.p.Acknowledged,
 		Applied: slices.Clone(r.p.Applied), UnitTime: r.p.UnitTime, UnitsTimed: r.p.UnitsTimed,
@@ -500,7 +567,7 @@ func (r *pagedRun) update(u UpdateSignal) {
 		pin.Page = nil
 		r.forward(SignalUpdate, UpdateSignal{Input: pin})
 	}
-	r.paginate(rest)
+	r.paginate(rest, nil)
 	r.in.Template = in.Template
 	r.in.BatchSize, r.in.StrictBatches, r.in.MaxParallel = in.BatchSize, in.StrictBatches, in.MaxParallel
 	r.in.ThresholdPercent, r.in.FailureAction = in.ThresholdPercent, in.FailureAction

@@ -1,6 +1,7 @@
 package workflow_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -8,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+
+	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -231,5 +235,63 @@ func TestCampaignPagesTakeAnUpdate(t *testing.T) {
 	}
 	if st.Summary.Total != 5 || st.Summary.Completed != 5 {
 		t.Errorf("counts: %+v", st.Summary)
+	}
+}
+
+// fleetlift retry on a paged campaign that ended starts it again with
+// its last run's pages (Previous): each new page reads what its units did
+// in the page before it, runs only the failed ones again, and the merged
+// state shows every unit, the ones that passed as they were.
+func TestCampaignPagesStartAgainFromTheirPages(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true, "r3": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(5)
+	in.PageSize = 2
+	in.ThresholdPercent = 100
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	first := campaignResult(t, env)
+	if first.Summary.Failed != 2 || len(first.Pages) != 3 {
+		t.Fatalf("first run: %+v, %d pages; want 2 failed in 3 pages", first.Summary, len(first.Pages))
+	}
+	before := map[string]status.CampaignState{}
+	for _, ref := range first.Pages {
+		before[ref.WorkflowID] = f.pages[ref.WorkflowID].State
+	}
+
+	g := &fleet{}
+	env = newCampaignEnv(g)
+	var a *activity.Activities
+	var read []string
+	env.OnActivity(a.ReadPage, mock.Anything, mock.Anything).Return(func(_ context.Context, id string) (status.CampaignState, error) {
+		read = append(read, id)
+		st, ok := before[id]
+		if !ok {
+			return status.CampaignState{}, fmt.Errorf("no page %q", id)
+		}
+		return st, nil
+	})
+	again := campaignInput(5)
+	again.PageSize = 2
+	again.ThresholdPercent = 100
+	again.Previous = first.Pages
+	env.ExecuteWorkflow(workflow.Campaign, again)
+	st := campaignResult(t, env)
+	all := merged(t, g, st)
+	if st.Phase != status.CampaignCompleted || st.Summary.Completed != 5 || st.Summary.Failed != 0 || st.Summary.Total != 5 {
+		t.Errorf("started again: %s %+v (%s)", st.Phase, st.Summary, phases(all))
+	}
+	if got := phases(all); got != "r0=completed r1=completed r2=completed r3=completed r4=completed" {
+		t.Errorf("units: %s", got)
+	}
+	started := slices.Clone(g.started)
+	slices.Sort(started)
+	if want := []string{"r0", "r3"}; !slices.Equal(started, want) {
+		t.Errorf("units started again: %v; want only the failed ones %v", g.started, want)
+	}
+	if len(read) != 3 {
+		t.Errorf("pages read: %v; want each of the 3 of the run before", read)
+	}
+	if all.Units[0].Attempts != 2 || all.Units[1].Attempts != 1 {
+		t.Errorf("attempts: r0 %d, r1 %d; want 2 and 1", all.Units[0].Attempts, all.Units[1].Attempts)
 	}
 }

@@ -241,6 +241,12 @@ func (r *Reader) WithPages(ctx context.Context, c status.CampaignState) (status.
 			continue
 		}
 		st, err := r.page(ctx, ref)
+		var nf *serviceerror.NotFound
+		if !ref.Done && errors.As(err, &nf) {
+			// The campaign named the page and is starting it: it
+			// holds nothing yet.
+			continue
+		}
 		if err != nil {
 			return c, fmt.Errorf("page %d of %d of %s: %w", i+1, len(c.Pages), c.ID, err)
 		}
