@@ -236,6 +236,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 		Dispatch: &dispatch.Temporal{Client: c, Options: workflow.Options{ApprovalTimeout: rf.approvalTimeout, HostTimeout: rf.hostTimeout, Forge: fs.Type}},
 		Branch:   rf.branch,
 		Log:      logger,
+		Notifier: dispatch.Notifications{Client: c},
 	}
 	if rf.metrics != nil {
 		r.Observer = rf.metrics

@@ -62,6 +62,8 @@ type workerFlags struct {
 	orphan   time.Duration
 	// maxSandboxes is --max-sandboxes.
 	maxSandboxes int
+	// notify is --notify: the notification services, NAME=KIND,….
+	notify []string
 	// forge is set by the command, not flags: the operator's forge, on
 	// which the worker proposes changes and from which sandboxes clone
 	// (see forgeSetup.sandbox); nil: the local forge alone.
@@ -133,6 +135,8 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"names of this process's environment variables that only the agent CLI sees in sandboxes, such as its model's API key (only when set)")
 	cmd.Flags().StringSliceVar(&w.passEnv, "sandbox-env", nil,
 		"names of this process's environment variables every command in sandboxes sees (only when set; never a token)")
+	cmd.Flags().StringArrayVar(&w.notify, "notify", nil,
+		"a notification service the campaigns repository's notifications may send to, by NAME (repeatable): NAME=slack,url-env=VAR (a Slack incoming webhook, its URL in $VAR) or NAME=webhook,url=URL,secret-env=VAR (a JSON POST signed with HMAC-SHA256 under the key in $VAR)")
 	cmd.Flags().StringSliceVar(&w.fileRoots, "allow-file-root", nil,
 		"a directory local repositories (file:// URLs and absolute paths) may be cloned from and pushed to (repeatable); by default none may")
 	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", protocol.IsolationNamespaces,
@@ -217,6 +221,8 @@ func sharedWorker(c client.Client, acts *activity.Activities, opts worker.Option
 	w.RegisterWorkflow(workflow.CampaignPage)
 	// The latch the reconciler keeps watch.require_reviewed_merge in.
 	w.RegisterWorkflow(workflow.Latch)
+	// The messages the reconciler's notifications hand over.
+	w.RegisterWorkflow(workflow.Notify)
 	w.RegisterActivity(acts)
 	return w
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/notify"
 )
 
 // sandbox is what every sandbox gets: env, the agent's settings and the
@@ -102,6 +103,9 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 	}
 	local := activity.LocalForges(&gitx.Git{})
 	acts.Git, acts.FileRoots = g, roots
+	if acts.NotifyServices, err = w.notifyServices(); err != nil {
+		return err
+	}
 	if w.gw != nil && w.gw.Git != nil {
 		// The gateway's copies of what the sandboxes read: a change is
 		// proposed from the copy its sandbox cloned.
@@ -118,4 +122,21 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 		return f, nil
 	}
 	return nil
+}
+
+// notifyServices are the --notify services, by name, their secrets read
+// from this process's environment.
+func (w *workerFlags) notifyServices() (map[string]notify.Service, error) {
+	out := map[string]notify.Service{}
+	for _, f := range w.notify {
+		s, err := notify.ParseService(f, os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := out[s.Name]; ok {
+			return nil, fmt.Errorf("--notify %s: given twice", s.Name)
+		}
+		out[s.Name] = s
+	}
+	return out, nil
 }

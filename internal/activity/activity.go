@@ -20,6 +20,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/notify"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/status"
 )
@@ -85,6 +86,10 @@ type Activities struct {
 	// They must not block.
 	UnitStarted func(workflowID string, u status.UnitRef)
 	UnitEnded   func(workflowID string, u status.UnitOutcome)
+	// NotifyServices are the operator's notification services by name
+	// (--notify), with their secrets; NotifyClient sends to them.
+	NotifyServices map[string]notify.Service
+	NotifyClient   notify.Client
 }
 
 // Bounds on what a sandbox hands the worker: its files are written by

@@ -106,11 +106,17 @@ type Reconciler struct {
 	Observer Observer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Notifier, when set, is handed the messages the config's
+	// notifications say are due after each pass (see Notifications).
+	Notifier Notifier
 
 	mu   sync.Mutex
 	last *desired.Revision
 	// lastStatus is a fingerprint of the last mirrored status.
 	lastStatus string
+	// notified holds the keys of the messages handed to the Notifier
+	// that are still due.
+	notified map[string]bool
 }
 
 // Outcome is what came of one action of a pass.
@@ -281,6 +287,9 @@ func (r *Reconciler) once(ctx context.Context) (*Result, error) {
 		} else {
 			r.log().Info("applied", "id", o.ID, "action", o.Action, "approval", o.Approval, "revision", short(sha))
 		}
+	}
+	if r.Notifier != nil {
+		r.notify(ctx, rev.Config, recorded)
 	}
 	if r.Mirror != nil {
 		statusBranch := ""

@@ -13,6 +13,6 @@
 // that a CUE definition that never ends, or grows without end, is stopped
 // without harming the caller.
 //
-// spec imports no SDK (Temporal, client-go, go-github, Docker); only CUE and
-// the standard library.
+// spec imports no SDK (Temporal, client-go, go-github, Docker); only CUE,
+// the standard library and notify (which parses notification templates).
 package spec

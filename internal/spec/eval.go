@@ -228,25 +228,37 @@ func (c *compiler) evaluate(in Input) (out Output) {
 		out.IDLine, out.IDColumn = p.Line(), p.Column()
 	}
 	if kind == KindConfig {
-		out.Positions = forgePositions(in.Name, data)
+		out.Positions = configPositions(in.Name, data)
 	}
 	return out
 }
 
-// forgePositions locates a config's forge section and the fields in it,
-// which are checked after loading against the forges the operator allows.
-func forgePositions(name string, data cue.Value) map[string][2]int {
+// configPositions locates the fields of a config that are checked after
+// loading: the forge section and its fields (against the forges the
+// operator allows), and the notifications' templates and subscriptions
+// (templates parse, names resolve).
+func configPositions(name string, data cue.Value) map[string][2]int {
 	pos := map[string][2]int{}
 	add := func(field string, p token.Pos) {
 		if p.IsValid() && p.Filename() == name {
 			pos[field] = [2]int{p.Line(), p.Column()}
 		}
 	}
+	fields := func(prefix string, v cue.Value) {
+		if it, err := v.Fields(); err == nil {
+			for it.Next() {
+				add(prefix+"."+it.Selector().Unquoted(), it.Value().Pos())
+			}
+		}
+	}
 	f := data.LookupPath(cue.MakePath(cue.Str("forge")))
 	add("forge", f.Pos())
-	if it, err := f.Fields(); err == nil {
-		for it.Next() {
-			add("forge."+it.Selector().String(), it.Value().Pos())
+	fields("forge", f)
+	n := data.LookupPath(cue.MakePath(cue.Str("notifications")))
+	fields("notifications.templates", n.LookupPath(cue.MakePath(cue.Str("templates"))))
+	if it, err := n.LookupPath(cue.MakePath(cue.Str("subscriptions"))).List(); err == nil {
+		for i := 0; it.Next(); i++ {
+			fields(fmt.Sprintf("notifications.subscriptions[%d]", i), it.Value())
 		}
 	}
 	return pos
@@ -501,6 +513,9 @@ func (c *compiler) explain(msg string) string {
 	}
 	switch {
 	case strings.HasSuffix(msg, "(does not satisfy strings.MinRunes(1))"):
+		return "must not be empty"
+	case strings.HasPrefix(msg, "incompatible list lengths (0 and "):
+		// An empty list where the schema asks for at least one item.
 		return "must not be empty"
 	case strings.HasPrefix(msg, "error in call to time.ParseDuration"):
 		// The schema's pattern admits it; only its size does not fit.

@@ -362,7 +362,12 @@ func validInputs(t *testing.T) []schemaInput {
 	docs, _ := filepath.Glob("../../docs/*.md")
 	for _, f := range append([]string{"../../README.md"}, docs...) {
 		for _, b := range yamlBlocks(t, f) {
-			in = append(in, schemaInput{b, KindTask})
+			as := KindTask
+			if bytes.Contains(b.Data, []byte("\nkind: Config\n")) {
+				// A repository config the docs show.
+				as = KindConfig
+			}
+			in = append(in, schemaInput{b, as})
 		}
 	}
 	for i, s := range []string{agenticTaskSeed, kitchenSinkTask, kitchenSinkCampaign, reportTask, groupsTask} {

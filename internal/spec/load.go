@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fleetlift/fleetlift/internal/notify"
 )
 
 // Limits bound what loading may cost. Zero fields take the defaults.
@@ -306,7 +309,39 @@ func (l *Loader) LoadConfig(ctx context.Context, fsys fs.FS, name string) (*Conf
 		c.Watch.RequireReviewedMerge = c.Forge.Type != ForgeLocal
 	}
 	c.File, c.positions = name, outs[0].Positions
+	if errs := c.checkNotifications(); len(errs) > 0 {
+		return nil, errs
+	}
 	return &c, nil
+}
+
+// checkNotifications finds what the schema cannot: templates that do not
+// parse as package notify executes them, subscriptions that name a
+// template the config does not have, and campaign globs path.Match
+// refuses.
+func (c *Config) checkNotifications() Errors {
+	n := c.Notifications
+	if n == nil {
+		return nil
+	}
+	var errs Errors
+	for _, name := range slices.Sorted(maps.Keys(n.Templates)) {
+		if _, err := notify.ParseTemplate(name, n.Templates[name]); err != nil {
+			errs = append(errs, c.FieldError("notifications.templates."+name, err.Error()))
+		}
+	}
+	for i, s := range n.Subscriptions {
+		at := fmt.Sprintf("notifications.subscriptions[%d]", i)
+		if _, ok := n.Templates[s.Template]; s.Template != "" && !ok {
+			errs = append(errs, c.FieldError(at+".template", fmt.Sprintf("no template %q in notifications.templates", s.Template)))
+		}
+		for _, g := range s.Campaigns {
+			if _, err := path.Match(g, ""); err != nil {
+				errs = append(errs, c.FieldError(at+".campaigns", fmt.Sprintf("%q is not a glob (path.Match: *, ?, [a-z])", g)))
+			}
+		}
+	}
+	return errs
 }
 
 // evaluate evaluates in within b, taking what l.Cache remembers from it

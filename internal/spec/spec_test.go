@@ -695,3 +695,52 @@ func TestLoadFilesReadsOnlyThoseNamed(t *testing.T) {
 		t.Errorf("LoadFiles(notes.md): %v", res.Errors)
 	}
 }
+
+// A config's notifications load as written; a template that does not
+// parse or would cost more than its length, a subscription naming a
+// template the config lacks, a glob that is not one and an unknown event
+// are refused at the file, line and field, in YAML and in CUE.
+func TestConfigNotifications(t *testing.T) {
+	evaluators := map[string]spec.Evaluator{"in process": spec.InProcess(1), "worker": newPool(t)}
+	good := "version: 1\nnotifications:\n  templates:\n    short: \"{{.Campaign}} {{.Event}}\"\n  subscriptions:\n    - on: [paused, failed]\n      to: [team-slack]\n      campaigns: [\"pay-*\"]\n      template: short\n"
+	tests := []struct {
+		name, file, body, want string
+	}{
+		{"valid", "fleetlift.yaml", good, ""},
+		{"valid cue", "fleetlift.cue", "version: 1\nnotifications: subscriptions: [{on: [\"done\"], to: [\"audit\"]}]\n", ""},
+		{"range", "fleetlift.yaml", strings.Replace(good, "{{.Campaign}} {{.Event}}", "{{range 100000000}}{{end}}", 1),
+			"fleetlift.yaml:4:5: notifications.templates.short: short: range is not allowed in a notification template"},
+		{"misspelt field", "fleetlift.yaml", strings.Replace(good, "{{.Event}}", "{{.Evnt}}", 1),
+			"fleetlift.yaml:4:5: notifications.templates.short: short:1:16: executing \"short\" at <.Evnt>: can't evaluate field Evnt"},
+		{"no such template", "fleetlift.yaml", strings.Replace(good, "template: short", "template: long", 1),
+			"fleetlift.yaml:9:7: notifications.subscriptions[0].template: no template \"long\" in notifications.templates"},
+		{"bad glob", "fleetlift.yaml", strings.Replace(good, `"pay-*"`, `"pay-[a"`, 1),
+			"fleetlift.yaml:8:7: notifications.subscriptions[0].campaigns: \"pay-[a\" is not a glob"},
+		{"unknown event", "fleetlift.yaml", strings.Replace(good, "[paused, failed]", "[paused, merged]", 1),
+			"fleetlift.yaml:6:20: notifications.subscriptions[0].on[1]: \"merged\" must be one of"},
+		{"no service", "fleetlift.yaml", strings.Replace(good, "[team-slack]", "[]", 1),
+			"fleetlift.yaml:7:7: notifications.subscriptions[0].to: must not be empty"},
+		{"cue range", "fleetlift.cue", "version: 1\nnotifications: templates: x: \"{{range 3}}{{end}}\"\n",
+			"fleetlift.cue:2:27: notifications.templates.x: x: range is not allowed"},
+	}
+	for _, tt := range tests {
+		for ename, eval := range evaluators {
+			t.Run(tt.name+"/"+ename, func(t *testing.T) {
+				fsys := fstest.MapFS{tt.file: {Data: []byte(tt.body)}}
+				cfg, err := (&spec.Loader{Eval: eval}).LoadConfig(context.Background(), fsys, tt.file)
+				if tt.want == "" {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if cfg.Notifications == nil || len(cfg.Notifications.Subscriptions) != 1 {
+						t.Errorf("notifications: %+v", cfg.Notifications)
+					}
+					return
+				}
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("got %v, want an error with %q", err, tt.want)
+				}
+			})
+		}
+	}
+}

@@ -332,6 +332,23 @@ type StatusMirror struct {
 	Branch string `json:"branch"`
 }
 
+// Notifications are a config's notification templates and
+// subscriptions (#Notifications). LoadConfig has checked that every
+// template parses as package notify executes it and that every
+// subscription names a template that is there and globs that compile.
+type Notifications struct {
+	Templates     map[string]string `json:"templates,omitempty"`
+	Subscriptions []Subscription    `json:"subscriptions,omitempty"`
+}
+
+// Subscription sends events (#NotifyEvent) to the operator's services.
+type Subscription struct {
+	On        []string `json:"on"`
+	To        []string `json:"to"`
+	Campaigns []string `json:"campaigns,omitempty"`
+	Template  string   `json:"template,omitempty"`
+}
+
 // Config is a campaigns repository's fleetlift.yaml or fleetlift.cue.
 type Config struct {
 	// File is the config's path relative to the load root; it is not
@@ -345,6 +362,9 @@ type Config struct {
 	Forge      Forge          `json:"forge"`
 	Prune      bool           `json:"prune,omitempty"`
 	Status     StatusMirror   `json:"status"`
+	// Notifications say whom to tell when a campaign needs someone or
+	// ends (package notify).
+	Notifications *Notifications `json:"notifications,omitempty"`
 
 	// positions locate the forge section's fields in the file (see
 	// FieldError).

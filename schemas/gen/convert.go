@@ -276,6 +276,8 @@ func (c *converter) call(x *ast.CallExpr) (*Schema, error) {
 	case "strings.MinRunes":
 		// JSON Schema counts code points, as MinRunes counts runes.
 		return &Schema{Type: "string", MinLength: &i}, nil
+	case "strings.MaxRunes":
+		return &Schema{Type: "string", MaxLength: &i}, nil
 	}
 	return nil, c.errorf(x, "%s does not translate", fn)
 }
@@ -590,6 +592,12 @@ func (c *converter) and(at ast.Node, a, b *Schema) (*Schema, error) {
 			out.MinLength = b.MinLength
 		}
 		rest.MinLength = nil
+	}
+	if b.MaxLength != nil {
+		if out.MaxLength == nil || *b.MaxLength < *out.MaxLength {
+			out.MaxLength = b.MaxLength
+		}
+		rest.MaxLength = nil
 	}
 	out.Minimum, rest.Minimum = tighter(out.Minimum, b.Minimum, 1), nil
 	out.Maximum, rest.Maximum = tighter(out.Maximum, b.Maximum, -1), nil

@@ -26,6 +26,7 @@ type Schema struct {
 	Default     *Value
 	Pattern     string
 	MinLength   *int64
+	MaxLength   *int64
 	Minimum     *json.Number
 	Maximum     *json.Number
 	ExclMinimum *json.Number
@@ -125,6 +126,7 @@ func (s *Schema) MarshalJSON() ([]byte, error) {
 	}
 	o.add("pattern", s.Pattern, s.Pattern != "")
 	o.add("minLength", s.MinLength, s.MinLength != nil)
+	o.add("maxLength", s.MaxLength, s.MaxLength != nil)
 	o.add("minimum", s.Minimum, s.Minimum != nil)
 	o.add("exclusiveMinimum", s.ExclMinimum, s.ExclMinimum != nil)
 	o.add("maximum", s.Maximum, s.Maximum != nil)

@@ -37,8 +37,8 @@ func (r *Reader) Resolve(ctx context.Context, id string) (string, error) {
 	return "", fmt.Errorf("no run %q (tried %s)", id, strings.Join(candidates, ", "))
 }
 
-// Runs lists every run that is not a campaign's child, as the namespace
-// lists them (newest first).
+// Runs lists every run that is not a campaign's child or a notification
+// message (notify/…), as the namespace lists them (newest first).
 func (r *Reader) Runs(ctx context.Context) ([]status.Entry, error) {
 	var runs []status.Entry
 	var token []byte
@@ -48,7 +48,7 @@ func (r *Reader) Runs(ctx context.Context) ([]status.Entry, error) {
 			return nil, fmt.Errorf("list runs: %w", err)
 		}
 		for _, e := range resp.Executions {
-			if e.ParentExecution != nil {
+			if e.ParentExecution != nil || strings.HasPrefix(e.Execution.WorkflowId, "notify/") {
 				continue
 			}
 			runs = append(runs, entry(e))
