@@ -2,13 +2,11 @@ package dispatch_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"go.temporal.io/sdk/client"
 
 	"github.com/fleetlift/fleetlift/internal/approval"
-	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -20,17 +18,7 @@ import (
 // not recorded yet): that is no failure to report on every pass. A task
 // still running gets the signal.
 func TestDecisionReachingAFinishedTaskIsNoError(t *testing.T) {
-	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
-		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := embedded(t)
 	ctx := context.Background()
 	const digest = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
 	start := func(id string) {

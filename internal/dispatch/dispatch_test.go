@@ -61,17 +61,7 @@ func (l *lagging) Get(_ context.Context, id string) (state.Campaign, error) {
 // on the next pass: a campaign is created once, and each new generation
 // of it starts once.
 func TestLaggingVisibilityNeverStartsARunTwice(t *testing.T) {
-	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
-		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := embedded(t)
 	ctx := context.Background()
 
 	tests := []struct {
@@ -142,6 +132,23 @@ func TestLaggingVisibilityNeverStartsARunTwice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// embedded starts the embedded server for the test and dials it.
+func embedded(t *testing.T) client.Client {
+	t.Helper()
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
+		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // pass runs one pass of r, which must carry out everything it plans.

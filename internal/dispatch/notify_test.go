@@ -6,18 +6,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
-	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/notify"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
@@ -73,17 +70,7 @@ func (h *hook) received() ([]notify.Message, int, []string) {
 // anything is delivered, and each Notify workflow tries again as the
 // receiver asks.
 func TestNotificationIsDeliveredOnceAcrossPassesAndRestarts(t *testing.T) {
-	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
-		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := embedded(t)
 
 	h := &hook{secret: []byte("k3y"), busy: 2}
 	rcv := httptest.NewServer(h)

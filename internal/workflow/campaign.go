@@ -200,10 +200,58 @@ func (c *campaignRun) root() (workflowID, firstRunID string) {
 	return info.WorkflowExecution.ID, info.FirstRunID
 }
 
+// loop is what a campaign's run and a paged campaign's share: its
+// context, its progress, the message status shows, its search attributes
+// and its signal handlers, with what waits on them.
+type loop struct {
+	ctx     workflow.Context
+	p       *CampaignProgress
+	message string
+	// search keeps the run's search attributes current.
+	search *searchAttributes
+	// handlers adds the run's signal handlers to a selector.
+	handlers func(workflow.Selector)
+}
+
+// drainSignals handles the signals that arrived while nothing took them.
+func (l *loop) drainSignals() {
+	for {
+		sel := workflow.NewSelector(l.ctx)
+		l.handlers(sel)
+		if !sel.HasPending() {
+			return
+		}
+		sel.Select(l.ctx)
+	}
+}
+
+// waitWhileSuspended blocks, handling signals, until the campaign is
+// resumed, stopped or cancelled.
+func (l *loop) waitWhileSuspended() {
+	if !l.p.Suspended {
+		return
+	}
+	l.message = suspendedMessage
+	sel := workflow.NewSelector(l.ctx)
+	l.handlers(sel)
+	sel.AddReceive(l.ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+	for l.p.Suspended && !l.p.Stop && l.ctx.Err() == nil {
+		sel.Select(l.ctx)
+	}
+	if l.message == suspendedMessage {
+		l.message = ""
+	}
+}
+
+// upsertPhase records the phase in the memo and search attributes.
+func (l *loop) upsertPhase() {
+	_ = workflow.UpsertMemo(l.ctx, map[string]any{status.MemoPhase: string(l.p.Phase)})
+	l.search.setPhase(l.ctx, string(l.p.Phase))
+}
+
 type campaignRun struct {
-	ctx   workflow.Context
+	loop
 	in    CampaignInput
-	p     *CampaignProgress
 	units map[string]Unit
 	// running says, for each unit running, whether it runs as an
 	// activity (directUnit) rather than a child workflow.
@@ -218,10 +266,7 @@ type campaignRun struct {
 	queued map[string]*status.UnitResult
 	// rev counts the spec's updates in place during this run of the
 	// workflow: a run of units made before one starts no further unit.
-	rev     int
-	message string
-	// search keeps the run's search attributes current.
-	search *searchAttributes
+	rev int
 }
 
 func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
@@ -237,8 +282,10 @@ func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
 	for _, u := range in.Units {
 		units[u.Key] = u
 	}
-	return &campaignRun{ctx: ctx, in: in, p: p, units: units, running: map[string]bool{},
-		queued: map[string]*status.UnitResult{}, search: newSearchAttributes(ctx)}
+	c := &campaignRun{loop: loop{ctx: ctx, p: p, search: newSearchAttributes(ctx)}, in: in, units: units, running: map[string]bool{},
+		queued: map[string]*status.UnitResult{}}
+	c.handlers = c.addSignalHandlers
+	return c
 }
 
 // sliding reports whether units start as others finish, unless the
@@ -397,24 +444,6 @@ func (c *campaignRun) runBatch(keys []string) {
 
 // suspendedMessage is a suspended campaign's message.
 const suspendedMessage = "suspended: no new repository starts until resumed"
-
-// waitWhileSuspended blocks, handling signals, until the campaign is
-// resumed, stopped or cancelled.
-func (c *campaignRun) waitWhileSuspended() {
-	if !c.p.Suspended {
-		return
-	}
-	c.message = suspendedMessage
-	sel := workflow.NewSelector(c.ctx)
-	c.addSignalHandlers(sel)
-	sel.AddReceive(c.ctx.Done(), func(workflow.ReceiveChannel, bool) {})
-	for c.p.Suspended && !c.p.Stop && c.ctx.Err() == nil {
-		sel.Select(c.ctx)
-	}
-	if c.message == suspendedMessage {
-		c.message = ""
-	}
-}
 
 // startUnit starts unit key: as one activity when the unit needs no
 // approval (directUnit), else as a child Task workflow.
@@ -795,23 +824,6 @@ func findUnit(units []Unit, key string) (Unit, bool) {
 		}
 	}
 	return Unit{}, false
-}
-
-// drainSignals handles signals that arrived while children ran.
-func (c *campaignRun) drainSignals() {
-	for {
-		sel := workflow.NewSelector(c.ctx)
-		c.addSignalHandlers(sel)
-		if !sel.HasPending() {
-			return
-		}
-		sel.Select(c.ctx)
-	}
-}
-
-func (c *campaignRun) upsertPhase() {
-	_ = workflow.UpsertMemo(c.ctx, map[string]any{status.MemoPhase: string(c.p.Phase)})
-	c.search.setPhase(c.ctx, string(c.p.Phase))
 }
 
 // unitCounts counts the units (tasks) by phase: what the failure

@@ -180,8 +180,11 @@ type page struct {
 
 // pagedRun is a campaign that runs its units in pages.
 type pagedRun struct {
-	ctx workflow.Context
-	in  CampaignInput
+	// loop's progress is the campaign's own: phase, stop, suspension,
+	// acknowledged failures, the approval records carried out and the
+	// pull-request budget between pages; its Results stay empty.
+	loop
+	in CampaignInput
 	// units are the campaign's units by key: the spec's, and those a
 	// spec taken in place removed after they started.
 	units map[string]Unit
@@ -190,18 +193,14 @@ type pagedRun struct {
 	next int
 	// active is the page at work, or -1.
 	active int
-	// p is the campaign's own progress: phase, stop, suspension,
-	// acknowledged failures, the approval records carried out and the
-	// pull-request budget between pages; its Results stay empty.
-	p       *CampaignProgress
-	message string
-	search  *searchAttributes
 }
 
 // runPages runs campaign in a page at a time.
 func runPages(ctx workflow.Context, in CampaignInput) (status.CampaignState, error) {
-	r := &pagedRun{ctx: ctx, in: in, units: map[string]Unit{}, active: -1, search: newSearchAttributes(ctx),
-		p: &CampaignProgress{Phase: status.CampaignRunning, Tokens: float64(max(in.Burst, 1)), Refilled: workflow.Now(ctx), Suspended: in.Suspend}}
+	r := &pagedRun{loop: loop{ctx: ctx, search: newSearchAttributes(ctx),
+		p: &CampaignProgress{Phase: status.CampaignRunning, Tokens: float64(max(in.Burst, 1)), Refilled: workflow.Now(ctx), Suspended: in.Suspend}},
+		in: in, units: map[string]Unit{}, active: -1}
+	r.handlers = r.addSignalHandlers
 	for _, u := range in.Units {
 		r.units[u.Key] = u
 	}
@@ -582,41 +581,6 @@ func (r *pagedRun) update(u UpdateSignal) {
 		digest, _ := u.Memo[status.MemoDigest].(string)
 		r.search.setDigest(r.ctx, digest)
 	}
-}
-
-// drainSignals handles signals that arrived while no page was at work.
-func (r *pagedRun) drainSignals() {
-	for {
-		sel := workflow.NewSelector(r.ctx)
-		r.addSignalHandlers(sel)
-		if !sel.HasPending() {
-			return
-		}
-		sel.Select(r.ctx)
-	}
-}
-
-// waitWhileSuspended blocks, handling signals, until the campaign is
-// resumed, stopped or cancelled.
-func (r *pagedRun) waitWhileSuspended() {
-	if !r.p.Suspended {
-		return
-	}
-	r.message = suspendedMessage
-	sel := workflow.NewSelector(r.ctx)
-	r.addSignalHandlers(sel)
-	sel.AddReceive(r.ctx.Done(), func(workflow.ReceiveChannel, bool) {})
-	for r.p.Suspended && !r.p.Stop && r.ctx.Err() == nil {
-		sel.Select(r.ctx)
-	}
-	if r.message == suspendedMessage {
-		r.message = ""
-	}
-}
-
-func (r *pagedRun) upsertPhase() {
-	_ = workflow.UpsertMemo(r.ctx, map[string]any{status.MemoPhase: string(r.p.Phase)})
-	r.search.setPhase(r.ctx, string(r.p.Phase))
 }
 
 // summary counts the repositories of the pages that ran, with every
