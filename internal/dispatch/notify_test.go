@@ -12,14 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/notify"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/state"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -140,6 +143,27 @@ func TestNotificationIsDeliveredOnceAcrossPassesAndRestarts(t *testing.T) {
 		if m.Campaign == "pay" && (m.Message != "1 of 2 repositories failed" ||
 			!strings.Contains(m.Text, "task/pay (generation 1) paused: 1 of 2 repositories failed")) {
 			t.Errorf("message %+v", m)
+		}
+	}
+	// fleetlift status lists runs, not messages: once visibility shows
+	// the Notify workflows, the run list still leaves them out.
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: devserver.Namespace, Query: "WorkflowType = 'Notify'"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Executions) == len(ds) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	listed, err := (&statetemporal.Reader{Client: c, Namespace: devserver.Namespace}).Runs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range listed {
+		if strings.HasPrefix(e.ID, "notify/") {
+			t.Errorf("fleetlift status lists %s (%s)", e.ID, e.Workflow)
 		}
 	}
 	// Passes after the delivery start nothing again.
