@@ -106,6 +106,9 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 	if acts.NotifyServices, err = w.notifyServices(); err != nil {
 		return err
 	}
+	if w.metrics != nil {
+		acts.NotifyTried = w.metrics.NotifyTried
+	}
 	if w.gw != nil && w.gw.Git != nil {
 		// The gateway's copies of what the sandboxes read: a change is
 		// proposed from the copy its sandbox cloned.

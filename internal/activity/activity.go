@@ -90,6 +90,9 @@ type Activities struct {
 	// (--notify), with their secrets; NotifyClient sends to them.
 	NotifyServices map[string]notify.Service
 	NotifyClient   notify.Client
+	// NotifyTried, when set, is told of each try to deliver a message:
+	// its service, its event, and delivered, retry or failed (metrics).
+	NotifyTried func(service, event, outcome string)
 }
 
 // Bounds on what a sandbox hands the worker: its files are written by

@@ -16,6 +16,22 @@ import (
 // and 429), fail for good; a 429 or 503 with Retry-After is tried again
 // after the wait it asks for.
 func (a *Activities) Notify(ctx context.Context, d notify.Delivery) error {
+	err := a.notify(ctx, d)
+	if a.NotifyTried != nil {
+		outcome := "delivered"
+		var ae *temporal.ApplicationError
+		switch {
+		case errors.As(err, &ae) && ae.NonRetryable():
+			outcome = "failed"
+		case err != nil:
+			outcome = "retry"
+		}
+		a.NotifyTried(d.Service, d.Message.Event, outcome)
+	}
+	return err
+}
+
+func (a *Activities) notify(ctx context.Context, d notify.Delivery) error {
 	s, ok := a.NotifyServices[d.Service]
 	if !ok {
 		return temporal.NewNonRetryableApplicationError(

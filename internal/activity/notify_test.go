@@ -27,13 +27,14 @@ func TestNotifyTellsTheRetryWhatToDo(t *testing.T) {
 		w.WriteHeader(status)
 	}))
 	defer srv.Close()
+	var tried []string
 	a := &activity.Activities{NotifyServices: map[string]notify.Service{
 		"team": {Name: "team", Kind: notify.KindSlack, URL: srv.URL + "/services/T/B/hidden-part"},
-	}}
+	}, NotifyTried: func(service, event, outcome string) { tried = append(tried, service+"/"+event+"/"+outcome) }}
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
-	d := notify.Delivery{Service: "team", Message: notify.Message{Text: "hi"}}
+	d := notify.Delivery{Service: "team", Message: notify.Message{Text: "hi", Event: notify.Paused}}
 	for _, tc := range []struct {
 		service, after string
 		status         int
@@ -62,5 +63,10 @@ func TestNotifyTellsTheRetryWhatToDo(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "hidden-part") {
 			t.Errorf("%s %d: the error shows the Slack URL: %v", tc.service, tc.status, err)
 		}
+	}
+	// The metrics count each try by how it went.
+	want := "team/paused/delivered pager/paused/failed team/paused/failed team/paused/retry team/paused/retry"
+	if got := strings.Join(tried, " "); got != want {
+		t.Errorf("tries told: %s; want %s", got, want)
 	}
 }

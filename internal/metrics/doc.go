@@ -15,6 +15,8 @@
 //   - fleetlift_forge_requests_total{forge,method,code},
 //     fleetlift_forge_rate_limit_waits_total{forge} and
 //     fleetlift_forge_rate_limit_wait_seconds_total{forge};
+//   - fleetlift_notify_deliveries_total{service,event,outcome}: tries to
+//     deliver notification messages (delivered, retry, failed);
 //   - the Temporal SDK's temporal_* series (TemporalHandler), and the Go
 //     runtime's and the process's.
 //

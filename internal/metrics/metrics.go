@@ -34,6 +34,7 @@ type Metrics struct {
 	forgeReqs    *prometheus.CounterVec
 	rateWaits    *prometheus.CounterVec
 	rateWaitSecs *prometheus.CounterVec
+	notify       *prometheus.CounterVec
 	runs         *runCollector
 }
 
@@ -73,6 +74,10 @@ func New() *Metrics {
 			Namespace: Namespace, Subsystem: "forge", Name: "rate_limit_wait_seconds_total",
 			Help: "Time requests to a forge were held back for rate limits it reported.",
 		}, []string{"forge"}),
+		notify: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "notify", Name: "deliveries_total",
+			Help: "Tries to deliver a notification message, by service, event and outcome: delivered, retry (tried again later), failed (given up).",
+		}, []string{"service", "event", "outcome"}),
 		runs: &runCollector{now: time.Now},
 	}
 	m.passErrors.WithLabelValues("pass")
@@ -84,7 +89,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.passDuration, m.passErrors, m.reconciler, m.webhooks, m.provision,
-		m.forgeReqs, m.rateWaits, m.rateWaitSecs, m.runs,
+		m.forgeReqs, m.rateWaits, m.rateWaitSecs, m.notify, m.runs,
 	)
 	return m
 }
@@ -159,6 +164,13 @@ func (m *Metrics) RateLimitWait(forge string) func(time.Duration) {
 		m.rateWaits.WithLabelValues(forge).Inc()
 		m.rateWaitSecs.WithLabelValues(forge).Add(d.Seconds())
 	}
+}
+
+// NotifyTried counts one try to deliver a notification message
+// (activity.Activities.NotifyTried): outcome is delivered, retry or
+// failed.
+func (m *Metrics) NotifyTried(service, event, outcome string) {
+	m.notify.WithLabelValues(service, event, outcome).Inc()
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)

@@ -152,7 +152,12 @@ func TestWebhookForgeSandboxSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	m.NotifyTried("audit", "paused", "retry")
+	m.NotifyTried("audit", "paused", "delivered")
+
 	s := scrape(t, m)
+	want(t, s, 1, "fleetlift_notify_deliveries_total", "service", "audit", "event", "paused", "outcome", "retry")
+	want(t, s, 1, "fleetlift_notify_deliveries_total", "service", "audit", "event", "paused", "outcome", "delivered")
 	want(t, s, 1, "fleetlift_webhook_deliveries_total", "outcome", "accepted")
 	want(t, s, 2, "fleetlift_webhook_deliveries_total", "outcome", "unauthorized")
 	want(t, s, 0, "fleetlift_webhook_deliveries_total", "outcome", "refused")
