@@ -839,20 +839,26 @@ func (c *campaignRun) unitCounts() status.Summary {
 		if !ok {
 			continue
 		}
-		switch r.Phase {
-		case status.TaskCompleted:
-			s.Completed++
-		case status.TaskFailed:
-			s.Failed++
-		case status.TaskCancelled:
-			s.Cancelled++
-		case status.Skipped:
-			s.Skipped++
-		default:
-			s.Running++
-		}
+		countUnit(&s, r.Phase)
 	}
 	return s
+}
+
+// countUnit counts one unit in phase p, as the failure threshold does:
+// a unit not ended yet counts as running.
+func countUnit(s *status.Summary, p status.TaskPhase) {
+	switch p {
+	case status.TaskCompleted:
+		s.Completed++
+	case status.TaskFailed:
+		s.Failed++
+	case status.TaskCancelled:
+		s.Cancelled++
+	case status.Skipped:
+		s.Skipped++
+	default:
+		s.Running++
+	}
 }
 
 // summary counts the repositories of the campaign's units by what

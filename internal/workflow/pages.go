@@ -292,18 +292,7 @@ func unitCounts(units []status.UnitResult) status.Summary {
 	var s status.Summary
 	for _, u := range units {
 		s.Total++
-		switch u.Phase {
-		case status.TaskCompleted:
-			s.Completed++
-		case status.TaskFailed:
-			s.Failed++
-		case status.TaskCancelled:
-			s.Cancelled++
-		case status.Skipped:
-			s.Skipped++
-		default:
-			s.Running++
-		}
+		countUnit(&s, u.Phase)
 	}
 	return s
 }
