@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -171,5 +173,50 @@ func TestOpenAIKeyStaysWithTheGateway(t *testing.T) {
 	w = &workerFlags{isolation: protocol.IsolationNamespaces, openAIAPI: "https://api.openai.com/v1", openAIKeyEnv: "OPENAI_API_KEY"}
 	if _, err := w.gateway(); err == nil || !strings.Contains(err.Error(), "without its version") {
 		t.Errorf("--openai-gateway with /v1: %v; want it refused", err)
+	}
+}
+
+// --model-prices, --max-cost-per-task and --tokens-per-minute reach the
+// gateway; a mistake in them stops the worker saying which flag.
+func TestGatewayTakesPricesAndBounds(t *testing.T) {
+	t.Setenv(envAnthropicAPIKey, "sk-ant-worker-key")
+	dir := t.TempDir()
+	prices := filepath.Join(dir, "prices.yaml")
+	if err := os.WriteFile(prices, []byte("claude-sonnet-4-5: {input: 3, output: 15}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("claude-sonnet-4-5: {input: 3, ouput: 15}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := &workerFlags{isolation: protocol.IsolationNamespaces, modelAPI: "https://api.anthropic.com", modelKeyEnv: envAnthropicAPIKey,
+		prices: prices, maxCostPerTask: 2.5, tokensPerMinute: 400000}
+	gw, err := w.gateway()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := gw.Prices.Lookup("claude-sonnet-4-5-20250929"); !ok || p.Output != 15 || gw.MaxCostPerTask != 2.5 || gw.TokensPerMinute != 400000 {
+		t.Errorf("gateway prices %+v, bound $%v, pace %d; want the flags'", gw.Prices, gw.MaxCostPerTask, gw.TokensPerMinute)
+	}
+	for _, tc := range []struct {
+		w    workerFlags
+		want string
+	}{
+		{workerFlags{prices: bad}, `--model-prices: ` + bad + `: claude-sonnet-4-5: want input, output, cache_write and cache_read in US dollars per million tokens: json: unknown field "ouput"`},
+		{workerFlags{prices: filepath.Join(dir, "none.yaml")}, "--model-prices: open " + filepath.Join(dir, "none.yaml")},
+		{workerFlags{maxCostPerTask: 5}, "--max-cost-per-task needs --model-prices"},
+		{workerFlags{prices: prices, maxCostPerTask: -1}, "--max-cost-per-task -1: want US dollars, 0 or more"},
+		{workerFlags{tokensPerMinute: -5}, "--tokens-per-minute -5: want 0 or more"},
+		{workerFlags{prices: prices, modelAPI: "https://api.anthropic.com", modelKeyEnv: "FLEETLIFT_TEST_NO_SUCH_KEY"},
+			"--model-prices, --max-cost-per-task and --tokens-per-minute bound the model gateway's calls: give it a model key"},
+	} {
+		w := tc.w
+		w.isolation = protocol.IsolationNamespaces
+		if w.modelKeyEnv == "" {
+			w.modelAPI, w.modelKeyEnv = "https://api.anthropic.com", envAnthropicAPIKey
+		}
+		if _, err := w.gateway(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v; want %q", tc.w, err, tc.want)
+		}
 	}
 }

@@ -51,6 +51,12 @@ type workerFlags struct {
 	// openAIAPI and openAIKeyEnv are --openai-gateway and
 	// --openai-key-env; openAIKey is set once the gateway holds that key.
 	openAIAPI, openAIKeyEnv, openAIKey string
+	// prices, maxCostPerTask and tokensPerMinute are --model-prices,
+	// --max-cost-per-task and --tokens-per-minute: what the gateway
+	// prices calls at and bounds them by.
+	prices          string
+	maxCostPerTask  float64
+	tokensPerMinute int64
 	// gitReads is set once a local provider's gateway serves the agents'
 	// clones from the forge: its token then goes to no sandbox. gw is
 	// that gateway, whose copies of the repositories changes are
@@ -169,6 +175,12 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"the variable of this process's environment holding the OpenAI-compatible API's key for --openai-gateway")
 	cmd.Flags().StringVar(&w.modelKeyEnv, "model-key-env", envAnthropicAPIKey,
 		"the variable of this process's environment holding the model gateway's API key; unset: no gateway")
+	cmd.Flags().StringVar(&w.prices, "model-prices", "",
+		"a YAML or JSON file of model prices in US dollars per million tokens (model: {input: 3, output: 15, cache_write: 3.75, cache_read: 0.3}): the gateway prices each call by the model that answered it, for each task's cost in its result, status and fleetlift_cost_usd_total, and limits.max_cost_per_task and max_cost_per_campaign; a name also prices its dated versions (claude-sonnet-4-5 prices claude-sonnet-4-5-20250929)")
+	cmd.Flags().Float64Var(&w.maxCostPerTask, "max-cost-per-task", 0,
+		"the most one task's model calls may cost, in US dollars at --model-prices: a definition's limits.max_cost_per_task can ask for less, never more; 0: only the definition's bound")
+	cmd.Flags().Int64Var(&w.tokensPerMinute, "tokens-per-minute", 0,
+		"hold the agents' model calls while the tokens this worker's gateway counted in the last minute, every sandbox's together, reach this (the model account's rate limit); 0: no pace")
 	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", nil,
 		"a directory or file the work in sandboxes must not see (repeatable), besides the state directory and the usual credential files")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"strings"
@@ -43,11 +44,45 @@ func (w *workerFlags) gateway() (*gateway.Gateway, error) {
 		gw.Git = &gateway.GitReads{Git: &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}}
 		w.gitReads = true
 	}
+	if err := w.bound(gw); err != nil {
+		return nil, err
+	}
 	if gw.Upstream == nil && gw.OpenAI == nil && gw.Git == nil {
+		if w.prices != "" || w.maxCostPerTask > 0 || w.tokensPerMinute > 0 {
+			return nil, usageErrorf("--model-prices, --max-cost-per-task and --tokens-per-minute bound the model gateway's calls: give it a model key ($%s or $%s)", w.modelKeyEnv, w.openAIKeyEnv)
+		}
 		return nil, nil
 	}
 	w.gw = gw
 	return gw, nil
+}
+
+// bound gives gw the prices and bounds of --model-prices,
+// --max-cost-per-task and --tokens-per-minute, and counts its calls in
+// the metrics.
+func (w *workerFlags) bound(gw *gateway.Gateway) error {
+	if w.prices != "" {
+		data, err := os.ReadFile(w.prices)
+		if err != nil {
+			return fmt.Errorf("--model-prices: %w", err)
+		}
+		if gw.Prices, err = gateway.ParsePrices(w.prices, data); err != nil {
+			return fmt.Errorf("--model-prices: %w", err)
+		}
+	}
+	switch {
+	case w.maxCostPerTask < 0 || math.IsNaN(w.maxCostPerTask) || math.IsInf(w.maxCostPerTask, 0):
+		return usageErrorf("--max-cost-per-task %v: want US dollars, 0 or more", w.maxCostPerTask)
+	case w.maxCostPerTask > 0 && gw.Prices == nil:
+		return usageErrorf("--max-cost-per-task needs --model-prices: a cost is counted at the table's prices")
+	case w.tokensPerMinute < 0:
+		return usageErrorf("--tokens-per-minute %d: want 0 or more", w.tokensPerMinute)
+	}
+	gw.MaxCostPerTask, gw.TokensPerMinute = w.maxCostPerTask, w.tokensPerMinute
+	if w.metrics != nil {
+		gw.Observe = w.metrics.ModelUsed
+	}
+	return nil
 }
 
 // egressProxy is the proxy --sandbox-egress allows hosts through.
@@ -66,6 +101,18 @@ func (w *workerFlags) egressProxy() (*egress.Proxy, error) {
 func (w *workerFlags) sayGateway(logw io.Writer) {
 	if w.gatewayKey != "" {
 		fmt.Fprintf(logw, "model calls: agent CLIs reach %s through this worker's gateway, which holds %s and counts tokens\n", w.modelAPI, w.gatewayKey)
+	}
+	if w.gw != nil && (w.gatewayKey != "" || w.openAIKey != "") {
+		if w.gw.Prices != nil {
+			fmt.Fprintf(logw, "model calls: priced at %s (%d models)", w.prices, len(w.gw.Prices))
+			if w.maxCostPerTask > 0 {
+				fmt.Fprintf(logw, ", at most $%.2f a task", w.maxCostPerTask)
+			}
+			fmt.Fprintln(logw)
+		}
+		if w.tokensPerMinute > 0 {
+			fmt.Fprintf(logw, "model calls: held while the last minute's tokens reach %d\n", w.tokensPerMinute)
+		}
 	}
 	if w.openAIKey != "" {
 		fmt.Fprintf(logw, "model calls: agent CLIs that speak an OpenAI-compatible API reach %s through this worker's gateway (OPENAI_BASE_URL), which holds %s and counts tokens\n", w.openAIAPI, w.openAIKey)

@@ -32,6 +32,14 @@
 // proxy's, so the pods need one port of the worker and nothing else,
 // and no pod without a key of this gateway's uses the proxy.
 //
-// gateway imports the standard library, the agent's protocol types and
-// the git command wrapper.
+// Each response is priced by the model that answered it, at the
+// operator's price table (Prices): a sandbox's cost counts against its
+// task's limits.max_cost_per_task, and the worker's own bound, as its
+// tokens count against limits.max_tokens; a call the table cannot price
+// stops a sandbox that has a cost bound, since its bound could not be
+// kept. TokensPerMinute holds calls while the last minute's tokens, all
+// sandboxes' together, reach the operator's limit.
+//
+// gateway imports the standard library, the agent's protocol types, the
+// git command wrapper and a YAML reader (for the price table).
 package gateway

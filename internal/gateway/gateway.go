@@ -40,6 +40,12 @@ type Sandbox struct {
 	// request; zero or less: none. A function, since a sandbox's task
 	// arrives after it was made.
 	Limit func() int64
+	// CostLimit is its budget in US dollars (Usage.CostUSD), read as
+	// Limit is; zero or less: none but the gateway's MaxCostPerTask.
+	CostLimit func() float64
+	// Owner is the campaign (or task) and team its calls are counted
+	// under in Gateway.Observe; nil: none.
+	Owner func() (campaign, team string)
 	// Save, when set, is told the usage after changes: in order, off the
 	// requests' path (a sandbox whose files are written through its
 	// provider's API would slow every call), the latest usage each time
@@ -67,6 +73,18 @@ func ProtocolSandbox(id string, read func(name string) ([]byte, error), write fu
 				return 0
 			}
 			return int64(m.Limits.MaxTokens)
+		},
+		CostLimit: func() float64 {
+			if m := manifest(); m != nil {
+				return m.Limits.MaxCostUSD
+			}
+			return 0
+		},
+		Owner: func() (string, string) {
+			if m := manifest(); m != nil {
+				return m.TaskID, m.Team
+			}
+			return "", ""
 		},
 		Repositories: func() map[string]Repository {
 			m := manifest()
@@ -133,7 +151,23 @@ type Gateway struct {
 	Egress http.Handler
 	// Transport makes the upstream requests; nil: http.DefaultTransport.
 	Transport http.RoundTripper
+	// Prices, when set, prices each call by the model that answered it
+	// (Usage.CostUSD).
+	Prices Prices
+	// MaxCostPerTask, when above zero, bounds every sandbox's cost in US
+	// dollars: a task's limits.max_cost_per_task can ask for less, never
+	// more. A bound on cost needs Prices, and a price for each model
+	// that answers; a call it cannot price stops the sandbox's calls.
+	MaxCostPerTask float64
+	// TokensPerMinute, when above zero, holds model calls while the
+	// tokens counted in the last minute, every sandbox's together, reach
+	// it: the pace a model account's rate limit asks for.
+	TokensPerMinute int64
+	// Observe, when set, is told what each response used and cost, with
+	// the model that answered and the sandbox's owner (metrics).
+	Observe func(campaign, team, model string, used Usage)
 
+	pace   pacer
 	mu     sync.Mutex
 	boxes  map[string]*box
 	proxy  *httputil.ReverseProxy
@@ -376,9 +410,15 @@ var (
 	openAIAPI   = modelAPI{fail: openAIError, denied: "invalid_request_error", spent: "insufficient_quota", openAI: true}
 )
 
-// forward admits r (its sandbox's key, within its budget), has prepare
-// change it when set, and sends it to api's upstream.
+// forward admits r (its sandbox's key, within its budget), holds it while
+// the worker's tokens per minute are spent, has prepare change it when
+// set, and sends it to api's upstream.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, api modelAPI, prepare func(*http.Request)) {
+	if g.TokensPerMinute > 0 && g.known(r) {
+		if err := g.pace.wait(r.Context(), g.TokensPerMinute); err != nil {
+			return
+		}
+	}
 	b, msg, code := g.admit(r)
 	if b == nil {
 		kind := api.denied
@@ -399,6 +439,14 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, api modelAPI, 
 	proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, b)))
 }
 
+// known reports whether r carries the key of a sandbox the gateway
+// serves.
+func (g *Gateway) known(r *http.Request) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.boxes[sandboxKey(r)] != nil
+}
+
 // admit is the box of r's key, its request counted, or why there is none
 // to serve it for: an unknown key (401), a spent budget (429).
 func (g *Gateway) admit(r *http.Request) (*box, string, int) {
@@ -410,12 +458,7 @@ func (g *Gateway) admit(r *http.Request) (*box, string, int) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var limit int64
-	if b.Limit != nil {
-		limit = b.Limit()
-	}
-	if used := b.usage.Tokens(); limit > 0 && used >= limit {
-		msg := fmt.Sprintf("fleetlift model gateway: the task's token budget is spent: %d of limits.max_tokens %d used", used, limit)
+	if msg := g.spent(b); msg != "" {
 		first := b.usage.Refused == ""
 		b.usage.Refused = msg
 		if first && b.Save != nil {
@@ -451,7 +494,7 @@ func (g *Gateway) init() {
 				return nil
 			}
 			stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-			resp.Body = &counter{ReadCloser: resp.Body, box: b, stream: stream}
+			resp.Body = &counter{ReadCloser: resp.Body, g: g, box: b, stream: stream}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -469,6 +512,13 @@ type messageUsage struct {
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	// Model is the model that answered, from the response.
+	Model string `json:"-"`
+}
+
+// tokens is every token m counts.
+func (m messageUsage) tokens() int64 {
+	return m.InputTokens + m.OutputTokens + m.CacheCreationInputTokens + m.CacheReadInputTokens
 }
 
 // counter passes a response body through and counts the usage it
@@ -477,6 +527,7 @@ type messageUsage struct {
 // API reports as running totals: the last one counts).
 type counter struct {
 	io.ReadCloser
+	g      *Gateway
 	box    *box
 	stream bool
 	buf    bytes.Buffer
@@ -517,17 +568,30 @@ func (c *counter) count() {
 		u = streamUsage(c.buf.Bytes())
 	} else {
 		var m struct {
+			Model string       `json:"model"`
 			Usage messageUsage `json:"usage"`
 		}
 		if json.Unmarshal(c.buf.Bytes(), &m) != nil {
 			return
 		}
 		u = m.Usage
+		u.Model = m.Model
 	}
+	var delta Usage
+	add(&delta, u)
+	price(&delta, c.g.Prices, u)
+	c.g.pace.add(u.tokens())
 	c.box.mu.Lock()
-	add(&c.box.usage, u)
+	c.box.usage = *c.box.usage.Plus(&delta)
 	c.box.changedLocked()
 	c.box.mu.Unlock()
+	if c.g.Observe != nil {
+		var campaign, team string
+		if c.box.Owner != nil {
+			campaign, team = c.box.Owner()
+		}
+		c.g.Observe(campaign, team, u.Model, delta)
+	}
 }
 
 // streamUsage reads the usage of a Messages API event stream.
@@ -544,6 +608,7 @@ func streamUsage(data []byte) messageUsage {
 		var ev struct {
 			Type    string `json:"type"`
 			Message struct {
+				Model string       `json:"model"`
 				Usage messageUsage `json:"usage"`
 			} `json:"message"`
 			Usage *messageUsage `json:"usage"`
@@ -554,6 +619,7 @@ func streamUsage(data []byte) messageUsage {
 		switch ev.Type {
 		case "message_start":
 			u = ev.Message.Usage
+			u.Model = ev.Message.Model
 			lastOutput = u.OutputTokens
 		case "message_delta":
 			if ev.Usage != nil {

@@ -87,7 +87,7 @@ func (g *Gateway) openAIProxy() *httputil.ReverseProxy {
 		ModifyResponse: func(resp *http.Response) error {
 			if b, ok := resp.Request.Context().Value(ctxKey{}).(*box); ok {
 				stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-				resp.Body = &counter{ReadCloser: resp.Body, box: b, stream: stream, read: openAIUsage}
+				resp.Body = &counter{ReadCloser: resp.Body, g: g, box: b, stream: stream, read: openAIUsage}
 			}
 			return nil
 		},
@@ -125,15 +125,23 @@ func openAIUsage(data []byte, stream bool) messageUsage {
 		} `json:"input_tokens_details"`
 	}
 	var last *usage
+	model := ""
 	read := func(b []byte) {
 		var m struct {
+			Model    string `json:"model"`
 			Usage    *usage `json:"usage"`
 			Response struct {
+				Model string `json:"model"`
 				Usage *usage `json:"usage"`
 			} `json:"response"`
 		}
 		if json.Unmarshal(b, &m) != nil {
 			return
+		}
+		if m.Model != "" {
+			model = m.Model
+		} else if m.Response.Model != "" {
+			model = m.Response.Model
 		}
 		if m.Usage != nil {
 			last = m.Usage
@@ -153,9 +161,9 @@ func openAIUsage(data []byte, stream bool) messageUsage {
 		read(data)
 	}
 	if last == nil {
-		return messageUsage{}
+		return messageUsage{Model: model}
 	}
 	in, out := last.PromptTokens+last.InputTokens, last.CompletionTokens+last.OutputTokens
 	cached := min(last.PromptDetails.CachedTokens+last.InputDetails.CachedTokens, in)
-	return messageUsage{InputTokens: in - cached, OutputTokens: out, CacheReadInputTokens: cached}
+	return messageUsage{InputTokens: in - cached, OutputTokens: out, CacheReadInputTokens: cached, Model: model}
 }

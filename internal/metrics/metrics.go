@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -35,6 +36,8 @@ type Metrics struct {
 	rateWaits    *prometheus.CounterVec
 	rateWaitSecs *prometheus.CounterVec
 	notify       *prometheus.CounterVec
+	agentTokens  *prometheus.CounterVec
+	cost         *prometheus.CounterVec
 	runs         *runCollector
 }
 
@@ -78,6 +81,14 @@ func New() *Metrics {
 			Namespace: Namespace, Subsystem: "notify", Name: "deliveries_total",
 			Help: "Tries to deliver a notification message, by service, event and outcome: delivered, retry (tried again later), failed (given up).",
 		}, []string{"service", "event", "outcome"}),
+		agentTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "agent", Name: "tokens_total",
+			Help: "Model tokens the agents' calls through this worker's gateway used, as the model reported them, by campaign (or task), team (the definition's team), model and kind: input, output, cache_write, cache_read.",
+		}, []string{"campaign", "team", "model", "kind"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "cost_usd_total",
+			Help: "What the agents' model calls through this worker's gateway cost, in US dollars at the operator's price table, by campaign (or task), team and model. Calls to models the table has no price for count tokens only.",
+		}, []string{"campaign", "team", "model"}),
 		runs: &runCollector{now: time.Now},
 	}
 	m.passErrors.WithLabelValues("pass")
@@ -89,7 +100,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.passDuration, m.passErrors, m.reconciler, m.webhooks, m.provision,
-		m.forgeReqs, m.rateWaits, m.rateWaitSecs, m.notify, m.runs,
+		m.forgeReqs, m.rateWaits, m.rateWaitSecs, m.notify, m.agentTokens, m.cost, m.runs,
 	)
 	return m
 }
@@ -171,6 +182,20 @@ func (m *Metrics) RateLimitWait(forge string) func(time.Duration) {
 // failed.
 func (m *Metrics) NotifyTried(service, event, outcome string) {
 	m.notify.WithLabelValues(service, event, outcome).Inc()
+}
+
+// ModelUsed counts what one model call of a sandbox of campaign (or
+// task) and team used and cost (gateway.Gateway.Observe).
+func (m *Metrics) ModelUsed(campaign, team, model string, u protocol.ModelUsage) {
+	for kind, n := range map[string]int64{"input": u.InputTokens, "output": u.OutputTokens,
+		"cache_write": u.CacheCreationInputTokens, "cache_read": u.CacheReadInputTokens} {
+		if n > 0 {
+			m.agentTokens.WithLabelValues(campaign, team, model, kind).Add(float64(n))
+		}
+	}
+	if u.CostUSD > 0 {
+		m.cost.WithLabelValues(campaign, team, model).Add(u.CostUSD)
+	}
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/metrics/metricstest"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
@@ -154,10 +155,20 @@ func TestWebhookForgeSandboxSeries(t *testing.T) {
 
 	m.NotifyTried("audit", "paused", "retry")
 	m.NotifyTried("audit", "paused", "delivered")
+	m.ModelUsed("slog-rollout", "platform", "claude-sonnet-4-5", protocol.ModelUsage{InputTokens: 1000, OutputTokens: 500, CacheReadInputTokens: 2000, CostUSD: 0.0111})
+	m.ModelUsed("slog-rollout", "platform", "claude-sonnet-4-5", protocol.ModelUsage{InputTokens: 1000, OutputTokens: 500, CostUSD: 0.0105})
+	m.ModelUsed("slog-rollout", "platform", "local-llama", protocol.ModelUsage{InputTokens: 10})
 
 	s := scrape(t, m)
 	want(t, s, 1, "fleetlift_notify_deliveries_total", "service", "audit", "event", "paused", "outcome", "retry")
 	want(t, s, 1, "fleetlift_notify_deliveries_total", "service", "audit", "event", "paused", "outcome", "delivered")
+	want(t, s, 2000, "fleetlift_agent_tokens_total", "campaign", "slog-rollout", "team", "platform", "model", "claude-sonnet-4-5", "kind", "input")
+	want(t, s, 2000, "fleetlift_agent_tokens_total", "campaign", "slog-rollout", "team", "platform", "model", "claude-sonnet-4-5", "kind", "cache_read")
+	want(t, s, 10, "fleetlift_agent_tokens_total", "campaign", "slog-rollout", "team", "platform", "model", "local-llama", "kind", "input")
+	want(t, s, 0.0216, "fleetlift_cost_usd_total", "campaign", "slog-rollout", "team", "platform", "model", "claude-sonnet-4-5")
+	if _, ok := s.Get("fleetlift_cost_usd_total", "campaign", "slog-rollout", "team", "platform", "model", "local-llama"); ok {
+		t.Error("a model without a price has a cost series")
+	}
 	want(t, s, 1, "fleetlift_webhook_deliveries_total", "outcome", "accepted")
 	want(t, s, 2, "fleetlift_webhook_deliveries_total", "outcome", "unauthorized")
 	want(t, s, 0, "fleetlift_webhook_deliveries_total", "outcome", "refused")

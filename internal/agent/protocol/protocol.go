@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -106,8 +107,15 @@ type ModelUsage struct {
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
+	// CostUSD is what the tokens cost, in US dollars, at the prices of
+	// the worker's price table for the model that answered each call.
+	CostUSD float64 `json:"cost_usd,omitempty"`
+	// Unpriced names the models that answered calls the price table has
+	// no price for, separated by ", ": CostUSD leaves those calls out.
+	Unpriced string `json:"unpriced_models,omitempty"`
 	// Refused says why the gateway refused a request (a spent
-	// limits.max_tokens), "" when it refused none.
+	// limits.max_tokens or limits.max_cost_per_task), "" when it refused
+	// none.
 	Refused string `json:"refused,omitempty"`
 }
 
@@ -127,11 +135,27 @@ func (u *ModelUsage) Plus(o *ModelUsage) *ModelUsage {
 		sum.OutputTokens += x.OutputTokens
 		sum.CacheCreationInputTokens += x.CacheCreationInputTokens
 		sum.CacheReadInputTokens += x.CacheReadInputTokens
+		sum.CostUSD += x.CostUSD
+		for m := range strings.SplitSeq(x.Unpriced, ", ") {
+			sum.Unpriced = addName(sum.Unpriced, m)
+		}
 		if x.Refused != "" {
 			sum.Refused = x.Refused
 		}
 	}
 	return &sum
+}
+
+// addName adds name to list, names separated by ", ", unless it is
+// there already or empty.
+func addName(list, name string) string {
+	switch {
+	case name == "" || slices.Contains(strings.Split(list, ", "), name):
+		return list
+	case list == "":
+		return name
+	}
+	return list + ", " + name
 }
 
 // Tokens is every token the model processed: input, output and cache
@@ -221,6 +245,10 @@ type Execution struct {
 type Limits struct {
 	MaxIterations int `json:"max_iterations,omitempty"`
 	MaxTokens     int `json:"max_tokens,omitempty"`
+	// MaxCostUSD is the most the task's model calls may cost, in US
+	// dollars, at the worker's prices (limits.max_cost_per_task); zero:
+	// no bound but the worker's own.
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 	// MaxVerifierRetries is how many times the agent runs again after
 	// failing verifiers; nil: the agent's default (0 is none).
 	MaxVerifierRetries *int `json:"max_verifier_retries,omitempty"`
@@ -283,7 +311,11 @@ type GitConfig struct {
 
 // Manifest is what the worker asks the agent to do (manifest.json).
 type Manifest struct {
-	TaskID         string          `json:"task_id"`
+	TaskID string `json:"task_id"`
+	// Team is the team the definition names (team:), for chargeback:
+	// the worker's metrics count the task's model calls and their cost
+	// under it. "" when it names none.
+	Team           string          `json:"team,omitempty"`
 	Mode           Mode            `json:"mode"`
 	Title          string          `json:"title"`
 	Repositories   []Repository    `json:"repositories,omitempty"`
