@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
 // Price is what a model charges, in US dollars per million tokens of
@@ -140,7 +142,7 @@ func (g *Gateway) spent(b *box) string {
 	case g.Prices == nil:
 		return "fleetlift model gateway: the task's cost budget cannot be kept: the worker has no price table (--model-prices)"
 	case b.usage.CostUSD >= limit:
-		return fmt.Sprintf("fleetlift model gateway: the task's cost budget is spent: $%.4f of limits.max_cost_per_task $%.2f used", b.usage.CostUSD, limit)
+		return fmt.Sprintf("fleetlift model gateway: the task's cost budget is spent: %s of limits.max_cost_per_task %s used", protocol.USD(b.usage.CostUSD), protocol.USD(limit))
 	}
 	return ""
 }

@@ -96,9 +96,9 @@ func TestGatewayStopsAtTheCostLimit(t *testing.T) {
 		calls       int
 		want        string
 	}{
-		{"the task's limit", 0.03, 0, 3, "the task's cost budget is spent: $0.0333 of limits.max_cost_per_task $0.03 used"},
-		{"the worker's bound, below the task's", 0.05, 0.02, 2, "the task's cost budget is spent: $0.0222 of limits.max_cost_per_task $0.02 used"},
-		{"the worker's bound alone", 0, 0.01, 1, "the task's cost budget is spent: $0.0111 of limits.max_cost_per_task $0.01 used"},
+		{"the task's limit", 0.03, 0, 3, "the task's cost budget is spent: $0.0333 of limits.max_cost_per_task $0.0300 used"},
+		{"the worker's bound, below the task's", 0.05, 0.02, 2, "the task's cost budget is spent: $0.0222 of limits.max_cost_per_task $0.0200 used"},
+		{"the worker's bound alone", 0, 0.01, 1, "the task's cost budget is spent: $0.0111 of limits.max_cost_per_task $0.0100 used"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up, calls := pricedModel(t, "claude-sonnet-4-5-20260101")

@@ -36,6 +36,7 @@ func everything() reconcile.Status {
 				Spec:           []byte(`{"repositories":[{"url":"https://github.com/acme/api"}]}`),
 				SourceRevision: revision, Generation: 2,
 				WorkflowID: "campaign/slog-rollout", RunID: "run-2", Phase: state.PhaseAwaitingApproval, Prune: true,
+				Usage: &state.Usage{Requests: 14, Tokens: 182000, CostUSD: 1.26, Repositories: 3},
 				Repos: []state.Repo{
 					{Name: "api", Status: state.RepoCompleted, Branch: "fleetlift/slog", PullRequestURL: apiPR, PullRequestState: state.PullRequestOpen},
 					{Name: "billing", Status: state.RepoFailed},

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/markdown"
@@ -506,6 +507,27 @@ func waiting(b *strings.Builder, p state.PendingApproval) {
 
 // campaigns/<id>.md
 
+// usage says what a run's model calls used and cost; "" for none.
+func usage(u *state.Usage) string {
+	if u == nil {
+		return ""
+	}
+	repos := "1 repository"
+	if u.Repositories != 1 {
+		repos = fmt.Sprintf("%d repositories", u.Repositories)
+	}
+	s := fmt.Sprintf("%s in %s for %s", plural(int(u.Tokens), "token"), plural(int(u.Requests), "call"), repos)
+	if per, ok := u.CostPerRepository(); ok {
+		s += fmt.Sprintf(", costing %s (%s a repository)", protocol.USD(u.CostUSD), protocol.USD(per))
+	} else if u.CostUSD > 0 {
+		s += ", costing " + protocol.USD(u.CostUSD)
+	}
+	if u.Unpriced != "" {
+		s += "; no price for " + u.Unpriced
+	}
+	return s
+}
+
 func (v *view) page(c state.Campaign) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", code(c.ID))
@@ -519,6 +541,7 @@ func (v *view) page(c state.Campaign) string {
 	row("Kind", text(string(c.Kind)))
 	row("Phase", text(phase(c)))
 	row("Message", text(c.Message))
+	row("Model usage", text(usage(c.Usage)))
 	row("Generation", fmt.Sprint(c.Generation))
 	row("Definition", code(c.File))
 	row("Applied from", code(short(c.SourceRevision)))

@@ -40,6 +40,7 @@ func Compute(desired Desired, recorded []state.Campaign, policy Policy) Plan {
 	slices.Sort(ids)
 
 	invalid := invalidFiles(desired.Errors)
+	pooled := pooledCost(recorded)
 	df := newDiffer()
 	p := Plan{Changes: make([]Change, 0, len(ids))}
 	for _, id := range ids {
@@ -53,6 +54,7 @@ func Compute(desired Desired, recorded []state.Campaign, policy Policy) Plan {
 		default:
 			c = compare(df, d, r)
 		}
+		c.Cost = project(c, d, r, pooled)
 		p.Changes = append(p.Changes, c)
 	}
 	p.Approvals = decideApprovals(desired.Approvals, desired.Refused, recs, p.Changes)
@@ -206,4 +208,85 @@ func strategy(d *spec.Definition) spec.UpdateStrategy {
 		return spec.UpdateInPlace
 	}
 	return d.Campaign.SyncPolicy.Update
+}
+
+// pooled is the recorded runs' cost per repository, every run that
+// priced its calls together.
+type pooled struct {
+	cost  float64
+	repos int
+	runs  int
+}
+
+func pooledCost(recorded []state.Campaign) pooled {
+	var p pooled
+	for _, r := range recorded {
+		if _, ok := r.Usage.CostPerRepository(); ok {
+			p.cost += r.Usage.CostUSD
+			p.repos += r.Usage.Repositories
+			p.runs++
+		}
+	}
+	return p
+}
+
+// project is the cost projection of change c of agentic definition d,
+// recorded as r (nil for a new one); nil for a change that starts no
+// agent's work.
+func project(c Change, d *spec.Definition, r *state.Campaign, all pooled) *Cost {
+	if d == nil || c.Action != Create && !c.SpecChanged() || c.Action == Suspend || c.Action == Resume && !c.SpecChanged() {
+		return nil
+	}
+	var w spec.Work
+	var budget float64
+	var repos int
+	switch {
+	case d.Campaign != nil:
+		w, budget = d.Campaign.Template, d.Campaign.MaxCostPerCampaign
+		repos = countRepos(d.Campaign.Repositories, nil, d.Campaign.Groups)
+	case d.Task != nil:
+		w = d.Task.Work
+		repos = countRepos(d.Task.Repositories, d.Task.Targets, d.Task.Groups)
+	default:
+		return nil
+	}
+	ag := w.Execution.Agentic
+	if ag == nil {
+		return nil
+	}
+	cost := &Cost{Repositories: repos, Budget: budget, PerTask: ag.Limits.MaxCostPerTask}
+	if c.Action == Update && c.Strategy == spec.UpdateInPlace && r != nil && !r.Phase.Done() {
+		// The run goes on: what it has not started yet, and what the
+		// change adds, take the new spec.
+		cost.Repositories = len(c.Repositories.Added)
+		for _, repo := range r.Repos {
+			if repo.Status == state.RepoPending {
+				cost.Repositories++
+			}
+		}
+	}
+	var own *state.Usage
+	if r != nil {
+		own = r.Usage
+	}
+	if per, ok := own.CostPerRepository(); ok {
+		cost.PerRepository, cost.From = per, "this campaign's last run"
+	} else if all.runs > 0 {
+		cost.PerRepository = all.cost / float64(all.repos)
+		cost.From = fmt.Sprintf("%d recorded runs", all.runs)
+		if all.runs == 1 {
+			cost.From = "1 recorded run"
+		}
+	}
+	return cost
+}
+
+// countRepos counts the repositories a definition works on, a group's
+// each.
+func countRepos(repos, targets []spec.Repository, groups []spec.Group) int {
+	n := len(repos) + len(targets)
+	for _, g := range groups {
+		n += len(g.Repositories)
+	}
+	return n
 }

@@ -112,6 +112,37 @@ type Change struct {
 	// Reason says why a campaign is Orphaned rather than pruned, or why
 	// its action is Unknown.
 	Reason string
+	// Cost is what the run the change starts or changes is projected to
+	// cost, for an agentic definition created or changed; nil otherwise.
+	Cost *Cost
+}
+
+// Cost projects what an agentic run costs from what recorded runs cost
+// per repository: this campaign's last run when it priced its calls,
+// else every recorded run that did, together.
+type Cost struct {
+	// Repositories is how many repositories the run will work on: all
+	// of them for a new run, those not started yet and those added for
+	// an update in place.
+	Repositories int
+	// PerRepository is the recorded cost per repository projected from,
+	// in US dollars; From says whose ("this campaign's last run", "3
+	// recorded runs"). From is "" when no recorded run priced its calls:
+	// there is no projection.
+	PerRepository float64
+	From          string
+	// Budget is the definition's max_cost_per_campaign, and PerTask its
+	// limits.max_cost_per_task; zero when it sets none.
+	Budget, PerTask float64
+}
+
+// Projected is the projected cost in US dollars, and whether there is
+// one.
+func (c *Cost) Projected() (float64, bool) {
+	if c == nil || c.From == "" {
+		return 0, false
+	}
+	return c.PerRepository * float64(c.Repositories), true
 }
 
 // SpecChanged reports whether an id both desired and recorded has a new

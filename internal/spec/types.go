@@ -140,6 +140,9 @@ type AgentLimits struct {
 	MaxTokens             int `json:"max_tokens"`
 	MaxVerifierRetries    int `json:"max_verifier_retries"`
 	MaxSteeringIterations int `json:"max_steering_iterations"`
+	// MaxCostPerTask is the most the task's model calls may cost, in US
+	// dollars; zero: no bound but the worker's.
+	MaxCostPerTask float64 `json:"max_cost_per_task,omitempty"`
 }
 
 // ReportOutput configures report collection.
@@ -254,6 +257,8 @@ type Task struct {
 	ID          string `json:"id"`
 	Title       string `json:"title"`
 	Description string `json:"description,omitempty"`
+	// Team is who the task's model calls are counted for (metrics).
+	Team string `json:"team,omitempty"`
 	Work
 	Repositories []Repository `json:"repositories,omitempty"`
 	Targets      []Repository `json:"targets,omitempty"`
@@ -277,15 +282,20 @@ type SyncPolicy struct {
 
 // Campaign applies a task template to each of many repositories.
 type Campaign struct {
-	Version      int          `json:"version"`
-	Kind         Kind         `json:"kind"`
-	ID           string       `json:"id"`
-	Title        string       `json:"title"`
-	Description  string       `json:"description,omitempty"`
-	Template     Work         `json:"template"`
-	Repositories []Repository `json:"repositories,omitempty"`
-	Groups       []Group      `json:"groups,omitempty"`
-	BatchSize    int          `json:"batch_size"`
+	Version     int    `json:"version"`
+	Kind        Kind   `json:"kind"`
+	ID          string `json:"id"`
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
+	// Team is who the campaign's model calls are counted for (metrics).
+	Team     string `json:"team,omitempty"`
+	Template Work   `json:"template"`
+	// MaxCostPerCampaign, when above zero, pauses the campaign once its
+	// tasks' model calls cost that many US dollars.
+	MaxCostPerCampaign float64      `json:"max_cost_per_campaign,omitempty"`
+	Repositories       []Repository `json:"repositories,omitempty"`
+	Groups             []Group      `json:"groups,omitempty"`
+	BatchSize          int          `json:"batch_size"`
 	// StrictBatches starts each batch of BatchSize tasks only once the
 	// one before has finished; by default a task starts as soon as one
 	// finishes, MaxParallel at once.

@@ -267,6 +267,35 @@ type Campaign struct {
 	// repository by repository, for_each targets in their order; none
 	// for a transform.
 	Reports []Report `json:"reports,omitempty"`
+	// Usage is what the run's agents' model calls used and cost so far;
+	// nil when none called a model.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is what a run's model calls used and cost, as the workers'
+// gateways counted them from the models' responses.
+type Usage struct {
+	Requests int64 `json:"requests"`
+	Tokens   int64 `json:"tokens"`
+	// CostUSD is what the calls cost, in US dollars at the workers'
+	// price tables.
+	CostUSD float64 `json:"cost_usd,omitempty"`
+	// Unpriced names the models no price table priced, separated by
+	// ", ": CostUSD leaves their calls out.
+	Unpriced string `json:"unpriced_models,omitempty"`
+	// Repositories counts the repositories whose tasks called a model
+	// (a group's each): what a cost per repository divides by.
+	Repositories int `json:"repositories"`
+}
+
+// CostPerRepository is CostUSD per repository that called a model, and
+// whether there is one: a run that priced every call of at least one
+// repository.
+func (u *Usage) CostPerRepository() (float64, bool) {
+	if u == nil || u.Repositories == 0 || u.Unpriced != "" || u.CostUSD <= 0 {
+		return 0, false
+	}
+	return u.CostUSD / float64(u.Repositories), true
 }
 
 // Validate reports what makes c unfit to record: no id, an unknown kind or

@@ -230,6 +230,38 @@ type Summary struct {
 	Running          int `json:"running"`
 	PRsCreated       int `json:"prs_created"`
 	ReportsCollected int `json:"reports_collected"`
+	// ModelUsage is what the units' model calls used and cost, every
+	// task and retry together; nil when none called a model.
+	ModelUsage *protocol.ModelUsage `json:"model_usage,omitempty"`
+}
+
+// Add adds the counts and usage of o to s, Total included.
+func (s *Summary) Add(o Summary) {
+	s.Total += o.Total
+	s.Completed += o.Completed
+	s.Failed += o.Failed
+	s.Skipped += o.Skipped
+	s.Cancelled += o.Cancelled
+	s.Running += o.Running
+	s.PRsCreated += o.PRsCreated
+	s.ReportsCollected += o.ReportsCollected
+	s.Use(o.ModelUsage, 1)
+}
+
+// Use adds (sign 1) or takes away (sign -1) model usage u. A summary
+// keeps no refusal: those are each task's.
+func (s *Summary) Use(u *protocol.ModelUsage, sign int) {
+	if u == nil {
+		return
+	}
+	o := *u
+	if sign < 0 {
+		o = protocol.ModelUsage{Requests: -u.Requests, InputTokens: -u.InputTokens, OutputTokens: -u.OutputTokens,
+			CacheCreationInputTokens: -u.CacheCreationInputTokens, CacheReadInputTokens: -u.CacheReadInputTokens,
+			CostUSD: -u.CostUSD}
+	}
+	s.ModelUsage = s.ModelUsage.Plus(&o)
+	s.ModelUsage.Refused = ""
 }
 
 // Describe says what the units did, the most telling count first: "2 of
@@ -315,20 +347,15 @@ type PageRef struct {
 func MergePages(c CampaignState, pages []CampaignState) CampaignState {
 	out := c
 	out.Units = nil
-	sum := Summary{Total: c.Summary.Total}
+	var sum Summary
 	for _, p := range pages {
 		out.Units = append(out.Units, p.Units...)
-		sum.Completed += p.Summary.Completed
-		sum.Failed += p.Summary.Failed
-		sum.Skipped += p.Summary.Skipped
-		sum.Cancelled += p.Summary.Cancelled
-		sum.Running += p.Summary.Running
-		sum.PRsCreated += p.Summary.PRsCreated
-		sum.ReportsCollected += p.Summary.ReportsCollected
+		sum.Add(p.Summary)
 		if out.Message == "" && !isFinal(p.Phase) {
 			out.Message = p.Message
 		}
 	}
+	sum.Total = c.Summary.Total
 	out.Summary = sum
 	return out
 }
@@ -364,6 +391,7 @@ func (s *Summary) Count(r UnitResult, n, sign int) {
 	}
 	s.PRsCreated += sign * len(r.PRs)
 	s.ReportsCollected += sign * r.Reports
+	s.Use(r.ModelUsage, sign)
 }
 
 // FinalMessage is the message of a campaign that ended with s, and

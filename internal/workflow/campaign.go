@@ -44,6 +44,10 @@ type CampaignInput struct {
 	// starting units ("abort").
 	ThresholdPercent int
 	FailureAction    string
+	// MaxCostUSD, when above zero, pauses the campaign once its units'
+	// model calls cost that many US dollars, or their cost cannot be
+	// counted (max_cost_per_campaign).
+	MaxCostUSD float64 `json:",omitempty"`
 	// PullRequestsPerHour and Burst bound how fast units that may open a
 	// pull request start (transform mode).
 	PullRequestsPerHour int
@@ -97,6 +101,9 @@ type CampaignProgress struct {
 	// Acknowledged is the number of failures a human has seen and
 	// continued past: the campaign pauses again only on new ones.
 	Acknowledged int `json:"acknowledged,omitempty"`
+	// CostContinued is the max_cost_per_campaign a human continued past:
+	// the campaign pauses for its cost again only at a higher one.
+	CostContinued float64 `json:"cost_continued,omitempty"`
 	// Suspended: no unit starts until resumed.
 	Suspended bool `json:"suspended,omitempty"`
 	// Applied lists the approval records carried out, so that a record
@@ -175,6 +182,7 @@ func runCampaign(ctx workflow.Context, in CampaignInput, self any) (*campaignRun
 			return c, c.finish(), ctx.Err()
 		}
 		c.checkThreshold()
+		c.checkBudget()
 		pending := c.p.Next < len(c.in.Units)
 		if c.sliding() {
 			pending = (pending || len(c.p.Retry) > 0 || len(c.p.Requeued) > 0) && !c.p.Stop
@@ -365,7 +373,7 @@ func (c *campaignRun) nextKey() (string, bool) {
 // only units asked to run again start.
 func (c *campaignRun) startableKey() (string, bool) {
 	key, ok := c.nextKey()
-	if !ok || len(c.p.Retry) == 0 && c.overThreshold() {
+	if !ok || len(c.p.Retry) == 0 && (c.overThreshold() || c.overBudget() != "") {
 		return "", false
 	}
 	return key, true
@@ -634,6 +642,56 @@ func (c *campaignRun) checkThreshold() {
 		c.p.Stopped = "aborted: " + c.message
 		return
 	}
+	c.pause()
+}
+
+// overBudget says why the campaign's cost stops it, "" when it does not:
+// its units' model calls cost max_cost_per_campaign or more, or a cost
+// could not be counted, and no human continued past that budget.
+func (c *campaignRun) overBudget() string {
+	limit := c.in.MaxCostUSD
+	if limit <= 0 || c.p.CostContinued >= limit {
+		return ""
+	}
+	u := c.spend()
+	switch {
+	case u == nil:
+		return ""
+	case u.Unpriced != "":
+		return fmt.Sprintf("the campaign's cost cannot be counted: the worker's price table (--model-prices) has no price for %s, and max_cost_per_campaign is %s", u.Unpriced, protocol.USD(limit))
+	case u.CostUSD >= limit:
+		return fmt.Sprintf("the campaign's model calls cost %s, reaching max_cost_per_campaign %s", protocol.USD(u.CostUSD), protocol.USD(limit))
+	}
+	return ""
+}
+
+// spend is what the campaign's model calls used so far: its units' and,
+// for a page, those of the pages before it.
+func (c *campaignRun) spend() *protocol.ModelUsage {
+	var s status.Summary
+	if c.in.Page != nil {
+		s.Use(c.in.Page.Before.ModelUsage, 1)
+	}
+	for _, u := range c.in.Units {
+		s.Use(c.p.Results[u.Key].ModelUsage, 1)
+	}
+	return s.ModelUsage
+}
+
+// checkBudget pauses when the campaign's cost reached its budget.
+func (c *campaignRun) checkBudget() {
+	why := c.overBudget()
+	if why == "" {
+		return
+	}
+	c.message = why + ": paused until `fleetlift continue` or `abort`"
+	c.pause()
+}
+
+// pause pauses the campaign (at the failure threshold or its budget)
+// until a human continues, aborts or asks for a retry; a campaign with
+// nothing left to start ends instead.
+func (c *campaignRun) pause() {
 	if c.p.Next >= len(c.in.Units) && len(c.p.Retry) == 0 && len(c.p.Requeued) == 0 && (c.in.Page == nil || !c.in.Page.More) {
 		// Nothing left to pause before.
 		return
@@ -717,6 +775,9 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 			c.message = ""
 		}
 		c.p.Acknowledged = c.unitCounts().Failed
+		if c.overBudget() != "" {
+			c.p.CostContinued = c.in.MaxCostUSD
+		}
 		if c.p.Phase == status.CampaignPaused {
 			c.p.Phase = status.CampaignRunning
 		}
@@ -799,6 +860,7 @@ func (c *campaignRun) update(u UpdateSignal) {
 	c.in.Template = in.Template
 	c.in.BatchSize, c.in.StrictBatches, c.in.MaxParallel = in.BatchSize, in.StrictBatches, in.MaxParallel
 	c.in.ThresholdPercent, c.in.FailureAction = in.ThresholdPercent, in.FailureAction
+	c.in.MaxCostUSD = in.MaxCostUSD
 	c.in.PullRequestsPerHour, c.in.Burst = in.PullRequestsPerHour, in.Burst
 	if in.Generation != 0 {
 		c.in.Generation = in.Generation
@@ -832,7 +894,7 @@ func findUnit(units []Unit, key string) (Unit, bool) {
 func (c *campaignRun) unitCounts() status.Summary {
 	s := status.Summary{Total: len(c.in.Units)}
 	if c.in.Page != nil {
-		add(&s, c.in.Page.Before)
+		s.Add(c.in.Page.Before)
 	}
 	for _, u := range c.in.Units {
 		r, ok := c.p.Results[u.Key]

@@ -66,6 +66,15 @@ type fleet struct {
 	// pages holds the results of the campaign's pages as they end, by
 	// page workflow id.
 	pages map[string]workflow.PageResult
+	// cost is what each run of a unit's model calls cost, in US dollars;
+	// unpriced, the model of each that the price table did not price.
+	cost     float64
+	unpriced string
+}
+
+// usage is what one run of a unit used of its model.
+func (f *fleet) usage() *protocol.ModelUsage {
+	return &protocol.ModelUsage{Requests: 1, InputTokens: 100, OutputTokens: 10, CostUSD: f.cost, Unpriced: f.unpriced}
 }
 
 func (f *fleet) unitOf(sandboxID string) string { return f.unit[sandboxID] }
@@ -123,7 +132,7 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 			// A failed run used its model too.
 			return protocol.Result{Status: protocol.PhaseFailed, Error: "verifier build failed",
 				Repositories: []protocol.RepositoryResult{{Name: key, Status: "failed"}},
-				ModelUsage:   &protocol.ModelUsage{Requests: 1, InputTokens: 100, OutputTokens: 10}}, nil
+				ModelUsage:   f.usage()}, nil
 		}
 		if names, ok := f.groups[key]; ok {
 			r := protocol.Result{Status: protocol.PhaseComplete}
@@ -139,7 +148,7 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return protocol.Result{Status: protocol.PhaseComplete, Repositories: []protocol.RepositoryResult{{Name: key, Status: "success",
 			PullRequest: &protocol.PullRequestInfo{URL: "file:///" + key + "#auto/c", Branch: "auto/c"}}},
-			ModelUsage: &protocol.ModelUsage{Requests: 1, InputTokens: 100, OutputTokens: 10}}, nil
+			ModelUsage: f.usage()}, nil
 	}
 	cleanup := func(_ context.Context, in activity.CleanupInput) error {
 		f.mu.Lock()
@@ -491,6 +500,64 @@ func TestCampaignThresholdPausesThenContinue(t *testing.T) {
 	}
 }
 
+// Once its units' model calls cost max_cost_per_campaign, a campaign
+// starts no more units and pauses, saying why; `continue` runs the rest,
+// and it does not pause again at the same budget. A raised budget (an
+// update in place) would pause it again once reached.
+func TestCampaignPausesAtItsCostBudget(t *testing.T) {
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{cost: 1.25}
+		env := newCampaignEnv(f)
+		in := campaignInput(6)
+		in.StrictBatches = strict
+		in.MaxCostUSD = 3
+		paused := continueAfter(t, env, time.Hour)
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		// Strict batches finish the batch that reached the budget; the
+		// sliding window starts no unit once it is reached, not even the
+		// next of a run of units that set out together.
+		done, cost := 4, "$5.00"
+		if !strict {
+			done, cost = 3, "$3.75"
+		}
+		if paused.Phase != status.CampaignPaused || paused.Summary.Completed != done || paused.Summary.Total-paused.Summary.Completed != 6-done {
+			t.Errorf("past $3 the campaign must pause with %d done: %s %s", done, paused.Phase, phases(*paused))
+		}
+		if want := "the campaign's model calls cost " + cost + ", reaching max_cost_per_campaign $3.00: paused until `fleetlift continue` or `abort`"; paused.Message != want {
+			t.Errorf("pause message %q; want %q", paused.Message, want)
+		}
+		if u := paused.Summary.ModelUsage; u == nil || u.CostUSD != 1.25*float64(done) || u.Requests != int64(done) {
+			t.Errorf("cost when paused %+v; want %s of %d calls", u, cost, done)
+		}
+		if st.Phase != status.CampaignCompleted || st.Summary.Completed != 6 {
+			t.Errorf("after continue: %s %s", st.Phase, phases(st))
+		}
+		if u := st.Summary.ModelUsage; u == nil || u.CostUSD != 7.5 || u.Requests != 6 {
+			t.Errorf("final cost %+v; want $7.50 of 6 calls", u)
+		}
+	})
+}
+
+// A campaign with a budget whose cost cannot be counted (a model the
+// price table does not price) pauses too, naming the model.
+func TestCampaignPausesWhenItsCostCannotBeCounted(t *testing.T) {
+	f := &fleet{unpriced: "claude-opus-9"}
+	env := newCampaignEnv(f)
+	in := campaignInput(4)
+	in.MaxCostUSD = 100
+	paused := continueAfter(t, env, time.Hour)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if paused.Phase != status.CampaignPaused || paused.Summary.Completed != 2 ||
+		!strings.Contains(paused.Message, "the campaign's cost cannot be counted: the worker's price table (--model-prices) has no price for claude-opus-9") {
+		t.Errorf("paused %s %s %q; want paused after the first batch, naming the model", paused.Phase, phases(*paused), paused.Message)
+	}
+	if st.Phase != status.CampaignCompleted || st.Summary.Completed != 4 {
+		t.Errorf("after continue: %s %s", st.Phase, phases(st))
+	}
+}
+
 // TestCampaignPausesAgainOnNewFailures: continuing accepts the failures so
 // far; a later batch with new failures pauses again.
 func TestCampaignPausesAgainOnNewFailures(t *testing.T) {
@@ -623,6 +690,10 @@ func TestCampaignRetryFailed(t *testing.T) {
 		}
 		if u := st.Units[1].ModelUsage; u == nil || u.Requests != 1 {
 			t.Errorf("r1 model usage %+v; want 1 request", u)
+		}
+		// The campaign's ledger: every unit's runs together.
+		if u := st.Summary.ModelUsage; u == nil || u.Requests != 5 || u.Tokens() != 550 {
+			t.Errorf("campaign model usage %+v; want r0's two runs and the others' one: 5 requests, 550 tokens", u)
 		}
 		// Run again, r0 ran in a sandbox of that attempt's own.
 		var r0 []string

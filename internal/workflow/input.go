@@ -54,6 +54,7 @@ func ForDefinition(d spec.Definition, opts Options) (Start, error) {
 			}
 			return Start{WorkflowID: "campaign/" + t.ID, Campaign: &c}, nil
 		}
+		tmpl.Manifest.Team = t.Team
 		tmpl.Manifest.Repositories = repositories(t.Repositories)
 		tmpl.Manifest.Targets = repositories(t.Targets)
 		return Start{WorkflowID: "task/" + t.ID, Task: &tmpl}, nil
@@ -63,10 +64,16 @@ func ForDefinition(d spec.Definition, opts Options) (Start, error) {
 		if err != nil {
 			return Start{}, err
 		}
+		tmpl.Manifest.Team = c.Team
+		if budget := c.MaxCostPerCampaign; budget > 0 && (tmpl.Manifest.Limits.MaxCostUSD == 0 || tmpl.Manifest.Limits.MaxCostUSD > budget) {
+			// No task may cost more than the whole campaign; and the
+			// gateway then refuses a task whose cost it cannot count.
+			tmpl.Manifest.Limits.MaxCostUSD = budget
+		}
 		in := CampaignInput{
 			ID: c.ID, Template: tmpl, BatchSize: c.BatchSize, StrictBatches: c.StrictBatches, MaxParallel: c.MaxParallel,
 			ThresholdPercent: c.Failure.ThresholdPercent, FailureAction: string(c.Failure.Action),
-			Suspend: c.Suspend,
+			MaxCostUSD: c.MaxCostPerCampaign, Suspend: c.Suspend,
 		}
 		if rl := c.RateLimit; rl != nil {
 			in.PullRequestsPerHour, in.Burst = rl.PullRequestsPerHour, rl.Burst
@@ -115,7 +122,8 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 		m.Verifiers = verifiers(ag.Verifiers)
 		// The definition's limits, 0 included: "no retries" and "no
 		// steers" are limits too, not the agent's defaults.
-		m.Limits = protocol.Limits{MaxIterations: ag.Limits.MaxIterations, MaxTokens: ag.Limits.MaxTokens, MaxVerifierRetries: new(ag.Limits.MaxVerifierRetries)}
+		m.Limits = protocol.Limits{MaxIterations: ag.Limits.MaxIterations, MaxTokens: ag.Limits.MaxTokens, MaxCostUSD: ag.Limits.MaxCostPerTask,
+			MaxVerifierRetries: new(ag.Limits.MaxVerifierRetries)}
 		m.MaxSteeringIterations = new(ag.Limits.MaxSteeringIterations)
 		if ag.Output != nil {
 			out := &protocol.Output{Capture: string(ag.Output.Capture)}

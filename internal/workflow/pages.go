@@ -281,32 +281,22 @@ func (r *pagedRun) before(i int) status.Summary {
 	var s status.Summary
 	for j, pg := range r.pages {
 		if j != i && pg.result != nil {
-			add(&s, unitCounts(pg.result.State.Units))
+			s.Add(unitCounts(pg.result.State.Units))
 		}
 	}
 	return s
 }
 
-// unitCounts counts units by phase, as the failure threshold does.
+// unitCounts counts units by phase, as the failure threshold does, and
+// what their model calls used, as max_cost_per_campaign does.
 func unitCounts(units []status.UnitResult) status.Summary {
 	var s status.Summary
 	for _, u := range units {
 		s.Total++
 		countUnit(&s, u.Phase)
+		s.Use(u.ModelUsage, 1)
 	}
 	return s
-}
-
-// add adds the counts of b to a.
-func add(a *status.Summary, b status.Summary) {
-	a.Total += b.Total
-	a.Completed += b.Completed
-	a.Failed += b.Failed
-	a.Skipped += b.Skipped
-	a.Cancelled += b.Cancelled
-	a.Running += b.Running
-	a.PRsCreated += b.PRsCreated
-	a.ReportsCollected += b.ReportsCollected
 }
 
 // pageInput is the input of page i's next run.
@@ -325,7 +315,7 @@ func (r *pagedRun) pageInput(i int) CampaignInput {
 		in.Page.Previous = pg.previous
 	}
 	p := &CampaignProgress{Results: map[string]status.UnitResult{}, Phase: status.CampaignRunning,
-		Tokens: r.p.Tokens, Refilled: r.p.Refilled, Suspended: r.p.Suspended, Acknowledged: r.p.Acknowledged,
+		Tokens: r.p.Tokens, Refilled: r.p.Refilled, Suspended: r.p.Suspended, Acknowledged: r.p.Acknowledged, CostContinued: r.p.CostContinued,
 		Applied: slices.Clone(r.p.Applied), UnitTime: r.p.UnitTime, UnitsTimed: r.p.UnitsTimed,
 		Stop: r.p.Stop, Stopped: r.p.Stopped}
 	if pg.result != nil {
@@ -395,7 +385,7 @@ func (r *pagedRun) runPage(i int) error {
 	// What goes on from page to page.
 	q := res.Progress
 	r.p.Tokens, r.p.Refilled = q.Tokens, q.Refilled
-	r.p.Acknowledged = q.Acknowledged
+	r.p.Acknowledged, r.p.CostContinued = q.Acknowledged, q.CostContinued
 	r.p.UnitTime, r.p.UnitsTimed = q.UnitTime, q.UnitsTimed
 	r.p.Applied = mergeApplied(r.p.Applied, q.Applied)
 	if q.Stop && !r.p.Stop {
@@ -456,7 +446,11 @@ func (r *pagedRun) addSignalHandlers(sel workflow.Selector) {
 			r.message = ""
 		}
 		if r.active < 0 {
-			r.p.Acknowledged = r.before(-1).Failed
+			before := r.before(-1)
+			r.p.Acknowledged = before.Failed
+			if u := before.ModelUsage; r.in.MaxCostUSD > 0 && u != nil && (u.CostUSD >= r.in.MaxCostUSD || u.Unpriced != "") {
+				r.p.CostContinued = r.in.MaxCostUSD
+			}
 		}
 		if r.p.Phase == status.CampaignPaused {
 			r.p.Phase = status.CampaignRunning
@@ -559,6 +553,7 @@ func (r *pagedRun) update(u UpdateSignal) {
 	r.in.Template = in.Template
 	r.in.BatchSize, r.in.StrictBatches, r.in.MaxParallel = in.BatchSize, in.StrictBatches, in.MaxParallel
 	r.in.ThresholdPercent, r.in.FailureAction = in.ThresholdPercent, in.FailureAction
+	r.in.MaxCostUSD = in.MaxCostUSD
 	r.in.PullRequestsPerHour, r.in.Burst = in.PullRequestsPerHour, in.Burst
 	if in.Generation != 0 {
 		r.in.Generation = in.Generation
@@ -582,7 +577,7 @@ func (r *pagedRun) summary() status.Summary {
 		}
 		if pg.result != nil {
 			t := s.Total
-			add(&s, pg.result.State.Summary)
+			s.Add(pg.result.State.Summary)
 			s.Total = t
 		}
 	}

@@ -295,3 +295,30 @@ func TestCampaignPagesStartAgainFromTheirPages(t *testing.T) {
 		t.Errorf("attempts: r0 %d, r1 %d; want 2 and 1", all.Units[0].Attempts, all.Units[1].Attempts)
 	}
 }
+
+// max_cost_per_campaign counts every page: the second page starts from
+// what the first cost, pauses the campaign once the two together reach
+// the budget, and continue runs the rest; the campaign's counts hold
+// every page's cost.
+func TestCampaignPagesCountTheirCostTogether(t *testing.T) {
+	f := &fleet{cost: 1.25}
+	env := newCampaignEnv(f)
+	in := campaignInput(6)
+	in.PageSize = 2
+	in.MaxCostUSD = 3
+	paused := continueAfter(t, env, time.Hour)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if paused.Phase != status.CampaignPaused || !strings.Contains(paused.Message, "the campaign's model calls cost $5.00, reaching max_cost_per_campaign $3.00") {
+		t.Errorf("after the second page the campaign must be paused at its budget: %s %q", paused.Phase, paused.Message)
+	}
+	if st.Phase != status.CampaignCompleted || st.Summary.Completed != 6 {
+		t.Errorf("after continue: %s %+v", st.Phase, st.Summary)
+	}
+	if u := st.Summary.ModelUsage; u == nil || u.CostUSD != 7.5 || u.Requests != 6 {
+		t.Errorf("the campaign's cost %+v; want every page's: $7.50 of 6 calls", u)
+	}
+	if u := merged(t, f, st).Summary.ModelUsage; u == nil || u.CostUSD != 7.5 {
+		t.Errorf("the merged pages' cost %+v; want $7.50", u)
+	}
+}

@@ -232,8 +232,8 @@ func (c *campaignRun) recordRun(keys []string, f workflow.Future) {
 }
 
 // startsUnits reports whether the campaign starts units now: not
-// stopped, suspended, paused or past its failure threshold (where no
-// unit starts, as no run would).
+// stopped, suspended, paused or past its failure threshold or budget
+// (where no unit starts, as no run would).
 func (c *campaignRun) startsUnits() bool {
-	return !c.p.Stop && !c.p.Suspended && c.p.Phase == status.CampaignRunning && !c.overThreshold() && c.ctx.Err() == nil
+	return !c.p.Stop && !c.p.Suspended && c.p.Phase == status.CampaignRunning && !c.overThreshold() && c.overBudget() == "" && c.ctx.Err() == nil
 }

@@ -146,6 +146,15 @@ func (u *ModelUsage) Plus(o *ModelUsage) *ModelUsage {
 	return &sum
 }
 
+// USD is an amount of US dollars as fleetlift shows it: to the cent, or
+// to a hundredth of a cent below a dollar ($0.0123).
+func USD(x float64) string {
+	if x != 0 && x < 1 && x > -1 {
+		return fmt.Sprintf("$%.4f", x)
+	}
+	return fmt.Sprintf("$%.2f", x)
+}
+
 // addName adds name to list, names separated by ", ", unless it is
 // there already or empty.
 func addName(list, name string) string {

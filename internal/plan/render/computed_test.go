@@ -39,6 +39,7 @@ template:
   execution:
     agentic:
       prompt: Migrate to log/slog; keep log levels.
+max_cost_per_campaign: 50
 `
 
 const legacy = `version: 1
@@ -94,6 +95,13 @@ func TestComputedPlan(t *testing.T) {
 		}
 		recorded = append(recorded, state.Campaign{ID: d.ID, Kind: state.KindCampaign, File: d.File, SpecDigest: d.Digest, Spec: b, Phase: state.PhaseRunning})
 	}
+	// ledger's task ran, priced at $0.84; payments has not started.
+	for i := range recorded {
+		if recorded[i].ID == "slog-rollout" {
+			recorded[i].Repos = []state.Repo{{Name: "ledger", Status: state.RepoCompleted}, {Name: "payments", Status: state.RepoPending}}
+			recorded[i].Usage = &state.Usage{Requests: 12, Tokens: 150000, CostUSD: 0.84, Repositories: 1}
+		}
+	}
 	after := loadFS(t, map[string]string{"campaigns/slog.yaml": slogV2, "campaigns/audit.yaml": audit})
 	if len(after.Errors) > 0 {
 		t.Fatal(after.Errors)
@@ -106,8 +114,13 @@ func TestComputedPlan(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"  + auth-audit will be created\n      Task from campaigns/audit.yaml\n      repositories (1):\n        + payments\n",
-		"  ~ slog-rollout will be updated in place\n",
+		"  + auth-audit will be created\n      Task from campaigns/audit.yaml\n" +
+			"      cost: about $0.8400 projected (1 repository at $0.8400 each, from 1 recorded run)\n" +
+			"      repositories (1):\n        + payments\n",
+		// payments, not started, and billing, added, take the new spec.
+		"  ~ slog-rollout will be updated in place\n" +
+			"      Campaign from campaigns/slog.yaml (running): repositories not yet started take the new spec\n" +
+			"      cost: about $1.68 projected (2 repositories at $0.8400 each, from this campaign's last run); max_cost_per_campaign $50.00\n",
 		`      ~ template.execution.agentic.prompt: "Migrate from log.Printf to log/slog." → "Migrate to log/slog; keep log levels."` + "\n",
 		"      repositories: 1 added, 1 removed\n        + billing\n        - ledger\n",
 		"  - legacy is orphaned\n      Campaign from campaigns/legacy.yaml (running): removed from Git; not pruned: the repository config does not allow pruning; it was applied with sync_policy.prune false\n",

@@ -57,6 +57,18 @@ type jsonCampaign struct {
 	FieldsKnown  bool        `json:"fields_known"`
 	Fields       []jsonField `json:"fields"`
 	Repositories jsonRepos   `json:"repositories"`
+	Cost         *jsonCost   `json:"cost,omitempty"`
+}
+
+// jsonCost is plan.Cost; projected_usd and per_repository_usd are left
+// out when no recorded run priced its calls.
+type jsonCost struct {
+	Repositories     int      `json:"repositories"`
+	ProjectedUSD     *float64 `json:"projected_usd,omitempty"`
+	PerRepositoryUSD *float64 `json:"per_repository_usd,omitempty"`
+	From             string   `json:"from,omitempty"`
+	BudgetUSD        float64  `json:"max_cost_per_campaign,omitempty"`
+	PerTaskUSD       float64  `json:"max_cost_per_task,omitempty"`
 }
 
 type jsonField struct {
@@ -120,6 +132,12 @@ func JSON(w io.Writer, p plan.Plan) error {
 		}
 		for _, f := range c.Fields {
 			jc.Fields = append(jc.Fields, jsonField{Path: f.Path, Old: f.Old, New: f.New})
+		}
+		if cost := c.Cost; cost != nil {
+			jc.Cost = &jsonCost{Repositories: cost.Repositories, From: cost.From, BudgetUSD: cost.Budget, PerTaskUSD: cost.PerTask}
+			if projected, ok := cost.Projected(); ok {
+				jc.Cost.ProjectedUSD, jc.Cost.PerRepositoryUSD = &projected, &cost.PerRepository
+			}
 		}
 		out.Campaigns = append(out.Campaigns, jc)
 	}

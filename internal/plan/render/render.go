@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/plan"
 )
 
@@ -91,6 +92,40 @@ func symbol(a plan.Action) string {
 
 // headline says what happens to a campaign: "will be created", "is
 // orphaned".
+// costLine says what an agentic change's run is projected to cost, and
+// its bounds; "" for a change that starts no agent's work.
+func costLine(c plan.Change) string {
+	cost := c.Cost
+	if cost == nil {
+		return ""
+	}
+	repos := "1 repository"
+	if cost.Repositories != 1 {
+		repos = fmt.Sprintf("%d repositories", cost.Repositories)
+	}
+	var s string
+	projected, ok := cost.Projected()
+	if ok {
+		s = fmt.Sprintf("cost: about %s projected (%s at %s each, from %s)", protocol.USD(projected), repos, protocol.USD(cost.PerRepository), cost.From)
+	} else {
+		s = fmt.Sprintf("cost: no projection for %s: no recorded run priced its model calls", repos)
+	}
+	var bounds []string
+	switch {
+	case cost.Budget > 0 && ok && projected >= cost.Budget:
+		bounds = append(bounds, fmt.Sprintf("over max_cost_per_campaign %s: the campaign pauses once it is spent", protocol.USD(cost.Budget)))
+	case cost.Budget > 0:
+		bounds = append(bounds, "max_cost_per_campaign "+protocol.USD(cost.Budget))
+	}
+	if cost.PerTask > 0 {
+		bounds = append(bounds, "max_cost_per_task "+protocol.USD(cost.PerTask))
+	}
+	if len(bounds) > 0 {
+		s += "; " + strings.Join(bounds, "; ")
+	}
+	return s
+}
+
 func headline(c plan.Change) string {
 	switch c.Action {
 	case plan.Create:

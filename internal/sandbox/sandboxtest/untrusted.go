@@ -474,8 +474,10 @@ func (u *untrusted) forkBomb(t *testing.T) {
 
 // throughGateway: the agent CLI reaches its model through the gateway
 // alone. The model sees the real key, and the sandbox never does; the
-// result counts the tokens the model reported; past the task's
-// limits.max_tokens the gateway refuses, and the task fails saying why.
+// result counts the tokens the model reported, and what they cost at the
+// worker's prices; past the task's limits.max_tokens, or its
+// limits.max_cost_per_task, the gateway refuses, and the task fails
+// saying why, with the work done so far kept in its result.
 func (u *untrusted) throughGateway(t *testing.T) {
 	const realKey = "sk-ant-real-key-canary-0123456789"
 	var mu sync.Mutex
@@ -486,23 +488,25 @@ func (u *untrusted) throughGateway(t *testing.T) {
 		mu.Unlock()
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"type":"message","content":[{"type":"text","text":"ok"}],"usage":{"input_tokens":200,"output_tokens":80}}`)
+		fmt.Fprint(w, `{"type":"message","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"ok"}],"usage":{"input_tokens":200,"output_tokens":80}}`)
 	}))
 	defer srv.Close()
 	upstream, _ := neturl.Parse(srv.URL)
-	gw := &gateway.Gateway{Upstream: upstream, Key: realKey}
+	// A call: 200 × $3 + 80 × $15 a million tokens = $0.0018.
+	gw := &gateway.Gateway{Upstream: upstream, Key: realKey, Prices: gateway.Prices{"claude-sonnet-4-5": {Input: 3, Output: 15}}}
 	p := u.h.NewWithGateway(t, gw)
 	cli, _ := json.Marshal(u.h.ModelCLI)
 
 	for _, tc := range []struct {
 		name      string
 		maxTokens int
+		maxCost   float64
 		calls     string
-	}{{"within", 100000, "2"}, {"past", 1000, "6"}} {
+	}{{"within", 100000, 0, "2"}, {"past", 1000, 0, "6"}, {"past-cost", 100000, 0.005, "6"}} {
 		url, _ := u.h.Repository(t)
 		m := manifest(url, "")
 		m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "call the model"}
-		m.Limits = protocol.Limits{MaxTokens: tc.maxTokens, MaxIterations: 1}
+		m.Limits = protocol.Limits{MaxTokens: tc.maxTokens, MaxCostUSD: tc.maxCost, MaxIterations: 1}
 		s := u.startOn(t, p, "gateway-"+tc.name, nil, m, "FLEETLIFT_AGENT_CLI="+string(cli), "MODEL_CALLS="+tc.calls)
 		r := s.wait(protocol.PhaseComplete, protocol.PhaseFailed)
 		if data, _ := json.Marshal(r); strings.Contains(string(data), realKey) {
@@ -517,7 +521,7 @@ func (u *untrusted) throughGateway(t *testing.T) {
 			if r.Status != protocol.PhaseComplete || !strings.Contains(seen, "status 200") {
 				t.Fatalf("within: phase %s (%s); the CLI saw:\n%s", r.Status, r.Error, seen)
 			}
-			want := protocol.ModelUsage{Requests: 2, InputTokens: 400, OutputTokens: 160}
+			want := protocol.ModelUsage{Requests: 2, InputTokens: 400, OutputTokens: 160, CostUSD: 0.0036}
 			if r.ModelUsage == nil || *r.ModelUsage != want {
 				t.Errorf("within: usage %+v; want %+v", r.ModelUsage, want)
 			}
@@ -534,12 +538,29 @@ func (u *untrusted) throughGateway(t *testing.T) {
 			if r.ModelUsage == nil || r.ModelUsage.Requests != 4 || r.ModelUsage.Refused == "" {
 				t.Errorf("past: usage %+v; want 4 requests and the refusal", r.ModelUsage)
 			}
+		case "past-cost":
+			// $0.0018 a call: the fourth call finds $0.0054 of $0.0050
+			// spent, and is refused; the calls before it wrote their
+			// lines, which the failed result keeps.
+			var failure string
+			for _, rr := range r.Repositories {
+				failure += rr.Error
+			}
+			if r.Status != protocol.PhaseFailed || !strings.Contains(failure, "cost budget is spent: $0.0054 of limits.max_cost_per_task $0.0050 used") {
+				t.Errorf("past cost: phase %s, repositories failed with %q; want the spent budget named", r.Status, failure)
+			}
+			if strings.Count(seen, "status 200") != 3 {
+				t.Errorf("past cost: the result keeps the work of the calls before the budget was spent? it shows:\n%s", seen)
+			}
+			if r.ModelUsage == nil || r.ModelUsage.Requests != 3 || !strings.Contains(r.ModelUsage.Refused, "cost budget is spent") {
+				t.Errorf("past cost: usage %+v; want 3 requests and the refusal", r.ModelUsage)
+			}
 		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(keys) != 6 {
-		t.Errorf("the model was called %d times; want 6 (2 within the budget, 4 before it was spent)", len(keys))
+	if len(keys) != 9 {
+		t.Errorf("the model was called %d times; want 9 (2 within the budget, 4 before the tokens were spent, 3 before the money was)", len(keys))
 	}
 	for _, k := range keys {
 		if k != realKey {

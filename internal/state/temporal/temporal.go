@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/payload"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/status"
@@ -350,6 +351,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 		// retry) and its units' (approve, steer, reject).
 		c.AppliedApprovals = slices.Clone(st.Applied)
 		for _, u := range st.Units {
+			c.Usage = addUsage(c.Usage, u.ModelUsage, max(len(u.Repos), 1))
 			repo := state.Repo{Name: u.Key, Status: unitStatus(u.Phase)}
 			if len(u.PRs) > 0 {
 				repo.Branch, repo.PullRequestURL, repo.PullRequestState = u.PRs[0].Branch, u.PRs[0].URL, state.PullRequestOpen
@@ -390,6 +392,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 			}
 			c.AppliedApprovals = st.Applied
 			if st.Result != nil {
+				c.Usage = addUsage(nil, st.Result.ModelUsage, len(st.Result.Repositories))
 				for _, rr := range st.Result.Repositories {
 					repos = append(repos, status.RepoResult{Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest,
 						Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error, ErrorKind: rr.ErrorKind})
@@ -401,6 +404,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 				return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 			}
 			repos = res.Repositories
+			c.Usage = addUsage(nil, res.ModelUsage, len(res.Repositories))
 			c.AppliedApprovals = res.Applied
 			c.Phase = taskPhase(res)
 			if len(res.Repositories) > 0 {
@@ -657,4 +661,23 @@ func agentStatus(s string) state.RepoStatus {
 		return state.RepoSkipped
 	}
 	return state.RepoRunning
+}
+
+// addUsage is sum with what the model calls of a task or unit of repos
+// repositories used (u) added; sum when u is nil.
+func addUsage(sum *state.Usage, u *protocol.ModelUsage, repos int) *state.Usage {
+	if u == nil {
+		return sum
+	}
+	if sum == nil {
+		sum = &state.Usage{}
+	}
+	sum.Requests += u.Requests
+	sum.Tokens += u.Tokens()
+	sum.CostUSD += u.CostUSD
+	sum.Repositories += max(repos, 1)
+	if u.Unpriced != "" {
+		sum.Unpriced = (&protocol.ModelUsage{Unpriced: sum.Unpriced}).Plus(&protocol.ModelUsage{Unpriced: u.Unpriced}).Unpriced
+	}
+	return sum
 }

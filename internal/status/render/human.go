@@ -53,18 +53,32 @@ func human(tw io.Writer, s *status.Run) []cutError {
 			fmt.Fprintf(tw, " (%s)", c.Message)
 		}
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "REPOSITORY\tSTATUS\tPULL REQUEST\tERROR")
+		used := campaignUsage(c)
+		// Each repository's cost, when the models' calls were priced.
+		priced := used != nil && used.CostUSD > 0
+		if priced {
+			fmt.Fprintln(tw, "REPOSITORY\tSTATUS\tPULL REQUEST\tCOST\tERROR")
+		} else {
+			fmt.Fprintln(tw, "REPOSITORY\tSTATUS\tPULL REQUEST\tERROR")
+		}
 		for _, u := range c.Units {
 			var prs []string
 			for _, pr := range u.PRs {
 				prs = append(prs, pr.URL)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Key, u.Phase, strings.Join(prs, " "), cell(&cut, u.Key, u.Error))
+			cost := ""
+			if priced {
+				cost = "-\t"
+				if u.ModelUsage != nil {
+					cost = protocol.USD(u.ModelUsage.CostUSD) + "\t"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\n", u.Key, u.Phase, strings.Join(prs, " "), cost, cell(&cut, u.Key, u.Error))
 		}
 		sm := c.Summary
 		fmt.Fprintf(tw, "%d repositories: %d completed, %d failed, %d skipped, %d cancelled, %d running; %d pull requests, %d reports\n",
 			sm.Total, sm.Completed, sm.Failed, sm.Skipped, sm.Cancelled, sm.Running, sm.PRsCreated, sm.ReportsCollected)
-		writeUsage(tw, campaignUsage(c))
+		writeUsage(tw, used)
 		if s.Closed && sm.Failed > 0 {
 			fmt.Fprintf(tw, "run the failed repositories again with `fleetlift retry %s --failed-only`\n", s.ID)
 		}
@@ -209,8 +223,15 @@ func writeUsage(w io.Writer, u *protocol.ModelUsage) {
 	if u == nil {
 		return
 	}
-	fmt.Fprintf(w, "model: %d requests, %d tokens (%d input, %d output, %d cache writes, %d cache reads)\n",
+	fmt.Fprintf(w, "model: %d requests, %d tokens (%d input, %d output, %d cache writes, %d cache reads)",
 		u.Requests, u.Tokens(), u.InputTokens, u.OutputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens)
+	if u.CostUSD > 0 {
+		fmt.Fprintf(w, ", costing %s", protocol.USD(u.CostUSD))
+	}
+	fmt.Fprintln(w)
+	if u.Unpriced != "" {
+		fmt.Fprintf(w, "model: the worker's price table has no price for %s: the cost leaves those calls out\n", u.Unpriced)
+	}
 	if u.Refused != "" {
 		fmt.Fprintf(w, "model: the gateway refused a request: %s\n", OneLine(u.Refused))
 	}

@@ -170,6 +170,42 @@ func TestStatusShowsModelUsage(t *testing.T) {
 	}
 }
 
+// A run whose calls were priced shows each repository's cost and the
+// campaign's, and names the models its price table did not price.
+func TestStatusShowsCost(t *testing.T) {
+	campaign := &status.Run{ID: "campaign/c", Campaign: &status.CampaignState{
+		ID: "c", Phase: status.CampaignPaused, Summary: status.Summary{Total: 3, Completed: 2},
+		Message: "the campaign's model calls cost $5.00, reaching max_cost_per_campaign $3.00: paused until `fleetlift continue` or `abort`",
+		Units: []status.UnitResult{
+			{Key: "api", Phase: status.TaskCompleted, ModelUsage: &protocol.ModelUsage{Requests: 3, InputTokens: 1000, OutputTokens: 200, CostUSD: 4.5}},
+			{Key: "web", Phase: status.TaskCompleted, ModelUsage: &protocol.ModelUsage{Requests: 1, InputTokens: 100, OutputTokens: 10, CostUSD: 0.0123, Unpriced: "local-llama"}},
+			{Key: "docs", Phase: "pending"},
+		},
+	}}
+	var b bytes.Buffer
+	Human(&b, campaign)
+	lines := strings.Split(b.String(), "\n")
+	for _, want := range []string{
+		"REPOSITORY  STATUS     PULL REQUEST  COST     ERROR",
+		"api         completed                $4.50",
+		"web         completed                $0.0123",
+		"docs        pending                  -",
+		"model: 4 requests, 1310 tokens (1100 input, 210 output, 0 cache writes, 0 cache reads), costing $4.51",
+		"model: the worker's price table has no price for local-llama: the cost leaves those calls out",
+	} {
+		found := false
+		for _, l := range lines {
+			found = found || strings.TrimRight(l, " ") == want
+		}
+		if !found {
+			t.Errorf("campaign status:\n%s\nwant the line %q", b.String(), want)
+		}
+	}
+	if u := runJSON(campaign, nil, false).ModelUsage; u == nil || u.CostUSD != 4.5123 || u.Unpriced != "local-llama" {
+		t.Errorf("campaign model_usage = %+v; want $4.5123 and the unpriced model", u)
+	}
+}
+
 // TestLongErrorsInFull: an error too long for its table cell, or of
 // several lines, is printed whole below the table, so that its end (often
 // what to do about it) is never cut; one that fits is printed once.
