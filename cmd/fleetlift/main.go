@@ -123,7 +123,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newTaskSignalCmd("approve", "Approve the results a task (or each task of a campaign) awaits approval for", workflow.SignalApprove),
 		newTaskSignalCmd("reject", "Reject the results awaiting approval: no pull requests are opened", workflow.SignalReject),
 		newTaskSignalCmd("steer", "Send the agent feedback and have it try again", workflow.SignalSteer),
-		newCampaignSignalCmd("continue", "Resume a campaign paused at its failure threshold", workflow.SignalContinue),
+		newCampaignSignalCmd("continue", "Resume a campaign paused at its failure threshold or cost budget", workflow.SignalContinue),
 		newCampaignSignalCmd("abort", "Stop a campaign: no more repositories start", workflow.SignalAbort),
 		newRetryCmd(),
 		newVersionCmd(),

@@ -30,6 +30,10 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// An agentic task's agent CLI that calls its model (standInModelCLI).
+	if len(os.Args) > 1 && os.Args[1] == standInModelArg {
+		os.Exit(standInModel())
+	}
 	// A script that runs `fleetlift` runs this binary (cliOnPath).
 	if os.Getenv(asCLIEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
