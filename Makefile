@@ -168,6 +168,10 @@ bench-sandbox: images ## Docker sandbox provision-to-agent-ready, p50 and p95 of
 bench-scale: build ## A deterministic campaign over 10,000 local repositories on the embedded default (server and worker processes, local forge), against one over 1,000 in the same run: wall, peak memory, status and plan times, longest history, largest payload; SCALE_FLAGS="-repos 2000 -baseline 200"
 	$(GO) run ./bench/scale -bin $(BIN) $(SCALE_FLAGS)
 
+.PHONY: bench-pace
+bench-pace: ## 2,000 pull requests from 2 processes and 3 campaigns through the shared forge write budget, against a recording forge enforcing 80 writes a minute (time scaled 6x): achieved rate vs the floor, limit responses; baseline: per-process budgets; PACE_FLAGS="-prs 500 -per-hour 500"
+	$(GO) run ./bench/pace $(PACE_FLAGS)
+
 .PHONY: bench-spec
 bench-spec: $(BIN)/cue ## Load 2,000 generated campaigns; compare with cue export of the same files
 	$(GO) run ./bench/spec -cue $(BIN)/cue

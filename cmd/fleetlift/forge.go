@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -185,8 +186,10 @@ type forgeSetup struct {
 	// its value.
 	TokenEnv string
 	Token    string
-	// Hub talks to the forge; nil for the local forge.
-	Hub forge.Hub
+	// Hub talks to the forge; nil for the local forge. Budget is the
+	// account's request budget it talks through (shareWrites).
+	Hub    forge.Hub
+	Budget *github.Budget
 }
 
 // localForge is the forge of a repository without a usable config or
@@ -242,16 +245,17 @@ func (f *forgeFlags) setup(cfg *spec.Config) (*forgeSetup, error) {
 func (fs *forgeSetup) connect(m *metrics.Metrics) error {
 	g := &gitx.Git{TokenEnv: fs.TokenEnv}
 	var hc *http.Client
-	var budget *github.Budget
+	o := github.BudgetOptions{}
+	if spec.ForgeType(fs.Type) == spec.ForgeGitea {
+		o = gitea.BudgetOptions()
+	}
 	if m != nil {
 		hc = &http.Client{Transport: m.ForgeTransport(fs.Name, nil)}
-		o := github.BudgetOptions{}
-		if spec.ForgeType(fs.Type) == spec.ForgeGitea {
-			o = gitea.BudgetOptions()
-		}
 		o.OnRateLimitWait = m.RateLimitWait(fs.Name)
-		budget = github.NewBudget(o)
 	}
+	o.Logger = slog.Default().With("forge", fs.Name)
+	budget := github.NewBudget(o)
+	fs.Budget = budget
 	var err error
 	switch spec.ForgeType(fs.Type) {
 	case spec.ForgeGitea:

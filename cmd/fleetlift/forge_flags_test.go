@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/desired"
+	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // TestForgeFlags: the forges the operator allows come from its flags (or
@@ -137,5 +141,46 @@ func TestForgeGate(t *testing.T) {
 				t.Errorf("the next gate was asked %d times, want once", asked)
 			}
 		})
+	}
+}
+
+// The operator's forge account writes through one budget on Temporal:
+// GitHub's secondary limits unless the flags say otherwise, none for
+// Gitea unless they set one; the budget's id holds no token.
+func TestWorkerSharesTheForgeWriteBudget(t *testing.T) {
+	const token = "ghp_share-canary-0123"
+	for _, tc := range []struct {
+		typ                string
+		perMinute, perHour int
+		want               []workflow.ForgeLimit
+	}{
+		{"github", -1, -1, []workflow.ForgeLimit{{Count: 80, Per: time.Minute}, {Count: 500, Per: time.Hour}}},
+		{"github", 30, 0, []workflow.ForgeLimit{{Count: 30, Per: time.Minute}}},
+		{"gitea", -1, -1, nil},
+		{"gitea", 0, 200, []workflow.ForgeLimit{{Count: 200, Per: time.Hour}}},
+	} {
+		fs := &forgeSetup{Name: "corp", Type: tc.typ, URL: "https://git.example.com/api/v3/", TokenEnv: "FLEETLIFT_FORGE_TOKEN", Token: token}
+		if err := fs.connect(nil); err != nil {
+			t.Fatal(err)
+		}
+		w := &workerFlags{forge: fs, writesPerMinute: tc.perMinute, writesPerHour: tc.perHour}
+		var out strings.Builder
+		w.shareWrites(nil, &out)
+		shared, _ := fs.Budget.SharedBudget().(*dispatch.ForgeBudget)
+		if tc.want == nil {
+			if shared != nil || out.Len() > 0 {
+				t.Errorf("%s %d/%d: shared %+v (%q); want none", tc.typ, tc.perMinute, tc.perHour, shared, out.String())
+			}
+			continue
+		}
+		if shared == nil {
+			t.Fatalf("%s %d/%d: no shared budget", tc.typ, tc.perMinute, tc.perHour)
+		}
+		if !slices.Equal(shared.Input.Limits, tc.want) || !strings.HasPrefix(shared.ID, "fleetlift/forge-budget/git.example.com/") || strings.Contains(shared.ID+out.String(), token) {
+			t.Errorf("%s %d/%d: budget %s with %+v; want %+v, named after the host, without the token", tc.typ, tc.perMinute, tc.perHour, shared.ID, shared.Input.Limits, tc.want)
+		}
+		if !strings.Contains(out.String(), "forge writes: corp shares one budget") {
+			t.Errorf("the worker does not say it shares the budget: %q", out.String())
+		}
 	}
 }

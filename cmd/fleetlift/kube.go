@@ -244,6 +244,7 @@ func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) 
 	if err := wf.deliverer(acts); err != nil {
 		return nil, err
 	}
+	wf.shareWrites(c, io.Discard)
 	return newWorkers(provider, sharedWorker(c, acts, wf.options())), nil
 }
 

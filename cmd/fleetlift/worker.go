@@ -70,6 +70,11 @@ type workerFlags struct {
 	maxSandboxes int
 	// notify is --notify: the notification services, NAME=KIND,….
 	notify []string
+	// writesPerMinute and writesPerHour are --forge-writes-per-minute
+	// and --forge-writes-per-hour: the forge account's shared budget of
+	// writes; -1 is the forge's default (GitHub's secondary limits, none
+	// for Gitea).
+	writesPerMinute, writesPerHour int
 	// forge is set by the command, not flags: the operator's forge, on
 	// which the worker proposes changes and from which sandboxes clone
 	// (see forgeSetup.sandbox); nil: the local forge alone.
@@ -175,6 +180,10 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"the variable of this process's environment holding the OpenAI-compatible API's key for --openai-gateway")
 	cmd.Flags().StringVar(&w.modelKeyEnv, "model-key-env", envAnthropicAPIKey,
 		"the variable of this process's environment holding the model gateway's API key; unset: no gateway")
+	cmd.Flags().IntVar(&w.writesPerMinute, "forge-writes-per-minute", -1,
+		"the most content-creating requests (pull requests, comments, labels, reviewers) every worker and reconciler together send a minute with the forge account, counted in one budget on Temporal; -1: the forge's own limit (GitHub: 80; Gitea: none); 0: none")
+	cmd.Flags().IntVar(&w.writesPerHour, "forge-writes-per-hour", -1,
+		"the most content-creating requests every worker and reconciler together send an hour with the forge account; -1: the forge's own limit (GitHub: 500; Gitea: none); 0: none")
 	cmd.Flags().StringVar(&w.prices, "model-prices", "",
 		"a YAML or JSON file of model prices in US dollars per million tokens (model: {input: 3, output: 15, cache_write: 3.75, cache_read: 0.3}): the gateway prices each call by the model that answered it, for each task's cost in its result, status and fleetlift_cost_usd_total, and limits.max_cost_per_task and max_cost_per_campaign; a name also prices its dated versions (claude-sonnet-4-5 prices claude-sonnet-4-5-20250929)")
 	cmd.Flags().Float64Var(&w.maxCostPerTask, "max-cost-per-task", 0,
@@ -217,6 +226,7 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	if err := wf.deliverer(acts); err != nil {
 		return nil, err
 	}
+	wf.shareWrites(c, logw)
 	// This host's queue: the steps on the sandboxes it provisions, which
 	// only it can reach.
 	hw := worker.New(c, queue, wf.options())
@@ -235,6 +245,8 @@ func sharedWorker(c client.Client, acts *activity.Activities, opts worker.Option
 	w.RegisterWorkflow(workflow.Latch)
 	// The messages the reconciler's notifications hand over.
 	w.RegisterWorkflow(workflow.Notify)
+	// The forge account's shared budget of writes.
+	w.RegisterWorkflow(workflow.ForgeBudget)
 	w.RegisterActivity(acts)
 	return w
 }

@@ -3,15 +3,22 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/notify"
+	"github.com/fleetlift/fleetlift/internal/spec"
 )
 
 // sandbox is what every sandbox gets: env, the agent's settings and the
@@ -142,4 +149,61 @@ func (w *workerFlags) notifyServices() (map[string]notify.Service, error) {
 		out[s.Name] = s
 	}
 	return out, nil
+}
+
+// shareWrites has the operator's forge account's writes, this worker's
+// and those of the reconciler in the same process, wait for permits of
+// the account's one budget on Temporal (dispatch.ForgeBudget), which
+// every worker and replica writing with the account shares. It says the
+// limits on logw.
+func (w *workerFlags) shareWrites(c client.Client, logw io.Writer) {
+	fs := w.forge
+	if fs == nil || fs.Budget == nil || fs.Type == string(spec.ForgeLocal) {
+		return
+	}
+	perMinute, perHour := w.writesPerMinute, w.writesPerHour
+	if perMinute < 0 {
+		perMinute = forgeDefaultWrites(fs.Type, time.Minute)
+	}
+	if perHour < 0 {
+		perHour = forgeDefaultWrites(fs.Type, time.Hour)
+	}
+	if perMinute == 0 && perHour == 0 {
+		return
+	}
+	host := fs.URL
+	if u, err := url.Parse(fs.URL); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	id := dispatch.ForgeBudgetID(host, fs.Token)
+	caller, _ := os.Hostname()
+	fs.Budget.Share(&dispatch.ForgeBudget{Client: c, ID: id, Input: dispatch.ForgeBudgetInput(host, perMinute, perHour),
+		Caller: fmt.Sprintf("%s/%d", caller, os.Getpid())})
+	fmt.Fprintf(logw, "forge writes: %s shares one budget with every worker and reconciler writing as this account (%s): %s\n",
+		fs.Name, id, writeLimits(perMinute, perHour))
+}
+
+// forgeDefaultWrites is the forge's own limit of writes per period:
+// GitHub's secondary limits (80 a minute, 500 an hour); none for Gitea,
+// whose limits its operator sets.
+func forgeDefaultWrites(typ string, per time.Duration) int {
+	if spec.ForgeType(typ) != spec.ForgeGitHub {
+		return 0
+	}
+	if per == time.Minute {
+		return 80
+	}
+	return 500
+}
+
+// writeLimits says the limits of a shared write budget.
+func writeLimits(perMinute, perHour int) string {
+	var parts []string
+	if perMinute > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d a minute", perMinute))
+	}
+	if perHour > 0 {
+		parts = append(parts, fmt.Sprintf("%d an hour", perHour))
+	}
+	return strings.Join(parts, " and ")
 }

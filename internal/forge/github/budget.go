@@ -88,10 +88,26 @@ type BudgetOptions struct {
 	// limit the forge reported, with its length (metrics). It must
 	// return quickly.
 	OnRateLimitWait func(time.Duration)
+	// Shared, when set, is the account's budget of writes shared with
+	// every other process that writes with it (one owner holds its
+	// count): each write waits for its permit there instead of
+	// WriteRate's bucket, and a rate limit the forge reports holds every
+	// process's writes back, not this one's alone.
+	Shared Shared
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Sleep waits for d or until ctx is done; nil means a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Shared is a forge account's budget of writes held by one owner for
+// every process (package dispatch's ForgeBudget, a Temporal workflow).
+type Shared interface {
+	// Acquire returns once the caller may send one write.
+	Acquire(ctx context.Context) error
+	// Hold holds every writer back until until: the forge answered a
+	// request with a rate limit (reason says how).
+	Hold(ctx context.Context, until time.Time, reason string) error
 }
 
 // Budget is one forge account's request allowance, shared by every Forge
@@ -473,6 +489,25 @@ func secondaryLimit(resp *http.Response) bool {
 		strings.Contains(msg, "abuse-rate-limits")
 }
 
+// Share has b's writes wait for permits of s from now on (see
+// BudgetOptions.Shared).
+func (b *Budget) Share(s Shared) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.opts.Shared = s
+}
+
+// SharedBudget is the shared write budget b's writes wait for, nil when
+// there is none.
+func (b *Budget) SharedBudget() Shared { return b.shared() }
+
+// shared is the shared write budget, nil when there is none.
+func (b *Budget) shared() Shared {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.opts.Shared
+}
+
 // pause holds every caller back until until.
 func (b *Budget) pause(until time.Time, req *http.Request, status int) {
 	b.mu.Lock()
@@ -481,6 +516,16 @@ func (b *Budget) pause(until time.Time, req *http.Request, status int) {
 		b.until = until
 	}
 	b.mu.Unlock()
+	if shared := b.shared(); shared != nil {
+		// Every process's writes wait too; the hold is in place before
+		// this caller tries again.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := shared.Hold(ctx, until, fmt.Sprintf("HTTP %d", status))
+		cancel()
+		if err != nil {
+			b.log.Warn("forge rate limit: could not hold the shared write budget back", "error", err)
+		}
+	}
 	if extended {
 		attrs := []any{"until", until.UTC().Format(time.RFC3339), "wait", until.Sub(b.now()).Round(time.Millisecond), "status", status}
 		if req != nil && req.URL != nil {
@@ -521,6 +566,14 @@ func (b *Budget) waitPause(ctx context.Context) error {
 // back, the token buckets allow it and a slot is free. The caller must
 // release the slot (<-b.slots) when the request is done.
 func (b *Budget) wait(ctx context.Context, write bool) error {
+	if shared := b.shared(); write && shared != nil {
+		if err := shared.Acquire(ctx); err != nil {
+			return fmt.Errorf("%w: the account's shared write budget: %w", ErrRateLimited, err)
+		}
+		// The permit is the write's; the local buckets count it as a
+		// read.
+		write = false
+	}
 	taken := false
 	giveBack := func() {
 		b.mu.Lock()

@@ -376,3 +376,59 @@ func TestTokenBucketSpacesRequests(t *testing.T) {
 		})
 	}
 }
+
+// sharedBudget records what a budget asked of its shared write budget.
+type sharedBudget struct {
+	mu       sync.Mutex
+	acquired int
+	holds    []time.Time
+}
+
+func (s *sharedBudget) Acquire(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acquired++
+	return nil
+}
+
+func (s *sharedBudget) Hold(_ context.Context, until time.Time, _ string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holds = append(s.holds, until)
+	return nil
+}
+
+// With a shared budget, each write (and each retry of one) waits for its
+// permit there, reads do not, and a secondary limit holds the shared
+// budget back until the forge's time, for every process.
+func TestSharedBudgetPermitsWritesAndTakesHolds(t *testing.T) {
+	clk := newClock()
+	srv, _ := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Method == http.MethodPost && n == 1 {
+			secondaryLimit(w, "7")
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	shared := &sharedBudget{}
+	start := clk.Now()
+	b := github.NewBudget(github.BudgetOptions{Rate: -1, Shared: shared, Now: clk.Now, Sleep: clk.Sleep})
+	c := &http.Client{Transport: b.Transport(nil)}
+	if _, err := get(context.Background(), c, srv.URL+"/read"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/pulls", strings.NewReader("{}"))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("{}")), nil }
+	resp, err := c.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the write: %v %v", resp, err)
+	}
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.acquired != 2 {
+		t.Errorf("%d permits asked for; want 2 (the write and its retry), none for the read", shared.acquired)
+	}
+	if len(shared.holds) != 1 || !shared.holds[0].Equal(start.Add(7*time.Second)) {
+		t.Errorf("holds %v; want one until 7s from now", shared.holds)
+	}
+}

@@ -1,0 +1,170 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/fleetlift/fleetlift/internal/forge/github"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// ForgeBudget is a forge account's budget of writes on Temporal: one
+// ForgeBudget workflow per forge host and account, which every worker
+// and replica writing with the account asks for its permits (a
+// github.Shared). The first to ask starts it with its Limits; later
+// askers share that run, whatever limits they were given.
+type ForgeBudget struct {
+	Client client.Client
+	// ID is the workflow's id (ForgeBudgetID).
+	ID string
+	// Input is the budget's limits, for the run this one starts.
+	Input workflow.ForgeBudgetInput
+	// Caller names this process in the budget's history.
+	Caller string
+	// OnWait, when set, is told how long each permit waited (metrics).
+	OnWait func(time.Duration)
+
+	// asking bounds this process's permits asked at once: the rest wait
+	// here, not as updates the server bounds (it refuses more than a
+	// few in flight on one workflow).
+	once   sync.Once
+	asking chan struct{}
+}
+
+// maxAsking is how many permits one process asks for at once.
+const maxAsking = 4
+
+var _ github.Shared = (*ForgeBudget)(nil)
+
+// ForgeBudgetID is the workflow id of the write budget of the account
+// whose token is token on host: the token itself is in no id, only a
+// digest that tells accounts apart.
+func ForgeBudgetID(host, token string) string {
+	sum := sha256.Sum256([]byte("fleetlift forge budget\x00" + token))
+	return "fleetlift/forge-budget/" + workflow.ForgeBudgetKey(host, hex.EncodeToString(sum[:8]))
+}
+
+// ForgeBudgetInput is the budget of an account allowed perMinute and
+// perHour writes (0: no such limit): GitHub's secondary limits are 80
+// and 500. Each window has 2 s of slack, for requests that reach the
+// forge later than others granted after them, and grants are spaced by
+// the minute's share.
+func ForgeBudgetInput(key string, perMinute, perHour int) workflow.ForgeBudgetInput {
+	in := workflow.ForgeBudgetInput{Key: key, Slack: 2 * time.Second}
+	if perMinute > 0 {
+		in.Limits = append(in.Limits, workflow.ForgeLimit{Count: perMinute, Per: time.Minute})
+		in.MinInterval = (time.Minute + in.Slack) / time.Duration(perMinute)
+	}
+	if perHour > 0 {
+		in.Limits = append(in.Limits, workflow.ForgeLimit{Count: perHour, Per: time.Hour})
+	}
+	return in
+}
+
+// start is the options the budget's run starts with.
+func (f *ForgeBudget) start() client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID: f.ID, TaskQueue: workflow.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}
+}
+
+// Acquire asks the budget for a permit, starting its workflow when none
+// runs, and returns once it is granted. A budget between runs refuses
+// the ask; it is asked again.
+func (f *ForgeBudget) Acquire(ctx context.Context) error {
+	f.once.Do(func() { f.asking = make(chan struct{}, maxAsking) })
+	start := time.Now()
+	select {
+	case f.asking <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p, err := f.ask(ctx)
+	<-f.asking
+	if err != nil {
+		return err
+	}
+	// The permit is for its time: wait for it.
+	if d := time.Until(p.At); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if f.OnWait != nil {
+		f.OnWait(time.Since(start))
+	}
+	return nil
+}
+
+// ask asks the budget for a permit until it is granted.
+func (f *ForgeBudget) ask(ctx context.Context) (workflow.ForgePermit, error) {
+	for attempt := 0; ; attempt++ {
+		op := f.Client.NewWithStartWorkflowOperation(f.start(), workflow.ForgeBudget, f.Input)
+		h, err := f.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions: client.UpdateWorkflowOptions{
+				UpdateName: workflow.UpdateForgePermit, Args: []any{workflow.ForgePermitRequest{Caller: f.Caller}},
+				WaitForStage: client.WorkflowUpdateStageCompleted,
+			},
+		})
+		var p workflow.ForgePermit
+		if err == nil {
+			err = h.Get(ctx, &p)
+		}
+		if err == nil {
+			return p, nil
+		}
+		if ctx.Err() != nil || !askAgain(err) || attempt >= 100 {
+			return p, fmt.Errorf("permit from %s: %w", f.ID, err)
+		}
+		t := time.NewTimer(time.Duration(10*min(attempt+1, 10)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return p, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// askAgain reports whether err says to ask again: the budget's run was
+// ending (it refused a permit while continuing as new, or closed
+// meanwhile), and the next ask goes to the next run; or the server had
+// too many updates in flight on it.
+func askAgain(err error) bool {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() == workflow.ForgeBudgetDraining {
+		return true
+	}
+	var nf *serviceerror.NotFound
+	var busy *serviceerror.ResourceExhausted
+	return errors.As(err, &nf) || errors.As(err, &busy) || strings.Contains(err.Error(), "workflow execution already completed")
+}
+
+// Hold holds every permit back until until, starting the budget's
+// workflow when none runs.
+func (f *ForgeBudget) Hold(ctx context.Context, until time.Time, reason string) error {
+	_, err := f.Client.SignalWithStartWorkflow(ctx, f.ID, workflow.SignalForgeHold, workflow.ForgeHold{Until: until, Reason: reason},
+		f.start(), workflow.ForgeBudget, f.Input)
+	if err != nil {
+		return fmt.Errorf("hold %s: %w", f.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/dispatch"
+	"github.com/fleetlift/fleetlift/internal/forge/github"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// pacedForge records the writes it receives and enforces a secondary
+// limit as GitHub does: more than limit writes in any window are refused
+// with 403 "You have exceeded a secondary rate limit". When retryAfterAt
+// is set, the write of that number is refused with Retry-After instead.
+type pacedForge struct {
+	limit        int
+	window       time.Duration
+	retryAfterAt int
+	retryAfter   time.Duration
+
+	mu      sync.Mutex
+	writes  []time.Time
+	refused int
+	// heldFrom is when the Retry-After answer went out.
+	heldFrom time.Time
+}
+
+func (f *pacedForge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if f.retryAfterAt > 0 && len(f.writes)+1 == f.retryAfterAt && f.heldFrom.IsZero() {
+		f.heldFrom = now
+		w.Header().Set("Retry-After", fmt.Sprint(int(f.retryAfter/time.Second)))
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
+		return
+	}
+	n := 0
+	for _, t := range f.writes {
+		if now.Sub(t) < f.window {
+			n++
+		}
+	}
+	if n >= f.limit {
+		f.refused++
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
+		return
+	}
+	f.writes = append(f.writes, now)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, `{"number":%d}`, len(f.writes))
+}
+
+// Three campaigns writing through two processes' budgets (each its own
+// Temporal connection and its own github.Budget) at once share the
+// account's one write budget: the forge, which refuses the 11th write in
+// any two seconds, refuses none; and the one Retry-After it answers holds
+// every process's writes back until it has passed.
+func TestForgeBudgetIsSharedByEveryProcess(t *testing.T) {
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	dial := func() client.Client {
+		c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
+			ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	// A fleetlift worker runs the budget's workflow.
+	w := worker.New(dial(), workflow.TaskQueue, worker.Options{})
+	w.RegisterWorkflow(workflow.ForgeBudget)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	const writes = 45
+	f := &pacedForge{limit: 10, window: 2 * time.Second, retryAfterAt: 20, retryAfter: 2 * time.Second}
+	api := httptest.NewServer(f)
+	defer api.Close()
+
+	// The test's time scale: ten writes in two seconds, 300 ms of slack.
+	in := workflow.ForgeBudgetInput{Key: "127.0.0.1/bot", Limits: []workflow.ForgeLimit{{Count: 10, Per: 2 * time.Second}},
+		Slack: 300 * time.Millisecond, MinInterval: 230 * time.Millisecond, Ahead: 100 * time.Millisecond}
+	id := dispatch.ForgeBudgetID("127.0.0.1", "ghp_test-token")
+	if strings.Contains(id, "ghp_test-token") {
+		t.Fatalf("the budget's id %q holds the token", id)
+	}
+	// Each process's own budget would let it write as fast as it likes
+	// (WriteRate -1): the shared one alone paces them.
+	var processes []*http.Client
+	for p := range 2 {
+		shared := &dispatch.ForgeBudget{Client: dial(), ID: id, Input: in, Caller: fmt.Sprint("worker-", p)}
+		b := github.NewBudget(github.BudgetOptions{Shared: shared, WriteRate: -1, SecondaryWait: time.Second})
+		processes = append(processes, &http.Client{Transport: b.Transport(nil)})
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, writes)
+	for i := range writes {
+		campaign := i % 3
+		hc := processes[i%2]
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/repos/acme/svc%d/pulls", api.URL, i), strings.NewReader(fmt.Sprintf(`{"title":"campaign %d"}`, campaign)))
+			req.GetBody = func() (io.ReadCloser, error) {
+				return io.NopCloser(strings.NewReader(fmt.Sprintf(`{"title":"campaign %d"}`, campaign))), nil
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				errs <- fmt.Errorf("write %d: %s", i, resp.Status)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refused != 0 {
+		t.Errorf("the forge refused %d writes for its secondary limit; want none", f.refused)
+	}
+	if len(f.writes) != writes {
+		t.Errorf("the forge took %d writes; want %d", len(f.writes), writes)
+	}
+	// Writes already on their way when the Retry-After went out may
+	// land just after it; none lands later until it has passed.
+	for _, at := range f.writes {
+		if d := at.Sub(f.heldFrom); d > 300*time.Millisecond && d < f.retryAfter {
+			t.Errorf("a write reached the forge %s after its Retry-After of %s", d.Round(time.Millisecond), f.retryAfter)
+		}
+	}
+}

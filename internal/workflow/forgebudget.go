@@ -1,0 +1,336 @@
+package workflow
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// ForgeBudget is one forge account's budget of content-creating
+// requests (pull requests, comments, labels, reviewers), shared by every
+// worker, replica and campaign that writes with the account: the one
+// owner of its count. A writer asks for a permit (UpdateForgePermit) and
+// sends its request once the update completes; a rate limit the forge
+// reports to any writer holds every permit back (SignalForgeHold). Its
+// workflow id names the forge and the account (dispatch.ForgeBudgetID).
+//
+// Permits are granted one at a time, in the order asked, while every
+// window of the limits has room: GitHub allows 80 such requests a minute
+// and 500 an hour (its secondary limits). A grant counts in a window for
+// the window's length and Slack more, so that requests that reach the
+// forge later than others granted after them never crowd a window there.
+// Grants are spaced by MinInterval at least.
+//
+// It ends once idle for the longest window (the next permit starts it
+// again), and continues as new after GrantsPerRun grants.
+func ForgeBudget(ctx workflow.Context, in ForgeBudgetInput) (ForgeBudgetState, error) {
+	if len(in.Limits) == 0 {
+		return ForgeBudgetState{}, temporal.NewNonRetryableApplicationError("forge budget "+in.Key+" has no limits", "InvalidForgeBudget", nil)
+	}
+	b := &forgeBudget{in: in, granted: in.Granted, held: in.HeldUntil}
+	if err := b.register(ctx); err != nil {
+		return ForgeBudgetState{}, err
+	}
+	perRun := in.GrantsPerRun
+	if perRun <= 0 {
+		perRun = 500
+	}
+	for {
+		now := workflow.Now(ctx)
+		b.forget(now)
+		if len(b.waiting) == 0 {
+			if b.runGrants >= perRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+				drained, err := b.drain(ctx)
+				if err != nil {
+					return b.state(ctx), err
+				}
+				if drained {
+					next := b.in
+					next.Granted, next.HeldUntil, next.Total = b.granted, b.held, b.total
+					return ForgeBudgetState{}, workflow.NewContinueAsNewError(ctx, ForgeBudget, next)
+				}
+				continue
+			}
+			// Idle: wait for a writer, or end once nothing granted
+			// counts any more and no hold is pending.
+			idle := b.longest() + b.in.Slack
+			if len(b.granted) > 0 {
+				idle = b.granted[len(b.granted)-1].Add(idle).Sub(now)
+			}
+			idle = max(idle, b.held.Sub(now), time.Second)
+			ok, err := workflow.AwaitWithTimeout(ctx, idle, func() bool { return len(b.waiting) > 0 })
+			if err != nil {
+				return b.state(ctx), err
+			}
+			if !ok && len(b.waiting) == 0 {
+				drained, err := b.drain(ctx)
+				if err != nil || drained {
+					return b.state(ctx), err
+				}
+			}
+			continue
+		}
+		at := b.next(now)
+		if at.Sub(now) <= b.ahead() {
+			// Granted for its time: the asker waits for it itself, so
+			// that grants close together take one workflow task.
+			w := b.waiting[0]
+			b.waiting = b.waiting[1:]
+			w.at, w.granted = at, true
+			b.granted = append(b.granted, at)
+			b.runGrants++
+			b.total++
+			continue
+		}
+		// Wait until the next grant is close enough; a hold wakes the
+		// wait to take it in.
+		rev := b.holds
+		if _, err := workflow.AwaitWithTimeout(ctx, at.Sub(now)-b.ahead(), func() bool { return b.holds != rev }); err != nil {
+			return b.state(ctx), err
+		}
+	}
+}
+
+// Update, signal and query names of the ForgeBudget workflow.
+const (
+	// UpdateForgePermit completes once the caller may send one
+	// content-creating request (ForgePermit).
+	UpdateForgePermit = "permit"
+	// SignalForgeHold holds every permit back until a time
+	// (ForgeHold): the forge answered a request with a rate limit.
+	SignalForgeHold = "hold"
+	// QueryForgeBudget answers with the ForgeBudgetState.
+	QueryForgeBudget = "budget"
+)
+
+// ForgeBudgetDraining is the type of the error a permit is refused with
+// while the budget continues as new or ends: ask again, and the next run
+// answers.
+const ForgeBudgetDraining = "ForgeBudgetDraining"
+
+// ForgeLimit is one window of a forge budget: at most Count grants in
+// any Per.
+type ForgeLimit struct {
+	Count int           `json:"count"`
+	Per   time.Duration `json:"per"`
+}
+
+// ForgeBudgetInput is a ForgeBudget workflow's input. Granted and
+// HeldUntil are empty on the first run and carry the count across
+// continue-as-new.
+type ForgeBudgetInput struct {
+	// Key names the forge and account in messages (never a token).
+	Key    string       `json:"key"`
+	Limits []ForgeLimit `json:"limits"`
+	// Slack lengthens each window; MinInterval spaces grants.
+	Slack       time.Duration `json:"slack,omitempty"`
+	MinInterval time.Duration `json:"min_interval,omitempty"`
+	// Ahead is how long before its time a permit may be granted (its
+	// asker waits for the rest): grants close together then take one
+	// workflow task, not one each. A hold reaches the permits granted
+	// after it, so a write may still go out up to Ahead into a hold.
+	// Default a second.
+	Ahead time.Duration `json:"ahead,omitempty"`
+	// GrantsPerRun bounds a run's history (default 500 grants).
+	GrantsPerRun int         `json:"grants_per_run,omitempty"`
+	Granted      []time.Time `json:"granted,omitempty"`
+	HeldUntil    time.Time   `json:"held_until,omitzero"`
+	Total        int         `json:"total,omitempty"`
+}
+
+// ForgePermitRequest asks for a permit; Caller names the asker in the
+// history (a worker's identity).
+type ForgePermitRequest struct {
+	Caller string `json:"caller"`
+}
+
+// ForgePermit is a granted permit: when its asker may send (it waits
+// until then), and how long it waited for the grant.
+type ForgePermit struct {
+	At     time.Time     `json:"at"`
+	Waited time.Duration `json:"waited"`
+}
+
+// ForgeHold holds permits back until Until; Reason says why (the
+// forge's answer), for people.
+type ForgeHold struct {
+	Until  time.Time `json:"until"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// ForgeBudgetState is what QueryForgeBudget answers.
+type ForgeBudgetState struct {
+	Key string `json:"key"`
+	// InWindows counts the grants in each limit's window now, in the
+	// order of the limits.
+	InWindows []int     `json:"in_windows"`
+	Waiting   int       `json:"waiting"`
+	HeldUntil time.Time `json:"held_until,omitzero"`
+	Total     int       `json:"total"`
+}
+
+type forgeWaiter struct {
+	granted bool
+	at      time.Time
+}
+
+type forgeBudget struct {
+	in      ForgeBudgetInput
+	granted []time.Time // in order; those that may still count
+	held    time.Time
+	holds   int // counts holds taken, to wake a wait
+	holdCh  workflow.ReceiveChannel
+	waiting []*forgeWaiter
+	// draining: the run is ending; new permits go to the next.
+	draining  bool
+	runGrants int
+	total     int
+}
+
+func (b *forgeBudget) register(ctx workflow.Context) error {
+	b.total = b.in.Total
+	if err := workflow.SetQueryHandler(ctx, QueryForgeBudget, func() (ForgeBudgetState, error) { return b.state(ctx), nil }); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateForgePermit, b.permit, workflow.UpdateHandlerOptions{
+		Validator: func(ForgePermitRequest) error {
+			if b.draining {
+				return temporal.NewApplicationError("the forge budget "+b.in.Key+" is starting its next run: ask again", ForgeBudgetDraining)
+			}
+			return nil
+		},
+	}); err != nil {
+		return err
+	}
+	b.holdCh = workflow.GetSignalChannel(ctx, SignalForgeHold)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var h ForgeHold
+			b.holdCh.Receive(ctx, &h)
+			b.hold(ctx, h)
+		}
+	})
+	return nil
+}
+
+// hold takes a hold in.
+func (b *forgeBudget) hold(ctx workflow.Context, h ForgeHold) {
+	if h.Until.After(b.held) {
+		b.held = h.Until
+		b.holds++
+		workflow.GetLogger(ctx).Warn("forge rate limit: permits held back", "budget", b.in.Key, "until", h.Until, "reason", h.Reason)
+	}
+}
+
+// permit waits for its grant.
+func (b *forgeBudget) permit(ctx workflow.Context, _ ForgePermitRequest) (ForgePermit, error) {
+	asked := workflow.Now(ctx)
+	w := &forgeWaiter{}
+	b.waiting = append(b.waiting, w)
+	if err := workflow.Await(ctx, func() bool { return w.granted }); err != nil {
+		return ForgePermit{}, err
+	}
+	return ForgePermit{At: w.at, Waited: max(0, w.at.Sub(asked))}, nil
+}
+
+// ahead is Ahead, a second when unset.
+func (b *forgeBudget) ahead() time.Duration {
+	if b.in.Ahead > 0 {
+		return b.in.Ahead
+	}
+	return time.Second
+}
+
+// longest is the longest window.
+func (b *forgeBudget) longest() time.Duration {
+	var d time.Duration
+	for _, l := range b.in.Limits {
+		d = max(d, l.Per)
+	}
+	return d
+}
+
+// forget drops the grants no window counts any more.
+func (b *forgeBudget) forget(now time.Time) {
+	keep := b.longest() + b.in.Slack
+	i := 0
+	for i < len(b.granted) && !b.granted[i].Add(keep).After(now) {
+		i++
+	}
+	b.granted = b.granted[i:]
+}
+
+// next is the earliest time, not before now, at which a grant fits every
+// window, the hold and the spacing.
+func (b *forgeBudget) next(now time.Time) time.Time {
+	at := now
+	if b.held.After(at) {
+		at = b.held
+	}
+	if n := len(b.granted); n > 0 && b.in.MinInterval > 0 {
+		if t := b.granted[n-1].Add(b.in.MinInterval); t.After(at) {
+			at = t
+		}
+	}
+	for _, l := range b.in.Limits {
+		if l.Count <= 0 {
+			continue
+		}
+		// With Count grants in the window ending at at, the next fits
+		// once the Count-th newest has left it.
+		if n := len(b.granted); n >= l.Count {
+			if t := b.granted[n-l.Count].Add(l.Per + b.in.Slack); t.After(at) {
+				at = t
+			}
+		}
+	}
+	return at
+}
+
+func (b *forgeBudget) state(ctx workflow.Context) ForgeBudgetState {
+	now := workflow.Now(ctx)
+	st := ForgeBudgetState{Key: b.in.Key, Waiting: len(b.waiting), Total: b.total}
+	if b.held.After(now) {
+		st.HeldUntil = b.held
+	}
+	for _, l := range b.in.Limits {
+		n := 0
+		for _, g := range b.granted {
+			if g.Add(l.Per + b.in.Slack).After(now) {
+				n++
+			}
+		}
+		st.InWindows = append(st.InWindows, n)
+	}
+	return st
+}
+
+// drain refuses new permits (they go to the next run) and reports
+// whether the run may end: no handler is left, and no hold is left
+// untaken. A permit asked for meanwhile is served first: draining stops.
+func (b *forgeBudget) drain(ctx workflow.Context) (bool, error) {
+	b.draining = true
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) || len(b.waiting) > 0 }); err != nil {
+		return false, err
+	}
+	if len(b.waiting) > 0 {
+		b.draining = false
+		return false, nil
+	}
+	for {
+		var h ForgeHold
+		if !b.holdCh.ReceiveAsync(&h) {
+			break
+		}
+		b.hold(ctx, h)
+	}
+	return true, nil
+}
+
+// ForgeBudgetKey is the part of a ForgeBudget's workflow id that names
+// the forge and the account: host and an identity that is not a secret.
+func ForgeBudgetKey(host, identity string) string {
+	return fmt.Sprintf("%s/%s", host, identity)
+}
