@@ -45,6 +45,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
+	"github.com/fleetlift/fleetlift/internal/forge/forgetest"
 	"github.com/fleetlift/fleetlift/internal/forge/github"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -63,48 +64,6 @@ func main() {
 	}
 }
 
-// forge is the recording forge.
-type forge struct {
-	limits []window
-
-	mu      sync.Mutex
-	writes  []time.Time
-	refused int
-}
-
-type window struct {
-	count int
-	per   time.Duration
-}
-
-func (f *forge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/pulls") {
-		http.NotFound(w, r)
-		return
-	}
-	_, _ = io.Copy(io.Discard, r.Body)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	now := time.Now()
-	for _, l := range f.limits {
-		n := 0
-		for i := len(f.writes) - 1; i >= 0 && now.Sub(f.writes[i]) < l.per; i-- {
-			n++
-		}
-		if n >= l.count {
-			f.refused++
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusForbidden)
-			fmt.Fprint(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
-			return
-		}
-	}
-	f.writes = append(f.writes, now)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	fmt.Fprintf(w, `{"number":%d}`, len(f.writes))
-}
-
 // result is one run's figures.
 type result struct {
 	prs     int
@@ -118,9 +77,9 @@ type result struct {
 func run(prs, baselinePRs, perMinute, perHour int, scale float64, writers int) error {
 	minute := time.Duration(float64(time.Minute) / scale)
 	hour := time.Duration(float64(time.Hour) / scale)
-	limits := []window{{perMinute, minute}}
+	limits := []forgetest.Window{{Count: perMinute, Per: minute}}
 	if perHour > 0 {
-		limits = append(limits, window{perHour, hour})
+		limits = append(limits, forgetest.Window{Count: perHour, Per: hour})
 	}
 	fmt.Printf("forge: at most %d writes a minute", perMinute)
 	if perHour > 0 {
@@ -213,8 +172,8 @@ func met(ok bool) string {
 // openAll opens n pull requests against a new recording forge through
 // two processes' budgets (budget makes process p's), writers at a time,
 // and returns what it took.
-func openAll(n, writers int, limits []window, budget func(p int) (*github.Budget, func(), error)) (result, error) {
-	f := &forge{limits: limits}
+func openAll(n, writers int, limits []forgetest.Window, budget func(p int) (*github.Budget, func(), error)) (result, error) {
+	f := &forgetest.Paced{Limits: limits}
 	api := httptest.NewServer(f)
 	defer api.Close()
 	var clients []*http.Client
@@ -255,9 +214,7 @@ func openAll(n, writers int, limits []window, budget func(p int) (*github.Budget
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return result{prs: len(f.writes), elapsed: elapsed, refused: f.refused, failed: int(failed.Load())}, nil
+	return result{prs: len(f.Writes()), elapsed: elapsed, refused: f.Refused(), failed: int(failed.Load())}, nil
 }
 
 func report(name string, r result, perMinute int, minute time.Duration) {

@@ -17,55 +17,10 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
+	"github.com/fleetlift/fleetlift/internal/forge/forgetest"
 	"github.com/fleetlift/fleetlift/internal/forge/github"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
-
-// pacedForge records the writes it receives and enforces a secondary
-// limit as GitHub does: more than limit writes in any window are refused
-// with 403 "You have exceeded a secondary rate limit". When retryAfterAt
-// is set, the write of that number is refused with Retry-After instead.
-type pacedForge struct {
-	limit        int
-	window       time.Duration
-	retryAfterAt int
-	retryAfter   time.Duration
-
-	mu      sync.Mutex
-	writes  []time.Time
-	refused int
-	// heldFrom is when the Retry-After answer went out.
-	heldFrom time.Time
-}
-
-func (f *pacedForge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	now := time.Now()
-	if f.retryAfterAt > 0 && len(f.writes)+1 == f.retryAfterAt && f.heldFrom.IsZero() {
-		f.heldFrom = now
-		w.Header().Set("Retry-After", fmt.Sprint(int(f.retryAfter/time.Second)))
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprint(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
-		return
-	}
-	n := 0
-	for _, t := range f.writes {
-		if now.Sub(t) < f.window {
-			n++
-		}
-	}
-	if n >= f.limit {
-		f.refused++
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprint(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
-		return
-	}
-	f.writes = append(f.writes, now)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	fmt.Fprintf(w, `{"number":%d}`, len(f.writes))
-}
 
 // Three campaigns writing through two processes' budgets (each its own
 // Temporal connection and its own github.Budget) at once share the
@@ -96,7 +51,7 @@ func TestForgeBudgetIsSharedByEveryProcess(t *testing.T) {
 	t.Cleanup(w.Stop)
 
 	const writes = 45
-	f := &pacedForge{limit: 10, window: 2 * time.Second, retryAfterAt: 20, retryAfter: 2 * time.Second}
+	f := &forgetest.Paced{Limits: []forgetest.Window{{Count: 10, Per: 2 * time.Second}}, RetryAfterAt: 20, RetryAfter: 2 * time.Second}
 	api := httptest.NewServer(f)
 	defer api.Close()
 
@@ -144,19 +99,18 @@ func TestForgeBudgetIsSharedByEveryProcess(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.refused != 0 {
-		t.Errorf("the forge refused %d writes for its secondary limit; want none", f.refused)
+	if n := f.Refused(); n != 0 {
+		t.Errorf("the forge refused %d writes for its secondary limit; want none", n)
 	}
-	if len(f.writes) != writes {
-		t.Errorf("the forge took %d writes; want %d", len(f.writes), writes)
+	if n := len(f.Writes()); n != writes {
+		t.Errorf("the forge took %d writes; want %d", n, writes)
 	}
 	// Writes already on their way when the Retry-After went out may
 	// land just after it; none lands later until it has passed.
-	for _, at := range f.writes {
-		if d := at.Sub(f.heldFrom); d > 300*time.Millisecond && d < f.retryAfter {
-			t.Errorf("a write reached the forge %s after its Retry-After of %s", d.Round(time.Millisecond), f.retryAfter)
+	held := f.HeldFrom()
+	for _, at := range f.Writes() {
+		if d := at.Sub(held); d > 300*time.Millisecond && d < f.RetryAfter {
+			t.Errorf("a write reached the forge %s after its Retry-After of %s", d.Round(time.Millisecond), f.RetryAfter)
 		}
 	}
 }

@@ -11,6 +11,9 @@
 // handlers for the shared routes (Routes), its own routes and its
 // pagination headers.
 //
+// Paced is a forge that enforces GitHub's secondary limits on writes, for
+// the tests and the benchmark (bench/pace) of the shared write budget.
+//
 // forgetest imports only the standard library and is imported only by
-// tests; production code must not import it.
+// tests and benchmarks; production code must not import it.
 package forgetest
