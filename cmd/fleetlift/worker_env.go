@@ -177,8 +177,12 @@ func (w *workerFlags) shareWrites(c client.Client, logw io.Writer) {
 	}
 	id := dispatch.ForgeBudgetID(host, fs.Token)
 	caller, _ := os.Hostname()
-	fs.Budget.Share(&dispatch.ForgeBudget{Client: c, ID: id, Input: dispatch.ForgeBudgetInput(host, perMinute, perHour),
-		Caller: fmt.Sprintf("%s/%d", caller, os.Getpid())})
+	shared := &dispatch.ForgeBudget{Client: c, ID: id, Input: dispatch.ForgeBudgetInput(host, perMinute, perHour),
+		Caller: fmt.Sprintf("%s/%d", caller, os.Getpid())}
+	if w.metrics != nil {
+		shared.OnWait = w.metrics.PermitWaited(fs.Name)
+	}
+	fs.Budget.Share(shared)
 	fmt.Fprintf(logw, "forge writes: %s shares one budget with every worker and reconciler writing as this account (%s): %s\n",
 		fs.Name, id, writeLimits(perMinute, perHour))
 }

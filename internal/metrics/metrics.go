@@ -36,6 +36,8 @@ type Metrics struct {
 	rateWaits    *prometheus.CounterVec
 	rateWaitSecs *prometheus.CounterVec
 	notify       *prometheus.CounterVec
+	permits      *prometheus.CounterVec
+	permitWait   *prometheus.CounterVec
 	agentTokens  *prometheus.CounterVec
 	cost         *prometheus.CounterVec
 	runs         *runCollector
@@ -81,6 +83,14 @@ func New() *Metrics {
 			Namespace: Namespace, Subsystem: "notify", Name: "deliveries_total",
 			Help: "Tries to deliver a notification message, by service, event and outcome: delivered, retry (tried again later), failed (given up).",
 		}, []string{"service", "event", "outcome"}),
+		permits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "forge", Name: "write_permits_total",
+			Help: "Writes (content-creating requests) this process sent with a permit of the forge account's shared write budget.",
+		}, []string{"forge"}),
+		permitWait: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "forge", Name: "write_permit_wait_seconds_total",
+			Help: "Time this process's writes waited for their permits of the forge account's shared write budget.",
+		}, []string{"forge"}),
 		agentTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "agent", Name: "tokens_total",
 			Help: "Model tokens the agents' calls through this worker's gateway used, as the model reported them, by campaign (or task), team (the definition's team), model and kind: input, output, cache_write, cache_read.",
@@ -100,7 +110,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.passDuration, m.passErrors, m.reconciler, m.webhooks, m.provision,
-		m.forgeReqs, m.rateWaits, m.rateWaitSecs, m.notify, m.agentTokens, m.cost, m.runs,
+		m.forgeReqs, m.rateWaits, m.rateWaitSecs, m.notify, m.permits, m.permitWait, m.agentTokens, m.cost, m.runs,
 	)
 	return m
 }
@@ -174,6 +184,15 @@ func (m *Metrics) RateLimitWait(forge string) func(time.Duration) {
 	return func(d time.Duration) {
 		m.rateWaits.WithLabelValues(forge).Inc()
 		m.rateWaitSecs.WithLabelValues(forge).Add(d.Seconds())
+	}
+}
+
+// PermitWaited records a write's wait for its permit of the shared
+// write budget of the forge named forge (dispatch.ForgeBudget.OnWait).
+func (m *Metrics) PermitWaited(forge string) func(time.Duration) {
+	return func(d time.Duration) {
+		m.permits.WithLabelValues(forge).Inc()
+		m.permitWait.WithLabelValues(forge).Add(d.Seconds())
 	}
 }
 

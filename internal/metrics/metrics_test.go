@@ -154,6 +154,8 @@ func TestWebhookForgeSandboxSeries(t *testing.T) {
 	}
 
 	m.NotifyTried("audit", "paused", "retry")
+	m.PermitWaited("corp")(1500 * time.Millisecond)
+	m.PermitWaited("corp")(500 * time.Millisecond)
 	m.NotifyTried("audit", "paused", "delivered")
 	m.ModelUsed("slog-rollout", "platform", "claude-sonnet-4-5", protocol.ModelUsage{InputTokens: 1000, OutputTokens: 500, CacheReadInputTokens: 2000, CostUSD: 0.0111})
 	m.ModelUsed("slog-rollout", "platform", "claude-sonnet-4-5", protocol.ModelUsage{InputTokens: 1000, OutputTokens: 500, CostUSD: 0.0105})
@@ -161,6 +163,8 @@ func TestWebhookForgeSandboxSeries(t *testing.T) {
 
 	s := scrape(t, m)
 	want(t, s, 1, "fleetlift_notify_deliveries_total", "service", "audit", "event", "paused", "outcome", "retry")
+	want(t, s, 2, "fleetlift_forge_write_permits_total", "forge", "corp")
+	want(t, s, 2, "fleetlift_forge_write_permit_wait_seconds_total", "forge", "corp")
 	want(t, s, 1, "fleetlift_notify_deliveries_total", "service", "audit", "event", "paused", "outcome", "delivered")
 	want(t, s, 2000, "fleetlift_agent_tokens_total", "campaign", "slog-rollout", "team", "platform", "model", "claude-sonnet-4-5", "kind", "input")
 	want(t, s, 2000, "fleetlift_agent_tokens_total", "campaign", "slog-rollout", "team", "platform", "model", "claude-sonnet-4-5", "kind", "cache_read")
@@ -219,6 +223,7 @@ func TestMonitoringNamesExportedSeries(t *testing.T) {
 		PendingApprovals: []state.PendingApproval{{Target: "a", Since: time.Now()}}}}}, nil, time.Second)
 	m.Sandbox(fakeProvider{}).Provision(context.Background(), sandbox.ProvisionOptions{})
 	m.RateLimitWait("f")(time.Second)
+	m.NotifyTried("s", "paused", "failed")
 	hc := &http.Client{Transport: m.ForgeTransport("f", roundTrip(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
 	}))}
