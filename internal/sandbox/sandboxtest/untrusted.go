@@ -557,10 +557,39 @@ func (u *untrusted) throughGateway(t *testing.T) {
 			}
 		}
 	}
+	// A steer runs the agent again in its sandbox: what its calls used
+	// counts on, so the result awaiting approval has both runs'.
+	url, _ := u.h.Repository(t)
+	m := manifest(url, "")
+	m.Execution = protocol.Execution{Type: protocol.ExecutionAgentic, Prompt: "call the model"}
+	m.Limits = protocol.Limits{MaxTokens: 100000, MaxIterations: 1}
+	m.RequireApproval = true
+	s := u.startOn(t, p, "gateway-steered", nil, m, "FLEETLIFT_AGENT_CLI="+string(cli), "MODEL_CALLS=2")
+	if r := s.wait(protocol.PhaseAwaitingInput); r.ModelUsage == nil || r.ModelUsage.Requests != 2 {
+		t.Fatalf("steered: usage before the steer %+v; want 2 requests", r.ModelUsage)
+	}
+	s.write(protocol.SteeringFile, protocol.Steering{Action: protocol.ActionSteer, Prompt: "once more", Iteration: 1, Timestamp: time.Now().UTC()})
+	var r protocol.Result
+	for deadline := time.Now().Add(opTimeout); ; time.Sleep(50 * time.Millisecond) {
+		var st protocol.Status
+		if s.read(protocol.StatusFile, &st) && st.Phase == protocol.PhaseAwaitingInput && st.Iteration == 1 {
+			r = s.wait(protocol.PhaseAwaitingInput)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("steered: the agent did not come back after the steer; last status %+v", st)
+		}
+	}
+	if want := (protocol.ModelUsage{Requests: 4, InputTokens: 800, OutputTokens: 320, CostUSD: 0.0072}); r.ModelUsage == nil || *r.ModelUsage != want {
+		t.Errorf("steered: usage after the steer %+v; want both runs': %+v", r.ModelUsage, want)
+	}
+	s.write(protocol.SteeringFile, protocol.Steering{Action: protocol.ActionReject, Iteration: 1, Timestamp: time.Now().UTC()})
+	s.wait(protocol.PhaseCancelled)
+
 	mu.Lock()
 	defer mu.Unlock()
-	if len(keys) != 9 {
-		t.Errorf("the model was called %d times; want 9 (2 within the budget, 4 before the tokens were spent, 3 before the money was)", len(keys))
+	if len(keys) != 13 {
+		t.Errorf("the model was called %d times; want 13 (2 within the budget, 4 before the tokens were spent, 3 before the money was, 4 steered)", len(keys))
 	}
 	for _, k := range keys {
 		if k != realKey {
