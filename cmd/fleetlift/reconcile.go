@@ -241,6 +241,13 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	if rf.metrics != nil {
 		r.Observer = rf.metrics
 	}
+	if fs != nil && fs.Budget != nil && fs.Budget.SharedBudget() == nil {
+		// No worker in this process gave the forge's writes the
+		// account's budget: join the workers' (see forgeSetup.shareWrites).
+		if id, _, ok := fs.shareWrites(c, -1, -1, true, rf.metrics); ok {
+			logger.Info("forge writes: joining the account's shared write budget while the workers run it; paced here otherwise", "forge", fs.Name, "budget", id)
+		}
+	}
 	// watch.require_reviewed_merge: only commits merged from reviewed pull
 	// requests launch. Wired without a forge too, so that such a config
 	// launches nothing rather than everything. The requirement is kept in

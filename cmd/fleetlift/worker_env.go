@@ -17,6 +17,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/notify"
 	"github.com/fleetlift/fleetlift/internal/spec"
 )
@@ -158,18 +159,34 @@ func (w *workerFlags) notifyServices() (map[string]notify.Service, error) {
 // limits on logw.
 func (w *workerFlags) shareWrites(c client.Client, logw io.Writer) {
 	fs := w.forge
-	if fs == nil || fs.Budget == nil || fs.Type == string(spec.ForgeLocal) {
+	if fs == nil {
 		return
 	}
-	perMinute, perHour := w.writesPerMinute, w.writesPerHour
+	if id, limits, ok := fs.shareWrites(c, w.writesPerMinute, w.writesPerHour, false, w.metrics); ok {
+		fmt.Fprintf(logw, "forge writes: %s shares one budget with every worker and reconciler writing as this account (%s): %s\n",
+			fs.Name, id, limits)
+	}
+}
+
+// shareWrites has fs's writes wait for permits of the account's one
+// budget on Temporal (dispatch.ForgeBudget), with perMinute and perHour
+// writes (-1: the forge's own limits), counted in m when set. With join,
+// it never starts the budget (a reconciler without a worker): it writes
+// through it while the workers have it running, and paces itself
+// otherwise. It returns the budget's id and limits, and whether it
+// shares one.
+func (fs *forgeSetup) shareWrites(c client.Client, perMinute, perHour int, join bool, m *metrics.Metrics) (string, string, bool) {
+	if fs.Budget == nil || fs.Type == string(spec.ForgeLocal) {
+		return "", "", false
+	}
 	if perMinute < 0 {
 		perMinute = forgeDefaultWrites(fs.Type, time.Minute)
 	}
 	if perHour < 0 {
 		perHour = forgeDefaultWrites(fs.Type, time.Hour)
 	}
-	if perMinute == 0 && perHour == 0 {
-		return
+	if perMinute == 0 && perHour == 0 && !join {
+		return "", "", false
 	}
 	host := fs.URL
 	if u, err := url.Parse(fs.URL); err == nil && u.Host != "" {
@@ -178,13 +195,16 @@ func (w *workerFlags) shareWrites(c client.Client, logw io.Writer) {
 	id := dispatch.ForgeBudgetID(host, fs.Token)
 	caller, _ := os.Hostname()
 	shared := &dispatch.ForgeBudget{Client: c, ID: id, Input: dispatch.ForgeBudgetInput(host, perMinute, perHour),
-		Caller: fmt.Sprintf("%s/%d", caller, os.Getpid())}
-	if w.metrics != nil {
-		shared.OnWait = w.metrics.PermitWaited(fs.Name)
+		Caller: fmt.Sprintf("%s/%d", caller, os.Getpid()), Join: join}
+	if m != nil {
+		shared.OnWait = m.PermitWaited(fs.Name)
 	}
 	fs.Budget.Share(shared)
-	fmt.Fprintf(logw, "forge writes: %s shares one budget with every worker and reconciler writing as this account (%s): %s\n",
-		fs.Name, id, writeLimits(perMinute, perHour))
+	limits := writeLimits(perMinute, perHour)
+	if join {
+		limits = "the limits of the workers that run it"
+	}
+	return id, limits, true
 }
 
 // forgeDefaultWrites is the forge's own limit of writes per period:

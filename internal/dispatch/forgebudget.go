@@ -34,6 +34,15 @@ type ForgeBudget struct {
 	Caller string
 	// OnWait, when set, is told how long each permit waited (metrics).
 	OnWait func(time.Duration)
+	// Join, when set, never starts the budget: this process (a
+	// reconciler without a worker) writes through it while the workers
+	// that own it have it running, and paces itself otherwise
+	// (github.ErrSharedUnavailable).
+	Join bool
+	// AcceptWithin bounds the wait for the budget to take a permit's
+	// ask in (a worker to run it); past it, the ask fails with
+	// github.ErrSharedUnavailable. Zero: 30 s.
+	AcceptWithin time.Duration
 
 	// asking bounds this process's permits asked at once: the rest wait
 	// here, not as updates the server bounds (it refuses more than a
@@ -116,14 +125,7 @@ func (f *ForgeBudget) Acquire(ctx context.Context) error {
 // ask asks the budget for a permit until it is granted.
 func (f *ForgeBudget) ask(ctx context.Context) (workflow.ForgePermit, error) {
 	for attempt := 0; ; attempt++ {
-		op := f.Client.NewWithStartWorkflowOperation(f.start(), workflow.ForgeBudget, f.Input)
-		h, err := f.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-			StartWorkflowOperation: op,
-			UpdateOptions: client.UpdateWorkflowOptions{
-				UpdateName: workflow.UpdateForgePermit, Args: []any{workflow.ForgePermitRequest{Caller: f.Caller}},
-				WaitForStage: client.WorkflowUpdateStageCompleted,
-			},
-		})
+		h, err := f.send(ctx)
 		var p workflow.ForgePermit
 		if err == nil {
 			err = h.Get(ctx, &p)
@@ -131,7 +133,7 @@ func (f *ForgeBudget) ask(ctx context.Context) (workflow.ForgePermit, error) {
 		if err == nil {
 			return p, nil
 		}
-		if ctx.Err() != nil || !askAgain(err) || attempt >= 100 {
+		if ctx.Err() != nil || errors.Is(err, github.ErrSharedUnavailable) || !askAgain(err) || attempt >= 100 {
 			return p, fmt.Errorf("permit from %s: %w", f.ID, err)
 		}
 		t := time.NewTimer(time.Duration(10*min(attempt+1, 10)) * time.Millisecond)
@@ -142,6 +144,39 @@ func (f *ForgeBudget) ask(ctx context.Context) (workflow.ForgePermit, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// send sends a permit's ask and returns once the budget took it in,
+// starting the budget first unless it runs (with Join, only to a budget
+// running). An ask the budget does not take in within AcceptWithin, or
+// one to join a budget that does not run, fails with
+// github.ErrSharedUnavailable.
+func (f *ForgeBudget) send(ctx context.Context) (client.WorkflowUpdateHandle, error) {
+	within := f.AcceptWithin
+	if within <= 0 {
+		within = 30 * time.Second
+	}
+	actx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	update := client.UpdateWorkflowOptions{
+		WorkflowID: f.ID, UpdateName: workflow.UpdateForgePermit, Args: []any{workflow.ForgePermitRequest{Caller: f.Caller}},
+		WaitForStage: client.WorkflowUpdateStageAccepted,
+	}
+	if !f.Join {
+		// Start the budget unless it runs (the existing run otherwise).
+		if _, err := f.Client.ExecuteWorkflow(ctx, f.start(), workflow.ForgeBudget, f.Input); err != nil {
+			return nil, fmt.Errorf("start %s: %w", f.ID, err)
+		}
+	}
+	h, err := f.Client.UpdateWorkflow(actx, update)
+	var nf *serviceerror.NotFound
+	if f.Join && err != nil && (errors.As(err, &nf) || strings.Contains(err.Error(), "workflow execution already completed")) {
+		return nil, fmt.Errorf("%w: %s does not run: %w", github.ErrSharedUnavailable, f.ID, err)
+	}
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("%w: %s took no ask in %s (is a fleetlift worker running?): %w", github.ErrSharedUnavailable, f.ID, within, err)
+	}
+	return h, err
 }
 
 // askAgain reports whether err says to ask again: the budget's run was

@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,6 +43,25 @@ func TestForgeBudgetIsSharedByEveryProcess(t *testing.T) {
 		t.Cleanup(c.Close)
 		return c
 	}
+	in := workflow.ForgeBudgetInput{Key: "127.0.0.1/bot", Limits: []workflow.ForgeLimit{{Count: 10, Per: 2 * time.Second}},
+		Slack: 300 * time.Millisecond, MinInterval: 230 * time.Millisecond, Ahead: 100 * time.Millisecond}
+	id := dispatch.ForgeBudgetID("127.0.0.1", "ghp_test-token")
+	if strings.Contains(id, "ghp_test-token") {
+		t.Fatalf("the budget's id %q holds the token", id)
+	}
+
+	// Before any worker runs: a reconciler joining the budget finds none
+	// and paces itself; a worker's ask that no worker takes in gives up
+	// in time, saying so.
+	joiner := &dispatch.ForgeBudget{Client: dial(), ID: id, Input: in, Caller: "reconciler", Join: true}
+	if err := joiner.Acquire(t.Context()); !errors.Is(err, github.ErrSharedUnavailable) {
+		t.Errorf("joining a budget that does not run: %v; want github.ErrSharedUnavailable", err)
+	}
+	early := &dispatch.ForgeBudget{Client: dial(), ID: id, Input: in, Caller: "early", AcceptWithin: time.Second}
+	if err := early.Acquire(t.Context()); !errors.Is(err, github.ErrSharedUnavailable) || !strings.Contains(err.Error(), "is a fleetlift worker running?") {
+		t.Errorf("an ask no worker takes in: %v; want github.ErrSharedUnavailable asking for a worker", err)
+	}
+
 	// A fleetlift worker runs the budget's workflow.
 	w := worker.New(dial(), workflow.TaskQueue, worker.Options{})
 	w.RegisterWorkflow(workflow.ForgeBudget)
@@ -55,12 +75,9 @@ func TestForgeBudgetIsSharedByEveryProcess(t *testing.T) {
 	api := httptest.NewServer(f)
 	defer api.Close()
 
-	// The test's time scale: ten writes in two seconds, 300 ms of slack.
-	in := workflow.ForgeBudgetInput{Key: "127.0.0.1/bot", Limits: []workflow.ForgeLimit{{Count: 10, Per: 2 * time.Second}},
-		Slack: 300 * time.Millisecond, MinInterval: 230 * time.Millisecond, Ahead: 100 * time.Millisecond}
-	id := dispatch.ForgeBudgetID("127.0.0.1", "ghp_test-token")
-	if strings.Contains(id, "ghp_test-token") {
-		t.Fatalf("the budget's id %q holds the token", id)
+	// Once the budget runs, the reconciler joins it.
+	if err := joiner.Acquire(t.Context()); err != nil {
+		t.Errorf("joining the running budget: %v", err)
 	}
 	// Each process's own budget would let it write as fast as it likes
 	// (WriteRate -1): the shared one alone paces them.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -100,6 +101,11 @@ type BudgetOptions struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
+// ErrSharedUnavailable is returned (wrapped) by a Shared that cannot
+// serve permits now (no process serves the shared budget): the write
+// waits for this process's own write bucket instead.
+var ErrSharedUnavailable = errors.New("the shared write budget is not served")
+
 // Shared is a forge account's budget of writes held by one owner for
 // every process (package dispatch's ForgeBudget, a Temporal workflow).
 type Shared interface {
@@ -123,6 +129,10 @@ type Budget struct {
 	sleep  func(ctx context.Context, d time.Duration) error
 	slots  chan struct{}
 	jitter func(d time.Duration) time.Duration
+
+	// fallbacks counts writes paced locally because the shared budget
+	// was not served.
+	fallbacks atomic.Int64
 
 	mu     sync.Mutex
 	reads  bucket
@@ -567,12 +577,20 @@ func (b *Budget) waitPause(ctx context.Context) error {
 // release the slot (<-b.slots) when the request is done.
 func (b *Budget) wait(ctx context.Context, write bool) error {
 	if shared := b.shared(); write && shared != nil {
-		if err := shared.Acquire(ctx); err != nil {
+		err := shared.Acquire(ctx)
+		switch {
+		case errors.Is(err, ErrSharedUnavailable):
+			// Paced by this process's own bucket, as without one.
+			if b.fallbacks.Add(1) == 1 {
+				b.log.Warn("forge writes: the shared write budget is not served; pacing this process's writes itself", "error", err)
+			}
+		case err != nil:
 			return fmt.Errorf("%w: the account's shared write budget: %w", ErrRateLimited, err)
+		default:
+			// The permit is the write's; the local buckets count it as
+			// a read.
+			write = false
 		}
-		// The permit is the write's; the local buckets count it as a
-		// read.
-		write = false
 	}
 	taken := false
 	giveBack := func() {

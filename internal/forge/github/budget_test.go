@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -430,5 +431,39 @@ func TestSharedBudgetPermitsWritesAndTakesHolds(t *testing.T) {
 	}
 	if len(shared.holds) != 1 || !shared.holds[0].Equal(start.Add(7*time.Second)) {
 		t.Errorf("holds %v; want one until 7s from now", shared.holds)
+	}
+}
+
+// unserved is a shared budget no process serves.
+type unserved struct{ asked atomic.Int32 }
+
+func (u *unserved) Acquire(context.Context) error {
+	u.asked.Add(1)
+	return fmt.Errorf("%w: no worker", github.ErrSharedUnavailable)
+}
+
+func (u *unserved) Hold(context.Context, time.Time, string) error { return nil }
+
+// A shared budget no process serves does not stop the writes: they are
+// paced by this process's own write bucket, as without one.
+func TestUnservedSharedBudgetFallsBackToTheOwnBucket(t *testing.T) {
+	clk := newClock()
+	srv, h := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) { w.Write([]byte("ok")) })
+	shared := &unserved{}
+	b := github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: 1, Shared: shared, Now: clk.Now, Sleep: clk.Sleep})
+	c := &http.Client{Transport: b.Transport(nil)}
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/pulls", strings.NewReader("{}"))
+		resp, err := c.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a write with the shared budget unserved: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	if h.get("/pulls") != 3 || shared.asked.Load() != 3 {
+		t.Errorf("%d writes sent, %d permits asked; want 3 and 3", h.get("/pulls"), shared.asked.Load())
+	}
+	if got := clk.slept(); !slices.Equal(got, []time.Duration{time.Second, time.Second}) {
+		t.Errorf("waited %v; want the own bucket's second between writes", got)
 	}
 }
