@@ -645,15 +645,21 @@ func (c *campaignRun) checkThreshold() {
 	c.pause()
 }
 
-// overBudget says why the campaign's cost stops it, "" when it does not:
-// its units' model calls cost max_cost_per_campaign or more, or a cost
-// could not be counted, and no human continued past that budget.
+// overBudget says why the campaign's cost stops it, "" when it does not
+// (costOver on what it spent).
 func (c *campaignRun) overBudget() string {
-	limit := c.in.MaxCostUSD
-	if limit <= 0 || c.p.CostContinued >= limit {
+	return costOver(c.in.MaxCostUSD, c.p.CostContinued, c.spend)
+}
+
+// costOver says why a campaign whose max_cost_per_campaign is limit,
+// and which a human continued past the budget continued, stops for its
+// cost, "" when it does not: its units' model calls (spent) cost limit
+// or more, or a cost could not be counted.
+func costOver(limit, continued float64, spent func() *protocol.ModelUsage) string {
+	if limit <= 0 || continued >= limit {
 		return ""
 	}
-	u := c.spend()
+	u := spent()
 	switch {
 	case u == nil:
 		return ""

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/status"
 )
 
@@ -448,7 +449,8 @@ func (r *pagedRun) addSignalHandlers(sel workflow.Selector) {
 		if r.active < 0 {
 			before := r.before(-1)
 			r.p.Acknowledged = before.Failed
-			if u := before.ModelUsage; r.in.MaxCostUSD > 0 && u != nil && (u.CostUSD >= r.in.MaxCostUSD || u.Unpriced != "") {
+			spent := func() *protocol.ModelUsage { return before.ModelUsage }
+			if costOver(r.in.MaxCostUSD, r.p.CostContinued, spent) != "" {
 				r.p.CostContinued = r.in.MaxCostUSD
 			}
 		}
