@@ -234,19 +234,16 @@ func pooledCost(recorded []state.Campaign) pooled {
 // recorded as r (nil for a new one); nil for a change that starts no
 // agent's work.
 func project(c Change, d *spec.Definition, r *state.Campaign, all pooled) *Cost {
-	if d == nil || c.Action != Create && !c.SpecChanged() || c.Action == Suspend || c.Action == Resume && !c.SpecChanged() {
+	if d == nil || c.Action != Create && !c.SpecChanged() || c.Action == Suspend {
 		return nil
 	}
 	var w spec.Work
 	var budget float64
-	var repos int
 	switch {
 	case d.Campaign != nil:
 		w, budget = d.Campaign.Template, d.Campaign.MaxCostPerCampaign
-		repos = countRepos(d.Campaign.Repositories, nil, d.Campaign.Groups)
 	case d.Task != nil:
 		w = d.Task.Work
-		repos = countRepos(d.Task.Repositories, d.Task.Targets, d.Task.Groups)
 	default:
 		return nil
 	}
@@ -254,7 +251,7 @@ func project(c Change, d *spec.Definition, r *state.Campaign, all pooled) *Cost 
 	if ag == nil {
 		return nil
 	}
-	cost := &Cost{Repositories: repos, Budget: budget, PerTask: ag.Limits.MaxCostPerTask}
+	cost := &Cost{Repositories: len(unitsOfDefinition(d)), Budget: budget, PerTask: ag.Limits.MaxCostPerTask}
 	if c.Action == Update && c.Strategy == spec.UpdateInPlace && r != nil && !r.Phase.Done() {
 		// The run goes on: what it has not started yet, and what the
 		// change adds, take the new spec.
@@ -279,14 +276,4 @@ func project(c Change, d *spec.Definition, r *state.Campaign, all pooled) *Cost 
 		}
 	}
 	return cost
-}
-
-// countRepos counts the repositories a definition works on, a group's
-// each.
-func countRepos(repos, targets []spec.Repository, groups []spec.Group) int {
-	n := len(repos) + len(targets)
-	for _, g := range groups {
-		n += len(g.Repositories)
-	}
-	return n
 }
