@@ -350,8 +350,12 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 		// The records carried out: the campaign's own (continue, abort,
 		// retry) and its units' (approve, steer, reject).
 		c.AppliedApprovals = slices.Clone(st.Applied)
+		var used *protocol.ModelUsage
+		usedRepos := 0
 		for _, u := range st.Units {
-			c.Usage = addUsage(c.Usage, u.ModelUsage, max(len(u.Repos), 1))
+			if u.ModelUsage != nil {
+				used, usedRepos = used.Plus(u.ModelUsage), usedRepos+max(len(u.Repos), 1)
+			}
 			repo := state.Repo{Name: u.Key, Status: unitStatus(u.Phase)}
 			if len(u.PRs) > 0 {
 				repo.Branch, repo.PullRequestURL, repo.PullRequestState = u.PRs[0].Branch, u.PRs[0].URL, state.PullRequestOpen
@@ -376,6 +380,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 				c.Reports = append(c.Reports, r.unitReports(ctx, u, live, running)...)
 			}
 		}
+		c.Usage = usageOf(used, usedRepos)
 		if running && len(c.PendingApprovals) > 0 && c.Phase == state.PhaseRunning {
 			c.Phase = state.PhaseAwaitingApproval
 		}
@@ -392,7 +397,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 			}
 			c.AppliedApprovals = st.Applied
 			if st.Result != nil {
-				c.Usage = addUsage(nil, st.Result.ModelUsage, len(st.Result.Repositories))
+				c.Usage = usageOf(st.Result.ModelUsage, len(st.Result.Repositories))
 				for _, rr := range st.Result.Repositories {
 					repos = append(repos, status.RepoResult{Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest,
 						Report: rr.Report, ForEach: rr.ForEach, Error: rr.Error, ErrorKind: rr.ErrorKind})
@@ -404,7 +409,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 				return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 			}
 			repos = res.Repositories
-			c.Usage = addUsage(nil, res.ModelUsage, len(res.Repositories))
+			c.Usage = usageOf(res.ModelUsage, len(res.Repositories))
 			c.AppliedApprovals = res.Applied
 			c.Phase = taskPhase(res)
 			if len(res.Repositories) > 0 {
@@ -663,21 +668,11 @@ func agentStatus(s string) state.RepoStatus {
 	return state.RepoRunning
 }
 
-// addUsage is sum with what the model calls of a task or unit of repos
-// repositories used (u) added; sum when u is nil.
-func addUsage(sum *state.Usage, u *protocol.ModelUsage, repos int) *state.Usage {
+// usageOf is the state's record of model usage u of a run whose tasks
+// that called a model worked on repos repositories; nil when u is.
+func usageOf(u *protocol.ModelUsage, repos int) *state.Usage {
 	if u == nil {
-		return sum
+		return nil
 	}
-	if sum == nil {
-		sum = &state.Usage{}
-	}
-	sum.Requests += u.Requests
-	sum.Tokens += u.Tokens()
-	sum.CostUSD += u.CostUSD
-	sum.Repositories += max(repos, 1)
-	if u.Unpriced != "" {
-		sum.Unpriced = (&protocol.ModelUsage{Unpriced: sum.Unpriced}).Plus(&protocol.ModelUsage{Unpriced: u.Unpriced}).Unpriced
-	}
-	return sum
+	return &state.Usage{Requests: u.Requests, Tokens: u.Tokens(), CostUSD: u.CostUSD, Unpriced: u.Unpriced, Repositories: max(repos, 1)}
 }

@@ -194,16 +194,14 @@ func OneLine(s string) string {
 }
 
 // campaignUsage is what c's units used of their models together.
+// A refusal is a unit's, shown with it, not the campaign's (Summary.Use
+// keeps none).
 func campaignUsage(c *status.CampaignState) *protocol.ModelUsage {
-	var sum *protocol.ModelUsage
+	var s status.Summary
 	for _, u := range c.Units {
-		sum = sum.Plus(u.ModelUsage)
+		s.Use(u.ModelUsage, 1)
 	}
-	if sum != nil {
-		// A refusal is a unit's, shown with it, not the campaign's.
-		sum.Refused = ""
-	}
-	return sum
+	return s.ModelUsage
 }
 
 // taskUsage is what t used of its model: its result's once it has ended,
