@@ -107,14 +107,8 @@ func (f *ForgeBudget) Acquire(ctx context.Context) error {
 		return err
 	}
 	// The permit is for its time: wait for it.
-	if d := time.Until(p.At); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+	if err := sleep(ctx, time.Until(p.At)); err != nil {
+		return err
 	}
 	if f.OnWait != nil {
 		f.OnWait(time.Since(start))
@@ -136,13 +130,24 @@ func (f *ForgeBudget) ask(ctx context.Context) (workflow.ForgePermit, error) {
 		if ctx.Err() != nil || errors.Is(err, github.ErrSharedUnavailable) || !askAgain(err) || attempt >= 100 {
 			return p, fmt.Errorf("permit from %s: %w", f.ID, err)
 		}
-		t := time.NewTimer(time.Duration(10*min(attempt+1, 10)) * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return p, ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, time.Duration(10*min(attempt+1, 10))*time.Millisecond); err != nil {
+			return p, err
 		}
+	}
+}
+
+// sleep waits for d (none when it is not positive) or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
