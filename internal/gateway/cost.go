@@ -91,11 +91,11 @@ func (p Price) Cost(u messageUsage) float64 {
 		float64(u.CacheCreationInputTokens)*p.CacheWrite + float64(u.CacheReadInputTokens)*p.CacheRead) / 1e6
 }
 
-// price adds what one response cost to u, at prices: its cost, or the
-// model among those unpriced when the table has no price for it. Without
-// a table, nothing is priced.
+// price adds what one response (m, whose tokens u counts alone) cost to
+// u, at prices: its cost, or the model among those unpriced when the
+// table has no price for it. Without a table, nothing is priced.
 func price(u *Usage, prices Prices, m messageUsage) {
-	if prices == nil || m.Model == "" && m.tokens() == 0 {
+	if prices == nil || m.Model == "" && u.Tokens() == 0 {
 		return
 	}
 	p, ok := prices.Lookup(m.Model)

@@ -516,11 +516,6 @@ type messageUsage struct {
 	Model string `json:"-"`
 }
 
-// tokens is every token m counts.
-func (m messageUsage) tokens() int64 {
-	return m.InputTokens + m.OutputTokens + m.CacheCreationInputTokens + m.CacheReadInputTokens
-}
-
 // counter passes a response body through and counts the usage it
 // reports: a JSON message's usage once the body is read, or a stream's
 // message_start usage and each message_delta's output tokens (which the
@@ -580,7 +575,7 @@ func (c *counter) count() {
 	var delta Usage
 	add(&delta, u)
 	price(&delta, c.g.Prices, u)
-	c.g.pace.add(u.tokens())
+	c.g.pace.add(delta.Tokens())
 	c.box.mu.Lock()
 	c.box.usage = *c.box.usage.Plus(&delta)
 	c.box.changedLocked()
