@@ -106,7 +106,7 @@ func (w *workerFlags) sayGateway(logw io.Writer) {
 		if w.gw.Prices != nil {
 			fmt.Fprintf(logw, "model calls: priced at %s (%d models)", w.prices, len(w.gw.Prices))
 			if w.maxCostPerTask > 0 {
-				fmt.Fprintf(logw, ", at most $%.2f a task", w.maxCostPerTask)
+				fmt.Fprintf(logw, ", at most %s a task", protocol.USD(w.maxCostPerTask))
 			}
 			fmt.Fprintln(logw)
 		}
