@@ -145,3 +145,100 @@ type CommitStatus struct {
 	Description string
 	TargetURL   string
 }
+
+// Follower is a forge that says what became of a pull request it opened:
+// every forge fleetlift opens pull requests on implements it (GitHub,
+// Gitea and the local forge), so a campaign is followed from open to
+// merged wherever it runs.
+type Follower interface {
+	// PullRequestStatus reads pull request number (0 on a forge that
+	// numbers none: the local forge names it by branch) of repository,
+	// proposed from branch.
+	PullRequestStatus(ctx context.Context, repository string, number int, branch string) (*PullRequestStatus, error)
+}
+
+// Mergeability, as PullRequestStatus.Mergeable holds it.
+const (
+	MergeableYes      = "mergeable"
+	MergeableConflict = "conflicting"
+	// MergeableBehind: it merges cleanly, but its base moved past the
+	// commit it started from.
+	MergeableBehind = "behind"
+)
+
+// Review decisions, as PullRequestStatus.Review holds them: the latest
+// review of each reviewer together (comments do not count).
+const (
+	DecisionApproved         = "approved"
+	DecisionChangesRequested = "changes_requested"
+	DecisionNone             = "none"
+)
+
+// PullRequestStatus is a pull request as the forge has it now: what it
+// became and what decides whether it may merge. Empty fields are what
+// the forge does not say (the local forge has no reviews or checks).
+type PullRequestStatus struct {
+	// State is StateOpen, StateMerged or StateClosed.
+	State string `json:"state"`
+	Draft bool   `json:"draft,omitempty"`
+	// Head is the commit at the head of the pull request (for a merged
+	// one, the commit it was merged at when the forge says).
+	Head string `json:"head,omitempty"`
+	// Base is the branch it targets and BaseSHA that branch's commit.
+	Base    string `json:"base,omitempty"`
+	BaseSHA string `json:"base_sha,omitempty"`
+	// Mergeable is one of the Mergeable* constants, or "" while the
+	// forge has not worked it out.
+	Mergeable string `json:"mergeable,omitempty"`
+	// Review is one of the Decision* constants.
+	Review string `json:"review,omitempty"`
+	// Checks is the head commit's checks together: StatusSuccess,
+	// StatusPending or StatusFailure; "" when it has none.
+	Checks string `json:"checks,omitempty"`
+	// FailedChecks names the checks that failed (at most a few).
+	FailedChecks []string `json:"failed_checks,omitempty"`
+	Labels       []string `json:"labels,omitempty"`
+}
+
+// CombineChecks is the state of several checks together: failure when
+// one failed or errored, else pending when one has not finished, else
+// success; "" for none.
+func CombineChecks(states ...string) string {
+	out := ""
+	for _, s := range states {
+		switch s {
+		case StatusFailure, StatusError:
+			return StatusFailure
+		case StatusPending:
+			out = StatusPending
+		case StatusSuccess:
+			if out == "" {
+				out = StatusSuccess
+			}
+		}
+	}
+	return out
+}
+
+// Decide is the review decision of reviews (oldest first): each
+// reviewer's latest approval or request for changes counts, a dismissal
+// takes theirs back, and comments count for nothing.
+func Decide(reviews []Review) string {
+	latest := map[string]string{}
+	for _, r := range reviews {
+		switch r.State {
+		case ReviewApproved, ReviewChangesRequested, ReviewDismissed:
+			latest[r.User] = r.State
+		}
+	}
+	out := DecisionNone
+	for _, s := range latest {
+		switch s {
+		case ReviewChangesRequested:
+			return DecisionChangesRequested
+		case ReviewApproved:
+			out = DecisionApproved
+		}
+	}
+	return out
+}

@@ -255,6 +255,14 @@ type pull struct {
 	// MergeCommitSHA is, once merged, the commit the merge made on the
 	// base branch (with a rebase merge, the last one).
 	MergeCommitSHA string `json:"merge_commit_sha"`
+	Draft          bool   `json:"draft"`
+	// Mergeable is null while the forge works it out.
+	Mergeable *bool `json:"mergeable"`
+	// MergeableState is GitHub's verdict (clean, dirty, behind,
+	// blocked, unstable, unknown, draft); Gitea has none.
+	MergeableState string `json:"mergeable_state"`
+	// MergeBase is Gitea's: the commit of the base the head builds on.
+	MergeBase string `json:"merge_base"`
 }
 
 type account struct {

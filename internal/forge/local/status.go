@@ -1,0 +1,119 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/git"
+)
+
+var _ forge.Follower = (*Forge)(nil)
+
+// PullRequestStatus reads what became of the "pull request" of branch
+// in repository (number is ignored: the branch names it). It is merged
+// once its commit is reachable from the base branch its record names,
+// closed when the branch is gone without that, and open otherwise; an
+// open one is conflicting when its branch and the base do not merge
+// cleanly, and behind when the base moved past where it started.
+func (f *Forge) PullRequestStatus(ctx context.Context, repository string, number int, branch string) (*forge.PullRequestStatus, error) {
+	if err := git.CheckURL(repository); err != nil {
+		return nil, err
+	}
+	if err := git.CheckBranch(branch); err != nil {
+		return nil, err
+	}
+	s, err := f.Git.NewScratch(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	recordRef, branchRef := RecordRefPrefix+branch, "refs/heads/"+branch
+	refs, err := s.LsRemote(ctx, repository, recordRef, branchRef)
+	if err != nil {
+		return nil, err
+	}
+	if refs[recordRef] == "" {
+		return nil, fmt.Errorf("read pull request %s of %s: %w", branch, git.Redact(repository), ErrNoRecord)
+	}
+	rec, err := readRecord(ctx, s, repository, recordRef)
+	if err != nil {
+		return nil, err
+	}
+	if err := git.CheckBranch(rec.Base); err != nil {
+		return nil, fmt.Errorf("record of %s: base: %w", branch, err)
+	}
+	st := &forge.PullRequestStatus{State: forge.StateOpen, Draft: rec.Draft, Base: rec.Base, Labels: rec.Labels, Head: refs[branchRef]}
+	baseRef := "refs/heads/" + rec.Base
+	specs := []string{"+" + baseRef + ":refs/base"}
+	if st.Head != "" {
+		specs = append(specs, "+"+branchRef+":refs/head")
+	}
+	if err := s.Fetch(ctx, repository, specs...); err != nil {
+		return nil, err
+	}
+	if st.BaseSHA, err = s.Run(ctx, "rev-parse", "--verify", "--quiet", "refs/base^{commit}"); err != nil {
+		return nil, fmt.Errorf("read pull request %s of %s: its base %s is gone", branch, git.Redact(repository), rec.Base)
+	}
+	st.BaseSHA = strings.TrimSpace(st.BaseSHA)
+	head := st.Head
+	if head == "" {
+		// Gone: merged if what was proposed is on the base.
+		if !git.IsObjectID(rec.Commit) {
+			return nil, fmt.Errorf("record of %s: commit %q is no object id", branch, rec.Commit)
+		}
+		head = rec.Commit
+	}
+	merged, err := isAncestor(ctx, s, head, "refs/base")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case merged:
+		st.State, st.Head = forge.StateMerged, head
+		return st, nil
+	case st.Head == "":
+		st.State = forge.StateClosed
+		return st, nil
+	}
+	if _, err := s.Run(ctx, "merge-tree", "--write-tree", "--no-messages", "refs/base", "refs/head"); err != nil {
+		if exitStatus(err) != 1 {
+			return nil, fmt.Errorf("merge %s into %s: %w", branch, rec.Base, err)
+		}
+		st.Mergeable = forge.MergeableConflict
+		return st, nil
+	}
+	st.Mergeable = forge.MergeableYes
+	if current, err := isAncestor(ctx, s, "refs/base", "refs/head"); err != nil {
+		return nil, err
+	} else if !current {
+		st.Mergeable = forge.MergeableBehind
+	}
+	return st, nil
+}
+
+// isAncestor reports whether commit a is reachable from b in s; false
+// when s does not have a.
+func isAncestor(ctx context.Context, s *git.Scratch, a, b string) (bool, error) {
+	if _, err := s.Run(ctx, "cat-file", "-e", a+"^{commit}"); err != nil {
+		return false, nil
+	}
+	_, err := s.Run(ctx, "merge-base", "--is-ancestor", a, b)
+	switch {
+	case err == nil:
+		return true, nil
+	case exitStatus(err) == 1:
+		return false, nil
+	}
+	return false, err
+}
+
+func exitStatus(err error) int {
+	var ge *git.Error
+	if errors.As(err, &ge) {
+		return ge.ExitCode
+	}
+	return -1
+}
