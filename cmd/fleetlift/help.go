@@ -59,6 +59,10 @@ var helps = map[string]commandHelp{
 		examples: []string{"fleetlift status", "fleetlift status slog-rollout --diff", "fleetlift status campaign/slog-rollout -o json"},
 		failed:   "no such run, or Temporal could not be reached",
 	},
+	"prs": {
+		examples: []string{"fleetlift prs", "fleetlift prs slog-rollout --state open --state draft", "fleetlift prs campaign/slog-rollout --refresh -o json"},
+		failed:   "no such run, Temporal could not be reached, or --refresh got no answer from a worker",
+	},
 	"reports": {
 		examples: []string{"fleetlift reports auth-audit", "fleetlift reports campaign/auth-audit -o csv > audit.csv",
 			"fleetlift reports auth-audit --out-dir reports/"},

@@ -117,6 +117,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newReconcileCmd(),
 		newDemoCmd(),
 		newStatusCmd(),
+		newPRsCmd(),
 		newReportsCmd(),
 		newServerCmd(),
 		newWorkerCmd(),

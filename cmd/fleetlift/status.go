@@ -50,6 +50,7 @@ documents its fields): {"format_version", "runs": [...]} for the list, and
 			if err != nil {
 				return err
 			}
+			st.PullRequests = rd.PullRequests(cmd.Context(), st)
 			if output == "json" {
 				return render.JSON(w, st, rd.Awaiting(cmd.Context(), st), diff)
 			}

@@ -33,15 +33,17 @@ type workerFlags struct {
 	// providerName is the sandbox provider: local, docker, kubernetes,
 	// kubernetes-jobs, or empty to choose (local or docker).
 	providerName string
-	docker       dockerFlags
-	kube         kubeFlags
-	agentCLI     string
-	agentEnv     []string
-	passEnv      []string
-	fileRoots    []string
-	isolation    string
-	egress       []string
-	limits       localLimits
+	// followEvery is how often runs' pull requests are read.
+	followEvery time.Duration
+	docker      dockerFlags
+	kube        kubeFlags
+	agentCLI    string
+	agentEnv    []string
+	passEnv     []string
+	fileRoots   []string
+	isolation   string
+	egress      []string
+	limits      localLimits
 	// modelAPI and modelKeyEnv are --model-gateway and --model-key-env;
 	// gatewayKey is set once a local provider's gateway holds the key,
 	// which then goes to no sandbox.
@@ -152,6 +154,8 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"a directory local repositories (file:// URLs and absolute paths) may be cloned from and pushed to (repeatable); by default none may")
 	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", protocol.IsolationNamespaces,
 		"how the agent isolates the work it runs: "+protocol.IsolationNamespaces+" (Linux user, mount and PID namespaces), or "+protocol.IsolationNone+" (none: the work can read tokens, approve itself and outlive its commands)")
+	cmd.Flags().DurationVar(&w.followEvery, "pull-requests-every", activity.DefaultFollowEvery,
+		"how often the pull requests runs opened are read from their forges (state, reviews, checks, mergeability), within the forge's request budget; `fleetlift prs --refresh` and the forges' webhooks read them at once")
 	cmd.Flags().DurationVar(&w.orphan, "sandbox-orphan-after", agent.DefaultOrphanAfter,
 		"a sandbox no worker has watched for this long ends itself (a worker that never came back)")
 	cmd.Flags().StringVar(&w.queue, "sandbox-queue", "",
@@ -247,6 +251,8 @@ func sharedWorker(c client.Client, acts *activity.Activities, opts worker.Option
 	w.RegisterWorkflow(workflow.Notify)
 	// The forge account's shared budget of writes.
 	w.RegisterWorkflow(workflow.ForgeBudget)
+	// What became of the pull requests runs opened.
+	w.RegisterWorkflow(workflow.PullRequests)
 	w.RegisterActivity(acts)
 	return w
 }

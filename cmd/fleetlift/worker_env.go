@@ -111,6 +111,10 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 	}
 	local := activity.LocalForges(&gitx.Git{})
 	acts.Git, acts.FileRoots = g, roots
+	if w.followEvery != 0 && w.followEvery < time.Second {
+		return fmt.Errorf("--pull-requests-every %s: want a second or more", w.followEvery)
+	}
+	acts.FollowEvery = w.followEvery
 	if acts.NotifyServices, err = w.notifyServices(); err != nil {
 		return err
 	}

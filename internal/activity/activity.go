@@ -42,6 +42,10 @@ type Activities struct {
 	Forges    func(name string) (forge.Forge, error)
 	Git       *git.Git
 	FileRoots []string
+	// FollowEvery is how often the pull requests a run opened are read
+	// from their forges (RefreshPullRequests); 0 means
+	// DefaultFollowEvery.
+	FollowEvery time.Duration
 	// Copies, when set, has the worker's own copies of the repositories
 	// sandboxes cloned through its gateway (gateway.GitReads): a change
 	// is proposed on the copy its sandbox cloned, whose branch and base

@@ -217,7 +217,8 @@ func (a *Activities) propose(ctx context.Context, id string, d *Delivery, rr *pr
 		}
 		commit = got2.Commit
 	}
-	return &protocol.PullRequestInfo{URL: got2.URL, Number: got2.Number, Branch: got2.Branch, Commit: commit, Tree: tree}, nil
+	return &protocol.PullRequestInfo{URL: got2.URL, Number: got2.Number, Branch: got2.Branch, Commit: commit, Tree: tree,
+		Repository: repo.URL, Forge: d.Forge}, nil
 }
 
 // base is a repository holding the base rr's change builds on, and the

@@ -134,6 +134,36 @@ type Repo struct {
 	Branch           string           `json:"branch,omitempty"`
 	PullRequestURL   string           `json:"pull_request_url,omitempty"`
 	PullRequestState PullRequestState `json:"pull_request_state,omitempty"`
+	// PullRequest is what the forge said of the pull request when it
+	// was last read; nil until then (PullRequestState is then open, as
+	// opened).
+	PullRequest *PullRequestStatus `json:"pull_request,omitempty"`
+}
+
+// PullRequestStatus is a pull request as its forge had it when last
+// read.
+type PullRequestStatus struct {
+	Number int  `json:"number,omitempty"`
+	Draft  bool `json:"draft,omitempty"`
+	// Head is the commit at its head; Base the branch it targets.
+	Head string `json:"head,omitempty"`
+	Base string `json:"base,omitempty"`
+	// Mergeable is mergeable, conflicting, behind, or empty while the
+	// forge has not worked it out.
+	Mergeable string `json:"mergeable,omitempty"`
+	// Review is approved, changes_requested or none.
+	Review string `json:"review,omitempty"`
+	// Checks is success, pending or failure, empty when it has none;
+	// FailedChecks names those that failed.
+	Checks       string   `json:"checks,omitempty"`
+	FailedChecks []string `json:"failed_checks,omitempty"`
+	Labels       []string `json:"labels,omitempty"`
+	// Foreign: someone other than fleetlift pushed to its branch.
+	Foreign   bool      `json:"foreign,omitempty"`
+	CheckedAt time.Time `json:"checked_at,omitzero"`
+	// Error is why the last read failed; the rest is from the read
+	// before.
+	Error string `json:"error,omitempty"`
 }
 
 // PendingApproval is a result waiting for an approval.

@@ -8,6 +8,9 @@ type Run struct {
 	Closed   bool
 	Campaign *CampaignState
 	Task     *TaskState
+	// PullRequests are those the run opened, with what became of each
+	// as its follower last read it (see PullRequests).
+	PullRequests []FollowedPR
 }
 
 // Entry is a run as the list of runs shows it, with what its memo

@@ -149,6 +149,11 @@ func runCampaign(ctx workflow.Context, in CampaignInput, self any) (*campaignRun
 	if err := workflow.SetQueryHandler(ctx, activity.QueryUnitGoesOn, func() (bool, error) { return ctx.Err() == nil, nil }); err != nil {
 		return nil, status.CampaignState{}, err
 	}
+	if c.p.Runs == 0 && opensPullRequests(in.Template) {
+		// What becomes of its pull requests is followed beside it, and
+		// after it.
+		follow(ctx)
+	}
 	for {
 		c.drainSignals()
 		c.waitWhileSuspended()

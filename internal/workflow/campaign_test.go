@@ -279,6 +279,7 @@ func newCampaignEnv(f *fleet) *testsuite.TestWorkflowEnvironment {
 	env.RegisterWorkflow(workflow.CampaignPage)
 	env.RegisterWorkflow(workflow.Task)
 	f.register(env)
+	registerFollower(env)
 	return env
 }
 

@@ -35,6 +35,11 @@ func Task(ctx workflow.Context, in TaskInput) (status.TaskResult, error) {
 	if err := workflow.SetQueryHandler(ctx, status.QueryStatus, func() (status.TaskState, error) { return *t.st, nil }); err != nil {
 		return t.res, err
 	}
+	if workflow.GetInfo(ctx).ParentWorkflowExecution == nil && opensPullRequests(in) {
+		// A task of its own (a campaign's units are followed by their
+		// campaign): its pull requests are followed beside it.
+		follow(ctx)
+	}
 	// Cleanup runs on a disconnected context: it must happen even when
 	// the workflow is cancelled.
 	defer t.cleanupOnFinish()

@@ -179,6 +179,7 @@ func runTask(t *testing.T, s *agentScript, in workflow.TaskInput, during func(en
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(workflow.Task)
 	s.register(env)
+	registerFollower(env)
 	if during != nil {
 		during(env)
 	}

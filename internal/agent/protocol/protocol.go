@@ -395,6 +395,11 @@ type PullRequestInfo struct {
 	URL    string `json:"url"`
 	Number int    `json:"number,omitempty"`
 	Branch string `json:"branch"`
+	// Repository is the clone URL of the repository it was opened in,
+	// and Forge the worker's forge that opened it (as Manifest.Forge
+	// names it): where the worker follows it.
+	Repository string `json:"repository,omitempty"`
+	Forge      string `json:"forge,omitempty"`
 	// Commit is the head commit pushed.
 	Commit string `json:"commit,omitempty"`
 	// Tree is Commit's tree: the worker checks it is the tree approved.

@@ -62,6 +62,10 @@ type Reader struct {
 	// closed caches what was read of finished runs, by run id: a finished
 	// run never changes, and reading its result costs a round trip.
 	closed map[string]state.Campaign
+	// followers are the workflows whose pull requests' followers hold
+	// what became of a run's pull requests, by run id: the run's own,
+	// or its pages'.
+	followers map[string][]string
 	// finishedUnits caches the reports of a campaign's finished units, by
 	// task workflow id (each unit's run has an id of its own).
 	finishedUnits map[string][]state.Report
@@ -76,11 +80,16 @@ type answer struct {
 }
 
 func (r *Reader) query(ctx context.Context, wid, runID string) (converter.EncodedValue, error) {
+	return r.ask(ctx, wid, runID, status.QueryStatus)
+}
+
+// ask is query with the query named name.
+func (r *Reader) ask(ctx context.Context, wid, runID, name string) (converter.EncodedValue, error) {
 	ttl := r.QueryCache
 	if ttl == 0 {
 		ttl = 2 * time.Second
 	}
-	key := wid + "\x00" + runID
+	key := wid + "\x00" + runID + "\x00" + name
 	if ttl > 0 {
 		r.mu.Lock()
 		a, ok := r.answers[key]
@@ -100,7 +109,7 @@ func (r *Reader) query(ctx context.Context, wid, runID string) (converter.Encode
 		defer cancel()
 	}
 	at := time.Now()
-	v, err := r.Client.QueryWorkflow(qctx, wid, runID, status.QueryStatus)
+	v, err := r.Client.QueryWorkflow(qctx, wid, runID, name)
 	if err != nil || ttl < 0 {
 		return v, err
 	}
@@ -227,7 +236,10 @@ func (r *Reader) campaign(ctx context.Context, ref runRef) (state.Campaign, erro
 		c, ok := r.closed[runID]
 		r.mu.Unlock()
 		if ok {
-			return c.Clone(), nil
+			c = c.Clone()
+			// What became of its pull requests goes on changing.
+			r.withPullRequests(ctx, &c)
+			return c, nil
 		}
 	}
 	c, err := r.read(ctx, ref)
@@ -238,6 +250,9 @@ func (r *Reader) campaign(ctx context.Context, ref runRef) (state.Campaign, erro
 		}
 		r.closed[runID] = c.Clone()
 		r.mu.Unlock()
+	}
+	if err == nil {
+		r.withPullRequests(ctx, &c)
 	}
 	return c, err
 }
@@ -329,6 +344,16 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 			return fmt.Errorf("read %s: %w", c.WorkflowID, err)
 		}
 		running := execStatus == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		// Whose pull requests are followed: the run's, or its pages'.
+		followers := []string{c.WorkflowID}
+		if len(st.Pages) > 0 {
+			followers = followers[:0]
+			for _, p := range st.Pages {
+				if p.WorkflowID != "" {
+					followers = append(followers, p.WorkflowID)
+				}
+			}
+		}
 		st, err := r.WithPages(ctx, st)
 		if err != nil {
 			return err
@@ -381,6 +406,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 			}
 		}
 		c.Usage = usageOf(used, usedRepos)
+		r.setFollowers(c.RunID, followers)
 		if running && len(c.PendingApprovals) > 0 && c.Phase == state.PhaseRunning {
 			c.Phase = state.PhaseAwaitingApproval
 		}
@@ -423,6 +449,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 			}
 			c.Repos = append(c.Repos, repo)
 		}
+		r.setFollowers(c.RunID, []string{c.WorkflowID})
 		if reports {
 			c.Reports = repoReports("", repos)
 		}

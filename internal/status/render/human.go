@@ -64,7 +64,7 @@ func human(tw io.Writer, s *status.Run) []cutError {
 		for _, u := range c.Units {
 			var prs []string
 			for _, pr := range u.PRs {
-				prs = append(prs, pr.URL)
+				prs = append(prs, prCell(s.PullRequests, pr.URL))
 			}
 			cost := ""
 			if priced {
@@ -113,7 +113,7 @@ func human(tw io.Writer, s *status.Run) []cutError {
 	for _, r := range repos {
 		pr := ""
 		if r.PullRequest != nil {
-			pr = r.PullRequest.URL
+			pr = prCell(s.PullRequests, r.PullRequest.URL)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Name, r.Status, len(r.FilesModified), pr, cell(&cut, r.Name, r.Error))
 	}
@@ -241,4 +241,13 @@ func taskNotes(t *status.TaskState) []string {
 		return t.Final.Notes
 	}
 	return t.Notes
+}
+
+// prCell is the pull request at url as a table cell: its URL, and what
+// became of it when its follower has read it (prs).
+func prCell(prs []status.FollowedPR, url string) string {
+	if st := prSummary(prs, url); st != "" {
+		return url + " (" + st + ")"
+	}
+	return url
 }

@@ -70,6 +70,9 @@ type jsonRun struct {
 	ModelUsage       *protocol.ModelUsage `json:"model_usage,omitempty"`
 	Repositories     []jsonRepo           `json:"repositories"`
 	AwaitingApproval []jsonAwaiting       `json:"awaiting_approval"`
+	// PullRequests are those the run opened, with what became of each
+	// (as `fleetlift prs -o json` lists them).
+	PullRequests []jsonPR `json:"pull_requests,omitempty"`
 }
 
 type jsonSummary struct {
@@ -150,6 +153,9 @@ func runJSON(s *status.Run, waiting []*status.TaskState, diff bool) jsonRun {
 				out.Repositories = append(out.Repositories, jsonRepo{Name: rr.Name, Status: rr.Status, PullRequests: []string{}, Files: rr.FilesModified, Error: rr.Error})
 			}
 		}
+	}
+	for _, p := range s.PullRequests {
+		out.PullRequests = append(out.PullRequests, prJSON("", p))
 	}
 	for _, t := range waiting {
 		a := jsonAwaiting{Task: t.ID, ResultDigest: t.ResultDigest, Changes: []jsonChange{}}

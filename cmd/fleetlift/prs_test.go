@@ -1,0 +1,274 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
+	"github.com/fleetlift/fleetlift/internal/state"
+)
+
+// prsOutput is `fleetlift prs -o json`.
+type prsOutput struct {
+	FormatVersion int `json:"format_version"`
+	PullRequests  []struct {
+		Run            string   `json:"run"`
+		Unit           string   `json:"unit"`
+		Repository     string   `json:"repository"`
+		URL            string   `json:"url"`
+		Branch         string   `json:"branch"`
+		State          string   `json:"state"`
+		Head           string   `json:"head"`
+		Mergeable      string   `json:"mergeable"`
+		Review         string   `json:"review"`
+		Checks         string   `json:"checks"`
+		FailedChecks   []string `json:"failed_checks"`
+		PushedByOthers bool     `json:"pushed_by_others"`
+		Error          string   `json:"error"`
+	} `json:"pull_requests"`
+	Counts map[string]int `json:"counts"`
+}
+
+func prsJSON(t *testing.T, args ...string) prsOutput {
+	t.Helper()
+	out, code := runCLI(t, append([]string{"prs", "-o", "json"}, args...)...)
+	var got prsOutput
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("prs -o json: exit %d\n%s", code, out)
+	}
+	return got
+}
+
+// TestPullRequestsFollowedOnTheLocalForge is issue 40's pull-request
+// state on the local forge: after a campaign opened six, a person
+// merges one, deletes one's branch, pushes to one, and moves one's base
+// with a conflicting commit; the worker reads them on its own schedule
+// into the recorded state, and `prs` and `status` show what became of
+// each.
+func TestPullRequestsFollowedOnTheLocalForge(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 6)
+	def := writeDef(t, root, "prs.yaml", bumpCampaign("prs", urls, ""))
+	stateDir := filepath.Join(root, "state")
+	addr, _, reader := serverForTest(t, stateDir)
+	flags := []string{"--temporal-address", addr, "--state-dir", stateDir}
+	out, code := runCLI(t, append([]string{"run", "--file", def, "--allow-file-root", root, "--pull-requests-every", "1s"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "6 repositories: 6 completed") {
+		t.Fatalf("run: exit %d\n%s", code, out)
+	}
+	// The run has ended: what became of its pull requests is followed
+	// by a worker, which reads them every second here.
+	startWorker(t, append([]string{"--allow-file-root", root, "--pull-requests-every", "1s"}, flags...)...)
+
+	bare := func(i int) string { return strings.TrimPrefix(urls[i], "file://") }
+	const branch = "auto/prs/prs"
+	gitScript(t, fmt.Sprintf(`
+# svc0: merged (its branch is on main).
+git -C %[1]s update-ref refs/heads/main refs/heads/%[7]s
+# svc1: closed (its branch deleted unmerged).
+git -C %[2]s update-ref -d refs/heads/%[7]s
+# svc3: someone pushes a commit of their own to the branch.
+git clone -q -b %[7]s %[3]s %[5]s/svc3
+printf 'hello\n' > %[5]s/svc3/README
+git -C %[5]s/svc3 add README
+git -C %[5]s/svc3 -c user.email=p@example.com -c user.name=p commit -qm readme
+git -C %[5]s/svc3 push -q origin %[7]s
+# svc4: its base moves with a conflicting change.
+git clone -q %[4]s %[5]s/svc4
+printf 'module example.com/svc\n\ngo 1.22\n' > %[5]s/svc4/go.mod
+git -C %[5]s/svc4 -c user.email=p@example.com -c user.name=p commit -qam "go 1.22"
+git -C %[5]s/svc4 push -q origin main
+`, bare(0), bare(1), bare(3), bare(4), t.TempDir(), bare(5), branch))
+
+	// The recorded state follows, on the worker's schedule.
+	want := map[string]state.PullRequestState{"svc0": state.PullRequestMerged, "svc1": state.PullRequestClosed}
+	var rec state.Campaign
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
+		r, err := reader.Get(t.Context(), "prs")
+		ok := err == nil
+		for _, repo := range r.Repos {
+			if w, named := want[repo.Name]; named && repo.PullRequestState != w {
+				ok = false
+			}
+		}
+		if ok {
+			rec = r
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the recorded state did not follow: %+v, %v", r.Repos, err)
+		}
+	}
+	for _, repo := range rec.Repos {
+		if repo.PullRequest == nil || repo.PullRequest.CheckedAt.IsZero() {
+			t.Errorf("%s: no pull request read: %+v", repo.Name, repo)
+		}
+	}
+
+	got := prsJSON(t, append([]string{"prs", "--refresh"}, flags...)...)
+	type row struct {
+		state, mergeable string
+		pushed           bool
+	}
+	wantRows := map[string]row{
+		"svc0": {"merged", "", false}, "svc1": {"closed", "", false}, "svc2": {"open", "mergeable", false},
+		"svc3": {"open", "mergeable", true}, "svc4": {"open", "conflicting", false}, "svc5": {"open", "mergeable", false},
+	}
+	if len(got.PullRequests) != 6 {
+		t.Fatalf("prs lists %d pull requests; want 6: %+v", len(got.PullRequests), got)
+	}
+	for _, p := range got.PullRequests {
+		w := wantRows[p.Repository]
+		if p.Run != "campaign/prs" || p.State != w.state || p.Mergeable != w.mergeable || p.PushedByOthers != w.pushed || p.Error != "" || p.Branch != branch {
+			t.Errorf("%s: %+v; want %+v", p.Repository, p, w)
+		}
+	}
+	if got.Counts["open"] != 4 || got.Counts["merged"] != 1 || got.Counts["closed"] != 1 {
+		t.Errorf("counts %v", got.Counts)
+	}
+
+	// Selected by state, as a table.
+	out, code = runCLI(t, append([]string{"prs", "prs", "--state", "merged", "--state", "closed"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "svc0") || !strings.Contains(out, "svc1") || strings.Contains(out, "svc2") ||
+		!strings.Contains(out, "pull requests: 1 merged, 1 closed") {
+		t.Errorf("prs --state merged --state closed: exit %d\n%s", code, out)
+	}
+	out, code = runCLI(t, append([]string{"prs", "prs", "--state", "unknown"}, flags...)...)
+	if code == 0 || !strings.Contains(out, "--state unknown: want open, draft, merged, closed or unread") {
+		t.Errorf("prs --state unknown: exit %d\n%s", code, out)
+	}
+	// status says it beside each pull request.
+	out, code = runCLI(t, append([]string{"status", "prs"}, flags...)...)
+	for _, w := range []string{"#auto/prs/prs (merged)", "#auto/prs/prs (closed)", "(open, pushed by others)", "(open, conflicting)"} {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Errorf("status lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestPullRequestsFollowedOnGitea is the same on a real Gitea, where
+// pull requests also have reviews and commit statuses: a person merges
+// one, closes one, sets a failing status on one, pushes a commit of
+// their own to one, moves one's base with a conflicting commit, and
+// approves one; `prs` shows exactly that.
+func TestPullRequestsFollowedOnGitea(t *testing.T) {
+	g := giteatest.Start(t)
+	bot := g.Admin()
+	alice := g.CreateUser(t, "alice")
+	var repos strings.Builder
+	urls := map[string]string{}
+	for i := range 6 {
+		name := fmt.Sprintf("svc-%02d", i)
+		url := g.CreateRepo(t, bot.Name, name, false)
+		urls[name] = url
+		g.AddCollaborator(t, bot.Name, name, alice.Name, "write")
+		work := t.TempDir()
+		g.Git(t, bot, work, "init", "-q", "-b", "main")
+		writeFile(t, work, "go.mod", "module example.com/"+name+"\n\ngo 1.21\n")
+		g.Git(t, bot, work, "add", "go.mod")
+		g.Git(t, bot, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "init")
+		g.Git(t, bot, work, "push", "-q", url, "main")
+		fmt.Fprintf(&repos, "  - url: %s\n", url)
+	}
+	root := t.TempDir()
+	def := writeDef(t, root, "bump.yaml", `version: 1
+kind: Campaign
+id: bump
+title: Raise the go directive
+template:
+  execution:
+    deterministic:
+      image: golang
+      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
+  pull_request: {branch_prefix: auto/bump, title: Raise the go directive}
+repositories:
+`+repos.String())
+	t.Setenv("FLEETLIFT_FORGE_TYPE", "gitea")
+	t.Setenv("FLEETLIFT_FORGE_URL", g.URL())
+	t.Setenv("FLEETLIFT_FORGE_TOKEN", bot.Token)
+	stateDir := filepath.Join(root, "state")
+	addr, _, _ := serverForTest(t, stateDir)
+	flags := []string{"--temporal-address", addr, "--state-dir", stateDir}
+	out, code := runCLI(t, append([]string{"run", "--file", def, "--pull-requests-every", "1s"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("run: exit %d:\n%s", code, out)
+	}
+	startWorker(t, append([]string{"--pull-requests-every", "1s"}, flags...)...)
+
+	number := map[string]int{}
+	for name := range urls {
+		var prs []giteaPR
+		g.Do(t, bot.Token, "GET", "repos/"+bot.Name+"/"+name+"/pulls?state=open", nil, &prs)
+		if len(prs) != 1 {
+			t.Fatalf("%s: pull requests %+v; want the one run opened", name, prs)
+		}
+		number[name] = prs[0].Number
+	}
+	pulls := func(name string) string { return fmt.Sprintf("repos/%s/%s/pulls/%d", bot.Name, name, number[name]) }
+	// svc-00 merged, svc-01 closed, svc-02's head fails a check.
+	g.Do(t, bot.Token, "POST", pulls("svc-00")+"/merge", map[string]string{"Do": "merge"}, nil)
+	g.Do(t, bot.Token, "PATCH", pulls("svc-01"), map[string]string{"state": "closed"}, nil)
+	var pr giteaPR
+	g.Do(t, bot.Token, "GET", pulls("svc-02"), nil, &pr)
+	g.Do(t, bot.Token, "POST", fmt.Sprintf("repos/%s/svc-02/statuses/%s", bot.Name, pr.Head.Sha),
+		map[string]string{"state": "failure", "context": "ci/build", "description": "build failed"}, nil)
+	// svc-03: alice pushes a commit of her own to the branch.
+	work := t.TempDir()
+	g.Git(t, alice, work, "clone", "-q", "-b", "auto/bump/bump", urls["svc-03"], ".")
+	writeFile(t, work, "README", "hello\n")
+	g.Git(t, alice, work, "add", "README")
+	g.Git(t, alice, work, "-c", "user.name=alice", "-c", "user.email=alice@example.com", "commit", "-q", "-m", "readme")
+	g.Git(t, alice, work, "push", "-q", "origin", "auto/bump/bump")
+	// svc-04: its base moves with a conflicting change.
+	work = t.TempDir()
+	g.Git(t, alice, work, "clone", "-q", urls["svc-04"], ".")
+	writeFile(t, work, "go.mod", "module example.com/svc-04\n\ngo 1.22\n")
+	g.Git(t, alice, work, "-c", "user.name=alice", "-c", "user.email=alice@example.com", "commit", "-qam", "go 1.22")
+	g.Git(t, alice, work, "push", "-q", "origin", "main")
+	// svc-05: alice approves it.
+	g.Do(t, alice.Token, "POST", pulls("svc-05")+"/reviews", map[string]string{"event": "APPROVED", "body": "ship it"}, nil)
+
+	type row struct {
+		state, review, checks, mergeable string
+		pushed                           bool
+		failed                           string
+	}
+	want := map[string]row{
+		"svc-00": {state: "merged"},
+		"svc-01": {state: "closed"},
+		"svc-02": {state: "open", review: "none", checks: "failure", mergeable: "mergeable", failed: "ci/build"},
+		"svc-03": {state: "open", review: "none", mergeable: "mergeable", pushed: true},
+		"svc-04": {state: "open", review: "none", mergeable: "conflicting"},
+		"svc-05": {state: "open", review: "approved", mergeable: "mergeable"},
+	}
+	// Gitea works out mergeability in the background: read until it has.
+	var got prsOutput
+	var diffs []string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		got = prsJSON(t, append([]string{"bump", "--refresh"}, flags...)...)
+		diffs = nil
+		for _, p := range got.PullRequests {
+			name := p.Repository[strings.LastIndex(p.Repository, "/")+1:]
+			name = strings.TrimSuffix(name, ".git")
+			w := want[name]
+			failed := strings.Join(p.FailedChecks, ",")
+			if p.State != w.state || p.Review != w.review || p.Checks != w.checks || p.Mergeable != w.mergeable ||
+				p.PushedByOthers != w.pushed || failed != w.failed || p.Error != "" {
+				diffs = append(diffs, fmt.Sprintf("%s: %+v; want %+v", name, p, w))
+			}
+		}
+		if len(got.PullRequests) == 6 && len(diffs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prs after a minute (%d listed):\n%s", len(got.PullRequests), strings.Join(diffs, "\n"))
+		}
+	}
+	if got.Counts["open"] != 4 || got.Counts["merged"] != 1 || got.Counts["closed"] != 1 {
+		t.Errorf("counts %v", got.Counts)
+	}
+}

@@ -1,0 +1,219 @@
+package activity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+
+	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/status"
+)
+
+// DefaultFollowEvery is how often a run's pull requests are read from
+// their forges when Activities.FollowEvery is unset.
+const DefaultFollowEvery = 5 * time.Minute
+
+// FollowHeartbeat is RefreshPullRequests' heartbeat timeout.
+const FollowHeartbeat = 20 * time.Second
+
+// followParallel is how many pull requests one refresh reads at once;
+// the forge's budget paces them further.
+const followParallel = 4
+
+// RefreshInput asks RefreshPullRequests about the pull requests of the
+// run Source (a workflow id), Known being what was read of them before.
+type RefreshInput struct {
+	Source string              `json:"source"`
+	Known  []status.FollowedPR `json:"known,omitempty"`
+}
+
+// RefreshOutcome is what RefreshPullRequests found.
+type RefreshOutcome struct {
+	PRs []status.FollowedPR `json:"prs,omitempty"`
+	// SourceEnded: the source's latest run has ended, so no pull
+	// request will join.
+	SourceEnded bool `json:"source_ended,omitempty"`
+	// Every is when to read them again: the worker's setting.
+	Every time.Duration `json:"every"`
+}
+
+// RefreshPullRequests reads which pull requests the run in.Source has
+// opened (its status while it runs, its result once it ended) and asks
+// each one's forge what became of it, with this worker's forges and
+// credentials. A merged pull request is not asked about again. A forge
+// that cannot be read leaves that pull request as it was, with the
+// reason in its Error; nothing here fails the follower.
+func (a *Activities) RefreshPullRequests(ctx context.Context, in RefreshInput) (RefreshOutcome, error) {
+	out := RefreshOutcome{Every: a.FollowEvery}
+	if out.Every <= 0 {
+		out.Every = DefaultFollowEvery
+	}
+	opened, ended, err := sourcePRs(ctx, sdkactivity.GetClient(ctx), in.Source)
+	if err != nil {
+		// The source cannot be read now (no worker answers its query):
+		// follow what is known.
+		sdkactivity.GetLogger(ctx).Warn("pull requests of the run not read", "source", in.Source, "error", err)
+		opened = in.Known
+	}
+	out.SourceEnded = ended
+	known := map[string]status.FollowedPR{}
+	for _, k := range in.Known {
+		known[k.URL] = k
+	}
+	out.PRs = make([]status.FollowedPR, len(opened))
+	// Heartbeats go on while reads wait for the forge's budget: a worker
+	// that stops mid-refresh is noticed within FollowHeartbeat.
+	stop := beatEvery(ctx, FollowHeartbeat/4)
+	defer stop()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, followParallel)
+	for i, p := range opened {
+		if k, ok := known[p.URL]; ok {
+			// What the run says of it (its latest push) over what was
+			// known, and what was read of it before.
+			k.Unit, k.Repo, k.PullRequestInfo = p.Unit, p.Repo, p.PullRequestInfo
+			p = k
+		}
+		out.PRs[i] = p
+		if p.Settled() {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			a.readPR(ctx, &out.PRs[i])
+		}()
+	}
+	wg.Wait()
+	return out, ctx.Err()
+}
+
+// readPR asks p's forge about it and records the answer in p.
+func (a *Activities) readPR(ctx context.Context, p *status.FollowedPR) {
+	st, err := a.prStatus(ctx, p)
+	p.CheckedAt = time.Now().UTC()
+	if err != nil {
+		p.Error = git.Redact(err.Error())
+		return
+	}
+	p.Error = ""
+	p.PullRequestStatus = *st
+	// A head other than what fleetlift pushed: someone else pushed.
+	p.Foreign = st.State == forge.StateOpen && p.Commit != "" && st.Head != "" && st.Head != p.Commit
+}
+
+func (a *Activities) prStatus(ctx context.Context, p *status.FollowedPR) (*forge.PullRequestStatus, error) {
+	if a.Forges == nil {
+		return nil, errors.New("this worker has no forge to ask")
+	}
+	if p.Repository == "" {
+		return nil, fmt.Errorf("pull request %s names no repository", p.URL)
+	}
+	f, err := a.Forges(p.Forge)
+	if err == nil && f == nil {
+		err = fmt.Errorf("forge %q: this worker has none", p.Forge)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fl, ok := f.(forge.Follower)
+	if !ok {
+		return nil, fmt.Errorf("forge %s cannot say what became of its pull requests", f.Name())
+	}
+	if err := git.CheckLocal(p.Repository, a.FileRoots); err != nil {
+		return nil, err
+	}
+	return fl.PullRequestStatus(ctx, p.Repository, p.Number, p.Branch)
+}
+
+// sourcePRs lists the pull requests the latest run of workflow source
+// opened, and whether that run has ended.
+func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.FollowedPR, bool, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, source, "")
+	if err != nil {
+		return nil, false, err
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	running := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	runID := info.GetExecution().GetRunId()
+	get := func(v any) error {
+		if running {
+			q, err := c.QueryWorkflow(ctx, source, runID, status.QueryStatus)
+			if err != nil {
+				return err
+			}
+			return q.Get(v)
+		}
+		return c.GetWorkflow(ctx, source, runID).Get(ctx, v)
+	}
+	if !running && info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		// Failed, cancelled, terminated or timed out: no result to read.
+		return nil, true, errors.New("the run ended without a result")
+	}
+	switch info.GetType().GetName() {
+	case "Task":
+		var repos []status.RepoResult
+		if running {
+			var st status.TaskState
+			if err := get(&st); err != nil {
+				return nil, false, err
+			}
+			if st.Result != nil {
+				for _, rr := range st.Result.Repositories {
+					repos = append(repos, status.RepoResult{Name: rr.Name, PullRequest: rr.PullRequest})
+				}
+			}
+		} else {
+			var res status.TaskResult
+			if err := get(&res); err != nil {
+				return nil, true, err
+			}
+			repos = res.Repositories
+		}
+		return status.RepoPRs(repos), !running, nil
+	case "Campaign", "CampaignPage":
+		var st status.CampaignState
+		if info.GetType().GetName() == "CampaignPage" && !running {
+			var res struct {
+				State status.CampaignState `json:"state"`
+			}
+			if err := get(&res); err != nil {
+				return nil, true, err
+			}
+			st = res.State
+		} else if err := get(&st); err != nil {
+			return nil, !running, err
+		}
+		return status.UnitPRs(st.Units), !running, nil
+	}
+	return nil, true, fmt.Errorf("workflow %s is a %s, which opens no pull requests", source, info.GetType().GetName())
+}
+
+// beatEvery records a heartbeat of the activity of ctx every d until
+// stop is called.
+func beatEvery(ctx context.Context, d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				sdkactivity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}

@@ -1,0 +1,39 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/fleetlift/fleetlift/internal/status"
+)
+
+// RefreshPullRequests has the followers of the pull requests of sources
+// (workflow ids of runs, or of a campaign's pages) read them from their
+// forges now, and returns once each has (or ctx ends). A source with no
+// follower running (it never opened one, or everything it opened is
+// merged or closed and its run ended) is skipped: what it knows is
+// final.
+func RefreshPullRequests(ctx context.Context, c client.Client, sources []string) error {
+	var errs []error
+	for _, s := range sources {
+		id := status.FollowerID(s)
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: id, UpdateName: status.UpdateRefresh, WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("refresh the pull requests of %s: %w", s, err))
+		}
+	}
+	return errors.Join(errs...)
+}

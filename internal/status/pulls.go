@@ -1,0 +1,139 @@
+package status
+
+import (
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/forge"
+)
+
+// QueryPullRequests is the query a PullRequests workflow answers with
+// its PullRequests.
+const QueryPullRequests = "pull-requests"
+
+// UpdateRefresh is the update that has a PullRequests workflow read its
+// pull requests from their forges now; it returns once it has.
+const UpdateRefresh = "refresh"
+
+// FollowerID is the workflow id of the PullRequests workflow that
+// follows the pull requests of workflow source.
+func FollowerID(source string) string { return source + "/pull-requests" }
+
+// PullRequests is what a PullRequests workflow knows of the pull requests
+// of the run it follows (Source): what became of each on its forge.
+type PullRequests struct {
+	// Source is the workflow whose pull requests these are: a campaign,
+	// a page of one, or a task.
+	Source string `json:"source"`
+	// CheckedAt is when they were last read from their forges.
+	CheckedAt time.Time `json:"checked_at,omitzero"`
+	// Passes counts the reads.
+	Passes int          `json:"passes,omitempty"`
+	PRs    []FollowedPR `json:"prs,omitempty"`
+	// Ended: the source has ended and none of its pull requests is
+	// open; nothing is followed any more.
+	Ended bool `json:"ended,omitempty"`
+}
+
+// Find is the followed pull request at url, if any.
+func (p *PullRequests) Find(url string) (FollowedPR, bool) {
+	for _, f := range p.PRs {
+		if f.URL == url {
+			return f, true
+		}
+	}
+	return FollowedPR{}, false
+}
+
+// FollowedPR is one pull request a run opened and what became of it.
+type FollowedPR struct {
+	// Unit is the campaign unit (repository or group) that opened it;
+	// empty for a task's.
+	Unit string `json:"unit,omitempty"`
+	// Repo is the repository's name in the definition.
+	Repo string `json:"repo,omitempty"`
+	protocol.PullRequestInfo
+	// Status is what the forge said when last asked (zero until then).
+	forge.PullRequestStatus
+	// Foreign: the branch's head is no longer the commit fleetlift
+	// pushed: someone else pushed to it (or had the forge update it).
+	Foreign bool `json:"foreign,omitempty"`
+	// CheckedAt is when the forge was last asked about it.
+	CheckedAt time.Time `json:"checked_at,omitzero"`
+	// Error is why the last read failed; Status is from the read
+	// before it.
+	Error string `json:"error,omitempty"`
+}
+
+// Settled reports whether p's pull request will not change any more:
+// merged. A closed one may be reopened.
+func (p FollowedPR) Settled() bool { return p.State == forge.StateMerged }
+
+// Open reports whether p's pull request is open, or not read yet.
+func (p FollowedPR) Open() bool { return p.State == "" || p.State == forge.StateOpen }
+
+// UnitPRs are the pull requests campaign units opened, each with the
+// unit and the repository (of a group: the one whose pull request it
+// is).
+func UnitPRs(units []UnitResult) []FollowedPR {
+	var out []FollowedPR
+	for _, u := range units {
+		for _, pr := range u.PRs {
+			repo := u.Key
+			for _, ur := range u.Repos {
+				if ur.PullRequest == pr.URL {
+					repo = u.Key + "/" + ur.Name
+				}
+			}
+			out = append(out, FollowedPR{Unit: u.Key, Repo: repo, PullRequestInfo: pr})
+		}
+	}
+	return out
+}
+
+// RepoPRs are the pull requests a task opened in repos.
+func RepoPRs(repos []RepoResult) []FollowedPR {
+	var out []FollowedPR
+	for _, rr := range repos {
+		if rr.PullRequest != nil {
+			out = append(out, FollowedPR{Repo: rr.Name, PullRequestInfo: *rr.PullRequest})
+		}
+	}
+	return out
+}
+
+// Opened are the pull requests run opened, as it opened them.
+func (run *Run) Opened() []FollowedPR {
+	switch {
+	case run.Campaign != nil:
+		return UnitPRs(run.Campaign.Units)
+	case run.Task == nil:
+		return nil
+	case run.Task.Final != nil:
+		return RepoPRs(run.Task.Final.Repositories)
+	case run.Task.Result != nil:
+		var out []FollowedPR
+		for _, rr := range run.Task.Result.Repositories {
+			if rr.PullRequest != nil {
+				out = append(out, FollowedPR{Repo: rr.Name, PullRequestInfo: *rr.PullRequest})
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// Followers are the workflows whose pull requests' followers follow
+// run's: the run's own, or, for a campaign run in pages, its pages'.
+func (run *Run) Followers() []string {
+	if run.Campaign == nil || len(run.Campaign.Pages) == 0 {
+		return []string{run.ID}
+	}
+	var out []string
+	for _, p := range run.Campaign.Pages {
+		if p.WorkflowID != "" {
+			out = append(out, p.WorkflowID)
+		}
+	}
+	return out
+}

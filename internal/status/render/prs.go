@@ -1,0 +1,177 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/visible"
+)
+
+// PRStates are the states `fleetlift prs --state` selects by: a pull
+// request's state on its forge, draft for an open draft, and unread for
+// one its follower has not read yet.
+var PRStates = []string{forge.StateOpen, "draft", forge.StateMerged, forge.StateClosed, "unread"}
+
+// PRState is the state p is selected by (PRStates).
+func PRState(p status.FollowedPR) string {
+	switch {
+	case p.CheckedAt.IsZero() || p.State == "":
+		return "unread"
+	case p.State == forge.StateOpen && p.Draft:
+		return "draft"
+	}
+	return p.State
+}
+
+// jsonPR is one pull request as `fleetlift prs -o json` and `status -o
+// json` show it.
+type jsonPR struct {
+	Run        string `json:"run,omitempty"`
+	Unit       string `json:"unit,omitempty"`
+	Repository string `json:"repository"`
+	URL        string `json:"url"`
+	Number     int    `json:"number,omitempty"`
+	Branch     string `json:"branch"`
+	// State is open, draft, merged, closed, or unread (not read from
+	// its forge yet).
+	State          string    `json:"state"`
+	Head           string    `json:"head,omitempty"`
+	Base           string    `json:"base,omitempty"`
+	Mergeable      string    `json:"mergeable,omitempty"`
+	Review         string    `json:"review,omitempty"`
+	Checks         string    `json:"checks,omitempty"`
+	FailedChecks   []string  `json:"failed_checks,omitempty"`
+	Labels         []string  `json:"labels,omitempty"`
+	PushedByOthers bool      `json:"pushed_by_others,omitempty"`
+	CheckedAt      time.Time `json:"checked_at,omitzero"`
+	Error          string    `json:"error,omitempty"`
+}
+
+func prJSON(run string, p status.FollowedPR) jsonPR {
+	out := jsonPR{Run: run, Unit: p.Unit, Repository: p.Repo, URL: git.Redact(p.URL), Number: p.Number, Branch: p.Branch,
+		State: PRState(p), Head: p.Head, Base: p.Base, Mergeable: p.Mergeable, Review: p.Review, Checks: p.Checks,
+		FailedChecks: p.FailedChecks, Labels: p.Labels, PushedByOthers: p.Foreign, CheckedAt: p.CheckedAt, Error: p.Error}
+	if out.State != forge.StateOpen && out.State != "draft" {
+		// What no longer decides anything.
+		out.Mergeable, out.Review, out.Checks, out.FailedChecks, out.PushedByOthers = "", "", "", nil, false
+	}
+	return out
+}
+
+// RunPRs are the pull requests of one run.
+type RunPRs struct {
+	Run string
+	PRs []status.FollowedPR
+}
+
+// jsonPRList is `fleetlift prs -o json`.
+type jsonPRList struct {
+	FormatVersion int      `json:"format_version"`
+	PullRequests  []jsonPR `json:"pull_requests"`
+	// Counts are the pull requests listed, by state.
+	Counts map[string]int `json:"counts"`
+}
+
+// PRsJSON writes the pull requests of runs as `fleetlift prs -o json`
+// does: {"format_version", "pull_requests": [...], "counts": {state: n}}.
+func PRsJSON(w io.Writer, runs []RunPRs) error {
+	out := jsonPRList{FormatVersion: FormatVersion, PullRequests: []jsonPR{}, Counts: map[string]int{}}
+	for _, r := range runs {
+		for _, p := range r.PRs {
+			j := prJSON(r.Run, p)
+			out.PullRequests = append(out.PullRequests, j)
+			out.Counts[j.State]++
+		}
+	}
+	return writeJSON(w, out)
+}
+
+// PRs prints the pull requests of runs as a table, and their counts by
+// state.
+func PRs(w io.Writer, runs []RunPRs) {
+	tabs := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := visible.Writer(tabs)
+	fmt.Fprintln(tw, "RUN\tREPOSITORY\tSTATE\tREVIEW\tCHECKS\tMERGEABLE\tPULL REQUEST\tNOTE")
+	counts := map[string]int{}
+	for _, r := range runs {
+		for _, p := range r.PRs {
+			j := prJSON(r.Run, p)
+			counts[j.State]++
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Run, j.Repository, j.State, dash(j.Review), checksCell(j),
+				dash(j.Mergeable), j.URL, prNote(j))
+		}
+	}
+	tabs.Flush()
+	var parts []string
+	for _, s := range PRStates {
+		if counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"none"}
+	}
+	fmt.Fprintf(visible.Writer(w), "pull requests: %s\n", strings.Join(parts, ", "))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func checksCell(j jsonPR) string {
+	if j.Checks == forge.StatusFailure && len(j.FailedChecks) > 0 {
+		return "failure (" + strings.Join(j.FailedChecks, ", ") + ")"
+	}
+	return dash(j.Checks)
+}
+
+// prNote says what a person should know of j beyond its state.
+func prNote(j jsonPR) string {
+	var notes []string
+	if j.PushedByOthers {
+		notes = append(notes, "someone else pushed to "+j.Branch)
+	}
+	if j.Error != "" {
+		notes = append(notes, "not read: "+OneLine(j.Error))
+	}
+	return strings.Join(notes, "; ")
+}
+
+// prSummary is the state of the pull request at url among prs, as the
+// status table shows it beside its URL; "" when unknown.
+func prSummary(prs []status.FollowedPR, url string) string {
+	i := slices.IndexFunc(prs, func(p status.FollowedPR) bool { return p.URL == url })
+	if i < 0 {
+		return ""
+	}
+	j := prJSON("", prs[i])
+	if j.State == "unread" {
+		return ""
+	}
+	parts := []string{j.State}
+	if j.State == forge.StateOpen || j.State == "draft" {
+		if j.Review != "" && j.Review != forge.DecisionNone {
+			parts = append(parts, strings.ReplaceAll(j.Review, "_", " "))
+		}
+		if j.Checks != "" {
+			parts = append(parts, "checks "+j.Checks)
+		}
+		if j.Mergeable == forge.MergeableConflict || j.Mergeable == forge.MergeableBehind {
+			parts = append(parts, j.Mergeable)
+		}
+		if j.PushedByOthers {
+			parts = append(parts, "pushed by others")
+		}
+	}
+	return strings.Join(parts, ", ")
+}
