@@ -249,6 +249,7 @@ repositories:
 	var got prsOutput
 	var diffs []string
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+
 		got = prsJSON(t, append([]string{"bump", "--refresh"}, flags...)...)
 		diffs = nil
 		for _, p := range got.PullRequests {

@@ -23,6 +23,12 @@ const DefaultFollowEvery = 5 * time.Minute
 // FollowHeartbeat is RefreshPullRequests' heartbeat timeout.
 const FollowHeartbeat = 20 * time.Second
 
+// followReadTimeout bounds the read of one pull request, its waits for
+// the forge's budget included: a forge that holds a request (Gitea on
+// SQLite may, for a pull request it is merging) costs that read, which
+// the next pass makes again, not the pass.
+const followReadTimeout = 30 * time.Second
+
 // followParallel is how many pull requests one refresh reads at once;
 // the forge's budget paces them further.
 const followParallel = 4
@@ -96,9 +102,13 @@ func (a *Activities) RefreshPullRequests(ctx context.Context, in RefreshInput) (
 	return out, ctx.Err()
 }
 
-// readPR asks p's forge about it and records the answer in p.
+// readPR asks p's forge about it and records the answer in p, within
+// followReadTimeout: a forge that does not answer fails this read, not
+// the pass.
 func (a *Activities) readPR(ctx context.Context, p *status.FollowedPR) {
-	st, err := a.prStatus(ctx, p)
+	rctx, cancel := context.WithTimeout(ctx, followReadTimeout)
+	defer cancel()
+	st, err := a.prStatus(rctx, p)
 	p.CheckedAt = time.Now().UTC()
 	if err != nil {
 		p.Error = git.Redact(err.Error())

@@ -1,6 +1,7 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strconv"
@@ -71,7 +72,9 @@ func (p *pull) mergeability() string {
 
 type combinedStatus struct {
 	Statuses []struct {
-		State   string `json:"state"`
+		State string `json:"state"`
+		// Status is Gitea's name for State.
+		Status  string `json:"status"`
 		Context string `json:"context"`
 	} `json:"statuses"`
 }
@@ -102,7 +105,7 @@ func (f *Forge) checks(ctx context.Context, r ownerRepo, sha string) (string, []
 		return "", nil, err
 	}
 	for _, s := range cs.Statuses {
-		add(s.Context, strings.ToLower(s.State))
+		add(s.Context, strings.ToLower(cmp.Or(s.State, s.Status)))
 	}
 	if !f.dialect.NoCheckRuns {
 		var runs checkRuns
