@@ -2,6 +2,7 @@ package forge
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -242,3 +243,56 @@ func Decide(reviews []Review) string {
 	}
 	return out
 }
+
+// Merge methods, as MergeOptions.Method holds them.
+const (
+	MergeCommit = "merge"
+	MergeSquash = "squash"
+	MergeRebase = "rebase"
+)
+
+// MergeMethods are the merge methods, in the order forges list them.
+var MergeMethods = []string{MergeCommit, MergeSquash, MergeRebase}
+
+// PullRequestRef names one pull request fleetlift opened: its
+// repository's clone URL, its number (0 on the local forge) and its
+// branch.
+type PullRequestRef struct {
+	Repository string
+	Number     int
+	Branch     string
+}
+
+// MergeOptions say how to merge a pull request.
+type MergeOptions struct {
+	// Method is one of MergeMethods; empty means MergeCommit.
+	Method string
+	// Head is the commit the pull request must still have at its head:
+	// the forge refuses the merge when someone pushed since it was read.
+	Head string
+	// DeleteBranch deletes the branch once merged.
+	DeleteBranch bool
+}
+
+// Lander is a forge that merges and closes the pull requests it opened:
+// GitHub, Gitea and the local forge. Both are writes, within the forge's
+// budget like every other.
+type Lander interface {
+	// MergePullRequest merges pr as o says, or says why the forge
+	// refused (ErrNotMergeable: conflicts, branch protection, checks;
+	// ErrHeadMoved: its head is no longer o.Head).
+	MergePullRequest(ctx context.Context, pr PullRequestRef, o MergeOptions) error
+	// ClosePullRequestAs closes pr without merging it, after commenting
+	// comment on it when the forge has comments and comment is not
+	// empty, and deletes its branch when deleteBranch is set.
+	ClosePullRequestAs(ctx context.Context, pr PullRequestRef, comment string, deleteBranch bool) error
+}
+
+// ErrNotMergeable is returned (wrapped) when a forge refuses to merge a
+// pull request: it conflicts, or branch protection, required checks or
+// reviews stop it.
+var ErrNotMergeable = errors.New("the forge refuses to merge it")
+
+// ErrHeadMoved is returned (wrapped) when a pull request's head is no
+// longer the commit a merge named.
+var ErrHeadMoved = errors.New("its head moved since it was read")

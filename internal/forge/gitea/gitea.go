@@ -132,7 +132,24 @@ func Dialect(labelColor string) *github.Dialect {
 		MergedHead:     mergedHead,
 		ClosedBy:       closedBy,
 		NoCheckRuns:    true,
+		MergePull:      mergePull,
+		BranchPath: func(owner, repo, branch string) string {
+			return github.PathEscape(append([]string{"repos", owner, repo, "branches"}, strings.Split(branch, "/")...)...)
+		},
 	}
+}
+
+// mergePull is Gitea's POST .../pulls/{number}/merge: "Do" names the
+// method, head_commit_id the head it must still have (409 otherwise), and
+// the forge deletes the branch after when asked; 405 when it will not
+// merge.
+func mergePull(ctx context.Context, api *github.API, owner, repo string, number int, method, head string, deleteBranch bool) error {
+	body := map[string]any{"Do": method, "delete_branch_after_merge": deleteBranch}
+	if head != "" {
+		body["head_commit_id"] = head
+	}
+	_, err := api.Do(ctx, http.MethodPost, github.PathEscape("repos", owner, repo, "pulls", strconv.Itoa(number), "merge"), body, nil)
+	return err
 }
 
 // mergedPullPath is Gitea's GET .../commits/{sha}/pull: the pull request

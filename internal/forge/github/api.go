@@ -65,6 +65,15 @@ type Dialect struct {
 	// NoCheckRuns: the forge has commit statuses only, no check runs
 	// (Gitea, whose Actions report as commit statuses).
 	NoCheckRuns bool
+	// MergePull merges pull request number of owner/repo with method
+	// (forge.MergeMethods), provided its head is still head (when not
+	// empty), deleting its branch after when deleteBranch is set; nil
+	// means GitHub's PUT .../pulls/{number}/merge (and the branch deleted
+	// after by the forge). Its errors carry the forge's HTTP status.
+	MergePull func(ctx context.Context, api *API, owner, repo string, number int, method, head string, deleteBranch bool) error
+	// BranchPath is the path of branch of owner/repo to DELETE it; nil
+	// means GitHub's .../git/refs/heads/{branch}.
+	BranchPath func(owner, repo, branch string) string
 }
 
 // API calls a forge's REST API through the Forge's client: its root URL,

@@ -3,10 +3,13 @@ package github_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -26,6 +29,13 @@ type exchange struct {
 // is asked, and fails the test on a request it does not hold; asked
 // counts the requests by method and path.
 func replay(t *testing.T, file string) (*httptest.Server, func() map[string]int) {
+	srv, asked, _ := replayBodies(t, file)
+	return srv, asked
+}
+
+// replayBodies is replay that also keeps the body of each request, by
+// method and path.
+func replayBodies(t *testing.T, file string) (*httptest.Server, func() map[string]int, func(string) string) {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -39,10 +49,13 @@ func replay(t *testing.T, file string) (*httptest.Server, func() map[string]int)
 	}
 	var mu sync.Mutex
 	asked := map[string]int{}
+	bodies := map[string]string{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Method + " " + r.URL.RequestURI()
+		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		asked[key]++
+		bodies[key] = string(body)
 		mu.Unlock()
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			t.Errorf("%s without the token", key)
@@ -67,6 +80,10 @@ func replay(t *testing.T, file string) (*httptest.Server, func() map[string]int)
 			out[k] = v
 		}
 		return out
+	}, func(key string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		return bodies[key]
 	}
 }
 
@@ -110,5 +127,44 @@ func TestPullRequestStatusFromGitHub(t *testing.T) {
 	}
 	if _, ok := asked()["GET /api/v3/repos/acme/svc/pulls/43/reviews?page=1&per_page=100"]; ok {
 		t.Error("the reviews of a merged pull request were read")
+	}
+}
+
+func TestMergeAndCloseOnGitHub(t *testing.T) {
+	srv, asked, body := replayBodies(t, "testdata/land.json")
+	f, err := github.New(github.Options{BaseURL: srv.URL + "/api/v3/", WebURL: "https://ghe.example/", Token: token,
+		Budget: github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pr := func(n int) forge.PullRequestRef {
+		return forge.PullRequestRef{Repository: "https://ghe.example/acme/svc.git", Number: n, Branch: branch}
+	}
+	head := "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+	if err := f.MergePullRequest(ctx, pr(42), forge.MergeOptions{Method: forge.MergeSquash, Head: head, DeleteBranch: true}); err != nil {
+		t.Fatal(err)
+	}
+	var sent map[string]string
+	if err := json.Unmarshal([]byte(body("PUT /api/v3/repos/acme/svc/pulls/42/merge")), &sent); err != nil || sent["merge_method"] != "squash" || sent["sha"] != head {
+		t.Errorf("merge sent %v (%v); want squash at %s", sent, err, head)
+	}
+	if asked()["DELETE /api/v3/repos/acme/svc/git/refs/heads/fleetlift/slog-migration"] != 1 {
+		t.Errorf("the branch was not deleted: %v", asked())
+	}
+	if err := f.MergePullRequest(ctx, pr(45), forge.MergeOptions{}); !errors.Is(err, forge.ErrNotMergeable) || strings.Contains(err.Error(), token) {
+		t.Errorf("405: %v; want ErrNotMergeable", err)
+	}
+	if err := f.MergePullRequest(ctx, pr(46), forge.MergeOptions{Head: head}); !errors.Is(err, forge.ErrHeadMoved) {
+		t.Errorf("409: %v; want ErrHeadMoved", err)
+	}
+	if err := f.ClosePullRequestAs(ctx, pr(47), "Superseded by the new run.", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := body("PATCH /api/v3/repos/acme/svc/pulls/47"); !strings.Contains(got, `"state":"closed"`) {
+		t.Errorf("close sent %s", got)
+	}
+	if got := body("POST /api/v3/repos/acme/svc/issues/47/comments"); !strings.Contains(got, "Superseded by the new run.") {
+		t.Errorf("comment sent %s", got)
 	}
 }

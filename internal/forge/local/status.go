@@ -19,6 +19,60 @@ var _ forge.Follower = (*Forge)(nil)
 // open one is conflicting when its branch and the base do not merge
 // cleanly, and behind when the base moved past where it started.
 func (f *Forge) PullRequestStatus(ctx context.Context, repository string, number int, branch string) (*forge.PullRequestStatus, error) {
+	r, err := f.read(ctx, repository, branch)
+	if err != nil {
+		return nil, err
+	}
+	defer r.s.Close()
+	st := &forge.PullRequestStatus{State: forge.StateOpen, Draft: r.rec.Draft, Base: r.rec.Base, BaseSHA: r.base,
+		Labels: r.rec.Labels, Head: r.head}
+	head := r.head
+	if head == "" {
+		// Gone: merged if what was proposed is on the base.
+		if !git.IsObjectID(r.rec.Commit) {
+			return nil, fmt.Errorf("record of %s: commit %q is no object id", branch, r.rec.Commit)
+		}
+		head = r.rec.Commit
+	}
+	merged, err := isAncestor(ctx, r.s, head, "refs/base")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case merged:
+		st.State, st.Head = forge.StateMerged, head
+		return st, nil
+	case r.head == "":
+		st.State = forge.StateClosed
+		return st, nil
+	}
+	if _, err := r.s.Run(ctx, "merge-tree", "--write-tree", "--no-messages", "refs/base", "refs/head"); err != nil {
+		if exitStatus(err) != 1 {
+			return nil, fmt.Errorf("merge %s into %s: %w", branch, r.rec.Base, err)
+		}
+		st.Mergeable = forge.MergeableConflict
+		return st, nil
+	}
+	st.Mergeable = forge.MergeableYes
+	if current, err := isAncestor(ctx, r.s, "refs/base", "refs/head"); err != nil {
+		return nil, err
+	} else if !current {
+		st.Mergeable = forge.MergeableBehind
+	}
+	return st, nil
+}
+
+// proposal is a pull request of the local forge as read: its record,
+// the commits of its base and branch ("" when the branch is gone), both
+// fetched into s as refs/base and refs/head. The caller closes s.
+type proposal struct {
+	s          *git.Scratch
+	rec        *Record
+	base, head string
+}
+
+// read reads the pull request of branch in repository.
+func (f *Forge) read(ctx context.Context, repository, branch string) (*proposal, error) {
 	if err := git.CheckURL(repository); err != nil {
 		return nil, err
 	}
@@ -29,7 +83,15 @@ func (f *Forge) PullRequestStatus(ctx context.Context, repository string, number
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
+	r, err := readProposal(ctx, s, repository, branch)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func readProposal(ctx context.Context, s *git.Scratch, repository, branch string) (*proposal, error) {
 	recordRef, branchRef := RecordRefPrefix+branch, "refs/heads/"+branch
 	refs, err := s.LsRemote(ctx, repository, recordRef, branchRef)
 	if err != nil {
@@ -45,53 +107,20 @@ func (f *Forge) PullRequestStatus(ctx context.Context, repository string, number
 	if err := git.CheckBranch(rec.Base); err != nil {
 		return nil, fmt.Errorf("record of %s: base: %w", branch, err)
 	}
-	st := &forge.PullRequestStatus{State: forge.StateOpen, Draft: rec.Draft, Base: rec.Base, Labels: rec.Labels, Head: refs[branchRef]}
-	baseRef := "refs/heads/" + rec.Base
-	specs := []string{"+" + baseRef + ":refs/base"}
-	if st.Head != "" {
+	r := &proposal{s: s, rec: rec, head: refs[branchRef]}
+	specs := []string{"+refs/heads/" + rec.Base + ":refs/base"}
+	if r.head != "" {
 		specs = append(specs, "+"+branchRef+":refs/head")
 	}
 	if err := s.Fetch(ctx, repository, specs...); err != nil {
 		return nil, err
 	}
-	if st.BaseSHA, err = s.Run(ctx, "rev-parse", "--verify", "--quiet", "refs/base^{commit}"); err != nil {
+	base, err := s.Run(ctx, "rev-parse", "--verify", "--quiet", "refs/base^{commit}")
+	if err != nil {
 		return nil, fmt.Errorf("read pull request %s of %s: its base %s is gone", branch, git.Redact(repository), rec.Base)
 	}
-	st.BaseSHA = strings.TrimSpace(st.BaseSHA)
-	head := st.Head
-	if head == "" {
-		// Gone: merged if what was proposed is on the base.
-		if !git.IsObjectID(rec.Commit) {
-			return nil, fmt.Errorf("record of %s: commit %q is no object id", branch, rec.Commit)
-		}
-		head = rec.Commit
-	}
-	merged, err := isAncestor(ctx, s, head, "refs/base")
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case merged:
-		st.State, st.Head = forge.StateMerged, head
-		return st, nil
-	case st.Head == "":
-		st.State = forge.StateClosed
-		return st, nil
-	}
-	if _, err := s.Run(ctx, "merge-tree", "--write-tree", "--no-messages", "refs/base", "refs/head"); err != nil {
-		if exitStatus(err) != 1 {
-			return nil, fmt.Errorf("merge %s into %s: %w", branch, rec.Base, err)
-		}
-		st.Mergeable = forge.MergeableConflict
-		return st, nil
-	}
-	st.Mergeable = forge.MergeableYes
-	if current, err := isAncestor(ctx, s, "refs/base", "refs/head"); err != nil {
-		return nil, err
-	} else if !current {
-		st.Mergeable = forge.MergeableBehind
-	}
-	return st, nil
+	r.base = strings.TrimSpace(base)
+	return r, nil
 }
 
 // isAncestor reports whether commit a is reachable from b in s; false

@@ -1,6 +1,8 @@
 package local_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/fleetlift/fleetlift/internal/forge"
@@ -64,5 +66,61 @@ func TestPullRequestStatusWithoutRecordSaysSo(t *testing.T) {
 	fx := newFixture(t, false)
 	if _, err := fx.f.PullRequestStatus(fx.ctx, fx.url, 0, branch); err == nil {
 		t.Fatal("a branch never proposed has a status")
+	}
+}
+
+func (fx *fixture) ref(t *testing.T) forge.PullRequestRef {
+	return forge.PullRequestRef{Repository: fx.url, Branch: branch}
+}
+
+func TestMergeAndClose(t *testing.T) {
+	fx := newFixture(t, true)
+	head := fx.change(t, "package main // slog\n")
+	fx.open(t)
+	// The base moved on in another file meanwhile.
+	gittest.Commit(t, fx.remote, "main", map[string]string{"README": "hello\n"})
+
+	if err := fx.f.MergePullRequest(fx.ctx, fx.ref(t), forge.MergeOptions{Method: forge.MergeSquash}); !errors.Is(err, forge.ErrNotMergeable) {
+		t.Errorf("squash: %v; want ErrNotMergeable", err)
+	}
+	if err := fx.f.MergePullRequest(fx.ctx, fx.ref(t), forge.MergeOptions{Head: strings.Repeat("a", 40)}); !errors.Is(err, forge.ErrHeadMoved) {
+		t.Errorf("merge at another head: %v; want ErrHeadMoved", err)
+	}
+	if err := fx.f.MergePullRequest(fx.ctx, fx.ref(t), forge.MergeOptions{Head: head, DeleteBranch: true}); err != nil {
+		t.Fatal(err)
+	}
+	// main holds both, as a merge commit; the branch is gone; it reads merged.
+	if got := gittest.Run(t, fx.remote, "show", "main:main.go"); got != "package main // slog" {
+		t.Errorf("main.go on main: %q", got)
+	}
+	if parents := strings.Fields(gittest.Run(t, fx.remote, "log", "-1", "--format=%P", "main")); len(parents) != 2 || parents[1] != head {
+		t.Errorf("main's parents %v; want the old main and %s", parents, head)
+	}
+	if st := fx.status(t); st.State != forge.StateMerged {
+		t.Errorf("after the merge: %+v", st)
+	}
+	// Merged again: nothing to do.
+	if err := fx.f.MergePullRequest(fx.ctx, fx.ref(t), forge.MergeOptions{}); err == nil {
+		t.Error("merged a branch that is gone")
+	}
+}
+
+func TestMergeRefusesAConflictAndCloseDeletesTheBranch(t *testing.T) {
+	fx := newFixture(t, false)
+	fx.change(t, "package main // slog\n")
+	fx.open(t)
+	gittest.Commit(t, fx.remote, "main", map[string]string{"main.go": "package main // log\n"})
+	if err := fx.f.MergePullRequest(fx.ctx, fx.ref(t), forge.MergeOptions{}); !errors.Is(err, forge.ErrNotMergeable) {
+		t.Fatalf("conflicting merge: %v; want ErrNotMergeable", err)
+	}
+	if err := fx.f.ClosePullRequestAs(fx.ctx, fx.ref(t), "superseded", false); err != nil {
+		t.Fatal(err)
+	}
+	if st := fx.status(t); st.State != forge.StateClosed {
+		t.Errorf("after close: %+v", st)
+	}
+	// Closed again: nothing to do.
+	if err := fx.f.ClosePullRequestAs(fx.ctx, fx.ref(t), "", false); err != nil {
+		t.Errorf("close again: %v", err)
 	}
 }
