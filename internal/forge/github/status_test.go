@@ -73,18 +73,18 @@ func replayBodies(t *testing.T, file string) (*httptest.Server, func() map[strin
 	}))
 	t.Cleanup(srv.Close)
 	return srv, func() map[string]int {
-		mu.Lock()
-		defer mu.Unlock()
-		out := map[string]int{}
-		for k, v := range asked {
-			out[k] = v
+			mu.Lock()
+			defer mu.Unlock()
+			out := map[string]int{}
+			for k, v := range asked {
+				out[k] = v
+			}
+			return out
+		}, func(key string) string {
+			mu.Lock()
+			defer mu.Unlock()
+			return bodies[key]
 		}
-		return out
-	}, func(key string) string {
-		mu.Lock()
-		defer mu.Unlock()
-		return bodies[key]
-	}
 }
 
 func TestPullRequestStatusFromGitHub(t *testing.T) {
