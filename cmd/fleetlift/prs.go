@@ -101,10 +101,76 @@ them read now, and waits for it.
 			return nil
 		},
 	}
+	cmd.AddCommand(newPRsActCmd(status.ActMerge), newPRsActCmd(status.ActClose))
 	f.register(cmd)
 	cmd.Flags().VarP(choiceVar(&output, "table", "table", "json"), "output", "o", "output format: table or json")
 	cmd.Flags().StringSliceVar(&states, "state", nil, "list only pull requests in these states: "+strings.Join(render.PRStates, ", ")+" (repeatable)")
 	cmd.Flags().BoolVar(&refresh, "refresh", false, "have a worker read them from their forges now, and wait for it")
 	cmd.Flags().DurationVar(&wait, "refresh-timeout", 2*time.Minute, "how long --refresh waits for the reads")
+	return cmd
+}
+
+// newPRsActCmd is `fleetlift prs merge` or `fleetlift prs close`.
+func newPRsActCmd(action string) *cobra.Command {
+	var f temporalFlags
+	var req status.ActRequest
+	var output string
+	req.Action = action
+	cmd := &cobra.Command{
+		Use:   action + " ID",
+		Short: "Merge the pull requests of a run that are approved, green and mergeable",
+		Long: `Merges the pull requests the run ID opened (all, or those of --repository) that
+may be merged, as their forges have them now: open and no draft, merging
+cleanly with their base, no failed or running checks, approved by a reviewer
+(--unapproved: or not) with no changes requested. Each is merged at the head
+just read: one someone pushed to since is refused, not merged unseen. The
+forge's branch protection and merge queues apply as they do to a person; a
+pull request it refuses is reported, and the others go on. A worker merges
+them, with its credentials and within the forge's budget of writes; the
+command waits for it and prints what became of each.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, id, err := f.dialRun(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := runReader(c, f.namespace).Status(ctx, id)
+			if err != nil {
+				return err
+			}
+			outcomes, err := dispatch.ActOnPullRequests(ctx, c, st.Followers(), req)
+			if err != nil {
+				return fmt.Errorf("%w (is a worker running?)", err)
+			}
+			if output == "json" {
+				return render.ActJSON(cmd.OutOrStdout(), id, action, outcomes)
+			}
+			render.Act(cmd.OutOrStdout(), action, outcomes)
+			for _, o := range outcomes {
+				if o.Outcome == status.ActFailed {
+					return exitError{code: exitFailed}
+				}
+			}
+			return nil
+		},
+	}
+	if action == status.ActClose {
+		cmd.Short = "Close the open pull requests of a run, with a comment"
+		cmd.Long = `Closes the open pull requests the run ID opened (all, or those of --repository)
+without merging them, leaving --comment on each, and deletes their branches
+with --delete-branch (on the local forge, closing is deleting the branch).
+A worker closes them, with its credentials and within the forge's budget of
+writes; the command waits for it and prints what became of each.`
+		cmd.Flags().StringVar(&req.Comment, "comment", "", "a comment to leave on each pull request closed")
+	} else {
+		cmd.Flags().StringVar(&req.Method, "method", "", "merge, squash or rebase (default: merge; the local forge merges only)")
+		cmd.Flags().BoolVar(&req.Unapproved, "unapproved", false, "also merge pull requests no reviewer approved (never one with changes requested)")
+	}
+	cmd.Flags().StringSliceVar(&req.Repos, "repository", nil, "only the pull requests of these repositories, as the definition names them (repeatable)")
+	cmd.Flags().BoolVar(&req.DeleteBranch, "delete-branch", false, "delete each branch once its pull request is "+map[string]string{status.ActMerge: "merged", status.ActClose: "closed"}[action])
+	cmd.Flags().VarP(choiceVar(&output, "table", "table", "json"), "output", "o", "output format: table or json")
+	f.register(cmd)
 	return cmd
 }

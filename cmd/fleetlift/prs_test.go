@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -148,6 +149,36 @@ git -C %[5]s/svc4 push -q origin main
 			t.Errorf("status lacks %q:\n%s", w, out)
 		}
 	}
+	// Bulk actions: nothing here was approved (the local forge has no
+	// reviews), so merge merges nothing unless told to.
+	out, code = runCLI(t, append([]string{"prs", "merge", "prs"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "merge: 6 skipped") || !strings.Contains(out, "no reviewer approved it") {
+		t.Errorf("prs merge: exit %d\n%s", code, out)
+	}
+	out, code = runCLI(t, append([]string{"prs", "merge", "prs", "--unapproved", "--repository", "svc2", "--repository", "svc4"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "merge: 1 merged, 1 skipped") || !strings.Contains(out, "it conflicts with its base") {
+		t.Errorf("prs merge --unapproved: exit %d\n%s", code, out)
+	}
+	if got := gitOut(t, bare(2), "show", "main:go.mod"); !strings.Contains(got, "go 1.26") {
+		t.Errorf("svc2's main after the merge: %q", got)
+	}
+	out, code = runCLI(t, append([]string{"prs", "close", "prs", "--repository", "svc5"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "close: 1 closed") {
+		t.Errorf("prs close: exit %d\n%s", code, out)
+	}
+	got = prsJSON(t, append([]string{"prs"}, flags...)...)
+	if got.Counts["merged"] != 2 || got.Counts["closed"] != 2 || got.Counts["open"] != 2 {
+		t.Errorf("after merge and close: %v", got.Counts)
+	}
+}
+
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("git %v: %v", args, err)
+	}
+	return string(out)
 }
 
 // TestPullRequestsFollowedOnGitea is the same on a real Gitea, where
@@ -271,5 +302,30 @@ repositories:
 	}
 	if got.Counts["open"] != 4 || got.Counts["merged"] != 1 || got.Counts["closed"] != 1 {
 		t.Errorf("counts %v", got.Counts)
+	}
+
+	// prs merge merges only what is approved, green and merging
+	// cleanly; prs close closes with a comment.
+	out, code = runCLI(t, append([]string{"prs", "merge", "bump", "--method", "squash", "--delete-branch"}, flags...)...)
+	for _, w := range []string{"merge: 1 merged, 5 skipped", "svc-05", "checks failed: ci/build", "it conflicts with its base", "it is merged", "it is closed"} {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Errorf("prs merge lacks %q: exit %d\n%s", w, code, out)
+		}
+	}
+	g.Do(t, bot.Token, "GET", pulls("svc-05"), nil, &pr)
+	if !pr.Merged {
+		t.Errorf("svc-05 not merged on the forge: %+v", pr)
+	}
+	out, code = runCLI(t, append([]string{"prs", "close", "bump", "--repository", "svc-03", "--comment", "Superseded."}, flags...)...)
+	if code != 0 || !strings.Contains(out, "close: 1 closed") {
+		t.Errorf("prs close: exit %d\n%s", code, out)
+	}
+	g.Do(t, bot.Token, "GET", pulls("svc-03"), nil, &pr)
+	var comments []struct {
+		Body string `json:"body"`
+	}
+	g.Do(t, bot.Token, "GET", fmt.Sprintf("repos/%s/svc-03/issues/%d/comments", bot.Name, number["svc-03"]), nil, &comments)
+	if pr.State != "closed" || pr.Merged || len(comments) != 1 || !strings.Contains(comments[0].Body, "Superseded.") {
+		t.Errorf("svc-03 after close: %+v, comments %+v", pr, comments)
 	}
 }

@@ -121,8 +121,22 @@ func (a *Activities) readPR(ctx context.Context, p *status.FollowedPR) {
 }
 
 func (a *Activities) prStatus(ctx context.Context, p *status.FollowedPR) (*forge.PullRequestStatus, error) {
+	f, err := a.follower(*p)
+	if err != nil {
+		return nil, err
+	}
+	fl, ok := f.(forge.Follower)
+	if !ok {
+		return nil, fmt.Errorf("forge %s cannot say what became of its pull requests", f.Name())
+	}
+	return fl.PullRequestStatus(ctx, p.Repository, p.Number, p.Branch)
+}
+
+// follower is the worker's forge that opened p, provided p's repository
+// is one the worker may use.
+func (a *Activities) follower(p status.FollowedPR) (forge.Forge, error) {
 	if a.Forges == nil {
-		return nil, errors.New("this worker has no forge to ask")
+		return nil, errors.New("this worker has no forge")
 	}
 	if p.Repository == "" {
 		return nil, fmt.Errorf("pull request %s names no repository", p.URL)
@@ -134,14 +148,10 @@ func (a *Activities) prStatus(ctx context.Context, p *status.FollowedPR) (*forge
 	if err != nil {
 		return nil, err
 	}
-	fl, ok := f.(forge.Follower)
-	if !ok {
-		return nil, fmt.Errorf("forge %s cannot say what became of its pull requests", f.Name())
-	}
 	if err := git.CheckLocal(p.Repository, a.FileRoots); err != nil {
 		return nil, err
 	}
-	return fl.PullRequestStatus(ctx, p.Repository, p.Number, p.Branch)
+	return f, nil
 }
 
 // sourcePRs lists the pull requests the latest run of workflow source

@@ -37,3 +37,30 @@ func RefreshPullRequests(ctx context.Context, c client.Client, sources []string)
 	}
 	return errors.Join(errs...)
 }
+
+// ActOnPullRequests has the followers of the pull requests of sources
+// carry out req, and returns what became of each pull request it named.
+// Sources whose follower has ended (everything merged or closed) have
+// nothing left to act on.
+func ActOnPullRequests(ctx context.Context, c client.Client, sources []string, req status.ActRequest) ([]status.ActOutcome, error) {
+	var out []status.ActOutcome
+	for _, s := range sources {
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: status.FollowerID(s), UpdateName: status.UpdateAct, Args: []any{req},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		var res status.ActResult
+		if err == nil {
+			err = h.Get(ctx, &res)
+		}
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("%s the pull requests of %s: %w", req.Action, s, err)
+		}
+		out = append(out, res.Outcomes...)
+	}
+	return out, nil
+}

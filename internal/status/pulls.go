@@ -1,6 +1,7 @@
 package status
 
 import (
+	"strings"
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -136,4 +137,94 @@ func (run *Run) Followers() []string {
 		}
 	}
 	return out
+}
+
+// UpdateAct is the update that has a PullRequests workflow act on the
+// pull requests it follows (ActRequest); it returns an ActResult.
+const UpdateAct = "act"
+
+// Actions on pull requests, as ActRequest.Action holds them.
+const (
+	ActMerge = "merge"
+	ActClose = "close"
+)
+
+// ActRequest asks a PullRequests workflow to merge or close the pull
+// requests it follows: those of Repos (the definition's names, as
+// FollowedPR.Repo; none means every one) that may be.
+type ActRequest struct {
+	Action string   `json:"action"`
+	Repos  []string `json:"repos,omitempty"`
+	// Method is the merge method (forge.MergeMethods; empty: merge).
+	Method string `json:"method,omitempty"`
+	// Unapproved merges pull requests no reviewer approved (still
+	// never one with changes requested).
+	Unapproved bool `json:"unapproved,omitempty"`
+	// Comment is left on each pull request closed.
+	Comment      string `json:"comment,omitempty"`
+	DeleteBranch bool   `json:"delete_branch,omitempty"`
+}
+
+// Outcomes of an action on one pull request.
+const (
+	ActDone    = "done"
+	ActSkipped = "skipped"
+	ActFailed  = "failed"
+)
+
+// ActOutcome is what became of one pull request an ActRequest named.
+type ActOutcome struct {
+	Repo    string `json:"repo"`
+	URL     string `json:"url"`
+	Outcome string `json:"outcome"`
+	// Reason says why it was skipped or failed.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ActResult answers UpdateAct.
+type ActResult struct {
+	Outcomes []ActOutcome `json:"outcomes"`
+}
+
+// MergeBlocker says why p may not be merged now, "" when it may: it
+// must be open and no draft, merge cleanly (behind its base is fine),
+// have no failed or running checks, and be approved by a reviewer
+// (unless unapproved) with no changes requested.
+func MergeBlocker(p FollowedPR, unapproved bool) string {
+	switch {
+	case p.CheckedAt.IsZero() || p.State == "":
+		return "not read from its forge yet"
+	case p.State != forge.StateOpen:
+		return "it is " + p.State
+	case p.Draft:
+		return "it is a draft"
+	case p.Mergeable == forge.MergeableConflict:
+		return "it conflicts with its base"
+	case p.Mergeable == "":
+		return "the forge has not worked out whether it merges"
+	case p.Checks == forge.StatusFailure:
+		if len(p.FailedChecks) > 0 {
+			return "checks failed: " + strings.Join(p.FailedChecks, ", ")
+		}
+		return "checks failed"
+	case p.Checks == forge.StatusPending:
+		return "checks are still running"
+	case p.Review == forge.DecisionChangesRequested:
+		return "a reviewer requested changes"
+	case p.Review != forge.DecisionApproved && !unapproved:
+		return "no reviewer approved it"
+	}
+	return ""
+}
+
+// CloseBlocker says why p may not be closed, "" when it may: it must
+// be open.
+func CloseBlocker(p FollowedPR) string {
+	switch {
+	case p.CheckedAt.IsZero() || p.State == "":
+		return "not read from its forge yet"
+	case p.State != forge.StateOpen:
+		return "it is " + p.State
+	}
+	return ""
 }

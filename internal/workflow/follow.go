@@ -1,6 +1,9 @@
 package workflow
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/status"
 )
 
@@ -40,27 +44,12 @@ const followVersion = "follow-pull-requests"
 // beside the run's own state. Its state holds at most the pull requests
 // of one run or page, so it stays bounded as campaigns grow.
 func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, error) {
-	st := status.PullRequests{Source: in.Source}
+	f := &follower{st: status.PullRequests{Source: in.Source}, every: activity.DefaultFollowEvery}
 	if in.State != nil {
-		st = *in.State
+		f.st = *in.State
 	}
-	// runPasses counts this run's reads; wanted is the read an update
-	// waits for; reading says one is under way, which began before any
-	// update that comes meanwhile.
-	runPasses, wanted, reading := 0, 0, false
-	if err := workflow.SetQueryHandler(ctx, status.QueryPullRequests, func() (status.PullRequests, error) { return st, nil }); err != nil {
-		return st, err
-	}
-	if err := workflow.SetUpdateHandler(ctx, status.UpdateRefresh, func(ctx workflow.Context) (status.PullRequests, error) {
-		want := runPasses + 1
-		if reading {
-			want++
-		}
-		wanted = max(wanted, want)
-		err := workflow.Await(ctx, func() bool { return runPasses >= want })
-		return st, err
-	}); err != nil {
-		return st, err
+	if err := f.register(ctx); err != nil {
+		return f.st, err
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,
@@ -68,44 +57,140 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2,
 			MaximumInterval: 5 * time.Minute, MaximumAttempts: 5},
 	})
-	every := activity.DefaultFollowEvery
 	for {
-		var out activity.RefreshOutcome
-		reading = true
-		err := workflow.ExecuteActivity(actx, a.RefreshPullRequests, activity.RefreshInput{Source: st.Source, Known: st.PRs}).Get(ctx, &out)
-		reading = false
+		ended := f.read(ctx, actx)
 		if ctx.Err() != nil {
-			return st, ctx.Err()
+			return f.st, ctx.Err()
 		}
-		if err != nil {
-			// No worker could read them: try again at the next pass.
-			workflow.GetLogger(ctx).Warn("pull requests not read", "source", st.Source, "error", err)
-		} else {
-			st.PRs, st.CheckedAt = out.PRs, workflow.Now(ctx)
-			if out.Every > 0 {
-				every = out.Every
-			}
-		}
-		st.Passes++
-		runPasses++
-		if err == nil && out.SourceEnded && !anyOpen(st.PRs) {
-			st.Ended = true
+		if ended {
+			f.st.Ended = true
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-				return st, err
+				return f.st, err
 			}
-			return st, nil
+			return f.st, nil
 		}
-		if runPasses >= followPassesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		if f.runPasses >= followPassesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-				return st, err
+				return f.st, err
 			}
-			next := st
-			return st, workflow.NewContinueAsNewError(ctx, PullRequests, FollowInput{Source: st.Source, State: &next})
+			next := f.st
+			return f.st, workflow.NewContinueAsNewError(ctx, PullRequests, FollowInput{Source: f.st.Source, State: &next})
 		}
-		if _, err := workflow.AwaitWithTimeout(ctx, every, func() bool { return wanted > runPasses }); err != nil {
-			return st, err
+		if _, err := workflow.AwaitWithTimeout(ctx, f.every, func() bool { return f.wanted > f.runPasses }); err != nil {
+			return f.st, err
 		}
 	}
+}
+
+// follower is one run of PullRequests.
+type follower struct {
+	st    status.PullRequests
+	every time.Duration
+	// runPasses counts this run's reads; wanted is the read an update
+	// waits for; reading says one is under way, which began before any
+	// update that comes meanwhile; acting says an action is under way.
+	runPasses, wanted int
+	reading, acting   bool
+}
+
+// read reads the pull requests once, and reports whether the source has
+// ended with none open.
+func (f *follower) read(ctx, actx workflow.Context) bool {
+	var out activity.RefreshOutcome
+	f.reading = true
+	err := workflow.ExecuteActivity(actx, a.RefreshPullRequests, activity.RefreshInput{Source: f.st.Source, Known: f.st.PRs}).Get(ctx, &out)
+	f.reading = false
+	f.st.Passes++
+	f.runPasses++
+	if err != nil {
+		// No worker could read them: try again at the next pass.
+		workflow.GetLogger(ctx).Warn("pull requests not read", "source", f.st.Source, "error", err)
+		return false
+	}
+	f.st.PRs, f.st.CheckedAt = out.PRs, workflow.Now(ctx)
+	if out.Every > 0 {
+		f.every = out.Every
+	}
+	return out.SourceEnded && !anyOpen(f.st.PRs) && !f.acting
+}
+
+// fresh waits for a read that begins after it is called.
+func (f *follower) fresh(ctx workflow.Context) error {
+	want := f.runPasses + 1
+	if f.reading {
+		want++
+	}
+	f.wanted = max(f.wanted, want)
+	return workflow.Await(ctx, func() bool { return f.runPasses >= want })
+}
+
+func (f *follower) register(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, status.QueryPullRequests, func() (status.PullRequests, error) { return f.st, nil }); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandler(ctx, status.UpdateRefresh, func(ctx workflow.Context) (status.PullRequests, error) {
+		err := f.fresh(ctx)
+		return f.st, err
+	}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, status.UpdateAct, f.act, workflow.UpdateHandlerOptions{Validator: validAct})
+}
+
+// validAct refuses an action that is not one.
+func validAct(ctx workflow.Context, req status.ActRequest) error {
+	switch req.Action {
+	case status.ActMerge:
+		if req.Method != "" && !slices.Contains(forge.MergeMethods, req.Method) {
+			return fmt.Errorf("no merge method %q: want %s", req.Method, strings.Join(forge.MergeMethods, ", "))
+		}
+	case status.ActClose:
+	default:
+		return fmt.Errorf("no action %q: want %s or %s", req.Action, status.ActMerge, status.ActClose)
+	}
+	return nil
+}
+
+// act carries out req on the pull requests it names that may be, as
+// freshly read, and reads them again after: one action at a time.
+func (f *follower) act(ctx workflow.Context, req status.ActRequest) (status.ActResult, error) {
+	res := status.ActResult{Outcomes: []status.ActOutcome{}}
+	if err := workflow.Await(ctx, func() bool { return !f.acting }); err != nil {
+		return res, err
+	}
+	f.acting = true
+	defer func() { f.acting = false }()
+	if err := f.fresh(ctx); err != nil {
+		return res, err
+	}
+	var todo []status.FollowedPR
+	for _, p := range f.st.PRs {
+		if len(req.Repos) > 0 && !slices.Contains(req.Repos, p.Repo) {
+			continue
+		}
+		why := status.CloseBlocker(p)
+		if req.Action == status.ActMerge {
+			why = status.MergeBlocker(p, req.Unapproved)
+		}
+		if why != "" {
+			res.Outcomes = append(res.Outcomes, status.ActOutcome{Repo: p.Repo, URL: p.URL, Outcome: status.ActSkipped, Reason: why})
+			continue
+		}
+		todo = append(todo, p)
+	}
+	if len(todo) > 0 {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: activity.ActTimeout,
+			HeartbeatTimeout:    activity.FollowHeartbeat,
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, MaximumAttempts: 3},
+		})
+		var done []status.ActOutcome
+		if err := workflow.ExecuteActivity(actx, a.ActOnPullRequests, activity.ActInput{Request: req, PRs: todo}).Get(ctx, &done); err != nil {
+			return res, err
+		}
+		res.Outcomes = append(res.Outcomes, done...)
+	}
+	return res, f.fresh(ctx)
 }
 
 // anyOpen reports whether one of prs is open (or not read yet).

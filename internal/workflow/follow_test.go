@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,83 @@ func TestPullRequestsRefreshReturnsAFreshRead(t *testing.T) {
 	// made after it was asked.
 	if got.Passes != 2 || len(got.PRs) != 1 || got.PRs[0].State != forge.StateMerged {
 		t.Errorf("refresh answered %+v", got)
+	}
+}
+
+func TestPullRequestsMergeOnlyWhatIsReady(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflow.PullRequests)
+	var acts *activity.Activities
+	env.RegisterActivity(acts)
+	now := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	pr := func(repo string, s forge.PullRequestStatus) status.FollowedPR {
+		return status.FollowedPR{Repo: repo, PullRequestInfo: protocol.PullRequestInfo{URL: "u/" + repo}, PullRequestStatus: s, CheckedAt: now}
+	}
+	ready := forge.PullRequestStatus{State: forge.StateOpen, Head: "h1", Mergeable: forge.MergeableBehind, Review: forge.DecisionApproved, Checks: forge.StatusSuccess}
+	merged := false
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			a := pr("a", ready)
+			if merged {
+				a.State = forge.StateMerged
+			}
+			return activity.RefreshOutcome{Every: time.Hour, PRs: []status.FollowedPR{
+				a,
+				pr("b", forge.PullRequestStatus{State: forge.StateOpen, Mergeable: forge.MergeableYes, Review: forge.DecisionApproved,
+					Checks: forge.StatusFailure, FailedChecks: []string{"ci/build"}}),
+				pr("c", forge.PullRequestStatus{State: forge.StateOpen, Mergeable: forge.MergeableYes, Review: forge.DecisionNone}),
+				pr("d", forge.PullRequestStatus{State: forge.StateOpen, Mergeable: forge.MergeableConflict, Review: forge.DecisionApproved}),
+				{Repo: "e", PullRequestInfo: protocol.PullRequestInfo{URL: "u/e"}},
+			}}, nil
+		})
+	var sent activity.ActInput
+	env.OnActivity(acts.ActOnPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.ActInput) ([]status.ActOutcome, error) {
+			sent, merged = in, true
+			return []status.ActOutcome{{Repo: "a", URL: "u/a", Outcome: status.ActDone}}, nil
+		})
+	var got status.ActResult
+	var rejected error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(status.UpdateAct, "bad", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { rejected = err }, OnAccept: func() {}, OnComplete: func(any, error) {},
+		}, status.ActRequest{Action: status.ActMerge, Method: "octopus"})
+		env.UpdateWorkflow(status.UpdateAct, "u1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("merge rejected: %v", err) },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					t.Errorf("merge: %v", err)
+					return
+				}
+				got = v.(status.ActResult)
+			},
+		}, status.ActRequest{Action: status.ActMerge, Method: forge.MergeSquash})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, 3*time.Hour)
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
+
+	if rejected == nil || !strings.Contains(rejected.Error(), `no merge method "octopus"`) {
+		t.Errorf("an unknown method: %v", rejected)
+	}
+	// Only the one approved, green and merging cleanly went to the
+	// forge, at the head read.
+	if len(sent.PRs) != 1 || sent.PRs[0].Repo != "a" || sent.PRs[0].Head != "h1" || sent.Request.Method != forge.MergeSquash {
+		t.Errorf("sent to the forge: %+v", sent)
+	}
+	want := map[string]string{"a": "done", "b": "skipped: checks failed: ci/build", "c": "skipped: no reviewer approved it",
+		"d": "skipped: it conflicts with its base", "e": "skipped: not read from its forge yet"}
+	if len(got.Outcomes) != len(want) {
+		t.Fatalf("outcomes %+v", got.Outcomes)
+	}
+	for _, o := range got.Outcomes {
+		s := o.Outcome
+		if o.Reason != "" {
+			s += ": " + o.Reason
+		}
+		if want[o.Repo] != s {
+			t.Errorf("%s: %q; want %q", o.Repo, s, want[o.Repo])
+		}
 	}
 }

@@ -175,3 +175,54 @@ func prSummary(prs []status.FollowedPR, url string) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// jsonAct is `fleetlift prs merge|close -o json`.
+type jsonAct struct {
+	FormatVersion int                 `json:"format_version"`
+	Run           string              `json:"run"`
+	Action        string              `json:"action"`
+	PullRequests  []status.ActOutcome `json:"pull_requests"`
+	Counts        map[string]int      `json:"counts"`
+}
+
+// ActJSON writes what became of each pull request an action on run
+// named: {"format_version", "run", "action", "pull_requests":
+// [{"repo", "url", "outcome", "reason"}], "counts": {outcome: n}}.
+func ActJSON(w io.Writer, run, action string, outcomes []status.ActOutcome) error {
+	out := jsonAct{FormatVersion: FormatVersion, Run: run, Action: action, PullRequests: []status.ActOutcome{}, Counts: map[string]int{}}
+	for _, o := range outcomes {
+		o.URL = git.Redact(o.URL)
+		out.PullRequests = append(out.PullRequests, o)
+		out.Counts[o.Outcome]++
+	}
+	return writeJSON(w, out)
+}
+
+// Act prints what became of each pull request an action named, and the
+// counts.
+func Act(w io.Writer, action string, outcomes []status.ActOutcome) {
+	tabs := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := visible.Writer(tabs)
+	fmt.Fprintln(tw, "REPOSITORY\tOUTCOME\tPULL REQUEST\tREASON")
+	done := map[string]string{status.ActMerge: "merged", status.ActClose: "closed"}[action]
+	counts := map[string]int{}
+	for _, o := range outcomes {
+		outcome := o.Outcome
+		if outcome == status.ActDone {
+			outcome = done
+		}
+		counts[outcome]++
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.Repo, outcome, git.Redact(o.URL), OneLine(o.Reason))
+	}
+	tabs.Flush()
+	var parts []string
+	for _, s := range []string{done, status.ActSkipped, status.ActFailed} {
+		if counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"no pull requests"}
+	}
+	fmt.Fprintf(visible.Writer(w), "%s: %s\n", action, strings.Join(parts, ", "))
+}
