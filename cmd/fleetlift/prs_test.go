@@ -329,3 +329,64 @@ repositories:
 		t.Errorf("svc-03 after close: %+v, comments %+v", pr, comments)
 	}
 }
+
+// TestDeclaredMergeOnTheLocalForge: a campaign whose pull_request says
+// merge: is merged by the worker once its pull requests may be, with no
+// command: the GitOps way.
+func TestDeclaredMergeOnTheLocalForge(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 3)
+	var b strings.Builder
+	b.WriteString(`version: 1
+kind: Campaign
+id: landed
+title: Bump go
+template:
+  execution:
+    deterministic:
+      image: golang
+      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
+  pull_request:
+    branch_prefix: auto/landed
+    title: Bump go
+    merge: {require_review: false}
+repositories:
+`)
+	for _, u := range urls {
+		fmt.Fprintf(&b, "  - url: %s\n", u)
+	}
+	def := writeDef(t, root, "landed.yaml", b.String())
+	stateDir := filepath.Join(root, "state")
+	addr, _, reader := serverForTest(t, stateDir)
+	flags := []string{"--temporal-address", addr, "--state-dir", stateDir}
+	startWorker(t, append([]string{"--allow-file-root", root, "--pull-requests-every", "1s"}, flags...)...)
+	out, code := runCLI(t, append([]string{"run", "--file", def, "--allow-file-root", root, "--no-worker"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "3 repositories: 3 completed") {
+		t.Fatalf("run: exit %d\n%s", code, out)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
+		r, err := reader.Get(t.Context(), "landed")
+		merged := 0
+		for _, repo := range r.Repos {
+			if repo.PullRequestState == state.PullRequestMerged {
+				merged++
+			}
+		}
+		if err == nil && merged == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not merged by themselves: %+v, %v", r.Repos, err)
+		}
+	}
+	for _, u := range urls {
+		bare := strings.TrimPrefix(u, "file://")
+		if got := gitOut(t, bare, "show", "main:go.mod"); !strings.Contains(got, "go 1.26") {
+			t.Errorf("%s: main's go.mod %q", bare, got)
+		}
+		// delete_branch defaults to true.
+		if out, err := exec.Command("git", "-C", bare, "rev-parse", "--verify", "--quiet", "refs/heads/auto/landed/landed").Output(); err == nil {
+			t.Errorf("%s: branch left at %s", bare, out)
+		}
+	}
+}

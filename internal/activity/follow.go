@@ -48,6 +48,8 @@ type RefreshOutcome struct {
 	SourceEnded bool `json:"source_ended,omitempty"`
 	// Every is when to read them again: the worker's setting.
 	Every time.Duration `json:"every"`
+	// Merge is the source's pull_request.merge, as it is now.
+	Merge *status.MergePolicy `json:"merge,omitempty"`
 }
 
 // RefreshPullRequests reads which pull requests the run in.Source has
@@ -61,14 +63,14 @@ func (a *Activities) RefreshPullRequests(ctx context.Context, in RefreshInput) (
 	if out.Every <= 0 {
 		out.Every = DefaultFollowEvery
 	}
-	opened, ended, err := sourcePRs(ctx, sdkactivity.GetClient(ctx), in.Source)
+	opened, merge, ended, err := sourcePRs(ctx, sdkactivity.GetClient(ctx), in.Source)
 	if err != nil {
 		// The source cannot be read now (no worker answers its query):
 		// follow what is known.
 		sdkactivity.GetLogger(ctx).Warn("pull requests of the run not read", "source", in.Source, "error", err)
 		opened = in.Known
 	}
-	out.SourceEnded = ended
+	out.SourceEnded, out.Merge = ended, merge
 	known := map[string]status.FollowedPR{}
 	for _, k := range in.Known {
 		known[k.URL] = k
@@ -155,11 +157,11 @@ func (a *Activities) follower(p status.FollowedPR) (forge.Forge, error) {
 }
 
 // sourcePRs lists the pull requests the latest run of workflow source
-// opened, and whether that run has ended.
-func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.FollowedPR, bool, error) {
+// opened, with its merge policy, and says whether that run has ended.
+func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.FollowedPR, *status.MergePolicy, bool, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, source, "")
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	running := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
@@ -176,45 +178,46 @@ func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.Fo
 	}
 	if !running && info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		// Failed, cancelled, terminated or timed out: no result to read.
-		return nil, true, errors.New("the run ended without a result")
+		return nil, nil, true, errors.New("the run ended without a result")
 	}
-	switch info.GetType().GetName() {
+	switch typ := info.GetType().GetName(); typ {
 	case "Task":
-		var repos []status.RepoResult
 		if running {
 			var st status.TaskState
 			if err := get(&st); err != nil {
-				return nil, false, err
+				return nil, nil, false, err
 			}
+			var repos []status.RepoResult
 			if st.Result != nil {
 				for _, rr := range st.Result.Repositories {
 					repos = append(repos, status.RepoResult{Name: rr.Name, PullRequest: rr.PullRequest})
 				}
 			}
-		} else {
-			var res status.TaskResult
-			if err := get(&res); err != nil {
-				return nil, true, err
-			}
-			repos = res.Repositories
+			return status.RepoPRs(repos), st.Merge, false, nil
 		}
-		return status.RepoPRs(repos), !running, nil
+		var res status.TaskResult
+		if err := get(&res); err != nil {
+			return nil, nil, true, err
+		}
+		return status.RepoPRs(res.Repositories), res.Merge, true, nil
 	case "Campaign", "CampaignPage":
 		var st status.CampaignState
-		if info.GetType().GetName() == "CampaignPage" && !running {
+		if typ == "CampaignPage" && !running {
 			var res struct {
 				State status.CampaignState `json:"state"`
 			}
-			if err := get(&res); err != nil {
-				return nil, true, err
-			}
+			err = get(&res)
 			st = res.State
-		} else if err := get(&st); err != nil {
-			return nil, !running, err
+		} else {
+			err = get(&st)
 		}
-		return status.UnitPRs(st.Units), !running, nil
+		if err != nil {
+			return nil, nil, !running, err
+		}
+		return status.UnitPRs(st.Units), st.Merge, !running, nil
+	default:
+		return nil, nil, true, fmt.Errorf("workflow %s is a %s, which opens no pull requests", source, typ)
 	}
-	return nil, true, fmt.Errorf("workflow %s is a %s, which opens no pull requests", source, info.GetType().GetName())
 }
 
 // beatEvery records a heartbeat of the activity of ctx every d until

@@ -55,6 +55,7 @@ func Compute(desired Desired, recorded []state.Campaign, policy Policy) Plan {
 			c = compare(df, d, r)
 		}
 		c.Cost = project(c, d, r, pooled)
+		c.Merge = declaredMerge(c, d)
 		p.Changes = append(p.Changes, c)
 	}
 	p.Approvals = decideApprovals(desired.Approvals, desired.Refused, recs, p.Changes)
@@ -276,4 +277,23 @@ func project(c Change, d *spec.Definition, r *state.Campaign, all pooled) *Cost 
 		}
 	}
 	return cost
+}
+
+// declaredMerge is d's pull_request.merge when c creates or changes d;
+// nil otherwise.
+func declaredMerge(c Change, d *spec.Definition) *spec.Merge {
+	if d == nil || c.Action != Create && !c.SpecChanged() || c.Action == Suspend {
+		return nil
+	}
+	var w spec.Work
+	switch {
+	case d.Campaign != nil:
+		w = d.Campaign.Template
+	case d.Task != nil:
+		w = d.Task.Work
+	}
+	if w.PullRequest == nil {
+		return nil
+	}
+	return w.PullRequest.Merge
 }

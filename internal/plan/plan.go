@@ -115,6 +115,10 @@ type Change struct {
 	// Cost is what the run the change starts or changes is projected to
 	// cost, for an agentic definition created or changed; nil otherwise.
 	Cost *Cost
+	// Merge is the definition's pull_request.merge, for a definition
+	// created or changed that declares one: what will merge its pull
+	// requests without a command.
+	Merge *spec.Merge
 }
 
 // Cost projects what an agentic run costs from what recorded runs cost

@@ -190,6 +190,16 @@ type PullRequest struct {
 	Labels       []string `json:"labels,omitempty"`
 	Reviewers    []string `json:"reviewers,omitempty"`
 	Draft        bool     `json:"draft,omitempty"`
+	// Merge, when set, has fleetlift merge each pull request once it may.
+	Merge *Merge `json:"merge,omitempty"`
+}
+
+// Merge is when and how fleetlift merges the pull requests it opened.
+type Merge struct {
+	Method        string   `json:"method"`
+	RequireReview bool     `json:"require_review"`
+	After         Duration `json:"after,omitempty"`
+	DeleteBranch  bool     `json:"delete_branch"`
 }
 
 // SecretRef names a Kubernetes secret key.

@@ -64,6 +64,14 @@ type FollowedPR struct {
 	// Error is why the last read failed; Status is from the read
 	// before it.
 	Error string `json:"error,omitempty"`
+	// ReadySince is when the follower first read it ready to merge as
+	// its run's merge policy says (MergeBlocker), zero while it is not.
+	ReadySince time.Time `json:"ready_since,omitzero"`
+	// MergeError is why the forge refused the last merge the policy
+	// asked for, at head MergeHead, at MergeTriedAt.
+	MergeError   string    `json:"merge_error,omitempty"`
+	MergeHead    string    `json:"merge_head,omitempty"`
+	MergeTriedAt time.Time `json:"merge_tried_at,omitzero"`
 }
 
 // Settled reports whether p's pull request will not change any more:
@@ -227,4 +235,15 @@ func CloseBlocker(p FollowedPR) string {
 		return "it is " + p.State
 	}
 	return ""
+}
+
+// MergePolicy is a definition's pull_request.merge: when and how its
+// pull requests are merged by themselves.
+type MergePolicy struct {
+	Method string `json:"method,omitempty"`
+	// Unapproved: no review is required (require_review: false).
+	Unapproved bool `json:"unapproved,omitempty"`
+	// After is how long a pull request must have been ready first.
+	After        time.Duration `json:"after,omitempty"`
+	DeleteBranch bool          `json:"delete_branch,omitempty"`
 }

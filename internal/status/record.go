@@ -89,6 +89,8 @@ type TaskResult struct {
 	// worker's gateway counted it; nil when it made no model call
 	// through one.
 	ModelUsage *protocol.ModelUsage `json:"model_usage,omitempty"`
+	// Merge is as CampaignState.Merge.
+	Merge *MergePolicy `json:"merge,omitempty"`
 }
 
 // TaskState answers QueryStatus on a Task workflow.
@@ -121,6 +123,8 @@ type TaskState struct {
 	Lost []string `json:"lost,omitempty"`
 	// Notes are TaskResult.Notes so far.
 	Notes []string `json:"notes,omitempty"`
+	// Merge is as CampaignState.Merge.
+	Merge *MergePolicy `json:"merge,omitempty"`
 }
 
 // UnitResult is the compact outcome of one unit, kept in the campaign's
@@ -315,6 +319,9 @@ type CampaignState struct {
 	Suspended bool `json:"suspended,omitempty"`
 	// Applied lists the approval records the campaign carried out.
 	Applied []string `json:"applied,omitempty"`
+	// Merge is the definition's pull_request.merge, which the follower
+	// of its pull requests carries out; nil when it has none.
+	Merge *MergePolicy `json:"merge,omitempty"`
 	// Pages: a campaign of more units than one page holds runs them a
 	// page at a time, each page a workflow of its own that holds its
 	// units' state, so that nothing the campaign carries grows with its

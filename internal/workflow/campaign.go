@@ -950,7 +950,7 @@ func (c *campaignRun) summary() status.Summary {
 
 func (c *campaignRun) state() status.CampaignState {
 	st := status.CampaignState{ID: c.in.ID, Phase: c.p.Phase, Summary: c.summary(), Message: c.message,
-		Suspended: c.p.Suspended, Applied: slices.Clone(c.p.Applied)}
+		Suspended: c.p.Suspended, Applied: slices.Clone(c.p.Applied), Merge: c.in.Template.Merge}
 	for _, u := range c.in.Units {
 		r, ok := c.p.Results[u.Key]
 		if !ok {

@@ -62,6 +62,10 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 		if ctx.Err() != nil {
 			return f.st, ctx.Err()
 		}
+		if f.merge != nil && f.autoMerge(ctx) {
+			// Merged some: read them again now.
+			continue
+		}
 		if ended {
 			f.st.Ended = true
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
@@ -86,6 +90,8 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 type follower struct {
 	st    status.PullRequests
 	every time.Duration
+	// merge is the source's merge policy as last read; nil: none.
+	merge *status.MergePolicy
 	// runPasses counts this run's reads; wanted is the read an update
 	// waits for; reading says one is under way, which began before any
 	// update that comes meanwhile; acting says an action is under way.
@@ -107,7 +113,7 @@ func (f *follower) read(ctx, actx workflow.Context) bool {
 		workflow.GetLogger(ctx).Warn("pull requests not read", "source", f.st.Source, "error", err)
 		return false
 	}
-	f.st.PRs, f.st.CheckedAt = out.PRs, workflow.Now(ctx)
+	f.st.PRs, f.st.CheckedAt, f.merge = out.PRs, workflow.Now(ctx), out.Merge
 	if out.Every > 0 {
 		f.every = out.Every
 	}
@@ -179,18 +185,82 @@ func (f *follower) act(ctx workflow.Context, req status.ActRequest) (status.ActR
 		todo = append(todo, p)
 	}
 	if len(todo) > 0 {
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: activity.ActTimeout,
-			HeartbeatTimeout:    activity.FollowHeartbeat,
-			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, MaximumAttempts: 3},
-		})
-		var done []status.ActOutcome
-		if err := workflow.ExecuteActivity(actx, a.ActOnPullRequests, activity.ActInput{Request: req, PRs: todo}).Get(ctx, &done); err != nil {
+		done, err := actOn(ctx, req, todo)
+		if err != nil {
 			return res, err
 		}
 		res.Outcomes = append(res.Outcomes, done...)
 	}
 	return res, f.fresh(ctx)
+}
+
+// actOn has a worker carry out req on prs.
+func actOn(ctx workflow.Context, req status.ActRequest, prs []status.FollowedPR) ([]status.ActOutcome, error) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: activity.ActTimeout,
+		HeartbeatTimeout:    activity.FollowHeartbeat,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, MaximumAttempts: 3},
+	})
+	var done []status.ActOutcome
+	err := workflow.ExecuteActivity(actx, a.ActOnPullRequests, activity.ActInput{Request: req, PRs: prs}).Get(ctx, &done)
+	return done, err
+}
+
+// mergeRetryAfter is how long a merge the forge refused waits before it
+// is asked again at the same head (a push asks again at once).
+const mergeRetryAfter = time.Hour
+
+// autoMerge merges, as the source's merge policy says, the pull
+// requests that have been ready for its soak time, and reports whether
+// it merged any. Each one the forge refuses keeps the reason, and is
+// asked again after mergeRetryAfter or once its head moves.
+func (f *follower) autoMerge(ctx workflow.Context) bool {
+	if f.acting {
+		return false
+	}
+	now := workflow.Now(ctx)
+	var due []int
+	for i := range f.st.PRs {
+		p := &f.st.PRs[i]
+		if status.MergeBlocker(*p, f.merge.Unapproved) != "" {
+			p.ReadySince = time.Time{}
+			continue
+		}
+		if p.ReadySince.IsZero() {
+			p.ReadySince = now
+		}
+		if now.Sub(p.ReadySince) < f.merge.After || p.MergeHead == p.Head && now.Sub(p.MergeTriedAt) < mergeRetryAfter {
+			continue
+		}
+		due = append(due, i)
+	}
+	if len(due) == 0 {
+		return false
+	}
+	f.acting = true
+	defer func() { f.acting = false }()
+	req := status.ActRequest{Action: status.ActMerge, Method: f.merge.Method, Unapproved: f.merge.Unapproved, DeleteBranch: f.merge.DeleteBranch}
+	var prs []status.FollowedPR
+	for _, i := range due {
+		prs = append(prs, f.st.PRs[i])
+	}
+	done, err := actOn(ctx, req, prs)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("pull requests not merged", "source", f.st.Source, "error", err)
+		return false
+	}
+	merged := false
+	for _, o := range done {
+		for _, i := range due {
+			p := &f.st.PRs[i]
+			if p.URL != o.URL {
+				continue
+			}
+			p.MergeHead, p.MergeTriedAt, p.MergeError = p.Head, now, o.Reason
+			merged = merged || o.Outcome == status.ActDone
+		}
+	}
+	return merged
 }
 
 // anyOpen reports whether one of prs is open (or not read yet).

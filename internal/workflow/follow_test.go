@@ -186,3 +186,77 @@ func TestPullRequestsMergeOnlyWhatIsReady(t *testing.T) {
 		}
 	}
 }
+
+func TestPullRequestsMergeAsDeclaredAfterTheirSoakTime(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflow.PullRequests)
+	var acts *activity.Activities
+	env.RegisterActivity(acts)
+	start := env.Now()
+	policy := &status.MergePolicy{Method: forge.MergeSquash, Unapproved: true, After: 30 * time.Minute, DeleteBranch: true}
+	var mergedAt time.Time
+	refusedOnce := false
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			out := activity.RefreshOutcome{Every: 10 * time.Minute, Merge: policy, SourceEnded: true}
+			for _, k := range in.Known {
+				out.PRs = append(out.PRs, k)
+			}
+			if len(out.PRs) == 0 {
+				out.PRs = []status.FollowedPR{{Repo: "a", PullRequestInfo: protocol.PullRequestInfo{URL: "u/a"}},
+					{Repo: "b", PullRequestInfo: protocol.PullRequestInfo{URL: "u/b"}}}
+			}
+			for i := range out.PRs {
+				p := &out.PRs[i]
+				p.CheckedAt = env.Now()
+				if p.State == "" {
+					p.PullRequestStatus = forge.PullRequestStatus{State: forge.StateOpen, Head: "h-" + p.Repo, Mergeable: forge.MergeableYes}
+				}
+				if p.Repo == "a" && !mergedAt.IsZero() {
+					p.State = forge.StateMerged
+				}
+				if p.Repo == "b" && refusedOnce {
+					// Fixed by hand on the forge after the refusal.
+					p.State = forge.StateClosed
+				}
+			}
+			return out, nil
+		})
+	var sent []activity.ActInput
+	env.OnActivity(acts.ActOnPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.ActInput) ([]status.ActOutcome, error) {
+			sent = append(sent, in)
+			var out []status.ActOutcome
+			for _, p := range in.PRs {
+				if p.Repo == "a" {
+					mergedAt = env.Now()
+					out = append(out, status.ActOutcome{Repo: "a", URL: p.URL, Outcome: status.ActDone})
+				} else {
+					refusedOnce = true
+					out = append(out, status.ActOutcome{Repo: p.Repo, URL: p.URL, Outcome: status.ActFailed, Reason: "branch protection"})
+				}
+			}
+			return out, nil
+		})
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("the follower did not end once merged and closed")
+	}
+	if len(sent) != 1 || len(sent[0].PRs) != 2 || sent[0].Request.Method != forge.MergeSquash || !sent[0].Request.DeleteBranch {
+		t.Fatalf("merges sent: %+v", sent)
+	}
+	// Ready at the first read; merged at the first read 30 minutes on.
+	if d := mergedAt.Sub(start); d < 30*time.Minute || d > 40*time.Minute {
+		t.Errorf("merged %s after the start; want after its 30-minute soak, at the next read", d)
+	}
+	var st status.PullRequests
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range st.PRs {
+		if p.Repo == "b" && p.MergeError != "branch protection" {
+			t.Errorf("b's refusal not kept: %+v", p)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // Start is what to start for a definition: a Task workflow, or a Campaign
@@ -144,6 +145,9 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 	}
 	if pr := w.PullRequest; pr != nil {
 		m.PullRequest = &protocol.PullRequest{BranchPrefix: pr.BranchPrefix, Title: pr.Title, Body: pr.Body, Labels: pr.Labels, Reviewers: pr.Reviewers, Draft: pr.Draft}
+		if mg := pr.Merge; mg != nil {
+			in.Merge = &status.MergePolicy{Method: mg.Method, Unapproved: !mg.RequireReview, After: time.Duration(mg.After), DeleteBranch: mg.DeleteBranch}
+		}
 	} else if m.Mode == protocol.ModeTransform {
 		m.PullRequest = &protocol.PullRequest{BranchPrefix: "fleetlift", Title: title}
 	}

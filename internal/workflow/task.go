@@ -102,8 +102,8 @@ func newTaskRun(ctx workflow.Context, in TaskInput) *taskRun {
 	}
 	return &taskRun{
 		ctx: ctx, in: in,
-		st:     &status.TaskState{ID: in.ID, Phase: status.TaskProvisioning},
-		res:    status.TaskResult{ID: in.ID},
+		st:     &status.TaskState{ID: in.ID, Phase: status.TaskProvisioning, Merge: in.Merge},
+		res:    status.TaskResult{ID: in.ID, Merge: in.Merge},
 		search: newSearchAttributes(ctx),
 		base:   base, ref: activity.SandboxRef{ID: base},
 		steps:   sandboxSteps{hostTimeout: hostTimeout},

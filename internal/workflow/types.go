@@ -6,6 +6,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // TaskQueue is the task queue fleetlift's workers poll.
@@ -57,6 +58,8 @@ type TaskInput struct {
 	Credentials *activity.Credentials `json:",omitempty"`
 	// Placement is the definition's sandbox placement.
 	Placement *activity.Placement `json:",omitempty"`
+	// Merge is the definition's pull_request.merge.
+	Merge *status.MergePolicy `json:",omitempty"`
 }
 
 // provision is how to provision a sandbox sandboxID for in's work.

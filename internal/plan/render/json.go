@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/fleetlift/fleetlift/internal/plan"
+	"github.com/fleetlift/fleetlift/internal/spec"
 )
 
 // FormatVersion is the version of the JSON view's format.
@@ -58,6 +59,8 @@ type jsonCampaign struct {
 	Fields       []jsonField `json:"fields"`
 	Repositories jsonRepos   `json:"repositories"`
 	Cost         *jsonCost   `json:"cost,omitempty"`
+	// Merge is the definition's pull_request.merge, as declared.
+	Merge *spec.Merge `json:"merge,omitempty"`
 }
 
 // jsonCost is plan.Cost; projected_usd and per_repository_usd are left
@@ -139,6 +142,7 @@ func JSON(w io.Writer, p plan.Plan) error {
 				jc.Cost.ProjectedUSD, jc.Cost.PerRepositoryUSD = &projected, &cost.PerRepository
 			}
 		}
+		jc.Merge = c.Merge
 		out.Campaigns = append(out.Campaigns, jc)
 	}
 	for _, a := range p.Approvals {

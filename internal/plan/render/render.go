@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -340,4 +341,29 @@ func quoteRune(r rune) string {
 		return fmt.Sprintf(`\u%04x`, r)
 	}
 	return string(r)
+}
+
+// mergeLine says how a change's pull requests will merge by themselves,
+// as its definition declares; "" when it declares nothing.
+func mergeLine(c plan.Change) string {
+	m := c.Merge
+	if m == nil {
+		return ""
+	}
+	how := map[string]string{"squash": "squashed", "rebase": "rebased"}[m.Method]
+	if how == "" {
+		how = "merged with a merge commit"
+	}
+	when := "approved, green and mergeable"
+	if !m.RequireReview {
+		when = "green and mergeable (no review required)"
+	}
+	s := fmt.Sprintf("merge: pull requests are %s once %s", how, when)
+	if m.After > 0 {
+		s += fmt.Sprintf(", %s after they are ready", time.Duration(m.After))
+	}
+	if m.DeleteBranch {
+		s += "; branches deleted"
+	}
+	return s
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/plan"
@@ -317,5 +318,30 @@ func TestAssumedRecordedState(t *testing.T) {
 	}
 	if err := json.Unmarshal(b.Bytes(), &doc); err != nil || doc.Recorded.Source != "none" || doc.Recorded.Assumed == "" {
 		t.Errorf("json recorded_state: %+v %v", doc.Recorded, err)
+	}
+}
+
+// TestPlanSaysHowPullRequestsMerge: a definition that declares
+// pull_request.merge says so in every view of the plan.
+func TestPlanSaysHowPullRequestsMerge(t *testing.T) {
+	p := plan.Plan{Changes: []plan.Change{{ID: "slog", Kind: spec.KindCampaign, Action: plan.Create, File: "campaigns/slog.yaml", NewDigest: d1,
+		Repositories: plan.RepoDiff{Added: []string{"billing"}},
+		Merge:        &spec.Merge{Method: "squash", RequireReview: true, After: spec.Duration(time.Hour), DeleteBranch: true}}}}
+	want := "merge: pull requests are squashed once approved, green and mergeable, 1h0m0s after they are ready; branches deleted"
+	var h, md, js bytes.Buffer
+	if err := render.Human(&h, p, render.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := render.Markdown(&md, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := render.JSON(&js, p); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(h.String(), want) || !strings.Contains(md.String(), want) {
+		t.Errorf("plan lacks %q:\n%s\n%s", want, h.String(), md.String())
+	}
+	if !strings.Contains(js.String(), `"merge": {`) || !strings.Contains(js.String(), `"after": "1h0m0s"`) {
+		t.Errorf("plan -o json lacks the merge policy:\n%s", js.String())
 	}
 }

@@ -52,12 +52,20 @@ type jsonPR struct {
 	PushedByOthers bool      `json:"pushed_by_others,omitempty"`
 	CheckedAt      time.Time `json:"checked_at,omitzero"`
 	Error          string    `json:"error,omitempty"`
+	// ReadySince is when it was first read ready to merge as the
+	// definition's pull_request.merge says; MergeError why the forge
+	// refused the merge that asked for.
+	ReadySince time.Time `json:"ready_since,omitzero"`
+	MergeError string    `json:"merge_error,omitempty"`
 }
 
 func prJSON(run string, p status.FollowedPR) jsonPR {
 	out := jsonPR{Run: run, Unit: p.Unit, Repository: p.Repo, URL: git.Redact(p.URL), Number: p.Number, Branch: p.Branch,
 		State: PRState(p), Head: p.Head, Base: p.Base, Mergeable: p.Mergeable, Review: p.Review, Checks: p.Checks,
 		FailedChecks: p.FailedChecks, Labels: p.Labels, PushedByOthers: p.Foreign, CheckedAt: p.CheckedAt, Error: p.Error}
+	if out.State == forge.StateOpen || out.State == "draft" {
+		out.ReadySince, out.MergeError = p.ReadySince, p.MergeError
+	}
 	if out.State != forge.StateOpen && out.State != "draft" {
 		// What no longer decides anything.
 		out.Mergeable, out.Review, out.Checks, out.FailedChecks, out.PushedByOthers = "", "", "", nil, false
@@ -140,6 +148,9 @@ func prNote(j jsonPR) string {
 	var notes []string
 	if j.PushedByOthers {
 		notes = append(notes, "someone else pushed to "+j.Branch)
+	}
+	if j.MergeError != "" {
+		notes = append(notes, "merge refused: "+OneLine(j.MergeError))
 	}
 	if j.Error != "" {
 		notes = append(notes, "not read: "+OneLine(j.Error))
