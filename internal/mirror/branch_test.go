@@ -96,7 +96,7 @@ func TestWrite(t *testing.T) {
 					"commit this file as `approvals/slog-rollout__payments.yaml` to `main`",
 					"result_digest: " + digest + "\ngeneration: 2\nby: <you>",
 				},
-				"campaigns/slog-rollout.md": {"| `api` | completed | `fleetlift/slog` | <" + apiPR + "> | open |", "| `payments` | `main.go` | 10 | 4 |"},
+				"campaigns/slog-rollout.md": {"| `api` | completed | `fleetlift/slog` | <" + apiPR + "> | open, approved, checks failure (ci/build), conflicting, pushed to by others |", "| `payments` | `main.go` | 10 | 4 |"},
 				"campaigns/version-bump.md": {"| Phase | completed (suspended) |"},
 			} {
 				for _, w := range want {

@@ -38,7 +38,10 @@ func everything() reconcile.Status {
 				WorkflowID: "campaign/slog-rollout", RunID: "run-2", Phase: state.PhaseAwaitingApproval, Prune: true,
 				Usage: &state.Usage{Requests: 14, Tokens: 182000, CostUSD: 1.26, Repositories: 3},
 				Repos: []state.Repo{
-					{Name: "api", Status: state.RepoCompleted, Branch: "fleetlift/slog", PullRequestURL: apiPR, PullRequestState: state.PullRequestOpen},
+					{Name: "api", Status: state.RepoCompleted, Branch: "fleetlift/slog", PullRequestURL: apiPR, PullRequestState: state.PullRequestOpen,
+						PullRequest: &state.PullRequestStatus{Number: 12, Head: "6dcb09b5b57875f334f61aebed695e2e4193db5e", Base: "main",
+							Mergeable: "conflicting", Review: "approved", Checks: "failure", FailedChecks: []string{"ci/build"},
+							Foreign: true, CheckedAt: clock.Add(-time.Minute)}},
 					{Name: "billing", Status: state.RepoFailed},
 					{Name: "payments", Status: state.RepoAwaitingApproval, Branch: "fleetlift/slog"},
 					{Name: "search", Status: state.RepoPending},

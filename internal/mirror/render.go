@@ -190,6 +190,9 @@ func clean(c state.Campaign) state.Campaign {
 	for i := range c.Repos {
 		r := &c.Repos[i]
 		r.Name, r.Branch, r.PullRequestURL = git.Redact(r.Name), git.Redact(r.Branch), git.Redact(r.PullRequestURL)
+		if r.PullRequest != nil {
+			r.PullRequest.Error = git.Redact(r.PullRequest.Error)
+		}
 	}
 	slices.SortStableFunc(c.Repos, func(a, b state.Repo) int { return strings.Compare(a.Name, b.Name) })
 	for i := range c.PendingApprovals {
@@ -559,7 +562,7 @@ func (v *view) page(c state.Campaign) string {
 		b.WriteString("| Repository | Status | Branch | Pull request | State |\n|---|---|---|---|---|\n")
 		for _, r := range c.Repos {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(code(r.Name)), cell(text(string(r.Status))),
-				cell(code(r.Branch)), cell(link(r.PullRequestURL)), cell(text(string(r.PullRequestState))))
+				cell(code(r.Branch)), cell(link(r.PullRequestURL)), cell(text(prState(r))))
 		}
 	}
 
@@ -618,6 +621,37 @@ func phase(c state.Campaign) string {
 		p += " (suspended)"
 	}
 	return p
+}
+
+// prState is the state of r's pull request, with what decides whether
+// an open one merges, as the worker last read it: "open, approved,
+// checks failure (ci/build), conflicting".
+func prState(r state.Repo) string {
+	parts := []string{string(r.PullRequestState)}
+	p := r.PullRequest
+	if p == nil || r.PullRequestState != state.PullRequestOpen {
+		return parts[0]
+	}
+	if p.Draft {
+		parts = append(parts, "draft")
+	}
+	if p.Review != "" && p.Review != "none" {
+		parts = append(parts, strings.ReplaceAll(p.Review, "_", " "))
+	}
+	if p.Checks != "" {
+		c := "checks " + p.Checks
+		if len(p.FailedChecks) > 0 {
+			c += " (" + strings.Join(p.FailedChecks, ", ") + ")"
+		}
+		parts = append(parts, c)
+	}
+	if p.Mergeable == "conflicting" || p.Mergeable == "behind" {
+		parts = append(parts, p.Mergeable)
+	}
+	if p.Foreign {
+		parts = append(parts, "pushed to by others")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // pullRequests counts pull requests by state: "2 open, 1 merged".

@@ -91,7 +91,7 @@ func TestRenderWhatAUserReads(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"| `api` | completed | `fleetlift/slog` | <" + apiPR + "> | open |",
+		"| `api` | completed | `fleetlift/slog` | <" + apiPR + "> | open, approved, checks failure (ci/build), conflicting, pushed to by others |",
 		"| `payments` | `go.mod` | 3 | 1 |",
 		"result_digest: " + digest,
 	} {
@@ -173,6 +173,15 @@ func TestRenderReports(t *testing.T) {
 	slices.Reverse(b.Campaigns[0].Reports)
 	if !maps.EqualFunc(files, mirror.Render(b, "main"), func(x, y []byte) bool { return string(x) == string(y) }) {
 		t.Errorf("reordered reports render differently")
+	}
+}
+
+// TestMirrorShowsWhatBecameOfPullRequests: the state the worker last read
+// of each pull request, with what decides whether it merges.
+func TestMirrorShowsWhatBecameOfPullRequests(t *testing.T) {
+	page := string(mirror.Render(everything(), "main")["campaigns/slog-rollout.md"])
+	if want := "| open, approved, checks failure (ci/build), conflicting, pushed to by others |"; !strings.Contains(page, want) {
+		t.Errorf("campaigns/slog-rollout.md lacks %q:\n%s", want, page)
 	}
 }
 

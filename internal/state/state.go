@@ -355,6 +355,13 @@ func (c Campaign) Validate() error {
 func (c Campaign) Clone() Campaign {
 	c.Spec = slices.Clone(c.Spec)
 	c.Repos = slices.Clone(c.Repos)
+	for i, r := range c.Repos {
+		if r.PullRequest != nil {
+			p := *r.PullRequest
+			p.FailedChecks, p.Labels = slices.Clone(p.FailedChecks), slices.Clone(p.Labels)
+			c.Repos[i].PullRequest = &p
+		}
+	}
 	c.PendingApprovals = slices.Clone(c.PendingApprovals)
 	c.AppliedApprovals = slices.Clone(c.AppliedApprovals)
 	c.Reports = slices.Clone(c.Reports)
