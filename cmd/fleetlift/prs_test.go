@@ -3,12 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/demo"
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
 	"github.com/fleetlift/fleetlift/internal/state"
 )
@@ -386,6 +388,92 @@ repositories:
 		}
 		// delete_branch defaults to true.
 		if out, err := exec.Command("git", "-C", bare, "rev-parse", "--verify", "--quiet", "refs/heads/auto/landed/landed").Output(); err == nil {
+			t.Errorf("%s: branch left at %s", bare, out)
+		}
+	}
+}
+
+// TestRemovedCampaignClosesItsPullRequests: a campaign whose
+// pull_request says close: and sync_policy prune: true is removed from
+// the campaigns repository; the reconciler has its open pull requests
+// closed (on the local forge, their branches deleted).
+func TestRemovedCampaignClosesItsPullRequests(t *testing.T) {
+	ctx := t.Context()
+	root := t.TempDir()
+	urls := demoRepos(t, root, 2)
+	campaigns := filepath.Join(root, "campaigns")
+	if err := demo.CampaignsRepo(ctx, campaigns); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString(`version: 1
+kind: Campaign
+id: gone
+title: Bump go
+sync_policy: {prune: true}
+template:
+  execution:
+    deterministic:
+      image: golang
+      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
+  pull_request:
+    branch_prefix: auto/gone
+    title: Bump go
+    close: {comment: "Withdrawn."}
+repositories:
+`)
+	for _, u := range urls {
+		fmt.Fprintf(&b, "  - url: %s\n", u)
+	}
+	file := filepath.Join(campaigns, "campaigns", "gone.yaml")
+	writeFile(t, filepath.Dir(file), "gone.yaml", b.String())
+	for _, args := range [][]string{{"add", "."}, {"commit", "-q", "-m", "Bump go"}} {
+		if err := demo.Git(ctx, campaigns, demo.Author, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stateDir := filepath.Join(root, "state")
+	addr, _, reader := serverForTest(t, stateDir)
+	flags := []string{"--temporal-address", addr, "--state-dir", stateDir}
+	up := startUp(t, append([]string{"--repo", campaigns, "--interval", "1s", "--allow-file-root", root, "--pull-requests-every", "1s"}, flags...)...)
+
+	wait := func(what string, ok func(state.Campaign) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(300 * time.Millisecond) {
+			r, err := reader.Get(ctx, "gone")
+			if err == nil && ok(r) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v, %v\n%s", what, r, err, up.out.String())
+			}
+		}
+	}
+	allPRs := func(s state.PullRequestState) func(state.Campaign) bool {
+		return func(r state.Campaign) bool {
+			n := 0
+			for _, repo := range r.Repos {
+				if repo.PullRequestState == s && repo.PullRequest != nil {
+					n++
+				}
+			}
+			return n == len(urls)
+		}
+	}
+	wait("pull requests open and read", allPRs(state.PullRequestOpen))
+
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "Withdraw gone"}} {
+		if err := demo.Git(ctx, campaigns, demo.Author, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait("pull requests closed after the removal", allPRs(state.PullRequestClosed))
+	for _, u := range urls {
+		bare := strings.TrimPrefix(u, "file://")
+		if out, err := exec.Command("git", "-C", bare, "rev-parse", "--verify", "--quiet", "refs/heads/auto/gone/gone").Output(); err == nil {
 			t.Errorf("%s: branch left at %s", bare, out)
 		}
 	}

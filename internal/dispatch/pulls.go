@@ -8,6 +8,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/fleetlift/fleetlift/internal/state"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/status"
 )
 
@@ -63,4 +65,32 @@ func ActOnPullRequests(ctx context.Context, c client.Client, sources []string, r
 		out = append(out, res.Outcomes...)
 	}
 	return out, nil
+}
+
+// ClosePullRequests has the followers of rec's ended run close its open
+// pull requests as req says, and does not wait for them: the update's
+// id names the run, so a pass that asks again while they close (the
+// recorded state still shows them open) joins the same closing. The
+// followers are the run's own, or its pages' (read from the run, which
+// answers its status query also once cancelled).
+func (t *Temporal) ClosePullRequests(ctx context.Context, rec state.Campaign, req status.ActRequest) error {
+	st, err := (&statetemporal.Reader{Client: t.Client}).QueryStatus(ctx, rec.WorkflowID, rec.Kind == state.KindCampaign)
+	if err != nil {
+		return fmt.Errorf("close the pull requests of %s: %w", rec.WorkflowID, err)
+	}
+	st.ID = rec.WorkflowID
+	for _, s := range st.Followers() {
+		_, err := t.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			UpdateID: "close-removed-" + rec.RunID, WorkflowID: status.FollowerID(s), UpdateName: status.UpdateAct,
+			Args: []any{req}, WaitForStage: client.WorkflowUpdateStageAccepted,
+		})
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("close the pull requests of %s: %w", s, err)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -173,6 +174,9 @@ func missing(r *state.Campaign, invalid map[string]bool, policy Policy) Change {
 	}
 	if len(why) == 0 {
 		c.Action = Prune
+		if cl, ok := CloseOnRemoval(*r); ok {
+			c.Closes = &cl
+		}
 		return c
 	}
 	c.Action = Orphaned
@@ -296,4 +300,37 @@ func declaredMerge(c Change, d *spec.Definition) *spec.Merge {
 		return nil
 	}
 	return w.PullRequest.Merge
+}
+
+// CloseOnRemoval is how the open pull requests of rec, a run whose
+// definition was removed, close when it is pruned: as its recorded
+// spec's pull_request.close says. ok is false when it declares no
+// closing, or none of its pull requests is open as recorded.
+func CloseOnRemoval(rec state.Campaign) (Close, bool) {
+	open := 0
+	for _, r := range rec.Repos {
+		if r.PullRequestURL != "" && r.PullRequestState == state.PullRequestOpen {
+			open++
+		}
+	}
+	if open == 0 {
+		return Close{}, false
+	}
+	var s struct {
+		PullRequest *spec.PullRequest `json:"pull_request"`
+		Template    *struct {
+			PullRequest *spec.PullRequest `json:"pull_request"`
+		} `json:"template"`
+	}
+	if json.Unmarshal(rec.Spec, &s) != nil {
+		return Close{}, false
+	}
+	pr := s.PullRequest
+	if s.Template != nil {
+		pr = s.Template.PullRequest
+	}
+	if pr == nil || pr.Close == nil {
+		return Close{}, false
+	}
+	return Close{Open: open, Comment: pr.Close.Comment, DeleteBranch: pr.Close.DeleteBranch}, true
 }

@@ -119,6 +119,17 @@ type Change struct {
 	// created or changed that declares one: what will merge its pull
 	// requests without a command.
 	Merge *spec.Merge
+	// Closes says, for a Prune of a run whose spec declares
+	// pull_request.close, which of its pull requests the prune closes.
+	Closes *Close
+}
+
+// Close is what a prune closes: the run's Open pull requests, each
+// with Comment, their branches deleted with DeleteBranch.
+type Close struct {
+	Open         int    `json:"open"`
+	Comment      string `json:"comment,omitempty"`
+	DeleteBranch bool   `json:"delete_branch"`
 }
 
 // Cost projects what an agentic run costs from what recorded runs cost

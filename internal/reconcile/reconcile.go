@@ -16,6 +16,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/state"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // Source is the campaigns repository at the watched branch.
@@ -42,6 +43,10 @@ type Dispatcher interface {
 	Suspend(ctx context.Context, rec state.Campaign, suspend bool) error
 	// Decide carries out an applying approval record.
 	Decide(ctx context.Context, a plan.ApprovalChange, rec state.Campaign) error
+	// ClosePullRequests has the pull requests of the ended run rec
+	// that are still open closed as req says, without waiting for it;
+	// asked again before they are, it asks for the same closing.
+	ClosePullRequests(ctx context.Context, rec state.Campaign, req status.ActRequest) error
 }
 
 // LaunchGate decides whether the watched head may launch anything.
@@ -373,10 +378,15 @@ func (r *Reconciler) applyChange(ctx context.Context, sha string, c plan.Change,
 		}
 		return nil
 	case plan.Prune:
-		if rec.Phase.Done() {
-			return nil
+		if !rec.Phase.Done() {
+			// Its pull requests close, as it declares, once it has
+			// stopped opening them.
+			return r.Dispatch.Cancel(ctx, rec, "pruned: removed from the campaigns repository")
 		}
-		return r.Dispatch.Cancel(ctx, rec, "pruned: removed from the campaigns repository")
+		if cl, ok := plan.CloseOnRemoval(rec); ok {
+			return r.Dispatch.ClosePullRequests(ctx, rec, status.ActRequest{Action: status.ActClose, Comment: cl.Comment, DeleteBranch: cl.DeleteBranch})
+		}
+		return nil
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/state/memory"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // ---- fixtures ----
@@ -29,6 +30,8 @@ type camp struct {
 	update  string // sync_policy.update; "" is the default (in_place)
 	prune   bool
 	suspend bool
+	// pullRequest is the template's pull_request, as YAML flow.
+	pullRequest string
 }
 
 func (c camp) yaml() string {
@@ -40,6 +43,9 @@ func (c camp) yaml() string {
 	fmt.Fprintf(&b, "version: 1\nkind: Campaign\nid: %s\ntitle: %s\n", c.id, c.id)
 	b.WriteString("repositories:\n  - url: https://github.com/acme/payments.git\n  - url: https://github.com/acme/ledger.git\n")
 	fmt.Fprintf(&b, "template:\n  execution:\n    agentic:\n      prompt: %q\n", prompt)
+	if c.pullRequest != "" {
+		fmt.Fprintf(&b, "  pull_request: %s\n", c.pullRequest)
+	}
 	fmt.Fprintf(&b, "suspend: %t\nsync_policy:\n  prune: %t\n", c.suspend, c.prune)
 	if c.update != "" {
 		fmt.Fprintf(&b, "  update: %s\n", c.update)
@@ -198,6 +204,10 @@ func (f *fakeDispatch) UpdateInPlace(_ context.Context, d spec.Definition, rec s
 
 func (f *fakeDispatch) Cancel(_ context.Context, rec state.Campaign, _ string) error {
 	return f.do(rec.ID, fmt.Sprintf("cancel %s gen=%d", rec.ID, rec.Generation))
+}
+
+func (f *fakeDispatch) ClosePullRequests(_ context.Context, rec state.Campaign, req status.ActRequest) error {
+	return f.do(rec.ID, fmt.Sprintf("close %s comment=%q delete=%t", rec.ID, req.Comment, req.DeleteBranch))
 }
 
 func (f *fakeDispatch) Suspend(_ context.Context, rec state.Campaign, suspend bool) error {
@@ -507,19 +517,40 @@ func TestRemovedFromGit(t *testing.T) {
 		specPrune   bool
 		phase       state.Phase
 		action      plan.Action
+		close, open bool
 		want        []string
 	}{
 		{name: "prune allowed", configPrune: true, specPrune: true, phase: state.PhaseRunning, action: plan.Prune, want: []string{"cancel slog gen=1"}},
 		{name: "prune allowed, run finished", configPrune: true, specPrune: true, phase: state.PhaseCompleted, action: plan.Prune},
 		{name: "config does not allow", configPrune: false, specPrune: true, phase: state.PhaseRunning, action: plan.Orphaned},
 		{name: "spec does not allow", configPrune: true, specPrune: false, phase: state.PhaseRunning, action: plan.Orphaned},
+		// pull_request.close: the open pull requests close once the run
+		// has stopped.
+		{name: "closes its pull requests, once stopped", configPrune: true, specPrune: true, phase: state.PhaseRunning,
+			action: plan.Prune, close: true, open: true, want: []string{"cancel slog gen=1"}},
+		{name: "closes its pull requests", configPrune: true, specPrune: true, phase: state.PhaseCompleted,
+			action: plan.Prune, close: true, open: true, want: []string{`close slog comment="Superseded." delete=true`}},
+		{name: "none open", configPrune: true, specPrune: true, phase: state.PhaseCompleted, action: plan.Prune, close: true},
+		{name: "declares no closing", configPrune: true, specPrune: true, phase: state.PhaseCompleted, action: plan.Prune, open: true},
+		{name: "orphaned: nothing closes", configPrune: false, specPrune: true, phase: state.PhaseCompleted, action: plan.Orphaned,
+			close: true, open: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness()
+			pr := ""
+			if c.close {
+				pr = `{branch_prefix: auto/slog, title: slog, close: {comment: "Superseded."}}`
+			}
 			old := revision(t, "c1", files{"fleetlift.yaml": config("main", c.configPrune),
-				"campaigns/slog.yaml": camp{id: "slog", prune: c.specPrune}.yaml()})
-			h.put(t, recorded(t, definition(t, old, "slog"), "c1", 1, c.phase))
+				"campaigns/slog.yaml": camp{id: "slog", prune: c.specPrune, pullRequest: pr}.yaml()})
+			rec := recorded(t, definition(t, old, "slog"), "c1", 1, c.phase)
+			prState := state.PullRequestMerged
+			if c.open {
+				prState = state.PullRequestOpen
+			}
+			rec.Repos = []state.Repo{{Name: "payments", Status: state.RepoCompleted, PullRequestURL: "https://github.com/acme/payments/pull/1", PullRequestState: prState}}
+			h.put(t, rec)
 			rev := revision(t, "c2", files{"fleetlift.yaml": config("main", c.configPrune),
 				"campaigns/other.yaml": camp{id: "other"}.yaml()})
 			h.put(t, recorded(t, definition(t, rev, "other"), "c2", 1, state.PhaseRunning))

@@ -192,6 +192,15 @@ type PullRequest struct {
 	Draft        bool     `json:"draft,omitempty"`
 	// Merge, when set, has fleetlift merge each pull request once it may.
 	Merge *Merge `json:"merge,omitempty"`
+	// Close, when set, closes the pull requests still open when the
+	// definition is removed and pruned.
+	Close *Close `json:"close,omitempty"`
+}
+
+// Close is how the open pull requests of a removed definition close.
+type Close struct {
+	Comment      string `json:"comment,omitempty"`
+	DeleteBranch bool   `json:"delete_branch"`
 }
 
 // Merge is when and how fleetlift merges the pull requests it opened.

@@ -118,6 +118,9 @@ func (h *human) change(c plan.Change) {
 	if l := mergeLine(c); l != "" {
 		h.line(6, visible.String(l))
 	}
+	if l := closeLine(c); l != "" {
+		h.line(6, visible.String(l))
+	}
 	for _, f := range c.Fields {
 		h.line(6, h.field(f))
 	}

@@ -61,6 +61,8 @@ type jsonCampaign struct {
 	Cost         *jsonCost   `json:"cost,omitempty"`
 	// Merge is the definition's pull_request.merge, as declared.
 	Merge *spec.Merge `json:"merge,omitempty"`
+	// Closes is what a prune closes.
+	Closes *plan.Close `json:"closes,omitempty"`
 }
 
 // jsonCost is plan.Cost; projected_usd and per_repository_usd are left
@@ -142,7 +144,7 @@ func JSON(w io.Writer, p plan.Plan) error {
 				jc.Cost.ProjectedUSD, jc.Cost.PerRepositoryUSD = &projected, &cost.PerRepository
 			}
 		}
-		jc.Merge = c.Merge
+		jc.Merge, jc.Closes = c.Merge, c.Closes
 		out.Campaigns = append(out.Campaigns, jc)
 	}
 	for _, a := range p.Approvals {

@@ -367,3 +367,20 @@ func mergeLine(c plan.Change) string {
 	}
 	return s
 }
+
+// closeLine says which pull requests a prune closes, as the run's spec
+// declares; "" when none.
+func closeLine(c plan.Change) string {
+	cl := c.Closes
+	if cl == nil {
+		return ""
+	}
+	s := fmt.Sprintf("pull requests: %d open, closed by the prune (pull_request.close)", cl.Open)
+	if cl.Open == 1 {
+		s = "pull requests: 1 open, closed by the prune (pull_request.close)"
+	}
+	if cl.DeleteBranch {
+		s += "; branches deleted"
+	}
+	return s
+}

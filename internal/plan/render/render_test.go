@@ -326,8 +326,11 @@ func TestAssumedRecordedState(t *testing.T) {
 func TestPlanSaysHowPullRequestsMerge(t *testing.T) {
 	p := plan.Plan{Changes: []plan.Change{{ID: "slog", Kind: spec.KindCampaign, Action: plan.Create, File: "campaigns/slog.yaml", NewDigest: d1,
 		Repositories: plan.RepoDiff{Added: []string{"billing"}},
-		Merge:        &spec.Merge{Method: "squash", RequireReview: true, After: spec.Duration(time.Hour), DeleteBranch: true}}}}
+		Merge:        &spec.Merge{Method: "squash", RequireReview: true, After: spec.Duration(time.Hour), DeleteBranch: true}},
+		{ID: "tls", Kind: spec.KindCampaign, Action: plan.Prune, File: "campaigns/tls.yaml", OldDigest: d1, Phase: state.PhaseCompleted,
+			Closes: &plan.Close{Open: 3, Comment: "Withdrawn.", DeleteBranch: true}}}}
 	want := "merge: pull requests are squashed once approved, green and mergeable, 1h0m0s after they are ready; branches deleted"
+	wantClose := "pull requests: 3 open, closed by the prune (pull_request.close); branches deleted"
 	var h, md, js bytes.Buffer
 	if err := render.Human(&h, p, render.Options{}); err != nil {
 		t.Fatal(err)
@@ -338,8 +341,13 @@ func TestPlanSaysHowPullRequestsMerge(t *testing.T) {
 	if err := render.JSON(&js, p); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(h.String(), want) || !strings.Contains(md.String(), want) {
-		t.Errorf("plan lacks %q:\n%s\n%s", want, h.String(), md.String())
+	for _, w := range []string{want, wantClose} {
+		if !strings.Contains(h.String(), w) || !strings.Contains(md.String(), w) {
+			t.Errorf("plan lacks %q:\n%s\n%s", w, h.String(), md.String())
+		}
+	}
+	if !strings.Contains(js.String(), `"closes": {`) {
+		t.Errorf("plan -o json lacks what the prune closes:\n%s", js.String())
 	}
 	if !strings.Contains(js.String(), `"merge": {`) || !strings.Contains(js.String(), `"after": "1h0m0s"`) {
 		t.Errorf("plan -o json lacks the merge policy:\n%s", js.String())
