@@ -158,14 +158,8 @@ func (a *Activities) propose(ctx context.Context, id string, d *Delivery, rr *pr
 	if a.Forges == nil || a.Git == nil {
 		return nil, fmt.Errorf("this worker proposes no changes: it has no forge")
 	}
-	f, err := a.Forges(d.Forge)
-	if err == nil && f == nil {
-		err = fmt.Errorf("forge %q: this worker has none", d.Forge)
-	}
+	f, err := a.forgeOf(d.Forge, repo.URL)
 	if err != nil {
-		return nil, err
-	}
-	if err := git.CheckLocal(repo.URL, a.FileRoots); err != nil {
 		return nil, err
 	}
 	s, branch, done, err := a.base(ctx, id, repo, rr)

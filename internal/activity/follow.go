@@ -143,14 +143,20 @@ func (a *Activities) follower(p status.FollowedPR) (forge.Forge, error) {
 	if p.Repository == "" {
 		return nil, fmt.Errorf("pull request %s names no repository", p.URL)
 	}
-	f, err := a.Forges(p.Forge)
+	return a.forgeOf(p.Forge, p.Repository)
+}
+
+// forgeOf is the worker's forge called name, for repository, provided
+// the repository is one the worker may use (git.CheckLocal).
+func (a *Activities) forgeOf(name, repository string) (forge.Forge, error) {
+	f, err := a.Forges(name)
 	if err == nil && f == nil {
-		err = fmt.Errorf("forge %q: this worker has none", p.Forge)
+		err = fmt.Errorf("forge %q: this worker has none", name)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := git.CheckLocal(p.Repository, a.FileRoots); err != nil {
+	if err := git.CheckLocal(repository, a.FileRoots); err != nil {
 		return nil, err
 	}
 	return f, nil

@@ -159,7 +159,7 @@ type PullRequestStatus struct {
 	FailedChecks []string `json:"failed_checks,omitempty"`
 	Labels       []string `json:"labels,omitempty"`
 	// Foreign: someone other than fleetlift pushed to its branch.
-	Foreign   bool      `json:"foreign,omitempty"`
+	Foreign   bool      `json:"pushed_by_others,omitempty"`
 	CheckedAt time.Time `json:"checked_at,omitzero"`
 	// Error is why the last read failed; the rest is from the read
 	// before.
