@@ -19,6 +19,14 @@ const envPrefix = "FLEETLIFT_"
 // one command never changes (or breaks) another.
 var perCommandEnv = map[string]bool{"output": true, "dir": true}
 
+// ownEnv are flags, as "command/flag", that mean something of their own
+// in one command where another command has a flag of the same name:
+// prs --state (a pull request's state, not plan's recorded state),
+// prs close --comment (left on pull requests, not kept in a record),
+// prs merge and close --repository (a list, where approve takes one).
+// They read a variable named after the command, as perCommandEnv's do.
+var ownEnv = map[string]bool{"prs/state": true, "close/comment": true, "merge/repository": true, "close/repository": true}
+
 // envName is the environment variable flag of cmd reads when it is not
 // given on the command line: FLEETLIFT_ and the flag's name in capitals,
 // dashes as underscores (--temporal-tls-cert: FLEETLIFT_TEMPORAL_TLS_CERT),
@@ -26,7 +34,7 @@ var perCommandEnv = map[string]bool{"output": true, "dir": true}
 // command's name and the flag's (status --output: FLEETLIFT_STATUS_OUTPUT).
 func envName(cmd *cobra.Command, flag string) string {
 	name := flag
-	if perCommandEnv[flag] && cmd != nil {
+	if cmd != nil && (perCommandEnv[flag] || ownEnv[cmd.Name()+"/"+flag]) {
 		name = cmd.Name() + "-" + flag
 	}
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))

@@ -169,7 +169,7 @@ writes; the command waits for it and prints what became of each.`
 		cmd.Flags().BoolVar(&req.Unapproved, "unapproved", false, "also merge pull requests no reviewer approved (never one with changes requested)")
 	}
 	cmd.Flags().StringSliceVar(&req.Repos, "repository", nil, "only the pull requests of these repositories, as the definition names them (repeatable)")
-	cmd.Flags().BoolVar(&req.DeleteBranch, "delete-branch", false, "delete each branch once its pull request is "+map[string]string{status.ActMerge: "merged", status.ActClose: "closed"}[action])
+	cmd.Flags().BoolVar(&req.DeleteBranch, "delete-branch", false, "delete each branch once its pull request is merged or closed")
 	cmd.Flags().VarP(choiceVar(&output, "table", "table", "json"), "output", "o", "output format: table or json")
 	f.register(cmd)
 	return cmd

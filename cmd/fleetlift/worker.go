@@ -155,7 +155,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&w.isolation, "sandbox-isolation", protocol.IsolationNamespaces,
 		"how the agent isolates the work it runs: "+protocol.IsolationNamespaces+" (Linux user, mount and PID namespaces), or "+protocol.IsolationNone+" (none: the work can read tokens, approve itself and outlive its commands)")
 	cmd.Flags().DurationVar(&w.followEvery, "pull-requests-every", activity.DefaultFollowEvery,
-		"how often the pull requests runs opened are read from their forges (state, reviews, checks, mergeability), within the forge's request budget; `fleetlift prs --refresh` and the forges' webhooks read them at once")
+		"how often the pull requests runs opened are read from their forges (state, reviews, checks, mergeability), within the forge's request budget; fleetlift prs --refresh reads them at once")
 	cmd.Flags().DurationVar(&w.orphan, "sandbox-orphan-after", agent.DefaultOrphanAfter,
 		"a sandbox no worker has watched for this long ends itself (a worker that never came back)")
 	cmd.Flags().StringVar(&w.queue, "sandbox-queue", "",
