@@ -39,10 +39,13 @@ const followVersion = "follow-pull-requests"
 // closed and the run has ended: it reads them from their forges on a
 // worker (RefreshPullRequests) every few minutes (the worker's
 // setting), at once when asked (UpdateRefresh: `fleetlift prs
-// --refresh`), and answers QueryPullRequests with
-// what it read. Its result is the last of it. The state reader shows it
-// beside the run's own state. Its state holds at most the pull requests
-// of one run or page, so it stays bounded as campaigns grow.
+// --refresh`), and answers QueryPullRequests with what it read. It
+// merges those that are ready as the run's pull_request.merge says, and
+// merges or closes them when asked (UpdateAct: `fleetlift prs merge`,
+// `prs close`, and the reconciler's close of a removed campaign's). Its
+// result is the last of what it read. The state reader shows it beside
+// the run's own state. Its state holds at most the pull requests of one
+// run or page, so it stays bounded as campaigns grow.
 func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, error) {
 	f := &follower{st: status.PullRequests{Source: in.Source}, every: activity.DefaultFollowEvery}
 	if in.State != nil {
