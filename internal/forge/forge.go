@@ -3,6 +3,8 @@ package forge
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -33,6 +35,58 @@ type PullRequestRequest struct {
 	Labels    []string
 	Reviewers []string
 	Draft     bool
+	// Committer, when set, is the email fleetlift commits as: a Head
+	// that exists at a commit someone else committed is never moved
+	// (ErrForeignBranch). A branch fleetlift left earlier, in this run
+	// or another, is moved; so is one at the very commit proposed.
+	Committer string
+}
+
+// ErrForeignBranch is returned (wrapped, in a *ForeignBranchError) when
+// the branch to propose exists at a commit someone other than
+// PullRequestRequest.Committer made: a person pushed to it, the forge
+// updated it for someone, or another tool made it. The branch is left
+// as it is.
+var ErrForeignBranch = errors.New("the branch has a commit fleetlift did not make")
+
+// ForeignBranchError says whose commit stopped a push.
+type ForeignBranchError struct {
+	Branch string
+	// Head is the commit at the branch's tip, Committer who made it.
+	Head      string
+	Committer string
+	// Fleetlift is the email fleetlift commits as.
+	Fleetlift string
+}
+
+func (e *ForeignBranchError) Error() string {
+	return fmt.Sprintf("branch %s is at %s, committed by %s, not by fleetlift (%s): not overwritten", e.Branch, shortSHA(e.Head), e.Committer, e.Fleetlift)
+}
+
+func (e *ForeignBranchError) Unwrap() error { return ErrForeignBranch }
+
+// OwnBranch returns a *ForeignBranchError when req.Committer is set and
+// the commit at tip, the tip of req.Head where it is proposed, was made
+// by anyone else, as committer (asked only then) says, by email.
+func OwnBranch(req PullRequestRequest, tip string, committer func() (string, error)) error {
+	if req.Committer == "" {
+		return nil
+	}
+	who, err := committer()
+	if err != nil {
+		return fmt.Errorf("push branch %s: %w", req.Head, err)
+	}
+	if !strings.EqualFold(who, req.Committer) {
+		return &ForeignBranchError{Branch: req.Head, Head: tip, Committer: who, Fleetlift: req.Committer}
+	}
+	return nil
+}
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
 }
 
 // PullRequest is an opened pull request, or for the local forge, a pushed

@@ -439,3 +439,24 @@ func (s *Scratch) Head(ctx context.Context) (string, error) {
 	}
 	return branch, nil
 }
+
+// Committer is who committed the commit at the tip of ref (a full ref
+// name) in url, as its committer line says: the one thing a pushing
+// forge asks before it moves a branch that is not where it left it.
+func (g *Git) Committer(ctx context.Context, url, ref string) (Identity, error) {
+	s, err := g.NewScratch(ctx, "")
+	if err != nil {
+		return Identity{}, err
+	}
+	defer s.Close()
+	const tip = "refs/fleetlift/tip"
+	if err := s.FetchShallow(ctx, url, 1, "+"+ref+":"+tip); err != nil {
+		return Identity{}, err
+	}
+	out, err := s.Run(ctx, "log", "-1", "--no-show-signature", "--format=%cn%x00%ce", tip)
+	if err != nil {
+		return Identity{}, fmt.Errorf("read the commit at %s in %s: %w", ref, Redact(url), err)
+	}
+	name, email, _ := strings.Cut(strings.TrimRight(out, "\n"), "\x00")
+	return Identity{Name: name, Email: email}, nil
+}

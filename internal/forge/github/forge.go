@@ -402,6 +402,12 @@ func (f *Forge) push(ctx context.Context, req forge.PullRequestRequest) (string,
 		// Not for want of the lease: the push failed on its own.
 		return "", false, fmt.Errorf("push branch %s: %w", req.Head, pushErr)
 	}
+	if err := forge.OwnBranch(req, refs[ref], func() (string, error) {
+		who, err := f.git.Committer(ctx, target, ref)
+		return who.Email, err
+	}); err != nil {
+		return "", false, err
+	}
 	update := git.RefUpdate{Src: head, Dst: ref, Lease: true, Expect: refs[ref]}
 	if err := f.git.Push(ctx, req.Dir, target, update); err != nil {
 		return "", false, fmt.Errorf("push branch %s: %w", req.Head, err)

@@ -115,6 +115,14 @@ func (f *Forge) CreatePullRequest(ctx context.Context, req forge.PullRequestRequ
 	if refs[branchRef] == head && old != nil && old.Commit == head {
 		return pr, nil
 	}
+	if tip := refs[branchRef]; tip != "" && tip != head {
+		if err := forge.OwnBranch(req, tip, func() (string, error) {
+			who, err := f.Git.Committer(ctx, req.Repository, branchRef)
+			return who.Email, err
+		}); err != nil {
+			return nil, err
+		}
+	}
 	if err := f.propose(ctx, s, req, head, refs, old); err != nil {
 		return nil, err
 	}

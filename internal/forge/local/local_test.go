@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -271,5 +273,64 @@ func TestOneForgeManyRepositories(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "fleetlift-git-*")); len(left) != 0 {
 		t.Errorf("scratch repositories left behind: %v", left)
+	}
+}
+
+// TestABranchSomeoneElsePushedToIsLeftAlone: fleetlift moves a branch
+// it made, but not one at a commit a person made on top of it.
+func TestABranchSomeoneElsePushedToIsLeftAlone(t *testing.T) {
+	fx := newFixture(t, false)
+	open := func(committer string) (*forge.PullRequest, error) {
+		return fx.f.CreatePullRequest(fx.ctx, forge.PullRequestRequest{
+			Repository: fx.url, Dir: fx.dir, Base: "main", Head: branch, Title: "Migrate to slog", Committer: committer,
+		})
+	}
+	fx.change(t, "package main // one\n")
+	if _, err := open("fleetlift@localhost"); err != nil {
+		t.Fatal(err)
+	}
+	// fleetlift's own commit (git.Git commits as fleetlift@localhost)
+	// is moved: a change made again on a new base.
+	second := fx.change(t, "package main // two\n")
+	if _, err := open("FLEETLIFT@localhost"); err != nil {
+		t.Fatalf("moving fleetlift's own branch: %v", err)
+	}
+	if got := gittest.Run(t, fx.remote, "rev-parse", "refs/heads/"+branch); got != second {
+		t.Fatalf("branch at %s, want %s", got, second)
+	}
+
+	// alice pushes a commit of her own to the branch.
+	work := t.TempDir()
+	gittest.Run(t, work, "clone", "--quiet", "--branch", branch, fx.remote, ".")
+	gittest.WriteFiles(t, work, map[string]string{"notes.md": "by hand\n"})
+	gittest.Run(t, work, "add", "-A")
+	gittest.Run(t, work, "-c", "user.name=Alice", "-c", "user.email=alice@example.com", "commit", "--quiet", "-m", "fix by hand")
+	// gittest's environment names the committer; alice's must win.
+	cmd := exec.Command("git", "-c", "user.name=Alice", "-c", "user.email=alice@example.com", "commit", "--quiet", "--amend", "--no-edit", "--reset-author")
+	cmd.Dir, cmd.Env = work, append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	gittest.Run(t, work, "push", "--quiet", "origin", "HEAD:refs/heads/"+branch)
+	hers := gittest.Run(t, work, "rev-parse", "HEAD")
+
+	fx.change(t, "package main // three\n")
+	_, err := open("fleetlift@localhost")
+	var fb *forge.ForeignBranchError
+	if !errors.As(err, &fb) || !errors.Is(err, forge.ErrForeignBranch) {
+		t.Fatalf("pushing over alice's commit: %v, want a ForeignBranchError", err)
+	}
+	if fb.Committer != "alice@example.com" || fb.Head != hers || fb.Branch != branch {
+		t.Errorf("error = %+v, want alice's commit %s", fb, hers)
+	}
+	if !strings.Contains(err.Error(), "alice@example.com") || !strings.Contains(err.Error(), "not overwritten") {
+		t.Errorf("error %q does not say whose commit stopped it", err)
+	}
+	if got := gittest.Run(t, fx.remote, "rev-parse", "refs/heads/"+branch); got != hers {
+		t.Errorf("branch moved to %s: alice's %s was overwritten", got, hers)
+	}
+	// Without a committer to check (an older caller), it is moved as before.
+	if _, err := open(""); err != nil {
+		t.Errorf("without a committer: %v", err)
 	}
 }
