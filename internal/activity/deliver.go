@@ -196,7 +196,12 @@ func (a *Activities) propose(ctx context.Context, id string, d *Delivery, rr *pr
 		Labels:     d.PullRequest.Labels,
 		Reviewers:  d.PullRequest.Reviewers,
 		Draft:      d.PullRequest.Draft,
+		Committer:  d.UserEmail,
 	})
+	var foreign *forge.ForeignBranchError
+	if errors.As(err, &foreign) {
+		return adopt(ctx, f, d, repo.URL, foreign)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open pull request for %s: %w", head, err)
 	}
@@ -213,6 +218,33 @@ func (a *Activities) propose(ctx context.Context, id string, d *Delivery, rr *pr
 	}
 	return &protocol.PullRequestInfo{URL: got2.URL, Number: got2.Number, Branch: got2.Branch, Commit: commit, Tree: tree,
 		Repository: repo.URL, Forge: d.Forge}, nil
+}
+
+// adopt is the pull request open from the branch fb names in
+// repository, which has a commit someone else made and which fleetlift
+// therefore leaves as it is: the run takes it over as its own (it is
+// followed, merged and closed as the run's), without a second one, and
+// it says it was not overwritten (PullRequestInfo.NotOverwritten). With
+// no pull request open from it, the change cannot be proposed.
+func adopt(ctx context.Context, f forge.Forge, d *Delivery, repository string, fb *forge.ForeignBranchError) (*protocol.PullRequestInfo, error) {
+	info := &protocol.PullRequestInfo{Branch: fb.Branch, Commit: fb.Head, Repository: repository, Forge: d.Forge, NotOverwritten: fb.Error()}
+	switch f := f.(type) {
+	case forge.Hub:
+		pr, err := f.FindPullRequest(ctx, repository, fb.Branch)
+		if err != nil {
+			return nil, fmt.Errorf("%w; and finding its pull request failed: %w", fb, err)
+		}
+		if pr != nil && pr.State == forge.StateOpen {
+			info.URL, info.Number = pr.URL, pr.Number
+			return info, nil
+		}
+	case *local.Forge:
+		if _, err := f.Record(ctx, repository, fb.Branch); err == nil {
+			info.URL = local.URL(repository, fb.Branch)
+			return info, nil
+		}
+	}
+	return nil, fmt.Errorf("%w, and no pull request is open from it: delete the branch for fleetlift to propose its change", fb)
 }
 
 // base is a repository holding the base rr's change builds on, and the

@@ -119,7 +119,7 @@ func (a *Activities) readPR(ctx context.Context, p *status.FollowedPR) {
 	p.Error = ""
 	p.PullRequestStatus = *st
 	// A head other than what fleetlift pushed: someone else pushed.
-	p.Foreign = st.State == forge.StateOpen && p.Commit != "" && st.Head != "" && st.Head != p.Commit
+	p.Foreign = st.State == forge.StateOpen && (p.NotOverwritten != "" || p.Commit != "" && st.Head != "" && st.Head != p.Commit)
 }
 
 func (a *Activities) prStatus(ctx context.Context, p *status.FollowedPR) (*forge.PullRequestStatus, error) {

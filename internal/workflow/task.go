@@ -414,7 +414,8 @@ func unapprovedPushes(approved, final *protocol.Result) string {
 	}
 	for _, rr := range final.Repositories {
 		pr := rr.PullRequest
-		if pr == nil {
+		if pr == nil || pr.NotOverwritten != "" {
+			// Nothing pushed: someone else's branch, taken over as it is.
 			continue
 		}
 		want, ok := trees[rr.Name]

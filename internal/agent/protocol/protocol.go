@@ -404,6 +404,10 @@ type PullRequestInfo struct {
 	Commit string `json:"commit,omitempty"`
 	// Tree is Commit's tree: the worker checks it is the tree approved.
 	Tree string `json:"tree,omitempty"`
+	// NotOverwritten says why fleetlift took over this pull request
+	// without pushing its change: its branch has a commit someone else
+	// made (forge.ErrForeignBranch). Commit is then that commit.
+	NotOverwritten string `json:"not_overwritten,omitempty"`
 }
 
 // Report is a report-mode result: the validated frontmatter, the prose
