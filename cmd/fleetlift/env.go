@@ -23,9 +23,11 @@ var perCommandEnv = map[string]bool{"output": true, "dir": true}
 // in one command where another command has a flag of the same name:
 // prs --state (a pull request's state, not plan's recorded state),
 // prs close --comment (left on pull requests, not kept in a record),
-// prs merge and close --repository (a list, where approve takes one).
+// prs merge, close, update and retry --repository (a list, where
+// approve takes one).
 // They read a variable named after the command, as perCommandEnv's do.
-var ownEnv = map[string]bool{"prs/state": true, "close/comment": true, "merge/repository": true, "close/repository": true}
+var ownEnv = map[string]bool{"prs/state": true, "close/comment": true, "merge/repository": true, "close/repository": true,
+	"update/repository": true, "retry/repository": true}
 
 // envName is the environment variable flag of cmd reads when it is not
 // given on the command line: FLEETLIFT_ and the flag's name in capitals,

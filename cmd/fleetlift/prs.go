@@ -101,12 +101,13 @@ them read now, and waits for it.
 			return nil
 		},
 	}
-	cmd.AddCommand(newPRsActCmd(status.ActMerge), newPRsActCmd(status.ActClose))
+	cmd.AddCommand(newPRsActCmd(status.ActMerge), newPRsActCmd(status.ActClose),
+		newPRsRegenerateCmd(status.ActUpdate), newPRsRegenerateCmd(status.ActRetry))
 	f.register(cmd)
 	cmd.Flags().VarP(choiceVar(&output, "table", "table", "json"), "output", "o", "output format: table or json")
 	cmd.Flags().StringSliceVar(&states, "state", nil, "list only pull requests in these states: "+strings.Join(render.PRStates, ", ")+" (repeatable)")
 	cmd.Flags().BoolVar(&refresh, "refresh", false, "have a worker read them from their forges now, and wait for it")
-	cmd.Flags().DurationVar(&wait, "refresh-timeout", 2*time.Minute, "how long --refresh waits for the reads")
+	cmd.Flags().DurationVar(&wait, "refresh-timeout", 2*time.Minute, "how long reading the pull requests from their forges may take")
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,23 +18,27 @@ import (
 
 // prsOutput is `fleetlift prs -o json`.
 type prsOutput struct {
-	FormatVersion int `json:"format_version"`
-	PullRequests  []struct {
-		Run            string   `json:"run"`
-		Unit           string   `json:"unit"`
-		Repository     string   `json:"repository"`
-		URL            string   `json:"url"`
-		Branch         string   `json:"branch"`
-		State          string   `json:"state"`
-		Head           string   `json:"head"`
-		Mergeable      string   `json:"mergeable"`
-		Review         string   `json:"review"`
-		Checks         string   `json:"checks"`
-		FailedChecks   []string `json:"failed_checks"`
-		PushedByOthers bool     `json:"pushed_by_others"`
-		Error          string   `json:"error"`
-	} `json:"pull_requests"`
-	Counts map[string]int `json:"counts"`
+	FormatVersion int            `json:"format_version"`
+	PullRequests  []prsRow       `json:"pull_requests"`
+	Counts        map[string]int `json:"counts"`
+}
+
+// prsRow is one pull request of `fleetlift prs -o json`.
+type prsRow struct {
+	Run            string   `json:"run"`
+	Unit           string   `json:"unit"`
+	Repository     string   `json:"repository"`
+	URL            string   `json:"url"`
+	Branch         string   `json:"branch"`
+	State          string   `json:"state"`
+	Head           string   `json:"head"`
+	Mergeable      string   `json:"mergeable"`
+	Review         string   `json:"review"`
+	Checks         string   `json:"checks"`
+	FailedChecks   []string `json:"failed_checks"`
+	PushedByOthers bool     `json:"pushed_by_others"`
+	Error          string   `json:"error"`
+	KeepCurrent    string   `json:"keep_current"`
 }
 
 func prsJSON(t *testing.T, args ...string) prsOutput {
@@ -194,7 +199,7 @@ func TestPullRequestsFollowedOnGitea(t *testing.T) {
 	alice := g.CreateUser(t, "alice")
 	var repos strings.Builder
 	urls := map[string]string{}
-	for i := range 6 {
+	for i := range 7 {
 		name := fmt.Sprintf("svc-%02d", i)
 		url := g.CreateRepo(t, bot.Name, name, false)
 		urls[name] = url
@@ -207,6 +212,18 @@ func TestPullRequestsFollowedOnGitea(t *testing.T) {
 		g.Git(t, bot, work, "push", "-q", url, "main")
 		fmt.Fprintf(&repos, "  - url: %s\n", url)
 	}
+	// svc-06: before the run, alice made the campaign's branch herself
+	// and opened a pull request from it: the run adopts it, pushing
+	// nothing over her commit and opening no second one.
+	adopted := t.TempDir()
+	g.Git(t, alice, adopted, "clone", "-q", urls["svc-06"], ".")
+	writeFile(t, adopted, "go.mod", "module example.com/svc-06\n\ngo 1.25\n")
+	g.Git(t, alice, adopted, "-c", "user.name=alice", "-c", "user.email=alice@example.com", "commit", "-qam", "go 1.25, by hand")
+	g.Git(t, alice, adopted, "push", "-q", "origin", "HEAD:refs/heads/auto/bump/bump")
+	hers := strings.TrimSpace(g.Git(t, alice, adopted, "rev-parse", "HEAD"))
+	var herPR giteaPR
+	g.Do(t, alice.Token, "POST", "repos/"+bot.Name+"/svc-06/pulls",
+		map[string]string{"head": "auto/bump/bump", "base": "main", "title": "go 1.25"}, &herPR)
 	root := t.TempDir()
 	def := writeDef(t, root, "bump.yaml", `version: 1
 kind: Campaign
@@ -216,7 +233,7 @@ template:
   execution:
     deterministic:
       image: golang
-      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
+      command: [sed, -i, "s/^go 1[.][0-9]*$/go 1.26/", go.mod]
   pull_request: {branch_prefix: auto/bump, title: Raise the go directive}
 repositories:
 `+repos.String())
@@ -277,6 +294,7 @@ repositories:
 		"svc-03": {state: "open", review: "none", mergeable: "mergeable", pushed: true},
 		"svc-04": {state: "open", review: "none", mergeable: "conflicting"},
 		"svc-05": {state: "open", review: "approved", mergeable: "mergeable"},
+		"svc-06": {state: "open", review: "none", mergeable: "mergeable", pushed: true},
 	}
 	// Gitea works out mergeability in the background: read until it has.
 	var got prsOutput
@@ -295,21 +313,60 @@ repositories:
 				diffs = append(diffs, fmt.Sprintf("%s: %+v; want %+v", name, p, w))
 			}
 		}
-		if len(got.PullRequests) == 6 && len(diffs) == 0 {
+		if len(got.PullRequests) == 7 && len(diffs) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("prs after a minute (%d listed):\n%s", len(got.PullRequests), strings.Join(diffs, "\n"))
 		}
 	}
-	if got.Counts["open"] != 4 || got.Counts["merged"] != 1 || got.Counts["closed"] != 1 {
+	if got.Counts["open"] != 5 || got.Counts["merged"] != 1 || got.Counts["closed"] != 1 {
 		t.Errorf("counts %v", got.Counts)
+	}
+	for _, p := range got.PullRequests {
+		if strings.HasSuffix(p.Repository, "svc-06") && (!strings.HasSuffix(p.URL, fmt.Sprintf("/pulls/%d", herPR.Number)) || p.Head != hers) {
+			t.Errorf("svc-06: %+v; want alice's pull request %d at her %s, adopted", p, herPR.Number, hers)
+		}
+	}
+
+	// prs update makes svc-04's change again on its new base; alice's
+	// svc-03 is left alone, saying why.
+	head := func(name string) string {
+		var p giteaPR
+		g.Do(t, bot.Token, "GET", pulls(name), nil, &p)
+		return p.Head.Sha
+	}
+	alices := head("svc-03")
+	out, code = runCLI(t, append([]string{"prs", "update", "bump", "--repository", "svc-04", "--repository", "svc-03"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "update: 1 queued, 1 skipped") || !strings.Contains(out, "someone else pushed to its branch") {
+		t.Fatalf("prs update: exit %d\n%s", code, out)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+		got = prsJSON(t, append([]string{"bump", "--refresh"}, flags...)...)
+		i := slices.IndexFunc(got.PullRequests, func(p prsRow) bool { return strings.HasSuffix(p.Repository, "svc-04") })
+		if i >= 0 && got.PullRequests[i].Mergeable == "mergeable" && !got.PullRequests[i].PushedByOthers {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("svc-04 was not made again on its new base: %+v", got.PullRequests)
+		}
+	}
+	work = t.TempDir()
+	g.Git(t, bot, work, "clone", "-q", "-b", "auto/bump/bump", urls["svc-04"], ".")
+	if got := g.Git(t, bot, work, "show", "HEAD:go.mod"); !strings.Contains(got, "go 1.26") {
+		t.Errorf("svc-04's branch holds %q", got)
+	}
+	if parent, main := strings.TrimSpace(g.Git(t, bot, work, "rev-parse", "HEAD^")), strings.TrimSpace(g.Git(t, bot, work, "rev-parse", "origin/main")); parent != main {
+		t.Errorf("svc-04's change is on %s, not on main's %s", parent, main)
+	}
+	if h := head("svc-03"); h != alices {
+		t.Errorf("svc-03 moved from alice's %s to %s", alices, h)
 	}
 
 	// prs merge merges only what is approved, green and merging
 	// cleanly; prs close closes with a comment.
 	out, code = runCLI(t, append([]string{"prs", "merge", "bump", "--method", "squash", "--delete-branch"}, flags...)...)
-	for _, w := range []string{"merge: 1 merged, 5 skipped", "svc-05", "checks failed: ci/build", "it conflicts with its base", "it is merged", "it is closed"} {
+	for _, w := range []string{"merge: 1 merged, 6 skipped", "svc-05", "checks failed: ci/build", "no reviewer approved it", "it is merged", "it is closed"} {
 		if code != 0 || !strings.Contains(out, w) {
 			t.Errorf("prs merge lacks %q: exit %d\n%s", w, code, out)
 		}

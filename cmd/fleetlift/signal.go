@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/fleetlift/fleetlift/internal/dispatch"
@@ -231,23 +229,16 @@ repositories, keeping the results of the others.`,
 				return err
 			}
 			defer c.Close()
-			d, err := c.DescribeWorkflowExecution(cmd.Context(), id, "")
+			n, err := dispatch.RetryFailed(cmd.Context(), c, id)
+			if errors.Is(err, dispatch.ErrNothingToRerun) {
+				return fmt.Errorf("%s has no failed repositories", id)
+			}
 			if err != nil {
 				return err
 			}
-			if d.WorkflowExecutionInfo.Type.Name != "Campaign" {
-				return fmt.Errorf("%s is a single task: run it again with `fleetlift run`", id)
-			}
-			if d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				if err := c.SignalWorkflow(cmd.Context(), id, "", workflow.SignalRetryFailed, nil); err != nil {
-					return err
-				}
+			if n == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: failed repositories queued to run again\n", id)
 				return nil
-			}
-			n, err := restartFailed(cmd.Context(), c, id, d.WorkflowExecutionInfo.GetMemo().GetFields())
-			if err != nil {
-				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: started again for %d failed repositories\n", id, n)
 			return nil
@@ -256,111 +247,6 @@ repositories, keeping the results of the others.`,
 	f.register(cmd)
 	cmd.Flags().BoolVar(&failedOnly, "failed-only", false, "retry only the repositories that failed")
 	return cmd
-}
-
-// restartFailed starts a finished campaign again with its last input and
-// results, queueing the failed units. The new run records the memo of the
-// last (its spec, digest and generation: it carries out the same spec), so
-// that the recorded state, the plan and the status mirror follow it, and
-// report how it ends.
-func restartFailed(ctx context.Context, c client.Client, id string, memo map[string]*commonpb.Payload) (int, error) {
-	var in workflow.CampaignInput
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !it.HasNext() {
-		return 0, fmt.Errorf("%s has no history", id)
-	}
-	ev, err := it.Next()
-	if err != nil {
-		return 0, err
-	}
-	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
-	if attrs == nil || attrs.Input == nil || len(attrs.Input.Payloads) != 1 {
-		return 0, fmt.Errorf("%s: cannot read the campaign's input", id)
-	}
-	if err := converterFor().FromPayload(attrs.Input.Payloads[0], &in); err != nil {
-		return 0, fmt.Errorf("%s: decode input: %w", id, err)
-	}
-	var last status.CampaignState
-	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &last); err != nil {
-		return 0, fmt.Errorf("%s: read result: %w", id, err)
-	}
-	pages := last.Pages
-	// A campaign that ran in pages: its units are in its pages' results.
-	if last, err = runReader(c, "").WithPages(ctx, last); err != nil {
-		return 0, err
-	}
-	p := &workflow.CampaignProgress{Next: len(in.Units), Results: map[string]status.UnitResult{}, Phase: status.CampaignRunning}
-	for _, u := range last.Units {
-		p.Results[u.Key] = u
-		if u.HasFailures() {
-			p.Retry = append(p.Retry, u.Key)
-		}
-	}
-	if len(p.Retry) == 0 {
-		return 0, fmt.Errorf("%s has no failed repositories", id)
-	}
-	if len(pages) > 0 {
-		// In pages again, each reading what its units did in the page
-		// before it: the new run carries no results.
-		in.Units = inPageOrder(in.Units, last.Units)
-		in.Previous = pages
-		return len(p.Retry), startAgain(ctx, c, id, memo, in)
-	}
-	in.Progress = p
-	return len(p.Retry), startAgain(ctx, c, id, memo, in)
-}
-
-// startAgain starts campaign id again with in, as its current run,
-// with the memo of its last run (its phase aside).
-func startAgain(ctx context.Context, c client.Client, id string, memo map[string]*commonpb.Payload, in workflow.CampaignInput) error {
-	carried := map[string]any{}
-	for k, v := range memo {
-		if k == status.MemoPhase {
-			// How the last run ended; this one says so when it ends.
-			continue
-		}
-		var raw json.RawMessage
-		if err := converterFor().FromPayload(v, &raw); err != nil {
-			return fmt.Errorf("%s: read memo %s: %w", id, k, err)
-		}
-		carried[k] = raw
-	}
-	// The search attributes of the campaign, as its memo names it.
-	var kind, did, digest string
-	for key, dst := range map[string]*string{status.MemoKind: &kind, status.MemoID: &did, status.MemoDigest: &digest} {
-		if v, ok := memo[key]; ok {
-			_ = converterFor().FromPayload(v, dst)
-		}
-	}
-	_, err := dispatch.Execute(ctx, c, client.StartWorkflowOptions{
-		ID: id, TaskQueue: workflow.TaskQueue,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		Memo:                  carried,
-		TypedSearchAttributes: workflow.StartAttributes(kind, did, did, digest, string(status.CampaignRunning)),
-	}, workflow.Campaign, in)
-	return err
-}
-
-// inPageOrder is units in the order ran lists them (the units of a paged
-// campaign's last run, page by page), those it does not list after.
-func inPageOrder(units []workflow.Unit, ran []status.UnitResult) []workflow.Unit {
-	by := make(map[string]workflow.Unit, len(units))
-	for _, u := range units {
-		by[u.Key] = u
-	}
-	out := make([]workflow.Unit, 0, len(units))
-	for _, r := range ran {
-		if u, ok := by[r.Key]; ok {
-			out = append(out, u)
-			delete(by, r.Key)
-		}
-	}
-	for _, u := range units {
-		if _, ok := by[u.Key]; ok {
-			out = append(out, u)
-		}
-	}
-	return out
 }
 
 // commaList splits a comma-separated list, dropping blanks.

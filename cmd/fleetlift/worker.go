@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
@@ -20,6 +21,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
@@ -254,6 +256,8 @@ func sharedWorker(c client.Client, acts *activity.Activities, opts worker.Option
 	// What became of the pull requests runs opened.
 	w.RegisterWorkflow(workflow.PullRequests)
 	w.RegisterActivity(acts)
+	// keep_current's: a campaign runs units again.
+	w.RegisterActivityWithOptions(dispatch.RegenerateUnits, sdkactivity.RegisterOptions{Name: workflow.RegenerateActivity})
 	return w
 }
 

@@ -50,6 +50,9 @@ type RefreshOutcome struct {
 	Every time.Duration `json:"every"`
 	// Merge is the source's pull_request.merge, as it is now.
 	Merge *status.MergePolicy `json:"merge,omitempty"`
+	// KeepCurrent is the source's pull_request.keep_current, as it is
+	// now (empty: never).
+	KeepCurrent string `json:"keep_current,omitempty"`
 }
 
 // RefreshPullRequests reads which pull requests the run in.Source has
@@ -63,14 +66,14 @@ func (a *Activities) RefreshPullRequests(ctx context.Context, in RefreshInput) (
 	if out.Every <= 0 {
 		out.Every = DefaultFollowEvery
 	}
-	opened, merge, ended, err := sourcePRs(ctx, sdkactivity.GetClient(ctx), in.Source)
+	opened, policy, ended, err := sourcePRs(ctx, sdkactivity.GetClient(ctx), in.Source)
 	if err != nil {
 		// The source cannot be read now (no worker answers its query):
 		// follow what is known.
 		sdkactivity.GetLogger(ctx).Warn("pull requests of the run not read", "source", in.Source, "error", err)
 		opened = in.Known
 	}
-	out.SourceEnded, out.Merge = ended, merge
+	out.SourceEnded, out.Merge, out.KeepCurrent = ended, policy.Merge, policy.KeepCurrent
 	known := map[string]status.FollowedPR{}
 	for _, k := range in.Known {
 		known[k.URL] = k
@@ -162,12 +165,18 @@ func (a *Activities) forgeOf(name, repository string) (forge.Forge, error) {
 	return f, nil
 }
 
+// policy is what a run's definition says becomes of its pull requests.
+type policy struct {
+	Merge       *status.MergePolicy
+	KeepCurrent string
+}
+
 // sourcePRs lists the pull requests the latest run of workflow source
-// opened, with its merge policy, and says whether that run has ended.
-func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.FollowedPR, *status.MergePolicy, bool, error) {
+// opened, with its policy, and says whether that run has ended.
+func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.FollowedPR, policy, bool, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, source, "")
 	if err != nil {
-		return nil, nil, false, err
+		return nil, policy{}, false, err
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	running := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
@@ -184,14 +193,14 @@ func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.Fo
 	}
 	if !running && info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		// Failed, cancelled, terminated or timed out: no result to read.
-		return nil, nil, true, errors.New("the run ended without a result")
+		return nil, policy{}, true, errors.New("the run ended without a result")
 	}
 	switch typ := info.GetType().GetName(); typ {
 	case "Task":
 		if running {
 			var st status.TaskState
 			if err := get(&st); err != nil {
-				return nil, nil, false, err
+				return nil, policy{}, false, err
 			}
 			var repos []status.RepoResult
 			if st.Result != nil {
@@ -199,13 +208,13 @@ func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.Fo
 					repos = append(repos, status.RepoResult{Name: rr.Name, PullRequest: rr.PullRequest})
 				}
 			}
-			return status.RepoPRs(repos), st.Merge, false, nil
+			return status.RepoPRs(repos), policy{st.Merge, st.KeepCurrent}, false, nil
 		}
 		var res status.TaskResult
 		if err := get(&res); err != nil {
-			return nil, nil, true, err
+			return nil, policy{}, true, err
 		}
-		return status.RepoPRs(res.Repositories), res.Merge, true, nil
+		return status.RepoPRs(res.Repositories), policy{res.Merge, res.KeepCurrent}, true, nil
 	case "Campaign", "CampaignPage":
 		var st status.CampaignState
 		if typ == "CampaignPage" && !running {
@@ -218,11 +227,11 @@ func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.Fo
 			err = get(&st)
 		}
 		if err != nil {
-			return nil, nil, !running, err
+			return nil, policy{}, !running, err
 		}
-		return status.UnitPRs(st.Units), st.Merge, !running, nil
+		return status.UnitPRs(st.Units), policy{st.Merge, st.KeepCurrent}, !running, nil
 	default:
-		return nil, nil, true, fmt.Errorf("workflow %s is a %s, which opens no pull requests", source, typ)
+		return nil, policy{}, true, fmt.Errorf("workflow %s is a %s, which opens no pull requests", source, typ)
 	}
 }
 

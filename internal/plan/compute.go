@@ -56,7 +56,12 @@ func Compute(desired Desired, recorded []state.Campaign, policy Policy) Plan {
 			c = compare(df, d, r)
 		}
 		c.Cost = project(c, d, r, pooled)
-		c.Merge = declaredMerge(c, d)
+		if pr := declaredPullRequest(c, d); pr != nil {
+			c.Merge = pr.Merge
+			if pr.KeepCurrent != spec.KeepCurrentNever {
+				c.KeepCurrent = pr.KeepCurrent
+			}
+		}
 		p.Changes = append(p.Changes, c)
 	}
 	p.Approvals = decideApprovals(desired.Approvals, desired.Refused, recs, p.Changes)
@@ -283,9 +288,9 @@ func project(c Change, d *spec.Definition, r *state.Campaign, all pooled) *Cost 
 	return cost
 }
 
-// declaredMerge is d's pull_request.merge when c creates or changes d;
+// declaredPullRequest is d's pull_request when c creates or changes d;
 // nil otherwise.
-func declaredMerge(c Change, d *spec.Definition) *spec.Merge {
+func declaredPullRequest(c Change, d *spec.Definition) *spec.PullRequest {
 	if d == nil || c.Action != Create && !c.SpecChanged() || c.Action == Suspend {
 		return nil
 	}
@@ -296,10 +301,7 @@ func declaredMerge(c Change, d *spec.Definition) *spec.Merge {
 	case d.Task != nil:
 		w = d.Task.Work
 	}
-	if w.PullRequest == nil {
-		return nil
-	}
-	return w.PullRequest.Merge
+	return w.PullRequest
 }
 
 // CloseOnRemoval is how the open pull requests of rec, a run whose

@@ -119,6 +119,10 @@ type Change struct {
 	// created or changed that declares one: what will merge its pull
 	// requests without a command.
 	Merge *spec.Merge
+	// KeepCurrent is the definition's pull_request.keep_current, for a
+	// definition created or changed that declares one other than never:
+	// when its pull requests' changes are made again on their bases.
+	KeepCurrent string
 	// Closes says, for a Prune of a run whose spec declares
 	// pull_request.close, which of its pull requests the prune closes.
 	Closes *Close

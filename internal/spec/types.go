@@ -195,7 +195,18 @@ type PullRequest struct {
 	// Close, when set, closes the pull requests still open when the
 	// definition is removed and pruned.
 	Close *Close `json:"close,omitempty"`
+	// KeepCurrent is when an open pull request's change is made again
+	// on its base as it is now: KeepCurrentNever, KeepCurrentConflicted
+	// or KeepCurrentBehind.
+	KeepCurrent string `json:"keep_current,omitempty"`
 }
+
+// pull_request.keep_current values.
+const (
+	KeepCurrentNever      = "never"
+	KeepCurrentConflicted = "conflicted"
+	KeepCurrentBehind     = "behind"
+)
 
 // Close is how the open pull requests of a removed definition close.
 type Close struct {

@@ -160,6 +160,7 @@ func WithResult(r UnitResult, tr TaskResult, grouped bool) UnitResult {
 	r.SandboxesLost = tr.SandboxesLost
 	r.ModelUsage = r.ModelUsage.Plus(tr.ModelUsage)
 	r.Applied = append(r.Applied, tr.Applied...)
+	earlier := r.PRs
 	r.PRs, r.Reports, r.Repos = nil, 0, nil
 	for _, rr := range tr.Repositories {
 		if grouped {
@@ -179,6 +180,14 @@ func WithResult(r UnitResult, tr TaskResult, grouped bool) UnitResult {
 			if fe.Report != nil {
 				r.Reports++
 			}
+		}
+	}
+	// A pull request an earlier run of the unit opened is still the
+	// unit's when this one proposed nothing in its place (it failed, or
+	// ran again to bring it up to date and could not).
+	for _, pr := range earlier {
+		if !slices.ContainsFunc(r.PRs, func(n protocol.PullRequestInfo) bool { return n.URL == pr.URL }) {
+			r.PRs = append(r.PRs, pr)
 		}
 	}
 	return r

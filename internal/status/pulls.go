@@ -72,6 +72,11 @@ type FollowedPR struct {
 	MergeError   string    `json:"merge_error,omitempty"`
 	MergeHead    string    `json:"merge_head,omitempty"`
 	MergeTriedAt time.Time `json:"merge_tried_at,omitzero"`
+	// KeptFor is the base commit (BaseSHA) for which keep_current last
+	// had the change made again, and KeepNote why it was not, or how
+	// asking for it failed.
+	KeptFor  string `json:"kept_for,omitempty"`
+	KeepNote string `json:"keep_note,omitempty"`
 }
 
 // Settled reports whether p's pull request will not change any more:
@@ -173,6 +178,14 @@ type ActRequest struct {
 	DeleteBranch bool   `json:"delete_branch,omitempty"`
 }
 
+// ActUpdate and ActRetry are `fleetlift prs update` and `prs retry`:
+// the change of each pull request named is made again, on its base as
+// it is now, by running its campaign unit again (not by the follower).
+const (
+	ActUpdate = "update"
+	ActRetry  = "retry"
+)
+
 // Outcomes of an action on one pull request.
 const (
 	ActDone    = "done"
@@ -223,6 +236,46 @@ func MergeBlocker(p FollowedPR, unapproved bool) string {
 		return "no reviewer approved it"
 	}
 	return ""
+}
+
+// Keep-current modes (pull_request.keep_current), and the states `prs
+// update` and `prs retry` make again by default.
+const (
+	KeepConflicted = "conflicted"
+	KeepBehind     = "behind"
+	KeepFailing    = "failing"
+)
+
+// RegenerateBlocker says why p's change may not be made again to bring
+// it up to date as mode says, "" when it is due: it is open, out of date
+// as mode says (conflicted: conflicting with its base; behind: that, or
+// behind it; failing: its checks failed) unless named (a person named
+// it), nobody else pushed to its branch (their commits would be lost),
+// and a campaign unit opened it. same is true when p is not out of date
+// (or not open): nothing is amiss, whatever else holds.
+func RegenerateBlocker(p FollowedPR, mode string, named bool) (why string, same bool) {
+	stale := named
+	switch mode {
+	case KeepConflicted:
+		stale = stale || p.Mergeable == forge.MergeableConflict
+	case KeepBehind:
+		stale = stale || p.Mergeable == forge.MergeableConflict || p.Mergeable == forge.MergeableBehind
+	case KeepFailing:
+		stale = stale || p.Checks == forge.StatusFailure
+	}
+	switch {
+	case p.CheckedAt.IsZero() || p.State == "":
+		return "not read from its forge yet", false
+	case p.State != forge.StateOpen:
+		return "it is " + p.State, true
+	case p.Foreign:
+		return "someone else pushed to its branch: fleetlift does not overwrite their commits", !stale
+	case p.Unit == "":
+		return "a single task's pull requests are made again by running the task again", !stale
+	case !stale:
+		return "it is not " + mode, true
+	}
+	return "", false
 }
 
 // CloseBlocker says why p may not be closed, "" when it may: it must

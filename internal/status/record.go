@@ -91,6 +91,8 @@ type TaskResult struct {
 	ModelUsage *protocol.ModelUsage `json:"model_usage,omitempty"`
 	// Merge is as CampaignState.Merge.
 	Merge *MergePolicy `json:"merge,omitempty"`
+	// KeepCurrent is as CampaignState.KeepCurrent.
+	KeepCurrent string `json:"keep_current,omitempty"`
 }
 
 // TaskState answers QueryStatus on a Task workflow.
@@ -125,6 +127,8 @@ type TaskState struct {
 	Notes []string `json:"notes,omitempty"`
 	// Merge is as CampaignState.Merge.
 	Merge *MergePolicy `json:"merge,omitempty"`
+	// KeepCurrent is as CampaignState.KeepCurrent.
+	KeepCurrent string `json:"keep_current,omitempty"`
 }
 
 // UnitResult is the compact outcome of one unit, kept in the campaign's
@@ -322,6 +326,10 @@ type CampaignState struct {
 	// Merge is the definition's pull_request.merge, which the follower
 	// of its pull requests carries out; nil when it has none.
 	Merge *MergePolicy `json:"merge,omitempty"`
+	// KeepCurrent is the definition's pull_request.keep_current
+	// (conflicted, behind; empty: never), which the follower of its
+	// pull requests carries out.
+	KeepCurrent string `json:"keep_current,omitempty"`
 	// Pages: a campaign of more units than one page holds runs them a
 	// page at a time, each page a workflow of its own that holds its
 	// units' state, so that nothing the campaign carries grows with its

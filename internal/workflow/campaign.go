@@ -822,6 +822,11 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 			}
 		}
 	})
+	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalRegenerate), func(ch workflow.ReceiveChannel, _ bool) {
+		var s RegenerateSignal
+		ch.Receive(c.ctx, &s)
+		c.p.Retry = append(c.p.Retry, regenerable(c.p, c.running, s.Units)...)
+	})
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalSuspend), func(ch workflow.ReceiveChannel, _ bool) {
 		ch.Receive(c.ctx, nil)
 		c.p.Suspended = true
@@ -835,6 +840,20 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 		ch.Receive(c.ctx, &u)
 		c.update(u)
 	})
+}
+
+// regenerable are those of keys whose units have finished in p, are not
+// running and are not queued to run again already.
+func regenerable(p *CampaignProgress, running map[string]bool, keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		r, ok := p.Results[k]
+		if _, busy := running[k]; !ok || busy || !r.Phase.Done() || slices.Contains(p.Retry, k) || slices.Contains(out, k) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 // update takes a new spec in place: the template and unit list are
@@ -950,7 +969,8 @@ func (c *campaignRun) summary() status.Summary {
 
 func (c *campaignRun) state() status.CampaignState {
 	st := status.CampaignState{ID: c.in.ID, Phase: c.p.Phase, Summary: c.summary(), Message: c.message,
-		Suspended: c.p.Suspended, Applied: slices.Clone(c.p.Applied), Merge: c.in.Template.Merge}
+		Suspended: c.p.Suspended, Applied: slices.Clone(c.p.Applied), Merge: c.in.Template.Merge,
+		KeepCurrent: c.in.Template.KeepCurrent}
 	for _, u := range c.in.Units {
 		r, ok := c.p.Results[u.Key]
 		if !ok {

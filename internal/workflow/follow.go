@@ -65,6 +65,9 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 		if ctx.Err() != nil {
 			return f.st, ctx.Err()
 		}
+		if f.keep != "" {
+			f.keepCurrent(ctx, actx)
+		}
 		if f.merge != nil && f.autoMerge(ctx) {
 			// Merged some: read them again now.
 			continue
@@ -93,8 +96,10 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 type follower struct {
 	st    status.PullRequests
 	every time.Duration
-	// merge is the source's merge policy as last read; nil: none.
+	// merge is the source's merge policy as last read; nil: none. keep
+	// is its keep_current ("": never).
 	merge *status.MergePolicy
+	keep  string
 	// runPasses counts this run's reads; wanted is the read an update
 	// waits for; reading says one is under way, which began before any
 	// update that comes meanwhile; acting says an action is under way.
@@ -116,7 +121,7 @@ func (f *follower) read(ctx, actx workflow.Context) bool {
 		workflow.GetLogger(ctx).Warn("pull requests not read", "source", f.st.Source, "error", err)
 		return false
 	}
-	f.st.PRs, f.st.CheckedAt, f.merge = out.PRs, workflow.Now(ctx), out.Merge
+	f.st.PRs, f.st.CheckedAt, f.merge, f.keep = out.PRs, workflow.Now(ctx), out.Merge, out.KeepCurrent
 	if out.Every > 0 {
 		f.every = out.Every
 	}
@@ -264,6 +269,47 @@ func (f *follower) autoMerge(ctx workflow.Context) bool {
 		}
 	}
 	return merged
+}
+
+// keepCurrent has the source make again, on their bases as they are now,
+// the changes of the pull requests keep_current says are out of date,
+// once for each base commit: the source runs their units again
+// (RegenerateActivity), which push to the same branches. Those it may
+// not make again say why in their KeepNote.
+func (f *follower) keepCurrent(ctx, actx workflow.Context) {
+	var due []int
+	var units []string
+	for i := range f.st.PRs {
+		p := &f.st.PRs[i]
+		why, same := status.RegenerateBlocker(*p, f.keep, false)
+		switch {
+		case same:
+			p.KeepNote = ""
+		case why != "":
+			p.KeepNote = why
+		case p.KeptFor != p.BaseSHA:
+			due = append(due, i)
+			if !slices.Contains(units, p.Unit) {
+				units = append(units, p.Unit)
+			}
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	var n int
+	err := workflow.ExecuteActivity(actx, RegenerateActivity, RegenerateInput{Source: f.st.Source, Units: units}).Get(ctx, &n)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("pull requests not made again", "source", f.st.Source, "error", err)
+	}
+	for _, i := range due {
+		p := &f.st.PRs[i]
+		p.KeptFor = p.BaseSHA
+		p.KeepNote = fmt.Sprintf("made again on %.12s (keep_current: %s)", p.BaseSHA, f.keep)
+		if err != nil {
+			p.KeepNote = "not made again: " + errText(err)
+		}
+	}
 }
 
 // anyOpen reports whether one of prs is open (or not read yet).

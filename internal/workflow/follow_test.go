@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	activitypkg "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
@@ -258,5 +259,82 @@ func TestPullRequestsMergeAsDeclaredAfterTheirSoakTime(t *testing.T) {
 		if p.Repo == "b" && p.MergeError != "branch protection" {
 			t.Errorf("b's refusal not kept: %+v", p)
 		}
+	}
+}
+
+// TestKeepCurrentMakesConflictedChangesAgainOncePerBase: with
+// keep_current: conflicted, the follower has the campaign run again the
+// unit whose pull request conflicts with its base, once for each base
+// commit; it leaves the one someone else pushed to, the one only behind,
+// and a task's, saying why.
+func TestKeepCurrentMakesConflictedChangesAgainOncePerBase(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflow.PullRequests)
+	var acts *activity.Activities
+	env.RegisterActivity(acts)
+	var asked [][]string
+	env.RegisterActivityWithOptions(func(ctx context.Context, in workflow.RegenerateInput) (int, error) {
+		if in.Source != "campaign/x" {
+			t.Errorf("asked %s to run units again", in.Source)
+		}
+		asked = append(asked, in.Units)
+		return len(in.Units), nil
+	}, activitypkg.RegisterOptions{Name: workflow.RegenerateActivity})
+	pr := func(unit, url, mergeable, base string, foreign bool) status.FollowedPR {
+		p := followed(url, forge.StateOpen)
+		p.Unit, p.Repo, p.Mergeable, p.BaseSHA, p.Foreign, p.CheckedAt = unit, unit, mergeable, base, foreign, time.Now()
+		return p
+	}
+	passes := 0
+	var last []status.FollowedPR
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			passes++
+			last = in.Known
+			if passes == 4 {
+				// Merged, and the run has ended: the follower ends.
+				return activity.RefreshOutcome{SourceEnded: true, PRs: []status.FollowedPR{followed("a", forge.StateMerged)}}, nil
+			}
+			// Each read keeps what the follower knew of each (KeptFor),
+			// as the activity does.
+			known := map[string]status.FollowedPR{}
+			for _, k := range in.Known {
+				known[k.URL] = k
+			}
+			base := "b1"
+			if passes == 3 {
+				base = "b2" // the base moved again
+			}
+			fresh := []status.FollowedPR{
+				pr("svc-a", "a", forge.MergeableConflict, base, false),
+				pr("svc-b", "b", forge.MergeableConflict, base, true),
+				pr("svc-c", "c", forge.MergeableBehind, base, false),
+				pr("", "d", forge.MergeableConflict, base, false),
+			}
+			for i := range fresh {
+				if k, ok := known[fresh[i].URL]; ok {
+					fresh[i].KeptFor, fresh[i].KeepNote = k.KeptFor, k.KeepNote
+				}
+			}
+			return activity.RefreshOutcome{PRs: fresh, KeepCurrent: status.KeepConflicted, Every: time.Minute}, nil
+		})
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("the follower did not end: %v", env.GetWorkflowError())
+	}
+	// Passes 1 and 2 read base b1: one run again; pass 3 read b2: another.
+	if len(asked) != 2 || len(asked[0]) != 1 || asked[0][0] != "svc-a" || len(asked[1]) != 1 || asked[1][0] != "svc-a" {
+		t.Errorf("units asked to run again: %v, want [[svc-a] [svc-a]]", asked)
+	}
+	notes := map[string]string{}
+	for _, p := range last {
+		notes[p.URL] = p.KeepNote
+	}
+	if !strings.Contains(notes["a"], "made again on b2") {
+		t.Errorf("conflicted pull request's note %q", notes["a"])
+	}
+	if !strings.Contains(notes["b"], "someone else pushed") || !strings.Contains(notes["d"], "single task") || notes["c"] != "" {
+		t.Errorf("notes %q", notes)
 	}
 }

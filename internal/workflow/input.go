@@ -148,6 +148,9 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 		if mg := pr.Merge; mg != nil {
 			in.Merge = &status.MergePolicy{Method: mg.Method, Unapproved: !mg.RequireReview, After: time.Duration(mg.After), DeleteBranch: mg.DeleteBranch}
 		}
+		if pr.KeepCurrent != spec.KeepCurrentNever {
+			in.KeepCurrent = pr.KeepCurrent
+		}
 	} else if m.Mode == protocol.ModeTransform {
 		m.PullRequest = &protocol.PullRequest{BranchPrefix: "fleetlift", Title: title}
 	}

@@ -29,7 +29,32 @@ const (
 	// SignalUpdate hands a running campaign a new spec (UpdateSignal):
 	// units not yet started take it; started ones keep what they ran.
 	SignalUpdate = "update"
+	// SignalRegenerate has a campaign run units that have finished
+	// again (RegenerateSignal): their change made anew on their
+	// repositories as they are now, to bring their pull requests up to
+	// date (keep_current, `fleetlift prs update`).
+	SignalRegenerate = "regenerate"
 )
+
+// RegenerateActivity is the activity that has a campaign run units
+// again (RegenerateInput; it returns how many a campaign that had ended
+// started again with). The worker registers it from the dispatch
+// package, which starts and signals runs.
+const RegenerateActivity = "RegenerateUnits"
+
+// RegenerateInput asks RegenerateActivity to run Units of campaign
+// Source again.
+type RegenerateInput struct {
+	Source string   `json:"source"`
+	Units  []string `json:"units"`
+}
+
+// RegenerateSignal is the payload of SignalRegenerate.
+type RegenerateSignal struct {
+	// Units are the keys of the units to run again; a unit that has not
+	// finished, or is queued already, is left as it is.
+	Units []string `json:"units"`
+}
 
 // TaskInput is a Task workflow's input: what the agent is to do, already
 // in protocol form, and how to run it. It holds no secrets.
@@ -60,6 +85,9 @@ type TaskInput struct {
 	Placement *activity.Placement `json:",omitempty"`
 	// Merge is the definition's pull_request.merge.
 	Merge *status.MergePolicy `json:",omitempty"`
+	// KeepCurrent is the definition's pull_request.keep_current; empty
+	// for never.
+	KeepCurrent string `json:",omitempty"`
 }
 
 // provision is how to provision a sandbox sandboxID for in's work.

@@ -118,6 +118,9 @@ func (h *human) change(c plan.Change) {
 	if l := mergeLine(c); l != "" {
 		h.line(6, visible.String(l))
 	}
+	if l := keepCurrentLine(c); l != "" {
+		h.line(6, visible.String(l))
+	}
 	if l := closeLine(c); l != "" {
 		h.line(6, visible.String(l))
 	}

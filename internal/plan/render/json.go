@@ -61,6 +61,9 @@ type jsonCampaign struct {
 	Cost         *jsonCost   `json:"cost,omitempty"`
 	// Merge is the definition's pull_request.merge, as declared.
 	Merge *spec.Merge `json:"merge,omitempty"`
+	// KeepCurrent is the definition's pull_request.keep_current, as
+	// declared; left out for never.
+	KeepCurrent string `json:"keep_current,omitempty"`
 	// Closes is what a prune closes.
 	Closes *plan.Close `json:"closes,omitempty"`
 }
@@ -144,7 +147,7 @@ func JSON(w io.Writer, p plan.Plan) error {
 				jc.Cost.ProjectedUSD, jc.Cost.PerRepositoryUSD = &projected, &cost.PerRepository
 			}
 		}
-		jc.Merge, jc.Closes = c.Merge, c.Closes
+		jc.Merge, jc.KeepCurrent, jc.Closes = c.Merge, c.KeepCurrent, c.Closes
 		out.Campaigns = append(out.Campaigns, jc)
 	}
 	for _, a := range p.Approvals {

@@ -125,6 +125,9 @@ func details(b *strings.Builder, c plan.Change) {
 	if l := mergeLine(c); l != "" {
 		b.WriteString("\n" + text(l) + "\n")
 	}
+	if l := keepCurrentLine(c); l != "" {
+		b.WriteString("\n" + text(l) + "\n")
+	}
 	if l := closeLine(c); l != "" {
 		b.WriteString("\n" + text(l) + "\n")
 	}

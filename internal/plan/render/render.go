@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/plan"
+	"github.com/fleetlift/fleetlift/internal/spec"
 )
 
 // Options change how a plan is shown.
@@ -341,6 +342,18 @@ func quoteRune(r rune) string {
 		return fmt.Sprintf(`\u%04x`, r)
 	}
 	return string(r)
+}
+
+// keepCurrentLine says when a change's pull requests have their change
+// made again on their bases, as its definition declares; "" for never.
+func keepCurrentLine(c plan.Change) string {
+	switch c.KeepCurrent {
+	case spec.KeepCurrentConflicted:
+		return "keep current: a pull request that conflicts with its base has its change made again on it (never over someone else's push)"
+	case spec.KeepCurrentBehind:
+		return "keep current: a pull request behind its base, or conflicting, has its change made again on it (never over someone else's push)"
+	}
+	return ""
 }
 
 // mergeLine says how a change's pull requests will merge by themselves,

@@ -326,7 +326,8 @@ func TestAssumedRecordedState(t *testing.T) {
 func TestPlanSaysHowPullRequestsMerge(t *testing.T) {
 	p := plan.Plan{Changes: []plan.Change{{ID: "slog", Kind: spec.KindCampaign, Action: plan.Create, File: "campaigns/slog.yaml", NewDigest: d1,
 		Repositories: plan.RepoDiff{Added: []string{"billing"}},
-		Merge:        &spec.Merge{Method: "squash", RequireReview: true, After: spec.Duration(time.Hour), DeleteBranch: true}},
+		Merge:        &spec.Merge{Method: "squash", RequireReview: true, After: spec.Duration(time.Hour), DeleteBranch: true},
+		KeepCurrent:  spec.KeepCurrentConflicted},
 		{ID: "tls", Kind: spec.KindCampaign, Action: plan.Prune, File: "campaigns/tls.yaml", OldDigest: d1, Phase: state.PhaseCompleted,
 			Closes: &plan.Close{Open: 3, Comment: "Withdrawn.", DeleteBranch: true}}}}
 	want := "merge: pull requests are squashed once approved, green and mergeable, 1h0m0s after they are ready; branches deleted"
@@ -341,7 +342,8 @@ func TestPlanSaysHowPullRequestsMerge(t *testing.T) {
 	if err := render.JSON(&js, p); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{want, wantClose} {
+	wantKeep := "keep current: a pull request that conflicts with its base has its change made again on it"
+	for _, w := range []string{want, wantClose, wantKeep} {
 		if !strings.Contains(h.String(), w) || !strings.Contains(md.String(), w) {
 			t.Errorf("plan lacks %q:\n%s\n%s", w, h.String(), md.String())
 		}
@@ -351,5 +353,8 @@ func TestPlanSaysHowPullRequestsMerge(t *testing.T) {
 	}
 	if !strings.Contains(js.String(), `"merge": {`) || !strings.Contains(js.String(), `"after": "1h0m0s"`) {
 		t.Errorf("plan -o json lacks the merge policy:\n%s", js.String())
+	}
+	if !strings.Contains(js.String(), `"keep_current": "conflicted"`) {
+		t.Errorf("plan -o json lacks keep_current:\n%s", js.String())
 	}
 }

@@ -57,6 +57,9 @@ type jsonPR struct {
 	// refused the merge that asked for.
 	ReadySince time.Time `json:"ready_since,omitzero"`
 	MergeError string    `json:"merge_error,omitempty"`
+	// KeepCurrent says when keep_current last had its change made again
+	// on its base, or why it was not.
+	KeepCurrent string `json:"keep_current,omitempty"`
 }
 
 func prJSON(run string, p status.FollowedPR) jsonPR {
@@ -64,7 +67,7 @@ func prJSON(run string, p status.FollowedPR) jsonPR {
 		State: PRState(p), Head: p.Head, Base: p.Base, Mergeable: p.Mergeable, Review: p.Review, Checks: p.Checks,
 		FailedChecks: p.FailedChecks, Labels: p.Labels, PushedByOthers: p.Foreign, CheckedAt: p.CheckedAt, Error: p.Error}
 	if out.State == forge.StateOpen || out.State == "draft" {
-		out.ReadySince, out.MergeError = p.ReadySince, p.MergeError
+		out.ReadySince, out.MergeError, out.KeepCurrent = p.ReadySince, p.MergeError, p.KeepNote
 	}
 	if out.State != forge.StateOpen && out.State != "draft" {
 		// What no longer decides anything.
@@ -149,6 +152,13 @@ func prNote(j jsonPR) string {
 	if j.PushedByOthers {
 		notes = append(notes, "someone else pushed to "+j.Branch)
 	}
+	switch {
+	case j.KeepCurrent == "":
+	case j.PushedByOthers:
+		notes[0] += ": not made again"
+	default:
+		notes = append(notes, OneLine(j.KeepCurrent))
+	}
 	if j.MergeError != "" {
 		notes = append(notes, "merge refused: "+OneLine(j.MergeError))
 	}
@@ -215,7 +225,7 @@ func Act(w io.Writer, action string, outcomes []status.ActOutcome) {
 	tabs := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	tw := visible.Writer(tabs)
 	fmt.Fprintln(tw, "REPOSITORY\tOUTCOME\tPULL REQUEST\tREASON")
-	done := map[string]string{status.ActMerge: "merged", status.ActClose: "closed"}[action]
+	done := map[string]string{status.ActMerge: "merged", status.ActClose: "closed", status.ActUpdate: "queued", status.ActRetry: "queued"}[action]
 	counts := map[string]int{}
 	for _, o := range outcomes {
 		outcome := o.Outcome

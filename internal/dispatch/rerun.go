@@ -1,0 +1,194 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/fleetlift/fleetlift/internal/payload"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// ErrNothingToRerun is returned (wrapped) when none of a campaign's
+// units is one to run again.
+var ErrNothingToRerun = errors.New("nothing to run again")
+
+// errCannotRerun marks a run whose units cannot be run again this way.
+var errCannotRerun = errors.New("cannot be run again this way")
+
+// RegenerateUnits is workflow.RegenerateActivity: Regenerate with the
+// worker's client. A campaign that cannot have its units run again is
+// not asked again.
+func RegenerateUnits(ctx context.Context, in workflow.RegenerateInput) (int, error) {
+	n, err := Regenerate(ctx, sdkactivity.GetClient(ctx), in.Source, in.Units)
+	if errors.Is(err, ErrNothingToRerun) || errors.Is(err, errCannotRerun) {
+		return 0, temporal.NewNonRetryableApplicationError(err.Error(), "CannotRerun", nil)
+	}
+	return n, err
+}
+
+// RetryFailed runs campaign id's failed units again: a running campaign
+// queues them (SignalRetryFailed); one that has ended starts again with
+// only them, keeping the results of the others. It returns how many it
+// started again (0 for a running campaign, which decides itself).
+func RetryFailed(ctx context.Context, c client.Client, id string) (int, error) {
+	return rerun(ctx, c, id, func(ctx context.Context) error {
+		return c.SignalWorkflow(ctx, id, "", workflow.SignalRetryFailed, nil)
+	}, status.UnitResult.HasFailures, true)
+}
+
+// Regenerate runs the finished units of campaign id named in units
+// again, however they ended: their change is made anew on their
+// repositories as they are now, and pushed to the branches of the pull
+// requests they opened (a branch someone else pushed to is left alone).
+// A running campaign queues them (SignalRegenerate); one that has ended
+// starts again with only them. Campaigns run in pages are not
+// regenerated yet.
+func Regenerate(ctx context.Context, c client.Client, id string, units []string) (int, error) {
+	if len(units) == 0 {
+		return 0, fmt.Errorf("%s: %w", id, ErrNothingToRerun)
+	}
+	return rerun(ctx, c, id, func(ctx context.Context) error {
+		return c.SignalWorkflow(ctx, id, "", workflow.SignalRegenerate, workflow.RegenerateSignal{Units: units})
+	}, func(u status.UnitResult) bool { return slices.Contains(units, u.Key) }, false)
+}
+
+// rerun signals campaign id with signal while it runs; once it has
+// ended, it starts it again with its last input and results, queueing
+// the units pick chooses. paged says whether a campaign run in pages may
+// be (retry-failed: each new page reads its own results from the page it
+// replaces and runs only its failed units again).
+func rerun(ctx context.Context, c client.Client, id string, signal func(context.Context) error, pick func(status.UnitResult) bool, paged bool) (int, error) {
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return 0, err
+	}
+	info := d.WorkflowExecutionInfo
+	if info.Type.Name != "Campaign" {
+		return 0, fmt.Errorf("%s is a single task: run it again with `fleetlift run` (%w)", id, errCannotRerun)
+	}
+	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return 0, signal(ctx)
+	}
+	in, err := lastInput(ctx, c, id)
+	if err != nil {
+		return 0, err
+	}
+	var last status.CampaignState
+	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &last); err != nil {
+		return 0, fmt.Errorf("%s: read result: %w", id, err)
+	}
+	pages := last.Pages
+	if len(pages) > 0 && !paged {
+		return 0, fmt.Errorf("%s ran in pages (more repositories than a page holds): making its changes again is not supported for such campaigns yet (%w)", id, errCannotRerun)
+	}
+	// A campaign that ran in pages: its units are in its pages' results.
+	if last, err = (&statetemporal.Reader{Client: c, QueryTimeout: -1, QueryCache: -1}).WithPages(ctx, last); err != nil {
+		return 0, err
+	}
+	p := &workflow.CampaignProgress{Next: len(in.Units), Results: map[string]status.UnitResult{}, Phase: status.CampaignRunning}
+	for _, u := range last.Units {
+		p.Results[u.Key] = u
+		if pick(u) {
+			p.Retry = append(p.Retry, u.Key)
+		}
+	}
+	if len(p.Retry) == 0 {
+		return 0, fmt.Errorf("%s: %w", id, ErrNothingToRerun)
+	}
+	if len(pages) > 0 {
+		// In pages again, each reading what its units did in the page
+		// before it: the new run carries no results.
+		in.Units = inPageOrder(in.Units, last.Units)
+		in.Previous = pages
+	} else {
+		in.Progress = p
+	}
+	return len(p.Retry), startAgain(ctx, c, id, info.GetMemo().GetFields(), in)
+}
+
+// lastInput is the input campaign id's last run started with.
+func lastInput(ctx context.Context, c client.Client, id string) (workflow.CampaignInput, error) {
+	var in workflow.CampaignInput
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return in, fmt.Errorf("%s has no history", id)
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return in, err
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil || attrs.Input == nil || len(attrs.Input.Payloads) != 1 {
+		return in, fmt.Errorf("%s: cannot read the campaign's input", id)
+	}
+	if err := payload.Converter.FromPayload(attrs.Input.Payloads[0], &in); err != nil {
+		return in, fmt.Errorf("%s: decode input: %w", id, err)
+	}
+	return in, nil
+}
+
+// startAgain starts campaign id again with in, as its current run,
+// with the memo of its last run (its phase aside): it carries out the
+// same spec, so the recorded state, the plan and the status mirror
+// follow it and report how it ends.
+func startAgain(ctx context.Context, c client.Client, id string, memo map[string]*commonpb.Payload, in workflow.CampaignInput) error {
+	carried := map[string]any{}
+	for k, v := range memo {
+		if k == status.MemoPhase {
+			// How the last run ended; this one says so when it ends.
+			continue
+		}
+		var raw json.RawMessage
+		if err := payload.Converter.FromPayload(v, &raw); err != nil {
+			return fmt.Errorf("%s: read memo %s: %w", id, k, err)
+		}
+		carried[k] = raw
+	}
+	// The search attributes of the campaign, as its memo names it.
+	var kind, did, digest string
+	for key, dst := range map[string]*string{status.MemoKind: &kind, status.MemoID: &did, status.MemoDigest: &digest} {
+		if v, ok := memo[key]; ok {
+			_ = payload.Converter.FromPayload(v, dst)
+		}
+	}
+	_, err := Execute(ctx, c, client.StartWorkflowOptions{
+		ID: id, TaskQueue: workflow.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		Memo:                  carried,
+		TypedSearchAttributes: workflow.StartAttributes(kind, did, did, digest, string(status.CampaignRunning)),
+	}, workflow.Campaign, in)
+	return err
+}
+
+// inPageOrder is units in the order ran lists them (the units of a paged
+// campaign's last run, page by page), those it does not list after.
+func inPageOrder(units []workflow.Unit, ran []status.UnitResult) []workflow.Unit {
+	by := make(map[string]workflow.Unit, len(units))
+	for _, u := range units {
+		by[u.Key] = u
+	}
+	out := make([]workflow.Unit, 0, len(units))
+	for _, r := range ran {
+		if u, ok := by[r.Key]; ok {
+			out = append(out, u)
+			delete(by, r.Key)
+		}
+	}
+	for _, u := range units {
+		if _, ok := by[u.Key]; ok {
+			out = append(out, u)
+		}
+	}
+	return out
+}
