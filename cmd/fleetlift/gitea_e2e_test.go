@@ -127,6 +127,18 @@ repositories:
 	if len(comments) != 1 || !strings.Contains(comments[0].Body, "go-version") || !strings.Contains(comments[0].Body, "1 to create") {
 		t.Fatalf("plan comment on the pull request: %+v", comments)
 	}
+	// And the fleetlift/plan commit status on its head: pending while it
+	// planned, then success (Gitea lists them oldest first).
+	var statuses []struct {
+		Context     string `json:"context"`
+		Status      string `json:"status"`
+		Description string `json:"description"`
+	}
+	g.Do(t, bot.Token, "GET", fmt.Sprintf("repos/%s/campaigns/commits/%s/statuses?sort=oldest", bot.Name, pr.Head.Sha), nil, &statuses)
+	if n := len(statuses); n != 2 || statuses[0].Status != "pending" || statuses[1].Context != "fleetlift/plan" ||
+		statuses[1].Status != "success" || !strings.Contains(statuses[1].Description, "1 to create") {
+		t.Errorf("fleetlift/plan statuses on %s: %+v", pr.Head.Sha, statuses)
+	}
 	// Nothing starts from a pull request's branch.
 	c, err := dialServer(srv)
 	if err != nil {

@@ -55,7 +55,11 @@ be reached, and otherwise plans without it, saying so in the plan ("Assumed:
 repository, on the forge the config selects (at --base, the branch people
 trust) among those you allow (--forge-type/--forge-url, --forge). It keeps one
 comment of its own there, found by a marker and edited in place: the plan,
-with the errors when definitions are invalid, or why no plan could be made.`,
+with the errors when definitions are invalid, or why no plan could be made.
+It also sets the fleetlift/plan commit status on the pull request's head (which
+branch protection can require): pending while it plans, then success with the
+plan's summary, failure when definitions are invalid, or error when no plan
+could be made.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if repo == "" {
@@ -304,11 +308,20 @@ func parseCommentOn(repo, arg string) (pullRequestRef, error) {
 	return pullRequestRef{Repository: m[1], Number: n}, nil
 }
 
-// planComment is fleetlift's comment on a pull request.
+// planComment is fleetlift's comment on a pull request, and its
+// fleetlift/plan commit status on the head the pull request had when
+// planning began.
 type planComment struct {
 	hub    forge.Hub
 	target pullRequestRef
+	head   string
 }
+
+// planStatus is the commit status the plan sets beside its comment, as
+// Atlantis sets atlantis/plan: pending while it plans, success with the
+// summary, failure when definitions are invalid or no plan could be made.
+// Branch protection can require it.
+const planStatus = "fleetlift/plan"
 
 // newPlanComment finds the forge to comment on: the one the config at
 // base selects (the branch people trust, not the proposed change), or at
@@ -328,7 +341,25 @@ func newPlanComment(ctx context.Context, src *source.Repo, forges *forgeFlags, b
 	if fs.Hub == nil {
 		return nil, fmt.Errorf("--comment-on needs a forge with pull requests: the config at %s selects forge %s", at, fs.Type)
 	}
-	return &planComment{hub: fs.Hub, target: target}, nil
+	c := &planComment{hub: fs.Hub, target: target}
+	pr, err := fs.Hub.GetPullRequest(ctx, target.Repository, target.Number)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", target, err)
+	}
+	c.head = pr.HeadSHA
+	return c, c.status(ctx, forge.StatusPending, "planning")
+}
+
+// status sets the fleetlift/plan status of the pull request's head.
+func (c *planComment) status(ctx context.Context, state, description string) error {
+	if c.head == "" {
+		return nil
+	}
+	s := forge.CommitStatus{SHA: c.head, Context: planStatus, State: state, Description: description}
+	if err := c.hub.SetCommitStatus(ctx, c.target.Repository, s); err != nil {
+		return fmt.Errorf("set status %s on %s: %w", s.Context, c.target, err)
+	}
+	return nil
 }
 
 // plan puts the plan in the comment.
@@ -338,14 +369,23 @@ func (c *planComment) plan(ctx context.Context, p plan.Plan) error {
 	if err := render.Markdown(&b, p); err != nil {
 		return err
 	}
-	return c.post(ctx, b.String())
+	if err := c.post(ctx, b.String()); err != nil {
+		return err
+	}
+	if n := len(p.Errors); n > 0 {
+		return c.status(ctx, forge.StatusFailure, fmt.Sprintf("invalid definitions (%d errors): see the plan comment", n))
+	}
+	return c.status(ctx, forge.StatusSuccess, render.SummaryLine(p))
 }
 
 // failed puts in the comment why no plan could be made, so that an
 // earlier revision's plan does not stand for this one.
 func (c *planComment) failed(ctx context.Context, cause error) error {
 	body := planMarker + "\n### fleetlift plan\n\n**No plan: it could not be made.**\n\n" + markdown.Fence(visible.String(cause.Error())+"\n", "")
-	return c.post(ctx, body)
+	if err := c.post(ctx, body); err != nil {
+		return err
+	}
+	return c.status(ctx, forge.StatusError, "no plan: it could not be made (see the plan comment)")
 }
 
 func (c *planComment) post(ctx context.Context, body string) error {

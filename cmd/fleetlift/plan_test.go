@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -274,11 +275,13 @@ repositories:
 }
 
 // prComments is a forge API that keeps the issue comments of pull request
-// 7 of acme/campaigns, as GitHub's API serves them under /api/v3.
+// 7 of acme/campaigns, as GitHub's API serves them under /api/v3, and the
+// commit statuses set on its head.
 type prComments struct {
 	mu       sync.Mutex
 	comments []prComment
 	nextID   int64
+	statuses []string
 }
 
 type prComment struct {
@@ -303,6 +306,16 @@ func (p *prComments) handler(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(in)
+	case r.Method == http.MethodGet && r.URL.Path == "/api/v3/repos/acme/campaigns/pulls/7":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"number": 7, "state": "open", "head": {"ref": "feature", "sha": %q}, "base": {"ref": "main"}}`, prHead)
+	case r.Method == http.MethodPost && r.URL.Path == "/api/v3/repos/acme/campaigns/statuses/"+prHead:
+		var st struct{ State, Context, Description string }
+		_ = json.NewDecoder(r.Body).Decode(&st)
+		p.statuses = append(p.statuses, st.Context+" "+st.State+": "+st.Description)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{}`))
 	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/api/v3/repos/acme/campaigns/issues/comments/"):
 		_ = json.NewDecoder(r.Body).Decode(&in)
 		id, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, "/api/v3/repos/acme/campaigns/issues/comments/"), 10, 64)
@@ -318,6 +331,19 @@ func (p *prComments) handler(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// prHead is the head commit of the pull request prComments serves.
+const prHead = "0123456789abcdef0123456789abcdef01234567"
+
+// lastStatus is the last commit status set on prHead, "" when none.
+func (p *prComments) lastStatus() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.statuses) == 0 {
+		return ""
+	}
+	return p.statuses[len(p.statuses)-1]
 }
 
 func (p *prComments) bodies() []string {
@@ -368,6 +394,9 @@ func TestPlanCommentOnPullRequest(t *testing.T) {
 			t.Errorf("the comment lacks %q:\n%s", want, bodies[1])
 		}
 	}
+	if got := comments.lastStatus(); !strings.HasPrefix(got, "fleetlift/plan failure: invalid definitions") {
+		t.Errorf("status after an invalid plan: %q", got)
+	}
 	// Someone replies quoting the plan: that comment is theirs.
 	comments.mu.Lock()
 	quote := "> " + strings.ReplaceAll(comments.comments[1].Body, "\n", "\n> ")
@@ -387,12 +416,30 @@ func TestPlanCommentOnPullRequest(t *testing.T) {
 	if bodies[0] != "LGTM" || !strings.HasPrefix(bodies[2], "Why is broken.yaml broken?") {
 		t.Errorf("people's comments changed: %q", bodies)
 	}
+	if got := comments.lastStatus(); got != "fleetlift/plan success: Plan: 1 to create, 1 to update, 0 to prune, 0 orphaned." {
+		t.Errorf("status after the fix: %q", got)
+	}
 
 	out, code = plan("no-such-branch")
 	bodies = comments.bodies()
 	if code != 1 || len(bodies) != 3 || !strings.Contains(bodies[1], "No plan: it could not be made.") || !strings.Contains(bodies[1], "no-such-branch") {
 		t.Errorf("a plan that cannot be made: exit %d:\n%s\ncomment:\n%s", code, out, bodies[1])
 	}
+	if got := comments.lastStatus(); !strings.HasPrefix(got, "fleetlift/plan error: no plan") {
+		t.Errorf("status when no plan could be made: %q", got)
+	}
+	// Each plan set pending first: three plans, six statuses.
+	comments.mu.Lock()
+	pending := 0
+	for _, st := range comments.statuses {
+		if strings.HasPrefix(st, "fleetlift/plan pending") {
+			pending++
+		}
+	}
+	if len(comments.statuses) != 6 || pending != 3 {
+		t.Errorf("statuses %q; want pending, then the outcome, for each of three plans", comments.statuses)
+	}
+	comments.mu.Unlock()
 	for _, r := range api.requests() {
 		if r.authorization != "Bearer ci-token" {
 			t.Errorf("%s %s carried %q, want the CI token", r.method, r.path, r.authorization)
