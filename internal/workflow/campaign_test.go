@@ -868,3 +868,37 @@ func TestCampaignRunsUnitsWithoutApprovalInItsOwnHistory(t *testing.T) {
 		})
 	}
 }
+
+// TestCampaignRegeneratesFinishedUnits: the regenerate signal (from
+// keep_current or `prs update`) has a running campaign run a finished
+// unit again, however it ended; a unit not started yet, or one it does
+// not have, is left as it is. The unit keeps the pull request it opened.
+func TestCampaignRegeneratesFinishedUnits(t *testing.T) {
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		env := newCampaignEnv(f)
+		in := campaignInput(3)
+		in.StrictBatches = strict
+		in.BatchSize, in.MaxParallel = 1, 1
+		// One start an hour keeps the campaign running for hours.
+		in.PullRequestsPerHour, in.Burst = 1, 1
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflow.SignalRegenerate, workflow.RegenerateSignal{Units: []string{"r0", "r2", "nope", "r0"}})
+		}, 30*time.Minute)
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if st.Phase != status.CampaignCompleted || st.Summary.Total != 3 || st.Summary.Completed != 3 {
+			t.Errorf("after regenerate: %s (%s) %+v", st.Phase, st.Message, st.Summary)
+		}
+		attempts := map[string]int{}
+		for _, u := range st.Units {
+			attempts[u.Key] = u.Attempts
+			if len(u.PRs) != 1 {
+				t.Errorf("%s has pull requests %+v, want its one", u.Key, u.PRs)
+			}
+		}
+		if attempts["r0"] != 2 || attempts["r1"] != 1 || attempts["r2"] != 1 {
+			t.Errorf("attempts %v, want r0 run twice and the others once", attempts)
+		}
+	})
+}
