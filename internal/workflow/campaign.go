@@ -477,6 +477,7 @@ func (c *campaignRun) startUnit(key string) workflow.Future {
 	m.Repositories = slices.Clone(c.units[key].Repositories)
 	m.Parallel = c.units[key].Parallel
 	in.Manifest = m
+	in.Open = r.PRs
 
 	// Child ids, and direct units' sandboxes, are deterministic within a
 	// run of the campaign (a replay or a retried workflow task never

@@ -16,6 +16,8 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/approval"
+	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/status"
 )
 
@@ -319,6 +321,7 @@ func (t *taskRun) awaitApproval(r *protocol.Result) (digest string, act protocol
 			st.Ignored = appendNote(st.Ignored, fmt.Sprintf("the work run again in a new sandbox came out as result %s, not %s, which was approved: it awaits a decision of its own", digest, t.approved))
 			t.approved = ""
 		}
+		t.approvalStatus(forge.StatusPending, t.in.Open, fmt.Sprintf("its change, made again on the base as it is now, awaits approval: fleetlift status %s", t.in.ID))
 		act, prompt, timedOut = awaitDecision(t.ctx, t.in.ApprovalTimeout, st, &t.approvals)
 	}
 	st.ResultDigest = ""
@@ -335,6 +338,7 @@ func (t *taskRun) abandon(timedOut bool, r *protocol.Result) (status.TaskResult,
 	if timedOut {
 		msg = fmt.Sprintf("no approval within %s", t.in.ApprovalTimeout)
 	}
+	t.approvalStatus(forge.StatusError, t.in.Open, "the change made again was "+msg+": this pull request holds the earlier change")
 	return t.finish(status.TaskCancelled, msg, r)
 }
 
@@ -347,7 +351,17 @@ func (t *taskRun) approve(digest string, r *protocol.Result) (*protocol.Result, 
 	if err := t.steer(t.ctx, 5, protocol.Steering{Action: protocol.ActionApprove, Iteration: t.iteration}); err != nil {
 		return r, &stepError{"approve", err}
 	}
-	return t.wait(0, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled)
+	final, err := t.wait(0, protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled)
+	if err == nil && final != nil && len(t.in.Open) > 0 {
+		var pushed []protocol.PullRequestInfo
+		for _, rr := range final.Repositories {
+			if rr.PullRequest != nil && rr.PullRequest.NotOverwritten == "" {
+				pushed = append(pushed, *rr.PullRequest)
+			}
+		}
+		t.approvalStatus(forge.StatusSuccess, pushed, "the change made again was approved, result "+approval.ShortDigest(digest))
+	}
+	return final, err
 }
 
 // steerAgain hands the agent prompt for its next iteration and waits for
@@ -375,7 +389,25 @@ func (t *taskRun) reject(act protocol.Action, r *protocol.Result) (status.TaskRe
 	if act == protocol.ActionCancel {
 		msg = "cancelled"
 	}
+	t.approvalStatus(forge.StatusFailure, t.in.Open, "the change made again was "+msg+": this pull request holds the earlier change")
 	return t.finish(status.TaskCancelled, msg, r)
+}
+
+// approvalStatus sets the fleetlift/approval status of prs, the pull
+// requests of a change made again: best effort, as a status is a
+// courtesy to the people looking at them and never decides the task.
+func (t *taskRun) approvalStatus(state string, prs []protocol.PullRequestInfo, description string) {
+	if len(prs) == 0 {
+		return
+	}
+	actx := workflow.WithActivityOptions(t.ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	in := activity.ApprovalStatusInput{PRs: prs, State: state, Description: description}
+	if err := workflow.ExecuteActivity(actx, a.SetApprovalStatus, in).Get(t.ctx, nil); err != nil {
+		workflow.GetLogger(t.ctx).Warn("fleetlift/approval status not set", "task", t.in.ID, "error", err)
+	}
 }
 
 // maxSandboxes bounds the sandboxes one task uses: the first, and those

@@ -493,3 +493,64 @@ func runSandboxed(lost func(activity.RunInput) []string, provision func(context.
 		return status.RunOutcome{Status: st, Result: r, Lost: lost(in)}, nil
 	}
 }
+
+// TestChangeMadeAgainCarriesTheApprovalStatus: a unit run again for
+// pull requests it has open (keep_current, `prs update`) marks them
+// fleetlift/approval pending while the new change awaits a decision,
+// then success on the head pushed once approved, or failure on the
+// earlier head once rejected.
+func TestChangeMadeAgainCarriesTheApprovalStatus(t *testing.T) {
+	earlier := protocol.PullRequestInfo{URL: "https://forge/acme/svc/pull/3", Repository: "https://forge/acme/svc.git", Commit: "c0"}
+	for _, tt := range []struct {
+		name   string
+		signal string
+		want   []string
+	}{
+		{"approved", workflow.SignalApprove, []string{"pending c0", "success"}},
+		{"rejected", workflow.SignalReject, []string{"pending c0", "failure c0"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
+			in := taskInput()
+			in.Open = []protocol.PullRequestInfo{earlier}
+			var got []string
+			res, _ := runTask(t, s, in, func(env *testsuite.TestWorkflowEnvironment) {
+				var a *activity.Activities
+				env.OnActivity(a.SetApprovalStatus, mockAny, mockAny).Return(func(_ context.Context, in activity.ApprovalStatusInput) error {
+					for _, pr := range in.PRs {
+						st := in.State
+						if pr.Commit == earlier.Commit {
+							st += " " + pr.Commit
+						}
+						// Each is tried three times: the forge is down.
+						if len(got) == 0 || got[len(got)-1] != st {
+							got = append(got, st)
+						}
+					}
+					return errors.New("the forge is down: the task goes on")
+				})
+				decideAt(t, env, time.Minute, tt.signal, approval)
+			})
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("statuses %q, want %q", got, tt.want)
+			}
+			if (res.Phase == status.TaskCompleted) != (tt.signal == workflow.SignalApprove) {
+				t.Errorf("result %+v", res)
+			}
+		})
+	}
+	// A first run has no pull requests open: nothing to mark.
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer}
+	calls := 0
+	runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		var a *activity.Activities
+		env.OnActivity(a.SetApprovalStatus, mockAny, mockAny).Return(func(context.Context, activity.ApprovalStatusInput) error {
+			calls++
+			return nil
+		})
+		decideAt(t, env, time.Minute, workflow.SignalApprove, approval)
+	})
+	if calls != 0 {
+		t.Errorf("a first run set %d statuses", calls)
+	}
+}

@@ -88,6 +88,11 @@ type TaskInput struct {
 	// KeepCurrent is the definition's pull_request.keep_current; empty
 	// for never.
 	KeepCurrent string `json:",omitempty"`
+	// Open are the pull requests the task's campaign unit opened in an
+	// earlier run: while the change made again for them awaits a
+	// decision they carry a pending fleetlift/approval status, and what
+	// the decision was once it is taken.
+	Open []protocol.PullRequestInfo `json:",omitempty"`
 }
 
 // provision is how to provision a sandbox sandboxID for in's work.
