@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,36 +15,7 @@ import (
 // says why. svc2's base moves without conflict: it is left until
 // `prs update --repository svc2` makes it again.
 func TestKeepCurrentOnTheLocalForge(t *testing.T) {
-	root := t.TempDir()
-	urls := demoRepos(t, root, 3)
-	var b strings.Builder
-	b.WriteString(`version: 1
-kind: Campaign
-id: current
-title: Bump go
-template:
-  execution:
-    deterministic:
-      image: golang
-      command: [sed, -i, "s/^go 1[.][0-9]*$/go 1.26/", go.mod]
-  pull_request:
-    branch_prefix: auto/current
-    title: Bump go
-    keep_current: conflicted
-repositories:
-`)
-	for _, u := range urls {
-		fmt.Fprintf(&b, "  - url: %s\n", u)
-	}
-	def := writeDef(t, root, "current.yaml", b.String())
-	stateDir := filepath.Join(root, "state")
-	addr, _, _ := serverForTest(t, stateDir)
-	flags := []string{"--temporal-address", addr, "--state-dir", stateDir}
-	startWorker(t, append([]string{"--allow-file-root", root, "--pull-requests-every", "1s"}, flags...)...)
-	out, code := runCLI(t, append([]string{"run", "--file", def, "--allow-file-root", root, "--no-worker"}, flags...)...)
-	if code != 0 || !strings.Contains(out, "3 repositories: 3 completed") {
-		t.Fatalf("run: exit %d\n%s", code, out)
-	}
+	urls, flags, _ := followedCampaign(t, "current", "s/^go 1[.][0-9]*$/go 1.26/", "keep_current: conflicted", 3)
 	bare := func(i int) string { return strings.TrimPrefix(urls[i], "file://") }
 	const branch = "auto/current/current"
 	hers := func() string { return gitOut(t, bare(1), "rev-parse", "refs/heads/"+branch) }
@@ -115,7 +85,7 @@ git -C %[5]s/svc2 push -q origin main
 	}
 
 	// By command: svc2 is made again; svc1 is still refused.
-	out, code = runCLI(t, append([]string{"prs", "update", "current", "--repository", "svc2", "--repository", "svc1"}, flags...)...)
+	out, code := runCLI(t, append([]string{"prs", "update", "current", "--repository", "svc2", "--repository", "svc1"}, flags...)...)
 	if code != 0 || !strings.Contains(out, "update: 1 queued, 1 skipped") || !strings.Contains(out, "someone else pushed") {
 		t.Fatalf("prs update: exit %d\n%s", code, out)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/demo"
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
 	"github.com/fleetlift/fleetlift/internal/state"
+	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 )
 
 // prsOutput is `fleetlift prs -o json`.
@@ -393,36 +394,7 @@ repositories:
 // merge: is merged by the worker once its pull requests may be, with no
 // command: the GitOps way.
 func TestDeclaredMergeOnTheLocalForge(t *testing.T) {
-	root := t.TempDir()
-	urls := demoRepos(t, root, 3)
-	var b strings.Builder
-	b.WriteString(`version: 1
-kind: Campaign
-id: landed
-title: Bump go
-template:
-  execution:
-    deterministic:
-      image: golang
-      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
-  pull_request:
-    branch_prefix: auto/landed
-    title: Bump go
-    merge: {require_review: false}
-repositories:
-`)
-	for _, u := range urls {
-		fmt.Fprintf(&b, "  - url: %s\n", u)
-	}
-	def := writeDef(t, root, "landed.yaml", b.String())
-	stateDir := filepath.Join(root, "state")
-	addr, _, reader := serverForTest(t, stateDir)
-	flags := []string{"--temporal-address", addr, "--state-dir", stateDir}
-	startWorker(t, append([]string{"--allow-file-root", root, "--pull-requests-every", "1s"}, flags...)...)
-	out, code := runCLI(t, append([]string{"run", "--file", def, "--allow-file-root", root, "--no-worker"}, flags...)...)
-	if code != 0 || !strings.Contains(out, "3 repositories: 3 completed") {
-		t.Fatalf("run: exit %d\n%s", code, out)
-	}
+	urls, _, reader := followedCampaign(t, "landed", "s/^go 1.21$/go 1.26/", "merge: {require_review: false}", 3)
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
 		r, err := reader.Get(t.Context(), "landed")
 		merged := 0
@@ -448,6 +420,46 @@ repositories:
 			t.Errorf("%s: branch left at %s", bare, out)
 		}
 	}
+}
+
+// followedCampaign runs campaign id over n repositories demoRepos makes,
+// its command a sed expression on go.mod and its pull_request on
+// branches auto/<id>/<id> with pullRequest's further fields, with a
+// worker that reads its pull requests every second, and returns the
+// repositories, the flags that reach the server, and its state reader.
+func followedCampaign(t *testing.T, id, sed, pullRequest string, n int) ([]string, []string, *statetemporal.Reader) {
+	t.Helper()
+	root := t.TempDir()
+	urls := demoRepos(t, root, n)
+	var b strings.Builder
+	fmt.Fprintf(&b, `version: 1
+kind: Campaign
+id: %[1]s
+title: Bump go
+template:
+  execution:
+    deterministic:
+      image: golang
+      command: [sed, -i, %[2]q, go.mod]
+  pull_request:
+    branch_prefix: auto/%[1]s
+    title: Bump go
+    %[3]s
+repositories:
+`, id, sed, pullRequest)
+	for _, u := range urls {
+		fmt.Fprintf(&b, "  - url: %s\n", u)
+	}
+	def := writeDef(t, root, id+".yaml", b.String())
+	stateDir := filepath.Join(root, "state")
+	addr, _, reader := serverForTest(t, stateDir)
+	flags := []string{"--temporal-address", addr, "--state-dir", stateDir}
+	startWorker(t, append([]string{"--allow-file-root", root, "--pull-requests-every", "1s"}, flags...)...)
+	out, code := runCLI(t, append([]string{"run", "--file", def, "--allow-file-root", root, "--no-worker"}, flags...)...)
+	if want := fmt.Sprintf("%d repositories: %d completed", n, n); code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("run: exit %d\n%s", code, out)
+	}
+	return urls, flags, reader
 }
 
 // TestRemovedCampaignClosesItsPullRequests: a campaign whose
