@@ -49,8 +49,8 @@ queued (a campaign that has ended starts again with only them), and
 			if err != nil {
 				return err
 			}
-			if st.Campaign == nil {
-				return fmt.Errorf("%s is a single task: run it again with `fleetlift run`", id)
+			if why := dispatch.Regenerable(st); why != "" {
+				return fmt.Errorf("%s: %s", id, why)
 			}
 			rctx, cancel := context.WithTimeout(ctx, wait)
 			err = dispatch.RefreshPullRequests(rctx, c, st.Followers())

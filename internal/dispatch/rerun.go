@@ -23,8 +23,25 @@ import (
 // units is one to run again.
 var ErrNothingToRerun = errors.New("nothing to run again")
 
-// errCannotRerun marks a run whose units cannot be run again this way.
-var errCannotRerun = errors.New("cannot be run again this way")
+// errCannotRerun marks a run whose units cannot be run again this way;
+// errPaged is one of them: a campaign run in pages.
+var (
+	errCannotRerun = errors.New("cannot be run again this way")
+	errPaged       = fmt.Errorf("it runs in pages (more repositories than a page holds), whose changes cannot be made again yet (%w)", errCannotRerun)
+)
+
+// Regenerable says why the units of campaign run st cannot be run
+// again with Regenerate, "" when they can: it must be a campaign, not
+// one run in pages.
+func Regenerable(st *status.Run) string {
+	switch {
+	case st.Campaign == nil:
+		return "it is a single task: run it again with `fleetlift run`"
+	case len(st.Campaign.Pages) > 0:
+		return errPaged.Error()
+	}
+	return ""
+}
 
 // RegenerateUnits is workflow.RegenerateActivity: Regenerate with the
 // worker's client. A campaign that cannot have its units run again is
@@ -74,7 +91,11 @@ func rerun(ctx context.Context, c client.Client, id string, signal func(context.
 		return 0, err
 	}
 	info := d.WorkflowExecutionInfo
-	if info.Type.Name != "Campaign" {
+	switch info.Type.Name {
+	case "Campaign":
+	case "CampaignPage":
+		return 0, fmt.Errorf("%s is a page of a campaign: %w", id, errPaged)
+	default:
 		return 0, fmt.Errorf("%s is a single task: run it again with `fleetlift run` (%w)", id, errCannotRerun)
 	}
 	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
@@ -90,7 +111,7 @@ func rerun(ctx context.Context, c client.Client, id string, signal func(context.
 	}
 	pages := last.Pages
 	if len(pages) > 0 && !paged {
-		return 0, fmt.Errorf("%s ran in pages (more repositories than a page holds): making its changes again is not supported for such campaigns yet (%w)", id, errCannotRerun)
+		return 0, fmt.Errorf("%s: %w", id, errPaged)
 	}
 	// A campaign that ran in pages: its units are in its pages' results.
 	if last, err = (&statetemporal.Reader{Client: c, QueryTimeout: -1, QueryCache: -1}).WithPages(ctx, last); err != nil {
