@@ -145,7 +145,7 @@ func (w *writer) write(ctx context.Context, s reconcile.Status) error {
 			return err
 		}
 	}
-	tree, err := w.tree(ctx, Render(s, w.watched))
+	tree, err := w.tree(ctx, w.files(ctx, s, tip))
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (w *writer) write(ctx context.Context, s reconcile.Status) error {
 			if prev := readTime(data); !prev.IsZero() && !prev.Equal(s.Time.UTC().Truncate(time.Second)) {
 				same := s
 				same.Time = prev
-				t, err := w.tree(ctx, Render(same, w.watched))
+				t, err := w.tree(ctx, w.files(ctx, same, tip))
 				if err != nil {
 					return err
 				}
@@ -194,6 +194,22 @@ func (w *writer) write(ctx context.Context, s reconcile.Status) error {
 		return fmt.Errorf("%w: %w", errMoved, pushErr)
 	}
 	return pushErr
+}
+
+// files are the status branch's files for s: Render's, and each
+// campaign's burndown (Burndown), which goes on from the samples at tip
+// (none when tip is "").
+func (w *writer) files(ctx context.Context, s reconcile.Status, tip string) map[string][]byte {
+	files := Render(s, w.watched)
+	for _, c := range s.Campaigns {
+		var prev []byte
+		if tip != "" {
+			// None yet (a campaign new to the branch) reads as none.
+			prev, _ = w.sc.ReadFile(ctx, tip, BurndownPath(c.ID, "json"))
+		}
+		files[BurndownPath(c.ID, "json")], files[BurndownPath(c.ID, "svg")] = Burndown(prev, c, s.Time)
+	}
+	return files
 }
 
 func (w *writer) rev(ctx context.Context, rev string) (string, error) {

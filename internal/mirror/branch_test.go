@@ -3,6 +3,7 @@ package mirror_test
 import (
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
@@ -86,8 +87,8 @@ func TestWrite(t *testing.T) {
 			main := rev(t, fx.remote, "refs/heads/main")
 			fx.write(t, everything())
 			got := files(t, fx.remote, statusRef)
-			if len(got) != 5 {
-				t.Errorf("files %v, want README.md, status.json and three campaign pages", keys(got))
+			if len(got) != 11 {
+				t.Errorf("files %v, want README.md, status.json and three campaign pages, each with its burndown's samples and chart", keys(got))
 			}
 			for path, want := range map[string][]string{
 				"README.md": {
@@ -159,6 +160,44 @@ func TestWrite(t *testing.T) {
 			if !strings.Contains(got["README.md"], "| Campaign | completed | 1 | 1 / 0 / 1 | 1 open | 0 |") ||
 				!strings.Contains(got["README.md"], "03:05:05 UTC") {
 				t.Errorf("README.md:\n%s", got["README.md"])
+			}
+		}},
+		{"the burndown gains a sample when the counts change, and only then", func(t *testing.T, fx *fixture) {
+			fx.write(t, one())
+			s := one()
+			s.Time = clock.Add(time.Hour)
+			s.Campaigns[0].Repos = append(s.Campaigns[0].Repos, state.Repo{Name: "web", Status: state.RepoRunning})
+			fx.write(t, s)
+			s.Time = clock.Add(2 * time.Hour)
+			s.Campaigns[0].Phase = state.PhaseCompleted
+			s.Campaigns[0].Repos[0] = state.Repo{Name: "api", Status: state.RepoCompleted, PullRequestURL: apiPR, PullRequestState: state.PullRequestMerged}
+			fx.write(t, s)
+			same := s
+			same.Time = clock.Add(3 * time.Hour)
+			fx.write(t, same)
+			got := files(t, fx.remote, statusRef)
+			var samples []mirror.Sample
+			if err := json.Unmarshal([]byte(got["campaigns/slog-rollout.burndown.json"]), &samples); err != nil {
+				t.Fatal(err)
+			}
+			want := []mirror.Sample{{At: clock, ToDo: 1}, {At: clock.Add(time.Hour), ToDo: 2}, {At: clock.Add(2 * time.Hour), Merged: 1, ToDo: 1}}
+			if len(samples) != len(want) {
+				t.Fatalf("samples %+v, want %+v", samples, want)
+			}
+			for i := range want {
+				if !samples[i].At.Equal(want[i].At) || samples[i].Merged != want[i].Merged || samples[i].ToDo != want[i].ToDo {
+					t.Errorf("sample %d: %+v, want %+v", i, samples[i], want[i])
+				}
+			}
+			svg := got["campaigns/slog-rollout.burndown.svg"]
+			if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil || !strings.Contains(svg, ">merged 1<") || !strings.Contains(svg, ">to do 1<") {
+				t.Errorf("chart (%v):\n%s", err, svg)
+			}
+			if !strings.Contains(got["campaigns/slog-rollout.md"], "(slog-rollout.burndown.svg)") {
+				t.Errorf("the campaign's page does not show its burndown")
+			}
+			if n := commits(t, fx.remote); n != 3 {
+				t.Errorf("%d status commits, want 3: the last write changed nothing", n)
 			}
 		}},
 		{"a removed campaign loses its page", func(t *testing.T, fx *fixture) {

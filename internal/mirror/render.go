@@ -554,6 +554,7 @@ func (v *view) page(c state.Campaign) string {
 	if c.Prune {
 		row("Prune", "allowed")
 	}
+	fmt.Fprintf(&b, "\n![Burndown: the repositories by where they stand, over time](%s.burndown.svg)\n", fileName(c.ID))
 
 	b.WriteString("\n## Repositories\n\n")
 	if len(c.Repos) == 0 {
