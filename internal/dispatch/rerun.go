@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -80,12 +81,17 @@ func Regenerate(ctx context.Context, c client.Client, id string, units []string)
 	}, func(u status.UnitResult) bool { return slices.Contains(units, u.Key) }, false)
 }
 
+// errAborted: a campaign someone aborted is not started again to keep
+// its pull requests current.
+var errAborted = fmt.Errorf("it was aborted (%w)", errCannotRerun)
+
 // rerun signals campaign id with signal while it runs; once it has
 // ended, it starts it again with its last input and results, queueing
-// the units pick chooses. paged says whether a campaign run in pages may
-// be (retry-failed: each new page reads its own results from the page it
-// replaces and runs only its failed units again).
-func rerun(ctx context.Context, c client.Client, id string, signal func(context.Context) error, pick func(status.UnitResult) bool, paged bool) (int, error) {
+// the units pick chooses. retry says it is retry-failed, which a
+// campaign run in pages may have (each new page reads its own results
+// from the page it replaces and runs only its failed units again), and
+// an aborted one; a change made again may have neither.
+func rerun(ctx context.Context, c client.Client, id string, signal func(context.Context) error, pick func(status.UnitResult) bool, retry bool) (int, error) {
 	d, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		return 0, err
@@ -98,8 +104,13 @@ func rerun(ctx context.Context, c client.Client, id string, signal func(context.
 	default:
 		return 0, fmt.Errorf("%s is a single task: run it again with `fleetlift run` (%w)", id, errCannotRerun)
 	}
-	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	switch info.Status {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return 0, signal(ctx)
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+	default:
+		// Cancelled (a prune), terminated, failed: nothing to go on from.
+		return 0, fmt.Errorf("%s ended without a result (%s): %w", id, strings.ToLower(info.Status.String()), errCannotRerun)
 	}
 	in, err := lastInput(ctx, c, id)
 	if err != nil {
@@ -110,8 +121,11 @@ func rerun(ctx context.Context, c client.Client, id string, signal func(context.
 		return 0, fmt.Errorf("%s: read result: %w", id, err)
 	}
 	pages := last.Pages
-	if len(pages) > 0 && !paged {
+	if len(pages) > 0 && !retry {
 		return 0, fmt.Errorf("%s: %w", id, errPaged)
+	}
+	if last.Phase == status.CampaignAborted && !retry {
+		return 0, fmt.Errorf("%s: %w", id, errAborted)
 	}
 	// A campaign that ran in pages: its units are in its pages' results.
 	if last, err = (&statetemporal.Reader{Client: c, QueryTimeout: -1, QueryCache: -1}).WithPages(ctx, last); err != nil {
