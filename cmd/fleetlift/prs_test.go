@@ -422,35 +422,15 @@ func TestDeclaredMergeOnTheLocalForge(t *testing.T) {
 	}
 }
 
-// followedCampaign runs campaign id over n repositories demoRepos makes,
-// its command a sed expression on go.mod and its pull_request on
-// branches auto/<id>/<id> with pullRequest's further fields, with a
-// worker that reads its pull requests every second, and returns the
-// repositories, the flags that reach the server, and its state reader.
+// followedCampaign runs sedCampaign(id, sed, pullRequest) over n
+// repositories demoRepos makes, with a worker that reads its pull
+// requests every second, and returns the repositories, the flags that
+// reach the server, and its state reader.
 func followedCampaign(t *testing.T, id, sed, pullRequest string, n int) ([]string, []string, *statetemporal.Reader) {
 	t.Helper()
 	root := t.TempDir()
 	urls := demoRepos(t, root, n)
-	var b strings.Builder
-	fmt.Fprintf(&b, `version: 1
-kind: Campaign
-id: %[1]s
-title: Bump go
-template:
-  execution:
-    deterministic:
-      image: golang
-      command: [sed, -i, %[2]q, go.mod]
-  pull_request:
-    branch_prefix: auto/%[1]s
-    title: Bump go
-    %[3]s
-repositories:
-`, id, sed, pullRequest)
-	for _, u := range urls {
-		fmt.Fprintf(&b, "  - url: %s\n", u)
-	}
-	def := writeDef(t, root, id+".yaml", b.String())
+	def := writeDef(t, root, id+".yaml", sedCampaign(id, sed, pullRequest, urls, ""))
 	stateDir := filepath.Join(root, "state")
 	addr, _, reader := serverForTest(t, stateDir)
 	flags := []string{"--temporal-address", addr, "--state-dir", stateDir}

@@ -48,6 +48,16 @@ git clone -q --bare %[1]s %[2]s`, src, bare)
 // auto/<id>/<id>; fields are more top-level lines, before the
 // repositories.
 func bumpCampaign(id string, urls []string, fields string) string {
+	return sedCampaign(id, "s/^go 1.21$/go 1.26/", "", urls, fields)
+}
+
+// sedCampaign is bumpCampaign with the sed expression its command runs
+// on go.mod, and more pull_request fields (flow entries, such as
+// "keep_current: conflicted"; none when empty).
+func sedCampaign(id, sed, pullRequest string, urls []string, fields string) string {
+	if pullRequest != "" {
+		pullRequest = ", " + pullRequest
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `version: 1
 kind: Campaign
@@ -57,10 +67,10 @@ template:
   execution:
     deterministic:
       image: golang
-      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
-  pull_request: {branch_prefix: auto/%[1]s, title: Bump go}
+      command: [sed, -i, %[3]q, go.mod]
+  pull_request: {branch_prefix: auto/%[1]s, title: Bump go%[4]s}
 %[2]srepositories:
-`, id, fields)
+`, id, fields, sed, pullRequest)
 	for _, u := range urls {
 		fmt.Fprintf(&b, "  - url: %s\n", u)
 	}
