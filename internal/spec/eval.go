@@ -227,10 +227,35 @@ func (c *compiler) evaluate(in Input) (out Output) {
 	if p := data.LookupPath(cue.MakePath(cue.Str("id"))).Pos(); p.IsValid() && p.Filename() == in.Name {
 		out.IDLine, out.IDColumn = p.Line(), p.Column()
 	}
-	if kind == KindConfig {
+	switch kind {
+	case KindConfig:
 		out.Positions = configPositions(in.Name, data)
+	case KindTask, KindCampaign:
+		out.Positions = queryPositions(in.Name, data)
 	}
 	return out
+}
+
+// queryPositions locates a definition's repositories_from and each of
+// its queries, which are resolved after loading; nil when it has none.
+func queryPositions(name string, data cue.Value) map[string][2]int {
+	q := data.LookupPath(cue.MakePath(cue.Str("repositories_from")))
+	if !q.Exists() {
+		return nil
+	}
+	pos := map[string][2]int{}
+	add := func(field string, p token.Pos) {
+		if p.IsValid() && p.Filename() == name {
+			pos[field] = [2]int{p.Line(), p.Column()}
+		}
+	}
+	add("repositories_from", q.Pos())
+	if it, err := q.List(); err == nil {
+		for i := 0; it.Next(); i++ {
+			add(fmt.Sprintf("repositories_from[%d]", i), it.Value().Pos())
+		}
+	}
+	return pos
 }
 
 // configPositions locates the fields of a config that are checked after

@@ -129,6 +129,58 @@ type Definition struct {
 	Campaign *Campaign
 
 	idLine, idColumn int
+	// positions locate repositories_from and its queries (FieldError).
+	positions map[string][2]int
+	// resolved is set by Resolve.
+	resolved bool
+}
+
+// Queries are the definition's repositories_from: nil when it has none.
+func (d Definition) Queries() []RepositoryQuery {
+	switch {
+	case d.Task != nil:
+		return d.Task.RepositoriesFrom
+	case d.Campaign != nil:
+		return d.Campaign.RepositoriesFrom
+	}
+	return nil
+}
+
+// Unresolved reports whether d has repositories_from that Resolve has
+// not resolved: such a definition is planned, never run.
+func (d Definition) Unresolved() bool { return len(d.Queries()) > 0 && !d.resolved }
+
+// Resolve returns d with repos, what its repositories_from selected,
+// after the repositories it lists, and the digest of the result: the
+// digest of what runs, so that a repository that starts or stops
+// matching changes it. d itself is left as it was.
+func (d Definition) Resolve(repos []Repository) (Definition, error) {
+	var err error
+	switch {
+	case d.Task != nil:
+		t := *d.Task
+		t.Repositories = append(slices.Clip(t.Repositories), repos...)
+		d.Task = &t
+		d.Digest, err = Digest(d.Task)
+	case d.Campaign != nil:
+		c := *d.Campaign
+		c.Repositories = append(slices.Clip(c.Repositories), repos...)
+		d.Campaign = &c
+		d.Digest, err = Digest(d.Campaign)
+	}
+	d.resolved = true
+	return d, err
+}
+
+// FieldError is a problem with field of the definition ("id",
+// "repositories_from[1]") found after loading, located in its file where
+// the loader saw the field, or at its id.
+func (d Definition) FieldError(field, msg string) *Error {
+	e := &Error{File: d.File, Line: d.idLine, Column: d.idColumn, Field: field, Msg: msg}
+	if p, ok := d.positions[field]; ok {
+		e.Line, e.Column = p[0], p[1]
+	}
+	return e
 }
 
 // Result is what Load found: every valid definition, sorted by ID, and
@@ -549,7 +601,7 @@ func size(n int64) string {
 }
 
 func decodeDefinition(o Output) (Definition, *Error) {
-	d := Definition{Kind: o.Kind, File: o.Name, idLine: o.IDLine, idColumn: o.IDColumn}
+	d := Definition{Kind: o.Kind, File: o.Name, idLine: o.IDLine, idColumn: o.IDColumn, positions: o.Positions}
 	var v any
 	switch o.Kind {
 	case KindTask:

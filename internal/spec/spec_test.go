@@ -426,7 +426,7 @@ func TestConstraints(t *testing.T) {
 		{"targets without transformation", "repositories:\n  - url: https://github.com/acme/svc.git", "targets:\n  - url: https://github.com/acme/svc.git", "targets: targets need a transformation repository"},
 		{"transformation and targets", "repositories:\n  - url: https://github.com/acme/svc.git", "transformation: {url: https://github.com/acme/recipes.git}\ntargets:\n  - url: https://github.com/acme/svc.git", ""},
 		{"repositories and targets", "", "transformation: {url: https://github.com/acme/recipes.git}\ntargets:\n  - url: https://github.com/acme/other.git", "targets: set repositories or transformation with targets, not both"},
-		{"no repositories", "repositories:\n  - url: https://github.com/acme/svc.git\n", "", "repositories: set one of repositories, groups, or transformation with targets"},
+		{"no repositories", "repositories:\n  - url: https://github.com/acme/svc.git\n", "", "repositories: set one of repositories, repositories_from, groups, or transformation with targets"},
 		{"groups and repositories", "", "groups: [{name: a, repositories: [{url: https://github.com/acme/b.git}]}]", "groups: set groups or repositories/targets, not both"},
 		{"group name slash", "repositories:\n  - url: https://github.com/acme/svc.git", "groups: [{name: a/b, repositories: [{url: https://github.com/acme/b.git}]}]", `groups[0].name: "a/b" must be`},
 		{"verifier command string", "prompt: migrate", "prompt: migrate\n    verifiers: [{name: build, command: go build}]", "execution.agentic.verifiers[0].command: "},

@@ -108,6 +108,26 @@ type Repository struct {
 	Submodules bool     `json:"submodules,omitempty"`
 }
 
+// RepositoryQuery selects repositories of one owner on the campaigns
+// repository's forge (package repoquery resolves it). A repository must
+// match every filter set; archived repositories and forks only with
+// Archived and Forks.
+type RepositoryQuery struct {
+	Owner    string   `json:"owner"`
+	Topics   []string `json:"topics,omitempty"`
+	Language string   `json:"language,omitempty"`
+	// Names and Exclude are path.Match patterns over repository names:
+	// a name must match one of Names (when given) and none of Exclude.
+	Names      []string `json:"names,omitempty"`
+	Exclude    []string `json:"exclude,omitempty"`
+	Archived   bool     `json:"archived,omitempty"`
+	Forks      bool     `json:"forks,omitempty"`
+	CodeSearch string   `json:"code_search,omitempty"`
+	// Setup and Submodules are given to each repository selected.
+	Setup      []string `json:"setup,omitempty"`
+	Submodules bool     `json:"submodules,omitempty"`
+}
+
 // ForEachTarget is one iteration of a report over parts of a repository.
 type ForEachTarget struct {
 	Name    string `json:"name"`
@@ -291,10 +311,13 @@ type Task struct {
 	Team string `json:"team,omitempty"`
 	Work
 	Repositories []Repository `json:"repositories,omitempty"`
-	Targets      []Repository `json:"targets,omitempty"`
-	Groups       []Group      `json:"groups,omitempty"`
-	MaxParallel  int          `json:"max_parallel"`
-	Failure      Failure      `json:"failure"`
+	// RepositoriesFrom are queries whose repositories, once resolved,
+	// are among Repositories (see Definition.Resolved).
+	RepositoriesFrom []RepositoryQuery `json:"repositories_from,omitempty"`
+	Targets          []Repository      `json:"targets,omitempty"`
+	Groups           []Group           `json:"groups,omitempty"`
+	MaxParallel      int               `json:"max_parallel"`
+	Failure          Failure           `json:"failure"`
 }
 
 // RateLimit is a campaign's own pull-request creation budget, on top of
@@ -324,8 +347,11 @@ type Campaign struct {
 	// tasks' model calls cost that many US dollars.
 	MaxCostPerCampaign float64      `json:"max_cost_per_campaign,omitempty"`
 	Repositories       []Repository `json:"repositories,omitempty"`
-	Groups             []Group      `json:"groups,omitempty"`
-	BatchSize          int          `json:"batch_size"`
+	// RepositoriesFrom are queries whose repositories, once resolved,
+	// are among Repositories (see Definition.Resolved).
+	RepositoriesFrom []RepositoryQuery `json:"repositories_from,omitempty"`
+	Groups           []Group           `json:"groups,omitempty"`
+	BatchSize        int               `json:"batch_size"`
 	// StrictBatches starts each batch of BatchSize tasks only once the
 	// one before has finished; by default a task starts as soon as one
 	// finishes, MaxParallel at once.

@@ -38,6 +38,9 @@ var DefaultGit = protocol.GitConfig{UserEmail: "fleetlift@noreply.localhost", Us
 
 // ForDefinition translates a loaded definition into what to start.
 func ForDefinition(d spec.Definition, opts Options) (Start, error) {
+	if d.Unresolved() {
+		return Start{}, fmt.Errorf("%s: its repositories_from is not resolved: a definition with repository queries runs with the repositories a forge listed for it (fleetlift reconcile, or run with --forge)", d.ID)
+	}
 	switch {
 	case d.Task != nil:
 		t := d.Task
