@@ -350,3 +350,32 @@ var ErrNotMergeable = errors.New("the forge refuses to merge it")
 // ErrHeadMoved is returned (wrapped) when a pull request's head is no
 // longer the commit a merge named.
 var ErrHeadMoved = errors.New("its head moved since it was read")
+
+// Repository is a repository as a forge lists it.
+type Repository struct {
+	Owner string
+	Name  string
+	// CloneURL is its https (or loopback http) clone URL.
+	CloneURL      string
+	DefaultBranch string
+	// Language is its primary language, "" when the forge names none.
+	Language string
+	Topics   []string
+	Archived bool
+	Fork     bool
+}
+
+// Lister is a forge that lists repositories, for repositories_from:
+// GitHub and Gitea.
+type Lister interface {
+	// ListRepositories lists every repository of owner the token can
+	// see, and says whether owner is an organisation (else a user).
+	ListRepositories(ctx context.Context, owner string) (repos []Repository, org bool, err error)
+	// SearchCode returns the names of owner's repositories (org says
+	// which kind of owner) holding code that query finds, or
+	// ErrNoCodeSearch.
+	SearchCode(ctx context.Context, owner string, org bool, query string) ([]string, error)
+}
+
+// ErrNoCodeSearch is returned (wrapped) by a forge without code search.
+var ErrNoCodeSearch = errors.New("the forge has no code search")

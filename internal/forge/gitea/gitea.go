@@ -131,6 +131,7 @@ func Dialect(labelColor string) *github.Dialect {
 		MergedPullPath: mergedPullPath,
 		MergedHead:     mergedHead,
 		ClosedBy:       closedBy,
+		NoCodeSearch:   true,
 		NoCheckRuns:    true,
 		MergePull:      mergePull,
 		BranchPath: func(owner, repo, branch string) string {

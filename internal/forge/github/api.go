@@ -62,6 +62,9 @@ type Dialect struct {
 	// number of owner/repo, "" while it is open; nil means GitHub's
 	// closed_by of GET .../issues/{number}.
 	ClosedBy func(ctx context.Context, api *API, owner, repo string, number int) (string, error)
+	// NoCodeSearch: the forge has no code search (Gitea's needs an
+	// indexer its operator may not run, and searches one repository).
+	NoCodeSearch bool
 	// NoCheckRuns: the forge has commit statuses only, no check runs
 	// (Gitea, whose Actions report as commit statuses).
 	NoCheckRuns bool

@@ -23,6 +23,8 @@ type exchange struct {
 	Path   string          `json:"path"`
 	Status int             `json:"status"`
 	Body   json.RawMessage `json:"body"`
+	// Headers are answer headers besides the content type (Link).
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // replay serves the exchanges of a testdata file, each as often as it
@@ -63,6 +65,9 @@ func replayBodies(t *testing.T, file string) (*httptest.Server, func() map[strin
 		for _, e := range rec.Exchanges {
 			if e.Method+" "+e.Path == key {
 				w.Header().Set("Content-Type", contentType)
+				for k, v := range e.Headers {
+					w.Header().Set(k, v)
+				}
 				w.WriteHeader(e.Status)
 				w.Write(e.Body)
 				return
