@@ -22,6 +22,7 @@ import (
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/metrics"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/repoquery"
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
 )
@@ -237,6 +238,27 @@ func (f *forgeFlags) setup(cfg *spec.Config) (*forgeSetup, error) {
 		return nil, err
 	}
 	return fs, nil
+}
+
+// resolver resolves repositories_from through fs: the local forge lists
+// no repositories, so there each definition with queries is an error.
+func (fs *forgeSetup) resolver() *repoquery.Resolver {
+	if fs == nil || fs.Hub == nil {
+		return &repoquery.Resolver{}
+	}
+	l, _ := fs.Hub.(forge.Lister)
+	return &repoquery.Resolver{Forge: l, ForgeName: fs.Name}
+}
+
+// resolver is the repoquery.Resolver of the forge cfg selects among
+// those the operator allows; when it cannot be used (not allowed, no
+// token), every definition with queries is an error saying why.
+func (f *forgeFlags) resolver(cfg *spec.Config) *repoquery.Resolver {
+	fs, err := f.setup(cfg)
+	if err != nil {
+		return &repoquery.Resolver{Unavailable: err}
+	}
+	return fs.resolver()
 }
 
 // connect gives fs its Hub, the adapter that talks to the forge with its

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/plan"
 	"github.com/fleetlift/fleetlift/internal/plan/render"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
+	"github.com/fleetlift/fleetlift/internal/repoquery"
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -85,7 +87,7 @@ could be made.`,
 					return err
 				}
 			}
-			p, err := makePlan(ctx, src, &f, ref, base, sub, stateArg, budget)
+			p, err := makePlan(ctx, src, &f, &forges, ref, base, sub, stateArg, budget)
 			if err != nil {
 				if c != nil {
 					if cerr := c.failed(ctx, err); cerr != nil {
@@ -137,7 +139,7 @@ could be made.`,
 
 // makePlan plans ref (merged into base, when given) against the recorded
 // state stateArg names.
-func makePlan(ctx context.Context, src *source.Repo, f *temporalFlags, ref, base, sub, stateArg string, budget time.Duration) (plan.Plan, error) {
+func makePlan(ctx context.Context, src *source.Repo, f *temporalFlags, forges *forgeFlags, ref, base, sub, stateArg string, budget time.Duration) (plan.Plan, error) {
 	head, err := loadRevision(ctx, src, ref, sub, budget)
 	if err != nil {
 		return plan.Plan{}, err
@@ -146,11 +148,26 @@ func makePlan(ctx context.Context, src *source.Repo, f *temporalFlags, ref, base
 	if err != nil {
 		return plan.Plan{}, err
 	}
+	// Repository queries are resolved as the reconciler resolves them:
+	// against the forge the revision's config selects, and pinned to a
+	// run applied from the very revision planned.
+	var rs *repoquery.Resolver
+	resolve := func(rev *desired.Revision) *desired.Revision {
+		if !slices.ContainsFunc(rev.Desired.Definitions, spec.Definition.Unresolved) {
+			return rev
+		}
+		if rs == nil {
+			rs = forges.resolver(rev.Config)
+		}
+		return rs.Revision(ctx, rev, repoquery.Pinned(recorded, rev.SHA))
+	}
+	head = resolve(head)
 	if base != "" {
 		prior, err := loadRevision(ctx, src, base, sub, budget)
 		if err != nil {
 			return plan.Plan{}, err
 		}
+		prior = resolve(prior)
 		recorded = overlayApplied(recorded, prior.Desired.Definitions)
 	}
 	p := plan.Compute(head.Desired, recorded, head.Policy())

@@ -260,6 +260,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	if r.Gate, err = newForgeGate(&rf.forges, fs, gate); err != nil {
 		return err
 	}
+	r.Repositories = fs.resolver()
 	if fs.Hub != nil {
 		gate.Hub = fs.Hub
 		// Approvals are reviews of approval pull requests, besides

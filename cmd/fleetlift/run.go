@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fleetlift/fleetlift/internal/dispatch"
+	"github.com/fleetlift/fleetlift/internal/repoquery"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	runfollow "github.com/fleetlift/fleetlift/internal/status/follow"
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -70,6 +71,11 @@ one, branches are pushed to the repositories themselves.`,
 			if fs != nil {
 				opts.Forge = fs.Type
 				wf.forge = fs
+			}
+			if def.Unresolved() {
+				if *def, err = resolveOne(ctx, file, *def, fs); err != nil {
+					return err
+				}
 			}
 			start, err := workflow.ForDefinition(*def, opts)
 			if err != nil {
@@ -143,6 +149,27 @@ func loadOne(ctx context.Context, file string) (*spec.Definition, error) {
 		return nil, fmt.Errorf("%s holds no definition", file)
 	}
 	return &res.Definitions[0], nil
+}
+
+// resolveOne resolves the repositories_from of d, loaded from file,
+// against fs, the forge the operator allows (nil: the local forge).
+func resolveOne(ctx context.Context, file string, d spec.Definition, fs *forgeSetup) (spec.Definition, error) {
+	rs := &repoquery.Resolver{}
+	if fs != nil {
+		c := *fs
+		if err := c.connect(nil); err != nil {
+			return d, err
+		}
+		rs = c.resolver()
+	}
+	defs, errs := rs.Definitions(ctx, []spec.Definition{d}, nil)
+	if len(errs) > 0 {
+		for _, e := range errs {
+			e.File = filepath.Join(filepath.Dir(file), e.File)
+		}
+		return d, spec.Errors(errs)
+	}
+	return defs[0], nil
 }
 
 // submit starts the workflow; a run already going for the same id is an

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/desired"
 	"github.com/fleetlift/fleetlift/internal/plan"
+	"github.com/fleetlift/fleetlift/internal/repoquery"
 	"github.com/fleetlift/fleetlift/internal/spec"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/status"
@@ -114,9 +115,19 @@ type Reconciler struct {
 	// Notifier, when set, is handed the messages the config's
 	// notifications say are due after each pass (see Notifications).
 	Notifier Notifier
+	// Repositories resolves definitions' repositories_from, once per
+	// campaigns revision: a definition keeps what its queries selected
+	// at a revision until the repository moves (or its run, applied
+	// from that revision, records them). Nil resolves none: each
+	// definition with queries is an error of its file.
+	Repositories *repoquery.Resolver
 
 	mu   sync.Mutex
 	last *desired.Revision
+	// resolvedAt is the revision whose resolved definitions, by id,
+	// resolved holds.
+	resolvedAt string
+	resolved   map[string]spec.Definition
 	// lastStatus is a fingerprint of the last mirrored status.
 	lastStatus string
 	// notified holds the keys of the messages handed to the Notifier
@@ -267,6 +278,7 @@ func (r *Reconciler) once(ctx context.Context) (*Result, error) {
 	}
 	recorded := got.recorded
 	res.Recorded = recorded
+	rev = r.resolve(ctx, rev, recorded)
 	want := rev.Desired
 	if r.Reviews != nil {
 		reviewed, err := r.Reviews.Approvals(ctx, rev, recorded)
@@ -304,6 +316,32 @@ func (r *Reconciler) once(ctx context.Context) (*Result, error) {
 		r.mirror(ctx, sha, statusBranch, p, res.Outcomes, recorded)
 	}
 	return res, nil
+}
+
+// resolve resolves rev's repositories_from: a definition resolved
+// earlier at this revision, or pinned by its recorded run, is not asked
+// about again; one that failed is, on the next pass.
+func (r *Reconciler) resolve(ctx context.Context, rev *desired.Revision, recorded []state.Campaign) *desired.Revision {
+	if r.resolvedAt != rev.SHA {
+		r.resolvedAt, r.resolved = rev.SHA, map[string]spec.Definition{}
+	}
+	rs := r.Repositories
+	if rs == nil {
+		rs = &repoquery.Resolver{}
+	}
+	fromRecord := repoquery.Pinned(recorded, rev.SHA)
+	out := rs.Revision(ctx, rev, func(d spec.Definition) (spec.Definition, bool) {
+		if p, ok := r.resolved[d.ID]; ok {
+			return p, true
+		}
+		return fromRecord(d)
+	})
+	for _, d := range out.Desired.Definitions {
+		if len(d.Queries()) > 0 {
+			r.resolved[d.ID] = d
+		}
+	}
+	return out
 }
 
 func (r *Reconciler) branch() string {
