@@ -137,7 +137,9 @@ func New(opts Options) (*Forge, error) {
 	if opts.Token != "" {
 		auth = d.AuthScheme + " " + opts.Token
 	}
-	hc.Transport = budget.Transport(&authTransport{scheme: apiURL.Scheme, host: apiURL.Host, auth: auth, next: next})
+	// Reads are conditional (a 304 costs no rate limit); each one the
+	// forge answers, 304s included, goes through the budget.
+	hc.Transport = newConditional(budget.Transport(&authTransport{scheme: apiURL.Scheme, host: apiURL.Host, auth: auth, next: next}))
 	client := gh.NewClient(hc)
 	client.BaseURL = apiURL
 	client.UploadURL = apiURL
