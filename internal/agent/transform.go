@@ -40,6 +40,8 @@ func (r *runner) work(ctx context.Context, steer string) error {
 		switch {
 		case r.m.Mode == protocol.ModeReport:
 			err = r.reportScope(ctx, sc, steer)
+		case r.m.Mode == protocol.ModeCheck:
+			err = r.runCheck(ctx, sc)
 		case r.m.Execution.Type == protocol.ExecutionDeterministic:
 			err = r.deterministic(ctx, sc, steer)
 		default:
@@ -293,6 +295,22 @@ func (r *runner) deterministic(ctx context.Context, sc *scope, steer string) err
 		for _, u := range sc.live() {
 			u.skipVerify = true
 			u.failure = res.exitError("command")
+		}
+	}
+	return nil
+}
+
+// runCheck runs a check's command in sc: a status other than 0 fails
+// its repositories with CheckFailed, saying how it exited.
+func (r *runner) runCheck(ctx context.Context, sc *scope) error {
+	res, err := r.runCommand(ctx, sc, "", nil)
+	if err != nil {
+		return err
+	}
+	for _, u := range sc.live() {
+		u.res.Base = u.base
+		if res.code != 0 {
+			u.failure, u.kind = res.exitError("check"), protocol.CheckFailed
 		}
 	}
 	return nil

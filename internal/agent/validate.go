@@ -29,8 +29,12 @@ func validate(m *protocol.Manifest) error {
 	case "":
 		m.Mode = protocol.ModeTransform
 	case protocol.ModeTransform, protocol.ModeReport:
+	case protocol.ModeCheck:
+		if m.Execution.Type != protocol.ExecutionDeterministic || len(m.Verifiers) > 0 || m.Transformation != nil || m.RequireApproval || m.PullRequest != nil {
+			add("mode check runs a deterministic command in repositories, without verifiers, a transformation, approval or pull requests")
+		}
 	default:
-		add("mode %q is neither transform nor report", m.Mode)
+		add("mode %q is neither transform, report nor check", m.Mode)
 	}
 
 	checkRepo := func(field string, r protocol.Repository) {

@@ -197,13 +197,22 @@ func (p Phase) Terminal() bool {
 	return p == PhaseComplete || p == PhaseFailed || p == PhaseCancelled
 }
 
-// Mode is transform (change code, open PRs) or report (collect reports).
+// Mode is transform (change code, open PRs), report (collect reports)
+// or check (run a command read-only: a definition's done_when).
 type Mode string
 
 const (
 	ModeTransform Mode = "transform"
 	ModeReport    Mode = "report"
+	// ModeCheck runs a deterministic command in each repository and
+	// keeps nothing it changed: a repository succeeds when the command
+	// exits 0, and fails with ErrorKind CheckFailed when it does not.
+	ModeCheck Mode = "check"
 )
+
+// CheckFailed is the ErrorKind of a repository whose check command
+// exited with a status other than 0: the check ran and said no.
+const CheckFailed = "check_failed"
 
 // ExecutionType selects the transform step.
 type ExecutionType string
