@@ -279,6 +279,21 @@ type Sandbox struct {
 	Resources    *Resources        `json:"resources,omitempty"`
 }
 
+// DoneWhen is a transform's done_when: the check that says a merged
+// repository's change is finished.
+type DoneWhen struct {
+	Command []string `json:"command"`
+	// Image is the check's image; empty, the deterministic execution's.
+	Image string `json:"image,omitempty"`
+	// Every is how often a merged repository is checked again; 0 means
+	// DefaultDoneEvery.
+	Every Duration `json:"every,omitempty"`
+}
+
+// DefaultDoneEvery is how often a merged repository's done_when runs
+// again when the definition does not say.
+const DefaultDoneEvery = 24 * time.Hour
+
 // Work is what a task does, independent of the repositories it does it on.
 type Work struct {
 	Mode            Mode            `json:"mode"`
@@ -288,6 +303,7 @@ type Work struct {
 	Timeout         Duration        `json:"timeout"`
 	RequireApproval bool            `json:"require_approval"`
 	PullRequest     *PullRequest    `json:"pull_request,omitempty"`
+	DoneWhen        *DoneWhen       `json:"done_when,omitempty"`
 	Sandbox         *Sandbox        `json:"sandbox,omitempty"`
 	Credentials     *Credentials    `json:"credentials,omitempty"`
 }
