@@ -22,6 +22,7 @@ type prsOutput struct {
 	FormatVersion int            `json:"format_version"`
 	PullRequests  []prsRow       `json:"pull_requests"`
 	Counts        map[string]int `json:"counts"`
+	Done          map[string]int `json:"done"`
 }
 
 // prsRow is one pull request of `fleetlift prs -o json`.
@@ -40,6 +41,8 @@ type prsRow struct {
 	PushedByOthers bool     `json:"pushed_by_others"`
 	Error          string   `json:"error"`
 	KeepCurrent    string   `json:"keep_current"`
+	Done           string   `json:"done"`
+	DoneNote       string   `json:"done_note"`
 }
 
 func prsJSON(t *testing.T, args ...string) prsOutput {

@@ -53,6 +53,8 @@ type RefreshOutcome struct {
 	// KeepCurrent is the source's pull_request.keep_current, as it is
 	// now (empty: never).
 	KeepCurrent string `json:"keep_current,omitempty"`
+	// Done is the source's done_when, as it is now.
+	Done *status.DoneCheck `json:"done,omitempty"`
 }
 
 // RefreshPullRequests reads which pull requests the run in.Source has
@@ -73,7 +75,7 @@ func (a *Activities) RefreshPullRequests(ctx context.Context, in RefreshInput) (
 		sdkactivity.GetLogger(ctx).Warn("pull requests of the run not read", "source", in.Source, "error", err)
 		opened = in.Known
 	}
-	out.SourceEnded, out.Merge, out.KeepCurrent = ended, policy.Merge, policy.KeepCurrent
+	out.SourceEnded, out.Merge, out.KeepCurrent, out.Done = ended, policy.Merge, policy.KeepCurrent, policy.Done
 	known := map[string]status.FollowedPR{}
 	for _, k := range in.Known {
 		known[k.URL] = k
@@ -169,6 +171,7 @@ func (a *Activities) forgeOf(name, repository string) (forge.Forge, error) {
 type policy struct {
 	Merge       *status.MergePolicy
 	KeepCurrent string
+	Done        *status.DoneCheck
 }
 
 // sourcePRs lists the pull requests the latest run of workflow source
@@ -208,13 +211,13 @@ func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.Fo
 					repos = append(repos, status.RepoResult{Name: rr.Name, PullRequest: rr.PullRequest})
 				}
 			}
-			return status.RepoPRs(repos), policy{st.Merge, st.KeepCurrent}, false, nil
+			return status.RepoPRs(repos), policy{st.Merge, st.KeepCurrent, st.Done}, false, nil
 		}
 		var res status.TaskResult
 		if err := get(&res); err != nil {
 			return nil, policy{}, true, err
 		}
-		return status.RepoPRs(res.Repositories), policy{res.Merge, res.KeepCurrent}, true, nil
+		return status.RepoPRs(res.Repositories), policy{res.Merge, res.KeepCurrent, res.Done}, true, nil
 	case "Campaign", "CampaignPage":
 		var st status.CampaignState
 		if typ == "CampaignPage" && !running {
@@ -229,7 +232,7 @@ func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.Fo
 		if err != nil {
 			return nil, policy{}, !running, err
 		}
-		return status.UnitPRs(st.Units), policy{st.Merge, st.KeepCurrent}, !running, nil
+		return status.UnitPRs(st.Units), policy{st.Merge, st.KeepCurrent, st.Done}, !running, nil
 	default:
 		return nil, policy{}, true, fmt.Errorf("workflow %s is a %s, which opens no pull requests", source, typ)
 	}

@@ -2,7 +2,7 @@
 // worker export on /metrics, named the way Argo CD names its own:
 //
 //   - fleetlift_campaign_info{id,kind,phase}, fleetlift_campaign_repositories{id,state},
-//     fleetlift_campaign_pull_requests{id,state},
+//     fleetlift_campaign_pull_requests{id,state}, fleetlift_campaign_done{id,state},
 //     fleetlift_campaign_approvals_waiting{id} and
 //     fleetlift_approval_waiting_seconds{id,target}: the recorded state the
 //     last reconcile pass read;

@@ -327,6 +327,8 @@ var (
 		"Repositories of a run by state: pending, running, awaiting_approval, completed, failed, skipped, cancelled.", []string{"id", "state"}, nil)
 	descPulls = prometheus.NewDesc(Namespace+"_campaign_pull_requests",
 		"Pull requests of a run by state: open, merged, closed.", []string{"id", "state"}, nil)
+	descDone = prometheus.NewDesc(Namespace+"_campaign_done",
+		"Repositories of a run whose pull request merged, by what the definition's done_when last said on the default branch: done, not_done, regressed (only for runs with done_when).", []string{"id", "state"}, nil)
 	descWaiting = prometheus.NewDesc(Namespace+"_campaign_approvals_waiting",
 		"Results of a run waiting for an approval.", []string{"id"}, nil)
 	descAge = prometheus.NewDesc(Namespace+"_approval_waiting_seconds",
@@ -340,7 +342,7 @@ func (c *runCollector) set(runs []state.Campaign) {
 }
 
 func (c *runCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descRepos, descPulls, descWaiting, descAge} {
+	for _, d := range []*prometheus.Desc{descInfo, descRepos, descPulls, descDone, descWaiting, descAge} {
 		ch <- d
 	}
 }
@@ -357,10 +359,19 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descInfo, 1, r.ID, r.Kind.String(), r.Phase.String())
 		repos := map[state.RepoStatus]int{}
 		pulls := map[state.PullRequestState]int{}
+		done := map[string]int{}
 		for _, repo := range r.Repos {
 			repos[repo.Status]++
 			if repo.PullRequestState != "" {
 				pulls[repo.PullRequestState]++
+			}
+			if repo.PullRequestState == state.PullRequestMerged && repo.PullRequest != nil && repo.PullRequest.Done != "" {
+				done[repo.PullRequest.Done]++
+			}
+		}
+		if len(done) > 0 {
+			for _, s := range []string{"done", "not_done", "regressed"} {
+				gauge(descDone, float64(done[s]), r.ID, s)
 			}
 		}
 		for _, s := range []state.RepoStatus{state.RepoPending, state.RepoRunning, state.RepoAwaitingApproval,

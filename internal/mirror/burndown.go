@@ -18,9 +18,12 @@ const maxSamples = 1000
 // one time: what its burndown plots.
 type Sample struct {
 	At time.Time `json:"at"`
-	// Merged: its pull request merged. Open: one is open. Closed: it
+	// Done: its pull request merged and done_when passes on its default
+	// branch. Merged: its pull request merged (and, with done_when, the
+	// check does not pass yet, or no longer). Open: one is open. Closed: it
 	// closed unmerged. NoChange: the work completed with nothing to
 	// propose. Failed: failed or cancelled. ToDo: not finished yet.
+	Done     int `json:"done,omitempty"`
 	Merged   int `json:"merged"`
 	Open     int `json:"open"`
 	Closed   int `json:"closed"`
@@ -36,13 +39,13 @@ func (s Sample) same(o Sample) bool {
 
 // values are s's counts in the order burndownSeries names them.
 func (s Sample) values() []int {
-	return []int{s.Merged, s.NoChange, s.Closed, s.Failed, s.Open, s.ToDo}
+	return []int{s.Done, s.Merged, s.NoChange, s.Closed, s.Failed, s.Open, s.ToDo}
 }
 
 // burndownSeries are the series a burndown stacks, bottom up (done
 // first, what is left on top), and their colours.
 var burndownSeries = []struct{ name, colour string }{
-	{"merged", "#8250df"}, {"no change", "#57ab5a"}, {"closed", "#8c959f"},
+	{"done", "#0969da"}, {"merged", "#8250df"}, {"no change", "#57ab5a"}, {"closed", "#8c959f"},
 	{"failed", "#cf222e"}, {"open", "#1a7f37"}, {"to do", "#d4a72c"},
 }
 
@@ -51,6 +54,8 @@ func countOf(c state.Campaign, at time.Time) Sample {
 	s := Sample{At: at.UTC().Truncate(time.Second)}
 	for _, r := range c.Repos {
 		switch {
+		case r.PullRequestState == state.PullRequestMerged && r.PullRequest != nil && r.PullRequest.Done == "done":
+			s.Done++
 		case r.PullRequestState == state.PullRequestMerged:
 			s.Merged++
 		case r.PullRequestState == state.PullRequestClosed:

@@ -192,6 +192,7 @@ func clean(c state.Campaign) state.Campaign {
 		r.Name, r.Branch, r.PullRequestURL = git.Redact(r.Name), git.Redact(r.Branch), git.Redact(r.PullRequestURL)
 		if r.PullRequest != nil {
 			r.PullRequest.Error = git.Redact(r.PullRequest.Error)
+			r.PullRequest.DoneNote = git.Redact(r.PullRequest.DoneNote)
 		}
 	}
 	slices.SortStableFunc(c.Repos, func(a, b state.Repo) int { return strings.Compare(a.Name, b.Name) })
@@ -630,6 +631,9 @@ func phase(c state.Campaign) string {
 func prState(r state.Repo) string {
 	parts := []string{string(r.PullRequestState)}
 	p := r.PullRequest
+	if p != nil && p.Done != "" && r.PullRequestState == state.PullRequestMerged {
+		return parts[0] + ", " + strings.ReplaceAll(p.Done, "_", " ")
+	}
 	if p == nil || r.PullRequestState != state.PullRequestOpen {
 		return parts[0]
 	}
@@ -655,12 +659,16 @@ func prState(r state.Repo) string {
 	return strings.Join(parts, ", ")
 }
 
-// pullRequests counts pull requests by state: "2 open, 1 merged".
+// pullRequests counts pull requests by state: "2 open, 1 merged", and
+// the merged by what done_when says: "3 merged (2 done, 1 regressed)".
 func pullRequests(repos []state.Repo) string {
-	counts := map[string]int{}
+	counts, done := map[string]int{}, map[string]int{}
 	for _, r := range repos {
 		if r.PullRequestURL == "" {
 			continue
+		}
+		if r.PullRequestState == state.PullRequestMerged && r.PullRequest != nil && r.PullRequest.Done != "" {
+			done[r.PullRequest.Done]++
 		}
 		st := string(r.PullRequestState)
 		if st == "" {
@@ -674,7 +682,17 @@ func pullRequests(repos []state.Repo) string {
 	var parts []string
 	for _, st := range []string{string(state.PullRequestOpen), string(state.PullRequestMerged), string(state.PullRequestClosed)} {
 		if n := counts[st]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+			part := fmt.Sprintf("%d %s", n, st)
+			var ds []string
+			for _, d := range []string{"done", "not_done", "regressed"} {
+				if done[d] > 0 && st == string(state.PullRequestMerged) {
+					ds = append(ds, fmt.Sprintf("%d %s", done[d], strings.ReplaceAll(d, "_", " ")))
+				}
+			}
+			if len(ds) > 0 {
+				part += " (" + strings.Join(ds, ", ") + ")"
+			}
+			parts = append(parts, part)
 			delete(counts, st)
 		}
 	}

@@ -164,6 +164,12 @@ type PullRequestStatus struct {
 	// Error is why the last read failed; the rest is from the read
 	// before.
 	Error string `json:"error,omitempty"`
+	// Done is what the definition's done_when said of the repository's
+	// default branch once the pull request merged: done, not_done or
+	// regressed; empty until it ran (or without done_when). DoneNote is
+	// what a failing check said, or why it could not run.
+	Done     string `json:"done,omitempty"`
+	DoneNote string `json:"done_note,omitempty"`
 }
 
 // PendingApproval is a result waiting for an approval.

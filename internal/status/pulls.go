@@ -77,6 +77,37 @@ type FollowedPR struct {
 	// asking for it failed.
 	KeptFor  string `json:"kept_for,omitempty"`
 	KeepNote string `json:"keep_note,omitempty"`
+	// Done is what the definition's done_when last said of the
+	// repository's default branch once the pull request merged: DoneYes,
+	// DoneNo or DoneRegressed; "" until it ran. DoneAt is when it was
+	// last asked, DoneBase the commit it ran on, DoneNote what a failing
+	// check said, or why the check could not run (Done then keeps what
+	// it said before).
+	Done     string    `json:"done,omitempty"`
+	DoneAt   time.Time `json:"done_at,omitzero"`
+	DoneBase string    `json:"done_base,omitempty"`
+	DoneNote string    `json:"done_note,omitempty"`
+}
+
+// What done_when says of a merged pull request's repository, as
+// FollowedPR.Done holds it.
+const (
+	// DoneYes: the check passes on the default branch.
+	DoneYes = "done"
+	// DoneNo: merged, and the check does not pass yet.
+	DoneNo = "not_done"
+	// DoneRegressed: the check passed once, and no longer does.
+	DoneRegressed = "regressed"
+)
+
+// DoneCheck is a definition's done_when as the follower runs it on a
+// merged pull request's repository: Manifest is the check's (mode
+// check, its command, without repositories), Image what it runs in,
+// Every how often it runs again.
+type DoneCheck struct {
+	Manifest protocol.Manifest `json:"manifest"`
+	Image    string            `json:"image,omitempty"`
+	Every    time.Duration     `json:"every"`
 }
 
 // Settled reports whether p's pull request will not change any more:

@@ -93,6 +93,8 @@ type TaskResult struct {
 	Merge *MergePolicy `json:"merge,omitempty"`
 	// KeepCurrent is as CampaignState.KeepCurrent.
 	KeepCurrent string `json:"keep_current,omitempty"`
+	// Done is as CampaignState.Done.
+	Done *DoneCheck `json:"done,omitempty"`
 }
 
 // TaskState answers QueryStatus on a Task workflow.
@@ -129,6 +131,8 @@ type TaskState struct {
 	Merge *MergePolicy `json:"merge,omitempty"`
 	// KeepCurrent is as CampaignState.KeepCurrent.
 	KeepCurrent string `json:"keep_current,omitempty"`
+	// Done is as CampaignState.Done.
+	Done *DoneCheck `json:"done,omitempty"`
 }
 
 // UnitResult is the compact outcome of one unit, kept in the campaign's
@@ -330,6 +334,9 @@ type CampaignState struct {
 	// (conflicted, behind; empty: never), which the follower of its
 	// pull requests carries out.
 	KeepCurrent string `json:"keep_current,omitempty"`
+	// Done is the definition's done_when, which the follower of its pull
+	// requests runs on each merged repository; nil when it has none.
+	Done *DoneCheck `json:"done,omitempty"`
 	// Pages: a campaign of more units than one page holds runs them a
 	// page at a time, each page a workflow of its own that holds its
 	// units' state, so that nothing the campaign carries grows with its

@@ -971,7 +971,7 @@ func (c *campaignRun) summary() status.Summary {
 func (c *campaignRun) state() status.CampaignState {
 	st := status.CampaignState{ID: c.in.ID, Phase: c.p.Phase, Summary: c.summary(), Message: c.message,
 		Suspended: c.p.Suspended, Applied: slices.Clone(c.p.Applied), Merge: c.in.Template.Merge,
-		KeepCurrent: c.in.Template.KeepCurrent}
+		KeepCurrent: c.in.Template.KeepCurrent, Done: c.in.Template.Done}
 	for _, u := range c.in.Units {
 		r, ok := c.p.Results[u.Key]
 		if !ok {

@@ -1,8 +1,11 @@
 package workflow
 
 import (
+	"cmp"
 	"fmt"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,6 +75,12 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 			// Merged some: read them again now.
 			continue
 		}
+		if f.done != nil {
+			f.checkDone(ctx)
+			// done_when runs again on a schedule, for as long as a
+			// merged pull request's repository may regress.
+			ended = ended && !slices.ContainsFunc(f.st.PRs, status.FollowedPR.Settled)
+		}
 		if ended {
 			f.st.Ended = true
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
@@ -100,6 +109,8 @@ type follower struct {
 	// is its keep_current ("": never).
 	merge *status.MergePolicy
 	keep  string
+	// done is the source's done_when as last read; nil: none.
+	done *status.DoneCheck
 	// runPasses counts this run's reads; wanted is the read an update
 	// waits for; reading says one is under way, which began before any
 	// update that comes meanwhile; acting says an action is under way.
@@ -121,7 +132,7 @@ func (f *follower) read(ctx, actx workflow.Context) bool {
 		workflow.GetLogger(ctx).Warn("pull requests not read", "source", f.st.Source, "error", err)
 		return false
 	}
-	f.st.PRs, f.st.CheckedAt, f.merge, f.keep = out.PRs, workflow.Now(ctx), out.Merge, out.KeepCurrent
+	f.st.PRs, f.st.CheckedAt, f.merge, f.keep, f.done = out.PRs, workflow.Now(ctx), out.Merge, out.KeepCurrent, out.Done
 	if out.Every > 0 {
 		f.every = out.Every
 	}
@@ -309,6 +320,64 @@ func (f *follower) keepCurrent(ctx, actx workflow.Context) {
 		if err != nil {
 			p.KeepNote = "not made again: " + errText(err)
 		}
+	}
+}
+
+// checkDone runs done_when on the repository of each merged pull
+// request that it has not run on within done.Every, one after another.
+func (f *follower) checkDone(ctx workflow.Context) {
+	for i := range f.st.PRs {
+		p := &f.st.PRs[i]
+		if p.Settled() && (p.DoneAt.IsZero() || workflow.Now(ctx).Sub(p.DoneAt) >= f.done.Every) {
+			f.checkOne(ctx, p)
+		}
+	}
+}
+
+// checkOne runs done_when in a sandbox on a fresh clone of p's base
+// branch (its repository's default branch, as p was proposed to it),
+// on any worker, and records what it said in p: a check that could not
+// run leaves p.Done as it was, saying why.
+func (f *follower) checkOne(ctx workflow.Context, p *status.FollowedPR) {
+	m := f.done.Manifest
+	name := path.Base(p.Repo) // a group's repository is <group>/<name>
+	m.Repositories = []protocol.Repository{{URL: p.Repository, Branch: p.Base, Name: name}}
+	timeout := time.Duration(m.TimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = 30 * time.Minute
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:   timeout + 2*shortTimeout,
+		HeartbeatTimeout:      TaskInput{}.heartbeatTimeout(),
+		DisableEagerExecution: true,
+		RetryPolicy:           &temporal.RetryPolicy{MaximumAttempts: 2, NonRetryableErrorTypes: activity.NonRetryable},
+	})
+	in := activity.RunInput{
+		Provision: activity.ProvisionInput{SandboxID: sandboxID(f.st.Source+"/done/"+name, strconv.Itoa(f.st.Passes)), Image: f.done.Image,
+			Labels: map[string]string{"fleetlift.io/task-id": m.TaskID}},
+		Manifest: m, Timeout: timeout, MaxSandboxes: 1,
+	}
+	var out status.RunOutcome
+	err := workflow.ExecuteActivity(actx, a.RunSandboxed, in).Get(ctx, &out)
+	p.DoneAt = workflow.Now(ctx)
+	var r protocol.RepositoryResult
+	if err == nil && len(out.Result.Repositories) == 1 {
+		r = out.Result.Repositories[0]
+	}
+	switch {
+	case err != nil:
+		p.DoneNote = "done_when did not run: " + errText(err)
+	case r.Status == "success":
+		p.Done, p.DoneBase, p.DoneNote = status.DoneYes, r.Base, ""
+	case r.ErrorKind == protocol.CheckFailed:
+		if p.Done == status.DoneYes || p.Done == status.DoneRegressed {
+			p.Done = status.DoneRegressed
+		} else {
+			p.Done = status.DoneNo
+		}
+		p.DoneBase, p.DoneNote = r.Base, r.Error
+	default:
+		p.DoneNote = "done_when did not run: " + cmp.Or(r.Error, out.Result.Error, "the sandbox returned no result")
 	}
 }
 

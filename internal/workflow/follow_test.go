@@ -338,3 +338,85 @@ func TestKeepCurrentMakesConflictedChangesAgainOncePerBase(t *testing.T) {
 		t.Errorf("notes %q", notes)
 	}
 }
+
+// TestDoneWhenChecksMergedRepositoriesOnASchedule: once a pull request
+// merged, done_when runs in a sandbox on its repository's base branch
+// (mode check); it runs again after done_when.every: a check that could
+// not run keeps what the last one said, and one that fails after
+// passing marks the repository regressed. An open pull request is not
+// checked, and the follower keeps checking after its run ended.
+func TestDoneWhenChecksMergedRepositoriesOnASchedule(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflow.PullRequests)
+	var acts *activity.Activities
+	env.RegisterActivity(acts)
+	check := &status.DoneCheck{Image: "golang", Every: time.Hour, Manifest: protocol.Manifest{TaskID: "x", Mode: protocol.ModeCheck,
+		Execution: protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"sh", "-c", "! grep -rq log.Printf ."}}}}
+	merged := followed("https://git.example/acme/svc-a/pulls/1", forge.StateMerged)
+	merged.Unit, merged.Repo, merged.Repository, merged.Base = "svc-a", "svc-a", "https://git.example/acme/svc-a.git", "main"
+	open := followed("https://git.example/acme/svc-b/pulls/2", forge.StateOpen)
+	open.Unit, open.Repo, open.Repository, open.Base = "svc-b", "svc-b", "https://git.example/acme/svc-b.git", "main"
+
+	start := env.Now()
+	var last []status.FollowedPR
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			last = in.Known
+			prs := []status.FollowedPR{merged, open}
+			for i := range prs {
+				for _, k := range in.Known {
+					if k.URL == prs[i].URL {
+						prs[i] = k // what the follower recorded stays
+					}
+				}
+			}
+			elapsed := env.Now().Sub(start)
+			if elapsed > 150*time.Minute {
+				// The campaign was removed: its run was cancelled (its
+				// policy can no longer be read) and svc-b's closed.
+				prs[1].State = forge.StateClosed
+				return activity.RefreshOutcome{SourceEnded: true, PRs: prs, Every: time.Minute}, nil
+			}
+			return activity.RefreshOutcome{SourceEnded: elapsed > 10*time.Minute, PRs: prs, Every: time.Minute, Done: check}, nil
+		})
+	var runs []activity.RunInput
+	env.OnActivity(acts.RunSandboxed, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RunInput) (status.RunOutcome, error) {
+			runs = append(runs, in)
+			r := protocol.RepositoryResult{Name: "svc-a", Status: "success", Base: "c1"}
+			switch len(runs) {
+			case 2:
+				r = protocol.RepositoryResult{Name: "svc-a", Status: "failed", Error: "clone: connection refused"}
+			case 3:
+				r = protocol.RepositoryResult{Name: "svc-a", Status: "failed", Base: "c3", ErrorKind: protocol.CheckFailed,
+					Error: "check exited with status 1"}
+			}
+			return status.RunOutcome{Result: protocol.Result{Repositories: []protocol.RepositoryResult{r}}}, nil
+		})
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("the follower did not end: %v", env.GetWorkflowError())
+	}
+	if len(runs) != 3 {
+		t.Fatalf("done_when ran %d times in 150 minutes, want 3 (at the merge, after 1h, after 2h)", len(runs))
+	}
+	m := runs[0].Manifest
+	if m.Mode != protocol.ModeCheck || len(m.Repositories) != 1 || m.Repositories[0].URL != merged.Repository ||
+		m.Repositories[0].Branch != "main" || m.Repositories[0].Name != "svc-a" ||
+		runs[0].Provision.Image != "golang" {
+		t.Errorf("the check ran as %+v in %+v", m, runs[0].Provision)
+	}
+	var a status.FollowedPR
+	for _, p := range last {
+		if p.URL == merged.URL {
+			a = p
+		}
+		if p.URL == open.URL && p.Done != "" {
+			t.Errorf("an open pull request was checked: %+v", p)
+		}
+	}
+	if a.Done != status.DoneRegressed || a.DoneBase != "c3" || !strings.Contains(a.DoneNote, "check exited with status 1") {
+		t.Errorf("after passing, an infrastructure failure and a failing check: done %q at %q, %q", a.Done, a.DoneBase, a.DoneNote)
+	}
+}

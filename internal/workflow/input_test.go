@@ -55,6 +55,14 @@ func TestForDefinitionExamples(t *testing.T) {
 		t.Errorf("fleet-migration first group (its repositories worked on %d at once): %+v", spec.DefaultGroupParallel, u)
 	}
 
+	// done_when reaches the follower as a read-only check in the
+	// command's image, every 24 hours.
+	log4j := byID["log4j-upgrade"].Task
+	if d := log4j.Done; d == nil || d.Manifest.Mode != protocol.ModeCheck || d.Image != "maven:3.9-eclipse-temurin-21" || d.Every != spec.DefaultDoneEvery ||
+		len(d.Manifest.Execution.Command) != 3 || d.Manifest.TimeoutSeconds != 1200 || d.Manifest.PullRequest != nil || len(d.Manifest.Verifiers) > 0 {
+		t.Errorf("log4j-upgrade done_when: %+v", d)
+	}
+
 	classify := byID["endpoint-classification"].Task
 	if classify == nil || classify.Manifest.Transformation == nil || len(classify.Manifest.Targets) != 2 || len(classify.Manifest.ForEach) != 1 {
 		t.Errorf("transformation + targets: %+v", classify)

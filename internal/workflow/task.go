@@ -104,8 +104,8 @@ func newTaskRun(ctx workflow.Context, in TaskInput) *taskRun {
 	}
 	return &taskRun{
 		ctx: ctx, in: in,
-		st:     &status.TaskState{ID: in.ID, Phase: status.TaskProvisioning, Merge: in.Merge, KeepCurrent: in.KeepCurrent},
-		res:    status.TaskResult{ID: in.ID, Merge: in.Merge, KeepCurrent: in.KeepCurrent},
+		st:     &status.TaskState{ID: in.ID, Phase: status.TaskProvisioning, Merge: in.Merge, KeepCurrent: in.KeepCurrent, Done: in.Done},
+		res:    status.TaskResult{ID: in.ID, Merge: in.Merge, KeepCurrent: in.KeepCurrent, Done: in.Done},
 		search: newSearchAttributes(ctx),
 		base:   base, ref: activity.SandboxRef{ID: base},
 		steps:   sandboxSteps{hostTimeout: hostTimeout},

@@ -88,6 +88,8 @@ type TaskInput struct {
 	// KeepCurrent is the definition's pull_request.keep_current; empty
 	// for never.
 	KeepCurrent string `json:",omitempty"`
+	// Done is the definition's done_when, as the follower runs it.
+	Done *status.DoneCheck `json:",omitempty"`
 	// Open are the pull requests the task's campaign unit opened in an
 	// earlier run: while the change made again for them awaits a
 	// decision they carry a pending fleetlift/approval status, and what

@@ -60,6 +60,12 @@ type jsonPR struct {
 	// KeepCurrent says when keep_current last had its change made again
 	// on its base, or why it was not.
 	KeepCurrent string `json:"keep_current,omitempty"`
+	// Done is what done_when said of a merged one's repository: done,
+	// not_done or regressed; DoneAt when it last ran, DoneNote what a
+	// failing check said or why it did not run.
+	Done     string    `json:"done,omitempty"`
+	DoneAt   time.Time `json:"done_at,omitzero"`
+	DoneNote string    `json:"done_note,omitempty"`
 }
 
 func prJSON(run string, p status.FollowedPR) jsonPR {
@@ -68,6 +74,9 @@ func prJSON(run string, p status.FollowedPR) jsonPR {
 		FailedChecks: p.FailedChecks, Labels: p.Labels, PushedByOthers: p.Foreign, CheckedAt: p.CheckedAt, Error: p.Error}
 	if out.State == forge.StateOpen || out.State == "draft" {
 		out.ReadySince, out.MergeError, out.KeepCurrent = p.ReadySince, p.MergeError, p.KeepNote
+	}
+	if out.State == forge.StateMerged {
+		out.Done, out.DoneAt, out.DoneNote = p.Done, p.DoneAt, p.DoneNote
 	}
 	if out.State != forge.StateOpen && out.State != "draft" {
 		// What no longer decides anything.
@@ -86,8 +95,10 @@ type RunPRs struct {
 type jsonPRList struct {
 	FormatVersion int      `json:"format_version"`
 	PullRequests  []jsonPR `json:"pull_requests"`
-	// Counts are the pull requests listed, by state.
+	// Counts are the pull requests listed, by state; Done counts the
+	// merged ones by what done_when said (none without done_when).
 	Counts map[string]int `json:"counts"`
+	Done   map[string]int `json:"done,omitempty"`
 }
 
 // PRsJSON writes the pull requests of runs as `fleetlift prs -o json`
@@ -99,6 +110,12 @@ func PRsJSON(w io.Writer, runs []RunPRs) error {
 			j := prJSON(r.Run, p)
 			out.PullRequests = append(out.PullRequests, j)
 			out.Counts[j.State]++
+			if j.Done != "" {
+				if out.Done == nil {
+					out.Done = map[string]int{}
+				}
+				out.Done[j.Done]++
+			}
 		}
 	}
 	return writeJSON(w, out)
@@ -110,12 +127,13 @@ func PRs(w io.Writer, runs []RunPRs) {
 	tabs := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	tw := visible.Writer(tabs)
 	fmt.Fprintln(tw, "RUN\tREPOSITORY\tSTATE\tREVIEW\tCHECKS\tMERGEABLE\tPULL REQUEST\tNOTE")
-	counts := map[string]int{}
+	counts, done := map[string]int{}, map[string]int{}
 	for _, r := range runs {
 		for _, p := range r.PRs {
 			j := prJSON(r.Run, p)
 			counts[j.State]++
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Run, j.Repository, j.State, dash(j.Review), checksCell(j),
+			done[j.Done]++
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Run, j.Repository, stateCell(j), dash(j.Review), checksCell(j),
 				dash(j.Mergeable), j.URL, prNote(j))
 		}
 	}
@@ -129,8 +147,30 @@ func PRs(w io.Writer, runs []RunPRs) {
 	if len(parts) == 0 {
 		parts = []string{"none"}
 	}
-	fmt.Fprintf(visible.Writer(w), "pull requests: %s\n", strings.Join(parts, ", "))
+	line := "pull requests: " + strings.Join(parts, ", ")
+	var ds []string
+	for _, s := range []string{status.DoneYes, status.DoneNo, status.DoneRegressed} {
+		if done[s] > 0 {
+			ds = append(ds, fmt.Sprintf("%d %s", done[s], doneWords(s)))
+		}
+	}
+	if len(ds) > 0 {
+		line += "; of the merged, " + strings.Join(ds, ", ") + " (done_when)"
+	}
+	fmt.Fprintln(visible.Writer(w), line)
 }
+
+// stateCell is j's state as the table shows it: a merged one's with
+// what done_when said.
+func stateCell(j jsonPR) string {
+	if j.Done == "" {
+		return j.State
+	}
+	return j.State + ", " + doneWords(j.Done)
+}
+
+// doneWords is a Done state for people.
+func doneWords(s string) string { return strings.ReplaceAll(s, "_", " ") }
 
 func dash(s string) string {
 	if s == "" {
@@ -165,6 +205,9 @@ func prNote(j jsonPR) string {
 	if j.Error != "" {
 		notes = append(notes, "not read: "+OneLine(j.Error))
 	}
+	if j.DoneNote != "" {
+		notes = append(notes, "done_when: "+OneLine(j.DoneNote))
+	}
 	return strings.Join(notes, "; ")
 }
 
@@ -180,6 +223,9 @@ func prSummary(prs []status.FollowedPR, url string) string {
 		return ""
 	}
 	parts := []string{j.State}
+	if j.Done != "" {
+		parts = append(parts, doneWords(j.Done))
+	}
 	if j.State == forge.StateOpen || j.State == "draft" {
 		if j.Review != "" && j.Review != forge.DecisionNone {
 			parts = append(parts, strings.ReplaceAll(j.Review, "_", " "))
