@@ -88,9 +88,11 @@ func (a *Activities) RefreshPullRequests(ctx context.Context, in RefreshInput) (
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, followParallel)
 	for i, p := range opened {
-		if k, ok := known[p.URL]; ok {
+		if k, ok := known[p.URL]; ok && !(k.Settled() && p.Commit != "" && k.Commit != "" && p.Commit != k.Commit) {
 			// What the run says of it (its latest push) over what was
-			// known, and what was read of it before.
+			// known, and what was read of it before. (One that merged
+			// and was proposed again since, as the local forge names a
+			// branch pushed anew, is a new pull request: read afresh.)
 			k.Unit, k.Repo, k.PullRequestInfo = p.Unit, p.Repo, p.PullRequestInfo
 			p = k
 		}

@@ -10,11 +10,13 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fleetlift/fleetlift/internal/payload"
+	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -226,4 +228,37 @@ func inPageOrder(units []workflow.Unit, ran []status.UnitResult) []workflow.Unit
 		}
 	}
 	return out
+}
+
+// Reopen has campaign run rec make the change of units again, their
+// done_when having regressed (reconcile.Dispatcher): Regenerate, then
+// the run's followers record each regression as reopened, so that the
+// next plan does not reopen it again. Units already queued or running
+// are not queued twice.
+func (t *Temporal) Reopen(ctx context.Context, rec state.Campaign, units []string) error {
+	if _, err := Regenerate(ctx, t.Client, rec.WorkflowID, units); err != nil && !errors.Is(err, ErrNothingToRerun) {
+		return fmt.Errorf("reopen %v of %s: %w", units, rec.WorkflowID, err)
+	}
+	st, err := (&statetemporal.Reader{Client: t.Client}).QueryStatus(ctx, rec.WorkflowID, true)
+	if err != nil {
+		return fmt.Errorf("reopen %v of %s: %w", units, rec.WorkflowID, err)
+	}
+	st.ID = rec.WorkflowID
+	for _, s := range st.Followers() {
+		h, err := t.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: status.FollowerID(s), UpdateName: status.UpdateReopened, Args: []any{units},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			continue
+		}
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("reopen %v of %s: record it with %s: %w", units, rec.WorkflowID, status.FollowerID(s), err)
+		}
+	}
+	return nil
 }

@@ -54,6 +54,11 @@ func Compute(desired Desired, recorded []state.Campaign, policy Policy) Plan {
 			c = missing(r, invalid, policy)
 		default:
 			c = compare(df, d, r)
+			if c.Action == Unchanged {
+				if units := regressed(r); len(units) > 0 {
+					c.Action, c.Reopen = Reopen, units
+				}
+			}
 		}
 		c.Cost = project(c, d, r, pooled)
 		if pr := declaredPullRequest(c, d); pr != nil {
@@ -75,6 +80,32 @@ func Compute(desired Desired, recorded []state.Campaign, policy Policy) Plan {
 			cmp.Compare(a.Field, b.Field), cmp.Compare(a.Msg, b.Msg))
 	})
 	return p
+}
+
+// regressed are the units of campaign run r with a repository whose
+// pull request merged and whose done_when no longer passes: the work a
+// Reopen makes again. Only a run that is going, or that finished, is
+// reopened: not one paused, suspended, aborted or cancelled, nor a
+// task's (it is run again as a whole).
+func regressed(r *state.Campaign) []string {
+	switch {
+	case r.Kind != state.KindCampaign:
+		return nil
+	case r.Phase == state.PhaseRunning, r.Phase == state.PhaseAwaitingApproval,
+		r.Phase == state.PhaseCompleted, r.Phase == state.PhaseCompletedWithFailures:
+	default:
+		return nil
+	}
+	var units []string
+	for _, repo := range r.Repos {
+		if repo.PullRequestState != state.PullRequestMerged || repo.PullRequest == nil || repo.PullRequest.Done != "regressed" || repo.PullRequest.Reopened {
+			continue
+		}
+		unit, _, _ := strings.Cut(repo.Name, "/") // a group's repository is group/name
+		units = append(units, unit)
+	}
+	slices.Sort(units)
+	return slices.Compact(units)
 }
 
 func create(d *spec.Definition) Change {

@@ -62,6 +62,10 @@ const (
 	// Unknown: recorded, not among the loaded definitions, and its
 	// definition file is invalid (or may be); the run is left as it is.
 	Unknown Action = "unknown"
+	// Reopen: the spec is unchanged, and repositories whose pull
+	// request merged no longer pass its done_when (they regressed):
+	// their change is made again (Change.Reopen names their units).
+	Reopen Action = "reopen"
 )
 
 func (a Action) String() string { return string(a) }
@@ -69,7 +73,7 @@ func (a Action) String() string { return string(a) }
 // Changes reports whether the action does something to a run.
 func (a Action) Changes() bool {
 	switch a {
-	case Create, Update, Suspend, Resume, Prune:
+	case Create, Update, Suspend, Resume, Prune, Reopen:
 		return true
 	}
 	return false
@@ -126,6 +130,9 @@ type Change struct {
 	// Closes says, for a Prune of a run whose spec declares
 	// pull_request.close, which of its pull requests the prune closes.
 	Closes *Close
+	// Reopen names, for a Reopen, the units (repositories, or groups)
+	// whose done_when regressed, sorted.
+	Reopen []string
 }
 
 // Close is what a prune closes: the run's Open pull requests, each
@@ -223,7 +230,7 @@ type ApprovalChange struct {
 // Summary counts a plan's actions.
 type Summary struct {
 	Create, Update, Suspend, Resume, Unchanged int
-	Prune, Orphaned, Unknown                   int
+	Prune, Orphaned, Unknown, Reopen           int
 	// ApprovalsApplied, ApprovalsIgnored and ApprovalsDone count
 	// approval records.
 	ApprovalsApplied, ApprovalsIgnored, ApprovalsDone int
@@ -263,7 +270,7 @@ type Recorded struct {
 // approval. Orphaned and unknown campaigns are reported but left alone.
 func (p Plan) HasChanges() bool {
 	s := p.Summary()
-	return s.Create+s.Update+s.Suspend+s.Resume+s.Prune+s.ApprovalsApplied > 0
+	return s.Create+s.Update+s.Suspend+s.Resume+s.Prune+s.Reopen+s.ApprovalsApplied > 0
 }
 
 // Empty reports whether there is nothing to show: no changes, nothing
@@ -288,6 +295,8 @@ func (p Plan) Summary() Summary {
 			s.Resume++
 		case Unchanged:
 			s.Unchanged++
+		case Reopen:
+			s.Reopen++
 		case Prune:
 			s.Prune++
 		case Orphaned:

@@ -48,6 +48,10 @@ type Dispatcher interface {
 	// that are still open closed as req says, without waiting for it;
 	// asked again before they are, it asks for the same closing.
 	ClosePullRequests(ctx context.Context, rec state.Campaign, req status.ActRequest) error
+	// Reopen has campaign run rec make the change of units again (their
+	// done_when regressed): a running run queues them, an ended one
+	// starts again with only them.
+	Reopen(ctx context.Context, rec state.Campaign, units []string) error
 }
 
 // LaunchGate decides whether the watched head may launch anything.
@@ -425,6 +429,8 @@ func (r *Reconciler) applyChange(ctx context.Context, sha string, c plan.Change,
 			return r.Dispatch.ClosePullRequests(ctx, rec, status.ActRequest{Action: status.ActClose, Comment: cl.Comment, DeleteBranch: cl.DeleteBranch})
 		}
 		return nil
+	case plan.Reopen:
+		return r.Dispatch.Reopen(ctx, rec, c.Reopen)
 	}
 	return nil
 }

@@ -210,6 +210,10 @@ func (f *fakeDispatch) ClosePullRequests(_ context.Context, rec state.Campaign, 
 	return f.do(rec.ID, fmt.Sprintf("close %s comment=%q delete=%t", rec.ID, req.Comment, req.DeleteBranch))
 }
 
+func (f *fakeDispatch) Reopen(_ context.Context, rec state.Campaign, units []string) error {
+	return f.do(rec.ID, fmt.Sprintf("reopen %s %v", rec.ID, units))
+}
+
 func (f *fakeDispatch) Suspend(_ context.Context, rec state.Campaign, suspend bool) error {
 	verb := "resume"
 	if suspend {

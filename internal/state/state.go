@@ -170,6 +170,9 @@ type PullRequestStatus struct {
 	// what a failing check said, or why it could not run.
 	Done     string `json:"done,omitempty"`
 	DoneNote string `json:"done_note,omitempty"`
+	// Reopened: the reconciler had the change made again for the
+	// regression Done says (the unit runs, or ran, again).
+	Reopened bool `json:"reopened,omitempty"`
 }
 
 // PendingApproval is a result waiting for an approval.

@@ -87,6 +87,9 @@ type FollowedPR struct {
 	DoneAt   time.Time `json:"done_at,omitzero"`
 	DoneBase string    `json:"done_base,omitempty"`
 	DoneNote string    `json:"done_note,omitempty"`
+	// ReopenedFor is the DoneBase of the regression for which the
+	// reconciler last had the unit make its change again.
+	ReopenedFor string `json:"reopened_for,omitempty"`
 }
 
 // What done_when says of a merged pull request's repository, as
@@ -186,6 +189,13 @@ func (run *Run) Followers() []string {
 // UpdateAct is the update that has a PullRequests workflow act on the
 // pull requests it follows (ActRequest); it returns an ActResult.
 const UpdateAct = "act"
+
+// UpdateReopened tells a follower that the units named (a []string of
+// unit keys) were asked to make their change again because their
+// done_when regressed: each of their regressed pull requests records
+// the commit it regressed at (ReopenedFor), so that one regression is
+// reopened once. It returns how many it marked.
+const UpdateReopened = "reopened"
 
 // Actions on pull requests, as ActRequest.Action holds them.
 const (

@@ -159,7 +159,24 @@ func (f *follower) register(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := workflow.SetUpdateHandler(ctx, status.UpdateReopened, f.reopened); err != nil {
+		return err
+	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, status.UpdateAct, f.act, workflow.UpdateHandlerOptions{Validator: validAct})
+}
+
+// reopened marks the regressed pull requests of units as reopened for
+// the commit they regressed at.
+func (f *follower) reopened(ctx workflow.Context, units []string) (int, error) {
+	n := 0
+	for i := range f.st.PRs {
+		p := &f.st.PRs[i]
+		if p.Done == status.DoneRegressed && slices.Contains(units, p.Unit) && p.ReopenedFor != p.DoneBase {
+			p.ReopenedFor = p.DoneBase
+			n++
+		}
+	}
+	return n, nil
 }
 
 // validAct refuses an action that is not one.

@@ -34,6 +34,7 @@ type jsonSummary struct {
 	Suspend          int `json:"suspend"`
 	Resume           int `json:"resume"`
 	Unchanged        int `json:"unchanged"`
+	Reopen           int `json:"reopen"`
 	Prune            int `json:"prune"`
 	Orphaned         int `json:"orphaned"`
 	Unknown          int `json:"unknown"`
@@ -66,6 +67,8 @@ type jsonCampaign struct {
 	KeepCurrent string `json:"keep_current,omitempty"`
 	// Closes is what a prune closes.
 	Closes *plan.Close `json:"closes,omitempty"`
+	// Reopen names a reopen's units: those whose done_when regressed.
+	Reopen []string `json:"reopen,omitempty"`
 }
 
 // jsonCost is plan.Cost; projected_usd and per_repository_usd are left
@@ -119,7 +122,7 @@ func JSON(w io.Writer, p plan.Plan) error {
 		FormatVersion: FormatVersion,
 		HasChanges:    p.HasChanges(),
 		Summary: jsonSummary{
-			Create: s.Create, Update: s.Update, Suspend: s.Suspend, Resume: s.Resume, Unchanged: s.Unchanged,
+			Create: s.Create, Update: s.Update, Suspend: s.Suspend, Resume: s.Resume, Unchanged: s.Unchanged, Reopen: s.Reopen,
 			Prune: s.Prune, Orphaned: s.Orphaned, Unknown: s.Unknown,
 			ApprovalsApplied: s.ApprovalsApplied, ApprovalsIgnored: s.ApprovalsIgnored, ApprovalsDone: s.ApprovalsDone, Errors: s.Errors,
 		},
@@ -147,7 +150,7 @@ func JSON(w io.Writer, p plan.Plan) error {
 				jc.Cost.ProjectedUSD, jc.Cost.PerRepositoryUSD = &projected, &cost.PerRepository
 			}
 		}
-		jc.Merge, jc.KeepCurrent, jc.Closes = c.Merge, c.KeepCurrent, c.Closes
+		jc.Merge, jc.KeepCurrent, jc.Closes, jc.Reopen = c.Merge, c.KeepCurrent, c.Closes, c.Reopen
 		out.Campaigns = append(out.Campaigns, jc)
 	}
 	for _, a := range p.Approvals {

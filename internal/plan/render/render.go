@@ -27,6 +27,10 @@ func SummaryLine(p plan.Plan) string {
 		return "No changes."
 	}
 	s := p.Summary()
+	if s.Reopen > 0 {
+		return fmt.Sprintf("Plan: %d to create, %d to update, %d to reopen, %d to prune, %d orphaned.",
+			s.Create, s.Update+s.Suspend+s.Resume, s.Reopen, s.Prune, s.Orphaned)
+	}
 	return fmt.Sprintf("Plan: %d to create, %d to update, %d to prune, %d orphaned.",
 		s.Create, s.Update+s.Suspend+s.Resume, s.Prune, s.Orphaned)
 }
@@ -82,7 +86,7 @@ func symbol(a plan.Action) string {
 	switch a {
 	case plan.Create:
 		return "+"
-	case plan.Update, plan.Suspend, plan.Resume:
+	case plan.Update, plan.Suspend, plan.Resume, plan.Reopen:
 		return "~"
 	case plan.Prune, plan.Orphaned:
 		return "-"
@@ -149,6 +153,8 @@ func headline(c plan.Change) string {
 		return "will be resumed"
 	case plan.Prune:
 		return "will be pruned"
+	case plan.Reopen:
+		return "will be reopened"
 	case plan.Orphaned:
 		return "is orphaned"
 	case plan.Unknown:
@@ -182,6 +188,9 @@ func effect(c plan.Change) string {
 		return "running tasks finish; no new task starts"
 	case plan.Resume:
 		return "tasks start again"
+	case plan.Reopen:
+		return "done_when no longer passes on the default branch of " + strings.Join(c.Reopen, ", ") +
+			" (regressed after its pull request merged): their change is made again, as a new pull request"
 	case plan.Prune:
 		if c.Phase.Done() {
 			return "removed from Git; its run is " + string(c.Phase) + ", its record is dropped"
