@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
+	"github.com/fleetlift/fleetlift/internal/state"
+)
+
+// TestDoneWhenOnGitea is done_when under `fleetlift up` on a real
+// Gitea: a campaign moves two repositories off log.Printf, its pull
+// requests merge as declared, and its done_when finds one done and the
+// other merged but not done (log.Printf in a file the change does not
+// reach). A person brings log.Printf back to the done one: it
+// regresses, the reconciler reopens it on its own, and a second pull
+// request is opened, merged and found done; the other is left as it is.
+func TestDoneWhenOnGitea(t *testing.T) {
+	ctx := context.Background()
+	g := giteatest.Start(t)
+	bot := g.Admin()
+	old := "package svc\n\nfunc f() { log.Printf(\"x\") }\n"
+	push := func(url string, files map[string]string) {
+		t.Helper()
+		work := t.TempDir()
+		g.Git(t, bot, work, "clone", "-q", url, ".")
+		for name, body := range files {
+			writeFile(t, work, name, body)
+		}
+		g.Git(t, bot, work, "add", "-A")
+		g.Git(t, bot, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "code")
+		g.Git(t, bot, work, "push", "-q", "origin", "HEAD:main")
+	}
+	var repos strings.Builder
+	urls := map[string]string{}
+	for _, name := range []string{"api", "web"} {
+		urls[name] = g.CreateRepo(t, bot.Name, name, true)
+		push(urls[name], map[string]string{"main.go": old})
+		fmt.Fprintf(&repos, "  - url: %s\n", urls[name])
+	}
+	push(urls["web"], map[string]string{"internal/legacy.go": old})
+
+	campaigns := g.CreateRepo(t, bot.Name, "campaigns", false)
+	cw := t.TempDir()
+	git := func(args ...string) {
+		g.Git(t, bot, cw, append([]string{"-c", "user.name=bot", "-c", "user.email=bot@example.com"}, args...)...)
+	}
+	git("init", "-q", "-b", "main")
+	writeFile(t, cw, "fleetlift.yaml", fmt.Sprintf(`version: 1
+kind: Config
+watch: {branch: main, path: campaigns, require_reviewed_merge: false}
+forge: {type: gitea, url: %s}
+`, g.URL()))
+	writeFile(t, cw, "campaigns/slog.yaml", `version: 1
+kind: Campaign
+id: slog
+title: Move to slog
+template:
+  execution:
+    deterministic:
+      image: golang
+      command: [sh, -c, "sed -i s/log.Printf/slog.Info/ *.go"]
+  pull_request: {branch_prefix: auto/slog, title: Move to slog, merge: {require_review: false}}
+  done_when: {command: [sh, -c, "! grep -rq log.Printf ."], every: 1m}
+repositories:
+`+repos.String())
+	git("add", ".")
+	git("commit", "-q", "-m", "slog")
+	git("push", "-q", campaigns, "main")
+
+	t.Setenv("FLEETLIFT_FORGE_TYPE", "gitea")
+	t.Setenv("FLEETLIFT_FORGE_URL", g.URL())
+	t.Setenv("FLEETLIFT_FORGE_TOKEN", bot.Token)
+	t.Setenv("FLEETLIFT_GIT_TOKEN", bot.Token)
+	stateDir := t.TempDir()
+	addr, _, reader := serverForTest(t, stateDir)
+	up := startUp(t, "--repo", campaigns, "--temporal-address", addr, "--state-dir", stateDir, "--interval", "1s",
+		"--pull-requests-every", "1s")
+	wait := func(what string, ok func(map[string]state.Repo) bool) map[string]state.Repo {
+		t.Helper()
+		var got map[string]state.Repo
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			r, err := reader.Get(ctx, "slog")
+			got = map[string]state.Repo{}
+			for _, repo := range r.Repos {
+				got[repo.Name] = repo
+			}
+			if err == nil && ok(got) {
+				return got
+			}
+		}
+		t.Fatalf("%s: %+v\n%s", what, got, up.out.String())
+		return nil
+	}
+	done := func(repo state.Repo, want string) bool {
+		return repo.PullRequestState == state.PullRequestMerged && repo.PullRequest != nil && repo.PullRequest.Done == want
+	}
+	first := wait("api done, web merged but not done", func(r map[string]state.Repo) bool {
+		return done(r["api"], "done") && done(r["web"], "not_done")
+	})["api"].PullRequestURL
+
+	// log.Printf comes back to api's main: it regresses within a
+	// minute, and the reconciler reopens it by itself.
+	push(urls["api"], map[string]string{"main.go": old})
+	wait("api reopened, its new pull request merged and done", func(r map[string]state.Repo) bool {
+		return done(r["api"], "done") && r["api"].PullRequestURL != first && done(r["web"], "not_done")
+	})
+	var prs []giteaPR
+	g.Do(t, bot.Token, http.MethodGet, "repos/"+bot.Name+"/api/pulls?state=all", nil, &prs)
+	if len(prs) != 2 || !prs[0].Merged || !prs[1].Merged {
+		t.Errorf("api's pull requests: %+v, want two, merged", prs)
+	}
+	g.Do(t, bot.Token, http.MethodGet, "repos/"+bot.Name+"/web/pulls?state=all", nil, &prs)
+	if len(prs) != 1 {
+		t.Errorf("web's pull requests: %+v, want the one (it was never done, so never reopened)", prs)
+	}
+	if !strings.Contains(up.out.String(), "reopen") {
+		t.Errorf("the reconciler never said it reopened slog:\n%s", up.out.String())
+	}
+}
