@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -23,7 +22,7 @@ func TestDoneWhenOnGitea(t *testing.T) {
 	ctx := context.Background()
 	g := giteatest.Start(t)
 	bot := g.Admin()
-	old := "package svc\n\nfunc f() { log.Printf(\"x\") }\n"
+	old := legacyGo
 	push := func(url string, files map[string]string) {
 		t.Helper()
 		work := t.TempDir()
@@ -35,43 +34,14 @@ func TestDoneWhenOnGitea(t *testing.T) {
 		g.Git(t, bot, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "code")
 		g.Git(t, bot, work, "push", "-q", "origin", "HEAD:main")
 	}
-	var repos strings.Builder
 	urls := map[string]string{}
 	for _, name := range []string{"api", "web"} {
 		urls[name] = g.CreateRepo(t, bot.Name, name, true)
 		push(urls[name], map[string]string{"main.go": old})
-		fmt.Fprintf(&repos, "  - url: %s\n", urls[name])
 	}
 	push(urls["web"], map[string]string{"internal/legacy.go": old})
 
-	campaigns := g.CreateRepo(t, bot.Name, "campaigns", false)
-	cw := t.TempDir()
-	git := func(args ...string) {
-		g.Git(t, bot, cw, append([]string{"-c", "user.name=bot", "-c", "user.email=bot@example.com"}, args...)...)
-	}
-	git("init", "-q", "-b", "main")
-	writeFile(t, cw, "fleetlift.yaml", fmt.Sprintf(`version: 1
-kind: Config
-watch: {branch: main, path: campaigns, require_reviewed_merge: false}
-forge: {type: gitea, url: %s}
-`, g.URL()))
-	writeFile(t, cw, "campaigns/slog.yaml", `version: 1
-kind: Campaign
-id: slog
-title: Move to slog
-template:
-  execution:
-    deterministic:
-      image: golang
-      command: [sh, -c, "sed -i s/log.Printf/slog.Info/ *.go"]
-  pull_request: {branch_prefix: auto/slog, title: Move to slog, merge: {require_review: false}}
-  done_when: {command: [sh, -c, "! grep -rq log.Printf ."], every: 1m}
-repositories:
-`+repos.String())
-	git("add", ".")
-	git("commit", "-q", "-m", "slog")
-	git("push", "-q", campaigns, "main")
-
+	campaigns, _ := giteaCampaigns(t, g, "", map[string]string{"campaigns/slog.yaml": slogCampaign("slog", []string{urls["api"], urls["web"]})})
 	t.Setenv("FLEETLIFT_FORGE_TYPE", "gitea")
 	t.Setenv("FLEETLIFT_FORGE_URL", g.URL())
 	t.Setenv("FLEETLIFT_FORGE_TOKEN", bot.Token)

@@ -37,27 +37,12 @@ func TestDoneWhenOnTheLocalForge(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 	}
-	old := "package svc\n\nfunc f() { log.Printf(\"x\") }\n"
+	old := legacyGo
 	for i := range urls {
 		push(i, map[string]string{"main.go": old})
 	}
 	push(2, map[string]string{"internal/legacy.go": old}) // beyond the change's *.go
-	def := `version: 1
-kind: Campaign
-id: finish
-title: Move to slog
-template:
-  execution:
-    deterministic:
-      image: golang
-      command: [sh, -c, "sed -i s/log.Printf/slog.Info/ *.go"]
-  pull_request: {branch_prefix: auto/finish, title: Move to slog, merge: {require_review: false}}
-  done_when: {command: [sh, -c, "! grep -rq log.Printf ."], every: 1m}
-repositories:
-`
-	for _, u := range urls {
-		def += "  - url: " + u + "\n"
-	}
+	def := slogCampaign("finish", urls)
 	campaigns := filepath.Join(root, "campaigns")
 	if err := os.MkdirAll(campaigns, 0o755); err != nil {
 		t.Fatal(err)
@@ -151,4 +136,31 @@ func waitDone(t *testing.T, reader *statetemporal.Reader, want map[string]string
 			t.Fatalf("done_when: %v, want %v (%v)", got, want, err)
 		}
 	}
+}
+
+// legacyGo is Go code that logs with log.Printf.
+const legacyGo = "package svc\n\nfunc f() { log.Printf(\"x\") }\n"
+
+// slogCampaign is campaign id over urls: a sed moves the *.go files at
+// each repository's root off log.Printf, its pull requests merge
+// without review, and done_when (every minute) wants no log.Printf
+// anywhere.
+func slogCampaign(id string, urls []string) string {
+	def := fmt.Sprintf(`version: 1
+kind: Campaign
+id: %[1]s
+title: Move to slog
+template:
+  execution:
+    deterministic:
+      image: golang
+      command: [sh, -c, "sed -i s/log.Printf/slog.Info/ *.go"]
+  pull_request: {branch_prefix: auto/%[1]s, title: Move to slog, merge: {require_review: false}}
+  done_when: {command: [sh, -c, "! grep -rq log.Printf ."], every: 1m}
+repositories:
+`, id)
+	for _, u := range urls {
+		def += "  - url: " + u + "\n"
+	}
+	return def
 }

@@ -73,21 +73,8 @@ func TestRepositoriesFromGitea(t *testing.T) {
 	repo("svc-py", false, "python")
 	repo("lib-go", false, "go")
 
-	campaigns := g.CreateRepo(t, bot.Name, "campaigns", false)
-	cw := t.TempDir()
-	git := func(args ...string) {
-		g.Git(t, bot, cw, append([]string{"-c", "user.name=bot", "-c", "user.email=bot@example.com"}, args...)...)
-	}
-	git("init", "-q", "-b", "main")
-	writeFile(t, cw, "fleetlift.yaml", fmt.Sprintf(`version: 1
-kind: Config
-watch: {branch: main, path: campaigns, require_reviewed_merge: false}
-approvers:
-  - path: "campaigns/**"
-    users: [%s]
-forge: {type: gitea, url: %s}
-`, bot.Name, g.URL()))
-	writeFile(t, cw, "campaigns/bump.yaml", `version: 1
+	approvers := fmt.Sprintf("approvers:\n  - path: \"campaigns/**\"\n    users: [%s]\n", bot.Name)
+	campaigns, git := giteaCampaigns(t, g, approvers, map[string]string{"campaigns/bump.yaml": `version: 1
 kind: Campaign
 id: bump
 title: Note the bump
@@ -102,11 +89,7 @@ repositories_from:
   - owner: platform
     topics: [go]
     names: ["svc-*"]
-`)
-	git("add", ".")
-	git("commit", "-q", "-m", "bump")
-	git("push", "-q", campaigns, "main")
-
+`})
 	t.Setenv("FLEETLIFT_FORGE_TYPE", "gitea")
 	t.Setenv("FLEETLIFT_FORGE_URL", g.URL())
 	t.Setenv("FLEETLIFT_FORGE_TOKEN", bot.Token)
@@ -163,20 +146,22 @@ repositories_from:
 
 	// A pull request's branch moves the repository: its plan shows the
 	// update that adds svc-new.
-	git("checkout", "-q", "-b", "touch")
-	writeFile(t, cw, "README.md", "campaigns\n")
-	git("add", ".")
-	git("commit", "-q", "-m", "readme")
-	git("push", "-q", campaigns, "touch")
+	git.run("checkout", "-q", "-b", "touch")
+	writeFile(t, git.dir, "README.md", "campaigns\n")
+	git.run("add", ".")
+	git.run("commit", "-q", "-m", "readme")
+	git.run("push", "-q", campaigns, "touch")
 	p = planJSON(t, "--repo", campaigns, "--ref", "touch", "--state", "temporal", "--temporal-address", addr, "--state-dir", stateDir)
 	if len(p.Campaigns) != 1 || p.Campaigns[0].Action != "update" ||
 		!slices.Equal(p.Campaigns[0].Repositories.Added, []string{"svc-new"}) || len(p.Campaigns[0].Repositories.Removed) != 0 {
 		t.Fatalf("plan of the next revision: %+v", p)
 	}
 	// Merged, the reconciler hands it to the run as the next generation.
-	git("push", "-q", campaigns, "touch:main")
+	git.run("push", "-q", campaigns, "touch:main")
+	// (Its task runs to its approval, so that no sandbox outlives the
+	// test.)
 	rec := waitFor("svc-new joins the next generation", func(c state.Campaign) bool {
-		return c.Generation == 2 && slices.Contains(names(c), "svc-new")
+		return c.Generation == 2 && slices.Contains(names(c), "svc-new") && len(c.PendingApprovals) == 3
 	})
 	if n := names(rec); !slices.Equal(n, []string{"svc-api", "svc-new", "svc-web"}) {
 		t.Errorf("generation 2 has %v", n)
@@ -231,4 +216,36 @@ repositories_from:
 		p.Errors[0].File != "campaigns/bump.yaml" || p.Errors[0].Line != 8 || p.Errors[0].Field != "repositories_from" {
 		t.Errorf("plan: %+v", p)
 	}
+}
+
+// campaignsClone is a clone of a campaigns repository on Gitea, pushing
+// as its admin.
+type campaignsClone struct {
+	t   *testing.T
+	g   *giteatest.Server
+	dir string
+}
+
+func (c campaignsClone) run(args ...string) {
+	c.t.Helper()
+	c.g.Git(c.t, c.g.Admin(), c.dir, append([]string{"-c", "user.name=bot", "-c", "user.email=bot@example.com"}, args...)...)
+}
+
+// giteaCampaigns makes the admin's campaigns repository on g: a
+// fleetlift.yaml selecting g as the forge, launching from main without
+// a reviewed merge, with more config lines (extra), and files; it
+// returns its clone URL and the clone that pushed it.
+func giteaCampaigns(t *testing.T, g *giteatest.Server, extra string, files map[string]string) (string, campaignsClone) {
+	t.Helper()
+	url := g.CreateRepo(t, g.Admin().Name, "campaigns", false)
+	c := campaignsClone{t: t, g: g, dir: t.TempDir()}
+	c.run("init", "-q", "-b", "main")
+	writeFile(t, c.dir, "fleetlift.yaml", fmt.Sprintf("version: 1\nkind: Config\nwatch: {branch: main, path: campaigns, require_reviewed_merge: false}\n%sforge: {type: gitea, url: %s}\n", extra, g.URL()))
+	for name, body := range files {
+		writeFile(t, c.dir, name, body)
+	}
+	c.run("add", ".")
+	c.run("commit", "-q", "-m", "campaigns")
+	c.run("push", "-q", url, "main")
+	return url, c
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -31,18 +29,8 @@ type etagServer struct {
 
 func newETagServer(t *testing.T, file string) (*etagServer, *httptest.Server) {
 	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct {
-		Exchanges []exchange `json:"exchanges"`
-	}
-	if err := json.Unmarshal(data, &rec); err != nil {
-		t.Fatal(err)
-	}
 	s := &etagServer{bodies: map[string][]byte{}, remaining: 5000}
-	for _, e := range rec.Exchanges {
+	for _, e := range loadExchanges(t, file) {
 		s.bodies[e.Method+" "+e.Path] = e.Body
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -39,16 +39,7 @@ func replay(t *testing.T, file string) (*httptest.Server, func() map[string]int)
 // method and path.
 func replayBodies(t *testing.T, file string) (*httptest.Server, func() map[string]int, func(string) string) {
 	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct {
-		Exchanges []exchange `json:"exchanges"`
-	}
-	if err := json.Unmarshal(data, &rec); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
+	rec := struct{ Exchanges []exchange }{loadExchanges(t, file)}
 	var mu sync.Mutex
 	asked := map[string]int{}
 	bodies := map[string]string{}
@@ -90,6 +81,22 @@ func replayBodies(t *testing.T, file string) (*httptest.Server, func() map[strin
 			defer mu.Unlock()
 			return bodies[key]
 		}
+}
+
+// loadExchanges reads the recorded exchanges of a testdata file.
+func loadExchanges(t *testing.T, file string) []exchange {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Exchanges []exchange `json:"exchanges"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return rec.Exchanges
 }
 
 func TestPullRequestStatusFromGitHub(t *testing.T) {
