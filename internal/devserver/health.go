@@ -63,24 +63,32 @@ func (s *Server) checkServes(wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	for _, p := range probes {
-		if err := retryUnavailable(ctx, func() error { return p.call(ctx, c) }); err != nil {
+		if err := retryUnavailable(ctx, wait/4, func(ctx context.Context) error { return p.call(ctx, c) }); err != nil {
 			return fmt.Errorf("%s: %w", p.what, err)
 		}
 	}
 	return nil
 }
 
-// retryUnavailable calls call until it returns anything but Unavailable,
-// or ctx ends; it returns the last error. A call cut off by ctx's end
-// after earlier calls were Unavailable returns the last Unavailable: it
-// says why the server could not answer (a damaged database, say), where
-// the deadline says nothing (a loaded machine ends the wait mid-call).
-func retryUnavailable(ctx context.Context, call func() error) error {
+// retryUnavailable calls call, each call for at most perCall, until it
+// returns anything but Unavailable or its own deadline, or ctx ends; it
+// returns the last error. A call cut off by ctx's end after earlier calls
+// were Unavailable returns the last Unavailable: it says why the server
+// could not answer (a damaged database, say), where the deadline says
+// nothing (a loaded machine ends the wait mid-call). A call that
+// outlives perCall is asked again, so that a server slow to answer its
+// first request under load still gets to say why it cannot serve.
+func retryUnavailable(ctx context.Context, perCall time.Duration, call func(context.Context) error) error {
 	var unavailable error
 	for {
-		err := call()
+		cctx, cancel := context.WithTimeout(ctx, perCall)
+		err := call(cctx)
+		cancel()
 		if unavailable != nil && ctx.Err() != nil && status.Code(err) == codes.DeadlineExceeded {
 			return unavailable
+		}
+		if ctx.Err() == nil && status.Code(err) == codes.DeadlineExceeded {
+			continue // this call's own deadline: ask again
 		}
 		if status.Code(err) != codes.Unavailable {
 			return err
