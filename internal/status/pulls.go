@@ -6,6 +6,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
 )
 
 // QueryPullRequests is the query a PullRequests workflow answers with
@@ -106,11 +107,17 @@ const (
 // DoneCheck is a definition's done_when as the follower runs it on a
 // merged pull request's repository: Manifest is the check's (mode
 // check, its command, without repositories), Image what it runs in,
-// Every how often it runs again.
+// Every how often it runs again. Its sandbox takes the definition's
+// sandbox resources and placement (Namespace, RuntimeClass,
+// NodeSelector), as the work's sandboxes do.
 type DoneCheck struct {
-	Manifest protocol.Manifest `json:"manifest"`
-	Image    string            `json:"image,omitempty"`
-	Every    time.Duration     `json:"every"`
+	Manifest     protocol.Manifest `json:"manifest"`
+	Image        string            `json:"image,omitempty"`
+	Every        time.Duration     `json:"every"`
+	Resources    sandbox.Resources `json:"resources,omitzero"`
+	Namespace    string            `json:"namespace,omitempty"`
+	RuntimeClass string            `json:"runtime_class,omitempty"`
+	NodeSelector map[string]string `json:"node_selector,omitempty"`
 }
 
 // Settled reports whether p's pull request will not change any more:

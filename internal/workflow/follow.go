@@ -371,6 +371,7 @@ func (f *follower) checkOne(ctx workflow.Context, p *status.FollowedPR) {
 	})
 	in := activity.RunInput{
 		Provision: activity.ProvisionInput{SandboxID: sandboxID(f.st.Source+"/done/"+name, strconv.Itoa(f.st.Passes)), Image: f.done.Image,
+			Resources: f.done.Resources, Placement: placement(f.done),
 			Labels: map[string]string{"fleetlift.io/task-id": m.TaskID}},
 		Manifest: m, Timeout: timeout, MaxSandboxes: 1,
 	}
@@ -396,6 +397,15 @@ func (f *follower) checkOne(ctx workflow.Context, p *status.FollowedPR) {
 	default:
 		p.DoneNote = "done_when did not run: " + cmp.Or(r.Error, out.Result.Error, "the sandbox returned no result")
 	}
+}
+
+// placement is the sandbox placement of d's check; nil when the
+// definition sets none.
+func placement(d *status.DoneCheck) *activity.Placement {
+	if d.Namespace == "" && d.RuntimeClass == "" && len(d.NodeSelector) == 0 {
+		return nil
+	}
+	return &activity.Placement{Namespace: d.Namespace, RuntimeClass: d.RuntimeClass, NodeSelector: d.NodeSelector}
 }
 
 // anyOpen reports whether one of prs is open (or not read yet).

@@ -15,6 +15,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -351,8 +352,9 @@ func TestDoneWhenChecksMergedRepositoriesOnASchedule(t *testing.T) {
 	env.RegisterWorkflow(workflow.PullRequests)
 	var acts *activity.Activities
 	env.RegisterActivity(acts)
-	check := &status.DoneCheck{Image: "golang", Every: time.Hour, Manifest: protocol.Manifest{TaskID: "x", Mode: protocol.ModeCheck,
-		Execution: protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"sh", "-c", "! grep -rq log.Printf ."}}}}
+	check := &status.DoneCheck{Image: "golang", Every: time.Hour, Resources: sandbox.Resources{Memory: "2Gi"}, Namespace: "batch",
+		Manifest: protocol.Manifest{TaskID: "x", Mode: protocol.ModeCheck,
+			Execution: protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"sh", "-c", "! grep -rq log.Printf ."}}}}
 	merged := followed("https://git.example/acme/svc-a/pulls/1", forge.StateMerged)
 	merged.Unit, merged.Repo, merged.Repository, merged.Base = "svc-a", "svc-a", "https://git.example/acme/svc-a.git", "main"
 	open := followed("https://git.example/acme/svc-b/pulls/2", forge.StateOpen)
@@ -404,7 +406,8 @@ func TestDoneWhenChecksMergedRepositoriesOnASchedule(t *testing.T) {
 	m := runs[0].Manifest
 	if m.Mode != protocol.ModeCheck || len(m.Repositories) != 1 || m.Repositories[0].URL != merged.Repository ||
 		m.Repositories[0].Branch != "main" || m.Repositories[0].Name != "svc-a" ||
-		runs[0].Provision.Image != "golang" {
+		runs[0].Provision.Image != "golang" || runs[0].Provision.Resources.Memory != "2Gi" ||
+		runs[0].Provision.Placement == nil || runs[0].Provision.Placement.Namespace != "batch" {
 		t.Errorf("the check ran as %+v in %+v", m, runs[0].Provision)
 	}
 	var a status.FollowedPR

@@ -157,9 +157,6 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 	} else if m.Mode == protocol.ModeTransform {
 		m.PullRequest = &protocol.PullRequest{BranchPrefix: "fleetlift", Title: title}
 	}
-	if dw := w.DoneWhen; dw != nil && m.Mode == protocol.ModeTransform {
-		in.Done = doneCheck(id, title, *dw, m)
-	}
 	if s := w.Sandbox; s != nil && s.Resources != nil {
 		if l := s.Resources.Limits; l != nil {
 			in.Resources.Memory, in.Resources.CPU = l.Memory, l.CPU
@@ -173,26 +170,36 @@ func taskInput(id, title string, w spec.Work, opts Options) (TaskInput, error) {
 	}
 	in.Credentials = credentials(w.Credentials)
 	in.Manifest = m
+	if dw := w.DoneWhen; dw != nil && m.Mode == protocol.ModeTransform {
+		in.Done = doneCheck(id, title, *dw, in)
+	}
 	return in, nil
 }
 
-// doneCheck is the follower's check of dw for task id, whose manifest
-// is m: a read-only command in the deterministic execution's image
-// (unless dw names one), within the task's timeout.
-func doneCheck(id, title string, dw spec.DoneWhen, m protocol.Manifest) *status.DoneCheck {
+// doneCheck is the follower's check of dw for task id, whose input is
+// in: a read-only command in the deterministic execution's image
+// (unless dw names one), within the task's timeout, in a sandbox with
+// the task's resources and placement.
+func doneCheck(id, title string, dw spec.DoneWhen, in TaskInput) *status.DoneCheck {
+	m := in.Manifest
 	image := dw.Image
 	if image == "" {
 		image = m.Execution.Image
 	}
-	return &status.DoneCheck{
+	d := &status.DoneCheck{
 		Manifest: protocol.Manifest{
 			TaskID: id, Mode: protocol.ModeCheck, Title: "done_when of " + title, TimeoutSeconds: m.TimeoutSeconds,
 			Execution: protocol.Execution{Type: protocol.ExecutionDeterministic, Image: image, Command: dw.Command},
 			GitConfig: m.GitConfig,
 		},
-		Image: image,
-		Every: cmp.Or(time.Duration(dw.Every), spec.DefaultDoneEvery),
+		Image:     image,
+		Every:     cmp.Or(time.Duration(dw.Every), spec.DefaultDoneEvery),
+		Resources: in.Resources,
 	}
+	if p := in.Placement; p != nil {
+		d.Namespace, d.RuntimeClass, d.NodeSelector = p.Namespace, p.RuntimeClass, p.NodeSelector
+	}
+	return d
 }
 
 // credentials are the references of c, the definition's credentials

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
@@ -109,5 +111,28 @@ func TestForDefinitionExamples(t *testing.T) {
 				t.Errorf("%s: empty unit %+v", id, u)
 			}
 		}
+	}
+}
+
+// TestDoneCheckRunsWhereTheWorkRuns: done_when's sandbox takes the
+// definition's sandbox resources and placement, as the work's does.
+func TestDoneCheckRunsWhereTheWorkRuns(t *testing.T) {
+	data, err := os.ReadFile("../../examples/license-headers.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Replace(string(data), "  sandbox:\n", "  done_when: {command: [addlicense, -check, .]}\n  sandbox:\n", 1)
+	res, err := (&spec.Loader{}).Load(context.Background(), fstest.MapFS{"c.yml": {Data: []byte(body)}}, ".")
+	if err != nil || len(res.Errors) > 0 || len(res.Definitions) != 1 {
+		t.Fatalf("load: %v %v", err, res.Errors)
+	}
+	s, err := workflow.ForDefinition(res.Definitions[0], workflow.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.Campaign.Template.Done
+	if d == nil || d.Image != "ghcr.io/acme/addlicense:1.1.1" || d.Namespace != "fleetlift-sandboxes" || d.RuntimeClass != "gvisor" ||
+		d.NodeSelector["acme.dev/pool"] != "batch" || d.Resources != s.Campaign.Template.Resources || d.Resources.RequestMemory != "512Mi" {
+		t.Errorf("done_when's check: %+v", d)
 	}
 }
