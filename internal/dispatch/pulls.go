@@ -74,22 +74,38 @@ func ActOnPullRequests(ctx context.Context, c client.Client, sources []string, r
 // followers are the run's own, or its pages' (read from the run, which
 // answers its status query also once cancelled).
 func (t *Temporal) ClosePullRequests(ctx context.Context, rec state.Campaign, req status.ActRequest) error {
-	st, err := (&statetemporal.Reader{Client: t.Client}).QueryStatus(ctx, rec.WorkflowID, rec.Kind == state.KindCampaign)
+	err := t.updateFollowers(ctx, rec, client.UpdateWorkflowOptions{
+		UpdateID: "close-removed-" + rec.RunID, UpdateName: status.UpdateAct,
+		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageAccepted,
+	})
 	if err != nil {
 		return fmt.Errorf("close the pull requests of %s: %w", rec.WorkflowID, err)
 	}
+	return nil
+}
+
+// updateFollowers sends update o to every follower of rec's run (its
+// own, or its pages', read from the run, which answers its status query
+// also once cancelled), waiting for each as o.WaitForStage says; a
+// follower that no longer runs is passed over.
+func (t *Temporal) updateFollowers(ctx context.Context, rec state.Campaign, o client.UpdateWorkflowOptions) error {
+	st, err := (&statetemporal.Reader{Client: t.Client}).QueryStatus(ctx, rec.WorkflowID, rec.Kind == state.KindCampaign)
+	if err != nil {
+		return err
+	}
 	st.ID = rec.WorkflowID
 	for _, s := range st.Followers() {
-		_, err := t.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			UpdateID: "close-removed-" + rec.RunID, WorkflowID: status.FollowerID(s), UpdateName: status.UpdateAct,
-			Args: []any{req}, WaitForStage: client.WorkflowUpdateStageAccepted,
-		})
+		o.WorkflowID = status.FollowerID(s)
+		h, err := t.Client.UpdateWorkflow(ctx, o)
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			continue
 		}
+		if err == nil && o.WaitForStage == client.WorkflowUpdateStageCompleted {
+			err = h.Get(ctx, nil)
+		}
 		if err != nil {
-			return fmt.Errorf("close the pull requests of %s: %w", s, err)
+			return fmt.Errorf("%s: %w", o.WorkflowID, err)
 		}
 	}
 	return nil

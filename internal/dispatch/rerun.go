@@ -10,7 +10,6 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -239,26 +238,11 @@ func (t *Temporal) Reopen(ctx context.Context, rec state.Campaign, units []strin
 	if _, err := Regenerate(ctx, t.Client, rec.WorkflowID, units); err != nil && !errors.Is(err, ErrNothingToRerun) {
 		return fmt.Errorf("reopen %v of %s: %w", units, rec.WorkflowID, err)
 	}
-	st, err := (&statetemporal.Reader{Client: t.Client}).QueryStatus(ctx, rec.WorkflowID, true)
+	err := t.updateFollowers(ctx, rec, client.UpdateWorkflowOptions{
+		UpdateName: status.UpdateReopened, Args: []any{units}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
 	if err != nil {
-		return fmt.Errorf("reopen %v of %s: %w", units, rec.WorkflowID, err)
-	}
-	st.ID = rec.WorkflowID
-	for _, s := range st.Followers() {
-		h, err := t.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID: status.FollowerID(s), UpdateName: status.UpdateReopened, Args: []any{units},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			continue
-		}
-		if err == nil {
-			err = h.Get(ctx, nil)
-		}
-		if err != nil {
-			return fmt.Errorf("reopen %v of %s: record it with %s: %w", units, rec.WorkflowID, status.FollowerID(s), err)
-		}
+		return fmt.Errorf("reopen %v of %s: record it with its followers: %w", units, rec.WorkflowID, err)
 	}
 	return nil
 }
