@@ -370,7 +370,7 @@ func (c *runCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		if len(done) > 0 {
-			for _, s := range []string{"done", "not_done", "regressed"} {
+			for _, s := range state.DoneStates {
 				gauge(descDone, float64(done[s]), r.ID, s)
 			}
 		}

@@ -54,7 +54,7 @@ func countOf(c state.Campaign, at time.Time) Sample {
 	s := Sample{At: at.UTC().Truncate(time.Second)}
 	for _, r := range c.Repos {
 		switch {
-		case r.PullRequestState == state.PullRequestMerged && r.PullRequest != nil && r.PullRequest.Done == "done":
+		case r.PullRequestState == state.PullRequestMerged && r.PullRequest != nil && r.PullRequest.Done == state.DoneYes:
 			s.Done++
 		case r.PullRequestState == state.PullRequestMerged:
 			s.Merged++

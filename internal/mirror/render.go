@@ -684,7 +684,7 @@ func pullRequests(repos []state.Repo) string {
 		if n := counts[st]; n > 0 {
 			part := fmt.Sprintf("%d %s", n, st)
 			var ds []string
-			for _, d := range []string{"done", "not_done", "regressed"} {
+			for _, d := range state.DoneStates {
 				if done[d] > 0 && st == string(state.PullRequestMerged) {
 					ds = append(ds, fmt.Sprintf("%d %s", done[d], strings.ReplaceAll(d, "_", " ")))
 				}

@@ -98,7 +98,7 @@ func regressed(r *state.Campaign) []string {
 	}
 	var units []string
 	for _, repo := range r.Repos {
-		if repo.PullRequestState != state.PullRequestMerged || repo.PullRequest == nil || repo.PullRequest.Done != "regressed" || repo.PullRequest.Reopened {
+		if repo.PullRequestState != state.PullRequestMerged || repo.PullRequest == nil || repo.PullRequest.Done != state.DoneRegressed || repo.PullRequest.Reopened {
 			continue
 		}
 		unit, _, _ := strings.Cut(repo.Name, "/") // a group's repository is group/name

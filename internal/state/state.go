@@ -165,15 +165,29 @@ type PullRequestStatus struct {
 	// before.
 	Error string `json:"error,omitempty"`
 	// Done is what the definition's done_when said of the repository's
-	// default branch once the pull request merged: done, not_done or
-	// regressed; empty until it ran (or without done_when). DoneNote is
-	// what a failing check said, or why it could not run.
+	// default branch once the pull request merged: one of DoneStates;
+	// empty until it ran (or without done_when). DoneNote is what a
+	// failing check said, or why it could not run.
 	Done     string `json:"done,omitempty"`
 	DoneNote string `json:"done_note,omitempty"`
 	// Reopened: the reconciler had the change made again for the
 	// regression Done says (the unit runs, or ran, again).
 	Reopened bool `json:"reopened,omitempty"`
 }
+
+// What done_when says of a merged pull request's repository, as
+// PullRequestStatus.Done holds it.
+const (
+	// DoneYes: the check passes on the default branch.
+	DoneYes = "done"
+	// DoneNo: merged, and the check does not pass yet.
+	DoneNo = "not_done"
+	// DoneRegressed: the check passed once, and no longer does.
+	DoneRegressed = "regressed"
+)
+
+// DoneStates are the Done states, in the order people read them.
+var DoneStates = []string{DoneYes, DoneNo, DoneRegressed}
 
 // PendingApproval is a result waiting for an approval.
 type PendingApproval struct {

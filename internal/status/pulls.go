@@ -93,17 +93,6 @@ type FollowedPR struct {
 	ReopenedFor string `json:"reopened_for,omitempty"`
 }
 
-// What done_when says of a merged pull request's repository, as
-// FollowedPR.Done holds it.
-const (
-	// DoneYes: the check passes on the default branch.
-	DoneYes = "done"
-	// DoneNo: merged, and the check does not pass yet.
-	DoneNo = "not_done"
-	// DoneRegressed: the check passed once, and no longer does.
-	DoneRegressed = "regressed"
-)
-
 // DoneCheck is a definition's done_when as the follower runs it on a
 // merged pull request's repository: Manifest is the check's (mode
 // check, its command, without repositories), Image what it runs in,

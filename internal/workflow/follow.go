@@ -16,6 +16,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/status"
 )
 
@@ -171,7 +172,7 @@ func (f *follower) reopened(ctx workflow.Context, units []string) (int, error) {
 	n := 0
 	for i := range f.st.PRs {
 		p := &f.st.PRs[i]
-		if p.Done == status.DoneRegressed && slices.Contains(units, p.Unit) && p.ReopenedFor != p.DoneBase {
+		if p.Done == state.DoneRegressed && slices.Contains(units, p.Unit) && p.ReopenedFor != p.DoneBase {
 			p.ReopenedFor = p.DoneBase
 			n++
 		}
@@ -386,12 +387,12 @@ func (f *follower) checkOne(ctx workflow.Context, p *status.FollowedPR) {
 	case err != nil:
 		p.DoneNote = "done_when did not run: " + errText(err)
 	case r.Status == "success":
-		p.Done, p.DoneBase, p.DoneNote = status.DoneYes, r.Base, ""
+		p.Done, p.DoneBase, p.DoneNote = state.DoneYes, r.Base, ""
 	case r.ErrorKind == protocol.CheckFailed:
-		if p.Done == status.DoneYes || p.Done == status.DoneRegressed {
-			p.Done = status.DoneRegressed
+		if p.Done == state.DoneYes || p.Done == state.DoneRegressed {
+			p.Done = state.DoneRegressed
 		} else {
-			p.Done = status.DoneNo
+			p.Done = state.DoneNo
 		}
 		p.DoneBase, p.DoneNote = r.Base, r.Error
 	default:

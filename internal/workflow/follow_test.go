@@ -16,6 +16,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -419,7 +420,7 @@ func TestDoneWhenChecksMergedRepositoriesOnASchedule(t *testing.T) {
 			t.Errorf("an open pull request was checked: %+v", p)
 		}
 	}
-	if a.Done != status.DoneRegressed || a.DoneBase != "c3" || !strings.Contains(a.DoneNote, "check exited with status 1") {
+	if a.Done != state.DoneRegressed || a.DoneBase != "c3" || !strings.Contains(a.DoneNote, "check exited with status 1") {
 		t.Errorf("after passing, an infrastructure failure and a failing check: done %q at %q, %q", a.Done, a.DoneBase, a.DoneNote)
 	}
 }

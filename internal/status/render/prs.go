@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/git"
+	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/visible"
 )
@@ -149,7 +150,7 @@ func PRs(w io.Writer, runs []RunPRs) {
 	}
 	line := "pull requests: " + strings.Join(parts, ", ")
 	var ds []string
-	for _, s := range []string{status.DoneYes, status.DoneNo, status.DoneRegressed} {
+	for _, s := range state.DoneStates {
 		if done[s] > 0 {
 			ds = append(ds, fmt.Sprintf("%d %s", done[s], doneWords(s)))
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/status"
 )
 
@@ -27,9 +28,9 @@ func TestPRsShowDoneAgainstMergedAgainstOpen(t *testing.T) {
 		return p
 	}
 	runs := []RunPRs{{Run: "campaign/x", PRs: []status.FollowedPR{
-		pr("a", forge.StateMerged, status.DoneYes, ""),
-		pr("b", forge.StateMerged, status.DoneRegressed, "check exited with status 1: log.Printf is still used"),
-		pr("c", forge.StateMerged, status.DoneNo, "check exited with status 1"),
+		pr("a", forge.StateMerged, state.DoneYes, ""),
+		pr("b", forge.StateMerged, state.DoneRegressed, "check exited with status 1: log.Printf is still used"),
+		pr("c", forge.StateMerged, state.DoneNo, "check exited with status 1"),
 		pr("d", forge.StateOpen, "", ""),
 	}}}
 	var table bytes.Buffer
