@@ -59,7 +59,7 @@ func (r *reconcileFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&r.interval, "interval", 30*time.Second, "poll interval: a pass runs at least this often")
 	fl.BoolVar(&r.watch, "watch", true, "for a local repository, also react to commits as they happen (fsnotify)")
 	fl.BoolVar(&r.once, "once", false, "run one pass, print what it did, and exit")
-	fl.StringVar(&r.webhookListen, "webhook-listen", "", "address for the GitHub/Gitea webhook receiver, e.g. :8080 (off when empty)")
+	fl.StringVar(&r.webhookListen, "webhook-listen", "", "address for the GitHub/Gitea webhook receiver of the campaigns and target repositories, e.g. :8080 (off when empty)")
 	fl.StringVar(&r.webhookSecretEnv, "webhook-secret-env", "FLEETLIFT_WEBHOOK_SECRET", "environment variable holding the webhook secret")
 	fl.StringSliceVar(&r.webhookRepos, "webhook-repo", nil, "clone URL of the campaigns repository as the forge knows it (default: --repo when it is a URL)")
 	fl.BoolVar(&r.noStatus, "no-status", false, "do not write the status mirror branch")
@@ -95,7 +95,9 @@ carries the plan out: new campaigns start, changed ones update or restart as
 their sync_policy says, suspended ones stop starting tasks, removed ones are
 cancelled where pruning is allowed, and approval records are handed to the
 runs waiting for them. A pass runs every --interval, on each commit to a local
-repository, and on each verified webhook delivery (--webhook-listen).
+repository, and on each verified webhook delivery (--webhook-listen) from the
+campaigns repository. Deliveries from a repository where a run has an open
+pull request have the followers of those pull requests read them at once.
 
 Approval pull requests, reviews and team membership go to a forge only when
 you allow it: --forge-type and --forge-url (or $` + envForgeType + ` and
@@ -300,12 +302,19 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 		hints = append(hints, h)
 	}
 	if rf.webhookListen != "" {
-		h, stopHooks, err := serveWebhooks(ctx, rf, logger)
+		prs := dispatch.NewPullRequestHints(c, 0, logger)
+		h, stopHooks, err := serveWebhooks(ctx, rf, logger, prs)
 		if err != nil {
 			return err
 		}
 		defer stopHooks()
 		hints = append(hints, h)
+		observers := passObservers{prs}
+		if r.Observer != nil {
+			observers = append(observers, r.Observer)
+		}
+		r.Observer = observers
+		go prs.Run(ctx)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "reconciling %s (branch %s) every %s\n", gitx.Redact(rf.repo), rf.branch, rf.interval)
 	loop := reconcile.LoopOptions{Interval: rf.interval, Hints: reconcile.Merge(ctx, hints...)}

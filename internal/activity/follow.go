@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +39,11 @@ const followParallel = 4
 type RefreshInput struct {
 	Source string              `json:"source"`
 	Known  []status.FollowedPR `json:"known,omitempty"`
+	// Hinted: ask the forges only about the pull requests at Only (by
+	// URL) and those the run opened since; the others known are kept
+	// as they were.
+	Hinted bool     `json:"hinted,omitempty"`
+	Only   []string `json:"only,omitempty"`
 }
 
 // RefreshOutcome is what RefreshPullRequests found.
@@ -97,7 +103,8 @@ func (a *Activities) RefreshPullRequests(ctx context.Context, in RefreshInput) (
 			p = k
 		}
 		out.PRs[i] = p
-		if p.Settled() {
+		_, wasKnown := known[p.URL]
+		if p.Settled() || in.Hinted && wasKnown && !slices.Contains(in.Only, p.URL) {
 			continue
 		}
 		wg.Add(1)

@@ -21,6 +21,18 @@ const UpdateRefresh = "refresh"
 // follows the pull requests of workflow source.
 func FollowerID(source string) string { return source + "/pull-requests" }
 
+// SignalHint tells a PullRequests workflow that something happened in
+// repositories where it may follow pull requests (a webhook: a push, a
+// review, a commit status or check): a PullRequestHint. It reads the
+// pull requests it follows there soon rather than at its next pass.
+const SignalHint = "hint"
+
+// PullRequestHint names repositories as host/owner/name in lower case
+// (webhook.PullRequestKey of a pull request's page).
+type PullRequestHint struct {
+	Repositories []string `json:"repositories"`
+}
+
 // PullRequests is what a PullRequests workflow knows of the pull requests
 // of the run it follows (Source): what became of each on its forge.
 type PullRequests struct {
@@ -29,9 +41,11 @@ type PullRequests struct {
 	Source string `json:"source"`
 	// CheckedAt is when they were last read from their forges.
 	CheckedAt time.Time `json:"checked_at,omitzero"`
-	// Passes counts the reads.
-	Passes int          `json:"passes,omitempty"`
-	PRs    []FollowedPR `json:"prs,omitempty"`
+	// Passes counts the reads of them all; PartialReads the reads of
+	// only some: those a webhook hinted at (SignalHint), or merged.
+	Passes       int          `json:"passes,omitempty"`
+	PartialReads int          `json:"partial_reads,omitempty"`
+	PRs          []FollowedPR `json:"prs,omitempty"`
 	// Ended: the source has ended and none of its pull requests is
 	// open; nothing is followed any more.
 	Ended bool `json:"ended,omitempty"`

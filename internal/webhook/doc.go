@@ -30,7 +30,9 @@
 // (Gitea and Forgejo also send GitHub's headers), GitHub otherwise. Pushes
 // give Push hints; pull request changes give PullRequest hints; reviews
 // and review comments (GitHub's pull_request_review*, Gitea's
-// pull_request_review_approved, _rejected and _comment) give Review hints.
+// pull_request_review_approved, _rejected and _comment) give Review hints;
+// commit statuses and checks (GitHub's status, check_run and check_suite,
+// Gitea's status) give Status hints, for followed repositories only.
 // GitHub's ping answers 200 "pong", or 404 when it names a repository that
 // is not watched, so a misconfigured hook shows up when it is created.
 // Other events answer 202 "event ignored".
@@ -41,6 +43,13 @@
 // not watched" and gives no hint. A 404 rather than a 2xx makes the
 // misconfiguration visible in the forge's delivery log; an organization
 // hook should be narrowed to the watched repositories.
+//
+// With Options.Followed, events for the repositories it names (the
+// target repositories of campaigns, with open pull requests) are hints
+// too, with Event.Followed set; an event for a repository neither watched
+// nor followed then answers 202 "no pull request followed in this
+// repository", since which repositories are followed changes with the
+// campaigns, and an organization hook reaches them all.
 //
 // # Replays
 //

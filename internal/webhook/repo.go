@@ -3,6 +3,7 @@ package webhook
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/fleetlift/fleetlift/internal/redact"
@@ -51,4 +52,26 @@ func split(raw string) (host, path string, err error) {
 		host = host[at+1:]
 	}
 	return strings.ToLower(host), path, nil
+}
+
+// PullRequestKey is the repository of a pull request's web page
+// (https://github.com/acme/api/pull/7, https://gitea.example/acme/api/pulls/7)
+// as Options.Followed is asked about it: host/owner/name in lower case.
+// It is empty for a URL that is not a pull request's page.
+func PullRequestKey(page string) string {
+	host, p, err := split(page)
+	if err != nil || host == "" {
+		return ""
+	}
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	n := len(parts)
+	if n < 4 || parts[n-2] != "pull" && parts[n-2] != "pulls" {
+		return ""
+	}
+	if _, err := strconv.Atoi(parts[n-1]); err != nil {
+		return ""
+	}
+	// The owner and name only: a forge served under a path prefix
+	// (https://host/gitea/acme/api) names the repository acme/api.
+	return strings.ToLower(host + "/" + parts[n-4] + "/" + parts[n-3])
 }

@@ -57,6 +57,10 @@ const (
 	PullRequest
 	// Review is a review or a review comment on a pull request.
 	Review
+	// Status is a commit status or a check on a commit: GitHub's status,
+	// check_run and check_suite, Gitea's status. It hints only at the
+	// pull requests fleetlift follows (Options.Followed).
+	Status
 )
 
 func (k Kind) String() string {
@@ -67,6 +71,8 @@ func (k Kind) String() string {
 		return "pull_request"
 	case Review:
 		return "review"
+	case Status:
+		return "status"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -82,12 +88,21 @@ type Event struct {
 	// clone URL, as the forge reports them.
 	Repository string
 	CloneURL   string
+	// Key is the repository as host/owner/name, lower case: what
+	// Options.Followed was asked about.
+	Key string
+	// Watched: the repository is one of Options.Repos (the campaigns
+	// repository). Followed: Options.Followed said fleetlift follows
+	// pull requests in it. One or both is set.
+	Watched, Followed bool
 	// Ref (refs/heads/main) and After (the new commit SHA) are set for
 	// Push.
 	Ref   string
 	After string
 	// PullRequest is the pull request number for PullRequest and Review.
 	PullRequest int
+	// Head is the commit a Status is about.
+	Head string
 }
 
 // Options configure a Handler.
@@ -100,6 +115,16 @@ type Options struct {
 	// case-insensitively; schemes, users and ports are ignored, so any
 	// form matches any other for the same host and path. Required.
 	Repos []string
+	// Followed, when set, says whether fleetlift follows pull requests
+	// in a repository other than those of Repos, given as
+	// host/owner/name in lower case (the forge's host without its
+	// port): the target repositories of campaigns. Events for those are
+	// hints too, with Event.Followed set, and events for a repository
+	// neither watched nor followed are ignored (202) instead of refused
+	// with 404, since the repositories followed come and go with the
+	// campaigns. It is called on the request's goroutine and must
+	// return quickly.
+	Followed func(key string) bool
 	// Hint is called once for every accepted event, on the request's
 	// goroutine before the response is written. It must return quickly
 	// and must not block: a non-blocking send on a buffered channel, for
@@ -147,6 +172,7 @@ func (o Outcome) String() string { return string(o) }
 type Handler struct {
 	secret    []byte
 	repos     map[string]bool
+	followed  func(key string) bool
 	hint      func(Event)
 	maxBody   int64
 	seen      *deliveries
@@ -193,6 +219,7 @@ func New(o Options) (*Handler, error) {
 	return &Handler{
 		secret:    append([]byte(nil), o.Secret...),
 		repos:     repos,
+		followed:  o.Followed,
 		hint:      o.Hint,
 		maxBody:   o.MaxBody,
 		seen:      newDeliveries(2*o.ReplayEntries, o.ReplayWindow, o.Now), // two keys each
@@ -283,8 +310,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.event == "ping" {
 		// A repository hook's ping names its repository: say now whether
-		// it is watched. An organization hook's ping names none.
-		if p.Repository != nil && !h.watched(p.Repository) {
+		// it is watched. An organization hook's ping names none, and
+		// with Followed any repository may become followed.
+		if p.Repository != nil && h.followed == nil && !h.watched(p.Repository) {
 			h.refuse(w, r, d, http.StatusNotFound, "repository not watched")
 			return
 		}
@@ -296,8 +324,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, d, http.StatusBadRequest, "malformed payload: "+err.Error())
 		return
 	}
-	if !h.watched(p.Repository) {
+	ev.Watched = h.watched(p.Repository)
+	ev.Key = key(p.Repository)
+	ev.Followed = h.followed != nil && ev.Key != "" && h.followed(ev.Key)
+	switch {
+	case !ev.Watched && !ev.Followed && h.followed == nil:
 		h.refuse(w, r, d, http.StatusNotFound, "repository not watched")
+		return
+	case !ev.Watched && !ev.Followed:
+		h.reply(w, d, http.StatusAccepted, "no pull request followed in this repository")
+		return
+	case ev.Kind == Status && !ev.Followed:
+		// A status on the campaigns repository says nothing of it.
+		h.reply(w, d, http.StatusAccepted, "event ignored")
 		return
 	}
 	// Remembered only now: a refused delivery leaves no trace.
@@ -307,7 +346,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.hint(ev)
 	h.log.Info("webhook hint", "delivery", d.id, "source", d.source, "event", d.event,
-		"repository", ev.Repository, "ref", ev.Ref, "pull_request", ev.PullRequest)
+		"repository", ev.Repository, "ref", ev.Ref, "pull_request", ev.PullRequest, "head", ev.Head,
+		"watched", ev.Watched, "followed", ev.Followed)
 	h.outcome(OutcomeAccepted)
 	reply(w, http.StatusAccepted, "accepted")
 }
@@ -425,6 +465,8 @@ func githubKind(event string) Kind {
 		return Push
 	case event == "pull_request":
 		return PullRequest
+	case event == "status", event == "check_run", event == "check_suite":
+		return Status
 	case strings.HasPrefix(event, "pull_request_review"):
 		// pull_request_review, pull_request_review_comment,
 		// pull_request_review_thread.
@@ -445,6 +487,8 @@ func giteaKind(event, eventType string) Kind {
 		case "pull_request", "pull_request_sync", "pull_request_assign", "pull_request_label",
 			"pull_request_milestone", "pull_request_review_request":
 			return PullRequest
+		case "status":
+			return Status
 		}
 		if strings.HasPrefix(eventType, "pull_request_review") {
 			return Review
@@ -456,6 +500,8 @@ func giteaKind(event, eventType string) Kind {
 		return Push
 	case "pull_request":
 		return PullRequest
+	case "status":
+		return Status
 	case "pull_request_approved", "pull_request_rejected", "pull_request_comment":
 		return Review
 	}
@@ -473,7 +519,16 @@ type payload struct {
 	PullRequest *struct {
 		Number int `json:"number"`
 	} `json:"pull_request"`
+	// SHA is a status's commit; CheckRun and CheckSuite are GitHub's
+	// checks, with theirs.
+	SHA        string      `json:"sha"`
+	CheckRun   *checkRef   `json:"check_run"`
+	CheckSuite *checkRef   `json:"check_suite"`
 	Repository *repository `json:"repository"`
+}
+
+type checkRef struct {
+	HeadSHA string `json:"head_sha"`
 }
 
 type repository struct {
@@ -527,8 +582,33 @@ func (p *payload) event(d *delivery) (Event, error) {
 		if ev.PullRequest <= 0 {
 			return Event{}, errors.New("no pull request number")
 		}
+	case Status:
+		ev.Head = p.SHA
+		for _, c := range []*checkRef{p.CheckRun, p.CheckSuite} {
+			if ev.Head == "" && c != nil {
+				ev.Head = c.HeadSHA
+			}
+		}
+		if ev.Head == "" {
+			return Event{}, errors.New("no commit")
+		}
 	}
 	return ev, nil
+}
+
+// key is r as host/owner/name in lower case, the host taken from the
+// first of its URLs that has one; empty when none has.
+func key(r *repository) string {
+	name := strings.ToLower(strings.Trim(r.FullName, "/"))
+	if !strings.Contains(name, "/") {
+		return ""
+	}
+	for _, u := range []string{r.HTMLURL, r.CloneURL, r.SSHURL, r.GitURL} {
+		if host, _, err := split(u); err == nil && host != "" {
+			return host + "/" + name
+		}
+	}
+	return ""
 }
 
 // watched reports whether any URL of r, or its full name on the host of

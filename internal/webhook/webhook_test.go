@@ -152,6 +152,8 @@ func TestGitHubPush(t *testing.T) {
 		DeliveryID: "d-1",
 		Repository: "acme/campaigns",
 		CloneURL:   "https://github.com/acme/campaigns.git",
+		Key:        "github.com/acme/campaigns",
+		Watched:    true,
 		Ref:        "refs/heads/main",
 		After:      sha1,
 	}
@@ -185,6 +187,8 @@ func TestGiteaPush(t *testing.T) {
 		DeliveryID: "6c4a-uuid",
 		Repository: "acme/campaigns",
 		CloneURL:   "https://gitea.example:3000/acme/campaigns.git",
+		Key:        "gitea.example/acme/campaigns",
+		Watched:    true,
 		Ref:        "refs/heads/main",
 		After:      sha1,
 	}
@@ -215,6 +219,7 @@ func TestEventKinds(t *testing.T) {
 		{"github pull_request", githubRequest("pull_request", "k", pullRequestBody(gh, 7)), webhook.PullRequest, 7},
 		{"github pull_request_review", githubRequest("pull_request_review", "k", reviewBody(gh, 8)), webhook.Review, 8},
 		{"github pull_request_review_comment", githubRequest("pull_request_review_comment", "k", reviewBody(gh, 9)), webhook.Review, 9},
+		{"github status on the campaigns repository ignored", githubRequest("status", "k", statusBody(gh)), 0, 0},
 		{"github issues ignored", githubRequest("issues", "k", []byte(`{"action":"opened"}`)), 0, 0},
 		{"github release ignored", githubRequest("release", "k", []byte(`{}`)), 0, 0},
 		{"gitea pull_request_sync", giteaRequest("pull_request", "pull_request_sync", "k", pullRequestBody(gt, 3)), webhook.PullRequest, 3},
@@ -243,6 +248,100 @@ func TestEventKinds(t *testing.T) {
 				t.Fatalf("hint = %+v, want %v of #%d", got, tt.kind, tt.pr)
 			}
 		})
+	}
+}
+
+func statusBody(repo string) []byte {
+	return []byte(`{"id":1,"sha":"` + sha1 + `","state":"success","context":"ci","repository":` + repo + `}`)
+}
+
+func checkBody(check, repo string) []byte {
+	return []byte(`{"action":"completed","` + check + `":{"head_sha":"` + sha1 + `","status":"completed","conclusion":"failure",` +
+		`"pull_requests":[{"number":3}]},"repository":` + repo + `}`)
+}
+
+// TestFollowedRepositories: with Options.Followed, events for the
+// target repositories of campaigns are hints that say so, commit
+// statuses and checks among them; events for a repository neither
+// watched nor followed are ignored, not refused, since the followed
+// ones change with the campaigns.
+func TestFollowedRepositories(t *testing.T) {
+	var asked []string
+	followed := func(o *webhook.Options) {
+		o.Followed = func(key string) bool {
+			asked = append(asked, key)
+			return key == "github.com/acme/api" || key == "gitea.example/acme/web"
+		}
+	}
+	api, web := githubRepo("Acme/API"), giteaRepo("acme/web")
+	tests := []struct {
+		name string
+		req  *http.Request
+		kind webhook.Kind
+		key  string
+		pr   int
+	}{
+		{"github status", githubRequest("status", "s1", statusBody(api)), webhook.Status, "github.com/acme/api", 0},
+		{"github check_run", githubRequest("check_run", "s2", checkBody("check_run", api)), webhook.Status, "github.com/acme/api", 0},
+		{"github check_suite", githubRequest("check_suite", "s3", checkBody("check_suite", api)), webhook.Status, "github.com/acme/api", 0},
+		{"github pull_request", githubRequest("pull_request", "s4", pullRequestBody(api, 7)), webhook.PullRequest, "github.com/acme/api", 7},
+		{"github push to the base", githubRequest("push", "s5", pushBody(api)), webhook.Push, "github.com/acme/api", 0},
+		{"gitea status", giteaRequest("status", "status", "s6", statusBody(web)), webhook.Status, "gitea.example/acme/web", 0},
+		{"gitea review", giteaRequest("pull_request_approved", "pull_request_review_approved", "s7", reviewBody(web, 2)), webhook.Review, "gitea.example/acme/web", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, rec := newHandler(t, followed)
+			wantResponse(t, serve(h, tt.req), http.StatusAccepted, "accepted")
+			got := wantHints(t, rec, 1)[0]
+			if got.Kind != tt.kind || got.Key != tt.key || !got.Followed || got.Watched || got.PullRequest != tt.pr {
+				t.Fatalf("hint = %+v, want a followed %v in %s (#%d)", got, tt.kind, tt.key, tt.pr)
+			}
+			if tt.kind == webhook.Status && got.Head != sha1 {
+				t.Errorf("status hint's head = %q, want %s", got.Head, sha1)
+			}
+		})
+	}
+
+	h, rec := newHandler(t, followed)
+	wantResponse(t, serve(h, githubRequest("status", "o1", statusBody(githubRepo("acme/other")))), http.StatusAccepted, "no pull request followed in this repository")
+	wantResponse(t, serve(h, githubRequest("status", "o2", statusBody(githubRepo("acme/campaigns")))), http.StatusAccepted, "event ignored")
+	wantResponse(t, serve(h, githubRequest("ping", "o3", []byte(`{"zen":"z","repository":`+githubRepo("acme/other")+`}`))), http.StatusOK, "pong")
+	wantHints(t, rec, 0)
+	// The campaigns repository is still watched, and says so.
+	wantResponse(t, serve(h, githubRequest("push", "o4", pushBody(githubRepo("acme/campaigns")))), http.StatusAccepted, "accepted")
+	if got := wantHints(t, rec, 1)[0]; !got.Watched || got.Followed {
+		t.Errorf("campaigns push = %+v, want watched and not followed", got)
+	}
+	// An ignored delivery's id is not used up: once the repository is
+	// followed, the same delivery is a hint.
+	asked = nil
+	h, rec = newHandler(t, func(o *webhook.Options) {
+		o.Followed = func(key string) bool { asked = append(asked, key); return len(asked) > 1 }
+	})
+	body := statusBody(githubRepo("acme/late"))
+	wantResponse(t, serve(h, githubRequest("status", "late", body)), http.StatusAccepted, "no pull request followed in this repository")
+	wantResponse(t, serve(h, githubRequest("status", "late", body)), http.StatusAccepted, "accepted")
+	wantHints(t, rec, 1)
+	// A status with no commit is malformed.
+	wantResponse(t, serve(h, githubRequest("status", "nosha", []byte(`{"state":"success","repository":`+githubRepo("acme/late")+`}`))),
+		http.StatusBadRequest, "malformed payload: no commit")
+}
+
+func TestPullRequestKey(t *testing.T) {
+	for page, want := range map[string]string{
+		"https://github.com/Acme/API/pull/7":         "github.com/acme/api",
+		"http://127.0.0.1:3000/alice/web/pulls/12":   "127.0.0.1/alice/web",
+		"https://git.example/gitea/acme/api/pulls/3": "git.example/acme/api",
+		"https://github.com/acme/api":                "",
+		"https://github.com/acme/api/pull/seven":     "",
+		"https://github.com/acme/api/issues/7":       "",
+		"file:///srv/repos/api.git":                  "",
+		"not a url":                                  "",
+	} {
+		if got := webhook.PullRequestKey(page); got != want {
+			t.Errorf("PullRequestKey(%q) = %q, want %q", page, got, want)
+		}
 	}
 }
 

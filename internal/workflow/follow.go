@@ -3,6 +3,7 @@ package workflow
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/webhook"
 )
 
 // FollowInput is a PullRequests workflow's input.
@@ -51,7 +53,8 @@ const followVersion = "follow-pull-requests"
 // the run's own state. Its state holds at most the pull requests of one
 // run or page, so it stays bounded as campaigns grow.
 func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, error) {
-	f := &follower{st: status.PullRequests{Source: in.Source}, every: activity.DefaultFollowEvery}
+	f := &follower{st: status.PullRequests{Source: in.Source}, every: activity.DefaultFollowEvery,
+		hinted: map[string]bool{}, retries: map[string]int{}}
 	if in.State != nil {
 		f.st = *in.State
 	}
@@ -64,17 +67,26 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2,
 			MaximumInterval: 5 * time.Minute, MaximumAttempts: 5},
 	})
+	var only []string
 	for {
-		ended := f.read(ctx, actx)
+		var ended bool
+		if only == nil {
+			ended = f.read(ctx, actx)
+		} else {
+			ended = f.readSome(ctx, actx, only)
+		}
 		if ctx.Err() != nil {
 			return f.st, ctx.Err()
 		}
 		if f.keep != "" {
 			f.keepCurrent(ctx, actx)
 		}
-		if f.merge != nil && f.autoMerge(ctx) {
-			// Merged some: read them again now.
-			continue
+		if f.merge != nil {
+			if merged := f.autoMerge(ctx); len(merged) > 0 {
+				// Merged some: read those again now.
+				only = merged
+				continue
+			}
 		}
 		if f.done != nil {
 			f.checkDone(ctx)
@@ -89,18 +101,70 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 			}
 			return f.st, nil
 		}
-		if f.runPasses >= followPassesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		if f.runPasses+f.partialReads >= followPassesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return f.st, err
 			}
 			next := f.st
 			return f.st, workflow.NewContinueAsNewError(ctx, PullRequests, FollowInput{Source: f.st.Source, State: &next})
 		}
-		if _, err := workflow.AwaitWithTimeout(ctx, f.every, func() bool { return f.wanted > f.runPasses }); err != nil {
+		var err error
+		if only, err = f.wait(ctx, only != nil); err != nil {
 			return f.st, err
 		}
 	}
 }
+
+// wait waits for the next read, and returns the pull requests it reads
+// alone (nil: it reads them all): every f.every, or at once when an
+// update asks, or, for a hint about a repository where it follows an
+// open pull request, those there (and any the source opened since; a
+// hint about a repository where it follows none reads only those). After a read for hints (spaced) it
+// takes no hint for hintSpacing, so a storm of statuses costs the forge
+// one read of each pull request per spacing; an update waits for none.
+func (f *follower) wait(ctx workflow.Context, spaced bool) ([]string, error) {
+	asked := func() bool { return f.wanted > f.runPasses }
+	if spaced {
+		if _, err := workflow.AwaitWithTimeout(ctx, hintSpacing, asked); err != nil {
+			return nil, err
+		}
+	}
+	due := f.passAt.Add(f.every)
+	for {
+		left := due.Sub(workflow.Now(ctx))
+		if left <= 0 || asked() {
+			break
+		}
+		woken, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return asked() || len(f.hinted) > 0 })
+		if err != nil {
+			return nil, err
+		}
+		if !woken || asked() {
+			break
+		}
+		urls := []string{}
+		unknown := maps.Clone(f.hinted)
+		for _, p := range f.st.PRs {
+			k := webhook.PullRequestKey(p.URL)
+			delete(unknown, k)
+			if !p.Settled() && f.hinted[k] {
+				urls = append(urls, p.URL)
+			}
+		}
+		clear(f.hinted)
+		// A repository where it follows nothing yet may be where the
+		// source opened one since the last read: read the source too.
+		if len(urls) > 0 || len(unknown) > 0 && !f.sourceEnded {
+			return urls, nil
+		}
+	}
+	clear(f.hinted)
+	return nil, nil
+}
+
+// hintSpacing is the least time between two reads of a follower's pull
+// requests for hints (SignalHint).
+const hintSpacing = 10 * time.Second
 
 // follower is one run of PullRequests.
 type follower struct {
@@ -112,9 +176,23 @@ type follower struct {
 	keep  string
 	// done is the source's done_when as last read; nil: none.
 	done *status.DoneCheck
-	// runPasses counts this run's reads; wanted is the read an update
-	// waits for; reading says one is under way, which began before any
-	// update that comes meanwhile; acting says an action is under way.
+	// hinted holds the repositories (webhook.PullRequestKey) that
+	// hints named since the last read; partialReads counts this run's
+	// reads of only some pull requests (readSome).
+	hinted       map[string]bool
+	partialReads int
+	// retries counts, by URL, the reads of some that failed in a row.
+	retries map[string]int
+	// sourceEnded: the last read found the source ended, so no pull
+	// request joins.
+	sourceEnded bool
+	// passAt is when the last read of them all began: the next is due
+	// f.every after it, however many hints were read since.
+	passAt time.Time
+	// runPasses counts this run's reads of them all; wanted is the read
+	// an update waits for; reading says one is under way, which began
+	// before any update that comes meanwhile; acting says an action is
+	// under way.
 	runPasses, wanted int
 	reading, acting   bool
 }
@@ -122,18 +200,52 @@ type follower struct {
 // read reads the pull requests once, and reports whether the source has
 // ended with none open.
 func (f *follower) read(ctx, actx workflow.Context) bool {
-	var out activity.RefreshOutcome
-	f.reading = true
-	err := workflow.ExecuteActivity(actx, a.RefreshPullRequests, activity.RefreshInput{Source: f.st.Source, Known: f.st.PRs}).Get(ctx, &out)
-	f.reading = false
+	f.passAt = workflow.Now(ctx)
+	ended := f.refresh(ctx, actx, nil)
 	f.st.Passes++
 	f.runPasses++
+	return ended
+}
+
+// readSome reads the pull requests at urls (and any the source opened
+// since the last read), and reports what read does. One whose read
+// failed is read again after hintSpacing, up to someRetries times.
+func (f *follower) readSome(ctx, actx workflow.Context, urls []string) bool {
+	ended := f.refresh(ctx, actx, urls)
+	f.st.PartialReads++
+	f.partialReads++
+	for _, u := range urls {
+		if p, ok := f.st.Find(u); ok && p.Error != "" && f.retries[u] < someRetries {
+			f.retries[u]++
+			f.hinted[webhook.PullRequestKey(u)] = true
+			continue
+		}
+		delete(f.retries, u)
+	}
+	return ended
+}
+
+// someRetries is how many times readSome reads a pull request again
+// whose read failed: a forge may hold a request about a pull request it
+// is merging.
+const someRetries = 3
+
+// refresh has a worker read the pull requests (only those at only, when
+// set, and new ones), and takes in what it read.
+func (f *follower) refresh(ctx, actx workflow.Context, only []string) bool {
+	var out activity.RefreshOutcome
+	// A read of only some is not one an update waits for (fresh).
+	f.reading = only == nil
+	err := workflow.ExecuteActivity(actx, a.RefreshPullRequests,
+		activity.RefreshInput{Source: f.st.Source, Known: f.st.PRs, Only: only, Hinted: only != nil}).Get(ctx, &out)
+	f.reading = false
 	if err != nil {
 		// No worker could read them: try again at the next pass.
 		workflow.GetLogger(ctx).Warn("pull requests not read", "source", f.st.Source, "error", err)
 		return false
 	}
 	f.st.PRs, f.st.CheckedAt, f.merge, f.keep, f.done = out.PRs, workflow.Now(ctx), out.Merge, out.KeepCurrent, out.Done
+	f.sourceEnded = out.SourceEnded
 	if out.Every > 0 {
 		f.every = out.Every
 	}
@@ -151,6 +263,16 @@ func (f *follower) fresh(ctx workflow.Context) error {
 }
 
 func (f *follower) register(ctx workflow.Context) error {
+	hints := workflow.GetSignalChannel(ctx, status.SignalHint)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var h status.PullRequestHint
+			hints.Receive(ctx, &h)
+			for _, r := range h.Repositories {
+				f.hinted[r] = true
+			}
+		}
+	})
 	if err := workflow.SetQueryHandler(ctx, status.QueryPullRequests, func() (status.PullRequests, error) { return f.st, nil }); err != nil {
 		return err
 	}
@@ -248,12 +370,12 @@ func actOn(ctx workflow.Context, req status.ActRequest, prs []status.FollowedPR)
 const mergeRetryAfter = time.Hour
 
 // autoMerge merges, as the source's merge policy says, the pull
-// requests that have been ready for its soak time, and reports whether
-// it merged any. Each one the forge refuses keeps the reason, and is
-// asked again after mergeRetryAfter or once its head moves.
-func (f *follower) autoMerge(ctx workflow.Context) bool {
+// requests that have been ready for its soak time, and returns those it
+// merged. Each one the forge refuses keeps the reason, and is asked
+// again after mergeRetryAfter or once its head moves.
+func (f *follower) autoMerge(ctx workflow.Context) []string {
 	if f.acting {
-		return false
+		return nil
 	}
 	now := workflow.Now(ctx)
 	var due []int
@@ -272,7 +394,7 @@ func (f *follower) autoMerge(ctx workflow.Context) bool {
 		due = append(due, i)
 	}
 	if len(due) == 0 {
-		return false
+		return nil
 	}
 	f.acting = true
 	defer func() { f.acting = false }()
@@ -284,9 +406,9 @@ func (f *follower) autoMerge(ctx workflow.Context) bool {
 	done, err := actOn(ctx, req, prs)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("pull requests not merged", "source", f.st.Source, "error", err)
-		return false
+		return nil
 	}
-	merged := false
+	var merged []string
 	for _, o := range done {
 		for _, i := range due {
 			p := &f.st.PRs[i]
@@ -294,7 +416,9 @@ func (f *follower) autoMerge(ctx workflow.Context) bool {
 				continue
 			}
 			p.MergeHead, p.MergeTriedAt, p.MergeError = p.Head, now, o.Reason
-			merged = merged || o.Outcome == status.ActDone
+			if o.Outcome == status.ActDone {
+				merged = append(merged, p.URL)
+			}
 		}
 	}
 	return merged

@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -422,5 +423,99 @@ func TestDoneWhenChecksMergedRepositoriesOnASchedule(t *testing.T) {
 	}
 	if a.Done != state.DoneRegressed || a.DoneBase != "c3" || !strings.Contains(a.DoneNote, "check exited with status 1") {
 		t.Errorf("after passing, an infrastructure failure and a failing check: done %q at %q, %q", a.Done, a.DoneBase, a.DoneNote)
+	}
+}
+
+// A webhook's hint has the follower read the open pull requests in the
+// repositories it names at once, and only those, rather than at its
+// next pass an hour later; hints that follow closely wait for
+// hintSpacing. A hint for a repository it follows nothing in reads only
+// what the source opened since, and nothing once the source has ended.
+func TestPullRequestsReadWhatAHintNames(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflow.PullRequests)
+	var acts *activity.Activities
+	env.RegisterActivity(acts)
+	const api, web = "https://github.com/Acme/api/pull/1", "https://github.com/acme/web/pull/2"
+	start := env.Now()
+	type read struct {
+		at     time.Duration
+		hinted bool
+		only   string
+	}
+	var reads []read
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			since := env.Now().Sub(start)
+			reads = append(reads, read{since.Round(time.Second), in.Hinted, strings.Join(in.Only, ",")})
+			st := forge.StateOpen
+			if since > 90*time.Minute {
+				st = forge.StateMerged
+			}
+			return activity.RefreshOutcome{PRs: []status.FollowedPR{followed(api, st), followed(web, st)}, SourceEnded: since > 30*time.Minute, Every: time.Hour}, nil
+		})
+	hint := func(at time.Duration, repos ...string) {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Repositories: repos})
+		}, at)
+	}
+	hint(time.Minute, "github.com/acme/api")
+	hint(time.Minute+2*time.Second, "github.com/acme/api", "github.com/acme/other")
+	hint(5*time.Minute, "github.com/acme/other")
+	hint(70*time.Minute, "github.com/acme/other")
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
+	var st status.PullRequests
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	want := []read{{0, false, ""}, {time.Minute, true, api}, {time.Minute + hintSpacingForTest, true, api},
+		{5 * time.Minute, true, ""}, {time.Hour, false, ""}, {2 * time.Hour, false, ""}}
+	if !slices.Equal(reads, want) {
+		t.Fatalf("reads %+v, want %+v", reads, want)
+	}
+	if st.PartialReads != 3 || st.Passes != 3 {
+		t.Errorf("counted %d partial reads and %d passes, want 3 and 3", st.PartialReads, st.Passes)
+	}
+}
+
+// hintSpacingForTest is the follower's hintSpacing.
+const hintSpacingForTest = 10 * time.Second
+
+// A pull request whose read for a hint failed (a forge may hold the
+// request about one it is merging) is read again after hintSpacing, at
+// most three times.
+func TestPullRequestsReadAgainWhatAHintCouldNotRead(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflow.PullRequests)
+	var acts *activity.Activities
+	env.RegisterActivity(acts)
+	const api = "https://github.com/acme/api/pull/1"
+	start := env.Now()
+	var reads []time.Duration
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			reads = append(reads, env.Now().Sub(start).Round(time.Second))
+			p := followed(api, forge.StateOpen)
+			p.CheckedAt = env.Now()
+			switch {
+			case len(reads) == 1:
+			case len(reads) <= 5:
+				p.Error = "Get " + api + ": context deadline exceeded"
+			default:
+				p.State = forge.StateMerged
+			}
+			return activity.RefreshOutcome{PRs: []status.FollowedPR{p}, SourceEnded: true, Every: time.Hour}, nil
+		})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Repositories: []string{"github.com/acme/api"}})
+	}, time.Minute)
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
+	// The first read; the hint's, and three more 10s apart, all of
+	// which fail; then the hour's pass, which finds it merged.
+	want := []time.Duration{0, time.Minute, time.Minute + 10*time.Second, time.Minute + 20*time.Second, time.Minute + 30*time.Second, time.Hour}
+	if !slices.Equal(reads, want) {
+		t.Errorf("reads at %v, want %v", reads, want)
 	}
 }
