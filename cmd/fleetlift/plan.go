@@ -157,7 +157,8 @@ func makePlan(ctx context.Context, src *source.Repo, f *temporalFlags, forges *f
 			return rev
 		}
 		if rs == nil {
-			rs = forges.resolver(rev.Config)
+			// Both revisions of --base see one listing of each owner.
+			rs = forges.resolver(rev.Config).Once()
 		}
 		return rs.Revision(ctx, rev, repoquery.Pinned(recorded, rev.SHA))
 	}

@@ -73,12 +73,33 @@ type Resolver struct {
 	// Unavailable, when set, is why no forge can be asked: each
 	// definition with queries is an error saying so.
 	Unavailable error
+
+	// listings, when set (Once), holds the owners listed by earlier
+	// calls, which later ones reuse.
+	listings map[string]*owner
 }
 
-// owner is one owner's listing, made once per Definitions call.
+// Once returns a Resolver like rs that asks the forge about each owner
+// and code search once for all of its calls: for one command that
+// resolves several revisions (plan --base), which should compare them
+// against the forge as it was once, at half the requests.
+func (rs *Resolver) Once() *Resolver {
+	o := *rs
+	o.listings = map[string]*owner{}
+	return &o
+}
+
+// owner is one owner's listing, made once per Definitions call (or per
+// Resolver, with Once), and its code searches.
 type owner struct {
 	repos []forge.Repository
 	org   bool
+	err   error
+	code  map[string]search
+}
+
+type search struct {
+	found []string
 	err   error
 }
 
@@ -90,7 +111,10 @@ type owner struct {
 func (rs *Resolver) Definitions(ctx context.Context, defs []spec.Definition, pinned func(spec.Definition) (spec.Definition, bool)) ([]spec.Definition, []*spec.Error) {
 	var out []spec.Definition
 	var errs []*spec.Error
-	owners := map[string]*owner{}
+	owners := rs.listings
+	if owners == nil {
+		owners = map[string]*owner{}
+	}
 	for _, d := range defs {
 		if !d.Unresolved() {
 			out = append(out, d)
@@ -130,7 +154,7 @@ func (rs *Resolver) resolve(ctx context.Context, d spec.Definition, owners map[s
 		field := fmt.Sprintf("repositories_from[%d]", i)
 		o := owners[strings.ToLower(q.Owner)]
 		if o == nil {
-			o = &owner{}
+			o = &owner{code: map[string]search{}}
 			o.repos, o.org, o.err = rs.Forge.ListRepositories(ctx, q.Owner)
 			owners[strings.ToLower(q.Owner)] = o
 		}
@@ -139,7 +163,12 @@ func (rs *Resolver) resolve(ctx context.Context, d spec.Definition, owners map[s
 		}
 		var code map[string]bool
 		if q.CodeSearch != "" {
-			found, err := rs.Forge.SearchCode(ctx, q.Owner, o.org, q.CodeSearch)
+			sr, ok := o.code[q.CodeSearch]
+			if !ok {
+				sr.found, sr.err = rs.Forge.SearchCode(ctx, q.Owner, o.org, q.CodeSearch)
+				o.code[q.CodeSearch] = sr
+			}
+			found, err := sr.found, sr.err
 			if errors.Is(err, forge.ErrNoCodeSearch) {
 				return d, d.FieldError(field+".code_search", fmt.Sprintf("%s has no code search: code_search needs a github forge", rs.name()))
 			}

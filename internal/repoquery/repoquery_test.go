@@ -250,3 +250,32 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+// A Resolver made by Once lists each owner, and makes each code search,
+// once for all of its calls (plan --base resolves two revisions); a
+// plain one lists again on each call, as the reconciler needs at each
+// new revision.
+func TestOnceListsEachOwnerOnce(t *testing.T) {
+	ctx := context.Background()
+	l := &lister{repos: map[string][]forge.Repository{"acme": {repo("acme", "a"), repo("acme", "b")}}}
+	d := load(t, campaign+"repositories_from: [{owner: acme}]\n")
+	for _, tc := range []struct {
+		name string
+		rs   *repoquery.Resolver
+		want int
+	}{
+		{"plain", &repoquery.Resolver{Forge: l}, 2},
+		{"once", (&repoquery.Resolver{Forge: l}).Once(), 1},
+	} {
+		l.listed = nil
+		for range 2 {
+			got, errs := tc.rs.Definitions(ctx, []spec.Definition{d}, nil)
+			if len(errs) > 0 || len(got[0].Campaign.Repositories) != 2 {
+				t.Fatalf("%s: %v %v", tc.name, errs, names(got[0]))
+			}
+		}
+		if l.listed["acme"] != tc.want {
+			t.Errorf("%s: two calls listed acme %d times, want %d", tc.name, l.listed["acme"], tc.want)
+		}
+	}
+}
