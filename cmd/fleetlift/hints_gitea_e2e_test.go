@@ -81,7 +81,9 @@ repositories:
 		t.Fatalf("%s: %+v\n%s", what, got, up.out.String())
 		return nil
 	}
-	opened := func(r map[string]state.Repo) bool { return r["api"].PullRequestURL != "" && r["web"].PullRequestURL != "" }
+	opened := func(r map[string]state.Repo) bool {
+		return r["api"].PullRequestURL != "" && r["web"].PullRequestURL != ""
+	}
 	merged := func(repo state.Repo) bool { return repo.PullRequestState == state.PullRequestMerged }
 	wait("both pull requests opened", opened)
 

@@ -61,6 +61,10 @@ type RefreshOutcome struct {
 	KeepCurrent string `json:"keep_current,omitempty"`
 	// Done is the source's done_when, as it is now.
 	Done *status.DoneCheck `json:"done,omitempty"`
+	// SupersededBy, for a page of a campaign, is the later run of the
+	// page (run again, or its campaign started again) that follows its
+	// units' pull requests now.
+	SupersededBy string `json:"superseded_by,omitempty"`
 }
 
 // RefreshPullRequests reads which pull requests the run in.Source has
@@ -82,6 +86,9 @@ func (a *Activities) RefreshPullRequests(ctx context.Context, in RefreshInput) (
 		opened = in.Known
 	}
 	out.SourceEnded, out.Merge, out.KeepCurrent, out.Done = ended, policy.Merge, policy.KeepCurrent, policy.Done
+	if out.SupersededBy = policy.SupersededBy; out.SupersededBy != "" {
+		return out, nil
+	}
 	known := map[string]status.FollowedPR{}
 	for _, k := range in.Known {
 		known[k.URL] = k
@@ -176,11 +183,14 @@ func (a *Activities) forgeOf(name, repository string) (forge.Forge, error) {
 	return f, nil
 }
 
-// policy is what a run's definition says becomes of its pull requests.
+// policy is what a run's definition says becomes of its pull requests,
+// and, for a page of a campaign, whether a later run of the page
+// follows them now.
 type policy struct {
-	Merge       *status.MergePolicy
-	KeepCurrent string
-	Done        *status.DoneCheck
+	Merge        *status.MergePolicy
+	KeepCurrent  string
+	Done         *status.DoneCheck
+	SupersededBy string
 }
 
 // sourcePRs lists the pull requests the latest run of workflow source
@@ -220,13 +230,13 @@ func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.Fo
 					repos = append(repos, status.RepoResult{Name: rr.Name, PullRequest: rr.PullRequest})
 				}
 			}
-			return status.RepoPRs(repos), policy{st.Merge, st.KeepCurrent, st.Done}, false, nil
+			return status.RepoPRs(repos), policy{Merge: st.Merge, KeepCurrent: st.KeepCurrent, Done: st.Done}, false, nil
 		}
 		var res status.TaskResult
 		if err := get(&res); err != nil {
 			return nil, policy{}, true, err
 		}
-		return status.RepoPRs(res.Repositories), policy{res.Merge, res.KeepCurrent, res.Done}, true, nil
+		return status.RepoPRs(res.Repositories), policy{Merge: res.Merge, KeepCurrent: res.KeepCurrent, Done: res.Done}, true, nil
 	case "Campaign", "CampaignPage":
 		var st status.CampaignState
 		if typ == "CampaignPage" && !running {
@@ -241,10 +251,48 @@ func sourcePRs(ctx context.Context, c client.Client, source string) ([]status.Fo
 		if err != nil {
 			return nil, policy{}, !running, err
 		}
-		return status.UnitPRs(st.Units), policy{st.Merge, st.KeepCurrent, st.Done}, !running, nil
+		pol := policy{Merge: st.Merge, KeepCurrent: st.KeepCurrent, Done: st.Done}
+		if typ == "CampaignPage" && !running {
+			pol.SupersededBy = supersededBy(ctx, c, source, info.GetParentExecution().GetWorkflowId())
+		}
+		return status.UnitPRs(st.Units), pol, !running, nil
 	default:
 		return nil, policy{}, true, fmt.Errorf("workflow %s is a %s, which opens no pull requests", source, typ)
 	}
+}
+
+// supersededBy is the later run of page (a page of campaign) that holds
+// its units now, or "" when page is the latest run of its page or that
+// cannot be told: the campaign's latest run has run the page again
+// (retry, a change made again), or was started again and has started
+// its page.
+func supersededBy(ctx context.Context, c client.Client, page, campaign string) string {
+	i, ok := status.PageIndex(page)
+	if !ok || campaign == "" {
+		return ""
+	}
+	var st status.CampaignState
+	desc, err := c.DescribeWorkflowExecution(ctx, campaign, "")
+	if err != nil {
+		return ""
+	}
+	switch desc.GetWorkflowExecutionInfo().GetStatus() {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		q, err := c.QueryWorkflow(ctx, campaign, "", status.QueryStatus)
+		if err != nil || q.Get(&st) != nil {
+			return ""
+		}
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		if c.GetWorkflow(ctx, campaign, "").Get(ctx, &st) != nil {
+			return ""
+		}
+	default:
+		return ""
+	}
+	if i >= len(st.Pages) || st.Pages[i].WorkflowID == "" || st.Pages[i].WorkflowID == page {
+		return ""
+	}
+	return st.Pages[i].WorkflowID
 }
 
 // beatEvery records a heartbeat of the activity of ctx every d until

@@ -25,22 +25,15 @@ import (
 // units is one to run again.
 var ErrNothingToRerun = errors.New("nothing to run again")
 
-// errCannotRerun marks a run whose units cannot be run again this way;
-// errPaged is one of them: a campaign run in pages.
-var (
-	errCannotRerun = errors.New("cannot be run again this way")
-	errPaged       = fmt.Errorf("it runs in pages (more repositories than a page holds), whose changes cannot be made again yet (%w)", errCannotRerun)
-)
+// errCannotRerun marks a run whose units cannot be run again this way.
+var errCannotRerun = errors.New("cannot be run again this way")
 
-// Regenerable says why the units of campaign run st cannot be run
-// again with Regenerate, "" when they can: it must be a campaign, not
-// one run in pages.
+// Regenerable says why the units of run st cannot be run again with
+// Regenerate, "" when they can: it must be a campaign (run in pages or
+// not).
 func Regenerable(st *status.Run) string {
-	switch {
-	case st.Campaign == nil:
+	if st.Campaign == nil {
 		return "it is a single task: run it again with `fleetlift run`"
-	case len(st.Campaign.Pages) > 0:
-		return errPaged.Error()
 	}
 	return ""
 }
@@ -70,12 +63,17 @@ func RetryFailed(ctx context.Context, c client.Client, id string) (int, error) {
 // again, however they ended: their change is made anew on their
 // repositories as they are now, and pushed to the branches of the pull
 // requests they opened (a branch someone else pushed to is left alone).
-// A running campaign queues them (SignalRegenerate); one that has ended
-// starts again with only them. Campaigns run in pages are not
-// regenerated yet.
+// A running campaign queues them (SignalRegenerate: a campaign run in
+// pages runs the pages that hold them again); one that has ended starts
+// again with only them. id may name a page of a campaign, whose
+// campaign is meant.
 func Regenerate(ctx context.Context, c client.Client, id string, units []string) (int, error) {
 	if len(units) == 0 {
 		return 0, fmt.Errorf("%s: %w", id, ErrNothingToRerun)
+	}
+	id, err := campaignOf(ctx, c, id)
+	if err != nil {
+		return 0, err
 	}
 	return rerun(ctx, c, id, func(ctx context.Context) error {
 		return c.SignalWorkflow(ctx, id, "", workflow.SignalRegenerate, workflow.RegenerateSignal{Units: units})
@@ -101,7 +99,7 @@ func rerun(ctx context.Context, c client.Client, id string, signal func(context.
 	switch info.Type.Name {
 	case "Campaign":
 	case "CampaignPage":
-		return 0, fmt.Errorf("%s is a page of a campaign: %w", id, errPaged)
+		return 0, fmt.Errorf("%s is a page of a campaign: run its campaign again (%w)", id, errCannotRerun)
 	default:
 		return 0, fmt.Errorf("%s is a single task: run it again with `fleetlift run` (%w)", id, errCannotRerun)
 	}
@@ -122,9 +120,6 @@ func rerun(ctx context.Context, c client.Client, id string, signal func(context.
 		return 0, fmt.Errorf("%s: read result: %w", id, err)
 	}
 	pages := last.Pages
-	if len(pages) > 0 && !retry {
-		return 0, fmt.Errorf("%s: %w", id, errPaged)
-	}
 	if last.Phase == status.CampaignAborted && !retry {
 		return 0, fmt.Errorf("%s: %w", id, errAborted)
 	}
@@ -142,15 +137,38 @@ func rerun(ctx context.Context, c client.Client, id string, signal func(context.
 	if len(p.Retry) == 0 {
 		return 0, fmt.Errorf("%s: %w", id, ErrNothingToRerun)
 	}
+	in.Regenerate = nil
 	if len(pages) > 0 {
 		// In pages again, each reading what its units did in the page
-		// before it: the new run carries no results.
+		// before it: the new run carries no results. Each runs again
+		// its failed units, or those whose change is made anew.
 		in.Units = inPageOrder(in.Units, last.Units)
 		in.Previous = pages
+		if !retry {
+			in.Regenerate = p.Retry
+		}
 	} else {
 		in.Progress = p
 	}
 	return len(p.Retry), startAgain(ctx, c, id, info.GetMemo().GetFields(), in)
+}
+
+// campaignOf is the campaign whose page id is (its parent), or id when
+// it is no page.
+func campaignOf(ctx context.Context, c client.Client, id string) (string, error) {
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return "", err
+	}
+	info := d.GetWorkflowExecutionInfo()
+	if info.GetType().GetName() != "CampaignPage" {
+		return id, nil
+	}
+	parent := info.GetParentExecution().GetWorkflowId()
+	if parent == "" {
+		return "", fmt.Errorf("%s is a page of a campaign that it does not name: %w", id, errCannotRerun)
+	}
+	return parent, nil
 }
 
 // lastInput is the input campaign id's last run started with.

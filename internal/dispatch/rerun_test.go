@@ -18,7 +18,7 @@ import (
 )
 
 // TestRegenerable: prs update and prs retry make changes again for a
-// campaign's units, and say why not for a task or a campaign in pages.
+// campaign's units, in pages or not, and say why not for a task.
 func TestRegenerable(t *testing.T) {
 	if why := dispatch.Regenerable(&status.Run{Campaign: &status.CampaignState{}}); why != "" {
 		t.Errorf("a campaign: %q", why)
@@ -27,7 +27,7 @@ func TestRegenerable(t *testing.T) {
 		t.Errorf("a task: %q", why)
 	}
 	paged := &status.Run{Campaign: &status.CampaignState{Pages: []status.PageRef{{WorkflowID: "campaign/big/page-1@x"}}}}
-	if why := dispatch.Regenerable(paged); !strings.Contains(why, "pages") {
+	if why := dispatch.Regenerable(paged); why != "" {
 		t.Errorf("a campaign in pages: %q", why)
 	}
 }
@@ -118,5 +118,62 @@ func TestRegenerateStartsAnEndedCampaignAgain(t *testing.T) {
 	defer mu.Unlock()
 	if len(inputs["aborted"]) != 1 || len(inputs["hanging"]) != 1 {
 		t.Errorf("started again: %d aborted, %d cancelled runs; want neither", len(inputs["aborted"]), len(inputs["hanging"]))
+	}
+}
+
+// TestRegenerateOfAPageAsksItsCampaign, on the embedded server with
+// stand-ins: the follower of a page of a campaign run in pages asks for
+// changes made again naming the page; the campaign is signalled (it runs
+// the page again), not refused as before.
+func TestRegenerateOfAPageAsksItsCampaign(t *testing.T) {
+	ctx := context.Background()
+	c := embedded(t)
+	got := make(chan workflow.RegenerateSignal, 1)
+	w := worker.New(c, workflow.TaskQueue, worker.Options{})
+	page := status.PageID("campaign/big", 0, "abc", 1)
+	w.RegisterWorkflowWithOptions(func(ctx sdkworkflow.Context, in workflow.CampaignInput) (status.CampaignState, error) {
+		cctx := sdkworkflow.WithChildOptions(ctx, sdkworkflow.ChildWorkflowOptions{WorkflowID: page})
+		if err := sdkworkflow.ExecuteChildWorkflow(cctx, "CampaignPage", in).Get(ctx, nil); err != nil {
+			return status.CampaignState{}, err
+		}
+		var s workflow.RegenerateSignal
+		sdkworkflow.GetSignalChannel(ctx, workflow.SignalRegenerate).Receive(ctx, &s)
+		got <- s
+		return status.CampaignState{Phase: status.CampaignCompleted}, nil
+	}, sdkworkflow.RegisterOptions{Name: "Campaign"})
+	w.RegisterWorkflowWithOptions(func(ctx sdkworkflow.Context, in workflow.CampaignInput) (status.CampaignState, error) {
+		return status.CampaignState{Phase: status.CampaignCompleted}, nil
+	}, sdkworkflow.RegisterOptions{Name: "CampaignPage"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "campaign/big", TaskQueue: workflow.TaskQueue}, "Campaign",
+		workflow.CampaignInput{ID: "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		d, err := c.DescribeWorkflowExecution(ctx, page, "")
+		if err == nil && d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the page did not end")
+		}
+	}
+	if _, err := dispatch.Regenerate(ctx, c, page, []string{"r7"}); err != nil {
+		t.Fatalf("Regenerate of a page: %v", err)
+	}
+	select {
+	case s := <-got:
+		if strings.Join(s.Units, ",") != "r7" {
+			t.Errorf("the campaign was asked to make %v again, want r7", s.Units)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the campaign was not signalled")
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -47,8 +47,11 @@ type PullRequests struct {
 	PartialReads int          `json:"partial_reads,omitempty"`
 	PRs          []FollowedPR `json:"prs,omitempty"`
 	// Ended: the source has ended and none of its pull requests is
-	// open; nothing is followed any more.
+	// open, or SupersededBy follows them; nothing is followed any more.
 	Ended bool `json:"ended,omitempty"`
+	// SupersededBy, for a page of a campaign, is the later run of the
+	// page that follows its units' pull requests in its place.
+	SupersededBy string `json:"superseded_by,omitempty"`
 }
 
 // Find is the followed pull request at url, if any.

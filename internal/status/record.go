@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -358,6 +359,32 @@ type PageRef struct {
 	// Done: the page's run has ended, and its result holds its units'
 	// state for good (until a retry-failed runs it again).
 	Done bool `json:"done,omitempty"`
+}
+
+// PageID is the workflow id of the run-th run (from 1) of page i (from
+// 0) of the campaign whose workflow id is campaign and whose first run's
+// id ends in firstRun: <campaign>/page-<i+1>@<firstRun>[/run-<run>].
+func PageID(campaign string, i int, firstRun string, run int) string {
+	id := fmt.Sprintf("%s/page-%d@%s", campaign, i+1, firstRun)
+	if run > 1 {
+		id += fmt.Sprintf("/run-%d", run)
+	}
+	return id
+}
+
+// PageIndex is the index (from 0) of the page a PageID names, and
+// whether id is one.
+func PageIndex(id string) (int, bool) {
+	i := strings.LastIndex(id, "/page-")
+	if i < 0 {
+		return 0, false
+	}
+	n, rest, ok := strings.Cut(id[i+len("/page-"):], "@")
+	k, err := strconv.Atoi(n)
+	if !ok || err != nil || k < 1 || rest == "" {
+		return 0, false
+	}
+	return k - 1, true
 }
 
 // MergePages is campaign c, whose units run in pages (c.Pages), with

@@ -76,9 +76,14 @@ type CampaignInput struct {
 	// Previous lists the pages of the run of a paged campaign that this
 	// one starts again (fleetlift retry): Units hold their units in
 	// their order, each page's first, and each page reads what its units
-	// did there and runs the failed ones again.
+	// did there and runs the failed ones again, or, when Regenerate is
+	// set, those it names.
 	Previous []status.PageRef `json:",omitempty"`
-	Progress *CampaignProgress
+	// Regenerate names the units whose changes the pages of a campaign
+	// started again (Previous) make anew (keep_current, a reopen),
+	// instead of running the failed ones again.
+	Regenerate []string `json:",omitempty"`
+	Progress   *CampaignProgress
 }
 
 // CampaignProgress is what a campaign has done so far.

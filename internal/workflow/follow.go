@@ -78,6 +78,12 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 		if ctx.Err() != nil {
 			return f.st, ctx.Err()
 		}
+		if f.st.SupersededBy != "" {
+			// A later run of the page follows its units' pull
+			// requests: two followers would act on them twice.
+			f.st.Ended = true
+			return f.st, workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+		}
 		if f.keep != "" {
 			f.keepCurrent(ctx, actx)
 		}
@@ -242,6 +248,10 @@ func (f *follower) refresh(ctx, actx workflow.Context, only []string) bool {
 	if err != nil {
 		// No worker could read them: try again at the next pass.
 		workflow.GetLogger(ctx).Warn("pull requests not read", "source", f.st.Source, "error", err)
+		return false
+	}
+	if out.SupersededBy != "" {
+		f.st.SupersededBy = out.SupersededBy
 		return false
 	}
 	f.st.PRs, f.st.CheckedAt, f.merge, f.keep, f.done = out.PRs, workflow.Now(ctx), out.Merge, out.KeepCurrent, out.Done

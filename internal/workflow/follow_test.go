@@ -519,3 +519,45 @@ func TestPullRequestsReadAgainWhatAHintCouldNotRead(t *testing.T) {
 		t.Errorf("reads at %v, want %v", reads, want)
 	}
 }
+
+// The follower of a page run again (or of a campaign started again)
+// ends once a later run of the page follows its units' pull requests,
+// keeping what it read: two followers would merge and make changes
+// again twice.
+func TestPullRequestsEndWhenAPageIsRunAgain(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflow.PullRequests)
+	var acts *activity.Activities
+	env.RegisterActivity(acts)
+	reads := 0
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			reads++
+			if reads == 2 {
+				return activity.RefreshOutcome{SupersededBy: "campaign/big/page-1@abc/run-2", Every: time.Minute}, nil
+			}
+			return activity.RefreshOutcome{PRs: []status.FollowedPR{followed("a", forge.StateOpen)}, SourceEnded: true, Every: time.Minute,
+				Merge: &status.MergePolicy{}, KeepCurrent: status.KeepBehind}, nil
+		})
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/big/page-1@abc"})
+	var st status.PullRequests
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Ended || st.SupersededBy != "campaign/big/page-1@abc/run-2" || reads != 2 || len(st.PRs) != 1 {
+		t.Errorf("after %d reads: %+v; want ended, superseded, the pull request as last read", reads, st)
+	}
+}
+
+func TestPageIndex(t *testing.T) {
+	for _, id := range []string{status.PageID("campaign/big", 0, "abc", 1), status.PageID("campaign/big", 11, "abc", 3)} {
+		i, ok := status.PageIndex(id)
+		if !ok || status.PageID("campaign/big", i, "abc", 1) != strings.SplitN(id, "/run-", 2)[0] {
+			t.Errorf("PageIndex(%q) = %d, %v", id, i, ok)
+		}
+	}
+	if _, ok := status.PageIndex("campaign/big"); ok {
+		t.Error("a campaign's id is taken for a page's")
+	}
+}

@@ -109,8 +109,9 @@ func CampaignPage(ctx workflow.Context, in CampaignInput) (PageResult, error) {
 
 // takePrevious starts the page in as its units ended in the page it
 // starts again (in.Page.Previous): those units first, as started, the
-// failed ones to run again; units that page did not hold (none, unless
-// the spec changed) after them, not started.
+// failed ones to run again (or those in.Regenerate names); units that
+// page did not hold (none, unless the spec changed) after them, not
+// started.
 func takePrevious(ctx workflow.Context, in *CampaignInput) error {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: shortTimeout,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}})
@@ -136,7 +137,7 @@ func takePrevious(ctx workflow.Context, in *CampaignInput) error {
 		}
 		ran = append(ran, u)
 		p.Results[u.Key] = r
-		if r.HasFailures() {
+		if len(in.Regenerate) > 0 && slices.Contains(in.Regenerate, u.Key) || len(in.Regenerate) == 0 && r.HasFailures() {
 			p.Retry = append(p.Retry, u.Key)
 		}
 	}
@@ -172,8 +173,9 @@ type page struct {
 	// result is what the latest run returned; nil until one has ended.
 	result *PageResult
 	// retry lists the units a retry-failed asked to run again ("" for
-	// every failed one), once the page has ended.
-	retry []string
+	// every failed one), once the page has ended; regenerate those whose
+	// changes are to be made anew (SignalRegenerate).
+	retry, regenerate []string
 	// previous is the page of the run this one starts again whose
 	// units this one holds.
 	previous string
@@ -265,7 +267,7 @@ func (r *pagedRun) paginate(units []Unit, previous []status.PageRef) {
 func (r *pagedRun) nextPage() (int, bool) {
 	if !r.p.Stop {
 		for i, pg := range r.pages[:r.next] {
-			if len(pg.retry) > 0 {
+			if len(pg.retry) > 0 || len(pg.regenerate) > 0 {
 				return i, true
 			}
 		}
@@ -331,6 +333,7 @@ func (r *pagedRun) pageInput(i int) CampaignInput {
 				p.Retry = append(p.Retry, u.Key)
 			}
 		}
+		p.Retry = append(p.Retry, regenerable(p, nil, pg.regenerate)...)
 	}
 	in.Progress = p
 	return in
@@ -341,13 +344,10 @@ func (r *pagedRun) pageInput(i int) CampaignInput {
 func (r *pagedRun) runPage(i int) error {
 	pg := r.pages[i]
 	in := r.pageInput(i)
-	pg.retry = nil
+	pg.retry, pg.regenerate = nil, nil
 	pg.runs++
 	info := workflow.GetInfo(r.ctx)
-	id := fmt.Sprintf("%s/page-%d@%s", info.WorkflowExecution.ID, i+1, shortRunID(info.FirstRunID))
-	if pg.runs > 1 {
-		id += fmt.Sprintf("/run-%d", pg.runs)
-	}
+	id := status.PageID(info.WorkflowExecution.ID, i, shortRunID(info.FirstRunID), pg.runs)
 	pg.workflowID = id
 	digest, _ := workflow.GetTypedSearchAttributes(r.ctx).GetKeyword(SearchSpecDigest)
 	memo := childMemo(r.ctx, r.in.ID, r.in.ID, r.in.Generation)
@@ -493,6 +493,24 @@ func (r *pagedRun) addSignalHandlers(sel workflow.Selector) {
 			}
 		}
 		r.forward(SignalRetryFailed, s)
+	})
+	sel.AddReceive(workflow.GetSignalChannel(r.ctx, SignalRegenerate), func(ch workflow.ReceiveChannel, _ bool) {
+		var s RegenerateSignal
+		ch.Receive(r.ctx, &s)
+		// A page that ended runs those of its units again; the page at
+		// work takes the signal itself; units of pages not started yet
+		// will be made on their bases as they are then.
+		for i, pg := range r.pages[:r.next] {
+			if i == r.active || pg.result == nil {
+				continue
+			}
+			for _, k := range s.Units {
+				if slices.Contains(pg.keys, k) && !slices.Contains(pg.regenerate, k) {
+					pg.regenerate = append(pg.regenerate, k)
+				}
+			}
+		}
+		r.forward(SignalRegenerate, s)
 	})
 	sel.AddReceive(workflow.GetSignalChannel(r.ctx, SignalSuspend), func(ch workflow.ReceiveChannel, _ bool) {
 		ch.Receive(r.ctx, nil)

@@ -322,3 +322,71 @@ func TestCampaignPagesCountTheirCostTogether(t *testing.T) {
 		t.Errorf("the merged pages' cost %+v; want $7.50", u)
 	}
 }
+
+// A running campaign in pages makes a change again (keep_current, a
+// reopen) by running the page that held the unit again, with only that
+// unit, or has the page at work make it again; a unit that failed is
+// not run again with it.
+func TestCampaignPagesRegenerate(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r1": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(4)
+	in.PageSize = 2
+	in.ThresholdPercent = 100
+	in.BatchSize, in.MaxParallel = 1, 1
+	in.PullRequestsPerHour, in.Burst = 1, 1
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflow.SignalRegenerate, workflow.RegenerateSignal{Units: []string{"r0", "r3"}})
+	}, 150*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	all := merged(t, f, st)
+	if got := phases(all); got != "r0=completed r1=failed r2=completed r3=completed" {
+		t.Errorf("units: %s", got)
+	}
+	if all.Units[0].Attempts != 2 || all.Units[1].Attempts != 1 || !strings.HasSuffix(st.Pages[0].WorkflowID, "/run-2") {
+		t.Errorf("attempts r0 %d, r1 %d, page 1 %q; want r0 made again in the page's second run, r1 left failed",
+			all.Units[0].Attempts, all.Units[1].Attempts, st.Pages[0].WorkflowID)
+	}
+	if all.Units[3].Attempts != 2 || strings.HasSuffix(st.Pages[1].WorkflowID, "/run-2") {
+		t.Errorf("r3 ran %d times, page 2 %q; want twice, in the page at work when asked (it ran it again itself)",
+			all.Units[3].Attempts, st.Pages[1].WorkflowID)
+	}
+}
+
+// A campaign in pages that ended and starts again to make some changes
+// anew (Regenerate) runs only those units in their pages, and leaves
+// the failed ones failed.
+func TestCampaignPagesStartAgainToRegenerate(t *testing.T) {
+	f := &fleet{fail: map[string]bool{"r0": true}}
+	env := newCampaignEnv(f)
+	in := campaignInput(5)
+	in.PageSize = 2
+	in.ThresholdPercent = 100
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	first := campaignResult(t, env)
+	before := map[string]status.CampaignState{}
+	for _, ref := range first.Pages {
+		before[ref.WorkflowID] = f.pages[ref.WorkflowID].State
+	}
+	g := &fleet{}
+	env = newCampaignEnv(g)
+	var a *activity.Activities
+	env.OnActivity(a.ReadPage, mock.Anything, mock.Anything).Return(func(_ context.Context, id string) (status.CampaignState, error) {
+		return before[id], nil
+	})
+	again := campaignInput(5)
+	again.PageSize = 2
+	again.ThresholdPercent = 100
+	again.Previous = first.Pages
+	again.Regenerate = []string{"r3"}
+	env.ExecuteWorkflow(workflow.Campaign, again)
+	st := campaignResult(t, env)
+	all := merged(t, g, st)
+	if !slices.Equal(g.started, []string{"r3"}) {
+		t.Errorf("units started again: %v; want only r3", g.started)
+	}
+	if got := phases(all); got != "r0=failed r1=completed r2=completed r3=completed r4=completed" {
+		t.Errorf("units: %s", got)
+	}
+}
