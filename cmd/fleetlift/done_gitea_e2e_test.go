@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -19,7 +17,6 @@ import (
 // regresses, the reconciler reopens it on its own, and a second pull
 // request is opened, merged and found done; the other is left as it is.
 func TestDoneWhenOnGitea(t *testing.T) {
-	ctx := context.Background()
 	g := giteatest.Start(t)
 	bot := g.Admin()
 	old := legacyGo
@@ -52,19 +49,7 @@ func TestDoneWhenOnGitea(t *testing.T) {
 		"--pull-requests-every", "1s")
 	wait := func(what string, ok func(map[string]state.Repo) bool) map[string]state.Repo {
 		t.Helper()
-		var got map[string]state.Repo
-		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-			r, err := reader.Get(ctx, "slog")
-			got = map[string]state.Repo{}
-			for _, repo := range r.Repos {
-				got[repo.Name] = repo
-			}
-			if err == nil && ok(got) {
-				return got
-			}
-		}
-		t.Fatalf("%s: %+v\n%s", what, got, up.out.String())
-		return nil
+		return waitRepos(t, reader, "slog", up, what, ok)
 	}
 	done := func(repo state.Repo, want string) bool {
 		return repo.PullRequestState == state.PullRequestMerged && repo.PullRequest != nil && repo.PullRequest.Done == want

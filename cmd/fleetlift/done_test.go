@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -146,6 +147,13 @@ const legacyGo = "package svc\n\nfunc f() { log.Printf(\"x\") }\n"
 // without review, and done_when (every minute) wants no log.Printf
 // anywhere.
 func slogCampaign(id string, urls []string) string {
+	return slogDefinition(id, "merge: {require_review: false}", `{command: [sh, -c, "! grep -rq log.Printf ."], every: 1m}`, urls)
+}
+
+// slogDefinition is slogCampaign with the pull_request fields after the
+// branch prefix and title (flow entries) and the done_when given (none
+// when empty).
+func slogDefinition(id, pullRequest, doneWhen string, urls []string) string {
 	def := fmt.Sprintf(`version: 1
 kind: Campaign
 id: %[1]s
@@ -155,12 +163,34 @@ template:
     deterministic:
       image: golang
       command: [sh, -c, "sed -i s/log.Printf/slog.Info/ *.go"]
-  pull_request: {branch_prefix: auto/%[1]s, title: Move to slog, merge: {require_review: false}}
-  done_when: {command: [sh, -c, "! grep -rq log.Printf ."], every: 1m}
-repositories:
-`, id)
+  pull_request: {branch_prefix: auto/%[1]s, title: Move to slog, %[2]s}
+`, id, pullRequest)
+	if doneWhen != "" {
+		def += "  done_when: " + doneWhen + "\n"
+	}
+	def += "repositories:\n"
 	for _, u := range urls {
 		def += "  - url: " + u + "\n"
 	}
 	return def
+}
+
+// waitRepos waits up to three minutes for the repositories of the run
+// of definition id, by name, to be as ok says, and returns them; it
+// fails the test with what they were, and what up printed, otherwise.
+func waitRepos(t *testing.T, reader *statetemporal.Reader, id string, up *upProcess, what string, ok func(map[string]state.Repo) bool) map[string]state.Repo {
+	t.Helper()
+	var got map[string]state.Repo
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		r, err := reader.Get(context.Background(), id)
+		got = map[string]state.Repo{}
+		for _, repo := range r.Repos {
+			got[repo.Name] = repo
+		}
+		if err == nil && ok(got) {
+			return got
+		}
+	}
+	t.Fatalf("%s: %+v\n%s", what, got, up.out.String())
+	return nil
 }

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -15,25 +13,29 @@ import (
 // TestWebhooksHintAtPullRequests: on a real Gitea whose target
 // repositories send their webhooks to `fleetlift up`, a campaign's pull
 // requests are merged as declared (approved, checks green) as soon as a
-// reviewer approves and the checks pass, although the followers read
-// them only once an hour: the review and the commit status reach the
-// follower as hints, through the reconciler's webhook receiver.
+// reviewer approves and the checks pass, and one whose base moved under
+// it with a conflict is made again on the new base (keep_current:
+// conflicted), although the followers read them only once an hour: the
+// review, the commit status and the push reach the follower as hints,
+// through the reconciler's webhook receiver.
 func TestWebhooksHintAtPullRequests(t *testing.T) {
-	ctx := context.Background()
 	g := giteatest.Start(t)
 	bot := g.Admin()
 	alice := g.CreateUser(t, "alice")
 	const secret = "target-hooks-secret"
 	hooks := freeAddr(t)
 	urls := map[string]string{}
-	for _, name := range []string{"api", "web"} {
+	push := func(work string, user giteatest.User, url, ref string) {
+		g.Git(t, user, work, "add", "-A")
+		g.Git(t, user, work, "-c", "user.name="+user.Name, "-c", "user.email="+user.Name+"@example.com", "commit", "-q", "-m", "code")
+		g.Git(t, user, work, "push", "-q", "origin", ref)
+	}
+	for _, name := range []string{"api", "web", "lib"} {
 		urls[name] = g.CreateRepo(t, bot.Name, name, true)
 		work := t.TempDir()
 		g.Git(t, bot, work, "clone", "-q", urls[name], ".")
 		writeFile(t, work, "main.go", legacyGo)
-		g.Git(t, bot, work, "add", "-A")
-		g.Git(t, bot, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "code")
-		g.Git(t, bot, work, "push", "-q", "origin", "HEAD:main")
+		push(work, bot, urls[name], "HEAD:main")
 		g.AddCollaborator(t, bot.Name, name, alice.Name, "write")
 		g.Do(t, bot.Token, http.MethodPost, "repos/"+bot.Name+"/"+name+"/hooks", map[string]any{
 			"type": "gitea", "active": true,
@@ -41,20 +43,7 @@ func TestWebhooksHintAtPullRequests(t *testing.T) {
 			"config": map[string]string{"url": "http://" + hooks + "/webhook", "content_type": "json", "secret": secret},
 		}, nil)
 	}
-	def := fmt.Sprintf(`version: 1
-kind: Campaign
-id: hinted
-title: Move to slog
-template:
-  execution:
-    deterministic:
-      image: golang
-      command: [sh, -c, "sed -i s/log.Printf/slog.Info/ *.go"]
-  pull_request: {branch_prefix: auto/hinted, title: Move to slog, merge: {}}
-repositories:
-  - url: %s
-  - url: %s
-`, urls["api"], urls["web"])
+	def := slogDefinition("hinted", "merge: {}, keep_current: conflicted", "", []string{urls["api"], urls["web"], urls["lib"]})
 	campaigns, _ := giteaCampaigns(t, g, "", map[string]string{"campaigns/hinted.yaml": def})
 	t.Setenv("FLEETLIFT_FORGE_TYPE", "gitea")
 	t.Setenv("FLEETLIFT_FORGE_URL", g.URL())
@@ -67,25 +56,13 @@ repositories:
 		"--pull-requests-every", "1h", "--webhook-listen", hooks)
 	wait := func(what string, ok func(map[string]state.Repo) bool) map[string]state.Repo {
 		t.Helper()
-		var got map[string]state.Repo
-		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-			r, err := reader.Get(ctx, "hinted")
-			got = map[string]state.Repo{}
-			for _, repo := range r.Repos {
-				got[repo.Name] = repo
-			}
-			if err == nil && ok(got) {
-				return got
-			}
-		}
-		t.Fatalf("%s: %+v\n%s", what, got, up.out.String())
-		return nil
+		return waitRepos(t, reader, "hinted", up, what, ok)
 	}
 	opened := func(r map[string]state.Repo) bool {
-		return r["api"].PullRequestURL != "" && r["web"].PullRequestURL != ""
+		return r["api"].PullRequestURL != "" && r["web"].PullRequestURL != "" && r["lib"].PullRequestURL != ""
 	}
 	merged := func(repo state.Repo) bool { return repo.PullRequestState == state.PullRequestMerged }
-	wait("both pull requests opened", opened)
+	wait("the pull requests opened", opened)
 
 	pr := func(name string) giteaPR {
 		var prs []giteaPR
@@ -103,6 +80,15 @@ repositories:
 		g.Do(t, alice.Token, http.MethodPost, fmt.Sprintf("repos/%s/%s/pulls/%d/reviews", bot.Name, name, pr(name).Number),
 			map[string]string{"event": "APPROVED", "body": "looks right"}, nil)
 	}
+	// alice changes lib's main where the change does: its pull request
+	// conflicts, and the push is the hint that has it made again.
+	libHead := pr("lib").Head.Sha
+	work := t.TempDir()
+	g.Git(t, alice, work, "clone", "-q", urls["lib"], ".")
+	writeFile(t, work, "main.go", "package svc\n\nfunc f() { log.Printf(\"y\") }\n")
+	push(work, alice, urls["lib"], "HEAD:main")
+	libBase := strings.TrimSpace(g.Git(t, alice, work, "rev-parse", "HEAD"))
+
 	// web's checks are still running when both are approved: only api
 	// merges.
 	setStatus("web", "pending")
@@ -120,6 +106,20 @@ repositories:
 	wait("web merged once its checks passed", func(r map[string]state.Repo) bool { return merged(r["web"]) })
 	if !pr("web").Merged {
 		t.Errorf("web's pull request is not merged on Gitea: %+v", pr("web"))
+	}
+	// lib's change was made again on alice's main, and pushed to its
+	// pull request's branch.
+	wait("lib made again on its new base", func(r map[string]state.Repo) bool {
+		p := r["lib"].PullRequest
+		return p != nil && p.Head != libHead && p.Mergeable == "mergeable"
+	})
+	work = t.TempDir()
+	g.Git(t, bot, work, "clone", "-q", "-b", pr("lib").Head.Ref, urls["lib"], ".")
+	if parent := strings.TrimSpace(g.Git(t, bot, work, "rev-parse", "HEAD^")); parent != libBase {
+		t.Errorf("lib's change is on %s, not on alice's main %s", parent, libBase)
+	}
+	if got := g.Git(t, bot, work, "show", "HEAD:main.go"); !strings.Contains(got, `slog.Info("y")`) {
+		t.Errorf("lib's branch holds %q, want alice's line moved to slog", got)
 	}
 	if out := up.out.String(); strings.Contains(out, secret) || strings.Contains(out, bot.Token) {
 		t.Errorf("the output shows the webhook secret or the token:\n%s", out)

@@ -215,13 +215,15 @@ func (f *follower) read(ctx, actx workflow.Context) bool {
 
 // readSome reads the pull requests at urls (and any the source opened
 // since the last read), and reports what read does. One whose read
-// failed is read again after hintSpacing, up to someRetries times.
+// failed, or open one whose forge had not worked out yet whether it
+// merges (as after its base moved), is read again after hintSpacing, up
+// to someRetries times.
 func (f *follower) readSome(ctx, actx workflow.Context, urls []string) bool {
 	ended := f.refresh(ctx, actx, urls)
 	f.st.PartialReads++
 	f.partialReads++
 	for _, u := range urls {
-		if p, ok := f.st.Find(u); ok && p.Error != "" && f.retries[u] < someRetries {
+		if p, ok := f.st.Find(u); ok && (p.Error != "" || p.Open() && p.Mergeable == "") && f.retries[u] < someRetries {
 			f.retries[u]++
 			f.hinted[webhook.PullRequestKey(u)] = true
 			continue
@@ -232,8 +234,8 @@ func (f *follower) readSome(ctx, actx workflow.Context, urls []string) bool {
 }
 
 // someRetries is how many times readSome reads a pull request again
-// whose read failed: a forge may hold a request about a pull request it
-// is merging.
+// whose read failed (a forge may hold a request about a pull request it
+// is merging) or whose mergeability the forge was working out.
 const someRetries = 3
 
 // refresh has a worker read the pull requests (only those at only, when

@@ -30,16 +30,23 @@ func registerFollower(env *testsuite.TestWorkflowEnvironment) {
 	}, sdkworkflow.RegisterOptions{Name: "PullRequests"})
 }
 
-func followed(url, state string) status.FollowedPR {
-	return status.FollowedPR{PullRequestInfo: protocol.PullRequestInfo{URL: url}, PullRequestStatus: forge.PullRequestStatus{State: state}}
-}
-
-func TestPullRequestsFollowsUntilTheSourceEndedAndNoneIsOpen(t *testing.T) {
+// followerEnv is a test environment for the PullRequests workflow, with
+// the activities to mock.
+func followerEnv() (*testsuite.TestWorkflowEnvironment, *activity.Activities) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(workflow.PullRequests)
 	var acts *activity.Activities
 	env.RegisterActivity(acts)
+	return env, acts
+}
+
+func followed(url, state string) status.FollowedPR {
+	return status.FollowedPR{PullRequestInfo: protocol.PullRequestInfo{URL: url}, PullRequestStatus: forge.PullRequestStatus{State: state}}
+}
+
+func TestPullRequestsFollowsUntilTheSourceEndedAndNoneIsOpen(t *testing.T) {
+	env, acts := followerEnv()
 	// Pass 1: the run goes on with one open; pass 2: the forge cannot be
 	// reached; pass 3: the run ended, one merged and one closed.
 	passes := 0
@@ -76,11 +83,7 @@ func TestPullRequestsFollowsUntilTheSourceEndedAndNoneIsOpen(t *testing.T) {
 }
 
 func TestPullRequestsRefreshReturnsAFreshRead(t *testing.T) {
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflow.PullRequests)
-	var acts *activity.Activities
-	env.RegisterActivity(acts)
+	env, acts := followerEnv()
 	passes := 0
 	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
@@ -114,11 +117,7 @@ func TestPullRequestsRefreshReturnsAFreshRead(t *testing.T) {
 }
 
 func TestPullRequestsMergeOnlyWhatIsReady(t *testing.T) {
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflow.PullRequests)
-	var acts *activity.Activities
-	env.RegisterActivity(acts)
+	env, acts := followerEnv()
 	now := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
 	pr := func(repo string, s forge.PullRequestStatus) status.FollowedPR {
 		return status.FollowedPR{Repo: repo, PullRequestInfo: protocol.PullRequestInfo{URL: "u/" + repo}, PullRequestStatus: s, CheckedAt: now}
@@ -192,11 +191,7 @@ func TestPullRequestsMergeOnlyWhatIsReady(t *testing.T) {
 }
 
 func TestPullRequestsMergeAsDeclaredAfterTheirSoakTime(t *testing.T) {
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflow.PullRequests)
-	var acts *activity.Activities
-	env.RegisterActivity(acts)
+	env, acts := followerEnv()
 	start := env.Now()
 	policy := &status.MergePolicy{Method: forge.MergeSquash, Unapproved: true, After: 30 * time.Minute, DeleteBranch: true}
 	var mergedAt time.Time
@@ -271,11 +266,7 @@ func TestPullRequestsMergeAsDeclaredAfterTheirSoakTime(t *testing.T) {
 // commit; it leaves the one someone else pushed to, the one only behind,
 // and a task's, saying why.
 func TestKeepCurrentMakesConflictedChangesAgainOncePerBase(t *testing.T) {
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflow.PullRequests)
-	var acts *activity.Activities
-	env.RegisterActivity(acts)
+	env, acts := followerEnv()
 	var asked [][]string
 	env.RegisterActivityWithOptions(func(ctx context.Context, in workflow.RegenerateInput) (int, error) {
 		if in.Source != "campaign/x" {
@@ -349,11 +340,7 @@ func TestKeepCurrentMakesConflictedChangesAgainOncePerBase(t *testing.T) {
 // passing marks the repository regressed. An open pull request is not
 // checked, and the follower keeps checking after its run ended.
 func TestDoneWhenChecksMergedRepositoriesOnASchedule(t *testing.T) {
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflow.PullRequests)
-	var acts *activity.Activities
-	env.RegisterActivity(acts)
+	env, acts := followerEnv()
 	check := &status.DoneCheck{Image: "golang", Every: time.Hour, Resources: sandbox.Resources{Memory: "2Gi"}, Namespace: "batch",
 		Manifest: protocol.Manifest{TaskID: "x", Mode: protocol.ModeCheck,
 			Execution: protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"sh", "-c", "! grep -rq log.Printf ."}}}}
@@ -432,11 +419,7 @@ func TestDoneWhenChecksMergedRepositoriesOnASchedule(t *testing.T) {
 // hintSpacing. A hint for a repository it follows nothing in reads only
 // what the source opened since, and nothing once the source has ended.
 func TestPullRequestsReadWhatAHintNames(t *testing.T) {
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflow.PullRequests)
-	var acts *activity.Activities
-	env.RegisterActivity(acts)
+	env, acts := followerEnv()
 	const api, web = "https://github.com/Acme/api/pull/1", "https://github.com/acme/web/pull/2"
 	start := env.Now()
 	type read struct {
@@ -453,7 +436,9 @@ func TestPullRequestsReadWhatAHintNames(t *testing.T) {
 			if since > 90*time.Minute {
 				st = forge.StateMerged
 			}
-			return activity.RefreshOutcome{PRs: []status.FollowedPR{followed(api, st), followed(web, st)}, SourceEnded: since > 30*time.Minute, Every: time.Hour}, nil
+			a, w := followed(api, st), followed(web, st)
+			a.Mergeable, w.Mergeable = forge.MergeableYes, forge.MergeableYes
+			return activity.RefreshOutcome{PRs: []status.FollowedPR{a, w}, SourceEnded: since > 30*time.Minute, Every: time.Hour}, nil
 		})
 	hint := func(at time.Duration, repos ...string) {
 		env.RegisterDelayedCallback(func() {
@@ -483,14 +468,11 @@ func TestPullRequestsReadWhatAHintNames(t *testing.T) {
 const hintSpacingForTest = 10 * time.Second
 
 // A pull request whose read for a hint failed (a forge may hold the
-// request about one it is merging) is read again after hintSpacing, at
-// most three times.
+// request about one it is merging), or whose forge had not yet worked
+// out whether it merges, is read again after hintSpacing, at most three
+// times.
 func TestPullRequestsReadAgainWhatAHintCouldNotRead(t *testing.T) {
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflow.PullRequests)
-	var acts *activity.Activities
-	env.RegisterActivity(acts)
+	env, acts := followerEnv()
 	const api = "https://github.com/acme/api/pull/1"
 	start := env.Now()
 	var reads []time.Duration
@@ -498,9 +480,13 @@ func TestPullRequestsReadAgainWhatAHintCouldNotRead(t *testing.T) {
 		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
 			reads = append(reads, env.Now().Sub(start).Round(time.Second))
 			p := followed(api, forge.StateOpen)
-			p.CheckedAt = env.Now()
+			p.CheckedAt, p.Mergeable = env.Now(), forge.MergeableYes
 			switch {
 			case len(reads) == 1:
+			case len(reads) == 3:
+				// Its base moved: the forge is working out whether it
+				// merges.
+				p.Mergeable = ""
 			case len(reads) <= 5:
 				p.Error = "Get " + api + ": context deadline exceeded"
 			default:
@@ -512,8 +498,9 @@ func TestPullRequestsReadAgainWhatAHintCouldNotRead(t *testing.T) {
 		env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Repositories: []string{"github.com/acme/api"}})
 	}, time.Minute)
 	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
-	// The first read; the hint's, and three more 10s apart, all of
-	// which fail; then the hour's pass, which finds it merged.
+	// The first read; the hint's, and three more 10s apart, none of
+	// which says whether it merges; then the hour's pass, which finds
+	// it merged.
 	want := []time.Duration{0, time.Minute, time.Minute + 10*time.Second, time.Minute + 20*time.Second, time.Minute + 30*time.Second, time.Hour}
 	if !slices.Equal(reads, want) {
 		t.Errorf("reads at %v, want %v", reads, want)
@@ -525,11 +512,7 @@ func TestPullRequestsReadAgainWhatAHintCouldNotRead(t *testing.T) {
 // keeping what it read: two followers would merge and make changes
 // again twice.
 func TestPullRequestsEndWhenAPageIsRunAgain(t *testing.T) {
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflow.PullRequests)
-	var acts *activity.Activities
-	env.RegisterActivity(acts)
+	env, acts := followerEnv()
 	reads := 0
 	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
