@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -17,7 +19,8 @@ import (
 // it with a conflict is made again on the new base (keep_current:
 // conflicted), although the followers read them only once an hour: the
 // review, the commit status and the push reach the follower as hints,
-// through the reconciler's webhook receiver.
+// through the reconciler's webhook receiver. The status branch shows
+// the states read and their burndown.
 func TestWebhooksHintAtPullRequests(t *testing.T) {
 	g := giteatest.Start(t)
 	bot := g.Admin()
@@ -120,6 +123,27 @@ func TestWebhooksHintAtPullRequests(t *testing.T) {
 	}
 	if got := g.Git(t, bot, work, "show", "HEAD:main.go"); !strings.Contains(got, `slog.Info("y")`) {
 		t.Errorf("lib's branch holds %q, want alice's line moved to slog", got)
+	}
+	// The status branch shows the states read, and their burndown.
+	var index, page, samples string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		clone := t.TempDir()
+		g.Git(t, bot, clone, "clone", "-q", "-b", "fleetlift/status", campaigns, ".")
+		index = g.Git(t, bot, clone, "show", "HEAD:README.md")
+		page = g.Git(t, bot, clone, "show", "HEAD:campaigns/hinted.md")
+		samples = g.Git(t, bot, clone, "show", "HEAD:campaigns/hinted.burndown.json")
+		var burndown []struct {
+			Merged int `json:"merged"`
+			Open   int `json:"open"`
+		}
+		if json.Unmarshal([]byte(samples), &burndown) == nil && len(burndown) > 0 &&
+			burndown[len(burndown)-1].Merged == 2 && burndown[len(burndown)-1].Open == 1 &&
+			strings.Contains(index, "1 open, 2 merged") && strings.Contains(page, "(hinted.burndown.svg)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the status branch does not show 1 open and 2 merged:\n%s\n%s\n%s", index, page, samples)
+		}
 	}
 	if out := up.out.String(); strings.Contains(out, secret) || strings.Contains(out, bot.Token) {
 		t.Errorf("the output shows the webhook secret or the token:\n%s", out)
