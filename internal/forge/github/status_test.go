@@ -180,3 +180,40 @@ func TestMergeAndCloseOnGitHub(t *testing.T) {
 		t.Errorf("comment sent %s", got)
 	}
 }
+
+// TestProposeAgainUpdatesTheOpenPullRequest: a change made again on a
+// branch whose pull request is open (keep_current, prs update, a
+// reopen) updates that pull request's body, through recorded GitHub
+// answers, and opens no second one; proposed again as it is, it asks
+// for nothing to change.
+func TestProposeAgainUpdatesTheOpenPullRequest(t *testing.T) {
+	srv, asked, bodies := replayBodies(t, "testdata/update.json")
+	f, err := github.New(github.Options{BaseURL: srv.URL + "/api/v3/", WebURL: "https://ghe.example/", Token: token,
+		Budget: github.NewBudget(github.BudgetOptions{Rate: -1, WriteRate: -1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := forge.PullRequestRequest{Repository: "https://ghe.example/acme/svc.git", Head: "fleetlift/slog-migration", Base: "main",
+		Title: "Move to slog", Body: "Made again on main at 1a2b3c4."}
+	pr, err := f.CreatePullRequest(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Number != 42 || pr.URL != "https://ghe.example/acme/svc/pull/42" {
+		t.Errorf("proposed again: %+v, want pull request 42", pr)
+	}
+	const patch = "PATCH /api/v3/repos/acme/svc/pulls/42"
+	if n := asked()[patch]; n != 1 || !strings.Contains(bodies(patch), "Made again on main at 1a2b3c4.") {
+		t.Errorf("the body was updated %d times, with %s", n, bodies(patch))
+	}
+	if n := asked()["POST /api/v3/repos/acme/svc/pulls"]; n != 0 {
+		t.Errorf("a second pull request was asked for %d times", n)
+	}
+	req.Body = "Made on main at 9fceb02."
+	if _, err := f.CreatePullRequest(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if n := asked()[patch]; n != 1 {
+		t.Errorf("an unchanged proposal edited the pull request (%d edits)", n)
+	}
+}
