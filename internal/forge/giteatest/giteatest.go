@@ -303,11 +303,18 @@ func (s *Server) Call(token, method, path string, in, out any) error {
 			return fmt.Errorf("%s %s: %w", method, path, err)
 		}
 	}
-	status, resp, err := s.request(method, path, body, func(r *http.Request) {
+	auth := func(r *http.Request) {
 		if token != "" {
 			r.Header.Set("Authorization", "token "+token)
 		}
-	})
+	}
+	status, resp, err := s.request(method, path, body, auth)
+	// Gitea on SQLite can hold a GET of a pull request it has just
+	// merged without ever answering, while the same GET asked again is
+	// answered: a read that timed out is asked again, twice at most.
+	for try := 0; try < readRetries && method == http.MethodGet && isTimeout(err); try++ {
+		status, resp, err = s.request(method, path, body, auth)
+	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -320,6 +327,15 @@ func (s *Server) Call(token, method, path string, in, out any) error {
 		}
 	}
 	return nil
+}
+
+// readRetries is how many times Call asks again a GET that timed out.
+const readRetries = 2
+
+// isTimeout reports whether err is a request that timed out.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // GitEnv is the environment for a git command that talks to this server
