@@ -28,10 +28,10 @@ import (
 // It knows which repositories have open pull requests from the recorded
 // state of each reconcile pass (Observe); a hint about a repository with
 // none known waits up to two minutes for a pass that finds one. Hints
-// are gathered for Gather
-// and sent once per follower, naming every repository hinted at; a
-// follower reads only its pull requests there, and at most once per ten
-// seconds. Make one with NewPullRequestHints and call Run.
+// are gathered (2s by default) and sent once per follower, naming every
+// repository hinted at; a follower reads only its pull requests there,
+// and at most once per ten seconds. Make one with NewPullRequestHints
+// and call Run.
 type PullRequestHints struct {
 	client client.Client
 	gather time.Duration
@@ -100,12 +100,9 @@ func (h *PullRequestHints) Observe(recorded []state.Campaign) {
 	}
 	h.mu.Lock()
 	h.runs = runs
-	now, woken := time.Now(), false
-	for key, at := range h.unknown {
-		if now.Sub(at) >= unknownFor {
-			delete(h.unknown, key)
-			continue
-		}
+	h.forget(time.Now())
+	woken := false
+	for key := range h.unknown {
 		if len(runs[key]) > 0 {
 			delete(h.unknown, key)
 			h.queue(key)
@@ -131,16 +128,22 @@ func (h *PullRequestHints) Followed(key string) bool {
 	}
 	now := time.Now()
 	if len(h.unknown) >= maxUnknown {
-		for k, at := range h.unknown {
-			if now.Sub(at) >= unknownFor {
-				delete(h.unknown, k)
-			}
-		}
+		h.forget(now)
 	}
 	if len(h.unknown) < maxUnknown {
 		h.unknown[key] = now
 	}
 	return false
+}
+
+// forget drops the repositories hinted at longer than unknownFor ago
+// with no open pull request known; h.mu is held.
+func (h *PullRequestHints) forget(now time.Time) {
+	for key, at := range h.unknown {
+		if now.Sub(at) >= unknownFor {
+			delete(h.unknown, key)
+		}
+	}
 }
 
 // unknownFor is how long a hint about a repository where no open pull
