@@ -70,11 +70,13 @@ test-node: bin/envtest bin/node images ## Run only the real-node suite (part of 
 	$(GO) test -count=1 -timeout 15m -v -run TestRealNode ./internal/kubetest/node
 
 .PHONY: lint
-lint: ## go vet and gofmt
+lint: ## go vet, gofmt, and no command file over 400 lines
 	$(GO) vet ./...
 	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	@long=$$(for f in $$(git ls-files 'cmd/*.go' | grep -v '_test\.go$$'); do n=$$(wc -l <$$f); [ $$n -le 400 ] || echo "$$f: $$n lines"; done); \
+	if [ -n "$$long" ]; then echo "commands are wiring: no file in cmd/ over 400 lines:"; echo "$$long"; exit 1; fi
 
 .PHONY: lint-actions
 lint-actions: $(BIN)/actionlint ## actionlint the campaigns template's GitHub Actions workflow

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
@@ -95,36 +94,6 @@ type workerFlags struct {
 	// (activity.Activities.UnitStarted, UnitEnded); nil: not told.
 	unitStarted func(workflowID string, u status.UnitRef)
 	unitEnded   func(workflowID string, u status.UnitOutcome)
-}
-
-// options are the workers' options: with activityNews, an interceptor
-// that calls it as each activity starts and ends.
-func (w *workerFlags) options() worker.Options {
-	if w.activityNews == nil {
-		return worker.Options{}
-	}
-	return worker.Options{Interceptors: []interceptor.WorkerInterceptor{&newsInterceptor{news: w.activityNews}}}
-}
-
-// newsInterceptor calls news as each activity starts and ends.
-type newsInterceptor struct {
-	interceptor.WorkerInterceptorBase
-	news func(ended bool)
-}
-
-func (n *newsInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	return &newsActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, news: n.news}
-}
-
-type newsActivity struct {
-	interceptor.ActivityInboundInterceptorBase
-	news func(ended bool)
-}
-
-func (a *newsActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	a.news(false)
-	defer a.news(true)
-	return a.Next.ExecuteActivity(ctx, in)
 }
 
 func (w *workerFlags) register(cmd *cobra.Command) {
