@@ -60,8 +60,21 @@ var _ github.Shared = (*ForgeBudget)(nil)
 // whose token is token on host: the token itself is in no id, only a
 // digest that tells accounts apart.
 func ForgeBudgetID(host, token string) string {
+	return "fleetlift/forge-budget/" + workflow.ForgeBudgetKey(host, accountDigest(token))
+}
+
+// ForgeRequestsID is the workflow id of the budget of every request
+// (reads and writes: requests_per_hour) of the account whose token is
+// token on host; a ForgeBudget workflow as the writes' is.
+func ForgeRequestsID(host, token string) string {
+	return "fleetlift/forge-requests/" + workflow.ForgeBudgetKey(host, accountDigest(token))
+}
+
+// accountDigest tells forge accounts apart by their token without
+// holding it.
+func accountDigest(token string) string {
 	sum := sha256.Sum256([]byte("fleetlift forge budget\x00" + token))
-	return "fleetlift/forge-budget/" + workflow.ForgeBudgetKey(host, hex.EncodeToString(sum[:8]))
+	return hex.EncodeToString(sum[:8])
 }
 
 // ForgeBudgetInput is the budget of an account allowed perMinute and
@@ -79,6 +92,14 @@ func ForgeBudgetInput(key string, perMinute, perHour int) workflow.ForgeBudgetIn
 		in.Limits = append(in.Limits, workflow.ForgeLimit{Count: perHour, Per: time.Hour})
 	}
 	return in
+}
+
+// ForgeRequestsInput is the budget of an account allowed perHour
+// requests of any kind, with the writes' 2 s of slack and no spacing: a
+// burst may spend the hour's requests, as the forge's own primary limit
+// allows.
+func ForgeRequestsInput(key string, perHour int) workflow.ForgeBudgetInput {
+	return workflow.ForgeBudgetInput{Key: key, Slack: 2 * time.Second, Limits: []workflow.ForgeLimit{{Count: perHour, Per: time.Hour}}}
 }
 
 // start is the options the budget's run starts with.
@@ -157,29 +178,44 @@ func sleep(ctx context.Context, d time.Duration) error {
 // one to join a budget that does not run, fails with
 // github.ErrSharedUnavailable.
 func (f *ForgeBudget) send(ctx context.Context) (client.WorkflowUpdateHandle, error) {
-	within := f.AcceptWithin
+	update := client.UpdateWorkflowOptions{
+		WorkflowID: f.ID, UpdateName: workflow.UpdateForgePermit, Args: []any{workflow.ForgePermitRequest{Caller: f.Caller}},
+		WaitForStage: client.WorkflowUpdateStageAccepted,
+	}
+	var start func(context.Context) error
+	if !f.Join {
+		start = func(ctx context.Context) error {
+			_, err := f.Client.ExecuteWorkflow(ctx, f.start(), workflow.ForgeBudget, f.Input)
+			return err
+		}
+	}
+	return sendAsk(ctx, f.Client, start, update, f.AcceptWithin)
+}
+
+// sendAsk sends the ask update to an account's budget workflow and
+// returns once the workflow took it in, calling start first unless it is
+// nil (nil: join a workflow that runs). An ask not taken in within
+// within (zero: 30 s), or one to join a workflow that does not run,
+// fails with github.ErrSharedUnavailable.
+func sendAsk(ctx context.Context, c client.Client, start func(context.Context) error, update client.UpdateWorkflowOptions, within time.Duration) (client.WorkflowUpdateHandle, error) {
 	if within <= 0 {
 		within = 30 * time.Second
 	}
 	actx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	update := client.UpdateWorkflowOptions{
-		WorkflowID: f.ID, UpdateName: workflow.UpdateForgePermit, Args: []any{workflow.ForgePermitRequest{Caller: f.Caller}},
-		WaitForStage: client.WorkflowUpdateStageAccepted,
-	}
-	if !f.Join {
-		// Start the budget unless it runs (the existing run otherwise).
-		if _, err := f.Client.ExecuteWorkflow(ctx, f.start(), workflow.ForgeBudget, f.Input); err != nil {
-			return nil, fmt.Errorf("start %s: %w", f.ID, err)
+	if start != nil {
+		// Start the workflow unless it runs (the existing run otherwise).
+		if err := start(ctx); err != nil {
+			return nil, fmt.Errorf("start %s: %w", update.WorkflowID, err)
 		}
 	}
-	h, err := f.Client.UpdateWorkflow(actx, update)
+	h, err := c.UpdateWorkflow(actx, update)
 	var nf *serviceerror.NotFound
-	if f.Join && err != nil && (errors.As(err, &nf) || strings.Contains(err.Error(), "workflow execution already completed")) {
-		return nil, fmt.Errorf("%w: %s does not run: %w", github.ErrSharedUnavailable, f.ID, err)
+	if start == nil && err != nil && (errors.As(err, &nf) || strings.Contains(err.Error(), "workflow execution already completed")) {
+		return nil, fmt.Errorf("%w: %s does not run: %w", github.ErrSharedUnavailable, update.WorkflowID, err)
 	}
 	if err != nil && actx.Err() != nil && ctx.Err() == nil {
-		return nil, fmt.Errorf("%w: %s took no ask in %s (is a fleetlift worker running?): %w", github.ErrSharedUnavailable, f.ID, within, err)
+		return nil, fmt.Errorf("%w: %s took no ask in %s (is a fleetlift worker running?): %w", github.ErrSharedUnavailable, update.WorkflowID, within, err)
 	}
 	return h, err
 }

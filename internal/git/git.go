@@ -47,6 +47,19 @@ type Git struct {
 	// takes with it, also when the agent was killed before it could
 	// remove them.
 	ScratchDir string
+	// Slots, when set, bounds the commands that talk to a remote over
+	// the network (clone, fetch, push, ls-remote; not a local path): each
+	// waits for a slot of it first and gives it back when it ends. The
+	// worker's bound is the forge account's parallel_clones, shared with
+	// every other worker (dispatch.ForgeSlots).
+	Slots Slots
+}
+
+// Slots bounds how many transfers run at once (see Git.Slots).
+type Slots interface {
+	// Acquire returns once the caller may start a transfer, with the
+	// func that gives the slot back; it fails when ctx ends first.
+	Acquire(ctx context.Context) (release func(), err error)
 }
 
 // safeConfig is passed with -c to every invocation.
@@ -376,6 +389,13 @@ func (g *Git) run(ctx context.Context, inv invocation) (string, error) {
 	}
 	args = append(args, inv.args...)
 
+	if _, local := LocalPath(inv.remote); g.Slots != nil && inv.remote != "" && !local {
+		release, err := g.Slots.Acquire(ctx)
+		if err != nil {
+			return "", fmt.Errorf("git %s: wait for a transfer slot: %w", inv.args[0], err)
+		}
+		defer release()
+	}
 	cmd := exec.CommandContext(ctx, g.binary(), args...)
 	cmd.Dir = inv.dir
 	cmd.Env = g.environ(inv)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
@@ -464,5 +465,109 @@ func TestTokenDoesNotFollowARedirect(t *testing.T) {
 		if a != "" {
 			t.Errorf("the token followed the redirect: %q", a)
 		}
+	}
+}
+
+// countingSlots is a bound of n transfers at once that records the most
+// that ran together and how many asked.
+type countingSlots struct {
+	mu           sync.Mutex
+	n, now, most int
+	asked        int
+	free         chan struct{}
+}
+
+func newCountingSlots(n int) *countingSlots {
+	return &countingSlots{n: n, free: make(chan struct{}, n)}
+}
+
+func (s *countingSlots) Acquire(ctx context.Context) (func(), error) {
+	s.mu.Lock()
+	s.asked++
+	s.mu.Unlock()
+	select {
+	case s.free <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	s.now++
+	s.most = max(s.most, s.now)
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.now--
+		s.mu.Unlock()
+		<-s.free
+	}, nil
+}
+
+// With Slots, clones and pushes over the network wait for a slot and
+// no more of them run at once than it allows; a clone of a local path
+// takes none; a transfer that cannot get its slot before its context
+// ends fails saying so, and starts no git.
+func TestSlotsBoundTransfers(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	remote := gittest.NewRemote(t, root, "api", map[string]string{"a.txt": "a\n"})
+	gittest.Run(t, remote, "config", "http.receivepack", "true")
+	srv := serveGit(t, root, token)
+	url := srv.URL + "/api.git"
+	slots := newCountingSlots(2)
+	g := newGit(git.DefaultTokenEnv + "=" + token)
+	g.TokenOrigins = []string{srv.URL}
+	g.Slots = slots
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for i := range 6 {
+		wg.Go(func() {
+			dest := filepath.Join(t.TempDir(), "api")
+			if err := g.Clone(ctx, url, dest, git.CloneOptions{}); err != nil {
+				errs <- err
+				return
+			}
+			gittest.WriteFiles(t, dest, map[string]string{"b.txt": fmt.Sprint(i)})
+			if _, err := g.Commit(ctx, dest, git.CommitOptions{Branch: fmt.Sprint("topic-", i), Message: "b"}); err != nil {
+				errs <- err
+				return
+			}
+			errs <- g.Push(ctx, dest, url, git.RefUpdate{Src: "HEAD", Dst: fmt.Sprint("refs/heads/topic-", i)})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	slots.mu.Lock()
+	asked, most := slots.asked, slots.most
+	slots.mu.Unlock()
+	if asked != 12 || most > 2 || most < 1 {
+		t.Errorf("%d transfers asked for a slot, at most %d at once; want 12 (6 clones, 6 pushes), at most 2", asked, most)
+	}
+
+	if err := g.Clone(ctx, remote, filepath.Join(t.TempDir(), "local"), git.CloneOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if slots.asked != asked {
+		t.Errorf("a clone of a local path asked for a slot")
+	}
+
+	// Both slots held: a clone whose context ends first never starts.
+	for range 2 {
+		slots.free <- struct{}{}
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	dest := filepath.Join(t.TempDir(), "late")
+	err := g.Clone(short, url, dest, git.CloneOptions{})
+	if err == nil || !strings.Contains(err.Error(), "wait for a transfer slot") {
+		t.Errorf("a clone without a slot: %v; want it to say it waited for a transfer slot", err)
+	}
+	if _, statErr := os.Stat(dest); statErr == nil {
+		t.Errorf("the clone without a slot made %s", dest)
 	}
 }

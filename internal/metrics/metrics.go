@@ -38,6 +38,10 @@ type Metrics struct {
 	notify       *prometheus.CounterVec
 	permits      *prometheus.CounterVec
 	permitWait   *prometheus.CounterVec
+	reqPermits   *prometheus.CounterVec
+	reqWait      *prometheus.CounterVec
+	slots        *prometheus.CounterVec
+	slotWait     *prometheus.CounterVec
 	agentTokens  *prometheus.CounterVec
 	cost         *prometheus.CounterVec
 	runs         *runCollector
@@ -91,6 +95,22 @@ func New() *Metrics {
 			Namespace: Namespace, Subsystem: "forge", Name: "write_permit_wait_seconds_total",
 			Help: "Time this process's writes waited for their permits of the forge account's shared write budget.",
 		}, []string{"forge"}),
+		reqPermits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "forge", Name: "request_permits_total",
+			Help: "Requests (reads and writes) this process sent with a permit of the forge account's shared budget of requests (--forge-requests-per-hour).",
+		}, []string{"forge"}),
+		reqWait: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "forge", Name: "request_permit_wait_seconds_total",
+			Help: "Time this process's requests waited for their permits of the forge account's shared budget of requests.",
+		}, []string{"forge"}),
+		slots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "forge", Name: "transfer_slots_total",
+			Help: "Git transfers (clones, fetches, pushes) this process ran in a slot of the forge account's shared transfer slots (--forge-parallel-clones).",
+		}, []string{"forge"}),
+		slotWait: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "forge", Name: "transfer_slot_wait_seconds_total",
+			Help: "Time this process's git transfers waited for their slots of the forge account's shared transfer slots.",
+		}, []string{"forge"}),
 		agentTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "agent", Name: "tokens_total",
 			Help: "Model tokens the agents' calls through this worker's gateway used, as the model reported them, by campaign (or task), team (the definition's team), model and kind: input, output, cache_write, cache_read.",
@@ -110,7 +130,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.passDuration, m.passErrors, m.reconciler, m.webhooks, m.provision,
-		m.forgeReqs, m.rateWaits, m.rateWaitSecs, m.notify, m.permits, m.permitWait, m.agentTokens, m.cost, m.runs,
+		m.forgeReqs, m.rateWaits, m.rateWaitSecs, m.notify, m.permits, m.permitWait, m.reqPermits, m.reqWait, m.slots, m.slotWait, m.agentTokens, m.cost, m.runs,
 	)
 	return m
 }
@@ -190,9 +210,26 @@ func (m *Metrics) RateLimitWait(forge string) func(time.Duration) {
 // PermitWaited records a write's wait for its permit of the shared
 // write budget of the forge named forge (dispatch.ForgeBudget.OnWait).
 func (m *Metrics) PermitWaited(forge string) func(time.Duration) {
+	return waited(m.permits, m.permitWait, forge)
+}
+
+// RequestPermitWaited records a request's wait for its permit of the
+// shared budget of requests of the forge named forge.
+func (m *Metrics) RequestPermitWaited(forge string) func(time.Duration) {
+	return waited(m.reqPermits, m.reqWait, forge)
+}
+
+// SlotWaited records a git transfer's wait for its slot of the shared
+// transfer slots of the forge named forge (dispatch.ForgeSlots.OnWait).
+func (m *Metrics) SlotWaited(forge string) func(time.Duration) {
+	return waited(m.slots, m.slotWait, forge)
+}
+
+// waited counts one wait in count and its length in seconds.
+func waited(count, seconds *prometheus.CounterVec, forge string) func(time.Duration) {
 	return func(d time.Duration) {
-		m.permits.WithLabelValues(forge).Inc()
-		m.permitWait.WithLabelValues(forge).Add(d.Seconds())
+		count.WithLabelValues(forge).Inc()
+		seconds.WithLabelValues(forge).Add(d.Seconds())
 	}
 }
 

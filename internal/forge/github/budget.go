@@ -95,6 +95,11 @@ type BudgetOptions struct {
 	// WriteRate's bucket, and a rate limit the forge reports holds every
 	// process's writes back, not this one's alone.
 	Shared Shared
+	// SharedRequests, when set, is the account's budget of every request,
+	// reads and writes (requests_per_hour), shared the same way: each
+	// request, and each retry of one, waits for its permit there first.
+	// A rate limit the forge reports holds it back too.
+	SharedRequests Shared
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Sleep waits for d or until ctx is done; nil means a timer.
@@ -102,9 +107,10 @@ type BudgetOptions struct {
 }
 
 // ErrSharedUnavailable is returned (wrapped) by a Shared that cannot
-// serve permits now (no process serves the shared budget): the write
-// waits for this process's own write bucket instead.
-var ErrSharedUnavailable = errors.New("the shared write budget is not served")
+// serve permits now (no process serves the shared budget): a write
+// waits for this process's own write bucket instead, and a request or a
+// transfer is bounded by this process alone.
+var ErrSharedUnavailable = errors.New("the shared budget is not served")
 
 // Shared is a forge account's budget of writes held by one owner for
 // every process (package dispatch's ForgeBudget, a Temporal workflow).
@@ -131,8 +137,10 @@ type Budget struct {
 	jitter func(d time.Duration) time.Duration
 
 	// fallbacks counts writes paced locally because the shared budget
-	// was not served.
-	fallbacks atomic.Int64
+	// was not served; requestFallbacks, requests not counted in the
+	// shared budget of requests for the same reason.
+	fallbacks        atomic.Int64
+	requestFallbacks atomic.Int64
 
 	mu     sync.Mutex
 	reads  bucket
@@ -507,15 +515,35 @@ func (b *Budget) Share(s Shared) {
 	b.opts.Shared = s
 }
 
+// ShareRequests has every request of b wait for a permit of s from now
+// on (see BudgetOptions.SharedRequests).
+func (b *Budget) ShareRequests(s Shared) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.opts.SharedRequests = s
+}
+
 // SharedBudget is the shared write budget b's writes wait for, nil when
 // there is none.
 func (b *Budget) SharedBudget() Shared { return b.shared() }
+
+// SharedRequestsBudget is the shared budget of requests every request
+// of b waits for, nil when there is none.
+func (b *Budget) SharedRequestsBudget() Shared { return b.sharedRequests() }
 
 // shared is the shared write budget, nil when there is none.
 func (b *Budget) shared() Shared {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.opts.Shared
+}
+
+// sharedRequests is the shared budget of every request, nil when there
+// is none.
+func (b *Budget) sharedRequests() Shared {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.opts.SharedRequests
 }
 
 // pause holds every caller back until until.
@@ -526,14 +554,17 @@ func (b *Budget) pause(until time.Time, req *http.Request, status int) {
 		b.until = until
 	}
 	b.mu.Unlock()
-	if shared := b.shared(); shared != nil {
-		// Every process's writes wait too; the hold is in place before
-		// this caller tries again.
+	for what, shared := range map[string]Shared{"write budget": b.shared(), "budget of requests": b.sharedRequests()} {
+		if shared == nil {
+			continue
+		}
+		// Every process's requests wait too; the hold is in place
+		// before this caller tries again.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := shared.Hold(ctx, until, fmt.Sprintf("HTTP %d", status))
 		cancel()
 		if err != nil {
-			b.log.Warn("forge rate limit: could not hold the shared write budget back", "error", err)
+			b.log.Warn("forge rate limit: could not hold the shared "+what+" back", "error", err)
 		}
 	}
 	if extended {
@@ -576,6 +607,17 @@ func (b *Budget) waitPause(ctx context.Context) error {
 // back, the token buckets allow it and a slot is free. The caller must
 // release the slot (<-b.slots) when the request is done.
 func (b *Budget) wait(ctx context.Context, write bool) error {
+	if shared := b.sharedRequests(); shared != nil {
+		err := shared.Acquire(ctx)
+		switch {
+		case errors.Is(err, ErrSharedUnavailable):
+			if b.requestFallbacks.Add(1) == 1 {
+				b.log.Warn("forge requests: the shared budget of requests is not served; this process's requests go uncounted there", "error", err)
+			}
+		case err != nil:
+			return fmt.Errorf("%w: the account's shared budget of requests: %w", ErrRateLimited, err)
+		}
+	}
 	if shared := b.shared(); write && shared != nil {
 		err := shared.Acquire(ctx)
 		switch {

@@ -467,3 +467,51 @@ func TestUnservedSharedBudgetFallsBackToTheOwnBucket(t *testing.T) {
 		t.Errorf("waited %v; want the own bucket's second between writes", got)
 	}
 }
+
+// With a shared budget of requests (requests_per_hour), every request,
+// read or write, and each retry waits for its permit there, besides the
+// write's own permit; a rate limit holds both shared budgets back; and a
+// budget of requests no process serves lets requests go, uncounted.
+func TestSharedRequestsCountEveryRequest(t *testing.T) {
+	clk := newClock()
+	srv, h := budgetServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Method == http.MethodGet && n == 1 {
+			w.Header().Set("Retry-After", "3")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	writes, requests := &sharedBudget{}, &sharedBudget{}
+	start := clk.Now()
+	b := github.NewBudget(github.BudgetOptions{Rate: -1, Shared: writes, SharedRequests: requests, Now: clk.Now, Sleep: clk.Sleep})
+	c := &http.Client{Transport: b.Transport(nil)}
+	if _, err := get(context.Background(), c, srv.URL+"/read"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/pulls", strings.NewReader("{}"))
+	resp, err := c.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the write: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for name, s := range map[string]*sharedBudget{"writes": writes, "requests": requests} {
+		s.mu.Lock()
+		if len(s.holds) != 1 || !s.holds[0].Equal(start.Add(3*time.Second)) {
+			t.Errorf("the shared %s budget's holds %v; want one until 3s from now", name, s.holds)
+		}
+		s.mu.Unlock()
+	}
+	if requests.acquired != 3 || writes.acquired != 1 {
+		t.Errorf("%d permits of requests and %d of writes asked for; want 3 (the read, its retry, the write) and 1", requests.acquired, writes.acquired)
+	}
+
+	u := &unserved{}
+	b.ShareRequests(u)
+	if _, err := get(context.Background(), c, srv.URL+"/read"); err != nil {
+		t.Fatalf("a read with the budget of requests unserved: %v", err)
+	}
+	if u.asked.Load() != 1 || h.get("/read") != 3 {
+		t.Errorf("%d permits asked, %d reads sent; want the read asked for and sent anyway", u.asked.Load(), h.get("/read"))
+	}
+}
