@@ -190,6 +190,10 @@ type forgeSetup struct {
 	// account's request budget it talks through (shareWrites).
 	Hub    forge.Hub
 	Budget *github.Budget
+	// transfers bounds the git transfers with the forge at once
+	// (--forge-parallel-clones; see workerFlags.shareBudgets): made on
+	// first use (slots), and shared by copies of the setup.
+	transfers *transferSlots
 }
 
 // localForge is the forge of a repository without a usable config or
@@ -264,7 +268,7 @@ func (f *forgeFlags) resolver(cfg *spec.Config) *repoquery.Resolver {
 // token (which it sends only to the forge's own origin), counted in m
 // when set.
 func (fs *forgeSetup) connect(m *metrics.Metrics) error {
-	g := &gitx.Git{TokenEnv: fs.TokenEnv}
+	g := &gitx.Git{TokenEnv: fs.TokenEnv, Slots: fs.slots()}
 	var hc *http.Client
 	o := github.BudgetOptions{}
 	if spec.ForgeType(fs.Type) == spec.ForgeGitea {

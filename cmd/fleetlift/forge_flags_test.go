@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -165,7 +166,9 @@ func TestWorkerSharesTheForgeWriteBudget(t *testing.T) {
 		}
 		w := &workerFlags{forge: fs, writesPerMinute: tc.perMinute, writesPerHour: tc.perHour}
 		var out strings.Builder
-		w.shareWrites(nil, &out)
+		if err := w.shareBudgets(nil, &out); err != nil {
+			t.Fatal(err)
+		}
 		shared, _ := fs.Budget.SharedBudget().(*dispatch.ForgeBudget)
 		if tc.want == nil {
 			if shared != nil || out.Len() > 0 {
@@ -181,6 +184,49 @@ func TestWorkerSharesTheForgeWriteBudget(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "forge writes: corp shares one budget") {
 			t.Errorf("the worker does not say it shares the budget: %q", out.String())
+		}
+	}
+}
+
+// --forge-requests-per-hour puts every request of the account, reads
+// too, through a budget of its own on Temporal, and
+// --forge-parallel-clones bounds the git transfers with the forge
+// through shared slots; neither id holds the token, and negative values
+// are refused as usage errors.
+func TestWorkerSharesRequestsAndTransfers(t *testing.T) {
+	const token = "ghp_share-canary-4567"
+	fs := &forgeSetup{Name: "corp", Type: "gitea", URL: "https://git.example.com/", TokenEnv: "FLEETLIFT_FORGE_TOKEN", Token: token}
+	if err := fs.connect(nil); err != nil {
+		t.Fatal(err)
+	}
+	w := &workerFlags{forge: fs, writesPerMinute: -1, writesPerHour: -1, requestsPerHour: 4000, parallelClones: 5}
+	var out strings.Builder
+	if err := w.shareBudgets(nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	slots, _ := fs.slots().slots.(*dispatch.ForgeSlots)
+	if slots == nil || slots.Input.Slots != 5 || !strings.HasPrefix(slots.ID, "fleetlift/forge-slots/git.example.com/") || strings.Contains(slots.ID+out.String(), token) {
+		t.Errorf("transfer slots %+v; want 5, named after the host, without the token", slots)
+	}
+	if !strings.Contains(out.String(), "forge transfers: corp shares 5 transfer slots") {
+		t.Errorf("the worker does not say it shares transfer slots: %q", out.String())
+	}
+	// Gitea has no write limits of its own: the requests' budget alone.
+	requests, _ := fs.Budget.SharedRequestsBudget().(*dispatch.ForgeBudget)
+	if fs.Budget.SharedBudget() != nil || requests == nil || requests.Join ||
+		!slices.Equal(requests.Input.Limits, []workflow.ForgeLimit{{Count: 4000, Per: time.Hour}}) ||
+		!strings.HasPrefix(requests.ID, "fleetlift/forge-requests/git.example.com/") || strings.Contains(requests.ID, token) {
+		t.Errorf("writes %+v, requests %+v; want no write budget and 4,000 requests an hour, named after the host", fs.Budget.SharedBudget(), requests)
+	}
+	// The reconciler in the same process joins the write budget, and
+	// keeps the worker's budget of requests, which starts it.
+	if _, _, ok := fs.shareWrites(nil, -1, -1, 0, true, nil); !ok || fs.Budget.SharedRequestsBudget() != requests {
+		t.Errorf("after the reconciler joined: writes joined %v, requests %+v; want the worker's budget of requests kept", ok, fs.Budget.SharedRequestsBudget())
+	}
+	for _, bad := range []*workerFlags{{forge: fs, requestsPerHour: -1}, {forge: fs, parallelClones: -2}} {
+		err := bad.shareBudgets(nil, io.Discard)
+		if exitCode(err, nil) != exitUsage {
+			t.Errorf("requests %d, clones %d: %v; want a usage error", bad.requestsPerHour, bad.parallelClones, err)
 		}
 	}
 }

@@ -244,7 +244,9 @@ func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) 
 	if err := wf.deliverer(acts); err != nil {
 		return nil, err
 	}
-	wf.shareWrites(c, io.Discard)
+	if err := wf.shareBudgets(c, io.Discard); err != nil {
+		return nil, err
+	}
 	return newWorkers(provider, sharedWorker(c, acts, wf.options())), nil
 }
 

@@ -243,10 +243,10 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	if rf.metrics != nil {
 		r.Observer = rf.metrics
 	}
-	if fs != nil && fs.Budget != nil && fs.Budget.SharedBudget() == nil {
-		// No worker in this process gave the forge's writes the
-		// account's budget: join the workers' (see forgeSetup.shareWrites).
-		if id, _, ok := fs.shareWrites(c, -1, -1, true, rf.metrics); ok {
+	if fs != nil && fs.Budget != nil {
+		// Join the workers' budgets no worker in this process gave the
+		// forge's requests (see forgeSetup.shareWrites).
+		if id, _, ok := fs.shareWrites(c, -1, -1, 0, true, rf.metrics); ok {
 			logger.Info("forge writes: joining the account's shared write budget while the workers run it; paced here otherwise", "forge", fs.Name, "budget", id)
 		}
 	}

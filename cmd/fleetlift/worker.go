@@ -78,6 +78,10 @@ type workerFlags struct {
 	// writes; -1 is the forge's default (GitHub's secondary limits, none
 	// for Gitea).
 	writesPerMinute, writesPerHour int
+	// requestsPerHour and parallelClones are --forge-requests-per-hour
+	// and --forge-parallel-clones: the account's shared budget of every
+	// request, and its bound on git transfers at once; 0: none.
+	requestsPerHour, parallelClones int
 	// forge is set by the command, not flags: the operator's forge, on
 	// which the worker proposes changes and from which sandboxes clone
 	// (see forgeSetup.sandbox); nil: the local forge alone.
@@ -159,6 +163,10 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 		"the most content-creating requests (pull requests, comments, labels, reviewers) every worker and reconciler together send a minute with the forge account, counted in one budget on Temporal; -1: the forge's own limit (GitHub: 80; Gitea: none); 0: none")
 	cmd.Flags().IntVar(&w.writesPerHour, "forge-writes-per-hour", -1,
 		"the most content-creating requests every worker and reconciler together send an hour with the forge account; -1: the forge's own limit (GitHub: 500; Gitea: none); 0: none")
+	cmd.Flags().IntVar(&w.requestsPerHour, "forge-requests-per-hour", 0,
+		"the most requests of any kind (reads and writes) every worker and reconciler together send an hour with the forge account, counted in one budget on Temporal, to leave the account headroom below the forge's own limit (which is obeyed anyway, from its answers); 0: none")
+	cmd.Flags().IntVar(&w.parallelClones, "forge-parallel-clones", 0,
+		"the most git transfers with the forge account (the clones workers make for their sandboxes, the branches they push) every worker together runs at once, counted on Temporal; 0: none")
 	cmd.Flags().StringVar(&w.prices, "model-prices", "",
 		"a YAML or JSON file of model prices in US dollars per million tokens (model: {input: 3, output: 15, cache_write: 3.75, cache_read: 0.3}): the gateway prices each call by the model that answered it, for each task's cost in its result, status and fleetlift_cost_usd_total, and limits.max_cost_per_task and max_cost_per_campaign; a name also prices its dated versions (claude-sonnet-4-5 prices claude-sonnet-4-5-20250929)")
 	cmd.Flags().Float64Var(&w.maxCostPerTask, "max-cost-per-task", 0,
@@ -201,7 +209,9 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	if err := wf.deliverer(acts); err != nil {
 		return nil, err
 	}
-	wf.shareWrites(c, logw)
+	if err := wf.shareBudgets(c, logw); err != nil {
+		return nil, err
+	}
 	// This host's queue: the steps on the sandboxes it provisions, which
 	// only it can reach.
 	hw := worker.New(c, queue, wf.options())
@@ -222,6 +232,8 @@ func sharedWorker(c client.Client, acts *activity.Activities, opts worker.Option
 	w.RegisterWorkflow(workflow.Notify)
 	// The forge account's shared budget of writes.
 	w.RegisterWorkflow(workflow.ForgeBudget)
+	// Its bound on git transfers at once.
+	w.RegisterWorkflow(workflow.ForgeSlots)
 	// What became of the pull requests runs opened.
 	w.RegisterWorkflow(workflow.PullRequests)
 	w.RegisterActivity(acts)

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -102,7 +105,7 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 	g := &gitx.Git{}
 	fs := w.forge
 	if fs != nil && fs.Type != "local" {
-		g = &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}
+		g = &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins(), Slots: fs.slots()}
 		if fs.Hub == nil {
 			if err := fs.connect(w.metrics); err != nil {
 				return err
@@ -156,30 +159,51 @@ func (w *workerFlags) notifyServices() (map[string]notify.Service, error) {
 	return out, nil
 }
 
-// shareWrites has the operator's forge account's writes, this worker's
-// and those of the reconciler in the same process, wait for permits of
-// the account's one budget on Temporal (dispatch.ForgeBudget), which
-// every worker and replica writing with the account shares. It says the
-// limits on logw.
-func (w *workerFlags) shareWrites(c client.Client, logw io.Writer) {
+// shareBudgets has the operator's forge account's writes, requests and
+// git transfers, this worker's and those of the reconciler in the same
+// process, wait for the account's shared budgets on Temporal
+// (dispatch.ForgeBudget, dispatch.ForgeSlots), which every worker and
+// replica using the account shares. It says the limits on logw.
+func (w *workerFlags) shareBudgets(c client.Client, logw io.Writer) error {
+	switch {
+	case w.requestsPerHour < 0:
+		return usageErrorf("--forge-requests-per-hour %d: want 0 (none) or more", w.requestsPerHour)
+	case w.parallelClones < 0:
+		return usageErrorf("--forge-parallel-clones %d: want 0 (none) or more", w.parallelClones)
+	}
 	fs := w.forge
 	if fs == nil {
-		return
+		return nil
 	}
-	if id, limits, ok := fs.shareWrites(c, w.writesPerMinute, w.writesPerHour, false, w.metrics); ok {
+	if id, limits, ok := fs.shareWrites(c, w.writesPerMinute, w.writesPerHour, w.requestsPerHour, false, w.metrics); ok {
 		fmt.Fprintf(logw, "forge writes: %s shares one budget with every worker and reconciler writing as this account (%s): %s\n",
 			fs.Name, id, limits)
 	}
+	if w.parallelClones > 0 && fs.Budget != nil && fs.Type != string(spec.ForgeLocal) {
+		host := fs.host()
+		slots := &dispatch.ForgeSlots{Client: c, ID: dispatch.ForgeSlotsID(host, fs.Token),
+			Input: dispatch.ForgeSlotsInput(host, w.parallelClones, 0), Caller: callerName(),
+			Logger: slog.Default().With("forge", fs.Name)}
+		if w.metrics != nil {
+			slots.OnWait = w.metrics.SlotWaited(fs.Name)
+		}
+		fs.slots().set(slots)
+		fmt.Fprintf(logw, "forge transfers: %s shares %d transfer slots with every worker cloning and pushing as this account (%s)\n",
+			fs.Name, w.parallelClones, slots.ID)
+	}
+	return nil
 }
 
 // shareWrites has fs's writes wait for permits of the account's one
 // budget on Temporal (dispatch.ForgeBudget), with perMinute and perHour
-// writes (-1: the forge's own limits), counted in m when set. With join,
-// it never starts the budget (a reconciler without a worker): it writes
-// through it while the workers have it running, and paces itself
-// otherwise. It returns the budget's id and limits, and whether it
-// shares one.
-func (fs *forgeSetup) shareWrites(c client.Client, perMinute, perHour int, join bool, m *metrics.Metrics) (string, string, bool) {
+// writes (-1: the forge's own limits), counted in m when set; and, with
+// requestsPerHour, every request for permits of the account's budget of
+// requests. With join, it never starts the budgets (a reconciler without
+// a worker): it sends through them while the workers have them running,
+// and paces itself otherwise, joining only the budgets no worker in this
+// process shares already. It returns the write budget's id and the
+// limits, and whether it shares one.
+func (fs *forgeSetup) shareWrites(c client.Client, perMinute, perHour, requestsPerHour int, join bool, m *metrics.Metrics) (string, string, bool) {
 	if fs.Budget == nil || fs.Type == string(spec.ForgeLocal) {
 		return "", "", false
 	}
@@ -189,26 +213,84 @@ func (fs *forgeSetup) shareWrites(c client.Client, perMinute, perHour int, join 
 	if perHour < 0 {
 		perHour = forgeDefaultWrites(fs.Type, time.Hour)
 	}
-	if perMinute == 0 && perHour == 0 && !join {
+	host := fs.host()
+	// A reconciler joins only what no worker in its process shares.
+	if requestsPerHour > 0 && !join || join && fs.Budget.SharedRequestsBudget() == nil {
+		requests := &dispatch.ForgeBudget{Client: c, ID: dispatch.ForgeRequestsID(host, fs.Token),
+			Input: dispatch.ForgeRequestsInput(host, requestsPerHour), Caller: callerName(), Join: join}
+		if m != nil {
+			requests.OnWait = m.RequestPermitWaited(fs.Name)
+		}
+		fs.Budget.ShareRequests(requests)
+	}
+	if perMinute == 0 && perHour == 0 && !join || join && fs.Budget.SharedBudget() != nil {
 		return "", "", false
 	}
-	host := fs.URL
-	if u, err := url.Parse(fs.URL); err == nil && u.Host != "" {
-		host = u.Host
-	}
 	id := dispatch.ForgeBudgetID(host, fs.Token)
-	caller, _ := os.Hostname()
 	shared := &dispatch.ForgeBudget{Client: c, ID: id, Input: dispatch.ForgeBudgetInput(host, perMinute, perHour),
-		Caller: fmt.Sprintf("%s/%d", caller, os.Getpid()), Join: join}
+		Caller: callerName(), Join: join}
 	if m != nil {
 		shared.OnWait = m.PermitWaited(fs.Name)
 	}
 	fs.Budget.Share(shared)
 	limits := writeLimits(perMinute, perHour)
+	if requestsPerHour > 0 {
+		limits += fmt.Sprintf("; requests of any kind, at most %d an hour", requestsPerHour)
+	}
 	if join {
 		limits = "the limits of the workers that run it"
 	}
 	return id, limits, true
+}
+
+// host is the forge's host, for its budgets' ids.
+func (fs *forgeSetup) host() string {
+	if u, err := url.Parse(fs.URL); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return fs.URL
+}
+
+// callerName names this process in the shared budgets' histories.
+func callerName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// transferSlots is the forge account's bound on git transfers at once
+// (--forge-parallel-clones), which every Git talking to the operator's
+// forge waits for. The worker sets it once it has shared it
+// (shareBudgets); until then, and without the flag, it bounds nothing.
+type transferSlots struct {
+	mu    sync.Mutex
+	slots gitx.Slots
+}
+
+var _ gitx.Slots = (*transferSlots)(nil)
+
+// slots is fs's transfer slots, made on first use.
+func (fs *forgeSetup) slots() *transferSlots {
+	if fs.transfers == nil {
+		fs.transfers = &transferSlots{}
+	}
+	return fs.transfers
+}
+
+func (t *transferSlots) set(s gitx.Slots) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.slots = s
+}
+
+// Acquire waits for a slot of the shared bound when there is one.
+func (t *transferSlots) Acquire(ctx context.Context) (func(), error) {
+	t.mu.Lock()
+	s := t.slots
+	t.mu.Unlock()
+	if s == nil {
+		return func() {}, nil
+	}
+	return s.Acquire(ctx)
 }
 
 // forgeDefaultWrites is the forge's own limit of writes per period:

@@ -41,7 +41,7 @@ func (w *workerFlags) gateway() (*gateway.Gateway, error) {
 		w.openAIKey = w.openAIKeyEnv
 	}
 	if fs := w.forge; fs != nil && fs.Type != "local" && fs.Token != "" {
-		gw.Git = &gateway.GitReads{Git: &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins()}}
+		gw.Git = &gateway.GitReads{Git: &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins(), Slots: fs.slots()}}
 		w.gitReads = true
 	}
 	if err := w.bound(gw); err != nil {
