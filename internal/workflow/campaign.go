@@ -134,7 +134,7 @@ type CampaignProgress struct {
 // with StrictBatches, in batches of BatchSize that each wait for their
 // slowest unit.
 func Campaign(ctx workflow.Context, in CampaignInput) (status.CampaignState, error) {
-	if paged(ctx, in) {
+	if paged(in) {
 		return runPages(ctx, in)
 	}
 	_, st, err := runCampaign(ctx, in, Campaign)

@@ -34,11 +34,6 @@ type FollowInput struct {
 // it continues as new: each adds a handful of events.
 const followPassesPerRun = 200
 
-// followVersion marks, in a run's history, that the run starts the
-// follower of its pull requests; a run recorded before (no marker)
-// starts none.
-const followVersion = "follow-pull-requests"
-
 // PullRequests follows the pull requests a run opens (a campaign that
 // runs its units itself, a page of a larger one, or a task started on
 // its own), from the moment the run starts until every one is merged or
@@ -565,9 +560,6 @@ func opensPullRequests(t TaskInput) bool {
 // workflow id, which it goes on following), and does not wait for it:
 // it outlives the run.
 func follow(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, followVersion, workflow.DefaultVersion, 1) != 1 {
-		return
-	}
 	source := workflow.GetInfo(ctx).WorkflowExecution.ID
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            status.FollowerID(source),

@@ -42,11 +42,6 @@ import (
 // The campaign itself never continues as new: it adds a few events for
 // each page, a few hundred for 10,000 repositories.
 
-// pagedVersion marks, in a campaign's history, that a campaign of more
-// units than a page holds runs them in pages; a run started before
-// (no marker) runs all of them itself, as it began.
-const pagedVersion = "campaign-pages"
-
 // defaultPageSize is PageSize when unset: a page of units adds at most a
 // few thousand events to its own history (one child task each, a
 // handful of events), within Temporal's 10,240-event warning, and its
@@ -156,12 +151,10 @@ func (in CampaignInput) pageSize() int {
 
 // paged reports whether the campaign whose workflow starts with in runs
 // its units in pages: a new campaign (not a page, not a later run) of
-// more units than a page holds, on a history that has the marker.
-func paged(ctx workflow.Context, in CampaignInput) bool {
-	if in.Page != nil || in.Progress != nil || len(in.Units) <= in.pageSize() && len(in.Previous) == 0 {
-		return false
-	}
-	return workflow.GetVersion(ctx, pagedVersion, workflow.DefaultVersion, 1) == 1
+// more units than a page holds, or one that starts the pages of an
+// earlier run again.
+func paged(in CampaignInput) bool {
+	return in.Page == nil && in.Progress == nil && (len(in.Units) > in.pageSize() || len(in.Previous) > 0)
 }
 
 // page is one page of a paged campaign.

@@ -28,16 +28,11 @@ import (
 // TestReplayTaskHistory replays Task runs that need approval: provision,
 // the agent's run, approval, pull request, the last wait removing the
 // sandbox; task-search-attributes carries search attributes and keeps
-// its phase current.
+// its phase current. By workflow id: the follower of a task's pull
+// request has an id derived from it.
 func TestReplayTaskHistory(t *testing.T) {
-	for _, name := range []string{"task-approve", "task-search-attributes"} {
-		t.Run(name, func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(workflow.Task)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, "testdata/"+name+".history.json"); err != nil {
-				t.Fatal(err)
-			}
-		})
+	for name, id := range map[string]string{"task-approve": "task/approve-me", "task-search-attributes": "task/needs-ok"} {
+		t.Run(name, func(t *testing.T) { replay(t, name, id, workflow.Task) })
 	}
 }
 
@@ -47,34 +42,39 @@ func TestReplayTaskHistory(t *testing.T) {
 // as activities of its own (runs of units); campaign/inventory's two
 // reports as children; campaign/runs' eight units over two slots in runs
 // of 4 and 4; campaign/paged's five units ran in three pages of two
-// (campaign-pages), the second of which is campaign-page.
+// (campaign-pages), the second of which is campaign-page (a page's id
+// carries its campaign's first run, the recording's).
 func TestReplayCampaignHistory(t *testing.T) {
 	for name, id := range map[string]string{
 		"campaign-direct-units": "campaign/bump",
 		"campaign-children":     "campaign/inventory",
 		"campaign-direct-runs":  "campaign/runs",
 		"campaign-pages":        "campaign/paged",
-		"campaign-page":         "campaign/paged/page-2",
+		"campaign-page":         "campaign/paged/page-2@f4e440cc4400",
 	} {
-		t.Run(name, func(t *testing.T) {
-			f, err := os.Open("testdata/" + name + ".history.json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(workflow.Campaign)
-			r.RegisterWorkflow(workflow.CampaignPage)
-			// Children's ids derive from the campaign's workflow id.
-			err = r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
-				OriginalExecution: sdkworkflow.Execution{ID: id}})
-			if err != nil {
-				t.Fatal(err)
-			}
-		})
+		t.Run(name, func(t *testing.T) { replay(t, name, id, workflow.Campaign, workflow.CampaignPage) })
+	}
+}
+
+// replay replays the fixture name as the run of workflow id id, with
+// workflows registered.
+func replay(t *testing.T, name, id string, workflows ...any) {
+	f, err := os.Open("testdata/" + name + ".history.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := worker.NewWorkflowReplayer()
+	for _, w := range workflows {
+		r.RegisterWorkflow(w)
+	}
+	err = r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: sdkworkflow.Execution{ID: id}})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
