@@ -124,6 +124,11 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 	if w.metrics != nil {
 		acts.NotifyTried = w.metrics.NotifyTried
 	}
+	if w.gw != nil {
+		// What the gateway counted for a sandbox lost before it
+		// finished is its task's (activity.CleanupOutcome).
+		acts.GatewayUsage = w.gw.UsageOf
+	}
 	if w.gw != nil && w.gw.Git != nil {
 		// The gateway's copies of what the sandboxes read: a change is
 		// proposed from the copy its sandbox cloned.

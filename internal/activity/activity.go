@@ -28,6 +28,9 @@ import (
 // Activities are fleetlift's activities and their dependencies.
 type Activities struct {
 	Sandbox sandbox.Provider
+	// GatewayUsage, when set, is what the worker's model gateway counted
+	// for a sandbox it serves (gateway.Gateway.UsageOf).
+	GatewayUsage func(sandboxID string) (protocol.ModelUsage, bool)
 	// SandboxEnv is added to every sandbox's environment: the agent's
 	// settings and variables for its commands. It stays in the worker.
 	SandboxEnv map[string]string
@@ -437,7 +440,7 @@ func (a *Activities) AwaitAgentResult(ctx context.Context, in WaitInput) (AgentO
 	out := AgentOutcome{Status: st, Result: r}
 	if in.CleanUp && st.Phase.Terminal() {
 		// A sandbox left behind is removed by the workflow's own step.
-		if err := a.CleanupSandbox(ctx, CleanupInput{Sandbox: in.Sandbox}); err != nil {
+		if err := a.cleanup(ctx, CleanupInput{Sandbox: in.Sandbox}); err != nil {
 			sdkactivity.GetLogger(ctx).Warn("remove the finished sandbox; the task removes it after", "sandbox", in.Sandbox.ID, "error", err)
 		} else {
 			out.CleanedUp = true
@@ -627,10 +630,50 @@ type CleanupInput struct {
 	Sandbox SandboxRef
 }
 
+// CleanupOutcome is what CleanupSandbox found before it removed the
+// sandbox.
+type CleanupOutcome struct {
+	// ModelUsage is what the sandbox's model calls used (usageOf); nil
+	// when nothing counted them.
+	ModelUsage *protocol.ModelUsage `json:",omitempty"`
+}
+
 // CleanupSandbox removes the sandbox and everything running in it,
 // heartbeating while it waits for processes to stop, so that a worker that
 // dies meanwhile hands the cleanup to another at the heartbeat timeout.
-func (a *Activities) CleanupSandbox(ctx context.Context, in CleanupInput) error {
+// It first reads what the sandbox's model calls used: a task whose
+// sandbox was lost counts it in its own.
+func (a *Activities) CleanupSandbox(ctx context.Context, in CleanupInput) (CleanupOutcome, error) {
+	out := CleanupOutcome{ModelUsage: a.usageOf(ctx, in.Sandbox.ID)}
+	return out, a.cleanup(ctx, in)
+}
+
+// usageOf is what sandbox id's model calls used: as the worker's gateway
+// counts them (GatewayUsage), or, when it serves the sandbox no more (a
+// worker started again), as it last saved them in the sandbox
+// (protocol.UsageFile); nil when neither says.
+func (a *Activities) usageOf(ctx context.Context, id string) *protocol.ModelUsage {
+	if a.GatewayUsage != nil {
+		if u, ok := a.GatewayUsage(id); ok {
+			return &u
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	rc, err := a.Sandbox.CopyFrom(rctx, id, path.Join(protocol.Dir, protocol.UsageFile))
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	var u protocol.ModelUsage
+	if json.NewDecoder(io.LimitReader(rc, 64<<10)).Decode(&u) != nil {
+		return nil
+	}
+	return &u
+}
+
+// cleanup is CleanupSandbox's removal.
+func (a *Activities) cleanup(ctx context.Context, in CleanupInput) error {
 	done := make(chan error, 1)
 	go func() {
 		err := a.Sandbox.Cleanup(ctx, in.Sandbox.ID)

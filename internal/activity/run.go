@@ -47,6 +47,8 @@ type RunInput struct {
 type runProgress struct {
 	Sandbox string   `json:"sandbox"`
 	Lost    []string `json:"lost,omitempty"`
+	// LostUsage is what the lost sandboxes' model calls used.
+	LostUsage *protocol.ModelUsage `json:"lost_usage,omitempty"`
 }
 
 // RunSandboxed runs a task from start to end in one activity: provision
@@ -71,7 +73,7 @@ func (a *Activities) RunSandboxed(ctx context.Context, in RunInput) (status.RunO
 	lastProgress(ctx, &p)
 	beat := newBeat(ctx)
 	defer beat.stop()
-	return a.runSandboxed(ctx, in, p.Lost, func(p runProgress) { beat.set(p, len(p.Lost) > 0) })
+	return a.runSandboxed(ctx, in, p, func(p runProgress) { beat.set(p, len(p.Lost) > 0) })
 }
 
 // lastProgress sets *p to the progress the last attempt heartbeated, if
@@ -87,9 +89,11 @@ func lastProgress[T any](ctx context.Context, p *T) {
 }
 
 // runSandboxed is RunSandboxed's work, from the sandboxes lost before
-// (lost): progress is told each sandbox it moves to.
-func (a *Activities) runSandboxed(ctx context.Context, in RunInput, lost []string, progress func(runProgress)) (status.RunOutcome, error) {
-	out := status.RunOutcome{Lost: lost}
+// (before): progress is told each sandbox it moves to. What the lost
+// sandboxes' model calls used counts in the result's, and in the
+// budgets of the sandboxes after them.
+func (a *Activities) runSandboxed(ctx context.Context, in RunInput, before runProgress, progress func(runProgress)) (status.RunOutcome, error) {
+	out := status.RunOutcome{Lost: before.Lost, LostUsage: before.LostUsage}
 	limit := max(in.MaxSandboxes, 1)
 	timeout := in.Timeout
 	if timeout <= 0 {
@@ -100,10 +104,11 @@ func (a *Activities) runSandboxed(ctx context.Context, in RunInput, lost []strin
 		if n := len(out.Lost); n > 0 {
 			id = fmt.Sprintf("%s-%d", id, n)
 		}
-		progress(runProgress{Sandbox: id, Lost: out.Lost})
+		progress(runProgress{Sandbox: id, Lost: out.Lost, LostUsage: out.LostUsage})
 		st, r, err := a.runIn(ctx, id, in, timeout, &out)
 		if err == nil {
 			out.Status, out.Result = st, r
+			out.Result.ModelUsage = r.ModelUsage.Plus(out.LostUsage)
 			return out, nil
 		}
 		if !SandboxLost(err) {
@@ -112,6 +117,8 @@ func (a *Activities) runSandboxed(ctx context.Context, in RunInput, lost []strin
 		out.Lost = append(out.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", id, appMessage(err)))
 		sdkactivity.GetLogger(ctx).Warn("sandbox lost; provisioning another", "sandbox", id, "error", err)
 		if len(out.Lost) >= limit {
+			// What they used is the unit's all the same.
+			out.Result.ModelUsage = out.LostUsage
 			return out, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("%d sandboxes lost before the agent finished; the last: %s", len(out.Lost), appMessage(err)), ErrSandboxesLost, err)
 		}
@@ -119,15 +126,23 @@ func (a *Activities) runSandboxed(ctx context.Context, in RunInput, lost []strin
 }
 
 // runIn runs the task in sandbox id and removes the sandbox after
-// (unless the worker is stopping).
-func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout time.Duration, out *status.RunOutcome) (protocol.Status, protocol.Result, error) {
+// (unless the worker is stopping). A sandbox lost adds what its model
+// calls used to out.LostUsage first.
+func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout time.Duration, out *status.RunOutcome) (_ protocol.Status, _ protocol.Result, err error) {
 	pin := in.Provision
 	pin.SandboxID = id
 	ref, err := a.provisionWhenFree(ctx, pin)
 	if err != nil {
 		return protocol.Status{}, protocol.Result{}, err
 	}
-	defer a.removeAfter(ctx, ref)
+	defer func() {
+		if SandboxLost(err) {
+			out.LostUsage = out.LostUsage.Plus(a.usageOf(ctx, ref.ID))
+		}
+		a.removeAfter(ctx, ref)
+	}()
+	// The budgets count on from what the sandboxes lost before used.
+	in.Manifest.Limits.Spent = out.LostUsage
 	for _, n := range ref.Notes {
 		if !slices.Contains(out.Notes, n) {
 			out.Notes = append(out.Notes, n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,15 @@ func TestRunSandboxedReplacesALostSandbox(t *testing.T) {
 		t.Errorf("outcome: phase %s, lost %q", out.Status.Phase, out.Lost)
 	}
 	gone(t, a, "lose-first", "lose-first-1")
+	// What the lost sandbox's model calls used (saved in it) counts in
+	// the outcome, and its replacement was told (or it would fail).
+	lost := &protocol.ModelUsage{Requests: 2, InputTokens: 900, CostUSD: 0.5}
+	if !reflect.DeepEqual(out.LostUsage, lost) {
+		t.Errorf("lost usage %+v; want %+v", out.LostUsage, lost)
+	}
+	if u := out.Result.ModelUsage; u == nil || u.Requests != 3 || u.InputTokens != 1000 || u.CostUSD != 0.75 {
+		t.Errorf("the task's usage %+v; want both sandboxes': 3 requests, 1,000 tokens, $0.75", u)
+	}
 }
 
 // heartbeats records what each of env's heartbeats says.

@@ -132,13 +132,13 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 			break
 		}
 		a.unitStarted(ctx, *ref)
-		var lost []string
+		var before runProgress
 		if resumed {
-			lost = p.Current.Lost
+			before = p.Current
 		}
 		start := time.Now()
 		uctx, release := a.unitContext(ctx)
-		r, err := a.runSandboxed(uctx, next, lost, func(c runProgress) {
+		r, err := a.runSandboxed(uctx, next, before, func(c runProgress) {
 			// The heartbeat before the unit told the units done before
 			// it, which an attempt after a dead worker must not run
 			// again, and the unit's first sandbox; a sandbox lost and
@@ -305,13 +305,15 @@ func (a *Activities) unitContext(ctx context.Context) (context.Context, context.
 }
 
 // keptOf is what a campaign keeps of a unit's outcome: its phase, error,
-// notes and lost sandboxes, and of each repository its status, pull
-// request, report and errors. The diffs and the agent's output stay out
+// notes, lost sandboxes and what its model calls used (the campaign's
+// cost counts it), and of each repository its status, pull request,
+// report and errors. The diffs and the agent's output stay out
 // of the campaign's history.
 func keptOf(r status.RunOutcome) status.RunOutcome {
-	k := status.RunOutcome{Lost: r.Lost, Notes: r.Notes}
+	k := status.RunOutcome{Lost: r.Lost, LostUsage: r.LostUsage, Notes: r.Notes}
 	k.Status = protocol.Status{Phase: r.Status.Phase, Message: r.Status.Message}
-	k.Result = protocol.Result{Status: r.Result.Status, Error: r.Result.Error, StartedAt: r.Result.StartedAt, CompletedAt: r.Result.CompletedAt}
+	k.Result = protocol.Result{Status: r.Result.Status, Error: r.Result.Error, StartedAt: r.Result.StartedAt, CompletedAt: r.Result.CompletedAt,
+		ModelUsage: r.Result.ModelUsage}
 	for _, rr := range r.Result.Repositories {
 		k.Result.Repositories = append(k.Result.Repositories, protocol.RepositoryResult{
 			Name: rr.Name, Status: rr.Status, PullRequest: rr.PullRequest, Report: rr.Report, ForEach: rr.ForEach,

@@ -401,3 +401,22 @@ func TestRunUnitsFailsARefusedUnitAtOnce(t *testing.T) {
 		t.Errorf("ProvisionSandbox of a refused sandbox: %v; want a non-retryable %s error saying \"provision sandbox: \"", err, activity.ErrSandboxRefused)
 	}
 }
+
+// What a unit's model calls used, its lost sandboxes' included, stays in
+// what the campaign keeps of its outcome: the campaign's cost and its
+// max_cost_per_campaign count it.
+func TestRunUnitsKeepTheUnitsModelUsage(t *testing.T) {
+	a, env := newActivities(t)
+	a.StillWanted = (&wanted{}).stillWanted
+	out := runUnits(t, a, env, units("complete", "lose-first"))
+	if len(out.Done) != 1 {
+		t.Fatalf("units done %v", keys(out))
+	}
+	o := out.Done[0].Outcome
+	if u := o.Result.ModelUsage; u == nil || u.Requests != 3 || u.CostUSD != 0.75 {
+		t.Errorf("the unit's usage %+v; want both its sandboxes': 3 requests, $0.75", u)
+	}
+	if u := o.LostUsage; u == nil || u.Requests != 2 || len(o.Lost) != 1 {
+		t.Errorf("lost %q using %+v; want one sandbox lost, its 2 requests", o.Lost, u)
+	}
+}

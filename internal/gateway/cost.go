@@ -125,24 +125,37 @@ func (g *Gateway) costLimit(b *box) float64 {
 
 // spent says why b may make no more calls, "" when it may: its token
 // budget is spent, its cost budget is, or its cost cannot be known.
+//
+// The budgets count what the task's sandboxes lost before this one used
+// (Sandbox.Before) too, so that a task whose sandboxes keep dying spends
+// its limits once, not once per sandbox.
 func (g *Gateway) spent(b *box) string {
 	var tokens int64
 	if b.Limit != nil {
 		tokens = b.Limit()
 	}
-	if used := b.usage.Tokens(); tokens > 0 && used >= tokens {
-		return fmt.Sprintf("fleetlift model gateway: the task's token budget is spent: %d of limits.max_tokens %d used", used, tokens)
+	var before Usage
+	if b.Before != nil {
+		before = b.Before()
+	}
+	lost := ""
+	if before.Requests > 0 || before.Tokens() > 0 {
+		lost = fmt.Sprintf(" (of them, %d tokens and %s by the sandboxes lost before this one)", before.Tokens(), protocol.USD(before.CostUSD))
+	}
+	if used := b.usage.Tokens() + before.Tokens(); tokens > 0 && used >= tokens {
+		return fmt.Sprintf("fleetlift model gateway: the task's token budget is spent: %d of limits.max_tokens %d used%s", used, tokens, lost)
 	}
 	limit := g.costLimit(b)
+	unpriced := b.usage.Plus(&before).Unpriced
 	switch {
 	case limit <= 0:
 		return ""
-	case len(b.usage.Unpriced) > 0:
-		return fmt.Sprintf("fleetlift model gateway: the task's cost budget cannot be kept: the worker's price table (--model-prices) has no price for %s", b.usage.Unpriced)
+	case len(unpriced) > 0:
+		return fmt.Sprintf("fleetlift model gateway: the task's cost budget cannot be kept: the worker's price table (--model-prices) has no price for %s", unpriced)
 	case g.Prices == nil:
 		return "fleetlift model gateway: the task's cost budget cannot be kept: the worker has no price table (--model-prices)"
-	case b.usage.CostUSD >= limit:
-		return fmt.Sprintf("fleetlift model gateway: the task's cost budget is spent: %s of limits.max_cost_per_task %s used", protocol.USD(b.usage.CostUSD), protocol.USD(limit))
+	case b.usage.CostUSD+before.CostUSD >= limit:
+		return fmt.Sprintf("fleetlift model gateway: the task's cost budget is spent: %s of limits.max_cost_per_task %s used%s", protocol.USD(b.usage.CostUSD+before.CostUSD), protocol.USD(limit), lost)
 	}
 	return ""
 }

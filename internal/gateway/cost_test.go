@@ -1,15 +1,18 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 )
 
@@ -187,4 +190,58 @@ func TestGatewayStopsWhenTheCostCannotBeKnown(t *testing.T) {
 			t.Errorf("usage %+v; want two calls, unpriced by nobody", u)
 		}
 	})
+}
+
+// A sandbox that replaces ones its task lost to crashes counts on from
+// what they used (the manifest's limits.spent): the task's cost and
+// token budgets bound all of its sandboxes together, not each anew.
+func TestGatewayCountsWhatLostSandboxesSpent(t *testing.T) {
+	prices, err := gateway.ParsePrices("prices.yaml", []byte(priceTable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		limits protocol.Limits
+		calls  int
+		want   string
+	}{
+		// Two lost sandboxes made $0.0222 of a $0.03 budget: one call
+		// ($0.0111) more.
+		{"cost", protocol.Limits{MaxCostUSD: 0.03, Spent: &protocol.ModelUsage{Requests: 2, InputTokens: 2000, OutputTokens: 1000, CacheReadInputTokens: 4000, CostUSD: 0.0222}}, 1,
+			"the task's cost budget is spent: $0.0333 of limits.max_cost_per_task $0.0300 used (of them, 7000 tokens and $0.0222 by the sandboxes lost before this one)"},
+		// 3,500 tokens a call: 9,000 of 10,000 spent leaves one call.
+		{"tokens", protocol.Limits{MaxTokens: 10000, Spent: &protocol.ModelUsage{Requests: 3, InputTokens: 9000}}, 1,
+			"the task's token budget is spent: 12500 of limits.max_tokens 10000 used (of them, 9000 tokens and $0.00 by the sandboxes lost before this one)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, calls := pricedModel(t, "claude-sonnet-4-5")
+			manifest, _ := json.Marshal(protocol.Manifest{TaskID: "upgrade-go", Limits: tc.limits})
+			sb := gateway.ProtocolSandbox("s2", func(name string) ([]byte, error) {
+				if name == protocol.ManifestFile {
+					return manifest, nil
+				}
+				return nil, os.ErrNotExist
+			}, func(string, []byte) error { return nil })
+			gw := &gateway.Gateway{Upstream: up, Key: realKey, Prices: prices}
+			key, _ := gw.Open(sb)
+			for i := range tc.calls {
+				if code, body := call(t, gw, key, false); code != http.StatusOK {
+					t.Fatalf("call %d: %d %s", i+1, code, body)
+				}
+			}
+			code, body := call(t, gw, key, false)
+			if code != http.StatusTooManyRequests || !strings.Contains(body, tc.want) {
+				t.Fatalf("call past the budget: %d %s; want 429 saying %q", code, body, tc.want)
+			}
+			if *calls != tc.calls {
+				t.Errorf("the model was called %d times; want %d", *calls, tc.calls)
+			}
+			// What this sandbox used is its own: the lost ones' is the
+			// task's to add.
+			if u, ok := gw.UsageOf("s2"); !ok || u.Requests != int64(tc.calls) || u.Tokens() != 3500*int64(tc.calls) {
+				t.Errorf("the sandbox's own usage %+v %v; want its %d calls alone", u, ok, tc.calls)
+			}
+		})
+	}
 }

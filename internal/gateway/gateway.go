@@ -43,6 +43,10 @@ type Sandbox struct {
 	// CostLimit is its budget in US dollars (Usage.CostUSD), read as
 	// Limit is; zero or less: none but the gateway's MaxCostPerTask.
 	CostLimit func() float64
+	// Before, when set, is what the task's earlier sandboxes (lost to
+	// crashes) used, read as Limit is: Limit and CostLimit bound it and
+	// this sandbox's calls together.
+	Before func() Usage
 	// Owner is the campaign (or task) and team its calls are counted
 	// under in Gateway.Observe; nil: none.
 	Owner func() (campaign, team string)
@@ -79,6 +83,12 @@ func ProtocolSandbox(id string, read func(name string) ([]byte, error), write fu
 				return m.Limits.MaxCostUSD
 			}
 			return 0
+		},
+		Before: func() Usage {
+			if m := manifest(); m != nil && m.Limits.Spent != nil {
+				return *m.Limits.Spent
+			}
+			return Usage{}
 		},
 		Owner: func() (string, string) {
 			if m := manifest(); m != nil {
@@ -318,6 +328,25 @@ func (g *Gateway) Close(key string) Usage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.usage
+}
+
+// UsageOf is the usage so far of sandbox id, when this gateway serves
+// it.
+func (g *Gateway) UsageOf(id string) (Usage, bool) {
+	g.mu.Lock()
+	var found *box
+	for _, b := range g.boxes {
+		if b.ID == id {
+			found = b
+		}
+	}
+	g.mu.Unlock()
+	if found == nil {
+		return Usage{}, false
+	}
+	found.mu.Lock()
+	defer found.mu.Unlock()
+	return found.usage, true
 }
 
 // Usage is key's sandbox's usage so far.

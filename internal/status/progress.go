@@ -16,6 +16,9 @@ type RunOutcome struct {
 	// Lost says, for each sandbox lost to a crash and replaced, what
 	// happened.
 	Lost []string `json:",omitempty"`
+	// LostUsage is what the lost sandboxes' model calls used (counted in
+	// Result.ModelUsage too).
+	LostUsage *protocol.ModelUsage `json:",omitempty"`
 	// Notes say what of the definition the sandboxes could not apply
 	// (each once).
 	Notes []string `json:",omitempty"`

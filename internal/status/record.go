@@ -126,6 +126,10 @@ type TaskState struct {
 	// Lost says, for each sandbox lost to a crash and replaced, what
 	// happened.
 	Lost []string `json:"lost,omitempty"`
+	// LostUsage is what the lost sandboxes' model calls used: the
+	// task's result counts it, and the sandboxes after them spend their
+	// budgets on from it.
+	LostUsage *protocol.ModelUsage `json:"lost_usage,omitempty"`
 	// Notes are TaskResult.Notes so far.
 	Notes []string `json:"notes,omitempty"`
 	// Merge is as CampaignState.Merge.

@@ -160,7 +160,9 @@ func (f *fleet) register(env *testsuite.TestWorkflowEnvironment) {
 	env.OnActivity(a.AwaitAgentResult, mock.Anything, mock.Anything).Return(awaitResult(
 		func(context.Context, activity.SubmitManifestInput) error { return nil }, wait, read, cleanup))
 	env.OnActivity(a.SubmitSteering, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(cleanup)
+	env.OnActivity(a.CleanupSandbox, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activity.CleanupInput) (activity.CleanupOutcome, error) {
+		return activity.CleanupOutcome{}, cleanup(ctx, in)
+	})
 	lost := func(in activity.RunInput) []string {
 		if f.lost[strings.TrimPrefix(in.Provision.Labels["fleetlift.io/task-id"], "c/")] {
 			return []string{"sandbox " + in.Provision.SandboxID + " lost (killed): the work runs again in a new one"}

@@ -43,6 +43,27 @@ func TestKilledAgentsTaskIsProvisionedAgainAndFinishes(t *testing.T) {
 	}
 }
 
+// What a lost sandbox's model calls used is the task's: its result
+// counts it with the new sandbox's, and the new sandbox's budgets count
+// on from it (the manifest's limits.spent).
+func TestLostSandboxesSpendCountsForTheTask(t *testing.T) {
+	lost := &protocol.ModelUsage{Requests: 2, InputTokens: 900, CostUSD: 0.5}
+	s := &agentScript{first: protocol.PhaseComplete, lose: loseAt(0), usedAt: map[int]*protocol.ModelUsage{0: lost},
+		usage: &protocol.ModelUsage{Requests: 1, InputTokens: 100, CostUSD: 0.25}}
+	in := taskInput()
+	in.Manifest.RequireApproval = false
+	res, _ := runTask(t, s, in, nil)
+	if res.Phase != status.TaskCompleted || res.SandboxesLost != 1 {
+		t.Fatalf("result %s, %d lost; want completed after one lost", res.Phase, res.SandboxesLost)
+	}
+	if u := res.ModelUsage; u == nil || u.Requests != 3 || u.InputTokens != 1000 || u.CostUSD != 0.75 {
+		t.Errorf("the task's usage %+v; want both sandboxes': 3 requests, 1,000 tokens, $0.75", u)
+	}
+	if len(s.spent) != 2 || s.spent[0] != nil || s.spent[1] == nil || *s.spent[1] != *lost {
+		t.Errorf("the manifests' limits.spent %v; want none, then the lost sandbox's", s.spent)
+	}
+}
+
 // Sandboxes lost over and over end the task, failed, saying why, after
 // a bounded number of them.
 func TestTaskGivesUpAfterLosingSandboxesOverAndOver(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
+	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 )
 
 // DefaultHostTimeout is how long a task waits for the worker host that
@@ -84,14 +85,17 @@ func (s sandboxSteps) onHost(ref activity.SandboxRef, o workflow.ActivityOptions
 
 // cleanup removes sandbox ref, as a regular activity that heartbeats so
 // that a worker dying during it hands it to another within seconds (one
-// on the same host, for a routed sandbox).
-func (s sandboxSteps) cleanup(ctx workflow.Context, ref activity.SandboxRef) error {
+// on the same host, for a routed sandbox). It returns what the
+// sandbox's model calls used.
+func (s sandboxSteps) cleanup(ctx workflow.Context, ref activity.SandboxRef) (*protocol.ModelUsage, error) {
 	actx := workflow.WithActivityOptions(ctx, s.onHost(ref, workflow.ActivityOptions{
 		StartToCloseTimeout: shortTimeout,
 		HeartbeatTimeout:    10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 10},
 	}))
-	return workflow.ExecuteActivity(actx, a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}).Get(actx, nil)
+	var out activity.CleanupOutcome
+	err := workflow.ExecuteActivity(actx, a.CleanupSandbox, activity.CleanupInput{Sandbox: ref}).Get(actx, &out)
+	return out.ModelUsage, err
 }
 
 // sandboxLost reports whether err says the sandbox was lost rather than

@@ -173,9 +173,10 @@ func (t *taskRun) finish(p status.TaskPhase, msg string, r *protocol.Result) (st
 	st.Phase = p
 	res.Phase = p
 	res.Error = msg
+	res.ModelUsage = st.LostUsage
 	if r != nil {
 		res.Repositories = status.RepoResults(*r)
-		res.ModelUsage = r.ModelUsage
+		res.ModelUsage = r.ModelUsage.Plus(st.LostUsage)
 		if res.Error == "" {
 			res.Error = r.Error
 		}
@@ -198,7 +199,7 @@ func (t *taskRun) cleanupOnFinish() {
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(t.ctx)
-	if err := t.steps.cleanup(dctx, t.ref); err != nil {
+	if _, err := t.steps.cleanup(dctx, t.ref); err != nil {
 		workflow.GetLogger(t.ctx).Error("sandbox cleanup failed", "sandbox", t.ref.ID, "error", err)
 	}
 }
@@ -254,7 +255,10 @@ func (t *taskRun) wait(minIteration int, phases ...protocol.Phase) (*protocol.Re
 		// worker, on the sandbox's host, before the sandbox goes.
 		Deliver: activity.DeliveryOf(t.in.Manifest, t.approvedResult)}
 	if t.unsubmitted {
-		waitIn.Manifest = &t.in.Manifest
+		m := t.in.Manifest
+		// The budgets count on from what the sandboxes lost before used.
+		m.Limits.Spent = t.st.LostUsage
+		waitIn.Manifest = &m
 	}
 	var out activity.AgentOutcome
 	if err := workflow.ExecuteActivity(wctx, a.AwaitAgentResult, waitIn).Get(t.ctx, &out); err != nil {
@@ -288,9 +292,13 @@ func (t *taskRun) startOver(err error) (bool, error) {
 		}
 		t.st.Lost = append(t.st.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", t.ref.ID, errText(err)))
 		workflow.GetLogger(t.ctx).Warn("sandbox lost; provisioning another", "sandbox", t.ref.ID, "error", err)
-		if cerr := t.steps.cleanup(t.ctx, t.ref); cerr != nil {
+		// What its model calls used is the task's: counted in its
+		// result, and in the budgets of the sandboxes after it.
+		used, cerr := t.steps.cleanup(t.ctx, t.ref)
+		if cerr != nil {
 			workflow.GetLogger(t.ctx).Error("clean up the lost sandbox", "sandbox", t.ref.ID, "error", cerr)
 		}
+		t.st.LostUsage = t.st.LostUsage.Plus(used)
 		t.st.AgentPhase, t.st.Result = "", nil
 		if err = t.start(len(t.st.Lost)); err == nil {
 			return true, nil

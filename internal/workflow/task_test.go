@@ -56,6 +56,13 @@ type agentScript struct {
 	// provisioning was given.
 	notes       []string
 	credentials []*activity.Credentials
+	// usedAt is what the gateway counted for the sandboxes by their
+	// order (CleanupSandbox reports it); usage is what the agent's
+	// result says its own sandbox used; spent is the limits.spent of
+	// each manifest handed over.
+	usedAt map[int]*protocol.ModelUsage
+	usage  *protocol.ModelUsage
+	spent  []*protocol.ModelUsage
 	// provisionErr, when set, is what every provisioning fails with.
 	provisionErr error
 	// full is how many provisionings find the worker full first;
@@ -88,10 +95,11 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		s.current, s.iteration = "", 0
 		return activity.SandboxRef{ID: in.SandboxID, Provider: "script", Notes: s.notes}, nil
 	})
-	submit := func(context.Context, activity.SubmitManifestInput) error {
+	submit := func(_ context.Context, in activity.SubmitManifestInput) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.current = s.first
+		s.spent = append(s.spent, in.Manifest.Limits.Spent)
 		return nil
 	}
 	wait := func(_ context.Context, in activity.WaitInput) (protocol.Status, error) {
@@ -115,7 +123,7 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 			tree = s.rerunTree
 		}
 		if s.repos != nil {
-			return protocol.Result{Status: s.current, Repositories: s.repos}, nil
+			return protocol.Result{Status: s.current, Repositories: s.repos, ModelUsage: s.usage}, nil
 		}
 		rr := protocol.RepositoryResult{Name: "svc", Status: "success", FilesModified: []string{"main.go"}, Tree: tree}
 		if s.current == protocol.PhaseComplete {
@@ -125,7 +133,7 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 			}
 			rr.PullRequest = &protocol.PullRequestInfo{URL: "file:///svc#auto/x", Branch: "auto/x", Commit: "c0ffee", Tree: pushed}
 		}
-		return protocol.Result{Status: s.current, Repositories: []protocol.RepositoryResult{rr}}, nil
+		return protocol.Result{Status: s.current, Repositories: []protocol.RepositoryResult{rr}, ModelUsage: s.usage}, nil
 	}
 	cleanup := func(context.Context, activity.CleanupInput) error {
 		s.mu.Lock()
@@ -148,11 +156,12 @@ func (s *agentScript) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return nil
 	})
-	env.OnActivity(a.CleanupSandbox, mockAny, mockAny).Return(func(ctx context.Context, in activity.CleanupInput) error {
+	env.OnActivity(a.CleanupSandbox, mockAny, mockAny).Return(func(ctx context.Context, in activity.CleanupInput) (activity.CleanupOutcome, error) {
 		s.mu.Lock()
 		s.cleanupSteps++
+		used := s.usedAt[slices.Index(s.sandboxes, in.Sandbox.ID)]
 		s.mu.Unlock()
-		return cleanup(ctx, in)
+		return activity.CleanupOutcome{ModelUsage: used}, cleanup(ctx, in)
 	})
 }
 

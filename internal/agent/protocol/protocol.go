@@ -267,6 +267,10 @@ type Limits struct {
 	// dollars, at the worker's prices (limits.max_cost_per_task); zero:
 	// no bound but the worker's own.
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+	// Spent is what the task's earlier sandboxes, lost to crashes, used:
+	// MaxTokens and MaxCostUSD bound it and this sandbox's calls
+	// together. Set by the worker, never by a definition.
+	Spent *ModelUsage `json:"spent,omitempty"`
 	// MaxVerifierRetries is how many times the agent runs again after
 	// failing verifiers; nil: the agent's default (0 is none).
 	MaxVerifierRetries *int `json:"max_verifier_retries,omitempty"`
