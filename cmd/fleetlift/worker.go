@@ -239,6 +239,8 @@ func sharedWorker(c client.Client, acts *activity.Activities, opts worker.Option
 	w.RegisterActivity(acts)
 	// keep_current's: a campaign runs units again.
 	w.RegisterActivityWithOptions(dispatch.RegenerateUnits, sdkactivity.RegisterOptions{Name: workflow.RegenerateActivity})
+	// max_pending_checks': a campaign counts its pull requests' checks.
+	w.RegisterActivityWithOptions(dispatch.PendingChecks, sdkactivity.RegisterOptions{Name: workflow.PendingChecksActivity})
 	return w
 }
 

@@ -374,6 +374,9 @@ type Campaign struct {
 	StrictBatches bool    `json:"strict_batches,omitempty"`
 	MaxParallel   int     `json:"max_parallel"`
 	Failure       Failure `json:"failure"`
+	// MaxPendingChecks, when above zero, holds new tasks back while that
+	// many of the campaign's open pull requests have checks pending.
+	MaxPendingChecks int `json:"max_pending_checks,omitempty"`
 	// RateLimit, when set, paces the campaign's pull requests; nil leaves
 	// them to the forge's own budget.
 	RateLimit  *RateLimit `json:"rate_limit,omitempty"`

@@ -64,6 +64,19 @@ func (p *PullRequests) Find(url string) (FollowedPR, bool) {
 	return FollowedPR{}, false
 }
 
+// ChecksPending counts the open pull requests whose checks are still
+// running, and those not read from their forge yet (just opened: their
+// checks have most likely only begun), as max_pending_checks counts them.
+func (p *PullRequests) ChecksPending() int {
+	n := 0
+	for _, f := range p.PRs {
+		if f.CheckedAt.IsZero() || f.State == forge.StateOpen && f.Checks == forge.StatusPending {
+			n++
+		}
+	}
+	return n
+}
+
 // FollowedPR is one pull request a run opened and what became of it.
 type FollowedPR struct {
 	// Unit is the campaign unit (repository or group) that opened it;

@@ -52,6 +52,10 @@ type CampaignInput struct {
 	// pull request start (transform mode).
 	PullRequestsPerHour int
 	Burst               int
+	// MaxPendingChecks, when above zero, holds units that may open a
+	// pull request back while that many of the campaign's open pull
+	// requests have checks pending (max_pending_checks).
+	MaxPendingChecks int `json:",omitempty"`
 	// HistoryLimit is the history length after which the campaign
 	// continues as new at the next batch boundary (default 8,000: well
 	// under Temporal's 10,000-event warning).
@@ -285,6 +289,12 @@ type campaignRun struct {
 	// rev counts the spec's updates in place during this run of the
 	// workflow: a run of units made before one starts no further unit.
 	rev int
+	// pendingChecks is the count of open pull requests with checks
+	// pending read at checksRead (max_pending_checks); holdMessage says
+	// why units are held back, "" while they are not.
+	pendingChecks int
+	checksRead    time.Time
+	holdMessage   string
 }
 
 func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
@@ -322,10 +332,19 @@ func (c *campaignRun) runWindow() {
 	// flight as it comes (closeGates), not once a unit has finished.
 	c.addSignalHandlers(sel)
 	inFlight := 0
+	// waking is set while a timer is on sel to read the checks again.
+	waking := false
 	for {
 		for inFlight < max(c.in.MaxParallel, 1) && c.mayStart() {
 			key, ok := c.startableKey()
 			if !ok {
+				break
+			}
+			if c.holdForChecks() {
+				if !waking {
+					waking = true
+					sel.AddFuture(workflow.NewTimer(c.ctx, checksEvery), func(workflow.Future) { waking = false })
+				}
 				break
 			}
 			c.waitForBudget()
@@ -350,13 +369,68 @@ func (c *campaignRun) runWindow() {
 				c.record(key, f)
 			})
 		}
-		if inFlight == 0 {
+		if inFlight == 0 && (!waking || !c.mayStart()) {
 			return
 		}
 		sel.Select(c.ctx)
 		c.drainSignals()
 		c.closeGates()
 	}
+}
+
+// checksRoom is how many more units may start before max_pending_checks
+// holds them back, as last counted; without it, as many as there are.
+func (c *campaignRun) checksRoom() int {
+	if c.in.MaxPendingChecks <= 0 || !opensPullRequests(c.in.Template) {
+		return len(c.in.Units)
+	}
+	return c.in.MaxPendingChecks - c.pendingChecks - len(c.running)
+}
+
+// checksEvery is how often a campaign with max_pending_checks reads its
+// pull requests' checks while it starts units or holds them back.
+const checksEvery = time.Minute
+
+// holdForChecks reports whether units that may open a pull request are
+// held back now (max_pending_checks): as many of the campaign's open
+// pull requests have checks pending, counting the units at work, which
+// may open more. It reads the count (PendingChecksActivity) at most
+// every checksEvery; a count that cannot be read holds nothing more
+// than the last one did.
+func (c *campaignRun) holdForChecks() bool {
+	if c.in.MaxPendingChecks <= 0 || !opensPullRequests(c.in.Template) {
+		return false
+	}
+	now := workflow.Now(c.ctx)
+	if c.checksRead.IsZero() || now.Sub(c.checksRead) >= checksEvery {
+		c.checksRead = now
+		in := PendingChecksInput{Source: workflow.GetInfo(c.ctx).WorkflowExecution.ID}
+		if c.in.Page != nil {
+			in.Campaign = c.in.Page.WorkflowID
+		}
+		actx := workflow.WithActivityOptions(c.ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		})
+		var n int
+		if err := workflow.ExecuteActivity(actx, PendingChecksActivity, in).Get(c.ctx, &n); err != nil {
+			workflow.GetLogger(c.ctx).Warn("could not count the pull requests whose checks are pending; going by the last count", "error", err)
+		} else {
+			c.pendingChecks = n
+		}
+	}
+	atWork := len(c.running)
+	if c.checksRoom() > 0 {
+		if c.message == c.holdMessage {
+			c.message = ""
+		}
+		c.holdMessage = ""
+		return false
+	}
+	c.holdMessage = fmt.Sprintf("holding new pull requests: %d open have checks running and %d tasks are at work (max_pending_checks %d)",
+		c.pendingChecks, atWork, c.in.MaxPendingChecks)
+	c.message = c.holdMessage
+	return true
 }
 
 // mayStart reports whether another unit may start now.
@@ -432,8 +506,17 @@ func (c *campaignRun) runBatch(keys []string) {
 	sel := workflow.NewSelector(c.ctx)
 	inFlight := 0
 	next := 0
+	// waking is set while a timer is on sel to read the checks again.
+	waking := false
 	for next < len(keys) || inFlight > 0 {
 		for inFlight < parallel && next < len(keys) && !c.p.Stop && !c.p.Suspended && c.ctx.Err() == nil {
+			if c.holdForChecks() {
+				if !waking {
+					waking = true
+					sel.AddFuture(workflow.NewTimer(c.ctx, checksEvery), func(workflow.Future) { waking = false })
+				}
+				break
+			}
 			key := keys[next]
 			next++
 			c.waitForBudget()
@@ -453,7 +536,9 @@ func (c *campaignRun) runBatch(keys []string) {
 				c.waitWhileSuspended()
 				continue
 			}
-			break
+			if !waking || c.p.Stop || c.ctx.Err() != nil {
+				break
+			}
 		}
 		sel.Select(c.ctx)
 		c.drainSignals()

@@ -904,3 +904,61 @@ func TestCampaignRegeneratesFinishedUnits(t *testing.T) {
 		}
 	})
 }
+
+// With max_pending_checks, a campaign that opens pull requests starts no
+// unit while as many of its open pull requests have checks pending (as
+// PendingChecksActivity counts them), counting its units at work, and
+// says why it holds; once the count drops it goes on, a unit at a time
+// while one pull request of the two allowed still has checks running.
+func TestCampaignHoldsWhileChecksArePending(t *testing.T) {
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		var ts testsuite.WorkflowTestSuite
+		env := ts.NewTestWorkflowEnvironment()
+		env.RegisterWorkflow(workflow.Campaign)
+		start := env.Now()
+		var mu sync.Mutex
+		var asked []workflow.PendingChecksInput
+		env.RegisterActivityWithOptions(func(_ context.Context, in workflow.PendingChecksInput) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, in)
+			if env.Now().Sub(start) < 3*time.Minute {
+				return 2, nil
+			}
+			return 1, nil
+		}, sdkactivity.RegisterOptions{Name: workflow.PendingChecksActivity})
+		f.register(env)
+		registerFollower(env)
+		in := campaignInput(4)
+		in.StrictBatches = strict
+		in.MaxPendingChecks = 2
+		in.Template.Manifest.PullRequest = &protocol.PullRequest{BranchPrefix: "auto/", Title: "bump"}
+		var held status.CampaignState
+		var startedWhileHeld int
+		env.RegisterDelayedCallback(func() {
+			held = queryState(t, env)
+			f.mu.Lock()
+			startedWhileHeld = len(f.started)
+			f.mu.Unlock()
+		}, 90*time.Second)
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if startedWhileHeld != 0 || !strings.Contains(held.Message, "holding new pull requests: 2 open have checks running and 0 tasks are at work (max_pending_checks 2)") {
+			t.Errorf("after 90 s: %d units started, message %q; want none, holding", startedWhileHeld, held.Message)
+		}
+		if st.Summary.Completed != 4 || strings.Contains(st.Message, "holding") {
+			t.Errorf("the campaign ended %+v %q; want its 4 units completed once the checks ran", st.Summary, st.Message)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(asked) < 4 || asked[0].Source != "default-test-workflow-id" || asked[0].Campaign != "" {
+			t.Errorf("asked %+v; want the campaign's own count, once a minute while held", asked)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if !strict && slices.ContainsFunc(f.runs, func(n int) bool { return n != 1 }) {
+			t.Errorf("runs of units %v; want one unit at a time while a pull request has checks running", f.runs)
+		}
+	})
+}

@@ -77,7 +77,7 @@ func ForDefinition(d spec.Definition, opts Options) (Start, error) {
 		in := CampaignInput{
 			ID: c.ID, Template: tmpl, BatchSize: c.BatchSize, StrictBatches: c.StrictBatches, MaxParallel: c.MaxParallel,
 			ThresholdPercent: c.Failure.ThresholdPercent, FailureAction: string(c.Failure.Action),
-			MaxCostUSD: c.MaxCostPerCampaign, Suspend: c.Suspend,
+			MaxCostUSD: c.MaxCostPerCampaign, Suspend: c.Suspend, MaxPendingChecks: c.MaxPendingChecks,
 		}
 		if rl := c.RateLimit; rl != nil {
 			in.PullRequestsPerHour, in.Burst = rl.PullRequestsPerHour, rl.Burst

@@ -81,7 +81,8 @@ func (c *campaignRun) takeRun(first string) []string {
 	keys := []string{first}
 	// Started counts the units of a run once it starts: the run stays
 	// within what this run of the workflow may start.
-	n := min(c.runLength(), c.unitsPerRun()-c.p.Started)
+	// max_pending_checks: no more than its room (checksRoom).
+	n := min(c.runLength(), c.unitsPerRun()-c.p.Started, c.checksRoom())
 	for len(keys) < n && c.mayStart() {
 		key, ok := c.startableKey()
 		if !ok || !c.takeToken() {

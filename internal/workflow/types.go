@@ -49,6 +49,21 @@ type RegenerateInput struct {
 	Units  []string `json:"units"`
 }
 
+// PendingChecksActivity is the activity that counts a campaign's open
+// pull requests whose checks are pending, as their followers last read
+// them (PendingChecksInput; it returns the count), for
+// max_pending_checks. The worker registers it from the dispatch
+// package, which reads runs.
+const PendingChecksActivity = "PendingChecks"
+
+// PendingChecksInput asks PendingChecksActivity about the pull requests
+// of run Source; Campaign, for a page of a campaign, is the campaign's
+// workflow id: the pull requests of all its pages count.
+type PendingChecksInput struct {
+	Source   string `json:"source"`
+	Campaign string `json:"campaign,omitempty"`
+}
+
 // RegenerateSignal is the payload of SignalRegenerate.
 type RegenerateSignal struct {
 	// Units are the keys of the units to run again; a unit that has not

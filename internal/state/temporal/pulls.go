@@ -14,11 +14,11 @@ import (
 	"github.com/fleetlift/fleetlift/internal/status"
 )
 
-// followed is what the follower of the pull requests of workflow source
+// Followed is what the follower of the pull requests of workflow source
 // (status.FollowerID) knows: its state while it follows them, its result
 // once it ended; nil when there is none (a run recorded before runs were
 // followed, or one that opens no pull requests).
-func (r *Reader) followed(ctx context.Context, source string) (*status.PullRequests, error) {
+func (r *Reader) Followed(ctx context.Context, source string) (*status.PullRequests, error) {
 	id := status.FollowerID(source)
 	d, err := r.Client.DescribeWorkflowExecution(ctx, id, "")
 	var nf *serviceerror.NotFound
@@ -92,7 +92,7 @@ func (r *Reader) withPullRequests(ctx context.Context, c *state.Campaign) {
 func (r *Reader) followedByURL(ctx context.Context, sources []string) map[string]status.FollowedPR {
 	out := map[string]status.FollowedPR{}
 	for _, s := range sources {
-		prs, err := r.followed(ctx, s)
+		prs, err := r.Followed(ctx, s)
 		if err != nil || prs == nil {
 			continue
 		}
