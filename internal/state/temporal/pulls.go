@@ -90,10 +90,15 @@ func (r *Reader) withPullRequests(ctx context.Context, c *state.Campaign) {
 // them, as a running run's phase stays known when its query goes
 // unanswered.
 func (r *Reader) followedByURL(ctx context.Context, sources []string) map[string]status.FollowedPR {
+	read := make([]*status.PullRequests, len(sources))
+	atOnce(len(sources), func(i int) {
+		if prs, err := r.Followed(ctx, sources[i]); err == nil {
+			read[i] = prs
+		}
+	})
 	out := map[string]status.FollowedPR{}
-	for _, s := range sources {
-		prs, err := r.Followed(ctx, s)
-		if err != nil || prs == nil {
+	for _, prs := range read {
+		if prs == nil {
 			continue
 		}
 		for _, p := range prs.PRs {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -235,24 +236,51 @@ func (r *Reader) WithPages(ctx context.Context, c status.CampaignState) (status.
 	if len(c.Pages) == 0 {
 		return c, nil
 	}
+	// Pages are read several at once: a 10,000-repository campaign has
+	// twenty, each a round trip or two and a state of 500 units.
+	states := make([]status.CampaignState, len(c.Pages))
+	errs := make([]error, len(c.Pages))
+	atOnce(len(c.Pages), func(i int) {
+		if ref := c.Pages[i]; ref.WorkflowID != "" {
+			states[i], errs[i] = r.page(ctx, ref)
+		}
+	})
 	var pages []status.CampaignState
 	for i, ref := range c.Pages {
 		if ref.WorkflowID == "" {
 			continue
 		}
-		st, err := r.page(ctx, ref)
 		var nf *serviceerror.NotFound
-		if !ref.Done && errors.As(err, &nf) {
+		if !ref.Done && errors.As(errs[i], &nf) {
 			// The campaign named the page and is starting it: it
 			// holds nothing yet.
 			continue
 		}
-		if err != nil {
-			return c, fmt.Errorf("page %d of %d of %s: %w", i+1, len(c.Pages), c.ID, err)
+		if errs[i] != nil {
+			return c, fmt.Errorf("page %d of %d of %s: %w", i+1, len(c.Pages), c.ID, errs[i])
 		}
-		pages = append(pages, st)
+		pages = append(pages, states[i])
 	}
 	return status.MergePages(c, pages), nil
+}
+
+// readsAtOnce bounds the reads of one run's pages or followers made at
+// once.
+const readsAtOnce = 8
+
+// atOnce calls read(i) for each i below n, readsAtOnce at a time, and
+// returns once every call has.
+func atOnce(n int, read func(i int)) {
+	sem := make(chan struct{}, readsAtOnce)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			read(i)
+		})
+	}
+	wg.Wait()
 }
 
 // page is the state of one page of a campaign.
