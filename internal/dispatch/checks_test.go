@@ -2,7 +2,6 @@ package dispatch_test
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"go.temporal.io/sdk/worker"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
-	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/status"
@@ -36,17 +34,7 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 // read yet, not merged, closed, green or failed ones; for a page of a
 // campaign, every page's.
 func TestPendingChecksCountsEveryPage(t *testing.T) {
-	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
-		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := embedded(t)
 	w := worker.New(c, workflow.TaskQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(answering, sdkworkflow.RegisterOptions{Name: "answering"})
 	if err := w.Start(); err != nil {

@@ -137,18 +137,27 @@ func TestLaggingVisibilityNeverStartsARunTwice(t *testing.T) {
 // embedded starts the embedded server for the test and dials it.
 func embedded(t *testing.T) client.Client {
 	t.Helper()
+	return embeddedDial(t)()
+}
+
+// embeddedDial starts the embedded server for the test and returns what
+// dials it: each call a connection of its own, as another process has.
+func embeddedDial(t *testing.T) func() client.Client {
+	t.Helper()
 	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
-		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
-	if err != nil {
-		t.Fatal(err)
+	return func() client.Client {
+		c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
+			ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
 	}
-	t.Cleanup(c.Close)
-	return c
 }
 
 // pass runs one pass of r, which must carry out everything it plans.

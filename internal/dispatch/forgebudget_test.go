@@ -7,16 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/forge/forgetest"
 	"github.com/fleetlift/fleetlift/internal/forge/github"
@@ -29,20 +26,7 @@ import (
 // any two seconds, refuses none; and the one Retry-After it answers holds
 // every process's writes back until it has passed.
 func TestForgeBudgetIsSharedByEveryProcess(t *testing.T) {
-	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	dial := func() client.Client {
-		c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
-			ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
+	dial := embeddedDial(t)
 	in := workflow.ForgeBudgetInput{Key: "127.0.0.1/bot", Limits: []workflow.ForgeLimit{{Count: 10, Per: 2 * time.Second}},
 		Slack: 300 * time.Millisecond, MinInterval: 230 * time.Millisecond, Ahead: 100 * time.Millisecond}
 	id := dispatch.ForgeBudgetID("127.0.0.1", "ghp_test-token")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -23,20 +21,7 @@ import (
 // slots goes on, bounded by its process alone, and takes no slot once a
 // worker does; an ask cut short while it waits takes none either.
 func TestForgeSlotsAreSharedByEveryProcess(t *testing.T) {
-	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	dial := func() client.Client {
-		c, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
-			ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
+	dial := embeddedDial(t)
 	id := dispatch.ForgeSlotsID("127.0.0.1", "ghp_test-token")
 	in := dispatch.ForgeSlotsInput("127.0.0.1/bot", 2, time.Minute)
 

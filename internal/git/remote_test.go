@@ -27,13 +27,21 @@ func serveGit(t *testing.T, root, password string) *httptest.Server {
 	return gittest.ServeHTTP(t, root, password)
 }
 
+// pushableAPI serves a bare repository api.git, with one commit on main,
+// over smart HTTP on loopback, pushes allowed and asking for token: its
+// path, its server and its URL.
+func pushableAPI(t *testing.T) (remote string, srv *httptest.Server, url string) {
+	t.Helper()
+	root := t.TempDir()
+	remote = gittest.NewRemote(t, root, "api", map[string]string{"a.txt": "a\n"})
+	gittest.Run(t, remote, "config", "http.receivepack", "true")
+	srv = serveGit(t, root, token)
+	return remote, srv, srv.URL + "/api.git"
+}
+
 func TestTokenComesFromTheEnvironment(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	remote := gittest.NewRemote(t, root, "api", map[string]string{"a.txt": "a\n"})
-	gittest.Run(t, remote, "config", "http.receivepack", "true")
-	srv := serveGit(t, root, token)
-	url := srv.URL + "/api.git"
+	_, srv, url := pushableAPI(t)
 
 	tests := []struct {
 		name    string
@@ -82,11 +90,7 @@ func TestTokenComesFromTheEnvironment(t *testing.T) {
 // rewrite to another host.
 func TestPushIgnoresTheClonesCredentialConfiguration(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	remote := gittest.NewRemote(t, root, "api", map[string]string{"a.txt": "a\n"})
-	gittest.Run(t, remote, "config", "http.receivepack", "true")
-	srv := serveGit(t, root, token)
-	url := srv.URL + "/api.git"
+	_, srv, url := pushableAPI(t)
 
 	var mu sync.Mutex
 	var stolen []string
@@ -137,11 +141,7 @@ func TestTokenOnlyInRemoteCommands(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	root := t.TempDir()
-	remote := gittest.NewRemote(t, root, "api", map[string]string{"a.txt": "a\n"})
-	gittest.Run(t, remote, "config", "http.receivepack", "true")
-	srv := serveGit(t, root, token)
-	url := srv.URL + "/api.git"
+	_, srv, url := pushableAPI(t)
 
 	g := &git.Git{Binary: wrapper, Env: append(gittest.Env(), git.DefaultTokenEnv+"="+token), TokenOrigins: []string{srv.URL}}
 	dest := filepath.Join(t.TempDir(), "api")
@@ -508,11 +508,7 @@ func (s *countingSlots) Acquire(ctx context.Context) (func(), error) {
 // ends fails saying so, and starts no git.
 func TestSlotsBoundTransfers(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	remote := gittest.NewRemote(t, root, "api", map[string]string{"a.txt": "a\n"})
-	gittest.Run(t, remote, "config", "http.receivepack", "true")
-	srv := serveGit(t, root, token)
-	url := srv.URL + "/api.git"
+	remote, srv, url := pushableAPI(t)
 	slots := newCountingSlots(2)
 	g := newGit(git.DefaultTokenEnv + "=" + token)
 	g.TokenOrigins = []string{srv.URL}

@@ -58,6 +58,31 @@ func (a *slotAsks) at(id string) (time.Time, bool) {
 	return t, ok
 }
 
+// slotsEnv is a test environment for the slots, and its start.
+func slotsEnv() (time.Time, *testsuite.TestWorkflowEnvironment) {
+	start := time.Date(2026, 12, 5, 4, 0, 0, 0, time.UTC)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartTime(start)
+	return start, env
+}
+
+// querySlotsAt is what the slots in env answer once at has passed from
+// the start (filled in then).
+func querySlotsAt(t *testing.T, env *testsuite.TestWorkflowEnvironment, at time.Duration) *workflow.ForgeSlotsState {
+	var st workflow.ForgeSlotsState
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflow.QueryForgeSlots)
+		if err == nil {
+			err = v.Get(&st)
+		}
+		if err != nil {
+			t.Errorf("query the slots: %v", err)
+		}
+	}, at)
+	return &st
+}
+
 func release(env *testsuite.TestWorkflowEnvironment, id string, at time.Duration) {
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalForgeRelease, id) }, at)
 }
@@ -66,24 +91,12 @@ func release(env *testsuite.TestWorkflowEnvironment, id string, at time.Duration
 // and the third once the first gives its slot back; the slots then end,
 // idle.
 func TestForgeSlotsBoundTransfersAtOnce(t *testing.T) {
-	start := time.Date(2026, 12, 5, 4, 0, 0, 0, time.UTC)
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.SetStartTime(start)
+	start, env := slotsEnv()
 	asks := askSlots(env, map[string]time.Duration{"a": 0, "b": time.Millisecond, "c": 2 * time.Millisecond})
 	release(env, "a", 40*time.Second)
 	release(env, "b", 50*time.Second)
 	release(env, "c", 90*time.Second)
-	var mid workflow.ForgeSlotsState
-	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflow.QueryForgeSlots)
-		if err == nil {
-			err = v.Get(&mid)
-		}
-		if err != nil {
-			t.Errorf("query the slots: %v", err)
-		}
-	}, 10*time.Second)
+	mid := querySlotsAt(t, env, 10*time.Second)
 	env.ExecuteWorkflow(workflow.ForgeSlots, workflow.ForgeSlotsInput{Key: "github.com/bot", Slots: 2})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("the slots ended with %v; want them to end idle", err)
@@ -102,22 +115,10 @@ func TestForgeSlotsBoundTransfersAtOnce(t *testing.T) {
 // A slot its worker never gives back (it died mid-transfer) is taken
 // back at the end of its lease, and the transfer waiting for it starts.
 func TestForgeSlotsTakeBackALostSlot(t *testing.T) {
-	start := time.Date(2026, 12, 5, 4, 0, 0, 0, time.UTC)
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.SetStartTime(start)
+	start, env := slotsEnv()
 	asks := askSlots(env, map[string]time.Duration{"lost": 0, "next": time.Second})
 	release(env, "next", 11*time.Minute)
-	var end workflow.ForgeSlotsState
-	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflow.QueryForgeSlots)
-		if err == nil {
-			err = v.Get(&end)
-		}
-		if err != nil {
-			t.Errorf("query the slots: %v", err)
-		}
-	}, 10*time.Minute+30*time.Second)
+	end := querySlotsAt(t, env, 10*time.Minute+30*time.Second)
 	env.ExecuteWorkflow(workflow.ForgeSlots, workflow.ForgeSlotsInput{Key: "github.com/bot", Slots: 1, Lease: 10 * time.Minute})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("the slots ended with %v; want them to end idle", err)
@@ -134,10 +135,7 @@ func TestForgeSlotsTakeBackALostSlot(t *testing.T) {
 // An ask given back before it is granted (its transfer was cancelled
 // while it waited) takes no slot: the next ask gets it.
 func TestForgeSlotsForgetAWithdrawnAsk(t *testing.T) {
-	start := time.Date(2026, 12, 5, 4, 0, 0, 0, time.UTC)
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.SetStartTime(start)
+	start, env := slotsEnv()
 	asks := askSlots(env, map[string]time.Duration{"a": 0, "gone": time.Second, "b": 2 * time.Second})
 	release(env, "gone", 5*time.Second)
 	release(env, "a", 20*time.Second)
@@ -168,10 +166,7 @@ func TestForgeSlotsForgetAWithdrawnAsk(t *testing.T) {
 // After GrantsPerRun grants the slots continue as new, carrying the
 // slots still held.
 func TestForgeSlotsContinueAsNewWithWhatIsHeld(t *testing.T) {
-	start := time.Date(2026, 12, 5, 4, 0, 0, 0, time.UTC)
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.SetStartTime(start)
+	_, env := slotsEnv()
 	askSlots(env, map[string]time.Duration{"a": 0, "b": time.Millisecond})
 	env.ExecuteWorkflow(workflow.ForgeSlots, workflow.ForgeSlotsInput{Key: "github.com/bot", Slots: 4, GrantsPerRun: 2})
 	var can *sdkworkflow.ContinueAsNewError
