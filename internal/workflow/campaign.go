@@ -983,6 +983,7 @@ func (c *campaignRun) update(u UpdateSignal) {
 	c.in.ThresholdPercent, c.in.FailureAction = in.ThresholdPercent, in.FailureAction
 	c.in.MaxCostUSD = in.MaxCostUSD
 	c.in.PullRequestsPerHour, c.in.Burst = in.PullRequestsPerHour, in.Burst
+	c.in.MaxPendingChecks = in.MaxPendingChecks
 	if in.Generation != 0 {
 		c.in.Generation = in.Generation
 	}

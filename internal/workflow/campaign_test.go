@@ -913,27 +913,17 @@ func TestCampaignRegeneratesFinishedUnits(t *testing.T) {
 func TestCampaignHoldsWhileChecksArePending(t *testing.T) {
 	forEachMode(t, func(t *testing.T, strict bool) {
 		f := &fleet{}
-		var ts testsuite.WorkflowTestSuite
-		env := ts.NewTestWorkflowEnvironment()
-		env.RegisterWorkflow(workflow.Campaign)
-		start := env.Now()
 		var mu sync.Mutex
 		var asked []workflow.PendingChecksInput
-		env.RegisterActivityWithOptions(func(_ context.Context, in workflow.PendingChecksInput) (int, error) {
+		env, in := checksCampaign(f, strict, func(in workflow.PendingChecksInput, since time.Duration) int {
 			mu.Lock()
 			defer mu.Unlock()
 			asked = append(asked, in)
-			if env.Now().Sub(start) < 3*time.Minute {
-				return 2, nil
+			if since < 3*time.Minute {
+				return 2
 			}
-			return 1, nil
-		}, sdkactivity.RegisterOptions{Name: workflow.PendingChecksActivity})
-		f.register(env)
-		registerFollower(env)
-		in := campaignInput(4)
-		in.StrictBatches = strict
-		in.MaxPendingChecks = 2
-		in.Template.Manifest.PullRequest = &protocol.PullRequest{BranchPrefix: "auto/", Title: "bump"}
+			return 1
+		})
 		var held status.CampaignState
 		var startedWhileHeld int
 		env.RegisterDelayedCallback(func() {
@@ -959,6 +949,48 @@ func TestCampaignHoldsWhileChecksArePending(t *testing.T) {
 		defer f.mu.Unlock()
 		if !strict && slices.ContainsFunc(f.runs, func(n int) bool { return n != 1 }) {
 			t.Errorf("runs of units %v; want one unit at a time while a pull request has checks running", f.runs)
+		}
+	})
+}
+
+// checksCampaign is an environment for a campaign of 4 units that opens
+// pull requests with max_pending_checks 2, whose PendingChecksActivity
+// answers count (given the time since the start), and its input.
+func checksCampaign(f *fleet, strict bool, count func(in workflow.PendingChecksInput, since time.Duration) int) (*testsuite.TestWorkflowEnvironment, workflow.CampaignInput) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	// A campaign held for good fails its test in a day of its time,
+	// instead of firing its timers for ever.
+	env.SetWorkflowRunTimeout(24 * time.Hour)
+	env.RegisterWorkflow(workflow.Campaign)
+	start := env.Now()
+	env.RegisterActivityWithOptions(func(_ context.Context, in workflow.PendingChecksInput) (int, error) {
+		return count(in, env.Now().Sub(start)), nil
+	}, sdkactivity.RegisterOptions{Name: workflow.PendingChecksActivity})
+	f.register(env)
+	registerFollower(env)
+	in := campaignInput(4)
+	in.StrictBatches = strict
+	in.MaxPendingChecks = 2
+	in.Template.Manifest.PullRequest = &protocol.PullRequest{BranchPrefix: "auto/", Title: "bump"}
+	return env, in
+}
+
+// A campaign held by max_pending_checks takes a raised limit (an update
+// of its spec in place) while it holds, and goes on.
+func TestCampaignHoldTakesARaisedLimit(t *testing.T) {
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		env, in := checksCampaign(f, strict, func(workflow.PendingChecksInput, time.Duration) int { return 2 })
+		env.RegisterDelayedCallback(func() {
+			next := in
+			next.MaxPendingChecks = 10
+			env.SignalWorkflow(workflow.SignalUpdate, workflow.UpdateSignal{Input: next})
+		}, 5*time.Minute)
+		env.ExecuteWorkflow(workflow.Campaign, in)
+		st := campaignResult(t, env)
+		if st.Summary.Completed != 4 {
+			t.Errorf("the campaign ended %+v %q; want its 4 units completed under the raised limit", st.Summary, st.Message)
 		}
 	})
 }

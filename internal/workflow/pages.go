@@ -568,6 +568,7 @@ func (r *pagedRun) update(u UpdateSignal) {
 	r.in.ThresholdPercent, r.in.FailureAction = in.ThresholdPercent, in.FailureAction
 	r.in.MaxCostUSD = in.MaxCostUSD
 	r.in.PullRequestsPerHour, r.in.Burst = in.PullRequestsPerHour, in.Burst
+	r.in.MaxPendingChecks = in.MaxPendingChecks
 	if in.Generation != 0 {
 		r.in.Generation = in.Generation
 	}
