@@ -214,7 +214,10 @@ func sendAsk(ctx context.Context, c client.Client, start func(context.Context) e
 	if start == nil && err != nil && (errors.As(err, &nf) || strings.Contains(err.Error(), "workflow execution already completed")) {
 		return nil, fmt.Errorf("%w: %s does not run: %w", github.ErrSharedUnavailable, update.WorkflowID, err)
 	}
-	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+	// The call's own deadline is actx's; gRPC may report it a moment
+	// before actx's timer says so.
+	var timedOut *client.WorkflowUpdateServiceTimeoutOrCanceledError
+	if err != nil && ctx.Err() == nil && (actx.Err() != nil || errors.As(err, &timedOut)) {
 		return nil, fmt.Errorf("%w: %s took no ask in %s (is a fleetlift worker running?): %w", github.ErrSharedUnavailable, update.WorkflowID, within, err)
 	}
 	return h, err
