@@ -341,10 +341,7 @@ func (c *campaignRun) runWindow() {
 				break
 			}
 			if c.holdForChecks() {
-				if !waking {
-					waking = true
-					sel.AddFuture(workflow.NewTimer(c.ctx, checksEvery), func(workflow.Future) { waking = false })
-				}
+				c.wakeToCheck(sel, &waking)
 				break
 			}
 			c.waitForBudget()
@@ -385,6 +382,16 @@ func (c *campaignRun) checksRoom() int {
 		return len(c.in.Units)
 	}
 	return c.in.MaxPendingChecks - c.pendingChecks - len(c.running)
+}
+
+// wakeToCheck puts a timer on sel that wakes the held start loop to read
+// the checks again in checksEvery, unless one is on it (*waking).
+func (c *campaignRun) wakeToCheck(sel workflow.Selector, waking *bool) {
+	if *waking {
+		return
+	}
+	*waking = true
+	sel.AddFuture(workflow.NewTimer(c.ctx, checksEvery), func(workflow.Future) { *waking = false })
 }
 
 // checksEvery is how often a campaign with max_pending_checks reads its
@@ -511,10 +518,7 @@ func (c *campaignRun) runBatch(keys []string) {
 	for next < len(keys) || inFlight > 0 {
 		for inFlight < parallel && next < len(keys) && !c.p.Stop && !c.p.Suspended && c.ctx.Err() == nil {
 			if c.holdForChecks() {
-				if !waking {
-					waking = true
-					sel.AddFuture(workflow.NewTimer(c.ctx, checksEvery), func(workflow.Future) { waking = false })
-				}
+				c.wakeToCheck(sel, &waking)
 				break
 			}
 			key := keys[next]
