@@ -139,20 +139,31 @@ func (f *ForgeBudget) Acquire(ctx context.Context) error {
 
 // ask asks the budget for a permit until it is granted.
 func (f *ForgeBudget) ask(ctx context.Context) (workflow.ForgePermit, error) {
+	var p workflow.ForgePermit
+	if err := askUntilAnswered(ctx, f.send, &p); err != nil {
+		return p, fmt.Errorf("permit from %s: %w", f.ID, err)
+	}
+	return p, nil
+}
+
+// askUntilAnswered sends an ask (send) and waits for its answer into
+// out, asking again, a little later each time, while the answer says to
+// (askAgain), at most 100 times; an ask no worker takes in
+// (github.ErrSharedUnavailable) or a done ctx ends it.
+func askUntilAnswered(ctx context.Context, send func(context.Context) (client.WorkflowUpdateHandle, error), out any) error {
 	for attempt := 0; ; attempt++ {
-		h, err := f.send(ctx)
-		var p workflow.ForgePermit
+		h, err := send(ctx)
 		if err == nil {
-			err = h.Get(ctx, &p)
+			err = h.Get(ctx, out)
 		}
 		if err == nil {
-			return p, nil
+			return nil
 		}
 		if ctx.Err() != nil || errors.Is(err, github.ErrSharedUnavailable) || !askAgain(err) || attempt >= 100 {
-			return p, fmt.Errorf("permit from %s: %w", f.ID, err)
+			return err
 		}
 		if err := sleep(ctx, time.Duration(10*min(attempt+1, 10))*time.Millisecond); err != nil {
-			return p, err
+			return err
 		}
 	}
 }

@@ -137,28 +137,19 @@ func (f *ForgeSlots) take(ctx context.Context) (string, error) {
 		}, workflow.ForgeSlots, f.Input)
 		return err
 	}
-	for attempt := 0; ; attempt++ {
-		h, err := sendAsk(ctx, f.Client, start, update, f.AcceptWithin)
-		if err == nil {
-			var slot workflow.ForgeSlot
-			err = h.Get(ctx, &slot)
-		}
-		if err == nil {
-			return id, nil
-		}
-		if ctx.Err() != nil {
-			f.withdraw(id)
-			return "", ctx.Err()
-		}
-		if errors.Is(err, github.ErrSharedUnavailable) || !askAgain(err) || attempt >= 100 {
-			f.withdraw(id)
-			return "", fmt.Errorf("slot from %s: %w", f.ID, err)
-		}
-		if err := sleep(ctx, time.Duration(10*min(attempt+1, 10))*time.Millisecond); err != nil {
-			f.withdraw(id)
-			return "", err
-		}
+	var slot workflow.ForgeSlot
+	err := askUntilAnswered(ctx, func(ctx context.Context) (client.WorkflowUpdateHandle, error) {
+		return sendAsk(ctx, f.Client, start, update, f.AcceptWithin)
+	}, &slot)
+	if err == nil {
+		return id, nil
 	}
+	// Cut short, refused or unserved: a slot granted later goes back.
+	f.withdraw(id)
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	return "", fmt.Errorf("slot from %s: %w", f.ID, err)
 }
 
 // withdraw gives back the slot id may have been granted, or withdraws
