@@ -436,7 +436,9 @@ func (a *Activities) AwaitAgentResult(ctx context.Context, in WaitInput) (AgentO
 	if in.Reports != nil {
 		in.Reports.settle(&st, &r)
 	}
-	a.deliver(ctx, in.Sandbox.ID, in.Deliver, &st, &r, func() { sdkactivity.RecordHeartbeat(ctx, "proposing changes") })
+	if err := a.deliver(ctx, in.Sandbox.ID, in.Deliver, &st, &r, func() { sdkactivity.RecordHeartbeat(ctx, "proposing changes") }); err != nil {
+		return AgentOutcome{}, err
+	}
 	out := AgentOutcome{Status: st, Result: r}
 	if in.CleanUp && st.Phase.Terminal() {
 		// A sandbox left behind is removed by the workflow's own step.
@@ -449,12 +451,18 @@ func (a *Activities) AwaitAgentResult(ctx context.Context, in WaitInput) (AgentO
 	return out, nil
 }
 
+// sandboxGone is the error, without retry, of a step that found sandbox
+// id gone (err says how).
+func sandboxGone(id string, err error) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("sandbox %s is gone", id), ErrSandboxGone, err)
+}
+
 // checkAlive fails without retry when the agent process has exited or the
 // sandbox is gone: nothing more will be written.
 func (a *Activities) checkAlive(ctx context.Context, id string) error {
 	st, err := a.Sandbox.Status(ctx, id)
 	if errors.Is(err, sandbox.ErrNotFound) {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("sandbox %s is gone", id), ErrSandboxGone, err)
+		return sandboxGone(id, err)
 	}
 	if err != nil {
 		return fmt.Errorf("sandbox status %s: %w", id, err)

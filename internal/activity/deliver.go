@@ -90,9 +90,15 @@ const baseSearchDepth = 200
 // request, with the worker's credentials. The sandbox holds none. beat,
 // when set, is called as each repository starts: an activity without
 // heartbeats of its own keeps its attempt alive with it.
-func (a *Activities) deliver(ctx context.Context, id string, d *Delivery, st *protocol.Status, r *protocol.Result, beat func()) {
+//
+// Its error is ErrSandboxGone when a repository's change was not
+// proposed and the sandbox no longer exists: an attempt of the same
+// activity the server had given up on (its heartbeat late) removed it
+// as it ended. That is a lost sandbox, whose work runs again in a new
+// one, not a change the agent failed to leave.
+func (a *Activities) deliver(ctx context.Context, id string, d *Delivery, st *protocol.Status, r *protocol.Result, beat func()) error {
 	if d == nil || st.Phase != protocol.PhaseComplete {
-		return
+		return nil
 	}
 	var todo []*protocol.RepositoryResult
 	for i := range r.Repositories {
@@ -102,7 +108,7 @@ func (a *Activities) deliver(ctx context.Context, id string, d *Delivery, st *pr
 		}
 	}
 	if len(todo) == 0 {
-		return
+		return nil
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(d.Parallel, 1))
@@ -124,12 +130,21 @@ func (a *Activities) deliver(ctx context.Context, id string, d *Delivery, st *pr
 		}()
 	}
 	wg.Wait()
+	for _, rr := range todo {
+		if rr.PullRequest == nil {
+			if _, err := a.Sandbox.Status(ctx, id); errors.Is(err, sandbox.ErrNotFound) {
+				return sandboxGone(id, err)
+			}
+			break
+		}
+	}
 	phase, msg, firstErr := protocol.Outcome(r.Repositories)
 	st.Phase, st.Message = phase, msg
 	r.Status = phase
 	if phase == protocol.PhaseFailed {
 		r.Error = firstErr
 	}
+	return nil
 }
 
 // propose proposes rr's change (see deliver).

@@ -186,6 +186,36 @@ func TestDeliverProposesOnlyTheApprovedTree(t *testing.T) {
 	}
 }
 
+// A sandbox that vanishes while its change is proposed (an attempt of
+// the same activity the server gave up on, its heartbeat late, removed
+// it as it ended) is a lost sandbox, whose work runs again in a new one,
+// not a change the agent failed to leave; nothing is pushed from it.
+func TestDeliverFromAVanishedSandboxLosesIt(t *testing.T) {
+	d := newDelivery(t, nil)
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
+	m := changeManifest(protocol.Repository{Name: "svc", URL: remote, Branch: "main"})
+	d.work(t, m)
+	forges := d.a.Forges
+	d.a.Forges = func(name string) (forge.Forge, error) {
+		if err := d.a.Sandbox.Cleanup(context.Background(), d.ref.ID); err != nil {
+			t.Error(err)
+		}
+		return forges(name)
+	}
+	v, err := d.env.ExecuteActivity(d.a.AwaitAgentResult, activity.WaitInput{
+		Sandbox: d.ref, Phases: []protocol.Phase{protocol.PhaseComplete, protocol.PhaseFailed, protocol.PhaseCancelled}, Deliver: activity.DeliveryOf(m, nil)})
+	if !activity.SandboxLost(err) {
+		var out activity.AgentOutcome
+		if err == nil {
+			_ = v.Get(&out)
+		}
+		t.Fatalf("err %v, outcome %+v; want the sandbox lost", err, out.Result.Repositories)
+	}
+	if got := branchAt(t, remote); got != "" {
+		t.Fatalf("pushed %s", got)
+	}
+}
+
 // What the sandbox left is checked, not trusted: a bundle with another
 // tree than the result shows, or a base that is not on the target
 // branch, is not proposed.

@@ -169,7 +169,7 @@ func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout 
 	}
 	if err == nil {
 		// RunSandboxed's own heartbeats go on meanwhile.
-		a.deliver(ctx, id, DeliveryOf(in.Manifest, nil), &st, &r, nil)
+		err = a.deliver(ctx, id, DeliveryOf(in.Manifest, nil), &st, &r, nil)
 	}
 	return st, r, err
 }
