@@ -9,6 +9,8 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 # under deploy/crds/bases.
 CRD_DIR := deploy/crds/bases
 ACTIONLINT_VERSION := v1.7.12
+# The SBOM tool make dist runs on each binary it builds.
+CYCLONEDX_GOMOD_VERSION := v1.10.0
 # multi-gitter, which bench-peer measures fleetlift against, pinned in
 # bench/peer/multigitter/go.mod (one dependency raised there: see its
 # comment).
@@ -54,7 +56,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint lint-actions check-generated check-tidy bin/gitea bin/envtest bin/node images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the images, the envtest control plane, the real node (as root, with containerd), unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
+test: lint lint-actions check-generated check-tidy $(BIN)/cyclonedx-gomod bin/gitea bin/envtest bin/node images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the images, the envtest control plane, the real node (as root, with containerd), unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 -timeout 30m ./...
 	cd deploy/monitoring && $(GO) test -count=1 ./...
 	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) test -count=1 ./...
@@ -79,8 +81,8 @@ lint: ## go vet, gofmt, and no command file over 400 lines
 	if [ -n "$$long" ]; then echo "commands are wiring: no file in cmd/ over 400 lines:"; echo "$$long"; exit 1; fi
 
 .PHONY: lint-actions
-lint-actions: $(BIN)/actionlint ## actionlint the campaigns template's GitHub Actions workflow
-	$(BIN)/actionlint campaigns-template/.github/workflows/*.yml
+lint-actions: $(BIN)/actionlint ## actionlint the release workflow and the campaigns template's GitHub and Gitea Actions workflows
+	$(BIN)/actionlint .github/workflows/*.yml campaigns-template/.github/workflows/*.yml campaigns-template/.gitea/workflows/*.yml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate the JSON Schema files from schemas/fleetlift.cue, and the API's deepcopy and CRD
@@ -122,15 +124,18 @@ $(CONTROLLER_GEN):
 $(BIN)/actionlint: FORCE
 	@$@ -version 2>/dev/null | grep -qx '$(ACTIONLINT_VERSION)' || GOBIN=$(BIN) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
+$(BIN)/cyclonedx-gomod: FORCE
+	@$@ version 2>/dev/null | grep -qx 'Version:[[:space:]]*$(CYCLONEDX_GOMOD_VERSION)' || GOBIN=$(BIN) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+
 .PHONY: FORCE
 FORCE:
 
 .PHONY: tools
-tools: $(BIN)/cue $(BIN)/actionlint $(CONTROLLER_GEN) ## Install pinned tools into ./bin
+tools: $(BIN)/cue $(BIN)/actionlint $(BIN)/cyclonedx-gomod $(CONTROLLER_GEN) ## Install pinned tools into ./bin
 
 .PHONY: dist
-dist: ## Release archives of VERSION (make dist VERSION=v0.1.0) in dist/, their checksums recorded for the setup-fleetlift action
-	build/release.sh $(VERSION)
+dist: $(BIN)/cyclonedx-gomod ## The release VERSION (make dist VERSION=v0.1.0) in dist/: archives for linux and darwin on amd64 and arm64, SBOMs, checksums (recorded for the setup-fleetlift action) and provenance
+	CYCLONEDX_GOMOD=$(BIN)/cyclonedx-gomod build/release.sh $(VERSION)
 
 .PHONY: bench-run
 bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push; RUN_FLAGS="-sandbox docker" for containers

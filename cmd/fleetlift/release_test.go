@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,19 +18,36 @@ import (
 )
 
 // fakeGo stands in for the go command in release.sh: "building" a
-// command writes a script that prints the version the linker was given,
-// and how it was built.
+// command builds tinyMain, in a module of fleetlift's path with the
+// same commands, for this machine instead, which prints the
+// version the linker was given and the platform and cgo setting it was
+// asked for; it is a Go binary all the same, whose modules the SBOM tool
+// reads. Other go commands are the real one's.
 const fakeGo = `#!/bin/sh
-out= ver=
+if [ "$1" != build ]; then exec "$REAL_GO" "$@"; fi
+out= ldflags= pkg=
 while [ $# -gt 0 ]; do
 	case $1 in
 	-o) out=$2; shift ;;
-	-ldflags) ver=$(printf '%s' "$2" | sed -n 's/.*-X main.version=\([^ ]*\).*/\1/p'); shift ;;
+	-ldflags) ldflags=$2; shift ;;
+	-*) ;;
+	*) pkg=$1 ;;
 	esac
 	shift
 done
-printf '#!/bin/sh\necho "fleetlift %s (%s/%s cgo=%s)"\n' "$ver" "$GOOS" "$GOARCH" "$CGO_ENABLED" >"$out"
-chmod +x "$out"
+case $out in /*) ;; *) out=$PWD/$out ;; esac
+cd "$TINY_MAIN" && GOOS= GOARCH= CGO_ENABLED=0 exec "$REAL_GO" build -trimpath -buildvcs=false \
+	-ldflags "$ldflags -X 'main.target=$GOOS/$GOARCH cgo=$CGO_ENABLED'" -o "$out" "$pkg"
+`
+
+// tinyMain is the program fakeGo builds.
+const tinyMain = `package main
+
+import "fmt"
+
+var version, commit, date, target string
+
+func main() { fmt.Printf("fleetlift %s (%s)\n", version, target) }
 `
 
 // copyInto copies the repository's files (paths relative to its root)
@@ -80,14 +98,46 @@ func TestReleaseInstallsThroughTheSetupAction(t *testing.T) {
 		files = append(files, "docs/"+filepath.Base(f))
 	}
 	copyInto(t, root, files...)
-	goBin := filepath.Join(t.TempDir(), "go")
+	// The release is of a commit.
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=r", "-c", "user.email=r@example.com", "commit", "-q", "-m", "release"}} {
+		if out, err := exec.Command("git", append([]string{"-C", root}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	commit, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	goBin, tiny := filepath.Join(t.TempDir(), "go"), t.TempDir()
 	if err := os.WriteFile(goBin, []byte(fakeGo), 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tiny, "go.mod"), []byte("module github.com/fleetlift/fleetlift\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"fleetlift", "fleetlift-agent", "fleetlift-jail"} {
+		if err := os.MkdirAll(filepath.Join(tiny, "cmd", c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tiny, "cmd", c, "main.go"), []byte(tinyMain), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	realGo, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbomTool, err := filepath.Abs("../../bin/cyclonedx-gomod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sbomTool); err != nil {
+		t.Fatalf("the SBOM tool make dist runs is not installed (make bin/cyclonedx-gomod): %v", err)
 	}
 	release := func() []byte {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(root, "build/release.sh"), "v1.2.3")
-		cmd.Env = append(os.Environ(), "FLEETLIFT_ROOT="+root, "GO="+goBin)
+		cmd.Env = append(os.Environ(), "FLEETLIFT_ROOT="+root, "GO="+goBin, "REAL_GO="+realGo, "TINY_MAIN="+tiny, "CYCLONEDX_GOMOD="+sbomTool)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("release.sh: %v\n%s", err, out)
 		}
@@ -101,9 +151,24 @@ func TestReleaseInstallsThroughTheSetupAction(t *testing.T) {
 	if again := release(); string(again) != string(sums) {
 		t.Errorf("two builds of the same release differ:\n%s\n%s", sums, again)
 	}
-	if !regexp.MustCompile(`^[0-9a-f]{64}  fleetlift_v1\.2\.3_linux_amd64\.tar\.gz\n[0-9a-f]{64}  fleetlift_v1\.2\.3_linux_arm64\.tar\.gz\n$`).Match(sums) {
-		t.Fatalf("dist/checksums.txt:\n%s", sums)
+	var want []string
+	for _, p := range []string{"darwin_amd64", "darwin_arm64", "linux_amd64", "linux_arm64"} {
+		want = append(want, "fleetlift_v1.2.3_"+p+".tar.gz")
+		cmds := []string{"fleetlift", "fleetlift-agent"}
+		if strings.HasPrefix(p, "linux") {
+			cmds = append(cmds, "fleetlift-jail")
+		}
+		for _, c := range cmds {
+			want = append(want, "fleetlift_v1.2.3_"+p+"."+c+".cdx.json")
+		}
 	}
+	slices.Sort(want)
+	listed := checksumNames(t, sums)
+	if !slices.Equal(listed, want) {
+		t.Fatalf("dist/checksums.txt names %q, want %q:\n%s", listed, want, sums)
+	}
+	checkSBOMs(t, filepath.Join(root, "dist"), want)
+	checkProvenance(t, filepath.Join(root, "dist/provenance.intoto.json"), sums, strings.TrimSpace(string(commit)))
 	recorded, err := os.ReadFile(filepath.Join(root, ".github/actions/setup-fleetlift/checksums.txt"))
 	if err != nil || !strings.HasSuffix(string(recorded), string(sums)) {
 		t.Fatalf("the action's checksums.txt does not record the release (%v):\n%s", err, recorded)
@@ -117,6 +182,17 @@ func TestReleaseInstallsThroughTheSetupAction(t *testing.T) {
 	}
 	if got := archiveFiles(t, filepath.Join(root, "dist/fleetlift_v1.2.3_linux_arm64.tar.gz")); !slices.Equal(got, slices.Sorted(slices.Values(wantFiles))) {
 		t.Errorf("the arm64 archive holds %q, want %q", got, wantFiles)
+	}
+	// On macOS there is no jail: local sandboxes run without isolation
+	// there, or in Docker.
+	var darwinFiles []string
+	for _, f := range wantFiles {
+		if !strings.HasSuffix(f, "/fleetlift-jail") {
+			darwinFiles = append(darwinFiles, strings.Replace(f, "linux_arm64", "darwin_arm64", 1))
+		}
+	}
+	if got := archiveFiles(t, filepath.Join(root, "dist/fleetlift_v1.2.3_darwin_arm64.tar.gz")); !slices.Equal(got, slices.Sorted(slices.Values(darwinFiles))) {
+		t.Errorf("the darwin arm64 archive holds %q, want %q", got, darwinFiles)
 	}
 
 	var downloads atomic.Int32
@@ -192,6 +268,108 @@ func TestReleaseInstallsThroughTheSetupAction(t *testing.T) {
 	cmd.Env = append(os.Environ(), "GITHUB_OUTPUT="+ghOutput)
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "use it at a release tag") {
 		t.Errorf("the action without a release: %v\n%s", err, out)
+	}
+}
+
+// checksumNames are the files a checksums.txt names, sorted.
+func checksumNames(t *testing.T, sums []byte) []string {
+	t.Helper()
+	var names []string
+	for _, line := range strings.Split(strings.TrimSuffix(string(sums), "\n"), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(sum) {
+			t.Fatalf("checksums.txt line %q", line)
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// checkSBOMs checks that each SBOM among files in dir is CycloneDX for
+// its binary of release v1.2.3, built for its platform.
+func checkSBOMs(t *testing.T, dir string, files []string) {
+	t.Helper()
+	for _, f := range files {
+		rest, ok := strings.CutSuffix(f, ".cdx.json")
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bom struct {
+			BOMFormat string `json:"bomFormat"`
+			Metadata  struct {
+				Timestamp string `json:"timestamp"`
+				Component struct {
+					Name, Version, Purl string
+				} `json:"component"`
+			} `json:"metadata"`
+			SerialNumber string `json:"serialNumber"`
+		}
+		if err := json.Unmarshal(b, &bom); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		platform, cmd, _ := strings.Cut(strings.TrimPrefix(rest, "fleetlift_v1.2.3_"), ".")
+		goos, goarch, _ := strings.Cut(platform, "_")
+		c := bom.Metadata.Component
+		if bom.BOMFormat != "CycloneDX" || c.Name != "github.com/fleetlift/fleetlift" || c.Version != "v1.2.3" ||
+			!strings.Contains(c.Purl, "goarch="+goarch) || !strings.Contains(c.Purl, "goos="+goos) || !strings.HasSuffix(c.Purl, "#cmd/"+cmd) {
+			t.Errorf("%s: format %q, component %+v", f, bom.BOMFormat, c)
+		}
+		if bom.SerialNumber != "" || bom.Metadata.Timestamp != "" {
+			t.Errorf("%s changes from build to build: serial %q, timestamp %q", f, bom.SerialNumber, bom.Metadata.Timestamp)
+		}
+	}
+}
+
+// checkProvenance checks that the provenance is an in-toto statement of
+// SLSA provenance for exactly the files of checksums.txt, built from
+// commit.
+func checkProvenance(t *testing.T, path string, sums []byte, commit string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Type    string `json:"_type"`
+		Subject []struct {
+			Name   string            `json:"name"`
+			Digest map[string]string `json:"digest"`
+		} `json:"subject"`
+		PredicateType string `json:"predicateType"`
+		Predicate     struct {
+			BuildDefinition struct {
+				ExternalParameters struct {
+					Version string `json:"version"`
+				} `json:"externalParameters"`
+				ResolvedDependencies []struct {
+					URI    string            `json:"uri"`
+					Digest map[string]string `json:"digest"`
+				} `json:"resolvedDependencies"`
+			} `json:"buildDefinition"`
+		} `json:"predicate"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("provenance: %v\n%s", err, b)
+	}
+	var subjects []string
+	for _, s := range st.Subject {
+		subjects = append(subjects, s.Digest["sha256"]+"  "+s.Name+"\n")
+	}
+	if got := strings.Join(subjects, ""); got != string(sums) {
+		t.Errorf("the provenance's subjects:\n%s\nwant those of checksums.txt:\n%s", got, sums)
+	}
+	if st.Type != "https://in-toto.io/Statement/v1" || st.PredicateType != "https://slsa.dev/provenance/v1" ||
+		st.Predicate.BuildDefinition.ExternalParameters.Version != "v1.2.3" {
+		t.Errorf("provenance: %s", b)
+	}
+	deps := st.Predicate.BuildDefinition.ResolvedDependencies
+	if len(deps) == 0 || deps[0].Digest["gitCommit"] != commit {
+		t.Errorf("the provenance's source is %+v, want commit %s", deps, commit)
 	}
 }
 

@@ -30,13 +30,23 @@ func TestTemplateRunsOneRelease(t *testing.T) {
 		t.Fatalf("the workflow must install fleetlift with the setup action at one release tag: %q", pins)
 	}
 	release := string(pins[0][1])
-	for _, bad := range []string{"@latest", "go install", "go-version", "--state none"} {
-		if bytes.Contains(wf, []byte(bad)) {
-			t.Errorf("the workflow still has %q", bad)
-		}
+	// The Gitea Actions variant installs the same release.
+	gwf, err := os.ReadFile(filepath.Join(tmpl, ".gitea/workflows/fleetlift-plan.yml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !bytes.Contains(wf, []byte(`--comment-on "$PR_URL"`)) {
-		t.Errorf("the workflow does not keep its plan comment with --comment-on")
+	if gp := regexp.MustCompile(`uses: fleetlift/fleetlift/\.github/actions/setup-fleetlift@(\S+)`).FindAllSubmatch(gwf, -1); len(gp) != 1 || string(gp[0][1]) != release {
+		t.Errorf("the Gitea workflow installs %q, the GitHub one %s", gp, release)
+	}
+	for _, w := range [][]byte{wf, gwf} {
+		for _, bad := range []string{"@latest", "go install", "go-version", "--state none"} {
+			if bytes.Contains(w, []byte(bad)) {
+				t.Errorf("a workflow still has %q", bad)
+			}
+		}
+		if !bytes.Contains(w, []byte(`--comment-on "$PR_URL"`)) {
+			t.Errorf("a workflow does not keep its plan comment with --comment-on")
+		}
 	}
 	files, _ := filepath.Glob(filepath.Join(tmpl, "campaigns", "*.y*ml"))
 	files = append(files, filepath.Join(tmpl, "fleetlift.yaml"))
@@ -88,15 +98,11 @@ func cliOnPath(t *testing.T) string {
 	return dir
 }
 
-// TestTemplateWorkflowPlanStep runs the template workflow's plan step as
-// GitHub Actions would, in a checkout of a pull request's head with its
-// base at origin/main: it keeps one comment on the pull request (the
-// plan; with an invalid definition, the plan with its errors and a failed
-// check), writes the plan to the run's summary, and for a pull request
-// from a fork, whose token cannot comment, writes the summary alone.
-func TestTemplateWorkflowPlanStep(t *testing.T) {
-	userGitEnv(t)
-	b, err := os.ReadFile("../../campaigns-template/.github/workflows/fleetlift-plan.yml")
+// planStep is the script and environment of the Plan step of the
+// workflow at path.
+func planStep(t *testing.T, path string) (string, map[string]string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,16 +118,44 @@ func TestTemplateWorkflowPlanStep(t *testing.T) {
 	if err := yaml.Unmarshal(b, &wf); err != nil {
 		t.Fatal(err)
 	}
-	var script string
-	var stepEnv map[string]string
 	for _, s := range wf.Jobs["plan"].Steps {
 		if s.Name == "Plan" {
-			script, stepEnv = s.Run, s.Env
+			return s.Run, s.Env
 		}
 	}
-	if script == "" {
-		t.Fatal("the workflow has no Plan step")
+	t.Fatalf("%s has no Plan step", path)
+	return "", nil
+}
+
+// runPlanStep runs a Plan step's script in dir as the runner would, its
+// environment's expressions replaced by the values the runner gives them
+// (each must be there), with env added.
+func runPlanStep(t *testing.T, dir, script string, stepEnv, values map[string]string, env ...string) (string, error) {
+	t.Helper()
+	env = append(append(os.Environ(), env...), "FLEETLIFT_TEMPORAL_ADDRESS="+freeAddr(t), "HOME="+t.TempDir())
+	for k, v := range stepEnv {
+		if w, ok := values[v]; ok {
+			v = w
+		} else if strings.Contains(v, "${{") {
+			t.Fatalf("the Plan step's %s is %s, which this test does not provide", k, v)
+		}
+		env = append(env, k+"="+v)
 	}
+	cmd := exec.Command("bash", "-e", "-c", script)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestTemplateWorkflowPlanStep runs the template workflow's plan step as
+// GitHub Actions would, in a checkout of a pull request's head with its
+// base at origin/main: it keeps one comment on the pull request (the
+// plan; with an invalid definition, the plan with its errors and a failed
+// check), writes the plan to the run's summary, and for a pull request
+// from a fork, whose token cannot comment, writes the summary alone.
+func TestTemplateWorkflowPlanStep(t *testing.T) {
+	userGitEnv(t)
+	script, stepEnv := planStep(t, "../../campaigns-template/.github/workflows/fleetlift-plan.yml")
 
 	// origin: the campaigns repository on GitHub; the pull request adds
 	// a campaign.
@@ -165,21 +199,9 @@ func TestTemplateWorkflowPlanStep(t *testing.T) {
 			"${{ github.api_url }}":                                                     api.URL + "/api/v3",
 			"${{ github.token }}":                                                       "run-token",
 		}
-		env := append(os.Environ(), "PATH="+pathDir+string(os.PathListSeparator)+os.Getenv("PATH"),
-			"GITHUB_STEP_SUMMARY="+summary, "FLEETLIFT_TEMPORAL_ADDRESS="+freeAddr(t), "HOME="+t.TempDir())
-		for k, v := range stepEnv {
-			if w, ok := github[v]; ok {
-				v = w
-			} else if strings.Contains(v, "${{") {
-				t.Fatalf("the Plan step's %s is %s, which this test does not provide", k, v)
-			}
-			env = append(env, k+"="+v)
-		}
-		cmd := exec.Command("bash", "-e", "-c", script)
-		cmd.Dir, cmd.Env = dir, env
-		out, err := cmd.CombinedOutput()
+		out, err := runPlanStep(t, dir, script, stepEnv, github, "PATH="+pathDir+string(os.PathListSeparator)+os.Getenv("PATH"), "GITHUB_STEP_SUMMARY="+summary)
 		s, _ := os.ReadFile(summary)
-		return string(out), string(s), err
+		return out, string(s), err
 	}
 	const campaign = `version: 1
 kind: Campaign

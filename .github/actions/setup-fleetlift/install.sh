@@ -34,7 +34,7 @@ if [[ -z $line ]]; then
 	if ! grep -qE '^[0-9a-f]{64}  ' "$here/checksums.txt"; then
 		fail "this action's checksums.txt records no release: use it at a release tag (fleetlift/fleetlift/.github/actions/setup-fleetlift@vX.Y.Z)"
 	fi
-	fail "the fleetlift release recorded in checksums.txt has no archive for $os/$arch (releases are built for linux/amd64 and linux/arm64)"
+	fail "the fleetlift release recorded in checksums.txt has no archive for $os/$arch (releases are built for linux and darwin, on amd64 and arm64)"
 fi
 sum=${line%% *}
 file=${line##* }
