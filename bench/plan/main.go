@@ -46,14 +46,15 @@ func main() {
 	runs := flag.Int("runs", 3, "runs of each; the best is reported")
 	cueBin := flag.String("cue", "bin/cue", "cue CLI to compare with")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed plan runs to this file")
+	warmProfile := flag.String("warm-cpuprofile", "", "write a CPU profile of the plans after a one-file change to this file")
 	flag.Parse()
-	if err := run(*n, *repos, *runs, *cueBin, *cpuProfile); err != nil {
+	if err := run(*n, *repos, *runs, *cueBin, *cpuProfile, *warmProfile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-plan:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, repos, runs int, cueBin, cpuProfile string) error {
+func run(n, repos, runs int, cueBin, cpuProfile, warmProfile string) error {
 	root, err := os.MkdirTemp("", "fleetlift-bench-plan-")
 	if err != nil {
 		return err
@@ -100,7 +101,7 @@ func run(n, repos, runs int, cueBin, cpuProfile string) error {
 	if cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	warm, err := planAfterOneChange(defs, names[len(names)/2], statePath, runs)
+	warm, err := planAfterOneChange(defs, names[len(names)/2], statePath, runs, warmProfile)
 	if err != nil {
 		return err
 	}
@@ -140,7 +141,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // planAfterOneChange is the best of runs plans, each after one change to
 // file, by a loader that has read the revision before (as the reconciler
 // keeps one).
-func planAfterOneChange(defs, file, statePath string, runs int) (phases, error) {
+func planAfterOneChange(defs, file, statePath string, runs int, profile string) (phases, error) {
 	pool, err := spec.NewSelfPool()
 	if err != nil {
 		return phases{}, err
@@ -156,6 +157,17 @@ func planAfterOneChange(defs, file, statePath string, runs int) (phases, error) 
 		return phases{}, err
 	}
 	defer os.WriteFile(name, orig, 0o644)
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return phases{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return phases{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var best phases
 	for i := range runs {
 		edited := bytes.Replace(orig, []byte("\ntitle: "), fmt.Appendf(nil, "\ntitle: Edit %d of ", i), 1)
