@@ -13,3 +13,6 @@ func QuietBeats(t *testing.T) {
 	quietBeat = time.Hour
 	t.Cleanup(func() { quietBeat = was })
 }
+
+// ReadPR is what a pass of RefreshPullRequests does for one pull request.
+var ReadPR = (*Activities).readPR

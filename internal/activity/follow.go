@@ -128,9 +128,18 @@ func (a *Activities) RefreshPullRequests(ctx context.Context, in RefreshInput) (
 // readPR asks p's forge about it and records the answer in p, within
 // followReadTimeout: a forge that does not answer fails this read, not
 // the pass.
+//
+// On a forge with stamps (forge.Stamper), a pull request read before
+// without error whose stamp is still the one of that read is not read
+// again: what was read stands.
 func (a *Activities) readPR(ctx context.Context, p *status.FollowedPR) {
 	rctx, cancel := context.WithTimeout(ctx, followReadTimeout)
 	defer cancel()
+	stamp := a.prStamp(rctx, p)
+	if stamp != "" && stamp == p.Stamp && p.Error == "" && p.State != "" {
+		p.CheckedAt = time.Now().UTC()
+		return
+	}
 	st, err := a.prStatus(rctx, p)
 	p.CheckedAt = time.Now().UTC()
 	if err != nil {
@@ -141,6 +150,28 @@ func (a *Activities) readPR(ctx context.Context, p *status.FollowedPR) {
 	p.PullRequestStatus = *st
 	// A head other than what fleetlift pushed: someone else pushed.
 	p.Foreign = st.State == forge.StateOpen && (p.NotOverwritten != "" || p.Commit != "" && st.Head != "" && st.Head != p.Commit)
+}
+
+// prStamp is p's stamp on its forge, "" when the forge has none, p was
+// never read with one, or the stamp could not be taken (the read says
+// why).
+func (a *Activities) prStamp(ctx context.Context, p *status.FollowedPR) string {
+	if p.Stamp == "" || p.Base == "" {
+		return ""
+	}
+	f, err := a.follower(*p)
+	if err != nil {
+		return ""
+	}
+	sf, ok := f.(forge.Stamper)
+	if !ok {
+		return ""
+	}
+	stamp, err := sf.PullRequestStamp(ctx, p.Repository, p.Number, p.Branch, p.Base)
+	if err != nil {
+		return ""
+	}
+	return stamp
 }
 
 func (a *Activities) prStatus(ctx context.Context, p *status.FollowedPR) (*forge.PullRequestStatus, error) {

@@ -212,6 +212,19 @@ type Follower interface {
 	PullRequestStatus(ctx context.Context, repository string, number int, branch string) (*PullRequestStatus, error)
 }
 
+// Stamper is a Follower that can tell, for much less than a read,
+// whether a pull request may have changed since it was read: its stamp
+// changes whenever what PullRequestStatus says of it may. A follower
+// reads a pull request whose stamp is the one it read it at no further.
+// The local forge is one (a read there fetches both branches and merges
+// them; a stamp lists three refs); GitHub's and Gitea's reads cost one
+// request each already.
+type Stamper interface {
+	// PullRequestStamp is the stamp of pull request number of
+	// repository, from branch into base.
+	PullRequestStamp(ctx context.Context, repository string, number int, branch, base string) (string, error)
+}
+
 // Mergeability, as PullRequestStatus.Mergeable holds it.
 const (
 	MergeableYes      = "mergeable"
@@ -235,6 +248,10 @@ const (
 type PullRequestStatus struct {
 	// State is StateOpen, StateMerged or StateClosed.
 	State string `json:"state"`
+	// Stamp is, on a forge with stamps (Stamper), the stamp of what was
+	// read: a later stamp equal to it says the pull request did not
+	// move since. Empty on other forges.
+	Stamp string `json:"stamp,omitempty"`
 	Draft bool   `json:"draft,omitempty"`
 	// Head is the commit at the head of the pull request (for a merged
 	// one, the commit it was merged at when the forge says).

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,38 @@ import (
 	"github.com/fleetlift/fleetlift/internal/git"
 )
 
-var _ forge.Follower = (*Forge)(nil)
+var (
+	_ forge.Follower = (*Forge)(nil)
+	_ forge.Stamper  = (*Forge)(nil)
+)
+
+// PullRequestStamp is the stamp of the "pull request" of branch into
+// base in repository (number is ignored): the commits its record, its
+// branch and its base are at, which are all PullRequestStatus reads. One
+// ls-remote, where a read fetches both branches and merges them.
+func (f *Forge) PullRequestStamp(ctx context.Context, repository string, number int, branch, base string) (string, error) {
+	if err := git.CheckURL(repository); err != nil {
+		return "", err
+	}
+	if err := git.CheckBranch(branch); err != nil {
+		return "", err
+	}
+	if err := git.CheckBranch(base); err != nil {
+		return "", fmt.Errorf("base: %w", err)
+	}
+	record, head, baseRef := RecordRefPrefix+branch, "refs/heads/"+branch, "refs/heads/"+base
+	got, err := f.Git.LsRemote(ctx, repository, record, head, baseRef)
+	if err != nil {
+		return "", err
+	}
+	return stampOf(got[record], got[head], got[baseRef]), nil
+}
+
+// stampOf is the stamp of a pull request whose record, branch and base
+// are at those commits ("": gone).
+func stampOf(record, head, base string) string {
+	return cmp.Or(record, "-") + " " + cmp.Or(head, "-") + " " + cmp.Or(base, "-")
+}
 
 // PullRequestStatus reads what became of the "pull request" of branch
 // in repository (number is ignored: the branch names it). It is merged
@@ -25,7 +57,7 @@ func (f *Forge) PullRequestStatus(ctx context.Context, repository string, number
 	}
 	defer r.s.Close()
 	st := &forge.PullRequestStatus{State: forge.StateOpen, Draft: r.rec.Draft, Base: r.rec.Base, BaseSHA: r.base,
-		Labels: r.rec.Labels, Head: r.head}
+		Labels: r.rec.Labels, Head: r.head, Stamp: stampOf(r.record, r.head, r.base)}
 	head := r.head
 	if head == "" {
 		// Gone: merged if what was proposed is on the base.
@@ -69,6 +101,8 @@ type proposal struct {
 	s          *git.Scratch
 	rec        *Record
 	base, head string
+	// record is the commit of its record.
+	record string
 }
 
 // read reads the pull request of branch in repository.
@@ -107,7 +141,7 @@ func readProposal(ctx context.Context, s *git.Scratch, repository, branch string
 	if err := git.CheckBranch(rec.Base); err != nil {
 		return nil, fmt.Errorf("record of %s: base: %w", branch, err)
 	}
-	r := &proposal{s: s, rec: rec, head: refs[branchRef]}
+	r := &proposal{s: s, rec: rec, head: refs[branchRef], record: refs[recordRef]}
 	specs := []string{"+refs/heads/" + rec.Base + ":refs/base"}
 	if r.head != "" {
 		specs = append(specs, "+"+branchRef+":refs/head")

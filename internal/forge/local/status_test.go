@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fleetlift/fleetlift/internal/forge"
+	"github.com/fleetlift/fleetlift/internal/forge/local"
 	"github.com/fleetlift/fleetlift/internal/git/gittest"
 )
 
@@ -122,5 +123,50 @@ func TestMergeRefusesAConflictAndCloseDeletesTheBranch(t *testing.T) {
 	// Closed again: nothing to do.
 	if err := fx.f.ClosePullRequestAs(fx.ctx, fx.ref(t), "", false); err != nil {
 		t.Errorf("close again: %v", err)
+	}
+}
+
+// A stamp stays the same while nothing a read looks at moves, and
+// changes when the base moves, the branch is pushed or deleted, or the
+// record is rewritten: a follower that reads only on a new stamp misses
+// nothing.
+func TestPullRequestStampChangesWithWhatAReadSees(t *testing.T) {
+	fx := newFixture(t, true)
+	fx.change(t, "package main // slog\n")
+	fx.open(t)
+	stamp := func() string {
+		t.Helper()
+		s, err := fx.f.PullRequestStamp(fx.ctx, fx.url, 0, branch, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := stamp()
+	if st := fx.status(t); st.Stamp != first {
+		t.Fatalf("a read says its stamp is %q, the stamp is %q", st.Stamp, first)
+	}
+	if again := stamp(); again != first {
+		t.Fatalf("nothing moved, yet the stamp went from %q to %q", first, again)
+	}
+	seen := map[string]string{first: "opened"}
+	moved := func(what string) {
+		t.Helper()
+		s := stamp()
+		if was, ok := seen[s]; ok {
+			t.Fatalf("after %s the stamp is %q, as after %s", what, s, was)
+		}
+		seen[s] = what
+	}
+	gittest.Commit(t, fx.remote, "main", map[string]string{"README": "hello\n"})
+	moved("the base moved")
+	head := gittest.Commit(t, fx.remote, branch, map[string]string{"main.go": "package main // slog, again\n"})
+	moved("a push to the branch")
+	gittest.Run(t, fx.remote, "update-ref", local.RecordRefPrefix+branch, head)
+	moved("the record rewritten")
+	gittest.Run(t, fx.remote, "update-ref", "-d", "refs/heads/"+branch)
+	moved("the branch deleted")
+	if _, err := fx.f.PullRequestStamp(fx.ctx, fx.url, 0, branch, "-main"); err == nil {
+		t.Error("a stamp of a base that is no branch name")
 	}
 }
