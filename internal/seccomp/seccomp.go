@@ -6,36 +6,28 @@
 // sandbox container; deploy/components/seccomp installs it on a cluster's
 // nodes as a Localhost profile for sandbox pods.
 //
-// seccomp imports moby's profiles and the standard library.
+// The profile is built into the binary (fleetlift-jail.json), so that a
+// worker on any platform (Docker Desktop on macOS among them) has it:
+// moby's default profile is Go code for Linux only. Its test makes it
+// from moby's profile on Linux and fails when it is stale (go test
+// ./internal/seccomp -update writes it, and the copy deploy/ ships).
 package seccomp
 
 import (
-	"encoding/json"
-	"fmt"
-
-	"github.com/moby/profiles/seccomp"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"bytes"
+	_ "embed"
 )
 
 // JailSyscalls are the system calls the runtime's default profile allows
 // only with CAP_SYS_ADMIN and the jail needs without it.
 var JailSyscalls = []string{"clone", "unshare", "mount", "umount2", "mount_setattr", "pivot_root", "setns"}
 
+//go:embed fleetlift-jail.json
+var profile []byte
+
 // Profile is the sandboxes' profile, in the runtime's (moby's) JSON
 // format, which Docker's seccomp= option and containerd's and CRI-O's
 // Localhost profiles read.
 func Profile() ([]byte, error) {
-	profile := seccomp.DefaultProfile()
-	profile.Syscalls = append(profile.Syscalls, &seccomp.Syscall{
-		LinuxSyscall: specs.LinuxSyscall{
-			Names:  JailSyscalls,
-			Action: specs.ActAllow,
-		},
-		Comment: "fleetlift: the agent's jail (package jail) makes user, mount, PID and network namespaces without capabilities",
-	})
-	data, err := json.MarshalIndent(profile, "", "\t")
-	if err != nil {
-		return nil, fmt.Errorf("encode seccomp profile: %w", err)
-	}
-	return append(data, '\n'), nil
+	return bytes.Clone(profile), nil
 }

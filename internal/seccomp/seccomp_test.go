@@ -1,3 +1,8 @@
+//go:build linux
+
+// moby's default profile, which the built-in one is made from, is Go
+// code for Linux only.
+
 package seccomp_test
 
 import (
@@ -8,32 +13,64 @@ import (
 	"slices"
 	"testing"
 
+	mobyseccomp "github.com/moby/profiles/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/fleetlift/fleetlift/internal/seccomp"
 )
 
-var update = flag.Bool("update", false, "rewrite the profile deploy/ ships")
+var update = flag.Bool("update", false, "rewrite the profile built in, and the one deploy/ ships")
 
-// shipped is the profile deploy/components/seccomp installs on the nodes.
-const shipped = "../../deploy/components/seccomp/fleetlift-jail.json"
+// The profiles built in and shipped to the cluster's nodes.
+const (
+	builtIn = "fleetlift-jail.json"
+	shipped = "../../deploy/components/seccomp/fleetlift-jail.json"
+)
 
-// The profile the cluster's nodes get is the one Docker sandboxes run
-// with: go test ./internal/seccomp -update rewrites it.
-func TestShippedProfileIsCurrent(t *testing.T) {
-	want, err := seccomp.Profile()
+// build makes the profile: moby's default, and the jail's system calls
+// allowed without a capability.
+func build(t *testing.T) []byte {
+	t.Helper()
+	p := mobyseccomp.DefaultProfile()
+	p.Syscalls = append(p.Syscalls, &mobyseccomp.Syscall{
+		LinuxSyscall: specs.LinuxSyscall{
+			Names:  seccomp.JailSyscalls,
+			Action: specs.ActAllow,
+		},
+		Comment: "fleetlift: the agent's jail (package jail) makes user, mount, PID and network namespaces without capabilities",
+	})
+	data, err := json.MarshalIndent(p, "", "\t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if err := os.WriteFile(shipped, want, 0o644); err != nil {
+	return append(data, '\n')
+}
+
+// The profile built in, which Docker sandboxes run with, and the one the
+// cluster's nodes get are moby's default with the jail's system calls:
+// go test ./internal/seccomp -update rewrites both.
+func TestProfilesAreCurrent(t *testing.T) {
+	want := build(t)
+	for _, f := range []string{builtIn, shipped} {
+		if *update {
+			if err := os.WriteFile(f, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(f)
+		if err != nil {
 			t.Fatal(err)
 		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: run go test ./internal/seccomp -update", f)
+		}
 	}
-	got, err := os.ReadFile(shipped)
-	if err != nil {
-		t.Fatal(err)
+	if *update {
+		t.Log("the built-in profile changed: build again for it to take effect")
 	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale: run go test ./internal/seccomp -update", shipped)
+	got, err := seccomp.Profile()
+	if err != nil || !bytes.Equal(got, want) && !*update {
+		t.Errorf("Profile() is not the built-in profile (%v)", err)
 	}
 }
 

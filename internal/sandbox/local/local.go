@@ -526,7 +526,7 @@ func (p *Provider) start(b *box, opts sandbox.ProvisionOptions) (*record, error)
 	}
 	var ctl, agentEnd *os.File
 	if p.reuse {
-		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		fds, err := cloexecSocketpair()
 		if err != nil {
 			return nil, fmt.Errorf("agent control socket: %w", err)
 		}
@@ -1037,4 +1037,20 @@ func removeAll(dir string) error {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	return nil
+}
+
+// cloexecSocketpair is a pair of connected Unix stream sockets that no
+// process started meanwhile inherits: made and marked close-on-exec
+// under syscall.ForkLock, as os/exec does where the flag cannot be given
+// at creation (macOS).
+func cloexecSocketpair() ([2]int, error) {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return fds, err
+	}
+	syscall.CloseOnExec(fds[0])
+	syscall.CloseOnExec(fds[1])
+	return fds, nil
 }
