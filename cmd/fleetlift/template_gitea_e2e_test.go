@@ -45,17 +45,7 @@ func TestTemplateGiteaWorkflowPlanStep(t *testing.T) {
 	work := t.TempDir()
 	g.Git(t, bot, work, "clone", "-q", url, ".")
 	g.Git(t, bot, work, "checkout", "-q", "-b", "go-bump")
-	campaign := `version: 1
-kind: Campaign
-id: go-bump
-title: Bump go
-template:
-  execution:
-    deterministic: {image: golang, command: [go, mod, edit, -go=1.26]}
-  pull_request: {branch_prefix: auto/go-bump, title: Bump go}
-repositories:
-  - url: https://gitea.example.com/acme/service-a.git
-`
+	campaign := goBumpCampaign("https://gitea.example.com/acme/service-a.git")
 	writeFile(t, work, "campaigns/go-bump.yaml", campaign)
 	commit(work, "a campaign")
 	g.Git(t, bot, work, "push", "-q", "origin", "go-bump")

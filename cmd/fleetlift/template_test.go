@@ -147,6 +147,21 @@ func runPlanStep(t *testing.T, dir, script string, stepEnv, values map[string]st
 	return string(out), err
 }
 
+// goBumpCampaign is the campaign the template workflows' tests add in a
+// pull request: one repository, at url.
+func goBumpCampaign(url string) string {
+	return `version: 1
+kind: Campaign
+id: go-bump
+title: Bump go
+template:
+  execution:
+    deterministic: {image: golang, command: [go, mod, edit, -go=1.26]}
+  pull_request: {branch_prefix: auto/go-bump, title: Bump go}
+repositories:
+  - url: ` + url + "\n"
+}
+
 // TestTemplateWorkflowPlanStep runs the template workflow's plan step as
 // GitHub Actions would, in a checkout of a pull request's head with its
 // base at origin/main: it keeps one comment on the pull request (the
@@ -203,17 +218,7 @@ func TestTemplateWorkflowPlanStep(t *testing.T) {
 		s, _ := os.ReadFile(summary)
 		return out, string(s), err
 	}
-	const campaign = `version: 1
-kind: Campaign
-id: go-bump
-title: Bump go
-template:
-  execution:
-    deterministic: {image: golang, command: [go, mod, edit, -go=1.26]}
-  pull_request: {branch_prefix: auto/go-bump, title: Bump go}
-repositories:
-  - url: https://github.com/acme/service-a.git
-`
+	campaign := goBumpCampaign("https://github.com/acme/service-a.git")
 
 	t.Run("a valid pull request", func(t *testing.T) {
 		out, summary, err := run(t, checkout(t, map[string]string{"campaigns/go-bump.yaml": campaign}), "false")
