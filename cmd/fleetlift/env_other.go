@@ -58,6 +58,7 @@ var otherEnvs = []otherEnv{
 	{"FLEETLIFT_BENCH_PEAK_RSS", "benchmarks: the peak memory a benchmark reports"},
 	{"FLEETLIFT_RELEASES", "the setup action: where releases are downloaded from"},
 	{"FLEETLIFT_ROOT", "build/release.sh: the repository to build"},
+	{"FLEETLIFT_BUILDER", "build/release.sh: who built the release, as its provenance names it (default: make dist)"},
 }
 
 // renamedEnv are variables that flags of several meanings used to read,
