@@ -325,7 +325,8 @@ func validInputs(t *testing.T) []schemaInput {
 				return err
 			}
 			if d.IsDir() {
-				if d.Name() == ".github" {
+				if d.Name() == ".github" || d.Name() == ".gitea" {
+					// CI workflows, not definitions.
 					return filepath.SkipDir
 				}
 				return nil
