@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -130,12 +131,9 @@ func (a *Activities) deliver(ctx context.Context, id string, d *Delivery, st *pr
 		}()
 	}
 	wg.Wait()
-	for _, rr := range todo {
-		if rr.PullRequest == nil {
-			if _, err := a.Sandbox.Status(ctx, id); errors.Is(err, sandbox.ErrNotFound) {
-				return sandboxGone(id, err)
-			}
-			break
+	if slices.ContainsFunc(todo, func(rr *protocol.RepositoryResult) bool { return rr.PullRequest == nil }) {
+		if _, err := a.Sandbox.Status(ctx, id); errors.Is(err, sandbox.ErrNotFound) {
+			return sandboxGone(id, err)
 		}
 	}
 	phase, msg, firstErr := protocol.Outcome(r.Repositories)

@@ -135,12 +135,15 @@ func (a *Activities) RefreshPullRequests(ctx context.Context, in RefreshInput) (
 func (a *Activities) readPR(ctx context.Context, p *status.FollowedPR) {
 	rctx, cancel := context.WithTimeout(ctx, followReadTimeout)
 	defer cancel()
-	stamp := a.prStamp(rctx, p)
-	if stamp != "" && stamp == p.Stamp && p.Error == "" && p.State != "" {
+	f, err := a.follower(*p)
+	if err == nil && p.Error == "" && p.State != "" && p.Stamp != "" && prStamp(rctx, f, p) == p.Stamp {
 		p.CheckedAt = time.Now().UTC()
 		return
 	}
-	st, err := a.prStatus(rctx, p)
+	var st *forge.PullRequestStatus
+	if err == nil {
+		st, err = prStatus(rctx, f, p)
+	}
 	p.CheckedAt = time.Now().UTC()
 	if err != nil {
 		p.Error = git.Redact(err.Error())
@@ -152,19 +155,11 @@ func (a *Activities) readPR(ctx context.Context, p *status.FollowedPR) {
 	p.Foreign = st.State == forge.StateOpen && (p.NotOverwritten != "" || p.Commit != "" && st.Head != "" && st.Head != p.Commit)
 }
 
-// prStamp is p's stamp on its forge, "" when the forge has none, p was
-// never read with one, or the stamp could not be taken (the read says
-// why).
-func (a *Activities) prStamp(ctx context.Context, p *status.FollowedPR) string {
-	if p.Stamp == "" || p.Base == "" {
-		return ""
-	}
-	f, err := a.follower(*p)
-	if err != nil {
-		return ""
-	}
+// prStamp is p's stamp on its forge f, "" when f has none, p's base is
+// not known, or the stamp could not be taken (the read says why).
+func prStamp(ctx context.Context, f forge.Forge, p *status.FollowedPR) string {
 	sf, ok := f.(forge.Stamper)
-	if !ok {
+	if !ok || p.Base == "" {
 		return ""
 	}
 	stamp, err := sf.PullRequestStamp(ctx, p.Repository, p.Number, p.Branch, p.Base)
@@ -174,11 +169,8 @@ func (a *Activities) prStamp(ctx context.Context, p *status.FollowedPR) string {
 	return stamp
 }
 
-func (a *Activities) prStatus(ctx context.Context, p *status.FollowedPR) (*forge.PullRequestStatus, error) {
-	f, err := a.follower(*p)
-	if err != nil {
-		return nil, err
-	}
+// prStatus is what p's forge f says of it.
+func prStatus(ctx context.Context, f forge.Forge, p *status.FollowedPR) (*forge.PullRequestStatus, error) {
 	fl, ok := f.(forge.Follower)
 	if !ok {
 		return nil, fmt.Errorf("forge %s cannot say what became of its pull requests", f.Name())
