@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // procStat returns a process's start time in clock ticks since boot and
@@ -60,10 +61,14 @@ func homeProcesses(home string) []int {
 		if err != nil || pid == self {
 			continue
 		}
-		// Unreadable (another user's process) or empty (a zombie, a
-		// kernel thread): not ours to stop.
+		// Unreadable: another user's process, not ours to stop.
 		if buf, err = readProc("/proc/"+e.Name()+"/environ", buf[:0]); err != nil {
 			continue
+		}
+		if len(buf) == 0 {
+			if buf, err = settledEnviron(pid, buf); err != nil {
+				continue
+			}
 		}
 		for kv := range bytes.SplitSeq(buf, []byte{0}) {
 			if bytes.Equal(kv, want) {
@@ -73,6 +78,63 @@ func homeProcesses(home string) []int {
 		}
 	}
 	return pids
+}
+
+// execSettle bounds how long settledEnviron waits for a process inside
+// execve; the kernel lays out the new image in well under a millisecond
+// unless the machine is starved.
+const execSettle = 50 * time.Millisecond
+
+// settledEnviron reads again the environment of pid, which read empty.
+// Kernel threads and zombies have none, and a process may have been
+// started with none; but a process inside execve, between dropping its
+// old memory and laying out the new one, shows an empty environment and
+// an empty command line too, and a scan that skipped it would miss a
+// process that is about to run with HOME set. Such a process is read
+// again until its new image is in place, for at most execSettle.
+func settledEnviron(pid int, buf []byte) ([]byte, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	deadline := time.Now().Add(execSettle)
+	for {
+		cmdline, err := readProc(dir+"/cmdline", buf[:0])
+		if err != nil {
+			return buf[:0], err
+		}
+		if len(cmdline) > 0 {
+			// An image in place: started with an empty environment,
+			// or the first read held the memory execve had just
+			// dropped. A new read sees the image's.
+			return readProc(dir+"/environ", buf[:0])
+		}
+		if !inExec(pid) || time.Now().After(deadline) {
+			// No memory of its own at all: a kernel thread, a zombie.
+			return buf[:0], nil
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// pfKthread is the kernel's PF_KTHREAD, in the flags of /proc/<pid>/stat.
+const pfKthread = 0x00200000
+
+// inExec reports whether pid, whose command line reads empty, is a user
+// process that has not exited: one inside execve.
+func inExec(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return false
+	}
+	// fields[0] is field 3 (state), fields[6] field 9 (flags).
+	fields := strings.Fields(string(data[i+1:]))
+	if len(fields) < 7 || fields[0] == "Z" || fields[0] == "X" {
+		return false
+	}
+	flags, err := strconv.ParseUint(fields[6], 10, 64)
+	return err == nil && flags&pfKthread == 0
 }
 
 // readProc appends the content of the /proc file path to buf.

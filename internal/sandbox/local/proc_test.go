@@ -1,7 +1,9 @@
 package local
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -29,5 +31,32 @@ func TestHomeProcessesFindsTheSandboxsProcesses(t *testing.T) {
 	got := homeProcesses(home)
 	if !slices.Contains(got, near) || !slices.Contains(got, far) || slices.Contains(got, other) || slices.Contains(got, prefix) {
 		t.Errorf("homeProcesses(%s) = %v: want %d and %d, not %d or %d", home, got, near, far, other, prefix)
+	}
+}
+
+// A process caught inside execve, between dropping its old memory and
+// laying out the new one, shows an empty environment: homeProcesses
+// still finds it. The process here does nothing but exec itself.
+func TestHomeProcessesFindsAProcessInExec(t *testing.T) {
+	home := t.TempDir()
+	script := filepath.Join(home, "again")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec /bin/sh \"$0\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", script)
+	cmd.Env = []string{"HOME=" + home}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	missed := 0
+	const scans = 300
+	for range scans {
+		if !slices.Contains(homeProcesses(home), cmd.Process.Pid) {
+			missed++
+		}
+	}
+	if missed > 0 {
+		t.Errorf("homeProcesses missed a process that execs in a loop in %d of %d scans", missed, scans)
 	}
 }
