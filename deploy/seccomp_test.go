@@ -9,28 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// The seccomp component added to an overlay installs the profile the
-// Docker sandboxes run with on every node, from a ConfigMap its
-// DaemonSet mounts, and has the controller make sandbox pods with it.
+// The seccomp component added to an overlay installs the sandboxes'
+// profile on every node, from a ConfigMap its DaemonSet mounts, and has
+// the controller make sandbox pods with it.
 func TestSeccompComponent(t *testing.T) {
-	dir := t.TempDir()
-	// kustomize takes no absolute path to a kustomization.
-	rel := func(p string) string {
-		a, err := filepath.Abs(p)
-		if err == nil {
-			a, err = filepath.Rel(dir, a)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel("overlays/production") +
-		"\ncomponents:\n  - " + rel("components/seccomp") + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	objs := render(t, dir)
+	objs := productionWith(t, "components/seccomp")
 	profile, err := os.ReadFile("components/seccomp/fleetlift-jail.json")
 	if err != nil {
 		t.Fatal(err)
@@ -76,4 +59,27 @@ func TestSeccompComponent(t *testing.T) {
 	if a := args(containers(ctl)[0]); !slices.Contains(a, "--seccomp-localhost-profile=fleetlift/jail.json") {
 		t.Errorf("the controller does not give sandbox pods the profile: %v", a)
 	}
+}
+
+// productionWith renders the production overlay with component added.
+func productionWith(t *testing.T, component string) []*unstructured.Unstructured {
+	t.Helper()
+	dir := t.TempDir()
+	// kustomize takes no absolute path to a kustomization.
+	rel := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err == nil {
+			a, err = filepath.Rel(dir, a)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel("overlays/production") +
+		"\ncomponents:\n  - " + rel(component) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return render(t, dir)
 }

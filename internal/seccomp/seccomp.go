@@ -3,14 +3,17 @@
 // which Docker applies and containerd's is derived from) plus the system
 // calls the jail makes without capabilities to build user, mount, PID and
 // network namespaces and a new root. The Docker provider gives it to every
-// sandbox container; deploy/components/seccomp installs it on a cluster's
-// nodes as a Localhost profile for sandbox pods.
+// sandbox container. A cluster's nodes get it resolved for a pod without
+// capabilities (a Localhost profile is read as the OCI runtime spec's,
+// which has no capability conditions): deploy/components/seccomp installs
+// that with a DaemonSet, deploy/components/seccomp-operator as the
+// Security Profiles Operator's SeccompProfile.
 //
 // The profile is built into the binary (fleetlift-jail.json), so that a
 // worker on any platform (Docker Desktop on macOS among them) has it:
 // moby's default profile is Go code for Linux only. Its test makes it
 // from moby's profile on Linux and fails when it is stale (go test
-// ./internal/seccomp -update writes it, and the copy deploy/ ships).
+// ./internal/seccomp -update writes it, and the two deploy/ ships).
 package seccomp
 
 import (

@@ -21,10 +21,13 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the profile built in, and the one deploy/ ships")
 
-// The profiles built in and shipped to the cluster's nodes.
+// The profile built in, which Docker sandboxes run with, and the ones
+// shipped to the cluster's nodes: as a file the installer DaemonSet
+// copies, and as the Security Profiles Operator's SeccompProfile.
 const (
-	builtIn = "fleetlift-jail.json"
-	shipped = "../../deploy/components/seccomp/fleetlift-jail.json"
+	builtIn  = "fleetlift-jail.json"
+	shipped  = "../../deploy/components/seccomp/fleetlift-jail.json"
+	operator = "../../deploy/components/seccomp-operator/fleetlift-jail.yaml"
 )
 
 // build makes the profile: moby's default, and the jail's system calls
@@ -46,12 +49,14 @@ func build(t *testing.T) []byte {
 	return append(data, '\n')
 }
 
-// The profile built in, which Docker sandboxes run with, and the one the
-// cluster's nodes get are moby's default with the jail's system calls:
-// go test ./internal/seccomp -update rewrites both.
+// The profile built in, which Docker sandboxes run with, is moby's
+// default with the jail's system calls; the cluster's nodes get it
+// flattened for a sandbox pod (see podProfile): go test
+// ./internal/seccomp -update rewrites all three.
 func TestProfilesAreCurrent(t *testing.T) {
 	want := build(t)
-	for _, f := range []string{builtIn, shipped} {
+	pod := podProfile(t, want)
+	for f, want := range map[string][]byte{builtIn: want, shipped: pod, operator: operatorProfile(t, pod)} {
 		if *update {
 			if err := os.WriteFile(f, want, 0o644); err != nil {
 				t.Fatal(err)

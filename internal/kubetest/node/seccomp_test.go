@@ -3,6 +3,7 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/kubetest/node"
@@ -33,9 +35,12 @@ const (
 
 // seccompInstalled runs the component's installer DaemonSet on the node
 // and then sandbox-like pods in a restricted namespace: with the profile
-// it installed (Localhost fleetlift/jail.json) a pod's process makes user
-// and mount namespaces, as the agent's jail does; with the runtime's
-// default profile it may not.
+// it installed (Localhost fleetlift/jail.json), and with the one the
+// Security Profiles Operator writes for components/seccomp-operator, a
+// pod's process makes user and mount namespaces, as the agent's jail
+// does, and is refused what the runtime's default profile refuses a pod
+// without capabilities; with the runtime's default profile it may not
+// make the namespaces.
 func seccompInstalled(t *testing.T, n *node.Node) {
 	ctx := context.Background()
 	profile, err := os.ReadFile(filepath.Join(n.Env.Root, seccompDir, "fleetlift-jail.json"))
@@ -86,11 +91,30 @@ func seccompInstalled(t *testing.T, n *node.Node) {
 		return cur.Status.NumberReady == 1, fmt.Sprintf("the DaemonSet has %d of %d pods ready", cur.Status.NumberReady, cur.Status.DesiredNumberScheduled)
 	})
 
+	// The file the Security Profiles Operator's daemon writes for
+	// components/seccomp-operator's SeccompProfile: its spec, as JSON,
+	// at operator/<namespace>/<name>.json. (The operator itself does not
+	// run here: its images cannot be pulled.)
+	opProfile, opLocalhost := operatorProfile(t, n)
+	opFile := filepath.Join(hostDir, filepath.FromSlash(opLocalhost))
+	if err := os.MkdirAll(filepath.Dir(opFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(opFile, opProfile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	sandboxNS := n.Env.Namespace(t, "seccomp", kubetest.RestrictedLabels)
 	// What the jail does first: a user namespace mapping the caller to
 	// root, and in it a mount namespace where root may mount.
-	const script = "unshare --user --map-root-user --mount sh -c 'mount -t tmpfs jail /mnt && echo namespaces made'"
-	run := func(name string, profile *corev1.SeccompProfile) (int32, string) {
+	const jail = "unshare --user --map-root-user --mount sh -c 'mount -t tmpfs jail /mnt && echo namespaces made'"
+	// kcmp, which moby's profile allows only with CAP_SYS_PTRACE and the
+	// kernel allows anyone on their own process: a profile read without
+	// its capability conditions allows it to a pod that has none.
+	const kcmp = `python3 -c 'import ctypes, os, platform; libc = ctypes.CDLL(None, use_errno=True); ` +
+		`r = libc.syscall({"x86_64": 312, "aarch64": 272}[platform.machine()], os.getpid(), os.getpid(), 1, 0, 0); ` +
+		`print("kcmp allowed" if r == 0 else "kcmp refused: errno %d" % ctypes.get_errno())'`
+	run := func(name string, profile *corev1.SeccompProfile, script string) (int32, string) {
 		spec := restricted(corev1.Container{Name: "main", Image: sandboxImage, ImagePullPolicy: corev1.PullNever,
 			Command: []string{"/bin/sh", "-c", script + " 2>&1"}})
 		spec.SecurityContext.SeccompProfile = profile
@@ -105,12 +129,41 @@ func seccompInstalled(t *testing.T, n *node.Node) {
 		}
 		return got.Status.ContainerStatuses[0].State.Terminated.ExitCode, strings.TrimSpace(string(log))
 	}
-	if code, log := run("localhost", &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To(seccompLocalhost)}); code != 0 || log != "namespaces made" {
-		t.Errorf("with the installed profile the pod exited %d and said %q; want 0 and namespaces made", code, log)
+	for _, p := range []struct{ name, localhost string }{{"installed", seccompLocalhost}, {"operator", opLocalhost}} {
+		profile := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To(p.localhost)}
+		if code, log := run(p.name+"-jail", profile, jail); code != 0 || log != "namespaces made" {
+			t.Errorf("with the %s profile (%s) the pod exited %d and said %q; want 0 and namespaces made", p.name, p.localhost, code, log)
+		}
+		if code, log := run(p.name+"-kcmp", profile, kcmp); code != 0 || log != "kcmp refused: errno 1" {
+			t.Errorf("with the %s profile (%s) the pod exited %d and said %q; want kcmp refused with EPERM, as the runtime's default profile does", p.name, p.localhost, code, log)
+		}
 	}
-	if code, log := run("runtime-default", &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}); code == 0 || !strings.Contains(log, "Operation not permitted") {
+	runtimeDefault := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	if code, log := run("default-jail", runtimeDefault, jail); code == 0 || !strings.Contains(log, "Operation not permitted") {
 		t.Errorf("with the runtime's default profile the pod exited %d and said %q; want unshare refused", code, log)
 	}
+	if code, log := run("default-kcmp", runtimeDefault, kcmp); code != 0 || log != "kcmp refused: errno 1" {
+		t.Errorf("with the runtime's default profile the pod exited %d and said %q; want kcmp refused with EPERM", code, log)
+	}
+}
+
+// operatorProfile is what the Security Profiles Operator's daemon writes
+// on a node for components/seccomp-operator's SeccompProfile (the JSON
+// of its spec), and the Localhost profile pods name it by.
+func operatorProfile(t *testing.T, n *node.Node) ([]byte, string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.Env.Root, "deploy/components/seccomp-operator/fleetlift-jail.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     json.RawMessage   `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &sp); err != nil {
+		t.Fatalf("seccomp-operator/fleetlift-jail.yaml: %v", err)
+	}
+	return sp.Spec, "operator/" + sp.Metadata.Namespace + "/" + sp.Metadata.Name + ".json"
 }
 
 // installerObjects decodes the component's installer.yaml: its
