@@ -487,14 +487,32 @@ func (c *compiler) convert(name string, err error, data, schema cue.Value) []*Er
 			}
 		}
 		check := false
+		var dup cue.Value
 		if n := len(sels); n > 0 && strings.HasPrefix(sels[n-1], checkPrefix) {
 			check = true
 			sels = append(sels[:n-1:n-1], strings.TrimPrefix(sels[n-1], checkPrefix))
-			if strings.Contains(msg, "list.UniqueItems") {
-				msg = uniqueMessage(msg, sels[len(sels)-1])
+		} else if n > 1 && strings.HasPrefix(sels[n-2], checkPrefix) {
+			// A name used twice in a list: _check_<field>.<name> got
+			// two items' indexes.
+			if m := conflictRe.FindStringSubmatch(msg); m != nil {
+				check = true
+				field := strings.TrimPrefix(sels[n-2], checkPrefix)
+				dupName := sels[n-1]
+				if u, err := strconv.Unquote(dupName); err == nil {
+					// A label that is not an identifier, as CUE quotes it.
+					dupName = u
+				}
+				msg = uniqueMessage(dupName, field)
+				sels = append(sels[:n-2:n-2], field)
+				dup = laterItem(data, sels, m[1], m[2])
 			}
 		}
 		e := &Error{File: name, Line: line, Field: fieldPath(sels), Msg: redact.URLs(c.explain(msg)), check: check}
+		if dup.Exists() {
+			// The item that repeats the name, rather than where the
+			// schema's check stands.
+			setPos(e, name, dup.Pos())
+		}
 		if line > 0 {
 			e.Column = 1
 		}
@@ -593,27 +611,26 @@ func typeName(t string) string {
 	return t
 }
 
-// uniqueMessage names the duplicated names in list.UniqueItems' message.
-func uniqueMessage(msg, field string) string {
-	list, _, _ := strings.Cut(strings.TrimPrefix(msg, "invalid value "), " (does not satisfy")
-	var names []string
-	if err := json.Unmarshal([]byte(list), &names); err != nil {
-		return "names must be unique"
-	}
-	seen := map[string]bool{}
-	var dups []string
-	for _, n := range names {
-		if seen[n] && !slices.Contains(dups, n) {
-			dups = append(dups, strconv.Quote(n))
-		}
-		seen[n] = true
-	}
+// uniqueMessage says that name is used more than once in the list field.
+func uniqueMessage(name, field string) string {
 	hint := ""
 	if field == "repositories" || field == "targets" {
 		// Their names default to the URL's last element.
 		hint = " (set name to tell them apart)"
 	}
-	return fmt.Sprintf("names must be unique: %s is used more than once%s", strings.Join(dups, ", "), hint)
+	return fmt.Sprintf("names must be unique: %s is used more than once%s", strconv.Quote(name), hint)
+}
+
+// laterItem is the item of the list at path sels in data whose index is
+// the greater of a and b (a uniqueness check's conflicting indexes): the
+// one that repeats a name.
+func laterItem(data cue.Value, sels []string, a, b string) cue.Value {
+	i, errA := strconv.Atoi(a)
+	j, errB := strconv.Atoi(b)
+	if errA != nil || errB != nil {
+		return cue.Value{}
+	}
+	return data.LookupPath(cuePath(append(slices.Clone(sels), strconv.Itoa(max(i, j)))))
 }
 
 var (

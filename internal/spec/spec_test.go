@@ -2,6 +2,7 @@ package spec_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -484,6 +485,27 @@ func TestAllErrorsOfAllFilesAndValidOnesKept(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
+	}
+}
+
+// Each name a list repeats is an error of its own, at the item that
+// repeats it; a name repeated twice over is one error.
+func TestEveryRepeatedNameIsReportedWhereItRepeats(t *testing.T) {
+	src := strings.Replace(agenticTask, "  - url: https://github.com/acme/svc.git\n",
+		"  - url: https://github.com/acme/svc.git\n"+ // line 5
+			"  - url: https://github.com/acme/api.git\n"+
+			"  - url: https://github.com/other/svc.git\n"+ // line 7
+			"  - url: https://github.com/other/api.git\n"+ // line 8
+			"  - url: https://github.com/third/svc.git\n", 1)
+	res := load(t, map[string]string{"t.yaml": src})
+	var got []string
+	for _, e := range res.Errors {
+		got = append(got, fmt.Sprintf("%d %s", e.Line, e.Msg))
+	}
+	api := `8 names must be unique: "api" is used more than once (set name to tell them apart)`
+	svc := `names must be unique: "svc" is used more than once (set name to tell them apart)`
+	if len(got) != 2 || got[0] != api && got[1] != api || !strings.Contains(got[0]+got[1], svc) {
+		t.Errorf("errors %q; want one for api at line 8 and one for svc", got)
 	}
 }
 
