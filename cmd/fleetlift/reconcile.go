@@ -301,9 +301,13 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 		}
 		hints = append(hints, h)
 	}
+	var e *leader.Elector
+	if rf.leaderElect {
+		e = &leader.Elector{Client: c, Log: logger}
+	}
 	if rf.webhookListen != "" {
 		prs := dispatch.NewPullRequestHints(c, 0, logger)
-		h, stopHooks, err := serveWebhooks(ctx, rf, logger, prs)
+		h, stopHooks, err := serveWebhooks(ctx, rf, logger, prs, c, e)
 		if err != nil {
 			return err
 		}
@@ -318,7 +322,7 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "reconciling %s (branch %s) every %s\n", gitx.Redact(rf.repo), rf.branch, rf.interval)
 	loop := reconcile.LoopOptions{Interval: rf.interval, Hints: reconcile.Merge(ctx, hints...)}
-	if !rf.leaderElect {
+	if e == nil {
 		if rf.metrics != nil {
 			rf.metrics.Reconciling(func() bool { return true })
 		}
@@ -332,7 +336,6 @@ func runReconcilerOn(ctx context.Context, cmd *cobra.Command, c client.Client, f
 		return err
 	}
 	defer lw.Stop()
-	e := &leader.Elector{Client: c, Log: logger}
 	if rf.metrics != nil {
 		rf.metrics.Reconciling(e.IsLeader)
 	}

@@ -75,11 +75,18 @@ type upProcess struct {
 
 func startUp(t *testing.T, args ...string) *upProcess {
 	t.Helper()
+	return startCommand(t, "up", args...)
+}
+
+// startCommand runs fleetlift's command name with args in this process
+// until the test ends.
+func startCommand(t *testing.T, name string, args ...string) *upProcess {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &upProcess{cancel: cancel, done: make(chan int, 1), out: &syncBuffer{}}
 	go func() {
 		root := newRootCmd(p.out, p.out)
-		root.SetArgs(append([]string{"up"}, args...))
+		root.SetArgs(append([]string{name}, args...))
 		if err := root.ExecuteContext(ctx); err != nil {
 			fmt.Fprintln(p.out, "fleetlift:", err)
 			p.done <- 1

@@ -7,11 +7,15 @@ import (
 	"os"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/fleetlift/fleetlift/internal/dispatch"
+	"github.com/fleetlift/fleetlift/internal/leader"
 	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/source"
 	"github.com/fleetlift/fleetlift/internal/webhook"
+	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // serveWebhooks starts the webhook receiver: each verified delivery for
@@ -19,7 +23,11 @@ import (
 // repository where a run has an open pull request one for the followers
 // of its pull requests (prs, which the reconciler's passes tell which
 // those are).
-func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger, prs *dispatch.PullRequestHints) (reconcile.Hints, func(), error) {
+//
+// With leader election (e set), a replica that does not lead forwards
+// what it receives to the one that does, through the lease (see
+// leader.Forwarder), and the leader takes what the others forwarded.
+func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger, prs *dispatch.PullRequestHints, c client.Client, e *leader.Elector) (reconcile.Hints, func(), error) {
 	secret := os.Getenv(rf.webhookSecretEnv)
 	if secret == "" {
 		return nil, nil, fmt.Errorf("--webhook-listen needs a secret in $%s", rf.webhookSecretEnv)
@@ -32,6 +40,43 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger,
 		return nil, nil, usageErrorf("--webhook-listen needs --webhook-repo: the campaigns repository's clone URL on the forge")
 	}
 	hints, hint := reconcile.NewHints()
+	followed, deliver := prs.Followed, func(ev webhook.Event) {
+		if ev.Watched && ev.Kind != webhook.Status {
+			hint()
+		}
+		if ev.Followed {
+			prs.Hint(ev.Key)
+		}
+	}
+	if e != nil {
+		fw := &leader.Forwarder{Client: c, Log: logger}
+		go fw.Run(ctx)
+		e.Hints = func(h workflow.LeaseHints) {
+			if h.Repository {
+				hint()
+			}
+			for _, key := range h.PullRequests {
+				if prs.Followed(key) {
+					prs.Hint(key)
+				}
+			}
+		}
+		// A standby knows no pull requests (the leader's passes tell
+		// prs): it forwards every repository's, and the leader sorts.
+		followed = func(key string) bool { return !e.IsLeader() || prs.Followed(key) }
+		local := deliver
+		deliver = func(ev webhook.Event) {
+			if e.IsLeader() {
+				local(ev)
+				return
+			}
+			key := ""
+			if ev.Followed {
+				key = ev.Key
+			}
+			fw.Add(ev.Watched && ev.Kind != webhook.Status, key)
+		}
+	}
 	h, err := webhook.New(webhook.Options{
 		Secret: []byte(secret),
 		Repos:  repos,
@@ -41,15 +86,8 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger,
 				rf.metrics.WebhookDelivered(o)
 			}
 		},
-		Followed: prs.Followed,
-		Hint: func(ev webhook.Event) {
-			if ev.Watched && ev.Kind != webhook.Status {
-				hint()
-			}
-			if ev.Followed {
-				prs.Hint(ev.Key)
-			}
-		},
+		Followed: followed,
+		Hint:     deliver,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -51,6 +51,10 @@ type Elector struct {
 	// workflow.LeaseWorkflowID).
 	WorkflowID string
 	Log        *slog.Logger
+	// Hints, when set, is called with the hints another replica
+	// forwarded (Forwarder) that a renewal handed this one while it
+	// leads; it must return quickly.
+	Hints func(workflow.LeaseHints)
 
 	leader atomic.Bool
 }
@@ -219,7 +223,7 @@ func (s *session) keep(leadCtx context.Context, runID string, watchdog *time.Tim
 			return context.Cause(leadCtx)
 		case <-tick.C:
 		}
-		at, err := s.renew(leadCtx, runID)
+		at, st, err := s.renew(leadCtx, runID)
 		switch {
 		case leaseGone(err):
 			return err
@@ -228,25 +232,28 @@ func (s *session) keep(leadCtx context.Context, runID string, watchdog *time.Tim
 		case !watchdog.Reset(s.giveUp() - time.Since(at)):
 			// The watchdog had fired: this renewal came too late.
 			return s.errTooLate()
+		case st.Hints != nil && s.e.Hints != nil:
+			s.e.Hints(*st.Hints)
 		}
 	}
 }
 
 // renew renews the lease, retrying transient failures until ctx (the
-// lead context) is done. It returns when the successful attempt was sent.
-func (s *session) renew(ctx context.Context, runID string) (time.Time, error) {
+// lead context) is done. It returns when the successful attempt was sent,
+// and the lease's answer.
+func (s *session) renew(ctx context.Context, runID string) (time.Time, workflow.LeaseState, error) {
 	for {
 		sent := time.Now()
-		_, err := s.update(ctx, runID, workflow.UpdateRenewLease)
+		st, err := s.update(ctx, runID, workflow.UpdateRenewLease)
 		if err == nil || leaseGone(err) {
-			return sent, err
+			return sent, st, err
 		}
 		if ctx.Err() != nil {
-			return sent, ctx.Err()
+			return sent, st, ctx.Err()
 		}
 		s.log.Warn("renew lease; retrying", "error", err)
 		if !sleep(ctx, s.ttl/10) {
-			return sent, ctx.Err()
+			return sent, st, ctx.Err()
 		}
 	}
 }

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -25,6 +26,9 @@ const (
 	UpdateReleaseLease = "release"
 	// QueryLeaseHolder answers with the LeaseState.
 	QueryLeaseHolder = "holder"
+	// SignalLeaseHints hands the holder LeaseHints that reached another
+	// replica: its next renewal returns them.
+	SignalLeaseHints = "hints"
 )
 
 // LeaseRejected is the type of the application error a renewal or a
@@ -52,6 +56,37 @@ type LeaseInput struct {
 	// RenewalsPerRun bounds the history: after that many renewals the
 	// lease continues as new (default DefaultRenewalsPerRun).
 	RenewalsPerRun int
+	// Hints are those not yet handed to the holder (continue-as-new).
+	Hints *LeaseHints `json:",omitempty"`
+}
+
+// LeaseHints are webhook hints a replica that does not lead received,
+// for the one that does: the campaigns repository changed, and pull
+// requests changed in these repositories (webhook keys, host/owner/name).
+type LeaseHints struct {
+	Repository   bool     `json:"repository,omitempty"`
+	PullRequests []string `json:"pull_requests,omitempty"`
+}
+
+// MaxLeaseHintKeys bounds the repositories a lease holds hints for until
+// the next renewal; more are dropped (they are hints: the holder's next
+// poll or follower pass reads them anyway).
+const MaxLeaseHintKeys = 1000
+
+// add merges h into l, within MaxLeaseHintKeys; it reports how many
+// keys it dropped.
+func (l *LeaseHints) add(h LeaseHints) (dropped int) {
+	l.Repository = l.Repository || h.Repository
+	for _, k := range h.PullRequests {
+		switch {
+		case slices.Contains(l.PullRequests, k):
+		case len(l.PullRequests) >= MaxLeaseHintKeys:
+			dropped++
+		default:
+			l.PullRequests = append(l.PullRequests, k)
+		}
+	}
+	return dropped
 }
 
 // LeaseRenewal is the argument of UpdateRenewLease and
@@ -70,6 +105,9 @@ type LeaseState struct {
 	// Released is set when the holder gave the lease up (rather than let
 	// it expire).
 	Released bool `json:"released,omitempty"`
+	// Hints, in a renewal's answer alone, are the hints signalled since
+	// the last renewal (SignalLeaseHints).
+	Hints *LeaseHints `json:"hints,omitempty"`
 }
 
 // Lease holds a lease for in.Holder until in.TTL passes without a
@@ -83,12 +121,23 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 			fmt.Sprintf("lease needs a holder and a positive TTL, got holder %q, TTL %s", in.Holder, in.TTL), "InvalidLease", nil)
 	}
 	l := &lease{in: in, st: LeaseState{Holder: in.Holder, Expires: in.Expires, Renewals: in.Renewals}}
+	if in.Hints != nil {
+		l.hints = *in.Hints
+	}
 	if l.st.Expires.IsZero() {
 		l.st.Expires = workflow.Now(ctx).Add(in.TTL)
 	}
 	if err := l.register(ctx); err != nil {
 		return LeaseState{}, err
 	}
+	hints := workflow.GetSignalChannel(ctx, SignalLeaseHints)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var h LeaseHints
+			hints.Receive(ctx, &h)
+			l.receive(ctx, h)
+		}
+	})
 	perRun := in.RenewalsPerRun
 	if perRun <= 0 {
 		perRun = DefaultRenewalsPerRun
@@ -98,10 +147,22 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 		if l.st.Released || !now.Before(l.st.Expires) {
 			return l.st, nil
 		}
-		if l.runRenewals >= perRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-			// The handlers never block, so none is left unfinished.
+		if l.runRenewals >= perRun || l.runSignals >= perRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			// The handlers never block, so none is left unfinished;
+			// hints signalled but not yet received go along.
+			for {
+				var h LeaseHints
+				if !hints.ReceiveAsync(&h) {
+					break
+				}
+				l.receive(ctx, h)
+			}
 			next := in
 			next.Expires, next.Renewals = l.st.Expires, l.st.Renewals
+			next.Hints = nil
+			if l.hints.Repository || len(l.hints.PullRequests) > 0 {
+				next.Hints = &l.hints
+			}
 			return LeaseState{}, workflow.NewContinueAsNewError(ctx, Lease, next)
 		}
 		// Sleep until the deadline as it stands. A renewal moves the
@@ -109,7 +170,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 		// sleeps again for the rest. That costs one timer per TTL rather
 		// than one per renewal.
 		if _, err := workflow.AwaitWithTimeout(ctx, l.st.Expires.Sub(now), func() bool {
-			return l.st.Released || l.runRenewals >= perRun
+			return l.st.Released || l.runRenewals >= perRun || l.runSignals >= perRun
 		}); err != nil {
 			return l.st, err
 		}
@@ -120,6 +181,18 @@ type lease struct {
 	in          LeaseInput
 	st          LeaseState
 	runRenewals int
+	// hints wait for the holder's next renewal; runSignals counts the
+	// hint signals of this run, which bound its history as renewals do.
+	hints      LeaseHints
+	runSignals int
+}
+
+// receive keeps hints h for the holder.
+func (l *lease) receive(ctx workflow.Context, h LeaseHints) {
+	l.runSignals++
+	if n := l.hints.add(h); n > 0 {
+		workflow.GetLogger(ctx).Warn("lease hints dropped: too many repositories before the next renewal", "dropped", n, "max", MaxLeaseHintKeys)
+	}
 }
 
 func (l *lease) register(ctx workflow.Context) error {
@@ -153,7 +226,12 @@ func (l *lease) renew(ctx workflow.Context, _ LeaseRenewal) (LeaseState, error) 
 	l.st.Expires = workflow.Now(ctx).Add(l.in.TTL)
 	l.st.Renewals++
 	l.runRenewals++
-	return l.st, nil
+	out := l.st
+	if l.hints.Repository || len(l.hints.PullRequests) > 0 {
+		h := l.hints
+		out.Hints, l.hints = &h, LeaseHints{}
+	}
+	return out, nil
 }
 
 func (l *lease) release(workflow.Context, LeaseRenewal) (LeaseState, error) {

@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -205,4 +206,80 @@ func TestLeaseNeedsHolderAndTTL(t *testing.T) {
 			t.Errorf("%+v: want an InvalidLease error, got %v", in, err)
 		}
 	}
+}
+
+// Hints signalled to the lease reach its holder in the answer to its
+// next renewal, merged and once; those still waiting when the lease
+// continues as new go with it.
+func TestLeaseHandsHintsToTheHolder(t *testing.T) {
+	const ttl = 15 * time.Second
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var s testsuite.WorkflowTestSuite
+	var answers []*workflow.LeaseHints
+	renew := func(env *testsuite.TestWorkflowEnvironment) func() {
+		return func() {
+			env.UpdateWorkflow(workflow.UpdateRenewLease, "", &testsuite.TestUpdateCallback{
+				OnAccept: func() {},
+				OnReject: func(err error) { t.Errorf("renewal rejected: %v", err) },
+				OnComplete: func(v any, err error) {
+					if err != nil {
+						t.Errorf("renewal: %v", err)
+						return
+					}
+					answers = append(answers, v.(workflow.LeaseState).Hints)
+				},
+			}, workflow.LeaseRenewal{Holder: "a"})
+		}
+	}
+	signal := func(env *testsuite.TestWorkflowEnvironment, h workflow.LeaseHints) func() {
+		return func() { env.SignalWorkflow(workflow.SignalLeaseHints, h) }
+	}
+	check := func(want ...*workflow.LeaseHints) {
+		t.Helper()
+		if len(answers) != len(want) {
+			t.Fatalf("%d renewals answered, want %d", len(answers), len(want))
+		}
+		for i := range want {
+			if !reflect.DeepEqual(answers[i], want[i]) {
+				t.Errorf("renewal %d handed %+v, want %+v", i+1, answers[i], want[i])
+			}
+		}
+		answers = nil
+	}
+
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartTime(start)
+	env.RegisterDelayedCallback(signal(env, workflow.LeaseHints{PullRequests: []string{"github.com/acme/a"}}), 1*time.Second)
+	env.RegisterDelayedCallback(signal(env, workflow.LeaseHints{Repository: true, PullRequests: []string{"github.com/acme/a", "github.com/acme/b"}}), 2*time.Second)
+	env.RegisterDelayedCallback(renew(env), 5*time.Second)
+	env.RegisterDelayedCallback(renew(env), 10*time.Second)
+	env.RegisterDelayedCallback(signal(env, workflow.LeaseHints{PullRequests: []string{"github.com/acme/c"}}), 11*time.Second)
+	env.RegisterDelayedCallback(renew(env), 12*time.Second)
+	env.ExecuteWorkflow(workflow.Lease, workflow.LeaseInput{Holder: "a", TTL: ttl})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	check(&workflow.LeaseHints{Repository: true, PullRequests: []string{"github.com/acme/a", "github.com/acme/b"}},
+		nil, &workflow.LeaseHints{PullRequests: []string{"github.com/acme/c"}})
+
+	// Signals bound a run's history as renewals do: hints that no
+	// renewal took yet go on to the next run, which hands them over.
+	env2 := s.NewTestWorkflowEnvironment()
+	env2.SetStartTime(start)
+	env2.RegisterDelayedCallback(signal(env2, workflow.LeaseHints{PullRequests: []string{"github.com/acme/d"}}), 1*time.Second)
+	env2.RegisterDelayedCallback(signal(env2, workflow.LeaseHints{PullRequests: []string{"github.com/acme/e"}}), 2*time.Second)
+	env2.ExecuteWorkflow(workflow.Lease, workflow.LeaseInput{Holder: "a", TTL: ttl, RenewalsPerRun: 2})
+	var can *sdkworkflow.ContinueAsNewError
+	if err := env2.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new after 2 signals, got %v", err)
+	}
+	var next workflow.LeaseInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	env3 := s.NewTestWorkflowEnvironment()
+	env3.SetStartTime(env2.Now())
+	env3.RegisterDelayedCallback(renew(env3), time.Second)
+	env3.ExecuteWorkflow(workflow.Lease, next)
+	check(&workflow.LeaseHints{PullRequests: []string{"github.com/acme/d", "github.com/acme/e"}})
 }
