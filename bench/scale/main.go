@@ -75,7 +75,12 @@ type result struct {
 	wall           time.Duration
 	serverPeak     int64
 	workerPeak     int64
-	status, plan   time.Duration
+	// status and plan are the first reads once the campaign closed (as
+	// an operator meets them, beside its followers' first reads of every
+	// pull request); statusBest and planBest the best of those and
+	// two more, 5 s apart.
+	status, plan         time.Duration
+	statusBest, planBest time.Duration
 	maxEvents      int
 	maxEventsID    string
 	maxBytes       int64
@@ -116,8 +121,9 @@ func run(bin string, base, repos, parallel int, keep bool) error {
 	b, f := results[0], results[1]
 	fmt.Printf("bench-scale: a deterministic campaign on the embedded default (local sandboxes, local forge), max_parallel %d\n", parallel)
 	for _, r := range results {
-		fmt.Printf("  %6d repositories: %7.1f s (%.1f ms a repository); peak memory server %d MiB, worker %d MiB; fleetlift status %d ms, fleetlift plan %d ms\n",
-			r.repos, r.wall.Seconds(), float64(r.wall.Milliseconds())/float64(r.repos), r.serverPeak>>20, r.workerPeak>>20, r.status.Milliseconds(), r.plan.Milliseconds())
+		fmt.Printf("  %6d repositories: %7.1f s (%.1f ms a repository); peak memory server %d MiB, worker %d MiB; fleetlift status %d ms (best of 3: %d), fleetlift plan %d ms (best of 3: %d)\n",
+			r.repos, r.wall.Seconds(), float64(r.wall.Milliseconds())/float64(r.repos), r.serverPeak>>20, r.workerPeak>>20,
+			r.status.Milliseconds(), r.statusBest.Milliseconds(), r.plan.Milliseconds(), r.planBest.Milliseconds())
 		fmt.Printf("  %6s               %d workflow runs; longest history %d events (%s), largest %d KiB (%s); largest payload %d KiB (%s)\n",
 			"", r.runs, r.maxEvents, r.maxEventsID, r.maxBytes>>10, r.maxBytesID, r.maxPayload>>10, r.maxPayloadWhat)
 	}
@@ -127,8 +133,9 @@ func run(bin string, base, repos, parallel int, keep bool) error {
 	fmt.Printf("  largest payload, %d / %d repositories: %.2fx (goal: 1.0x, nothing a workflow carries grows with the repositories; Temporal's limit is 2048 KiB)\n",
 		f.repos, b.repos, ratio(float64(f.maxPayload), float64(b.maxPayload)))
 	fmt.Printf("  longest history at %d repositories: %d events (goal: at most %d)\n", f.repos, f.maxEvents, maxEvents)
-	fmt.Printf("  fleetlift status, %d / %d repositories: %.2fx; fleetlift plan: %.2fx\n", f.repos, b.repos,
-		ratio(float64(f.status), float64(b.status)), ratio(float64(f.plan), float64(b.plan)))
+	fmt.Printf("  fleetlift status, %d / %d repositories: %.2fx (best of 3: %.2fx); fleetlift plan: %.2fx (best of 3: %.2fx)\n", f.repos, b.repos,
+		ratio(float64(f.status), float64(b.status)), ratio(float64(f.statusBest), float64(b.statusBest)),
+		ratio(float64(f.plan), float64(b.plan)), ratio(float64(f.planBest), float64(b.planBest)))
 	return nil
 }
 
@@ -197,15 +204,33 @@ func measure(bin, dir string, n, parallel int) (result, error) {
 		time.Sleep(5 * time.Second)
 	}
 	r.serverPeak, r.workerPeak = server.peak(), worker.peak()
-	planStart := time.Now()
-	if out, err := exec.Command(filepath.Join(bin, "fleetlift"), append([]string{"plan", "--repo", campaigns, "--state", "temporal"}, common...)...).CombinedOutput(); err != nil {
-		return r, fmt.Errorf("fleetlift plan: %v\n%s", err, out)
-	} else if !bytes.Contains(out, []byte("No changes")) {
-		// The campaign ran as the repository says: a plan that missed
-		// its recorded run would start it again.
-		return r, fmt.Errorf("fleetlift plan, against the campaign it ran:\n%s", out)
+	plan := func() (time.Duration, error) {
+		planStart := time.Now()
+		if out, err := exec.Command(filepath.Join(bin, "fleetlift"), append([]string{"plan", "--repo", campaigns, "--state", "temporal"}, common...)...).CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("fleetlift plan: %v\n%s", err, out)
+		} else if !bytes.Contains(out, []byte("No changes")) {
+			// The campaign ran as the repository says: a plan that
+			// missed its recorded run would start it again.
+			return 0, fmt.Errorf("fleetlift plan, against the campaign it ran:\n%s", out)
+		}
+		return time.Since(planStart), nil
 	}
-	r.plan = time.Since(planStart)
+	if r.plan, err = plan(); err != nil {
+		return r, err
+	}
+	r.statusBest, r.planBest = r.status, r.plan
+	for range 2 {
+		time.Sleep(5 * time.Second)
+		took, _, err := status(bin, id, common)
+		if err != nil {
+			return r, err
+		}
+		r.statusBest = min(r.statusBest, took)
+		if took, err = plan(); err != nil {
+			return r, err
+		}
+		r.planBest = min(r.planBest, took)
+	}
 	if err := histories(ctx, c, &r); err != nil {
 		return r, err
 	}
