@@ -241,44 +241,15 @@ func TestDemoLeavesOtherDirectoriesAlone(t *testing.T) {
 // once; a delivery with a wrong signature does not.
 func TestUpWebhookWakesTheLoop(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	targets := demoTargetsForTest(t, root)
-	campaigns := filepath.Join(root, "campaigns")
-	if err := demo.CampaignsRepo(ctx, campaigns); err != nil {
-		t.Fatal(err)
-	}
-	stateDir := filepath.Join(root, "state")
-	addr, c, reader := serverForTest(t, stateDir)
-	t.Setenv("FLEETLIFT_WEBHOOK_SECRET", "s3cret")
+	h := newHookedCampaigns(t)
+	addr, c, reader := serverForTest(t, h.stateDir)
 	hook := freeAddr(t)
-	const forgeURL = "https://git.example.com/acme/campaigns.git"
-	up := startUp(t, "--repo", campaigns, "--temporal-address", addr, "--state-dir", stateDir,
-		"--interval", "1h", "--watch=false", "--webhook-listen", hook, "--webhook-repo", forgeURL)
+	up := startUp(t, h.args(addr, hook)...)
 	waitListening(t, hook)
 
-	if err := os.WriteFile(filepath.Join(campaigns, "campaigns", "go-version.yaml"), []byte(demo.Campaign(targets)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := demo.Git(ctx, campaigns, demo.Author, "add", "."); err != nil {
-		t.Fatal(err)
-	}
-	if err := demo.Git(ctx, campaigns, demo.Author, "commit", "-q", "-m", "Add a campaign"); err != nil {
-		t.Fatal(err)
-	}
-	body := []byte(`{"ref":"refs/heads/main","after":"0000000000000000000000000000000000000000","repository":{"full_name":"acme/campaigns","clone_url":"` + forgeURL + `"}}`)
-	send := func(id, sig string) int {
-		req, _ := http.NewRequest("POST", "http://"+hook+"/webhook", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-GitHub-Event", "push")
-		req.Header.Set("X-GitHub-Delivery", id)
-		req.Header.Set("X-Hub-Signature-256", "sha256="+sig)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	h.commitCampaign(t)
+	send := func(id, sig string) int { return h.deliverPush(t, hook, id, sig) }
+	body := h.pushBody()
 	if code := send("d-1", webhook.Sign([]byte("wrong"), body)); code != http.StatusUnauthorized {
 		t.Errorf("forged delivery: status %d, want 401", code)
 	}
@@ -378,4 +349,67 @@ func unitErrors(t *testing.T, c client.Client, workflowID string) string {
 		}
 	}
 	return b.String()
+}
+
+// hookedCampaigns is a demo campaigns repository that a reconciler
+// polls only hourly, told of pushes by webhook deliveries for the forge
+// URL forgeURL.
+type hookedCampaigns struct {
+	campaigns, stateDir string
+	targets             []string
+}
+
+const hookedForgeURL = "https://git.example.com/acme/campaigns.git"
+
+func newHookedCampaigns(t *testing.T) *hookedCampaigns {
+	t.Helper()
+	root := t.TempDir()
+	h := &hookedCampaigns{campaigns: filepath.Join(root, "campaigns"), stateDir: filepath.Join(root, "state"), targets: demoTargetsForTest(t, root)}
+	if err := demo.CampaignsRepo(context.Background(), h.campaigns); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FLEETLIFT_WEBHOOK_SECRET", "s3cret")
+	return h
+}
+
+// args are a reconciler's flags: the server at addr, webhooks at hook.
+func (h *hookedCampaigns) args(addr, hook string, more ...string) []string {
+	return append([]string{"--repo", h.campaigns, "--temporal-address", addr, "--state-dir", h.stateDir,
+		"--interval", "1h", "--watch=false", "--webhook-listen", hook, "--webhook-repo", hookedForgeURL}, more...)
+}
+
+// commitCampaign commits the demo campaign to the repository.
+func (h *hookedCampaigns) commitCampaign(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if err := os.WriteFile(filepath.Join(h.campaigns, "campaigns", "go-version.yaml"), []byte(demo.Campaign(h.targets)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Git(ctx, h.campaigns, demo.Author, "add", "."); err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Git(ctx, h.campaigns, demo.Author, "commit", "-q", "-m", "Add a campaign"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *hookedCampaigns) pushBody() []byte {
+	return []byte(`{"ref":"refs/heads/main","after":"0000000000000000000000000000000000000000","repository":{"full_name":"acme/campaigns","clone_url":"` + hookedForgeURL + `"}}`)
+}
+
+// deliverPush delivers a push to the campaigns repository at hook, as
+// GitHub would, with delivery id and signature sig; it returns the status.
+func (h *hookedCampaigns) deliverPush(t *testing.T, hook, id, sig string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "http://"+hook+"/webhook", bytes.NewReader(h.pushBody()))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+sig)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
