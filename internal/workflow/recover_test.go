@@ -65,17 +65,47 @@ func TestLostSandboxesSpendCountsForTheTask(t *testing.T) {
 }
 
 // Sandboxes lost over and over end the task, failed, saying why, after
-// a bounded number of them.
+// a bounded number of them: every one counted as lost, and what each
+// one's model calls used in the task's usage, the last one's too.
 func TestTaskGivesUpAfterLosingSandboxesOverAndOver(t *testing.T) {
-	s := &agentScript{first: protocol.PhaseComplete, lose: func(int) bool { return true }}
+	each := &protocol.ModelUsage{Requests: 1, InputTokens: 100, CostUSD: 0.25}
+	s := &agentScript{first: protocol.PhaseComplete, lose: func(int) bool { return true },
+		usedAt: map[int]*protocol.ModelUsage{0: each, 1: each, 2: each, 3: each, 4: each, 5: each}}
 	in := taskInput()
 	in.Manifest.RequireApproval = false
 	res, _ := runTask(t, s, in, nil)
 	if res.Phase != status.TaskFailed || !strings.Contains(res.Error, "without finishing") {
 		t.Fatalf("result %s %q; want failed, saying the agent did not finish", res.Phase, res.Error)
 	}
-	if len(s.sandboxes) != 6 || res.SandboxesLost != 5 {
-		t.Errorf("%d sandboxes, %d lost; want 6 and 5", len(s.sandboxes), res.SandboxesLost)
+	if len(s.sandboxes) != 6 || res.SandboxesLost != 6 {
+		t.Errorf("%d sandboxes, %d lost; want 6 and 6", len(s.sandboxes), res.SandboxesLost)
+	}
+	if u := res.ModelUsage; u == nil || u.Requests != 6 || u.InputTokens != 600 || u.CostUSD != 1.5 {
+		t.Errorf("the task's usage %+v; want the six sandboxes': 6 requests, 600 tokens, $1.50", u)
+	}
+	if s.cleanupSteps != 6 {
+		t.Errorf("%d sandboxes removed, want each of the 6 once", s.cleanupSteps)
+	}
+}
+
+// A task awaiting approval whose every sandbox is lost, the last while
+// its approved change is pushed, counts the last sandbox's spend once:
+// its result's share is in what the sandbox's calls used.
+func TestLastLostSandboxOfAnApprovalCountsOnce(t *testing.T) {
+	each := &protocol.ModelUsage{Requests: 2, InputTokens: 200, CostUSD: 0.5}
+	s := &agentScript{first: protocol.PhaseAwaitingInput, onSteer: standardSteer, lose: loseAt(1, 3, 5, 7, 9, 11),
+		usage:  &protocol.ModelUsage{Requests: 1, InputTokens: 100, CostUSD: 0.25},
+		usedAt: map[int]*protocol.ModelUsage{0: each, 1: each, 2: each, 3: each, 4: each, 5: each}}
+	res, _ := runTask(t, s, taskInput(), func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflow.SignalApprove, workflow.DecisionSignal{ResultDigest: queryTask(t, env).ResultDigest, By: "alice", Record: "approvals/svc.yaml"})
+		}, time.Minute)
+	})
+	if res.Phase != status.TaskFailed || res.SandboxesLost != 6 {
+		t.Fatalf("result %s, %d lost (%q); want failed after 6 lost", res.Phase, res.SandboxesLost, res.Error)
+	}
+	if u := res.ModelUsage; u == nil || u.Requests != 12 || u.InputTokens != 1200 || u.CostUSD != 3 {
+		t.Errorf("the task's usage %+v; want the six sandboxes' counts alone: 12 requests, 1,200 tokens, $3", u)
 	}
 }
 

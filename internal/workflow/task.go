@@ -130,7 +130,7 @@ func (t *taskRun) run() (status.TaskResult, error) {
 		if err != nil {
 			again, ferr := t.startOver(err)
 			if !again {
-				return t.finish(failedOrCancelled(t.ctx), errText(ferr), r)
+				return t.finish(failedOrCancelled(t.ctx), errText(ferr), t.lastLost(ferr, r))
 			}
 			t.iteration = 0
 			r, err = t.wait(0, firstPhases...)
@@ -297,6 +297,8 @@ func (t *taskRun) startOver(err error) (bool, error) {
 		used, cerr := t.steps.cleanup(t.ctx, t.ref)
 		if cerr != nil {
 			workflow.GetLogger(t.ctx).Error("clean up the lost sandbox", "sandbox", t.ref.ID, "error", cerr)
+		} else {
+			t.cleanedUp = t.ref.ID
 		}
 		t.st.LostUsage = t.st.LostUsage.Plus(used)
 		t.st.AgentPhase, t.st.Result = "", nil
@@ -304,6 +306,37 @@ func (t *taskRun) startOver(err error) (bool, error) {
 			return true, nil
 		}
 	}
+}
+
+// lastLost counts the sandbox a task that gives up on lost sandboxes
+// lost last (err says it was lost), as startOver counts the others: among
+// the sandboxes lost, and what its model calls used (removing it now,
+// which tells) in the task's usage. It returns r, the last result, to
+// finish with: without its usage when the sandbox's count replaced it.
+func (t *taskRun) lastLost(err error, r *protocol.Result) *protocol.Result {
+	if !sandboxLost(err) || t.ctx.Err() != nil || t.cleanedUp == t.ref.ID {
+		// Not lost, cancelled, or the sandbox lost is one already
+		// counted (another could not be provisioned).
+		return r
+	}
+	t.st.Lost = append(t.st.Lost, fmt.Sprintf("sandbox %s lost (%s): %d sandboxes used, no more are provisioned", t.ref.ID, errText(err), maxSandboxes))
+	used, cerr := t.steps.cleanup(t.ctx, t.ref)
+	if cerr != nil {
+		workflow.GetLogger(t.ctx).Error("clean up the lost sandbox", "sandbox", t.ref.ID, "error", cerr)
+		return r
+	}
+	t.cleanedUp = t.ref.ID
+	if used == nil {
+		return r
+	}
+	// What its calls used, r's share included when r is its result.
+	t.st.LostUsage = t.st.LostUsage.Plus(used)
+	if r != nil && r.ModelUsage != nil {
+		rr := *r
+		rr.ModelUsage = nil
+		return &rr
+	}
+	return r
 }
 
 // awaitApproval puts result r, which awaits input, up for a decision and
