@@ -16,8 +16,9 @@ import (
 // PendingChecks is workflow.PendingChecksActivity with the worker's
 // client: how many of a campaign's open pull requests have checks
 // pending, as their followers last read them (see
-// status.PullRequests.ChecksPending); for a page of a campaign, those of
-// every page of it.
+// status.PullRequests.ChecksPending), and those the campaign opened
+// since its follower last read it (in.Opened); for a page of a campaign,
+// those of every page of it.
 func PendingChecks(ctx context.Context, in workflow.PendingChecksInput) (int, error) {
 	return CountPendingChecks(ctx, sdkactivity.GetClient(ctx), in)
 }
@@ -51,8 +52,15 @@ func CountPendingChecks(ctx context.Context, c client.Client, in workflow.Pendin
 		if err != nil {
 			return 0, err
 		}
+		known := 0
 		if prs != nil {
 			n += prs.ChecksPending()
+			known = len(prs.PRs)
+		}
+		if s == in.Source {
+			// Opened since its follower last read the source: their
+			// checks have barely started.
+			n += max(in.Opened-known, 0)
 		}
 	}
 	return n, nil

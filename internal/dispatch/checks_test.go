@@ -83,6 +83,13 @@ func TestPendingChecksCountsEveryPage(t *testing.T) {
 		{"every page of its campaign", workflow.PendingChecksInput{Source: page2.Source, Campaign: "campaign/big"}, 3},
 		// No follower yet: nothing is pending.
 		{"a campaign with no pull request yet", workflow.PendingChecksInput{Source: "campaign/new"}, 0},
+		// Page 2 opened 5, its follower read 3 of them from it: 2
+		// more, whose checks have barely started.
+		{"opened since the follower's read", workflow.PendingChecksInput{Source: page2.Source, Campaign: "campaign/big", Opened: 5}, 5},
+		// A campaign whose follower has not started yet.
+		{"opened before any follower", workflow.PendingChecksInput{Source: "campaign/new", Opened: 4}, 4},
+		// What the follower read counts as it says: no more opened.
+		{"all read", workflow.PendingChecksInput{Source: page2.Source, Opened: 3}, 2},
 	} {
 		n, err := dispatch.CountPendingChecks(t.Context(), c, tc.in)
 		if err != nil || n != tc.want {

@@ -412,6 +412,9 @@ func (c *campaignRun) holdForChecks() bool {
 	if c.checksRead.IsZero() || now.Sub(c.checksRead) >= checksEvery {
 		c.checksRead = now
 		in := PendingChecksInput{Source: workflow.GetInfo(c.ctx).WorkflowExecution.ID}
+		for _, r := range c.p.Results {
+			in.Opened += len(r.PRs)
+		}
 		if c.in.Page != nil {
 			in.Campaign = c.in.Page.WorkflowID
 		}

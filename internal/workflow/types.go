@@ -62,6 +62,10 @@ const PendingChecksActivity = "PendingChecks"
 type PendingChecksInput struct {
 	Source   string `json:"source"`
 	Campaign string `json:"campaign,omitempty"`
+	// Opened is how many pull requests Source's units have opened, as
+	// it counts them: those its follower has not read from it yet count
+	// as pending too.
+	Opened int `json:"opened,omitempty"`
 }
 
 // RegenerateSignal is the payload of SignalRegenerate.
