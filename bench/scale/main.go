@@ -71,23 +71,23 @@ func main() {
 
 // result is what one size measured.
 type result struct {
-	repos          int
-	wall           time.Duration
-	serverPeak     int64
-	workerPeak     int64
+	repos      int
+	wall       time.Duration
+	serverPeak int64
+	workerPeak int64
 	// status and plan are the first reads once the campaign closed (as
 	// an operator meets them, beside its followers' first reads of every
 	// pull request); statusBest and planBest the best of those and
 	// two more, 5 s apart.
 	status, plan         time.Duration
 	statusBest, planBest time.Duration
-	maxEvents      int
-	maxEventsID    string
-	maxBytes       int64
-	maxBytesID     string
-	maxPayload     int
-	maxPayloadWhat string
-	runs           int
+	maxEvents            int
+	maxEventsID          string
+	maxBytes             int64
+	maxBytesID           string
+	maxPayload           int
+	maxPayloadWhat       string
+	runs                 int
 }
 
 func run(bin string, base, repos, parallel int, keep bool) error {
