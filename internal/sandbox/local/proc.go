@@ -10,22 +10,32 @@ import (
 	"time"
 )
 
-// procStat returns a process's start time in clock ticks since boot and
-// its state letter (R, S, Z, ...), from /proc/<pid>/stat.
-func procStat(pid int) (uint64, byte, error) {
+// statFields are the fields of /proc/<pid>/stat after the command name:
+// fields[0] is field 3 (the state letter), fields[6] field 9 (the
+// flags), fields[19] field 22 (the start time). It holds at least 20.
+func statFields(pid int) ([]string, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	// "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
+		return nil, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
 	}
 	fields := strings.Fields(string(data[i+1:]))
-	// fields[0] is field 3 (state); starttime is field 22.
 	if len(fields) < 20 || len(fields[0]) != 1 {
-		return 0, 0, fmt.Errorf("parse /proc/%d/stat: too few fields", pid)
+		return nil, fmt.Errorf("parse /proc/%d/stat: too few fields", pid)
+	}
+	return fields, nil
+}
+
+// procStat returns a process's start time in clock ticks since boot and
+// its state letter (R, S, Z, ...), from /proc/<pid>/stat.
+func procStat(pid int) (uint64, byte, error) {
+	fields, err := statFields(pid)
+	if err != nil {
+		return 0, 0, err
 	}
 	ticks, err := strconv.ParseUint(fields[19], 10, 64)
 	if err != nil {
@@ -120,17 +130,8 @@ const pfKthread = 0x00200000
 // inExec reports whether pid, whose command line reads empty, is a user
 // process that has not exited: one inside execve.
 func inExec(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return false
-	}
-	// fields[0] is field 3 (state), fields[6] field 9 (flags).
-	fields := strings.Fields(string(data[i+1:]))
-	if len(fields) < 7 || fields[0] == "Z" || fields[0] == "X" {
+	fields, err := statFields(pid)
+	if err != nil || fields[0] == "Z" || fields[0] == "X" {
 		return false
 	}
 	flags, err := strconv.ParseUint(fields[6], 10, 64)
