@@ -290,17 +290,10 @@ func (t *taskRun) startOver(err error) (bool, error) {
 		if !sandboxLost(err) || len(t.st.Lost)+1 >= maxSandboxes {
 			return false, err
 		}
-		t.st.Lost = append(t.st.Lost, fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", t.ref.ID, errText(err)))
 		workflow.GetLogger(t.ctx).Warn("sandbox lost; provisioning another", "sandbox", t.ref.ID, "error", err)
 		// What its model calls used is the task's: counted in its
 		// result, and in the budgets of the sandboxes after it.
-		used, cerr := t.steps.cleanup(t.ctx, t.ref)
-		if cerr != nil {
-			workflow.GetLogger(t.ctx).Error("clean up the lost sandbox", "sandbox", t.ref.ID, "error", cerr)
-		} else {
-			t.cleanedUp = t.ref.ID
-		}
-		t.st.LostUsage = t.st.LostUsage.Plus(used)
+		t.countLost(fmt.Sprintf("sandbox %s lost (%s): the work runs again in a new one", t.ref.ID, errText(err)))
 		t.st.AgentPhase, t.st.Result = "", nil
 		if err = t.start(len(t.st.Lost)); err == nil {
 			return true, nil
@@ -319,24 +312,31 @@ func (t *taskRun) lastLost(err error, r *protocol.Result) *protocol.Result {
 		// counted (another could not be provisioned).
 		return r
 	}
-	t.st.Lost = append(t.st.Lost, fmt.Sprintf("sandbox %s lost (%s): %d sandboxes used, no more are provisioned", t.ref.ID, errText(err), maxSandboxes))
-	used, cerr := t.steps.cleanup(t.ctx, t.ref)
-	if cerr != nil {
-		workflow.GetLogger(t.ctx).Error("clean up the lost sandbox", "sandbox", t.ref.ID, "error", cerr)
-		return r
-	}
-	t.cleanedUp = t.ref.ID
-	if used == nil {
+	if !t.countLost(fmt.Sprintf("sandbox %s lost (%s): %d sandboxes used, no more are provisioned", t.ref.ID, errText(err), maxSandboxes)) {
 		return r
 	}
 	// What its calls used, r's share included when r is its result.
-	t.st.LostUsage = t.st.LostUsage.Plus(used)
 	if r != nil && r.ModelUsage != nil {
 		rr := *r
 		rr.ModelUsage = nil
 		return &rr
 	}
 	return r
+}
+
+// countLost records the loss of sandbox t.ref, saying why, removes it
+// and adds what the gateway counted of its model calls to the task's
+// usage. It reports whether there was such a count.
+func (t *taskRun) countLost(why string) bool {
+	t.st.Lost = append(t.st.Lost, why)
+	used, err := t.steps.cleanup(t.ctx, t.ref)
+	if err != nil {
+		workflow.GetLogger(t.ctx).Error("clean up the lost sandbox", "sandbox", t.ref.ID, "error", err)
+		return false
+	}
+	t.cleanedUp = t.ref.ID
+	t.st.LostUsage = t.st.LostUsage.Plus(used)
+	return used != nil
 }
 
 // awaitApproval puts result r, which awaits input, up for a decision and
