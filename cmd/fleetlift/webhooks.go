@@ -40,41 +40,33 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger,
 		return nil, nil, usageErrorf("--webhook-listen needs --webhook-repo: the campaigns repository's clone URL on the forge")
 	}
 	hints, hint := reconcile.NewHints()
-	followed, deliver := prs.Followed, func(ev webhook.Event) {
-		if ev.Watched && ev.Kind != webhook.Status {
+	// take acts on hints, whichever replica received them: a pass for
+	// the campaigns repository, follower reads where pull requests are
+	// followed.
+	take := func(h workflow.LeaseHints) {
+		if h.Repository {
 			hint()
 		}
-		if ev.Followed {
-			prs.Hint(ev.Key)
+		for _, key := range h.PullRequests {
+			if prs.Followed(key) {
+				prs.Hint(key)
+			}
 		}
 	}
+	followed, deliver := prs.Followed, func(ev webhook.Event) { take(hintsOf(ev)) }
 	if e != nil {
 		fw := &leader.Forwarder{Client: c, Log: logger}
 		go fw.Run(ctx)
-		e.Hints = func(h workflow.LeaseHints) {
-			if h.Repository {
-				hint()
-			}
-			for _, key := range h.PullRequests {
-				if prs.Followed(key) {
-					prs.Hint(key)
-				}
-			}
-		}
+		e.Hints = take
 		// A standby knows no pull requests (the leader's passes tell
 		// prs): it forwards every repository's, and the leader sorts.
 		followed = func(key string) bool { return !e.IsLeader() || prs.Followed(key) }
-		local := deliver
 		deliver = func(ev webhook.Event) {
 			if e.IsLeader() {
-				local(ev)
+				take(hintsOf(ev))
 				return
 			}
-			key := ""
-			if ev.Followed {
-				key = ev.Key
-			}
-			fw.Add(ev.Watched && ev.Kind != webhook.Status, key)
+			fw.Add(hintsOf(ev))
 		}
 	}
 	h, err := webhook.New(webhook.Options{
@@ -107,4 +99,15 @@ func (o passObservers) ObservePass(res *reconcile.Result, err error, took time.D
 	for _, x := range o {
 		x.ObservePass(res, err, took)
 	}
+}
+
+// hintsOf is what delivery ev hints at: a change to the campaigns
+// repository (a status is none), pull requests in a followed repository.
+func hintsOf(ev webhook.Event) workflow.LeaseHints {
+	var h workflow.LeaseHints
+	h.Repository = ev.Watched && ev.Kind != webhook.Status
+	if ev.Followed {
+		h.PullRequests = []string{ev.Key}
+	}
+	return h
 }

@@ -30,30 +30,20 @@ type Forwarder struct {
 
 	mu      sync.Mutex
 	pending workflow.LeaseHints
-	seen    map[string]bool
 	wake    chan struct{}
 	once    sync.Once
 }
 
 func (f *Forwarder) init() {
-	f.once.Do(func() {
-		f.wake = make(chan struct{}, 1)
-		f.seen = map[string]bool{}
-	})
+	f.once.Do(func() { f.wake = make(chan struct{}, 1) })
 }
 
-// Add records a hint: the campaigns repository changed (repository), or
-// pull requests changed in the repository key ("" for none). It never
-// blocks; beyond workflow.MaxLeaseHintKeys repositories until the next
-// signal, keys are dropped.
-func (f *Forwarder) Add(repository bool, key string) {
+// Add gathers hints h for the next signal. It never blocks; beyond
+// workflow.MaxLeaseHintKeys repositories until then, keys are dropped.
+func (f *Forwarder) Add(h workflow.LeaseHints) {
 	f.init()
 	f.mu.Lock()
-	f.pending.Repository = f.pending.Repository || repository
-	if key != "" && !f.seen[key] && len(f.pending.PullRequests) < workflow.MaxLeaseHintKeys {
-		f.seen[key] = true
-		f.pending.PullRequests = append(f.pending.PullRequests, key)
-	}
+	f.pending.Merge(h)
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
@@ -89,9 +79,9 @@ func (f *Forwarder) Run(ctx context.Context) {
 		}
 		f.mu.Lock()
 		h := f.pending
-		f.pending, f.seen = workflow.LeaseHints{}, map[string]bool{}
+		f.pending = workflow.LeaseHints{}
 		f.mu.Unlock()
-		if !h.Repository && len(h.PullRequests) == 0 {
+		if h.Empty() {
 			continue
 		}
 		err := f.Client.SignalWorkflow(ctx, id, "", workflow.SignalLeaseHints, h)

@@ -73,9 +73,12 @@ type LeaseHints struct {
 // poll or follower pass reads them anyway).
 const MaxLeaseHintKeys = 1000
 
-// add merges h into l, within MaxLeaseHintKeys; it reports how many
-// keys it dropped.
-func (l *LeaseHints) add(h LeaseHints) (dropped int) {
+// Empty reports whether h hints at nothing.
+func (h LeaseHints) Empty() bool { return !h.Repository && len(h.PullRequests) == 0 }
+
+// Merge adds h to l, each key once, within MaxLeaseHintKeys; it reports
+// how many keys it dropped.
+func (l *LeaseHints) Merge(h LeaseHints) (dropped int) {
 	l.Repository = l.Repository || h.Repository
 	for _, k := range h.PullRequests {
 		switch {
@@ -160,7 +163,7 @@ func Lease(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 			next := in
 			next.Expires, next.Renewals = l.st.Expires, l.st.Renewals
 			next.Hints = nil
-			if l.hints.Repository || len(l.hints.PullRequests) > 0 {
+			if !l.hints.Empty() {
 				next.Hints = &l.hints
 			}
 			return LeaseState{}, workflow.NewContinueAsNewError(ctx, Lease, next)
@@ -190,7 +193,7 @@ type lease struct {
 // receive keeps hints h for the holder.
 func (l *lease) receive(ctx workflow.Context, h LeaseHints) {
 	l.runSignals++
-	if n := l.hints.add(h); n > 0 {
+	if n := l.hints.Merge(h); n > 0 {
 		workflow.GetLogger(ctx).Warn("lease hints dropped: too many repositories before the next renewal", "dropped", n, "max", MaxLeaseHintKeys)
 	}
 }
@@ -227,7 +230,7 @@ func (l *lease) renew(ctx workflow.Context, _ LeaseRenewal) (LeaseState, error) 
 	l.st.Renewals++
 	l.runRenewals++
 	out := l.st
-	if l.hints.Repository || len(l.hints.PullRequests) > 0 {
+	if !l.hints.Empty() {
 		h := l.hints
 		out.Hints, l.hints = &h, LeaseHints{}
 	}
