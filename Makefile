@@ -56,7 +56,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint lint-actions check-generated check-tidy $(BIN)/cyclonedx-gomod bin/gitea bin/envtest bin/node images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the images, the envtest control plane, the real node (as root, with containerd), unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
+test: lint lint-actions check-generated check-tidy $(BIN)/cyclonedx-gomod bin/gitea bin/envtest bin/node build images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the binaries, the images, the envtest control plane, the real node (as root, with containerd), unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 -timeout 30m ./...
 	cd deploy/monitoring && $(GO) test -count=1 ./...
 	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) test -count=1 ./...
@@ -68,7 +68,7 @@ test-deploy: bin/envtest ## Render deploy/'s overlays with kustomize and apply t
 	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) test -count=1 ./...
 
 .PHONY: test-node
-test-node: bin/envtest bin/node images ## Run only the real-node suite (part of make test): a Job and an OOM on a kubelet with containerd (as root; needs containerd, runc and containernetworking-plugins from Debian, and a Docker engine for the images)
+test-node: bin/envtest bin/node build images ## Run only the real-node suite (part of make test): a Job, an OOM, the seccomp profile and a campaign whose sandboxes are pods (bin/fleetlift and bin/fleetlift-controller) on a kubelet with containerd (as root; needs containerd, runc and containernetworking-plugins from Debian, and a Docker engine for the images)
 	$(GO) test -count=1 -timeout 15m -v -run TestRealNode ./internal/kubetest/node
 
 .PHONY: lint

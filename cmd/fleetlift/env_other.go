@@ -49,6 +49,7 @@ var otherEnvs = []otherEnv{
 	{protocol.EnvSteeringPrompt, "the agent CLI: the steering feedback (set by the agent)"},
 	{protocol.EnvGatewayAPIs, "the agent: the APIs the gateway serves it (set by fleetlift)"},
 	{protocol.EnvGatewayEgress, "the agent in a Kubernetes sandbox: relay the work's egress to the worker's proxy through its gateway (set by fleetlift)"},
+	{protocol.EnvGatewayFiles, "the agent in a Kubernetes sandbox: clone the task's local repositories through the worker's gateway, which serves them from --allow-file-root (set by fleetlift)"},
 	{protocol.EnvCommandGOMAXPROCS, "the agent's commands: their GOMAXPROCS (set by the agent)"},
 	{"FLEETLIFT_JAIL_GOMAXPROCS", "the jail: its commands' GOMAXPROCS (set by the agent)"},
 	{spec.WorkerEnv, "fleetlift as its own definition evaluator (set by fleetlift)"},

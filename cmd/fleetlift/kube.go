@@ -183,6 +183,9 @@ func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := w.localReads(&gw); err != nil {
+		return nil, err
+	}
 	if len(w.egress) > 0 {
 		proxy, err := w.egressProxy()
 		if err != nil {
@@ -211,6 +214,25 @@ func (w *workerFlags) kubeGateway(logw io.Writer) (*kube.Gateway, error) {
 		fmt.Fprintf(logw, "egress: the work in sandbox pods reaches %s through this worker's egress proxy, at its gateway; nothing else\n", strings.Join(w.egress, ", "))
 	}
 	return &kube.Gateway{Gateway: gw, URL: k.gatewayURL}, nil
+}
+
+// localReads makes the gateway serve the local repositories under
+// --allow-file-root (file:// URLs and absolute paths), which sandbox pods
+// cannot see: their agents clone those through it too, and the worker
+// proposes their changes from its copies.
+func (w *workerFlags) localReads(gw **gateway.Gateway) error {
+	roots, err := w.roots()
+	if err != nil || len(roots) == 0 {
+		return err
+	}
+	if *gw == nil {
+		*gw = &gateway.Gateway{}
+	}
+	if (*gw).Git == nil {
+		(*gw).Git = &gateway.GitReads{Git: &gitx.Git{}}
+	}
+	(*gw).Git.FileRoots = roots
+	return nil
 }
 
 // newKubeWorker is the worker with Kubernetes sandboxes: every worker

@@ -357,10 +357,14 @@ func (gw *gitGateway) close() {
 
 // route is where repository raw is cloned from, and with which git: the
 // gateway for an http(s) repository at the forge (an origin the worker
-// named, Git.TokenOrigins), raw itself otherwise.
+// named, Git.TokenOrigins), and for a local one when the gateway serves
+// those (Options.GitGatewayFiles); raw itself otherwise.
 func (gw *gitGateway) route(r *runner, name, raw string) (string, *git.Git) {
 	if gw == nil {
 		return raw, r.g
+	}
+	if _, local := git.LocalPath(raw); local && r.o.GitGatewayFiles {
+		return gw.base + gateway.GitPrefix + url.PathEscape(name), gw.git
 	}
 	o, err := git.Origin(raw)
 	if err != nil || !slices.Contains(r.g.TokenOrigins, o) {

@@ -81,6 +81,11 @@ type Options struct {
 	// sandbox's key (protocol.GatewayKeyFile), and the worker adds the
 	// token; the agent then needs none.
 	GitGateway string
+	// GitGatewayFiles, with GitGateway, says that the gateway serves the
+	// local repositories (file:// URLs and absolute paths) too, from the
+	// worker's files, which this sandbox cannot see (a Kubernetes pod):
+	// the agent clones them through it instead of from FileRoots.
+	GitGatewayFiles bool
 	// ModelAPIs are the model APIs the GitGateway's gateway serves, for
 	// an agent CLI that runs unjailed (Isolation nil): the agent relays a
 	// port of its own loopback to the gateway while the CLI runs, and the

@@ -166,12 +166,15 @@ func (r *runner) checkoutRecipe(ctx context.Context, u *unit) error {
 	return r.setup(ctx, u)
 }
 
-// clone clones u's repository into dir, from a place the operator allows.
+// clone clones u's repository into dir, from a place the operator allows
+// (a local repository the gateway serves, the gateway checks).
 func (r *runner) clone(ctx context.Context, u *unit, dir string) error {
-	if err := r.checkLocal(u.repo.URL); err != nil {
-		return err
-	}
 	from, g := r.gitGW.route(r, u.repo.Name, u.repo.URL)
+	if from == u.repo.URL {
+		if err := r.checkLocal(u.repo.URL); err != nil {
+			return err
+		}
+	}
 	err := g.Clone(ctx, from, dir, git.CloneOptions{
 		Branch:     u.repo.Branch,
 		Depth:      r.m.GitConfig.CloneDepth,

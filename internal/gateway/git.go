@@ -29,6 +29,23 @@ type GitReads struct {
 	Git *git.Git
 	// CopyTimeout bounds reading one repository (default 10 minutes).
 	CopyTimeout time.Duration
+	// FileRoots, when set, are the worker's --allow-file-root
+	// directories: the local repositories (file:// URLs and absolute
+	// paths) under them are served too, to sandboxes that cannot see the
+	// worker's files (Kubernetes pods). Without them only http(s)
+	// repositories are.
+	FileRoots []string
+}
+
+// serves reports whether the gateway reads repository raw for its
+// sandboxes: an http(s) URL without credentials in it, or a local
+// repository under FileRoots (git.CheckLocal).
+func (g *GitReads) serves(raw string) bool {
+	if _, local := git.LocalPath(raw); local {
+		return len(g.FileRoots) > 0 && git.CheckLocal(raw, g.FileRoots) == nil
+	}
+	u, err := url.Parse(raw)
+	return raw != "" && err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.User == nil
 }
 
 // Repository is one repository a sandbox may read: where it is, and
@@ -92,9 +109,8 @@ func (g *Gateway) serveGit(w http.ResponseWriter, r *http.Request) {
 	if b.Repositories != nil {
 		repo = b.Repositories()[name]
 	}
-	u, err := url.Parse(repo.URL)
-	if repo.URL == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-		http.Error(w, "fleetlift gateway: the task names no repository "+name+" served over HTTP", http.StatusNotFound)
+	if !g.Git.serves(repo.URL) {
+		http.Error(w, "fleetlift gateway: the task names no repository "+name+" this gateway serves", http.StatusNotFound)
 		return
 	}
 	s, err := g.copy(b, name, repo)

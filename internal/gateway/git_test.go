@@ -92,7 +92,7 @@ func TestGitReadsCarryTheWorkersToken(t *testing.T) {
 	}{
 		{"a push", base + gateway.GitPrefix + "svc", []string{"push", "--quiet", "URL", "HEAD:refs/heads/x"}, "403"},
 		{"a repository the task does not name", base + gateway.GitPrefix + "other", []string{"ls-remote", "URL"}, "the task names no repository other"},
-		{"a repository not served over HTTP", base + gateway.GitPrefix + "local", []string{"ls-remote", "URL"}, "the task names no repository local served over HTTP"},
+		{"a repository not served over HTTP", base + gateway.GitPrefix + "local", []string{"ls-remote", "URL"}, "the task names no repository local this gateway serves"},
 		{"another key", strings.Replace(base, key, key[:len(key)-1]+"x", 1) + gateway.GitPrefix + "svc", []string{"ls-remote", "URL"}, "not a key of a sandbox"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,6 +117,54 @@ func TestGitReadsCarryTheWorkersToken(t *testing.T) {
 	}
 	if _, err := os.Stat(copied.Dir()); !os.IsNotExist(err) {
 		t.Errorf("the closed sandbox's copy is still there: %v", err)
+	}
+}
+
+// With the worker's file roots, the gateway serves the local repositories
+// under them, to sandboxes that cannot see the worker's files (pods), and
+// no other local path: not one outside the roots, nor one a symbolic link
+// under a root leads out of them to.
+func TestGitReadsServeLocalRepositoriesUnderTheFileRoots(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	gittest.NewRemote(t, root, "svc", map[string]string{"README.md": "# svc\n"})
+	gittest.NewRemote(t, outside, "secret", map[string]string{"README.md": "# secret\n"})
+	if err := os.Symlink(filepath.Join(outside, "secret.git"), filepath.Join(root, "link.git")); err != nil {
+		t.Fatal(err)
+	}
+	repos := map[string]gateway.Repository{
+		"svc":     {URL: "file://" + filepath.Join(root, "svc.git")},
+		"path":    {URL: filepath.Join(root, "svc.git")},
+		"outside": {URL: "file://" + filepath.Join(outside, "secret.git")},
+		"link":    {URL: "file://" + filepath.Join(root, "link.git")},
+	}
+	serve := func(roots []string) string {
+		gw := &gateway.Gateway{Git: &gateway.GitReads{Git: &git.Git{Env: gittest.Env(), ScratchDir: t.TempDir()}, FileRoots: roots}}
+		key, err := gw.Open(gateway.Sandbox{ID: "sb", Repositories: func() map[string]gateway.Repository { return repos }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw)
+		t.Cleanup(srv.Close)
+		return strings.Replace(srv.URL, "http://", "http://agent:"+key+"@", 1) + gateway.GitPrefix
+	}
+	base := serve([]string{root})
+	for _, name := range []string{"svc", "path"} {
+		d := filepath.Join(t.TempDir(), name)
+		if out, err := gitCmd("clone", "--quiet", base+name, d); err != nil {
+			t.Fatalf("clone %s through the gateway: %v\n%s", name, err, out)
+		}
+		if data, err := os.ReadFile(filepath.Join(d, "README.md")); err != nil || string(data) != "# svc\n" {
+			t.Errorf("%s: README.md %q, %v", name, data, err)
+		}
+	}
+	for _, name := range []string{"outside", "link"} {
+		if out, err := gitCmd("ls-remote", base+name); err == nil || !strings.Contains(out, "the task names no repository "+name+" this gateway serves") {
+			t.Errorf("ls-remote %s: %v, want it refused:\n%s", name, err, out)
+		}
+	}
+	// Without roots, no local repository is served.
+	if out, err := gitCmd("ls-remote", serve(nil)+"svc"); err == nil || !strings.Contains(out, "the task names no repository svc this gateway serves") {
+		t.Errorf("ls-remote svc without file roots: %v, want it refused:\n%s", err, out)
 	}
 }
 

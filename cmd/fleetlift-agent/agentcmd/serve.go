@@ -59,6 +59,7 @@ func NewServeCommand() *cobra.Command {
 		gateway     string
 		gatewayURL  string
 		gwEgress    bool
+		gwFiles     bool
 		limits      jail.Limits
 		diskReserve int64
 		gatewayAPIs []string
@@ -133,6 +134,10 @@ allow that; --isolation ` + protocol.IsolationNone + ` runs commands as plain pr
 				return fmt.Errorf("serve: --gateway-egress needs --gateway-url")
 			}
 			opts.GitGateway = gateway
+			if gwFiles && gateway == "" {
+				return fmt.Errorf("serve: --gateway-files needs --gateway or --gateway-url")
+			}
+			opts.GitGatewayFiles = gwFiles
 			switch isolation {
 			case protocol.IsolationNamespaces:
 				self, err := jailSelf(cmd, jailProg)
@@ -224,6 +229,7 @@ allow that; --isolation ` + protocol.IsolationNone + ` runs commands as plain pr
 	f.StringVar(&gateway, "gateway", "", "the Unix socket of the worker's gateway, with the sandbox's own key to it: the agent clones its task's repositories at the forge through it (the worker adds the token), and the agent CLI reaches its model through it alone (ANTHROPIC_BASE_URL, 127.0.0.1:"+strconv.Itoa(agent.GatewayPort)+" in its jail)")
 	f.StringVar(&gatewayURL, "gateway-url", os.Getenv(protocol.EnvGatewayURL), "the worker's gateway as http://HOST:PORT, reached over the network (Kubernetes sandboxes), as --gateway is by a socket (default $"+protocol.EnvGatewayURL+")")
 	f.BoolVar(&gwEgress, "gateway-egress", os.Getenv(protocol.EnvGatewayEgress) != "", "with --gateway-url: jailed commands reach the network through the worker's egress proxy, which its gateway serves to this sandbox's key, as through --egress-socket (default: whether $"+protocol.EnvGatewayEgress+" is set)")
+	f.BoolVar(&gwFiles, "gateway-files", os.Getenv(protocol.EnvGatewayFiles) != "", "the --gateway serves the task's local repositories (file:// URLs and absolute paths) from the worker's files, which this sandbox cannot see: clone them through it (default: whether $"+protocol.EnvGatewayFiles+" is set)")
 	f.StringArrayVar(&gatewayAPIs, "gateway-api", splitList(os.Getenv(protocol.EnvGatewayAPIs), ","), "a model API the --gateway serves, anthropic or openai (repeatable): the agent CLI reaches it through the gateway, with the sandbox's key; others as its own variables say")
 	f.Int64Var(&limits.Memory, "max-memory", 0, "the most memory in bytes each jailed command and what it starts may use (a cgroup's, where one can be made); 0: no bound")
 	f.IntVar(&limits.Processes, "max-processes", 0, "the most processes and threads each jailed command may run at once; 0: no bound")

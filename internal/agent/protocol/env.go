@@ -46,6 +46,10 @@ const (
 	EnvGatewayURL    = "FLEETLIFT_GATEWAY_URL"
 	EnvGatewayAPIs   = "FLEETLIFT_GATEWAY_APIS"
 	EnvGatewayEgress = "FLEETLIFT_GATEWAY_EGRESS"
+	// EnvGatewayFiles, when not empty, says that the gateway serves the
+	// task's local repositories (file:// URLs and absolute paths) from
+	// the worker's files (serve's --gateway-files).
+	EnvGatewayFiles = "FLEETLIFT_GATEWAY_FILES"
 )
 
 // How fleetlift-agent serve isolates the commands it runs (its

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"os/exec"
@@ -66,28 +67,47 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 // link-local address and no route: containerd 1.6 fails a pod sandbox
 // whose network has no eth0 address ("failed to find network info for
 // sandbox"), so the loopback plugin alone will not do. The host has no
-// address on the bridge and masquerades nothing, so pods reach neither
-// the host (its loopback ports included) nor anything beyond it, only
-// each other. Stop deletes the bridge.
+// address on the bridge (unless Options.HostOnBridge) and masquerades
+// nothing, so pods reach neither the host (its loopback ports included)
+// nor anything beyond it, only each other. Each node has a subnet of its
+// own (subnet), so that two nodes' host addresses never share a route.
+// Stop deletes the bridge.
 const cniConfig = `{
   "cniVersion": "0.4.0",
   "name": "fleetlift-node",
   "plugins": [{
     "type": "bridge", "bridge": %[1]q, "isGateway": false, "isDefaultGateway": false, "ipMasq": false,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": "169.254.200.0/24"}]], "dataDir": %[2]q}
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "%[3]s.0/24", "rangeStart": "%[3]s.10"}]], "dataDir": %[2]q}
   }]
 }`
 
+// subnet is the first three octets of the node's pod subnet, a /24 in
+// 169.254.100.0-169.254.199.255 chosen by the node's id. The host's
+// address, with Options.HostOnBridge, is its .1; pods get .10 and up.
+func (n *Node) subnet() string {
+	h := fnv.New32a()
+	h.Write([]byte(n.id))
+	return fmt.Sprintf("169.254.%d", 100+h.Sum32()%100)
+}
+
 // makeBridge creates the pods' bridge before the CNI plugin would, with
 // IPv6 off: otherwise it gets an IPv6 link-local address through which
-// pods could reach host services listening on every address.
-func (n *Node) makeBridge() error {
+// pods could reach host services listening on every address. With
+// hostIP, the host gets the subnet's .1 on it (Node.HostIP).
+func (n *Node) makeBridge(hostIP bool) error {
 	br := n.bridge()
 	if out, err := exec.Command("ip", "link", "add", "name", br, "type", "bridge").CombinedOutput(); err != nil {
 		return fmt.Errorf("create bridge %s: %v: %s", br, err, bytes.TrimSpace(out))
 	}
 	if err := os.WriteFile(filepath.Join("/proc/sys/net/ipv6/conf", br, "disable_ipv6"), []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("turn IPv6 off on bridge %s: %w", br, err)
+	}
+	if hostIP {
+		ip := n.subnet() + ".1"
+		if out, err := exec.Command("ip", "addr", "add", ip+"/24", "dev", br).CombinedOutput(); err != nil {
+			return fmt.Errorf("give the host %s on bridge %s: %v: %s", ip, br, err, bytes.TrimSpace(out))
+		}
+		n.HostIP = ip
 	}
 	if out, err := exec.Command("ip", "link", "set", br, "up").CombinedOutput(); err != nil {
 		return fmt.Errorf("bring bridge %s up: %v: %s", br, err, bytes.TrimSpace(out))
@@ -101,9 +121,10 @@ func (n *Node) bridge() string { return "fln" + strings.TrimPrefix(n.id, "fleetl
 // socket is containerd's gRPC socket.
 func (n *Node) socket() string { return filepath.Join(n.Dir, "containerd", "containerd.sock") }
 
-// startContainerd writes containerd's configuration, starts it and waits
+// startContainerd writes containerd's configuration and the pods'
+// network's (the host on the bridge with hostIP), starts it and waits
 // until its CRI plugin answers.
-func (n *Node) startContainerd() error {
+func (n *Node) startContainerd(hostIP bool) error {
 	d := filepath.Join(n.Dir, "containerd")
 	cfg := fmt.Sprintf(containerdConfig,
 		filepath.Join(d, "root"), filepath.Join(d, "state"), n.socket(), filepath.Join(d, "ttrpc.sock"),
@@ -111,10 +132,10 @@ func (n *Node) startContainerd() error {
 	if err := os.WriteFile(filepath.Join(d, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	if err := n.makeBridge(); err != nil {
+	if err := n.makeBridge(hostIP); err != nil {
 		return err
 	}
-	cni := fmt.Sprintf(cniConfig, n.bridge(), filepath.Join(n.Dir, "cni-ipam"))
+	cni := fmt.Sprintf(cniConfig, n.bridge(), filepath.Join(n.Dir, "cni-ipam"), n.subnet())
 	if err := os.WriteFile(filepath.Join(n.Dir, "cni", "10-bridge.conflist"), []byte(cni), 0o600); err != nil {
 		return err
 	}

@@ -19,8 +19,11 @@
 // the kubelet keeps the Node NotReady, and with the loopback plugin alone
 // every pod sandbox fails ("failed to find network info for sandbox").
 // The host has no address on the bridge (IPv6 is off on it), so pods
-// reach neither the host's ports nor anything beyond the machine; hostNetwork, which the
-// restricted Pod Security profile refuses, is not needed.
+// reach neither the host's ports nor anything beyond the machine;
+// hostNetwork, which the restricted Pod Security profile refuses, is not
+// needed. A test that serves pods something (a worker's gateway, as in a
+// cluster) asks for Options.HostOnBridge: the host then has an address
+// on the bridge (Node.HostIP), and pods reach what listens there.
 //
 // The Node is named localhost: the kubelet refuses a loopback node IP,
 // so the API server reaches it (for logs and exec) through its Hostname

@@ -38,6 +38,12 @@ type Options struct {
 	// Control configures the control plane (APIServerFlags are added to
 	// the ones the node needs).
 	Control kubetest.Options
+	// HostOnBridge gives the host an address on the pods' bridge
+	// (Node.HostIP), so that pods reach what the test serves there,
+	// as pods reach a worker's gateway in a cluster. Pods then reach
+	// the host's listeners on that address and on every address, but
+	// still not its loopback-only ones, nor anything beyond the host.
+	HostOnBridge bool
 }
 
 // Node is a running control plane and a kubelet registered Ready.
@@ -53,6 +59,9 @@ type Node struct {
 	Dir string
 	// Timings are how long the steps of Start took.
 	Timings Timings
+	// HostIP is the host's address on the pods' bridge, with
+	// Options.HostOnBridge; empty otherwise.
+	HostIP string
 
 	id         string // Dir's base name, fleetlift-node-DIGITS
 	bins       binaries
@@ -153,7 +162,7 @@ func Start(opts Options) (n *Node, err error) {
 	if err := n.saveState(); err != nil {
 		return n, err
 	}
-	if err := n.startContainerd(); err != nil {
+	if err := n.startContainerd(opts.HostOnBridge); err != nil {
 		return n, err
 	}
 	if err := n.importImages(root, opts.Images); err != nil {

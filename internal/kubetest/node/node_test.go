@@ -25,7 +25,7 @@ const sandboxImage = "fleetlift/sandbox:dev"
 // runtime reports what happened to them, and Stop leaves nothing behind.
 func TestRealNode(t *testing.T) {
 	start := time.Now()
-	n, err := node.Start(node.Options{Images: []string{sandboxImage}})
+	n, err := node.Start(node.Options{Images: []string{sandboxImage, agentImage}, HostOnBridge: true})
 	if err != nil {
 		t.Fatalf("start the node: %v", err)
 	}
@@ -45,6 +45,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("a pod has no route off its bridge", func(t *testing.T) { noRoute(t, n) })
 	t.Run("the shipped seccomp profile lets a pod make the jail's namespaces", func(t *testing.T) { seccompInstalled(t, n) })
 	t.Run("the controller's classifier names what the node reports", func(t *testing.T) { classified(t, n) })
+	t.Run("a campaign's sandboxes run as pods and its branches are pushed", func(t *testing.T) { campaignRuns(t, n) })
 
 	if t.Failed() {
 		t.Logf("the node's logs:\n%s", n.Logs(40))
@@ -128,8 +129,8 @@ func oomKilled(t *testing.T, n *node.Node) {
 }
 
 // noRoute reads a pod's IPv4 and IPv6 routing tables: there is no default
-// route, so nothing beyond the pods' bridge (the host's ports, the
-// network) is reachable from a pod.
+// route, so nothing beyond the pods' bridge (the network, the host's
+// other addresses) is reachable from a pod.
 func noRoute(t *testing.T, n *node.Node) {
 	ctx := context.Background()
 	ns := n.Env.Namespace(t, "route", kubetest.RestrictedLabels)

@@ -35,7 +35,8 @@ type Gateway struct {
 const sweepEvery = time.Minute
 
 // env is the sandbox's env with the gateway's address (and the model APIs
-// it serves) for its agent (fleetlift-agent serve --gateway-url).
+// it serves, and whether it serves local repositories) for its agent
+// (fleetlift-agent serve --gateway-url).
 func (g *Gateway) env(env map[string]string) map[string]string {
 	if g == nil {
 		return env
@@ -50,6 +51,9 @@ func (g *Gateway) env(env map[string]string) map[string]string {
 	}
 	if g.Gateway.Egress != nil {
 		env[protocol.EnvGatewayEgress] = "1"
+	}
+	if g.Gateway.Git != nil && len(g.Gateway.Git.FileRoots) > 0 {
+		env[protocol.EnvGatewayFiles] = "1"
 	}
 	return env
 }

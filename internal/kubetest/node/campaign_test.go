@@ -1,0 +1,234 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlift/fleetlift/internal/kubetest"
+	"github.com/fleetlift/fleetlift/internal/kubetest/node"
+)
+
+// campaignRuns runs a campaign as an operator would against a cluster
+// (docs/kubernetes.md): the shipped RBAC installed, bin/fleetlift-controller
+// running as its service account, and `bin/fleetlift run --sandbox
+// kubernetes` as the worker's, serving its gateway on the host's address
+// on the pods' bridge. Each repository's sandbox is a pod the kubelet
+// runs from the sandbox image, its agent copied in from the agent image;
+// the agent clones through the gateway (the pods hold no token and reach
+// nothing else), the worker pushes the change, and each repository gets
+// its branch.
+func campaignRuns(t *testing.T, n *node.Node) {
+	bins := map[string]string{}
+	for _, b := range []string{"fleetlift", "fleetlift-controller"} {
+		bins[b] = filepath.Join(n.Env.Root, "bin", b)
+		if _, err := os.Stat(bins[b]); err != nil {
+			t.Fatalf("bin/%s is missing: run `make build` first (%v)", b, err)
+		}
+	}
+	system, sandbox := n.Env.Install(t)
+	stopController := startController(t, bins["fleetlift-controller"],
+		kubetest.Kubeconfig(t, n.Env.ServiceAccountConfig(system, "fleetlift-controller")),
+		"--namespace", sandbox, "--leader-elect=false",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--allowed-image", "fleetlift/sandbox:*", "--image-pull-policy", "Never",
+		"--default-cpu", "250m", "--default-memory", "512Mi",
+		"--sandbox-isolation", "none")
+	defer stopController()
+
+	root := t.TempDir()
+	urls := bareRepos(t, root, 2)
+	def := filepath.Join(root, "bump.yaml")
+	spec := fmt.Sprintf(`version: 1
+kind: Campaign
+id: node-bump
+title: Bump go on a real node
+template:
+  execution:
+    deterministic:
+      image: %s
+      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
+  pull_request: {branch_prefix: auto/node, title: Bump go}
+repositories:
+  - url: %s
+  - url: %s
+`, sandboxImage, urls[0], urls[1])
+	if err := os.WriteFile(def, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gateway := net.JoinHostPort(n.HostIP, freePort(t, n.HostIP))
+	cmd := exec.Command(bins["fleetlift"], "run", "--file", def,
+		"--temporal-address", net.JoinHostPort("127.0.0.1", freePort(t, "127.0.0.1")),
+		"--state-dir", filepath.Join(root, "state"),
+		"--sandbox", "kubernetes", "--sandbox-namespace", sandbox,
+		"--kubeconfig", kubetest.Kubeconfig(t, n.Env.ServiceAccountConfig(system, "fleetlift-worker")),
+		"--gateway-listen", gateway, "--gateway-url", "http://"+gateway,
+		"--allow-file-root", root)
+	cmd.Env = append(os.Environ(), "HOME="+root, "XDG_CONFIG_HOME="+filepath.Join(root, ".config"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The pods the run makes, seen while it runs: their node and what
+	// their containers ran.
+	pods := watchPods(t, n, sandbox)
+	start := time.Now()
+	out, err := runFor(cmd, 5*time.Minute)
+	t.Logf("fleetlift run took %s", time.Since(start).Round(time.Millisecond))
+	if err != nil || !bytes.Contains(out, []byte("2 repositories: 2 completed")) {
+		t.Fatalf("fleetlift run: %v\n%s\nsandbox pods: %s", err, out, pods())
+	}
+	for i, u := range urls {
+		bare := strings.TrimPrefix(u, "file://")
+		got, err := exec.Command("git", "-C", bare, "show", "auto/node/node-bump:go.mod").CombinedOutput()
+		if err != nil || !strings.Contains(string(got), "go 1.26") {
+			t.Errorf("repository %d: branch auto/node/node-bump missing or unchanged: %v\n%s", i, err, got)
+		}
+	}
+	seen := pods()
+	if !strings.Contains(seen, "on localhost") || !strings.Contains(seen, sandboxImage) || !strings.Contains(seen, agentImage) {
+		t.Errorf("no sandbox pod ran the sandbox and agent images on node localhost; pods seen: %s", seen)
+	}
+}
+
+// agentImage is the image the controller installs the agent from.
+const agentImage = "fleetlift/agent:dev"
+
+// bareRepos makes k bare repositories under root, each with a go.mod
+// saying go 1.21 on main, and returns their file URLs.
+func bareRepos(t *testing.T, root string, k int) []string {
+	t.Helper()
+	var urls []string
+	for i := range k {
+		src, bare := filepath.Join(root, "src", fmt.Sprintf("svc%d", i)), filepath.Join(root, fmt.Sprintf("svc%d.git", i))
+		script := fmt.Sprintf(`set -e
+git init -q -b main %[1]s
+printf 'module example.com/svc%[3]d\n\ngo 1.21\n' > %[1]s/go.mod
+git -C %[1]s add go.mod
+git -C %[1]s -c user.email=t@example.com -c user.name=t commit -qm init
+git clone -q --bare %[1]s %[2]s`, src, bare, i)
+		if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+			t.Fatalf("make repository: %v\n%s", err, out)
+		}
+		urls = append(urls, "file://"+bare)
+	}
+	return urls
+}
+
+// startController runs the controller binary with args and a kubeconfig;
+// the returned function stops it, failing the test if it had exited.
+func startController(t *testing.T, bin, kubeconfig string, args ...string) func() {
+	t.Helper()
+	var log bytes.Buffer
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the controller: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return func() {
+		select {
+		case err := <-exited:
+			t.Errorf("the controller exited during the test: %v\n%s", err, log.String())
+			return
+		default:
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("the controller's log:\n%s", log.String())
+		}
+	}
+}
+
+// runFor runs cmd, killing it after d, and returns its combined output.
+func runFor(cmd *exec.Cmd, d time.Duration) ([]byte, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	timer := time.AfterFunc(d, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	err := cmd.Wait()
+	if err != nil && !timer.Stop() {
+		err = fmt.Errorf("killed after %s: %w", d, err)
+	}
+	return out.Bytes(), err
+}
+
+// freePort is a port nothing listens on at host.
+func freePort(t *testing.T, host string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// watchPods records, until the test ends, each pod in ns as last seen:
+// its node and its containers' images and states. The returned function
+// says what it saw.
+func watchPods(t *testing.T, n *node.Node, ns string) func() string {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	seen := map[string]string{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var pods corev1.PodList
+			if err := n.Env.Client.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+				mu.Lock()
+				for _, p := range pods.Items {
+					var b strings.Builder
+					fmt.Fprintf(&b, "%s on %s:", p.Name, p.Spec.NodeName)
+					for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+						fmt.Fprintf(&b, " %s (%s)", s.Name, s.Image)
+						if s.State.Terminated != nil {
+							fmt.Fprintf(&b, " exited %d %s", s.State.Terminated.ExitCode, s.State.Terminated.Reason)
+						}
+					}
+					seen[p.Name] = b.String()
+				}
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			return "none"
+		}
+		var lines []string
+		for _, s := range seen {
+			lines = append(lines, s)
+		}
+		return strings.Join(lines, "; ")
+	}
+}
