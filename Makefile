@@ -68,7 +68,7 @@ test-deploy: bin/envtest ## Render deploy/'s overlays with kustomize and apply t
 	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) test -count=1 ./...
 
 .PHONY: test-node
-test-node: bin/envtest bin/node build images ## Run only the real-node suite (part of make test): a Job, an OOM, the seccomp profile and a campaign whose sandboxes are pods (bin/fleetlift and bin/fleetlift-controller) on a kubelet with containerd (as root; needs containerd, runc and containernetworking-plugins from Debian, and a Docker engine for the images)
+test-node: bin/envtest bin/node build images ## Run only the real-node suite (part of make test): a Job, an OOM, the seccomp profile and a campaign whose sandboxes are pods (bin/fleetlift and bin/fleetlift-controller) on a kubelet with containerd (as root; needs containernetworking-plugins from Debian, and a Docker engine for the images)
 	$(GO) test -count=1 -timeout 15m -v -run TestRealNode ./internal/kubetest/node
 
 .PHONY: lint
@@ -200,8 +200,9 @@ bin/envtest: ## Build kube-apiserver and etcd for the Kubernetes suites into bin
 	tools/envtest/build.sh
 
 .PHONY: bin/node
-bin/node: ## Build kubelet, kube-controller-manager and kube-scheduler for the real-node tests into bin/node (from the k8s.io/kubernetes bin/envtest is built from; a no-op when up to date)
+bin/node: ## Build kubelet, kube-controller-manager and kube-scheduler (from the k8s.io/kubernetes bin/envtest is built from), and containerd 2 and runc (tools/runtime; runc needs gcc and libseccomp-dev), for the real-node tests into bin/node (a no-op when up to date)
 	tools/envtest/node.sh
+	tools/runtime/build.sh
 
 .PHONY: bin/gitea
 bin/gitea: ## Build the pinned Gitea the end-to-end tests run (~6.5 min cold; a no-op when up to date)

@@ -51,6 +51,7 @@ type options struct {
 	defaultMemory, defaultCPU             string
 	agentImage, serviceAccount, isolation string
 	seccompProfile, pullPolicy            string
+	userNamespaces                        bool
 	maxLifetime, execTimeout              time.Duration
 	workers                               int
 	logLevel                              string
@@ -102,6 +103,7 @@ func (o *options) register(cmd *cobra.Command) {
 	f.StringVar(&o.serviceAccount, "sandbox-service-account", jobspec.DefaultServiceAccount, "the sandbox pods' service account, which must have no bindings")
 	f.StringVar(&o.isolation, "sandbox-isolation", protocol.IsolationNamespaces, "how the agent isolates the work it runs in the pod: "+protocol.IsolationNamespaces+" (user, mount and PID namespaces: the pod's seccomp profile must allow them, see --seccomp-localhost-profile) or "+protocol.IsolationNone+" (rely on the pod alone, e.g. with --required-runtime-class gvisor)")
 	f.StringVar(&o.seccompProfile, "seccomp-localhost-profile", "", "a Localhost seccomp profile for sandbox pods instead of RuntimeDefault (one that allows the system calls the agent's jail needs)")
+	f.BoolVar(&o.userNamespaces, "user-namespaces", false, "run sandbox pods in user namespaces of their own (hostUsers: false) with the agent's /proc unmasked, which the jail (--sandbox-isolation "+protocol.IsolationNamespaces+") needs in a pod; the nodes must run user-namespaced pods (containerd 2.0 or CRI-O, runc 1.2 or crun 1.9, Linux 6.3)")
 	f.StringVar(&o.pullPolicy, "image-pull-policy", "", "Always, IfNotPresent or Never for sandbox containers; empty means the Kubernetes default")
 	f.DurationVar(&o.maxLifetime, "max-lifetime", 72*time.Hour, "every sandbox Job's activeDeadlineSeconds; 0 means none")
 	f.DurationVar(&o.execTimeout, "exec-timeout", controller.DefaultExecTimeout, "the timeout of exec requests that name none")
@@ -250,6 +252,7 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 		ServeArgs:               serve,
 		ImagePullPolicy:         corev1.PullPolicy(o.pullPolicy),
 		SeccompLocalhostProfile: o.seccompProfile,
+		UserNamespaces:          o.userNamespaces,
 	}
 	if o.agentCLI != "" {
 		var argv []string

@@ -89,6 +89,14 @@ type Config struct {
 	// system calls the agent's jail needs (user and mount namespaces),
 	// which RuntimeDefault refuses.
 	SeccompLocalhostProfile string
+	// UserNamespaces, when true, runs the pods in user namespaces of
+	// their own (hostUsers: false) and gives the agent's container an
+	// unmasked /proc (procMount: Unmasked, which Pod Security admits only
+	// in such pods): the agent's jail mounts a /proc for its PID
+	// namespace, which the kernel refuses where the container's /proc is
+	// partly masked. The nodes' runtime must run user-namespaced pods
+	// (containerd 2.0 or CRI-O, with runc 1.2 or crun 1.9; Linux 6.3).
+	UserNamespaces bool
 	// ExecResources are the exec container's; InstallResources the install
 	// container's.
 	ExecResources, InstallResources corev1.ResourceRequirements
@@ -267,6 +275,10 @@ func (c Config) PodTemplate(s Sandbox) corev1.PodTemplateSpec {
 	}
 	if s.RuntimeClassName != "" {
 		pod.Spec.RuntimeClassName = ptr(s.RuntimeClassName)
+	}
+	if c.UserNamespaces {
+		pod.Spec.HostUsers = ptr(false)
+		pod.Spec.Containers[0].SecurityContext.ProcMount = ptr(corev1.UnmaskedProcMount)
 	}
 	return pod
 }

@@ -30,7 +30,11 @@ import (
 // the agent clones through the gateway (the pods hold no token and reach
 // nothing else), the worker pushes the change, and each repository gets
 // its branch.
-func campaignRuns(t *testing.T, n *node.Node) {
+//
+// With jail, the agent jails the work (--sandbox-isolation namespaces) in
+// pods of their own user namespaces (--user-namespaces) with the shipped
+// seccomp profile (as components/seccomp installs it).
+func campaignRuns(t *testing.T, n *node.Node, jail bool) {
 	bins := map[string]string{}
 	for _, b := range []string{"fleetlift", "fleetlift-controller"} {
 		bins[b] = filepath.Join(n.Env.Root, "bin", b)
@@ -39,13 +43,29 @@ func campaignRuns(t *testing.T, n *node.Node) {
 		}
 	}
 	system, sandbox := n.Env.Install(t)
+	isolation := []string{"--sandbox-isolation", "none"}
+	if jail {
+		// Pod Security's restricted profile refuses an unmasked /proc
+		// even in a user-namespaced pod; baseline admits it there
+		// (Kubernetes 1.35 and later), and warns of the rest.
+		var ns corev1.Namespace
+		if err := n.Env.Client.Get(context.Background(), client.ObjectKey{Name: sandbox}, &ns); err != nil {
+			t.Fatal(err)
+		}
+		ns.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
+		ns.Labels["pod-security.kubernetes.io/warn"] = "restricted"
+		if err := n.Env.Client.Update(context.Background(), &ns); err != nil {
+			t.Fatal(err)
+		}
+		installProfile(t, n)
+		isolation = []string{"--sandbox-isolation", "namespaces", "--seccomp-localhost-profile", seccompLocalhost, "--user-namespaces"}
+	}
 	stopController := startController(t, bins["fleetlift-controller"],
 		kubetest.Kubeconfig(t, n.Env.ServiceAccountConfig(system, "fleetlift-controller")),
-		"--namespace", sandbox, "--leader-elect=false",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--allowed-image", "fleetlift/sandbox:*", "--image-pull-policy", "Never",
-		"--default-cpu", "250m", "--default-memory", "512Mi",
-		"--sandbox-isolation", "none")
+		append([]string{"--namespace", sandbox, "--leader-elect=false",
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--allowed-image", "fleetlift/sandbox:*", "--image-pull-policy", "Never",
+			"--default-cpu", "250m", "--default-memory", "512Mi"}, isolation...)...)
 	defer stopController()
 
 	root := t.TempDir()
@@ -97,6 +117,23 @@ repositories:
 	seen := pods()
 	if !strings.Contains(seen, "on localhost") || !strings.Contains(seen, sandboxImage) || !strings.Contains(seen, agentImage) {
 		t.Errorf("no sandbox pod ran the sandbox and agent images on node localhost; pods seen: %s", seen)
+	}
+}
+
+// installProfile writes the shipped seccomp profile where the kubelet
+// reads Localhost profiles, as components/seccomp's installer does.
+func installProfile(t *testing.T, n *node.Node) {
+	t.Helper()
+	profile, err := os.ReadFile(filepath.Join(n.Env.Root, seccompDir, "fleetlift-jail.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(n.Dir, "kubelet", "seccomp", filepath.FromSlash(seccompLocalhost))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, profile, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

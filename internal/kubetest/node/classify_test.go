@@ -66,7 +66,7 @@ func classified(t *testing.T, n *node.Node) {
 			"missing-image": v1alpha1.ReasonImagePullFailed, "exit": v1alpha1.ReasonApplicationError}[name]
 		got := waitClassified(t, n, ns, name)
 		t.Logf("Job %s: %s %s: %s", name, got.Phase, got.Reason, got.Message)
-		// containerd 1.6 on cgroup v1 sometimes reports the kernel's
+		// containerd on cgroup v1 sometimes reports the kernel's
 		// kill before its OOM event: exit 137 with reason Error. The
 		// classifier cannot tell that from another SIGKILL and says
 		// so rather than guess.

@@ -26,8 +26,10 @@ import (
 // from ./pause.
 const pauseImage = "fleetlift.local/pause:dev"
 
-// containerdConfig is containerd 1.6's configuration: its own root, state
-// and socket under the node's directory, and the CRI plugin with runc.
+// containerdConfig is the configuration of containerd (bin/node's, 2.x,
+// which reads this version 2 format and migrates it): its own root,
+// state and socket under the node's directory, and the CRI plugin with
+// bin/node's runc.
 //
 // restrict_oom_score_adj is required here: lowering oom_score_adj is
 // refused in this VM, and without it runc fails with "can't get final
@@ -58,13 +60,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         Root = %[9]q
+        BinaryName = %[10]q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[7]q
     conf_dir = %[8]q
 `
 
 // cniConfig gives each pod an eth0 on a bridge of the node's own, with a
-// link-local address and no route: containerd 1.6 fails a pod sandbox
+// link-local address and no route: containerd fails a pod sandbox
 // whose network has no eth0 address ("failed to find network info for
 // sandbox"), so the loopback plugin alone will not do. The host has no
 // address on the bridge (unless Options.HostOnBridge) and masquerades
@@ -126,9 +129,21 @@ func (n *Node) socket() string { return filepath.Join(n.Dir, "containerd", "cont
 // until its CRI plugin answers.
 func (n *Node) startContainerd(hostIP bool) error {
 	d := filepath.Join(n.Dir, "containerd")
+	// A user-namespaced pod's runc init, a root mapped to an unprivileged
+	// host uid, must reach its rootfs in containerd's state directory:
+	// the directories on the way may be searched, not listed (as
+	// /run/containerd is).
+	for _, dir := range []string{n.Dir, d, filepath.Join(d, "state")} {
+		if err := os.MkdirAll(dir, 0o711); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return err
+		}
+	}
 	cfg := fmt.Sprintf(containerdConfig,
 		filepath.Join(d, "root"), filepath.Join(d, "state"), n.socket(), filepath.Join(d, "ttrpc.sock"),
-		filepath.Join(d, "opt"), pauseImage, cniBinDir, filepath.Join(n.Dir, "cni"), filepath.Join(d, "runc"))
+		filepath.Join(d, "opt"), pauseImage, cniBinDir, filepath.Join(n.Dir, "cni"), filepath.Join(d, "runc"), n.bins.runc)
 	if err := os.WriteFile(filepath.Join(d, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -139,6 +154,7 @@ func (n *Node) startContainerd(hostIP bool) error {
 	if err := os.WriteFile(filepath.Join(n.Dir, "cni", "10-bridge.conflist"), []byte(cni), 0o600); err != nil {
 		return err
 	}
+	// containerd starts the shim it finds first on its PATH: bin/node's.
 	p, err := n.start("containerd", n.bins.containerd, "--config", filepath.Join(d, "config.toml"))
 	if err != nil {
 		return err

@@ -8,13 +8,15 @@
 //
 // kubelet, kube-controller-manager and kube-scheduler are built from the
 // k8s.io/kubernetes that bin/envtest's kube-apiserver is built from
-// (make bin/node); containerd, runc and the CNI plugins are Debian's
-// packages (Packages). Missing pieces fail Start with the command that
-// provides them; they are never skipped.
+// (make bin/node), which also builds containerd 2 and runc from their own
+// modules (tools/runtime): they run user-namespaced pods, which the
+// agent's jail needs in a pod. The CNI plugins are Debian's (Packages).
+// Missing pieces fail Start with the command that provides them; they
+// are never skipped.
 //
 // Pods get their own network namespace with an eth0 on a bridge of the
 // node's own, with a link-local address and no route (the CNI bridge and
-// host-local plugins). containerd 1.6 needs a CNI configuration: without
+// host-local plugins). containerd needs a CNI configuration: without
 // one it reports NetworkReady=false ("cni plugin not initialized") and
 // the kubelet keeps the Node NotReady, and with the loopback plugin alone
 // every pod sandbox fails ("failed to find network info for sandbox").

@@ -18,13 +18,13 @@ import (
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 )
 
-// MakeTarget builds kubelet, kube-controller-manager and kube-scheduler
-// into bin/node.
+// MakeTarget builds kubelet, kube-controller-manager and kube-scheduler,
+// and containerd and runc, into bin/node.
 const MakeTarget = "make bin/node"
 
-// Packages is the command that installs containerd, runc and the CNI
-// plugins (bridge, host-local, loopback).
-const Packages = "apt-get install -y containerd runc containernetworking-plugins"
+// Packages is the command that installs the CNI plugins (bridge,
+// host-local, loopback).
+const Packages = "apt-get install -y containernetworking-plugins"
 
 // cniBinDir is where Debian's containernetworking-plugins puts the plugins.
 const cniBinDir = "/usr/lib/cni"
@@ -277,18 +277,14 @@ type binaries struct {
 func findBinaries(root string, docker bool) (binaries, error) {
 	var b binaries
 	dir := filepath.Join(root, "bin", "node")
-	for name, p := range map[string]*string{"kubelet": &b.kubelet, "kube-controller-manager": &b.controllerManager, "kube-scheduler": &b.scheduler} {
+	for name, p := range map[string]*string{
+		"kubelet": &b.kubelet, "kube-controller-manager": &b.controllerManager, "kube-scheduler": &b.scheduler,
+		"containerd": &b.containerd, "containerd-shim-runc-v2": &b.shim, "runc": &b.runc, "ctr": &b.ctr,
+	} {
 		*p = filepath.Join(dir, name)
 		if fi, err := os.Stat(*p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return b, fmt.Errorf("%s is missing: run `%s` (it builds kubelet, kube-controller-manager and kube-scheduler from Go modules)", *p, MakeTarget)
+			return b, fmt.Errorf("%s is missing: run `%s` (it builds kubelet, kube-controller-manager, kube-scheduler, containerd and runc from Go modules)", *p, MakeTarget)
 		}
-	}
-	for name, p := range map[string]*string{"containerd": &b.containerd, "containerd-shim-runc-v2": &b.shim, "runc": &b.runc, "ctr": &b.ctr} {
-		path, err := exec.LookPath(name)
-		if err != nil {
-			return b, fmt.Errorf("%s is not installed: run `%s`", name, Packages)
-		}
-		*p = path
 	}
 	for _, plugin := range []string{"bridge", "host-local", "loopback"} {
 		if _, err := os.Stat(filepath.Join(cniBinDir, plugin)); err != nil {

@@ -45,7 +45,8 @@ func TestRealNode(t *testing.T) {
 	t.Run("a pod has no route off its bridge", func(t *testing.T) { noRoute(t, n) })
 	t.Run("the shipped seccomp profile lets a pod make the jail's namespaces", func(t *testing.T) { seccompInstalled(t, n) })
 	t.Run("the controller's classifier names what the node reports", func(t *testing.T) { classified(t, n) })
-	t.Run("a campaign's sandboxes run as pods and its branches are pushed", func(t *testing.T) { campaignRuns(t, n) })
+	t.Run("a campaign's sandboxes run as pods and its branches are pushed", func(t *testing.T) { campaignRuns(t, n, false) })
+	t.Run("a campaign's sandboxes run their work in the agent's jail", func(t *testing.T) { campaignRuns(t, n, true) })
 
 	if t.Failed() {
 		t.Logf("the node's logs:\n%s", n.Logs(40))
@@ -118,7 +119,7 @@ func oomKilled(t *testing.T, n *node.Node) {
 	}
 	got := waitTerminated(t, n, ns, client.MatchingLabels{"app": "hog"})
 	term := got.Status.ContainerStatuses[0].State.Terminated
-	// containerd 1.6 on cgroup v1 now and then reports the kernel's kill
+	// containerd on cgroup v1 now and then reports the kernel's kill
 	// before its OOM event: exit 137 with reason Error (2 runs in about
 	// 10 here). The classifier says so then (see classified).
 	if term.ExitCode != 137 || term.Reason != "OOMKilled" && term.Reason != "Error" {

@@ -29,6 +29,8 @@ func (n *Node) start(name, path string, args ...string) (*proc, error) {
 	defer f.Close()
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	// bin/node first: containerd finds its shim there.
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(n.bins.kubelet)+string(filepath.ListSeparator)+os.Getenv("PATH"))
 	// Its own process group, so that a signal meant for the test does
 	// not reach it before Stop does; killed if the test process dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
