@@ -736,7 +736,7 @@ func (p *Provider) stop(ctx context.Context, b *box) error {
 		return nil
 	}
 	gone := func() bool {
-		return !b.agentAlive() && len(homeProcesses(b.home)) == 0
+		return !b.agentAlive() && noHomeProcesses(b.home)
 	}
 	signal := func(sig syscall.Signal) {
 		if b.agentAlive() {

@@ -90,10 +90,26 @@ func homeProcesses(home string) []int {
 	return pids
 }
 
+// noHomeProcesses reports whether no live process has HOME=home, by two
+// scans a millisecond apart: on a loaded machine one scan still, rarely,
+// misses a process that execs in a loop (2 in 3,000 scans while Go
+// compiled beside it), and one miss would end Cleanup with the process
+// running.
+func noHomeProcesses(home string) bool {
+	if len(homeProcesses(home)) > 0 {
+		return false
+	}
+	time.Sleep(time.Millisecond)
+	return len(homeProcesses(home)) == 0
+}
+
 // execSettle bounds how long settledEnviron waits for a process inside
-// execve; the kernel lays out the new image in well under a millisecond
-// unless the machine is starved.
-const execSettle = 50 * time.Millisecond
+// execve. The kernel lays out the new image in well under a millisecond
+// once the process runs, but on a starved machine a runnable process can
+// wait far longer for a CPU: 50 ms missed one in 300 under CI's load
+// (two cores, a load average near 16). Only a process inside execve is
+// waited for, so the bound costs nothing otherwise.
+const execSettle = time.Second
 
 // settledEnviron reads again the environment of pid, which read empty.
 // Kernel threads and zombies have none, and a process may have been
