@@ -83,3 +83,30 @@ func productionWith(t *testing.T, component string) []*unstructured.Unstructured
 	}
 	return render(t, dir)
 }
+
+// The jail component, with a seccomp component, has the controller make
+// user-namespaced sandbox pods and lets sandbox-isolated admit their
+// unmasked /proc (baseline), still warning and auditing against
+// restricted; the control plane's namespace stays restricted.
+func TestJailComponent(t *testing.T) {
+	objs := productionWith(t, "components/jail")
+	ctl := find(objs, "Deployment", "fleetlift-controller")
+	if a := args(containers(ctl)[0]); !slices.Contains(a, "--user-namespaces") {
+		t.Errorf("the controller does not make user-namespaced sandbox pods: %v", a)
+	}
+	want := map[string]map[string]string{
+		"sandbox-isolated": {"enforce": "baseline", "enforce-version": "v1.37", "warn": "restricted", "audit": "restricted", "audit-version": "v1.37"},
+		"fleetlift-system": {"enforce": "restricted"},
+	}
+	for name, labels := range want {
+		ns := find(objs, "Namespace", name)
+		if ns == nil {
+			t.Fatalf("no Namespace %s", name)
+		}
+		for k, v := range labels {
+			if got := ns.GetLabels()["pod-security.kubernetes.io/"+k]; got != v {
+				t.Errorf("Namespace %s: pod-security.kubernetes.io/%s = %q; want %q", name, k, got, v)
+			}
+		}
+	}
+}
