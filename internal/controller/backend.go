@@ -140,7 +140,21 @@ func (j *Jobs) Observe(ctx context.Context, sbr *v1alpha1.SandboxRequest) (*core
 		return nil, jobspec.Outcome{}, fmt.Errorf("list the pods of Job %s: %w", job.Name, err)
 	}
 	pod := newestPod(pods.Items)
-	return pod, jobspec.Classify(&job, pod), nil
+	o := jobspec.Classify(&job, pod)
+	if pod == nil && o.Phase == v1alpha1.PhaseProvisioning && j.Live != nil {
+		// No pod yet: the cluster may refuse to make it, which the Job
+		// controller says only in an event, and retries for good.
+		var events corev1.EventList
+		if err := j.Live.List(ctx, &events, client.InNamespace(job.Namespace), client.MatchingFields{
+			"involvedObject.kind": "Job", "involvedObject.name": job.Name, "reason": "FailedCreate",
+		}); err != nil {
+			return nil, jobspec.Outcome{}, fmt.Errorf("list the events of Job %s: %w", job.Name, err)
+		}
+		if msg := jobspec.AdmissionRefusal(job.UID, events.Items); msg != "" {
+			o = jobspec.Outcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonPolicyRefused, Message: "the cluster refused the sandbox's pod: " + msg}
+		}
+	}
+	return pod, o, nil
 }
 
 // newestPod is the most recently created pod (backoffLimit 0 makes one).

@@ -81,6 +81,8 @@ func TestRBAC(t *testing.T) {
 		{"fleetlift-controller", access{verb: "list", resource: "secrets"}, false},
 		{"fleetlift-controller", access{verb: "patch", group: "fleetlift.io", resource: "sandboxrequests", sub: "status"}, true},
 		{"fleetlift-controller", access{verb: "create", group: "events.k8s.io", resource: "events"}, true},
+		{"fleetlift-controller", access{verb: "list", resource: "events"}, true},
+		{"fleetlift-controller", access{verb: "list", resource: "events", ns: system}, false},
 		{"fleetlift-controller", access{verb: "create", group: "coordination.k8s.io", resource: "leases", ns: system}, true},
 		{"fleetlift-controller", access{verb: "create", resource: "pods"}, false},
 		{"fleetlift-controller", access{verb: "create", group: "batch", resource: "jobs", ns: system}, false},

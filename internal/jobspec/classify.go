@@ -2,10 +2,13 @@ package jobspec
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 )
@@ -152,4 +155,39 @@ func containerStatus(list []corev1.ContainerStatus, name string) *corev1.Contain
 		}
 	}
 	return nil
+}
+
+// AdmissionRefusal is the message of the newest of events (a Job's
+// FailedCreate events) that says the cluster's admission refused its pod
+// for good: Pod Security, which the pod's spec and its namespace decide,
+// neither of which changes while the Job waits. Refusals that can pass
+// later (a quota, a webhook that was down) are not: "" then, and the Job
+// controller keeps trying. Events of another Job of the same name (uid)
+// are not this one's.
+func AdmissionRefusal(uid types.UID, events []corev1.Event) string {
+	var newest *corev1.Event
+	for i := range events {
+		e := &events[i]
+		if e.Reason != "FailedCreate" || e.InvolvedObject.UID != uid || !strings.Contains(e.Message, "violates PodSecurity") {
+			continue
+		}
+		if newest == nil || eventTime(e).After(eventTime(newest)) {
+			newest = e
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	return newest.Message
+}
+
+// eventTime is when e last happened.
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }

@@ -2,10 +2,12 @@ package jobspec
 
 import (
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 )
@@ -94,6 +96,32 @@ func TestExecArgv(t *testing.T) {
 	for i := range got {
 		if got[i] != want[i] {
 			t.Fatalf("ExecArgv = %q; want %q", got, want)
+		}
+	}
+}
+
+// Only a Pod Security refusal of this Job's pod fails it, with the newest
+// such event's message: a quota, which may pass, or another Job's event
+// of the same name does not.
+func TestAdmissionRefusal(t *testing.T) {
+	at := func(s int) metav1.Time { return metav1.NewTime(time.Unix(1_800_000_000+int64(s), 0)) }
+	ev := func(uid types.UID, reason, msg string, s int) corev1.Event {
+		return corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Job", UID: uid}, Reason: reason, Message: msg, LastTimestamp: at(s)}
+	}
+	const psa = `pods "sb-x" is forbidden: violates PodSecurity "restricted:latest": procMount (container "sandbox" must not set securityContext.procMount to "Unmasked")`
+	for _, c := range []struct {
+		name   string
+		events []corev1.Event
+		want   string
+	}{
+		{"none", nil, ""},
+		{"a quota", []corev1.Event{ev("job", "FailedCreate", `pods "sb-x" is forbidden: exceeded quota: sandboxes`, 1)}, ""},
+		{"another Job's", []corev1.Event{ev("old", "FailedCreate", psa, 1)}, ""},
+		{"not a failure to create", []corev1.Event{ev("job", "SuccessfulCreate", psa, 1)}, ""},
+		{"Pod Security", []corev1.Event{ev("job", "FailedCreate", `pods "sb-x" is forbidden: exceeded quota: sandboxes`, 5), ev("job", "FailedCreate", psa+" (older)", 1), ev("job", "FailedCreate", psa, 3)}, psa},
+	} {
+		if got := AdmissionRefusal("job", c.events); got != c.want {
+			t.Errorf("%s: AdmissionRefusal = %q; want %q", c.name, got, c.want)
 		}
 	}
 }

@@ -21,6 +21,25 @@ import (
 	"github.com/fleetlift/fleetlift/internal/kubetest/node"
 )
 
+// How a campaign's sandbox pods run (campaignRuns, podsRefused).
+type sandboxMode int
+
+const (
+	// unjailed: the agent runs the work unjailed (--sandbox-isolation
+	// none), in a namespace enforcing Pod Security's restricted profile.
+	unjailed sandboxMode = iota
+	// jailed: the agent jails the work (--sandbox-isolation namespaces)
+	// in pods of their own user namespaces (--user-namespaces) with the
+	// shipped seccomp profile (as components/seccomp installs it), in a
+	// namespace enforcing baseline: restricted refuses an unmasked /proc
+	// even in a user-namespaced pod, baseline admits it there
+	// (Kubernetes 1.35 and later).
+	jailed
+	// jailedRestricted is jailed in a namespace enforcing restricted,
+	// which refuses the pods.
+	jailedRestricted
+)
+
 // campaignRuns runs a campaign as an operator would against a cluster
 // (docs/kubernetes.md): the shipped RBAC installed, bin/fleetlift-controller
 // running as its service account, and `bin/fleetlift run --sandbox
@@ -30,11 +49,52 @@ import (
 // the agent clones through the gateway (the pods hold no token and reach
 // nothing else), the worker pushes the change, and each repository gets
 // its branch.
-//
-// With jail, the agent jails the work (--sandbox-isolation namespaces) in
-// pods of their own user namespaces (--user-namespaces) with the shipped
-// seccomp profile (as components/seccomp installs it).
-func campaignRuns(t *testing.T, n *node.Node, jail bool) {
+func campaignRuns(t *testing.T, n *node.Node, mode sandboxMode) {
+	c := runCampaign(t, n, mode)
+	if c.err != nil || !bytes.Contains(c.out, []byte("2 repositories: 2 completed")) {
+		t.Fatalf("fleetlift run: %v\n%s\nsandbox pods: %s", c.err, c.out, c.pods())
+	}
+	for i, u := range c.urls {
+		bare := strings.TrimPrefix(u, "file://")
+		got, err := exec.Command("git", "-C", bare, "show", "auto/node/node-bump:go.mod").CombinedOutput()
+		if err != nil || !strings.Contains(string(got), "go 1.26") {
+			t.Errorf("repository %d: branch auto/node/node-bump missing or unchanged: %v\n%s", i, err, got)
+		}
+	}
+	seen := c.pods()
+	if !strings.Contains(seen, "on localhost") || !strings.Contains(seen, sandboxImage) || !strings.Contains(seen, agentImage) {
+		t.Errorf("no sandbox pod ran the sandbox and agent images on node localhost; pods seen: %s", seen)
+	}
+}
+
+// podsRefused runs the jailed campaign where Pod Security refuses its
+// pods: the Job controller cannot make them and says so only in events,
+// and the controller fails each request on it, so the run ends at once,
+// naming the refusal, instead of waiting for its sandboxes to time out.
+func podsRefused(t *testing.T, n *node.Node) {
+	c := runCampaign(t, n, jailedRestricted)
+	if c.err == nil || !bytes.Contains(c.out, []byte("2 repositories: 0 completed, 2 failed")) ||
+		!bytes.Contains(c.out, []byte("violates PodSecurity")) || !bytes.Contains(c.out, []byte("procMount")) {
+		t.Fatalf("fleetlift run: %v; want it failed, naming the Pod Security violation:\n%s", c.err, c.out)
+	}
+	if c.pods() != "none" {
+		t.Errorf("pods ran: %s", c.pods())
+	}
+}
+
+// campaign is what runCampaign ran: the run's output and error, the
+// repositories, and the pods seen while it ran.
+type campaign struct {
+	out  []byte
+	err  error
+	urls []string
+	pods func() string
+}
+
+// runCampaign runs a campaign over two repositories whose sandboxes run
+// as mode says, as campaignRuns describes.
+func runCampaign(t *testing.T, n *node.Node, mode sandboxMode) campaign {
+	t.Helper()
 	bins := map[string]string{}
 	for _, b := range []string{"fleetlift", "fleetlift-controller"} {
 		bins[b] = filepath.Join(n.Env.Root, "bin", b)
@@ -44,10 +104,11 @@ func campaignRuns(t *testing.T, n *node.Node, jail bool) {
 	}
 	system, sandbox := n.Env.Install(t)
 	isolation := []string{"--sandbox-isolation", "none"}
-	if jail {
-		// Pod Security's restricted profile refuses an unmasked /proc
-		// even in a user-namespaced pod; baseline admits it there
-		// (Kubernetes 1.35 and later), and warns of the rest.
+	if mode != unjailed {
+		installProfile(t, n)
+		isolation = []string{"--sandbox-isolation", "namespaces", "--seccomp-localhost-profile", seccompLocalhost, "--user-namespaces"}
+	}
+	if mode == jailed {
 		var ns corev1.Namespace
 		if err := n.Env.Client.Get(context.Background(), client.ObjectKey{Name: sandbox}, &ns); err != nil {
 			t.Fatal(err)
@@ -57,8 +118,6 @@ func campaignRuns(t *testing.T, n *node.Node, jail bool) {
 		if err := n.Env.Client.Update(context.Background(), &ns); err != nil {
 			t.Fatal(err)
 		}
-		installProfile(t, n)
-		isolation = []string{"--sandbox-isolation", "namespaces", "--seccomp-localhost-profile", seccompLocalhost, "--user-namespaces"}
 	}
 	stopController := startController(t, bins["fleetlift-controller"],
 		kubetest.Kubeconfig(t, n.Env.ServiceAccountConfig(system, "fleetlift-controller")),
@@ -100,24 +159,11 @@ repositories:
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// The pods the run makes, seen while it runs: their node and what
 	// their containers ran.
-	pods := watchPods(t, n, sandbox)
+	c := campaign{urls: urls, pods: watchPods(t, n, sandbox)}
 	start := time.Now()
-	out, err := runFor(cmd, 5*time.Minute)
+	c.out, c.err = runFor(cmd, 5*time.Minute)
 	t.Logf("fleetlift run took %s", time.Since(start).Round(time.Millisecond))
-	if err != nil || !bytes.Contains(out, []byte("2 repositories: 2 completed")) {
-		t.Fatalf("fleetlift run: %v\n%s\nsandbox pods: %s", err, out, pods())
-	}
-	for i, u := range urls {
-		bare := strings.TrimPrefix(u, "file://")
-		got, err := exec.Command("git", "-C", bare, "show", "auto/node/node-bump:go.mod").CombinedOutput()
-		if err != nil || !strings.Contains(string(got), "go 1.26") {
-			t.Errorf("repository %d: branch auto/node/node-bump missing or unchanged: %v\n%s", i, err, got)
-		}
-	}
-	seen := pods()
-	if !strings.Contains(seen, "on localhost") || !strings.Contains(seen, sandboxImage) || !strings.Contains(seen, agentImage) {
-		t.Errorf("no sandbox pod ran the sandbox and agent images on node localhost; pods seen: %s", seen)
-	}
+	return c
 }
 
 // installProfile writes the shipped seccomp profile where the kubelet

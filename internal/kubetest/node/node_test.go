@@ -45,8 +45,9 @@ func TestRealNode(t *testing.T) {
 	t.Run("a pod has no route off its bridge", func(t *testing.T) { noRoute(t, n) })
 	t.Run("the shipped seccomp profile lets a pod make the jail's namespaces", func(t *testing.T) { seccompInstalled(t, n) })
 	t.Run("the controller's classifier names what the node reports", func(t *testing.T) { classified(t, n) })
-	t.Run("a campaign's sandboxes run as pods and its branches are pushed", func(t *testing.T) { campaignRuns(t, n, false) })
-	t.Run("a campaign's sandboxes run their work in the agent's jail", func(t *testing.T) { campaignRuns(t, n, true) })
+	t.Run("a campaign's sandboxes run as pods and its branches are pushed", func(t *testing.T) { campaignRuns(t, n, unjailed) })
+	t.Run("a campaign's sandboxes run their work in the agent's jail", func(t *testing.T) { campaignRuns(t, n, jailed) })
+	t.Run("a campaign whose pods Pod Security refuses fails at once, saying why", func(t *testing.T) { podsRefused(t, n) })
 
 	if t.Failed() {
 		t.Logf("the node's logs:\n%s", n.Logs(40))
