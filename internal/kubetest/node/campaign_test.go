@@ -38,6 +38,9 @@ const (
 	// jailedRestricted is jailed in a namespace enforcing restricted,
 	// which refuses the pods.
 	jailedRestricted
+	// missingImage is unjailed, with a task image the node lacks (and
+	// may not pull: imagePullPolicy Never).
+	missingImage
 )
 
 // campaignRuns runs a campaign as an operator would against a cluster
@@ -74,11 +77,23 @@ func campaignRuns(t *testing.T, n *node.Node, mode sandboxMode) {
 func podsRefused(t *testing.T, n *node.Node) {
 	c := runCampaign(t, n, jailedRestricted)
 	if c.err == nil || !bytes.Contains(c.out, []byte("2 repositories: 0 completed, 2 failed")) ||
-		!bytes.Contains(c.out, []byte("violates PodSecurity")) || !bytes.Contains(c.out, []byte("procMount")) {
+		!bytes.Contains(c.out, []byte("(PolicyRefused)")) || !bytes.Contains(c.out, []byte("violates PodSecurity")) || !bytes.Contains(c.out, []byte("procMount")) {
 		t.Fatalf("fleetlift run: %v; want it failed, naming the Pod Security violation:\n%s", c.err, c.out)
 	}
 	if c.pods() != "none" {
 		t.Errorf("pods ran: %s", c.pods())
+	}
+}
+
+// imageMissing runs a campaign whose task image the node lacks: the
+// kubelet cannot start its pods, the controller classifies that from the
+// real container status, and each repository fails at once, its error
+// naming the image failure.
+func imageMissing(t *testing.T, n *node.Node) {
+	c := runCampaign(t, n, missingImage)
+	if c.err == nil || !bytes.Contains(c.out, []byte("2 repositories: 0 completed, 2 failed")) ||
+		bytes.Count(c.out, []byte("(ImagePullFailed)")) < 2 || !bytes.Contains(c.out, []byte("fleetlift/sandbox:missing")) {
+		t.Fatalf("fleetlift run: %v; want both repositories failed, naming ImagePullFailed and the image:\n%s", c.err, c.out)
 	}
 }
 
@@ -104,7 +119,11 @@ func runCampaign(t *testing.T, n *node.Node, mode sandboxMode) campaign {
 	}
 	system, sandbox := n.Env.Install(t)
 	isolation := []string{"--sandbox-isolation", "none"}
-	if mode != unjailed {
+	image := sandboxImage
+	if mode == missingImage {
+		image = "fleetlift/sandbox:missing"
+	}
+	if mode == jailed || mode == jailedRestricted {
 		installProfile(t, n)
 		isolation = []string{"--sandbox-isolation", "namespaces", "--seccomp-localhost-profile", seccompLocalhost, "--user-namespaces"}
 	}
@@ -143,7 +162,7 @@ template:
 repositories:
   - url: %s
   - url: %s
-`, sandboxImage, urls[0], urls[1])
+`, image, urls[0], urls[1])
 	if err := os.WriteFile(def, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}

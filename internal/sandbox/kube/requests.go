@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -103,7 +104,7 @@ func (p *Requests) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 		case s.Status.Phase == v1alpha1.PhaseRunning:
 			return true, nil
 		case s.Status.Phase.Finished():
-			return false, fmt.Errorf("the sandbox %s: %s", s.Status.Phase, s.Status.Message)
+			return false, fmt.Errorf("the sandbox %s%s: %s", s.Status.Phase, reasonOf(s), s.Status.Message)
 		}
 		return false, nil
 	})
@@ -408,4 +409,14 @@ func (p *Requests) Cleanup(ctx context.Context, id string) error {
 		return fmt.Errorf("clean up sandbox %s: wait for the controller: %w", id, err)
 	}
 	return nil
+}
+
+// reasonOf is " (Reason)" of a failed request's Stalled condition, the
+// controller's classification (OOMKilled, ImagePullFailed, ...), or ""
+// when it has none.
+func reasonOf(s *v1alpha1.SandboxRequest) string {
+	if c := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionStalled); c != nil && c.Reason != "" {
+		return " (" + c.Reason + ")"
+	}
+	return ""
 }
