@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -203,10 +204,15 @@ func TestDefinitionSecretRefs(t *testing.T) {
 			t.Fatal("provisioned a sandbox with a Secret the controller does not allow")
 		}
 		t.Cleanup(func() { _ = p.Cleanup(context.Background(), o.ID) })
-		for _, s := range []string{"Secret fleetlift-reconciler-token", "allowed: claude-credentials, github-credentials"} {
+		for _, s := range []string{"(PolicyRefused)", "Secret fleetlift-reconciler-token", "allowed: claude-credentials, github-credentials"} {
 			if !strings.Contains(err.Error(), s) {
 				t.Errorf("error %q does not say %q", err, s)
 			}
+		}
+		// Asked again the same, it is refused the same: the task
+		// fails at once rather than provisioning it again.
+		if !errors.Is(err, sandbox.ErrRefused) {
+			t.Errorf("error %q is not a refusal (sandbox.ErrRefused)", err)
 		}
 	})
 

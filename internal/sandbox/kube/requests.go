@@ -104,7 +104,7 @@ func (p *Requests) Provision(ctx context.Context, opts sandbox.ProvisionOptions)
 		case s.Status.Phase == v1alpha1.PhaseRunning:
 			return true, nil
 		case s.Status.Phase.Finished():
-			return false, fmt.Errorf("the sandbox %s%s: %s", s.Status.Phase, reasonOf(s), s.Status.Message)
+			return false, failure(s)
 		}
 		return false, nil
 	})
@@ -411,12 +411,21 @@ func (p *Requests) Cleanup(ctx context.Context, id string) error {
 	return nil
 }
 
-// reasonOf is " (Reason)" of a failed request's Stalled condition, the
-// controller's classification (OOMKilled, ImagePullFailed, ...), or ""
-// when it has none.
-func reasonOf(s *v1alpha1.SandboxRequest) string {
-	if c := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionStalled); c != nil && c.Reason != "" {
-		return " (" + c.Reason + ")"
+// failure is the error of request s, which finished before it ran: its
+// phase, the controller's classification (the Stalled condition's
+// reason: OOMKilled, ImagePullFailed, ...) and message. A request the
+// controller's policy or the cluster's admission refused, or whose
+// credentials are missing, fails the same way however often it is made
+// again: that error is a refusal (sandbox.ErrRefused), and the task fails
+// at once.
+func failure(s *v1alpha1.SandboxRequest) error {
+	c := apimeta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionStalled)
+	if c == nil || c.Reason == "" {
+		return fmt.Errorf("the sandbox %s: %s", s.Status.Phase, s.Status.Message)
 	}
-	return ""
+	err := fmt.Errorf("the sandbox %s (%s): %s", s.Status.Phase, c.Reason, s.Status.Message)
+	if c.Reason == v1alpha1.ReasonPolicyRefused || c.Reason == v1alpha1.ReasonCredentialMissing {
+		return sandbox.Refused(err)
+	}
+	return err
 }
