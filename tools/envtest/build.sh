@@ -20,7 +20,8 @@ kube="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 etcd="$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
 want="k8s.io/kubernetes@$kube go.etcd.io/etcd/server/v3@$etcd"
 
-if [[ -x "$out/kube-apiserver" && -x "$out/etcd" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+. "$root/tools/stamp.sh"
+if up_to_date "$stamp" "$want" "$out" kube-apiserver etcd; then
 	exit 0
 fi
 

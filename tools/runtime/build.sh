@@ -18,14 +18,8 @@ cmds=(containerd containerd-shim-runc-v2 ctr runc)
 cd "$here"
 want="$(go list -m -f '{{.Path}}@{{.Version}}' github.com/containerd/containerd/v2 github.com/opencontainers/runc | tr '\n' ' ')"
 
-up_to_date() {
-	[[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] || return 1
-	local c
-	for c in "${cmds[@]}"; do
-		[[ -x "$out/$c" ]] || return 1
-	done
-}
-if up_to_date; then
+. "$root/tools/stamp.sh"
+if up_to_date "$stamp" "$want" "$out" "${cmds[@]}"; then
 	exit 0
 fi
 if ! pkg-config --exists libseccomp 2>/dev/null || ! command -v gcc >/dev/null; then
