@@ -38,7 +38,8 @@ type Env struct {
 	// Root is the repository's root directory.
 	Root string
 
-	env *envtest.Environment
+	env      *envtest.Environment
+	certsDir string // made by Start for Options.Serving; removed by Stop
 }
 
 // Options configure Start.
@@ -57,6 +58,10 @@ type Options struct {
 	// turns the Node authorizer and the ServiceAccount admission plugin on
 	// this way).
 	APIServerFlags map[string]string
+	// Serving, when set, makes kube-apiserver serve on Serving.Address
+	// (and advertise it) with a certificate for Serving.Names too, in
+	// place of envtest's loopback one.
+	Serving *Serving
 }
 
 // Start starts etcd and kube-apiserver from bin/envtest (or the directory
@@ -99,20 +104,53 @@ func Start(opts Options) (*Env, error) {
 		}
 		env.ControlPlane.GetAPIServer().Configure().Set(flag, value)
 	}
+	e := &Env{Scheme: scheme, Root: root, env: env}
+	if s := opts.Serving; s != nil {
+		dir, ca, err := serveCerts(*s)
+		if err != nil {
+			return nil, fmt.Errorf("kube-apiserver's certificates for %s: %w", s.Address, err)
+		}
+		e.certsDir = dir
+		port, err := freePort(s.Address)
+		if err != nil {
+			e.removeCerts()
+			return nil, fmt.Errorf("a port for kube-apiserver on %s: %w", s.Address, err)
+		}
+		api := env.ControlPlane.GetAPIServer()
+		api.CertDir = dir
+		// envtest picks a loopback address unless given both.
+		api.SecureServing.Address, api.SecureServing.Port = s.Address, port
+		api.SecureServing.CA = ca
+		api.Configure().Set("advertise-address", s.Address)
+	}
 	cfg, err := env.Start()
 	if err != nil {
+		e.removeCerts()
 		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		env.Stop()
+		e.Stop()
 		return nil, fmt.Errorf("make a client: %w", err)
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, Root: root, env: env}, nil
+	e.Config, e.Client = cfg, c
+	return e, nil
 }
 
 // Stop stops the control plane.
-func (e *Env) Stop() error { return e.env.Stop() }
+func (e *Env) Stop() error {
+	err := e.env.Stop()
+	e.removeCerts()
+	return err
+}
+
+// removeCerts removes the certificate directory Start made for
+// Options.Serving (envtest removes only the ones it made).
+func (e *Env) removeCerts() {
+	if e.certsDir != "" {
+		os.RemoveAll(e.certsDir)
+	}
+}
 
 // CertDir is the directory holding kube-apiserver's certificates and its
 // service account signing key (sa-signer.key), for a

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds bin/node/{kubelet,kube-controller-manager,kube-scheduler}
+# Builds bin/node/{kubelet,kube-controller-manager,kube-scheduler,kube-proxy}
 # (relative to the repository root) from the k8s.io/kubernetes version this
 # directory's go.mod pins, the one kube-apiserver in bin/envtest is built
 # from: the rest of the real node internal/kubetest/node starts beside the
 # envtest control plane. It does nothing when bin/node/version already
-# records the same version. The three are built one after another with cgo
+# records the same version. They are built one after another with cgo
 # off, so that the build takes one package graph's CPU at a time.
 set -euo pipefail
 
@@ -12,24 +12,18 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="$root/bin/node"
 stamp="$out/version"
-cmds=(kubelet kube-controller-manager kube-scheduler)
+cmds=(kubelet kube-controller-manager kube-scheduler kube-proxy)
 
 cd "$here"
 kube="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
 want="k8s.io/kubernetes@$kube"
 
-up_to_date() {
-	[[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] || return 1
-	local c
-	for c in "${cmds[@]}"; do
-		[[ -x "$out/$c" ]] || return 1
-	done
-}
-if up_to_date; then
+. "$root/tools/stamp.sh"
+if up_to_date "$stamp" "$want" "$out" "${cmds[@]}"; then
 	exit 0
 fi
 
-echo "building $out/{kubelet,kube-controller-manager,kube-scheduler} from $want (a few minutes cold)" >&2
+echo "building $out/{kubelet,kube-controller-manager,kube-scheduler,kube-proxy} from $want (a few minutes cold)" >&2
 mkdir -p "$out"
 rm -f "$stamp"
 

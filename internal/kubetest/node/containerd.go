@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/fleetlift/fleetlift/internal/kubetest"
 )
 
 // pauseImage is the sandbox image containerd runs for every pod, built
@@ -72,15 +74,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 // sandbox"), so the loopback plugin alone will not do. The host has no
 // address on the bridge (unless Options.HostOnBridge) and masquerades
 // nothing, so pods reach neither the host (its loopback ports included)
-// nor anything beyond it, only each other. Each node has a subnet of its
+// nor anything beyond it, only each other (allowForward). Each node has a subnet of its
 // own (subnet), so that two nodes' host addresses never share a route.
-// Stop deletes the bridge.
+// With Options.InCluster pods have one route, to the service range
+// through the host, where kube-proxy forwards the kubernetes Service to
+// the API server. Stop deletes the bridge.
 const cniConfig = `{
   "cniVersion": "0.4.0",
   "name": "fleetlift-node",
   "plugins": [{
     "type": "bridge", "bridge": %[1]q, "isGateway": false, "isDefaultGateway": false, "ipMasq": false,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": "%[3]s.0/24", "rangeStart": "%[3]s.10"}]], "dataDir": %[2]q}
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "%[3]s.0/24", "rangeStart": "%[3]s.10"}]], "dataDir": %[2]q%[4]s}
   }]
 }`
 
@@ -96,8 +100,9 @@ func (n *Node) subnet() string {
 // makeBridge creates the pods' bridge before the CNI plugin would, with
 // IPv6 off: otherwise it gets an IPv6 link-local address through which
 // pods could reach host services listening on every address. With
-// hostIP, the host gets the subnet's .1 on it (Node.HostIP).
-func (n *Node) makeBridge(hostIP bool) error {
+// hostIP, the host gets the subnet's .1 on it (Node.HostIP); with
+// apiIP, also apiAddress(), for kube-apiserver (Options.InCluster).
+func (n *Node) makeBridge(hostIP, apiIP bool) error {
 	br := n.bridge()
 	if out, err := exec.Command("ip", "link", "add", "name", br, "type", "bridge").CombinedOutput(); err != nil {
 		return fmt.Errorf("create bridge %s: %v: %s", br, err, bytes.TrimSpace(out))
@@ -105,17 +110,34 @@ func (n *Node) makeBridge(hostIP bool) error {
 	if err := os.WriteFile(filepath.Join("/proc/sys/net/ipv6/conf", br, "disable_ipv6"), []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("turn IPv6 off on bridge %s: %w", br, err)
 	}
+	var addrs []string
 	if hostIP {
-		ip := n.subnet() + ".1"
-		if out, err := exec.Command("ip", "addr", "add", ip+"/24", "dev", br).CombinedOutput(); err != nil {
-			return fmt.Errorf("give the host %s on bridge %s: %v: %s", ip, br, err, bytes.TrimSpace(out))
+		n.HostIP = n.subnet() + ".1"
+		addrs = append(addrs, n.HostIP+"/24")
+	}
+	if apiIP {
+		addrs = append(addrs, n.apiAddress()+"/32")
+	}
+	for _, a := range addrs {
+		if out, err := exec.Command("ip", "addr", "add", a, "dev", br).CombinedOutput(); err != nil {
+			return fmt.Errorf("give the host %s on bridge %s: %v: %s", a, br, err, bytes.TrimSpace(out))
 		}
-		n.HostIP = ip
 	}
 	if out, err := exec.Command("ip", "link", "set", br, "up").CombinedOutput(); err != nil {
 		return fmt.Errorf("bring bridge %s up: %v: %s", br, err, bytes.TrimSpace(out))
 	}
-	return nil
+	return n.allowForward()
+}
+
+// apiAddress is where kube-apiserver serves with Options.InCluster: an
+// address of the host's alone (a /32 on the pods' bridge, gone with it)
+// in 198.18.0.0/15, the range set aside for benchmarking networks
+// (RFC 2544). The API server refuses to advertise a link-local address
+// such as Node.HostIP, and the kubernetes Service's endpoints may not
+// hold one; pods reach this address only through the Service, which
+// kube-proxy leads there.
+func (n *Node) apiAddress() string {
+	return "198.18." + strings.TrimPrefix(n.subnet(), "169.254.") + ".1"
 }
 
 // bridge is the name of the node's pod bridge (at most 15 bytes).
@@ -125,9 +147,9 @@ func (n *Node) bridge() string { return "fln" + strings.TrimPrefix(n.id, "fleetl
 func (n *Node) socket() string { return filepath.Join(n.Dir, "containerd", "containerd.sock") }
 
 // startContainerd writes containerd's configuration and the pods'
-// network's (the host on the bridge with hostIP), starts it and waits
-// until its CRI plugin answers.
-func (n *Node) startContainerd(hostIP bool) error {
+// network's (on the bridge makeBridge made), starts it and waits until
+// its CRI plugin answers.
+func (n *Node) startContainerd() error {
 	d := filepath.Join(n.Dir, "containerd")
 	// A user-namespaced pod's runc init, a root mapped to an unprivileged
 	// host uid, must reach its rootfs in containerd's state directory:
@@ -147,10 +169,11 @@ func (n *Node) startContainerd(hostIP bool) error {
 	if err := os.WriteFile(filepath.Join(d, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	if err := n.makeBridge(hostIP); err != nil {
-		return err
+	routes := ""
+	if n.inCluster {
+		routes = fmt.Sprintf(`, "routes": [{"dst": %q, "gw": %q}]`, kubetest.ServiceCIDR, n.HostIP)
 	}
-	cni := fmt.Sprintf(cniConfig, n.bridge(), filepath.Join(n.Dir, "cni-ipam"), n.subnet())
+	cni := fmt.Sprintf(cniConfig, n.bridge(), filepath.Join(n.Dir, "cni-ipam"), n.subnet(), routes)
 	if err := os.WriteFile(filepath.Join(n.Dir, "cni", "10-bridge.conflist"), []byte(cni), 0o600); err != nil {
 		return err
 	}

@@ -4,12 +4,13 @@
 // ServiceAccount admission plugins on, kube-controller-manager and
 // kube-scheduler, containerd with runc, and one kubelet registered Ready.
 // Everything listens on loopback or a Unix socket under one temporary
-// directory.
+// directory, but for what a test serves pods on the host's address on
+// the pods' bridge (HostOnBridge, InCluster).
 //
-// kubelet, kube-controller-manager and kube-scheduler are built from the
-// k8s.io/kubernetes that bin/envtest's kube-apiserver is built from
-// (make bin/node), which also builds containerd 2 and runc from their own
-// modules (tools/runtime): they run user-namespaced pods, which the
+// kubelet, kube-controller-manager, kube-scheduler and kube-proxy are
+// built from the k8s.io/kubernetes that bin/envtest's kube-apiserver is
+// built from (make bin/node), which also builds containerd 2 and runc
+// from their own modules (tools/runtime): they run user-namespaced pods, which the
 // agent's jail needs in a pod. The CNI plugins are Debian's (Packages).
 // Missing pieces fail Start with the command that provides them; they
 // are never skipped.
@@ -27,6 +28,20 @@
 // cluster) asks for Options.HostOnBridge: the host then has an address
 // on the bridge (Node.HostIP), and pods reach what listens there.
 //
+// A test whose pods use the API server as pods in a cluster do (the
+// controller and the workers of the deploy/ overlays, each under its
+// service account) asks for Options.InCluster. kube-apiserver then
+// serves on an address of the host's in 198.18.0.0/15 (it refuses to
+// advertise a link-local one) with a certificate for the kubernetes
+// Service's cluster IP and names too, and advertises it; kube-proxy,
+// built with the rest (nftables mode, which needs nft: NftPackage), makes
+// the Service's cluster IP lead there; and each pod has one route, to the
+// service range through the host. In-cluster clients then work as they
+// do anywhere: KUBERNETES_SERVICE_HOST, the service account's token and
+// the kube-root-ca.crt CA. kube-proxy's rules are in nftables tables of
+// its own, which Stop deletes; they are the machine's, so one node with
+// InCluster runs at a time, and Start refuses a second.
+//
 // The Node is named localhost: the kubelet refuses a loopback node IP,
 // so the API server reaches it (for logs and exec) through its Hostname
 // address.
@@ -39,10 +54,12 @@
 // kernel sysctls (vm.overcommit_memory, kernel.panic_on_oops and others)
 // while it runs, bind-mounts its root directory, and creates cgroups
 // under its own cgroup root; containerd mounts snapshots and shm; the CNI
-// node makes the bridge; a few directories appear at fixed paths
+// node makes the bridge; kube-proxy, with InCluster, its nftables
+// tables; a few directories appear at fixed paths
 // (hostDirs). Stop removes every pod through the CRI, kills what is left
 // in the node's cgroups, unmounts everything under the node's directory,
-// removes its cgroups, bridge and the directories it created, puts the
+// removes its cgroups, bridge, kube-proxy's tables and the directories
+// it created, puts the
 // sysctls back and stops the control plane; Leftovers reports anything
 // that survived. The kubelet is told not to make iptables chains. The
 // node's processes die with the test process (Pdeathsig); what they leave

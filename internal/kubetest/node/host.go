@@ -40,6 +40,31 @@ func (n *Node) noteHostDirs() {
 	}
 }
 
+// cniResults is where the CNI library records each pod sandbox's
+// networks, one file per network and interface.
+const cniResults = "/var/lib/cni/results"
+
+// removeCNIResults removes the CNI records of the node's pod sandboxes
+// (named after containerd's sandbox directories), which containerd
+// removes when it tears a pod's network down and leaves when the node
+// died without Stop.
+func (n *Node) removeCNIResults() error {
+	ids, err := os.ReadDir(filepath.Join(n.Dir, "containerd", "root", "io.containerd.grpc.v1.cri", "sandboxes"))
+	if err != nil {
+		return nil // no pod ever ran
+	}
+	var errs []error
+	for _, id := range ids {
+		files, _ := filepath.Glob(filepath.Join(cniResults, "*-"+id.Name()+"-*"))
+		for _, f := range files {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // removeHostDirs removes the hostDirs Start created, if they hold only
 // directories and sockets.
 func (n *Node) removeHostDirs() error {
@@ -68,12 +93,12 @@ func (n *Node) removeHostDirs() error {
 
 // Stop stops the kubelet and the controllers, removes every pod
 // containerd runs, stops containerd, kills whatever is left in the
-// node's cgroups, unmounts everything under Dir, removes the cgroups,
-// restores the sysctls the kubelet changed, stops the control plane and
+// node's cgroups, stops the control plane, unmounts everything under
+// Dir, removes the cgroups, restores the sysctls the kubelet changed and
 // removes Dir. It goes on after an error and returns them all.
 func (n *Node) Stop() error {
 	var errs []error
-	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kubelet"} {
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet"} {
 		if p := n.proc(name); p != nil {
 			errs = append(errs, p.stop(30*time.Second))
 		}
@@ -91,11 +116,14 @@ func (n *Node) Stop() error {
 	// Shims outlive containerd; their containers are in the node's
 	// cgroups.
 	errs = append(errs, killShims(n.socket()), n.killCgroups())
-	errs = append(errs, n.unmountAll(), n.removeCgroups(), n.restoreSysctls(), n.removeLogLinks(), n.removeBridge(), n.removeHostDirs())
+	// The control plane before the bridge: with InCluster the API
+	// server serves on an address on it, and talks to itself there
+	// while it stops (it deletes its lease).
 	if n.Env != nil {
 		errs = append(errs, n.Env.Stop())
 		n.Env = nil
 	}
+	errs = append(errs, n.unmountAll(), n.removeCgroups(), n.restoreSysctls(), n.removeLogLinks(), n.removeBridge(), n.removeForward(), n.removeProxyTables(), n.removeCNIResults(), n.removeHostDirs())
 	errs = append(errs, os.RemoveAll(n.Dir))
 	return errors.Join(errs...)
 }
@@ -125,6 +153,14 @@ func (n *Node) Leftovers() []string {
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge())); err == nil {
 		left = append(left, "network interface "+n.bridge())
+	}
+	if n.hasForward() {
+		left = append(left, "iptables rule FORWARD "+strings.Join(n.forwardRule()[1:], " "))
+	}
+	if n.inCluster {
+		for _, t := range proxyTables() {
+			left = append(left, "nftables table "+t)
+		}
 	}
 	for _, d := range n.newHostDirs {
 		if _, err := os.Lstat(d); err == nil {
@@ -285,6 +321,44 @@ func (n *Node) removeLogLinks() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// forwardRule is the iptables rule, in the filter table's FORWARD
+// chain, that lets pods on the node's bridge reach each other (a sandbox
+// its worker's gateway) where br_netfilter hands bridged traffic to
+// iptables: a Docker engine loads it and sets FORWARD's policy to DROP.
+func (n *Node) forwardRule() []string {
+	return []string{"FORWARD", "-i", n.bridge(), "-o", n.bridge(), "-m", "comment", "--comment", n.id, "-j", "ACCEPT"}
+}
+
+// allowForward puts forwardRule first in FORWARD, when this machine
+// has iptables (without it nothing filters bridged traffic).
+func (n *Node) allowForward() error {
+	if _, err := exec.LookPath("iptables"); err != nil {
+		return nil
+	}
+	if out, err := exec.Command("iptables", append([]string{"-w", "-I"}, n.forwardRule()...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("let pods on bridge %s reach each other (iptables -I FORWARD): %v: %s", n.bridge(), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// hasForward reports whether forwardRule is in FORWARD.
+func (n *Node) hasForward() bool {
+	if _, err := exec.LookPath("iptables"); err != nil {
+		return false
+	}
+	return exec.Command("iptables", append([]string{"-w", "-C"}, n.forwardRule()...)...).Run() == nil
+}
+
+// removeForward deletes forwardRule from FORWARD.
+func (n *Node) removeForward() error {
+	for n.hasForward() {
+		if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, n.forwardRule()...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("iptables -D FORWARD for bridge %s: %v: %s", n.bridge(), err, bytes.TrimSpace(out))
+		}
+	}
+	return nil
 }
 
 // removeBridge deletes the pods' bridge.

@@ -18,8 +18,8 @@ import (
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 )
 
-// MakeTarget builds kubelet, kube-controller-manager and kube-scheduler,
-// and containerd and runc, into bin/node.
+// MakeTarget builds kubelet, kube-controller-manager, kube-scheduler and
+// kube-proxy, and containerd and runc, into bin/node.
 const MakeTarget = "make bin/node"
 
 // Packages is the command that installs the CNI plugins (bridge,
@@ -44,6 +44,15 @@ type Options struct {
 	// the host's listeners on that address and on every address, but
 	// still not its loopback-only ones, nor anything beyond the host.
 	HostOnBridge bool
+	// InCluster lets pods reach the API server as pods in a cluster
+	// do: at the kubernetes Service's cluster IP, which in-cluster
+	// clients read from KUBERNETES_SERVICE_HOST, forwarded by
+	// kube-proxy (nftables mode) to kube-apiserver serving on an
+	// address of the host's (Env.Config reaches the API server there
+	// too). InCluster implies HostOnBridge. A controller or a worker then runs in a pod under its
+	// service account. One such node runs on a machine at a time:
+	// kube-proxy's nftables tables are the machine's.
+	InCluster bool
 }
 
 // Node is a running control plane and a kubelet registered Ready.
@@ -67,6 +76,7 @@ type Node struct {
 	bins       binaries
 	cgroupRoot string
 	sysctls    map[string]string
+	inCluster  bool // kube-proxy runs, and Stop removes its tables
 	// newHostDirs are the hostDirs that did not exist at Start.
 	newHostDirs []string
 	procs       []*proc // in start order
@@ -108,8 +118,14 @@ func Start(opts Options) (n *Node, err error) {
 			n = nil
 		}
 	}()
+	n.inCluster = opts.InCluster
 	if err := n.saveState(); err != nil {
 		return n, err
+	}
+	if opts.InCluster {
+		if err := proxyTablesFree(); err != nil {
+			return n, err
+		}
 	}
 	for _, sub := range []string{"pki", "logs", "cni", "cni-ipam", "containerd", "kubelet", "pod-logs", "images"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
@@ -135,6 +151,14 @@ func Start(opts Options) (n *Node, err error) {
 		flags[k] = v
 	}
 	ctl.APIServerFlags = flags
+	// The pods' bridge comes first: with InCluster the API server
+	// serves on an address on it.
+	if err := n.makeBridge(opts.HostOnBridge || opts.InCluster, opts.InCluster); err != nil {
+		return n, err
+	}
+	if opts.InCluster {
+		ctl.Serving = &kubetest.Serving{Address: n.apiAddress(), Names: kubetest.Service}
+	}
 	start := time.Now()
 	env, err := kubetest.Start(ctl)
 	if err != nil {
@@ -157,12 +181,17 @@ func Start(opts Options) (n *Node, err error) {
 	if err := n.startControllers(); err != nil {
 		return n, err
 	}
+	if opts.InCluster {
+		if err := n.startProxy(); err != nil {
+			return n, err
+		}
+	}
 	start = time.Now()
 	n.noteHostDirs()
 	if err := n.saveState(); err != nil {
 		return n, err
 	}
-	if err := n.startContainerd(opts.HostOnBridge); err != nil {
+	if err := n.startContainerd(); err != nil {
 		return n, err
 	}
 	if err := n.importImages(root, opts.Images); err != nil {
@@ -269,6 +298,7 @@ func freePort() (int, error) {
 // binaries are the paths of the commands the node runs.
 type binaries struct {
 	kubelet, controllerManager, scheduler string
+	proxy                                 string // kube-proxy
 	containerd, shim, runc, ctr, docker   string
 }
 
@@ -278,12 +308,12 @@ func findBinaries(root string, docker bool) (binaries, error) {
 	var b binaries
 	dir := filepath.Join(root, "bin", "node")
 	for name, p := range map[string]*string{
-		"kubelet": &b.kubelet, "kube-controller-manager": &b.controllerManager, "kube-scheduler": &b.scheduler,
+		"kubelet": &b.kubelet, "kube-controller-manager": &b.controllerManager, "kube-scheduler": &b.scheduler, "kube-proxy": &b.proxy,
 		"containerd": &b.containerd, "containerd-shim-runc-v2": &b.shim, "runc": &b.runc, "ctr": &b.ctr,
 	} {
 		*p = filepath.Join(dir, name)
 		if fi, err := os.Stat(*p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return b, fmt.Errorf("%s is missing: run `%s` (it builds kubelet, kube-controller-manager, kube-scheduler, containerd and runc from Go modules)", *p, MakeTarget)
+			return b, fmt.Errorf("%s is missing: run `%s` (it builds kubelet, kube-controller-manager, kube-scheduler, kube-proxy, containerd and runc from Go modules)", *p, MakeTarget)
 		}
 	}
 	for _, plugin := range []string{"bridge", "host-local", "loopback"} {

@@ -19,11 +19,12 @@ type state struct {
 	Owner       int               `json:"owner"` // the test process's pid
 	Sysctls     map[string]string `json:"sysctls,omitempty"`
 	NewHostDirs []string          `json:"newHostDirs,omitempty"`
+	InCluster   bool              `json:"inCluster,omitempty"` // kube-proxy's tables to delete
 }
 
 // saveState writes Dir/state.json.
 func (n *Node) saveState() error {
-	b, err := json.Marshal(state{Owner: os.Getpid(), Sysctls: n.sysctls, NewHostDirs: n.newHostDirs})
+	b, err := json.Marshal(state{Owner: os.Getpid(), Sysctls: n.sysctls, NewHostDirs: n.newHostDirs, InCluster: n.inCluster})
 	if err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func reapStale() error {
 			continue
 		}
 		id := filepath.Base(dir)
-		n := &Node{Dir: dir, id: id, cgroupRoot: "/" + id, sysctls: st.Sysctls, newHostDirs: st.NewHostDirs}
+		n := &Node{Dir: dir, id: id, cgroupRoot: "/" + id, sysctls: st.Sysctls, newHostDirs: st.NewHostDirs, inCluster: st.InCluster}
 		if err := n.reap(); err != nil {
 			errs = append(errs, fmt.Errorf("clean up the stale node %s: %w", dir, err))
 		}
@@ -78,7 +79,7 @@ func (n *Node) reap() error {
 		}
 	}
 	errs := []error{n.killCgroups(), n.unmountAll(), n.removeCgroups(), n.restoreSysctls(),
-		n.removeLogLinks(), n.removeBridge(), n.removeHostDirs()}
+		n.removeLogLinks(), n.removeBridge(), n.removeForward(), n.removeProxyTables(), n.removeCNIResults(), n.removeHostDirs()}
 	errs = append(errs, os.RemoveAll(n.Dir))
 	return errors.Join(errs...)
 }

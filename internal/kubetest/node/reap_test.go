@@ -84,7 +84,7 @@ func staleNode(t *testing.T, owner int) *Node {
 			t.Fatal(err)
 		}
 	}
-	if err := n.makeBridge(false); err != nil {
+	if err := n.makeBridge(false, false); err != nil {
 		t.Fatal(err)
 	}
 	return n
