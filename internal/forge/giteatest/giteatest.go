@@ -3,8 +3,11 @@ package giteatest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -45,6 +48,8 @@ type Server struct {
 	admin    User
 	client   *http.Client
 	maxItems int
+	host     string
+	tls      *TLS
 
 	// ready and adminAfter are how long Gitea took to answer, and to
 	// have its administrator.
@@ -90,6 +95,19 @@ type Options struct {
 	// MaxResponseItems is Gitea's [api] MAX_RESPONSE_ITEMS, the largest
 	// page a listing answers with; 0 keeps Gitea's default, 50.
 	MaxResponseItems int
+	// Host is the address Gitea serves on, 127.0.0.1 when empty: a
+	// real node's Node.HostIP, say, for pods to clone from and for a
+	// worker in a pod to open pull requests on.
+	Host string
+	// TLS, when set, makes Gitea serve HTTPS with a certificate for
+	// Host: fleetlift sends tokens over plain HTTP to loopback alone.
+	TLS *TLS
+}
+
+// TLS is Gitea's serving certificate and key, and the CA that issued
+// them, as PEM files; the Server's own requests and GitEnv trust CA.
+type TLS struct {
+	CertFile, KeyFile, CAFile string
 }
 
 // Launch runs a fresh Gitea in opts.Dir with a site administrator, as
@@ -112,7 +130,20 @@ func Launch(opts Options) (*Server, error) {
 		bin:      bin,
 		dir:      opts.Dir,
 		maxItems: opts.MaxResponseItems,
+		host:     cmp.Or(opts.Host, "127.0.0.1"),
+		tls:      opts.TLS,
 		client:   &http.Client{Timeout: 30 * time.Second},
+	}
+	if opts.TLS != nil {
+		ca, err := os.ReadFile(opts.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("launch gitea: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, fmt.Errorf("launch gitea: no certificate in %s", opts.TLS.CAFile)
+		}
+		s.client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 	}
 	s.config = filepath.Join(s.dir, "app.ini")
 
@@ -158,7 +189,8 @@ func (s *Server) Pid() int {
 	return s.cmd.Process.Pid
 }
 
-// URL is the root URL, with a trailing slash: http://127.0.0.1:PORT/.
+// URL is the root URL, with a trailing slash: http://127.0.0.1:PORT/
+// (https:// with Options.TLS, Options.Host for 127.0.0.1 when set).
 func (s *Server) URL() string { return s.url }
 
 // APIURL is the base of the REST API, with a trailing slash, as go-github's
@@ -349,6 +381,9 @@ func (s *Server) GitEnv(u User) []string {
 			env = append(env, kv)
 		}
 	}
+	if s.tls != nil {
+		env = append(env, "GIT_SSL_CAINFO="+s.tls.CAFile)
+	}
 	return append(env,
 		"GIT_CONFIG_NOSYSTEM=1",
 		"GIT_TERMINAL_PROMPT=0",
@@ -406,15 +441,19 @@ func (s *Server) request(method, path string, body []byte, auth func(*http.Reque
 // start writes the configuration for a free port, starts gitea web and
 // waits until its API answers.
 func (s *Server) start(static string) error {
-	port, err := freePort()
+	port, err := freePort(s.host)
 	if err != nil {
 		return err
 	}
-	s.url = fmt.Sprintf("http://127.0.0.1:%d/", port)
+	scheme := "http"
+	if s.tls != nil {
+		scheme = "https"
+	}
+	s.url = fmt.Sprintf("%s://%s/", scheme, net.JoinHostPort(s.host, strconv.Itoa(port)))
 	if err := os.MkdirAll(filepath.Join(s.dir, "log"), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(s.config, []byte(config(s.dir, static, port, s.maxItems)), 0o600); err != nil {
+	if err := os.WriteFile(s.config, []byte(config(s.dir, static, s.host, port, s.maxItems, s.tls)), 0o600); err != nil {
 		return err
 	}
 	out, err := os.OpenFile(filepath.Join(s.dir, "log", "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -607,8 +646,8 @@ func staticRoot(bin string) (string, error) {
 	return dir, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
@@ -633,8 +672,13 @@ func runUser() string {
 // config is Gitea's app.ini: SQLite, everything under dir, loopback only,
 // no mail, SSH, LFS, actions, indexers or outbound calls, webhooks allowed
 // to loopback and sent at once.
-func config(dir, static string, port, maxItems int) string {
+func config(dir, static, host string, port, maxItems int, t *TLS) string {
 	api := ""
+	protocol, scheme := "PROTOCOL = http", "http"
+	if t != nil {
+		protocol = fmt.Sprintf("PROTOCOL = https\nCERT_FILE = %s\nKEY_FILE = %s", t.CertFile, t.KeyFile)
+		scheme = "https"
+	}
 	if maxItems > 0 {
 		api = fmt.Sprintf("\n[api]\nMAX_RESPONSE_ITEMS = %d\n", maxItems)
 	}
@@ -649,12 +693,12 @@ RUN_USER = %[1]s
 WORK_PATH = %[2]s
 %[5]s
 [server]
-PROTOCOL = http
-HTTP_ADDR = 127.0.0.1
+%[8]s
+HTTP_ADDR = %[7]s
 HTTP_PORT = %[3]d
-DOMAIN = 127.0.0.1
-ROOT_URL = http://127.0.0.1:%[3]d/
-LOCAL_ROOT_URL = http://127.0.0.1:%[3]d/
+DOMAIN = %[7]s
+ROOT_URL = %[9]s://%[7]s:%[3]d/
+LOCAL_ROOT_URL = %[9]s://%[7]s:%[3]d/
 STATIC_ROOT_PATH = %[4]s
 APP_DATA_PATH = %[2]s/data
 OFFLINE_MODE = true
@@ -732,5 +776,5 @@ ENABLED = false
 MODE = file
 LEVEL = Info
 ROOT_PATH = %[2]s/log
-%[6]s`, runUser(), dir, port, static, root, api)
+%[6]s`, runUser(), dir, port, static, root, api, host, protocol, scheme)
 }
