@@ -184,6 +184,11 @@ func TestRenderOverlays(t *testing.T) {
 				if psc["runAsNonRoot"] != true {
 					t.Errorf("%s %s: pod securityContext.runAsNonRoot is not true", w.GetKind(), w.GetName())
 				}
+				// Service links would put FLEETLIFT_WORKER_SERVICE_HOST and
+				// the like beside the configuration, which fleetlift warns of.
+				if ps["enableServiceLinks"] != false {
+					t.Errorf("%s %s: enableServiceLinks is not false", w.GetKind(), w.GetName())
+				}
 				for _, c := range containers(w) {
 					name := fmt.Sprintf("%s %s container %s", w.GetKind(), w.GetName(), c["name"])
 					sc, _ := c["securityContext"].(map[string]any)
