@@ -526,53 +526,20 @@ func TestFlux(t *testing.T) {
 		t.Run(dir, func(t *testing.T) {
 			env := start(t)
 			rollOut(t, env)
-			hc, err := rest.HTTPClientFor(env.Config)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mapper, err := apiutil.NewDynamicRESTMapper(env.Config, hc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := client.New(env.Config, client.Options{Mapper: mapper})
-			if err != nil {
-				t.Fatal(err)
-			}
-			man := ssa.NewResourceManager(c, polling.NewStatusPoller(c, mapper, polling.Options{}),
-				ssa.Owner{Field: "kustomize-controller", Group: "kustomize.toolkit.fluxcd.io"})
-
-			apply := func(name, path string) *ssa.ChangeSet {
-				t.Helper()
-				objs := render(t, path)
-				if err := normalize.UnstructuredList(objs); err != nil {
-					t.Fatalf("flux %s: normalize: %v", name, err)
-				}
-				man.SetOwnerLabels(objs, name, "flux-system")
-				cs, err := man.ApplyAllStaged(context.Background(), objs, ssa.DefaultApplyOptions())
-				if err != nil {
-					t.Fatalf("flux %s: apply: %v", name, err)
-				}
-				return cs
-			}
-			wait := func(name string, cs *ssa.ChangeSet) {
-				t.Helper()
-				if err := man.WaitForSet(cs.ToObjMetadataSet(), ssa.WaitOptions{Interval: 500 * time.Millisecond, Timeout: 30 * time.Second}); err != nil {
-					t.Fatalf("flux %s: health checks: %v", name, err)
-				}
-			}
+			f := newFlux(t, env.Config)
 
 			// fleetlift-crds: wait: true; fleetlift dependsOn it.
-			crds := apply("fleetlift-crds", "crds")
-			wait("fleetlift-crds", crds)
-			app := apply("fleetlift", dir)
+			crds := f.apply(t, "fleetlift-crds", "crds")
+			f.wait(t, "fleetlift-crds", crds, 30*time.Second)
+			app := f.apply(t, "fleetlift", dir)
 			for _, e := range append(crds.Entries, app.Entries...) {
 				if e.Action != ssa.CreatedAction {
 					t.Errorf("first apply on an empty cluster: %s %s, want created", e.Subject, e.Action)
 				}
 			}
-			wait("fleetlift", app)
+			f.wait(t, "fleetlift", app, 30*time.Second)
 
-			for _, cs := range []*ssa.ChangeSet{apply("fleetlift-crds", "crds"), apply("fleetlift", dir)} {
+			for _, cs := range []*ssa.ChangeSet{f.apply(t, "fleetlift-crds", "crds"), f.apply(t, "fleetlift", dir)} {
 				for _, e := range cs.Entries {
 					if e.Action != ssa.UnchangedAction {
 						t.Errorf("second apply: %s %s, want unchanged", e.Subject, e.Action)
@@ -581,6 +548,53 @@ func TestFlux(t *testing.T) {
 			}
 			assertRBAC(t, env)
 		})
+	}
+}
+
+// flux applies kustomizations as Flux's kustomize-controller does:
+// server-side apply in stages with Flux's ssa, health by kstatus.
+type flux struct{ man *ssa.ResourceManager }
+
+func newFlux(t *testing.T, config *rest.Config) *flux {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(config, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(config, client.Options{Mapper: mapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &flux{man: ssa.NewResourceManager(c, polling.NewStatusPoller(c, mapper, polling.Options{}),
+		ssa.Owner{Field: "kustomize-controller", Group: "kustomize.toolkit.fluxcd.io"})}
+}
+
+// apply renders the kustomization at path and applies it as the Flux
+// Kustomization name.
+func (f *flux) apply(t *testing.T, name, path string) *ssa.ChangeSet {
+	t.Helper()
+	objs := render(t, path)
+	if err := normalize.UnstructuredList(objs); err != nil {
+		t.Fatalf("flux %s: normalize: %v", name, err)
+	}
+	f.man.SetOwnerLabels(objs, name, "flux-system")
+	cs, err := f.man.ApplyAllStaged(context.Background(), objs, ssa.DefaultApplyOptions())
+	if err != nil {
+		t.Fatalf("flux %s: apply: %v", name, err)
+	}
+	return cs
+}
+
+// wait waits until every object cs applied is healthy, as a
+// Kustomization with wait: true does.
+func (f *flux) wait(t *testing.T, name string, cs *ssa.ChangeSet, timeout time.Duration) {
+	t.Helper()
+	if err := f.man.WaitForSet(cs.ToObjMetadataSet(), ssa.WaitOptions{Interval: 500 * time.Millisecond, Timeout: timeout}); err != nil {
+		t.Fatalf("flux %s: health checks: %v", name, err)
 	}
 }
 
