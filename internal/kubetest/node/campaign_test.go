@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +42,8 @@ const (
 	// missingImage is unjailed, with a task image the node lacks (and
 	// may not pull: imagePullPolicy Never).
 	missingImage
+	// overTime is jailed, its command sleeping past the task's timeout.
+	overTime
 )
 
 // campaignRuns runs a campaign as an operator would against a cluster
@@ -123,11 +126,15 @@ func runCampaign(t *testing.T, n *node.Node, mode sandboxMode) campaign {
 	if mode == missingImage {
 		image = "fleetlift/sandbox:missing"
 	}
-	if mode == jailed || mode == jailedRestricted {
+	command, timeout := `[sed, -i, "s/^go 1.21$/go 1.26/", go.mod]`, "5m"
+	if mode == overTime {
+		command, timeout = "[sleep, \"600\"]", "20s"
+	}
+	if mode == jailed || mode == jailedRestricted || mode == overTime {
 		installProfile(t, n)
 		isolation = []string{"--sandbox-isolation", "namespaces", "--seccomp-localhost-profile", seccompLocalhost, "--user-namespaces"}
 	}
-	if mode == jailed {
+	if mode == jailed || mode == overTime {
 		var ns corev1.Namespace
 		if err := n.Env.Client.Get(context.Background(), client.ObjectKey{Name: sandbox}, &ns); err != nil {
 			t.Fatal(err)
@@ -159,12 +166,13 @@ template:
   execution:
     deterministic:
       image: %s
-      command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
+      command: %s
+  timeout: %s
   pull_request: {branch_prefix: auto/node, title: Bump go}
 repositories:
   - url: %s
   - url: %s
-`, image, urls[0], urls[1])
+`, image, command, timeout, urls[0], urls[1])
 	if err := os.WriteFile(def, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -334,5 +342,21 @@ func watchPods(t *testing.T, n *node.Node, ns string) func() string {
 			lines = append(lines, s)
 		}
 		return strings.Join(lines, "; ")
+	}
+}
+
+// pastTimeout runs a jailed campaign whose command sleeps past the
+// task's timeout of 20 s: each repository fails once the timeout passes
+// (not when its sandbox's deadline would, later), and the run says so
+// for each.
+func pastTimeout(t *testing.T, n *node.Node) {
+	c := runCampaign(t, n, overTime)
+	// The worker's own timer ("agent in sandbox ... did not finish
+	// within 20s") or Temporal's on the activity ("timed out after
+	// 20s") ends it, whichever fires first.
+	named := regexp.MustCompile(`(did not finish within|timed out after) 20s`)
+	if c.err == nil || !bytes.Contains(c.out, []byte("2 repositories: 0 completed, 2 failed")) ||
+		len(named.FindAll(c.out, -1)) < 2 {
+		t.Fatalf("fleetlift run: %v; want both repositories failed, each naming its 20s timeout:\n%s", c.err, c.out)
 	}
 }
