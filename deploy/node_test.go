@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
@@ -102,7 +100,7 @@ func TestProductionOnARealNode(t *testing.T) {
 		campaigns: campaigns, temporal: temporal, forge: g.URL(), forgeToken: bot.Token,
 		forgeCA: forgeCA, temporalTLS: filepath.Join(stateDir, "tls"),
 	})
-	sandboxPods := watchSandboxPods(t, n)
+	sandboxPods := n.WatchPods(t, "sandbox-isolated")
 	f := newFlux(t, n.Env.Config)
 	crds := f.apply(t, "fleetlift-crds", "crds")
 	f.wait(t, "fleetlift-crds", crds, time.Minute)
@@ -432,78 +430,6 @@ patches:
 	return dir
 }
 
-// watchSandboxPods records, until the test ends, the pods seen in
-// sandbox-isolated: their image, whether they ran jailed (their own user
-// namespace and a Localhost seccomp profile) and how they ended. The
-// returned function says what it saw.
-func watchSandboxPods(t *testing.T, n *node.Node) func() string {
-	ctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	seen := map[string]string{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			var pods corev1.PodList
-			if err := n.Env.Client.List(ctx, &pods, client.InNamespace("sandbox-isolated")); err == nil {
-				mu.Lock()
-				for _, p := range pods.Items {
-					seen[p.Name] = describePod(p)
-				}
-				mu.Unlock()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		var lines []string
-		for _, s := range seen {
-			lines = append(lines, s)
-		}
-		sort.Strings(lines)
-		if len(lines) == 0 {
-			return "none"
-		}
-		return strings.Join(lines, "; ")
-	}
-}
-
-// describePod is a pod's name, node, phase, whether it is jailed, and its
-// containers' images and states.
-func describePod(p corev1.Pod) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s/%s on %q %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase)
-	sc := p.Spec.SecurityContext
-	if p.Spec.HostUsers != nil && !*p.Spec.HostUsers && sc != nil && sc.SeccompProfile != nil &&
-		sc.SeccompProfile.Type == corev1.SeccompProfileTypeLocalhost {
-		b.WriteString(" jailed")
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
-			fmt.Fprintf(&b, " unscheduled (%s: %s)", c.Reason, c.Message)
-		}
-	}
-	b.WriteString(":")
-	for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-		fmt.Fprintf(&b, " %s (%s)", s.Name, s.Image)
-		switch {
-		case s.State.Terminated != nil:
-			fmt.Fprintf(&b, " exited %d %s", s.State.Terminated.ExitCode, s.State.Terminated.Reason)
-		case s.State.Waiting != nil:
-			fmt.Fprintf(&b, " waiting %s %s", s.State.Waiting.Reason, s.State.Waiting.Message)
-		case s.State.Running != nil:
-			fmt.Fprintf(&b, " running, %d restarts", s.RestartCount)
-		}
-	}
-	return b.String()
-}
-
 // podReport describes every pod on the node and the end of each
 // container's log, for a failed test.
 func podReport(n *node.Node) string {
@@ -513,7 +439,7 @@ func podReport(n *node.Node) string {
 	}
 	var b strings.Builder
 	for _, p := range pods.Items {
-		b.WriteString(describePod(p) + "\n")
+		b.WriteString(node.DescribePod(p) + "\n")
 	}
 	logs, _ := filepath.Glob(filepath.Join(n.Dir, "pod-logs", "*", "*", "*.log"))
 	for _, l := range logs {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -188,7 +187,7 @@ repositories:
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// The pods the run makes, seen while it runs: their node and what
 	// their containers ran.
-	c := campaign{urls: urls, pods: watchPods(t, n, sandbox)}
+	c := campaign{urls: urls, pods: n.WatchPods(t, sandbox)}
 	start := time.Now()
 	c.out, c.err = runFor(cmd, 5*time.Minute)
 	t.Logf("fleetlift run took %s", time.Since(start).Round(time.Millisecond))
@@ -295,54 +294,6 @@ func freePort(t *testing.T, host string) string {
 	defer l.Close()
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	return port
-}
-
-// watchPods records, until the test ends, each pod in ns as last seen:
-// its node and its containers' images and states. The returned function
-// says what it saw.
-func watchPods(t *testing.T, n *node.Node, ns string) func() string {
-	ctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	seen := map[string]string{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			var pods corev1.PodList
-			if err := n.Env.Client.List(ctx, &pods, client.InNamespace(ns)); err == nil {
-				mu.Lock()
-				for _, p := range pods.Items {
-					var b strings.Builder
-					fmt.Fprintf(&b, "%s on %s:", p.Name, p.Spec.NodeName)
-					for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-						fmt.Fprintf(&b, " %s (%s)", s.Name, s.Image)
-						if s.State.Terminated != nil {
-							fmt.Fprintf(&b, " exited %d %s", s.State.Terminated.ExitCode, s.State.Terminated.Reason)
-						}
-					}
-					seen[p.Name] = b.String()
-				}
-				mu.Unlock()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(seen) == 0 {
-			return "none"
-		}
-		var lines []string
-		for _, s := range seen {
-			lines = append(lines, s)
-		}
-		return strings.Join(lines, "; ")
-	}
 }
 
 // pastTimeout runs a jailed campaign whose command sleeps past the

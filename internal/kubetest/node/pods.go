@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// WatchPods records, until the test ends, each pod in namespace ns as
+// last seen (DescribePod). The returned function says what it saw, one
+// pod after another, or "none".
+func (n *Node) WatchPods(t testing.TB, ns string) func() string {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	seen := map[string]string{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var pods corev1.PodList
+			if err := n.Env.Client.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+				mu.Lock()
+				for _, p := range pods.Items {
+					seen[p.Name] = DescribePod(p)
+				}
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			return "none"
+		}
+		lines := make([]string, 0, len(seen))
+		for _, s := range seen {
+			lines = append(lines, s)
+		}
+		sort.Strings(lines)
+		return strings.Join(lines, "; ")
+	}
+}
+
+// DescribePod is a pod's namespace and name, node and phase, why it is
+// not scheduled, "jailed" when it runs in a user namespace of its own
+// with a Localhost seccomp profile (as the agent's jail needs), and its
+// containers' images and states.
+func DescribePod(p corev1.Pod) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%s on %s %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase)
+	sc := p.Spec.SecurityContext
+	if p.Spec.HostUsers != nil && !*p.Spec.HostUsers && sc != nil && sc.SeccompProfile != nil &&
+		sc.SeccompProfile.Type == corev1.SeccompProfileTypeLocalhost {
+		b.WriteString(" jailed")
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
+			fmt.Fprintf(&b, " unscheduled (%s: %s)", c.Reason, c.Message)
+		}
+	}
+	b.WriteString(":")
+	for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		fmt.Fprintf(&b, " %s (%s)", s.Name, s.Image)
+		switch {
+		case s.State.Terminated != nil:
+			fmt.Fprintf(&b, " exited %d %s", s.State.Terminated.ExitCode, s.State.Terminated.Reason)
+		case s.State.Waiting != nil:
+			fmt.Fprintf(&b, " waiting %s %s", s.State.Waiting.Reason, s.State.Waiting.Message)
+		case s.State.Running != nil:
+			fmt.Fprintf(&b, " running, %d restarts", s.RestartCount)
+		}
+	}
+	return b.String()
+}
