@@ -79,6 +79,14 @@ func TestProductionOnARealNode(t *testing.T) {
 			t.Errorf("the node left: %s", strings.Join(left, "; "))
 		}
 	})
+	// A second such node is refused, and its cleanup leaves this one's
+	// kube-proxy rules (the pods below reach the API server through them).
+	if other, err := node.Start(node.Options{InCluster: true}); err == nil {
+		other.Stop()
+		t.Fatal("a second node with InCluster started beside the first")
+	} else if !strings.Contains(err.Error(), "kube-proxy") {
+		t.Errorf("a second node with InCluster: %v, want a refusal naming kube-proxy's tables", err)
+	}
 	t.Logf("node Ready: control plane %s, images %s, kubelet %s", n.Timings.ControlPlane.Round(time.Millisecond),
 		n.Timings.Images.Round(time.Millisecond), n.Timings.Ready.Round(time.Millisecond))
 

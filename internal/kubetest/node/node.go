@@ -49,9 +49,10 @@ type Options struct {
 	// clients read from KUBERNETES_SERVICE_HOST, forwarded by
 	// kube-proxy (nftables mode) to kube-apiserver serving on an
 	// address of the host's (Env.Config reaches the API server there
-	// too). InCluster implies HostOnBridge. A controller or a worker then runs in a pod under its
-	// service account. One such node runs on a machine at a time:
-	// kube-proxy's nftables tables are the machine's.
+	// too). InCluster implies HostOnBridge. A controller or a worker
+	// then runs in a pod under its service account. One such node runs
+	// on a machine at a time: kube-proxy's nftables tables are the
+	// machine's, and Start refuses a second.
 	InCluster bool
 }
 
@@ -118,14 +119,16 @@ func Start(opts Options) (n *Node, err error) {
 			n = nil
 		}
 	}()
-	n.inCluster = opts.InCluster
-	if err := n.saveState(); err != nil {
-		return n, err
-	}
+	// Refused before the node counts kube-proxy's tables as its own:
+	// the cleanup of a refused Start must not delete another's.
 	if opts.InCluster {
 		if err := proxyTablesFree(); err != nil {
 			return n, err
 		}
+	}
+	n.inCluster = opts.InCluster
+	if err := n.saveState(); err != nil {
+		return n, err
 	}
 	for _, sub := range []string{"pki", "logs", "cni", "cni-ipam", "containerd", "kubelet", "pod-logs", "images"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
