@@ -193,7 +193,11 @@ func (c command) run(ctx context.Context) (int, error) {
 			return -1, &isolationError{reason: err.Error()}
 		}
 		if jailed.OutOfMemory() && c.stderr != nil {
-			fmt.Fprintf(c.stderr, "\nfleetlift: the command ran out of memory: it reached the sandbox's limit of %d MiB, and the kernel killed it\n", c.jail.Spec.Limits.Memory>>20)
+			why := "the kernel killed it for memory"
+			if l := jailed.MemoryLimit(); l > 0 {
+				why = fmt.Sprintf("the sandbox reached its memory limit of %d MiB, and the kernel killed it", l>>20)
+			}
+			fmt.Fprintf(c.stderr, "\nfleetlift: the command ran out of memory: %s\n", why)
 		}
 		return ee.ExitCode(), nil
 	case errors.As(waitErr, &ee):

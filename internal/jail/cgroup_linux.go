@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,8 +25,10 @@ type group struct {
 	// procs are the directories' cgroup.procs, open for writing: the
 	// jail joins them (it writes 0) before it starts anything.
 	procs []*os.File
-	// memory is the memory controller's directory, "" without one.
+	// memory is the memory controller's directory, "" without one, and
+	// limit the bound set there.
 	memory string
+	limit  int64
 }
 
 var groupSeq atomic.Uint64
@@ -85,7 +88,7 @@ func newGroup(l Limits) (*group, error) {
 		}
 		g.procs = append(g.procs, procs)
 		if controller == "memory" {
-			g.memory = dir
+			g.memory, g.limit = dir, l.Memory
 		}
 	}
 	if len(g.dirs) == 0 {
@@ -134,21 +137,124 @@ func (g *group) closeProcs() {
 }
 
 // outOfMemory reports whether the kernel killed a process of the group
-// for reaching its memory limit.
-func (g *group) outOfMemory() bool {
+// for reaching its memory limit, and that limit.
+func (g *group) outOfMemory() (limit int64, killed bool) {
 	if g.memory == "" {
-		return false
+		return 0, false
 	}
-	data, err := os.ReadFile(filepath.Join(g.memory, "memory.oom_control"))
+	n, err := oomKills(g.memory)
+	return g.limit, err == nil && n > 0
+}
+
+// oomKills is how many processes the kernel killed in the memory cgroup
+// dir for reaching its limit (memory.oom_control's oom_kill).
+func oomKills(dir string) (uint64, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "memory.oom_control"))
 	if err != nil {
-		return false
+		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if n, ok := strings.CutPrefix(line, "oom_kill "); ok {
-			return strings.TrimSpace(n) != "0"
+			return strconv.ParseUint(strings.TrimSpace(n), 10, 64)
 		}
 	}
-	return false
+	return 0, errors.New("memory.oom_control has no oom_kill")
+}
+
+// memoryWatch watches the memory cgroup the caller itself runs in, for a
+// command whose jail has no cgroup of its own: in a container, the
+// container's (a pod's, whose limit its spec sets), where the cgroup
+// file system is read-only. The jail and its command are born there, and
+// the kernel kills in it when the container reaches its limit.
+type memoryWatch struct {
+	dir string
+	// kills is the cgroup's count of kills when the command started.
+	kills uint64
+}
+
+// watchEnclosing starts watching the caller's memory cgroup; nil where
+// it has none this process can read (cgroup v2, no memory controller) or
+// none that bounds anything.
+func watchEnclosing() *memoryWatch {
+	own, err := ownCgroups()
+	if err != nil || own["memory"] == "" {
+		return nil
+	}
+	dir, err := mountedCgroup("memory", own["memory"])
+	if err != nil {
+		return nil
+	}
+	kills, err := oomKills(dir)
+	if err != nil {
+		return nil
+	}
+	return &memoryWatch{dir: dir, kills: kills}
+}
+
+// outOfMemory reports whether the kernel killed a process in the watched
+// cgroup for memory since the watch began, and the cgroup's limit then.
+// Another process of the container may be the one killed: the command
+// shares that memory, so its end is no less due to it.
+func (w *memoryWatch) outOfMemory() (limit int64, killed bool) {
+	n, err := oomKills(w.dir)
+	if err != nil || n <= w.kills {
+		return 0, false
+	}
+	data, err := os.ReadFile(filepath.Join(w.dir, "memory.limit_in_bytes"))
+	if err != nil {
+		return 0, true
+	}
+	limit, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if limit >= unlimited {
+		limit = 0 // no bound of its own: the machine's memory ran out
+	}
+	return limit, true
+}
+
+// unlimited is where a cgroup v1 memory.limit_in_bytes means no limit
+// (the kernel shows about 2^63, rounded to its page size).
+const unlimited = 1 << 62
+
+// mountedCgroup is where the cgroup v1 hierarchy of controller shows the
+// cgroup path (from /proc/self/cgroup) in this mount namespace: a
+// container mounts its own cgroup as the hierarchy's root, so the path
+// is relative to the mount's root (/proc/self/mountinfo's fourth field).
+// Of mounts on the same point the last (the one on top) is seen.
+func mountedCgroup(controller, path string) (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var candidates []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if sep < 5 || sep+3 >= len(fields) || fields[sep+1] != "cgroup" {
+			continue
+		}
+		if !slices.Contains(strings.Split(fields[sep+3], ","), controller) {
+			continue
+		}
+		root, point := fields[3], fields[4]
+		rel, ok := strings.CutPrefix(path, root)
+		if !ok || (root != "/" && rel != "" && !strings.HasPrefix(rel, "/")) {
+			continue // another part of the hierarchy
+		}
+		candidates = append(candidates, filepath.Join(point, rel))
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	for _, dir := range slices.Backward(candidates) {
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("no mount shows the %s cgroup %s", controller, path)
 }
 
 // remove removes the group's directories: its processes are gone with the

@@ -156,10 +156,14 @@ type Cmd struct {
 	// given to it at Start and closed here then.
 	report, reportW *os.File
 	setupErr        error
-	// group is the command's cgroup, nil without one; oom is whether
-	// the kernel killed in it for memory.
-	group *group
-	oom   bool
+	// group is the command's cgroup, nil without one; watch, where the
+	// command has no memory cgroup of its own, is the one it runs in.
+	// oom is whether the kernel killed in either for memory, and
+	// memLimit the limit there.
+	group    *group
+	watch    *memoryWatch
+	oom      bool
+	memLimit int64
 }
 
 // Start starts the jail; see exec.Cmd.Start. The jail runs on one
@@ -169,6 +173,9 @@ type Cmd struct {
 // CPU).
 func (c *Cmd) Start() error {
 	c.Env = oneProcessor(c.Env)
+	if c.group == nil || c.group.memory == "" {
+		c.watch = watchEnclosing()
+	}
 	err := c.Cmd.Start()
 	c.reportW.Close()
 	if c.group != nil {
@@ -187,8 +194,11 @@ func (c *Cmd) Start() error {
 func (c *Cmd) Wait() error {
 	err := c.Cmd.Wait()
 	if c.group != nil {
-		c.oom = c.group.outOfMemory()
+		c.memLimit, c.oom = c.group.outOfMemory()
 		c.group.remove()
+	}
+	if c.watch != nil && !c.oom {
+		c.memLimit, c.oom = c.watch.outOfMemory()
 	}
 	// Every writer is gone once the jail ended; a deadline all the same,
 	// so that no mistake can hang the caller.
@@ -235,8 +245,15 @@ func (c *Cmd) CombinedOutput() ([]byte, error) {
 }
 
 // OutOfMemory, once Wait returned, reports whether the kernel killed a
-// process of the command for reaching Limits.Memory.
+// process of the command for memory: for reaching Limits.Memory in the
+// command's own cgroup, or, where it has none (a container's read-only
+// cgroup file system), the limit of the cgroup the caller runs in (the
+// container's).
 func (c *Cmd) OutOfMemory() bool { return c.oom }
+
+// MemoryLimit, where OutOfMemory, is the limit in bytes the command
+// reached; 0 when it is unknown.
+func (c *Cmd) MemoryLimit() int64 { return c.memLimit }
 
 // SetupError, once Wait returned, is why the jail could not be made (the
 // kernel refused a namespace or a mount, so the command never ran), or nil

@@ -22,6 +22,8 @@ func TestMain(m *testing.M) {
 			os.Exit(underTerminal(os.Args[2:]))
 		case helperProbe:
 			os.Exit(probe(os.Args[2:]))
+		case helperInContainer:
+			os.Exit(inContainer(os.Args[2:]))
 		}
 	}
 	os.Exit(m.Run())

@@ -17,8 +17,14 @@ func (j *Jail) Check() error { return errUnsupported }
 func Main(args []string) int { return fail(ExitSetup, "%v", errUnsupported) }
 
 // group is a jailed command's cgroup: none without Linux.
-type group struct{}
+type group struct{ memory string }
 
-func (*group) closeProcs()       {}
-func (*group) remove()           {}
-func (*group) outOfMemory() bool { return false }
+func (*group) closeProcs()                {}
+func (*group) remove()                    {}
+func (*group) outOfMemory() (int64, bool) { return 0, false }
+
+// memoryWatch watches the caller's memory cgroup: none without Linux.
+type memoryWatch struct{}
+
+func watchEnclosing() *memoryWatch              { return nil }
+func (*memoryWatch) outOfMemory() (int64, bool) { return 0, false }

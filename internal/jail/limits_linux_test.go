@@ -1,11 +1,14 @@
 package jail
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A fork bomb in a jail stops at Limits.Processes: the command cannot
@@ -67,6 +70,87 @@ func TestMemoryLimitKillsAndSaysSo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A jail whose caller runs in a container (a pod's, a Docker sandbox's)
+// has no cgroup of its own: the container's cgroup file system is
+// read-only, and shows the container's own cgroup as the hierarchy's
+// root. When its command takes more memory than the container's limit,
+// the kernel kills it there, and the jail says so, naming that limit.
+// The container is made here as a runtime makes one: a memory cgroup of
+// 64 MiB, bind-mounted read-only over the memory hierarchy in a mount
+// namespace of the helper's own.
+func TestContainerMemoryLimitIsNamed(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("a container's memory cgroup is made by root on this host (cgroup v1): run the suite as root, as .ci/run does")
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := mountedCgroup("memory", own["memory"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := filepath.Join(parent, fmt.Sprintf("fleetlift-test-container-%d", os.Getpid()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 100 && os.Remove(cg) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
+		if err := os.WriteFile(filepath.Join(cg, f), []byte(strconv.Itoa(64<<20)), 0); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	b := newBox(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tail holds a line without a newline whole: 300 MB of it.
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-ec", `
+		echo $$ > "$1/cgroup.procs"
+		mount --bind "$1" /sys/fs/cgroup/memory
+		mount -o remount,bind,ro /sys/fs/cgroup/memory
+		shift
+		exec "$@"`, "sh", cg, exe, helperInContainer, b.state,
+		"sh", "-c", "head -c 300000000 /dev/zero | tail > /dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the helper in a 64 MiB container: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "own cgroup: false") {
+		t.Errorf("the jail made a cgroup of its own in a read-only cgroup file system:\n%s", out)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("out of memory: true, limit %d", 64<<20)) {
+		t.Errorf("the jail does not say its command reached the container's 64 MiB:\n%s", out)
+	}
+}
+
+// helperInContainer runs inContainer (TestContainerMemoryLimitIsNamed).
+const helperInContainer = "jail-test-in-container"
+
+// inContainer runs args[1:] in the jail of the box whose state directory
+// is args[0], with Limits that ask for no cgroup of memory, and says
+// whether it ran out of memory and at what limit.
+func inContainer(args []string) int {
+	b := boxAt(args[0])
+	j := b.jail()
+	j.Spec.Limits.Memory = 1 << 40 // asked for; the file system refuses a cgroup
+	cmd, err := j.Command(args[1:])
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	cmd.Dir = b.ws
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	err = cmd.Run()
+	fmt.Printf("exit: %v; own cgroup: %v; out of memory: %v, limit %d\n", err, cmd.group != nil, cmd.OutOfMemory(), cmd.MemoryLimit())
+	return 0
 }
 
 // The scratch /tmp holds at most Limits.TmpSize, and no file the command

@@ -43,6 +43,9 @@ const (
 	missingImage
 	// overTime is jailed, its command sleeping past the task's timeout.
 	overTime
+	// memoryHog is jailed, its command growing past the pod's memory
+	// limit (the controller's --default-memory, 512Mi).
+	memoryHog
 )
 
 // campaignRuns runs a campaign as an operator would against a cluster
@@ -129,11 +132,16 @@ func runCampaign(t *testing.T, n *node.Node, mode sandboxMode) campaign {
 	if mode == overTime {
 		command, timeout = "[sleep, \"600\"]", "20s"
 	}
-	if mode == jailed || mode == jailedRestricted || mode == overTime {
+	if mode == memoryHog {
+		// tail holds the one endless line of /dev/zero in memory.
+		command = "[tail, /dev/zero]"
+	}
+	jailedMode := mode == jailed || mode == overTime || mode == memoryHog
+	if jailedMode || mode == jailedRestricted {
 		installProfile(t, n)
 		isolation = []string{"--sandbox-isolation", "namespaces", "--seccomp-localhost-profile", seccompLocalhost, "--user-namespaces"}
 	}
-	if mode == jailed || mode == overTime {
+	if jailedMode {
 		var ns corev1.Namespace
 		if err := n.Env.Client.Get(context.Background(), client.ObjectKey{Name: sandbox}, &ns); err != nil {
 			t.Fatal(err)
@@ -309,5 +317,17 @@ func pastTimeout(t *testing.T, n *node.Node) {
 	if c.err == nil || !bytes.Contains(c.out, []byte("2 repositories: 0 completed, 2 failed")) ||
 		len(named.FindAll(c.out, -1)) < 2 {
 		t.Fatalf("fleetlift run: %v; want both repositories failed, each naming its 20s timeout:\n%s", c.err, c.out)
+	}
+}
+
+// outOfMemory runs a jailed campaign whose command grows past its pod's
+// memory limit: the pod's memory cgroup kills it, and each repository
+// fails at once, its error naming the out-of-memory and the limit, not a
+// later symptom (a retry's clone, a timeout).
+func outOfMemory(t *testing.T, n *node.Node) {
+	c := runCampaign(t, n, memoryHog)
+	if c.err == nil || !bytes.Contains(c.out, []byte("2 repositories: 0 completed, 2 failed")) ||
+		bytes.Count(c.out, []byte("ran out of memory")) < 2 || !bytes.Contains(c.out, []byte("512 MiB")) {
+		t.Fatalf("fleetlift run: %v; want both repositories failed, each naming the out-of-memory at 512 MiB:\n%s\nsandbox pods: %s", c.err, c.out, c.pods())
 	}
 }

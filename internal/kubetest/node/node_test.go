@@ -50,6 +50,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("a campaign whose pods Pod Security refuses fails at once, saying why", func(t *testing.T) { podsRefused(t, n) })
 	t.Run("a campaign whose image the node lacks fails, naming the image failure", func(t *testing.T) { imageMissing(t, n) })
 	t.Run("a campaign whose command outlives its timeout fails, saying so", func(t *testing.T) { pastTimeout(t, n) })
+	t.Run("a campaign whose command outgrows its pod's memory fails, saying so", func(t *testing.T) { outOfMemory(t, n) })
 
 	if t.Failed() {
 		t.Logf("the node's logs:\n%s", n.Logs(40))

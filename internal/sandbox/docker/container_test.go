@@ -193,7 +193,10 @@ func pids(t *testing.T, cli *client.Client, ref string) int64 {
 
 // A transform that eats memory past the sandbox's limit is killed by the
 // kernel, and the sandbox is reported failed for running out of memory
-// (seed 004's classification), not as an ordinary failure.
+// (seed 004's classification), not as an ordinary failure. The
+// repository's error says so too, naming the container's limit: the
+// jail has no cgroup of its own in a container, and the kernel killed
+// the command in the container's.
 func TestMemoryHogIsOutOfMemory(t *testing.T) {
 	p := newProvider(t, newScope(), func(o *Options) { o.Binds = []string{reposRoot} })
 	url, _ := newRepository(t, map[string]string{"README.md": "# svc\n"})
@@ -206,6 +209,19 @@ func TestMemoryHogIsOutOfMemory(t *testing.T) {
 		t.Fatalf("the agent ended %s (%s); want failed", st.Phase, st.Message)
 	}
 	ctx := testCtx(t)
+	rc, err := p.CopyFrom(ctx, sb.ID, protocol.Dir+"/"+protocol.ResultFile)
+	if err != nil {
+		t.Fatalf("CopyFrom(result): %v", err)
+	}
+	var res protocol.Result
+	derr := json.NewDecoder(rc).Decode(&res)
+	rc.Close()
+	if derr != nil || len(res.Repositories) != 1 {
+		t.Fatalf("result.json: %v, %+v", derr, res)
+	}
+	if msg := res.Repositories[0].Error; !strings.Contains(msg, "ran out of memory") || !strings.Contains(msg, "limit of 64 MiB") {
+		t.Errorf("the repository's error is %q; want it to name the out-of-memory and the limit of 64 MiB", msg)
+	}
 	var status *sandbox.Status
 	for {
 		var err error
