@@ -11,6 +11,9 @@ CRD_DIR := deploy/crds/bases
 ACTIONLINT_VERSION := v1.7.12
 # The SBOM tool make dist runs on each binary it builds.
 CYCLONEDX_GOMOD_VERSION := v1.10.0
+# crane, with which make dist joins each image's platforms into one index
+# and the release workflow pushes them.
+CRANE_VERSION := v0.22.1
 # multi-gitter, which bench-peer measures fleetlift against, pinned in
 # bench/peer/multigitter/go.mod (one dependency raised there: see its
 # comment).
@@ -56,7 +59,7 @@ demo: build ## The GitOps loop end to end: commit a campaign, it runs, commit ap
 	$(BIN)/fleetlift demo
 
 .PHONY: test
-test: lint lint-actions check-generated check-tidy $(BIN)/cyclonedx-gomod bin/gitea bin/envtest bin/node build images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the binaries, the images, the envtest control plane, the real node (as root, with containerd), unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
+test: lint lint-actions check-generated check-tidy $(BIN)/cyclonedx-gomod $(BIN)/crane bin/gitea bin/envtest bin/node build images ## Run every test: vet, format, actionlint, generated files, go.mod tidy, the binaries, the images, the envtest control plane, the real node (as root, with containerd), unit tests, short fuzz runs (needs a Docker engine: .ci/run starts one)
 	$(GO) test -count=1 -timeout 30m ./...
 	cd deploy/monitoring && $(GO) test -count=1 ./...
 	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) test -count=1 -timeout 30m ./...
@@ -127,15 +130,19 @@ $(BIN)/actionlint: FORCE
 $(BIN)/cyclonedx-gomod: FORCE
 	@$@ version 2>/dev/null | grep -qx 'Version:[[:space:]]*$(CYCLONEDX_GOMOD_VERSION)' || GOBIN=$(BIN) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
 
+$(BIN)/crane: FORCE
+	@$@ version 2>/dev/null | grep -qx '$(CRANE_VERSION)' || GOBIN=$(BIN) $(GO) install github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION)
+
 .PHONY: FORCE
 FORCE:
 
 .PHONY: tools
-tools: $(BIN)/cue $(BIN)/actionlint $(BIN)/cyclonedx-gomod $(CONTROLLER_GEN) ## Install pinned tools into ./bin
+tools: $(BIN)/cue $(BIN)/actionlint $(BIN)/cyclonedx-gomod $(BIN)/crane $(CONTROLLER_GEN) ## Install pinned tools into ./bin
 
 .PHONY: dist
-dist: $(BIN)/cyclonedx-gomod ## The release VERSION (make dist VERSION=v0.1.0) in dist/: archives for linux and darwin on amd64 and arm64, SBOMs, checksums (recorded for the setup-fleetlift action) and provenance
+dist: $(BIN)/cyclonedx-gomod $(BIN)/crane ## The release VERSION (make dist VERSION=v0.1.0) in dist/: archives for linux and darwin on amd64 and arm64, SBOMs, checksums (recorded for the setup-fleetlift action), provenance; the images for linux/amd64 and linux/arm64 as OCI layouts, and deploy/'s manifests pinned to their digests (a Docker engine, and QEMU for arm64: images/base.sh says how)
 	CYCLONEDX_GOMOD=$(BIN)/cyclonedx-gomod build/release.sh $(VERSION)
+	CRANE=$(BIN)/crane build/images.sh $(VERSION)
 
 .PHONY: bench-run
 bench-run: ## A deterministic change across 200 local repos: fleetlift (grouped, and one task per repo) vs a shell loop of clone, change, commit, push; RUN_FLAGS="-sandbox docker" for containers

@@ -6,13 +6,19 @@
 #   debian:bookworm-slim   debootstrap --variant=minbase from the Debian
 #                          archive, slimmed as Debian's official slim image
 #                          is, then docker import
+#   debian:bookworm-slim-ARCH
+#                          the same for another platform, linux/ARCH, named
+#                          as an argument (images/build.sh with PLATFORM,
+#                          for a release's images); its packages configure
+#                          under QEMU (apt-get install qemu-user-static)
 #   golang:X-bookworm      that image plus ca-certificates, git and this
 #                          machine's Go toolchain (go env GOROOT), which
 #                          must be Go X
 #
 # An image whose tag exists is left alone, whether this script made it or
 # a registry gave it. The images it makes carry the label
-# io.fleetlift.base=images/base.sh. Needs root, debootstrap, the Debian
+# io.fleetlift.base=images/base.sh. Arguments: platforms, linux/ARCH, to
+# make debian:bookworm-slim-ARCH for. Needs root, debootstrap, the Debian
 # archive and a Docker engine. DOCKER names the client (default: docker);
 # DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR the archive.
 set -euo pipefail
@@ -41,14 +47,25 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# debian_slim makes debian:bookworm-slim.
+# debian_slim makes debian:bookworm-slim, or with an architecture other
+# than this machine's (dpkg's name: arm64) that architecture's as TAG.
 debian_slim() {
-	local tag=$1
-	[ "$(id -u)" = 0 ] || die "debootstrap needs root to make $tag: run as root (or, where a registry is reachable, docker pull $tag)"
+	local tag=$1 arch=${2:-$(dpkg --print-architecture)}
+	[ "$(id -u)" = 0 ] || die "debootstrap needs root to make $tag: run as root (or, where a registry is reachable, docker pull --platform linux/$arch debian:$SUITE-slim)"
 	command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get install -y debootstrap"
+	local took="about 30 s"
+	if [ "$arch" != "$(dpkg --print-architecture)" ]; then
+		# Its packages' scripts run under QEMU, which binfmt_misc starts
+		# for the architecture's executables.
+		local qemu=$arch
+		case $arch in arm64) qemu=aarch64 ;; amd64) qemu=x86_64 ;; esac
+		grep -qx enabled "/proc/sys/fs/binfmt_misc/qemu-$qemu" 2>/dev/null ||
+			die "$tag needs QEMU for $arch programs: apt-get install -y qemu-user-static binfmt-support (where /proc/sys/fs/binfmt_misc is not mounted: mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc, then update-binfmts --enable qemu-$qemu)"
+		took="a few minutes: its packages configure under QEMU"
+	fi
 	rootfs=$(mktemp -d /var/tmp/fleetlift-rootfs.XXXXXX)
-	say "debootstrap --variant=minbase $SUITE from $MIRROR (about 30 s)"
-	debootstrap --variant=minbase "$SUITE" "$rootfs" "$MIRROR" >"$rootfs.log" 2>&1 ||
+	say "debootstrap --variant=minbase --arch=$arch $SUITE from $MIRROR ($took)"
+	debootstrap --variant=minbase --arch="$arch" "$SUITE" "$rootfs" "$MIRROR" >"$rootfs.log" 2>&1 ||
 		{ cat "$rootfs.log" >&2; rm -f "$rootfs.log"; die "debootstrap $SUITE failed (log above)"; }
 	rm -f "$rootfs.log"
 
@@ -101,12 +118,25 @@ debian_slim() {
 		"$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/cache/debconf/*-old \
 		"$rootfs"/var/log/* "$rootfs"/tmp/* "$rootfs"/root/.cache
 
-	say "docker import as $tag"
-	tar --numeric-owner -C "$rootfs" -c . | $DOCKER import \
-		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-		--change "LABEL $LABEL" \
-		--change 'CMD ["bash"]' \
-		- "$tag" >/dev/null
+	# docker load of an image whose config names its platform: docker
+	# import would label any rootfs with this machine's architecture, and
+	# BuildKit would then look for another's in a registry.
+	say "docker load as $tag"
+	local image=$rootfs.image
+	mkdir -p "$image"
+	tar --numeric-owner -C "$rootfs" -cf "$image/layer.tar" .
+	local diff config
+	diff=$(sha256sum "$image/layer.tar" | cut -d' ' -f1)
+	cat >"$image/config.json" <<-EOF
+	{"architecture": "$arch", "os": "linux",
+	 "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["bash"], "Labels": {"${LABEL%%=*}": "${LABEL#*=}"}},
+	 "rootfs": {"type": "layers", "diff_ids": ["sha256:$diff"]}}
+	EOF
+	config=$(sha256sum "$image/config.json" | cut -d' ' -f1)
+	mv "$image/config.json" "$image/$config.json"
+	echo "[{\"Config\": \"$config.json\", \"RepoTags\": [\"$tag\"], \"Layers\": [\"layer.tar\"]}]" >"$image/manifest.json"
+	tar -C "$image" -cf - . | $DOCKER load >/dev/null
+	rm -rf "$image"
 	cleanup
 	rootfs=
 }
@@ -143,7 +173,9 @@ golang() {
 }
 
 # The image of each FROM line, past flags such as --platform.
-froms=$(awk '$1 == "FROM" { for (i = 2; i <= NF; i++) if ($i !~ /^--/) { print $i; break } }' images/*/Dockerfile | sort -u)
+# A FROM of a build argument (${DEBIAN}) names debian:bookworm-slim by
+# default, made first.
+froms=$(awk '$1 == "FROM" { for (i = 2; i <= NF; i++) if ($i !~ /^--/) { if ($i !~ /^\$/) print $i; break } }' images/*/Dockerfile | sort -u)
 [ -n "$froms" ] || die "no FROM line in images/*/Dockerfile"
 # Debian first: the Go image is made from it.
 for tag in "debian:$SUITE-slim" $froms; do
@@ -170,4 +202,15 @@ for tag in $(awk '$1 == "image:" { print $2 }' examples/local/*.yaml | sort -u);
 	"debian:$SUITE-slim") ;;
 	*) die "examples/local names image $tag, which this machine cannot make (no registry is reachable): add a recipe to images/base.sh" ;;
 	esac
+done
+
+# Another platform's Debian, for images/build.sh with PLATFORM.
+for platform in "$@"; do
+	case "$platform" in
+	linux/*) ;;
+	*) die "no recipe for platform $platform: want linux/ARCH" ;;
+	esac
+	arch=${platform#linux/}
+	[ "$arch" = "$(dpkg --print-architecture)" ] && continue
+	exists "debian:$SUITE-slim-$arch" || debian_slim "debian:$SUITE-slim-$arch" "$arch"
 done

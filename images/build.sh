@@ -4,6 +4,12 @@
 # after images/base.sh has made the base images. Up to date, every step is
 # cached and it takes a few seconds.
 #
+# With PLATFORM=linux/ARCH it builds for that platform instead, as
+# fleetlift/IMAGE:VERSION-linux-ARCH only (build/images.sh, for a
+# release's multi-platform images): from debian:bookworm-slim-ARCH, which
+# images/base.sh makes, where ARCH is not this machine's; the Go stage
+# cross-compiles, the rest runs under QEMU.
+#
 # The builds need BuildKit: a client with the buildx plugin, or Debian's
 # docker.io client (20.10), which has it built in. DOCKER names the client;
 # by default the first of those found.
@@ -31,7 +37,20 @@ command -v "$DOCKER" >/dev/null || die "no Docker client ($DOCKER): apt-get inst
 $DOCKER info >/dev/null 2>&1 ||
 	die "no Docker engine answers ('$DOCKER info' failed): start one as root with 'dockerd >/var/log/dockerd.log 2>&1 &' (apt-get install -y docker.io), or run .ci/run, which installs and starts it"
 
-images/base.sh
+native=linux/$(dpkg --print-architecture)
+platform=${PLATFORM:-$native}
+tags=()
+args=()
+if [ -n "${PLATFORM:-}" ]; then
+	[[ $platform == linux/* ]] || die "PLATFORM=$platform: want linux/ARCH"
+	args+=(--platform "$platform")
+	if [ "$platform" != "$native" ]; then
+		args+=(--build-arg "DEBIAN=debian:bookworm-slim-${platform#linux/}")
+	fi
+	images/base.sh "$platform"
+else
+	images/base.sh
+fi
 
 # The builds take Go modules from this machine's module cache, served on
 # loopback by images/modproxy (go list fetches what the cache lacks).
@@ -49,6 +68,13 @@ revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 created=$(git log -1 --format=%cI 2>/dev/null || echo unknown)
 for name in "$@"; do
 	[ -f "images/$name/Dockerfile" ] || die "no images/$name/Dockerfile"
+	if [ -n "${PLATFORM:-}" ]; then
+		names=("fleetlift/$name:$version-${platform//\//-}")
+	else
+		names=("fleetlift/$name:$version" "fleetlift/$name:dev")
+	fi
+	tags=()
+	for n in "${names[@]}"; do tags+=(-t "$n"); done
 	start=$SECONDS
 	log=$(mktemp)
 	# Host networking: the builds reach the Debian archive as this machine
@@ -61,13 +87,13 @@ for name in "$@"; do
 		--label org.opencontainers.image.title="fleetlift/$name" \
 		--label org.opencontainers.image.version="$version" \
 		--label org.opencontainers.image.revision="$revision" \
-		-t "fleetlift/$name:$version" -t "fleetlift/$name:dev" \
+		"${args[@]}" "${tags[@]}" \
 		-f "images/$name/Dockerfile" . >"$log" 2>&1; then
 		cat "$log" >&2
 		rm -f "$log"
-		die "building fleetlift/$name:$version failed (log above)"
+		die "building fleetlift/$name:$version for $platform failed (log above)"
 	fi
 	rm -f "$log"
-	size=$($DOCKER image inspect -f '{{.Size}}' "fleetlift/$name:dev")
-	printf 'images: fleetlift/%s:%s and :dev, %d MB, %d s\n' "$name" "$version" $((size / 1000000)) $((SECONDS - start))
+	size=$($DOCKER image inspect -f '{{.Size}}' "${names[0]}")
+	printf 'images: %s, %s, %d MB, %d s\n' "${names[*]}" "$platform" $((size / 1000000)) $((SECONDS - start))
 done
