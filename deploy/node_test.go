@@ -11,13 +11,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
@@ -25,16 +28,19 @@ import (
 	"github.com/fleetlift/fleetlift/internal/kubetest/node"
 )
 
-// nodeImages are what the production overlay's pods run, built by
-// `make images` and imported into the node's containerd.
-var nodeImages = []string{"fleetlift/fleetlift:dev", "fleetlift/agent:dev", "fleetlift/sandbox:dev"}
-
-// TestProductionOnARealNode installs fleetlift as an operator with an
-// overlay of their own over overlays/production does, applied the way
-// Flux's kustomize-controller applies it, on a real kubelet whose pods
-// reach the API server through the kubernetes Service as in any cluster;
-// then a campaign merged into the campaigns repository runs to pull
-// requests with nothing outside the cluster but Temporal and the forge:
+// TestProductionOnARealNode installs fleetlift from its release as an
+// operator does from an empty cluster (deploy/README.md): the release's
+// deploy archive, whose manifests name the images on ghcr.io by digest,
+// with an overlay of the operator's own over its overlays/production,
+// applied the way Flux's kustomize-controller applies it, on a real
+// kubelet whose pods reach the API server through the kubernetes Service
+// as in any cluster. The release is make dist's (build/images.sh, for
+// this machine's platform), its images served by a registry on loopback
+// that the node's containerd mirrors ghcr.io to, pushed there as the
+// release workflow pushes them: every image a pod runs is pulled by its
+// digest. Then a campaign merged into the campaigns repository runs to
+// pull requests with nothing outside the cluster but Temporal and the
+// forge:
 //
 //   - Temporal is `fleetlift server` with mutual TLS on the host's
 //     address on the pods' bridge, the workers and reconcilers holding
@@ -64,9 +70,13 @@ func TestProductionOnARealNode(t *testing.T) {
 	if _, err := os.Stat(fleetlift); err != nil {
 		t.Fatalf("bin/fleetlift is missing: run `make build` (%v)", err)
 	}
-	n, err := node.Start(node.Options{Images: nodeImages, InCluster: true})
+	// The release is made before the node starts: controller-runtime's
+	// logger, which envtest logs to, is set first.
+	ctrllog.SetLogger(logr.Discard())
+	rel := makeRelease(t, root)
+	n, err := node.Start(node.Options{InCluster: true, Mirrors: map[string]string{"ghcr.io": rel.mirror}})
 	if err != nil {
-		t.Fatalf("start the node (run `%s` and `make images` first): %v", node.MakeTarget, err)
+		t.Fatalf("start the node (run `%s` first): %v", node.MakeTarget, err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -104,13 +114,13 @@ func TestProductionOnARealNode(t *testing.T) {
 	})
 	g.AddCollaborator(t, bot.Name, "campaigns", alice.Name, "write")
 
-	overlay := operatorOverlay(t, n, overlayValues{
+	overlay := operatorOverlay(t, n, rel.deploy, overlayValues{
 		campaigns: campaigns, temporal: temporal, forge: g.URL(), forgeToken: bot.Token,
 		forgeCA: forgeCA, temporalTLS: filepath.Join(stateDir, "tls"),
 	})
 	sandboxPods := n.WatchPods(t, "sandbox-isolated")
 	f := newFlux(t, n.Env.Config)
-	crds := f.apply(t, "fleetlift-crds", "crds")
+	crds := f.apply(t, "fleetlift-crds", filepath.Join(rel.deploy, "crds"))
 	f.wait(t, "fleetlift-crds", crds, time.Minute)
 	start := time.Now()
 	app := f.apply(t, "fleetlift", overlay)
@@ -128,13 +138,13 @@ failure: {threshold_percent: 100}
 template:
   execution:
     deterministic:
-      image: fleetlift/sandbox:dev
+      image: %s
       command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]
   pull_request: {branch_prefix: auto/node, title: Bump go}
 repositories:
   - url: %s
   - url: %s
-`, targets[0], targets[1]))
+`, rel.sandbox, targets[0], targets[1]))
 
 	var prURLs []string
 	for _, name := range []string{"svc-a", "svc-b"} {
@@ -148,10 +158,17 @@ repositories:
 	}
 	t.Logf("merge to both pull requests open: %s", time.Since(start).Round(time.Millisecond))
 
-	// The sandboxes ran on the node: pods of the sandbox image, in user
-	// namespaces with the installed Localhost profile.
-	if seen := sandboxPods(); !strings.Contains(seen, "jailed") || !strings.Contains(seen, "fleetlift/sandbox:dev") {
-		t.Errorf("no jailed sandbox pod of fleetlift/sandbox:dev ran; seen: %s", seen)
+	// The sandboxes ran on the node: pods of the released sandbox image,
+	// in user namespaces with the installed Localhost profile. Every
+	// container the node ran is of a released image, by digest (the
+	// node's own pause image aside).
+	if seen := sandboxPods(); !strings.Contains(seen, "jailed") || !strings.Contains(seen, rel.sandbox) {
+		t.Errorf("no jailed sandbox pod of %s ran; seen: %s", rel.sandbox, seen)
+	}
+	for _, image := range podImages(t, n) {
+		if _, ref, _ := strings.Cut(image, " "); !slices.Contains(rel.pinned, ref) {
+			t.Errorf("a pod in %s ran an image other than the release's", image)
+		}
 	}
 	// No fleetlift process met configuration it does not read (as the
 	// Services' links would have made).
@@ -325,11 +342,11 @@ type overlayValues struct {
 // store); the forge's CA for the workers and reconcilers; and the
 // kubelet's seccomp directory, which on this node is not the default; and
 // smaller sandboxes, for a node of 2 CPUs.
-func operatorOverlay(t *testing.T, n *node.Node, v overlayValues) string {
+func operatorOverlay(t *testing.T, n *node.Node, deploy string, v overlayValues) string {
 	t.Helper()
 	dir := t.TempDir()
 	rel := func(p string) string {
-		r, err := filepath.Rel(dir, filepath.Join(n.Env.Root, "deploy", p))
+		r, err := filepath.Rel(dir, filepath.Join(deploy, p))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -166,6 +166,21 @@ func (n *Node) startContainerd() error {
 	cfg := fmt.Sprintf(containerdConfig,
 		filepath.Join(d, "root"), filepath.Join(d, "state"), n.socket(), filepath.Join(d, "ttrpc.sock"),
 		filepath.Join(d, "opt"), pauseImage, cniBinDir, filepath.Join(n.Dir, "cni"), filepath.Join(d, "runc"), n.bins.runc)
+	if len(n.mirrors) > 0 {
+		hosts := filepath.Join(d, "hosts")
+		cfg += fmt.Sprintf("  [plugins.\"io.containerd.grpc.v1.cri\".registry]\n    config_path = %q\n", hosts)
+		for registry, mirror := range n.mirrors {
+			// The mirror is the server too: nothing falls back to the
+			// registry itself.
+			toml := fmt.Sprintf("server = %[1]q\n\n[host.%[1]q]\n  capabilities = [\"pull\", \"resolve\"]\n", mirror)
+			if err := os.MkdirAll(filepath.Join(hosts, registry), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(hosts, registry, "hosts.toml"), []byte(toml), 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	if err := os.WriteFile(filepath.Join(d, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}

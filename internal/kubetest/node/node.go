@@ -54,6 +54,12 @@ type Options struct {
 	// on a machine at a time: kube-proxy's nftables tables are the
 	// machine's, and Start refuses a second.
 	InCluster bool
+	// Mirrors are registries containerd pulls from elsewhere: a
+	// registry's host (ghcr.io) to the URL of a registry serving its
+	// images on loopback (http://127.0.0.1:5000), as an operator's
+	// mirror would. containerd asks only the mirror, never the registry
+	// itself. Pods naming those images are pulled, as in a cluster.
+	Mirrors map[string]string
 }
 
 // Node is a running control plane and a kubelet registered Ready.
@@ -78,6 +84,7 @@ type Node struct {
 	cgroupRoot string
 	sysctls    map[string]string
 	inCluster  bool // kube-proxy runs, and Stop removes its tables
+	mirrors    map[string]string
 	// newHostDirs are the hostDirs that did not exist at Start.
 	newHostDirs []string
 	procs       []*proc // in start order
@@ -127,6 +134,7 @@ func Start(opts Options) (n *Node, err error) {
 		}
 	}
 	n.inCluster = opts.InCluster
+	n.mirrors = opts.Mirrors
 	if err := n.saveState(); err != nil {
 		return n, err
 	}

@@ -72,8 +72,18 @@ func DescribePod(p corev1.Pod) string {
 		}
 	}
 	b.WriteString(":")
+	// The image each container names (a digest-pinned one's status shows
+	// only the image's id).
+	named := map[string]string{}
+	for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+		named[c.Name] = c.Image
+	}
 	for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-		fmt.Fprintf(&b, " %s (%s)", s.Name, s.Image)
+		image := named[s.Name]
+		if image == "" {
+			image = s.Image
+		}
+		fmt.Fprintf(&b, " %s (%s)", s.Name, image)
 		switch {
 		case s.State.Terminated != nil:
 			fmt.Fprintf(&b, " exited %d %s", s.State.Terminated.ExitCode, s.State.Terminated.Reason)
