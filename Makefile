@@ -28,6 +28,10 @@ FUZZ_JSONSCHEMA ?= 80000x
 # place it is set (make images VERSION=1.2.3 for a release).
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGES  := sandbox agent fleetlift
+# Packages that are Linux's alone, left out of darwin's vet: the real
+# node (namespaces, mounts, containerd) and the benchmarks that run on it
+# or use prctl.
+LINUX_ONLY := /internal/kubetest/node$$ -e /bench/kube$$ -e /bench/peer$$
 # What `fleetlift version` names: the release, the commit and its date
 # (the commit's, not the clock's, so that a build is reproducible).
 COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -75,8 +79,9 @@ test-node: bin/envtest bin/node build images ## Run only the real-node suite (pa
 	$(GO) test -count=1 -timeout 15m -v -run TestRealNode ./internal/kubetest/node
 
 .PHONY: lint
-lint: ## go vet, gofmt, and no command file over 400 lines
+lint: ## go vet (and for darwin/arm64, which the release has archives for), gofmt, and no command file over 400 lines
 	$(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 $(GO) vet $$(GOOS=darwin $(GO) list ./... | grep -v -e $(LINUX_ONLY))
 	cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi

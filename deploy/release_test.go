@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleetlift/fleetlift/internal/kubetest/node"
+	"github.com/fleetlift/fleetlift/internal/ocitest"
 )
 
 // release is a fleetlift release as an operator meets it: the deploy
@@ -38,10 +38,7 @@ type release struct {
 // workflow does (crane push --index), to a registry on loopback.
 func makeRelease(t *testing.T, root string) release {
 	t.Helper()
-	crane := filepath.Join(root, "bin", "crane")
-	if _, err := os.Stat(crane); err != nil {
-		t.Fatalf("crane, which make dist runs, is not installed: run make tools (%v)", err)
-	}
+	crane := ocitest.Crane(t, root)
 	const version = "v0.0.0-node"
 	dist := t.TempDir()
 	cmd := exec.Command(filepath.Join(root, "build", "images.sh"), version)
@@ -52,31 +49,7 @@ func makeRelease(t *testing.T, root string) release {
 	}
 	t.Logf("release %s made in %s", version, time.Since(start).Round(time.Millisecond))
 
-	serve := exec.Command(crane, "registry", "serve", "--address", "127.0.0.1:0")
-	stderr, err := serve.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	port := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if _, p, ok := strings.Cut(sc.Text(), "serving on port "); ok {
-				port <- p
-			}
-		}
-	}()
-	var local string
-	select {
-	case p := <-port:
-		local = "127.0.0.1:" + p
-	case <-time.After(30 * time.Second):
-		t.Fatal("crane registry serve did not say its port")
-	}
+	local := ocitest.Registry(t, crane)
 
 	r := release{deploy: filepath.Join(dist, "fleetlift_"+version+"_deploy"), mirror: "http://" + local}
 	b, err := os.ReadFile(filepath.Join(dist, "images.txt"))

@@ -6,6 +6,6 @@
 // command that provides it; they never skip.
 //
 // The package holds only tests. They drive the docker command line and
-// import only the standard library: nothing of fleetlift's, so they test
-// the images as built, not the code beside them.
+// import nothing of fleetlift's but a test helper (ocitest, a registry on
+// loopback), so they test the images as built, not the code beside them.
 package imagetest

@@ -2,7 +2,6 @@ package imagetest
 
 import (
 	"archive/tar"
-	"bufio"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetlift/fleetlift/internal/ocitest"
 )
 
 // The release's images as make dist makes them (build/images.sh), for
@@ -29,13 +30,7 @@ import (
 // those digests.
 func TestReleaseImagesArePinnedByDigest(t *testing.T) {
 	requireImages(t)
-	crane, err := filepath.Abs("../../bin/crane")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(crane); err != nil {
-		t.Fatalf("crane, which make dist runs, is not installed: run make tools (%v)", err)
-	}
+	crane := ocitest.Crane(t, "../..")
 	const version = "v0.0.0-imagetest"
 	const registry = "registry.example.com/fleetlift"
 	dist := t.TempDir()
@@ -62,31 +57,7 @@ func TestReleaseImagesArePinnedByDigest(t *testing.T) {
 		t.Fatalf("images.txt names %q, want fleetlift, agent and sandbox once each", refs)
 	}
 
-	serve := exec.Command(crane, "registry", "serve", "--address", "127.0.0.1:0")
-	stderr, err := serve.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	port := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if _, p, ok := strings.Cut(sc.Text(), "serving on port "); ok {
-				port <- p
-			}
-		}
-	}()
-	var local string
-	select {
-	case p := <-port:
-		local = "127.0.0.1:" + p
-	case <-time.After(30 * time.Second):
-		t.Fatal("crane registry serve did not say its port")
-	}
+	local := ocitest.Registry(t, crane)
 
 	for name, digest := range digests {
 		layout := filepath.Join(dist, "images", name)
