@@ -114,6 +114,7 @@ check-generated: $(CONTROLLER_GEN) ## Fail when the generated JSON Schema files,
 check-tidy: ## Fail when go.mod or go.sum is not tidy
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) $(GO) mod tidy -diff || { echo "deploy/go.mod/go.sum are not tidy: run cd deploy && GOTOOLCHAIN=$(DEPLOY_GOTOOLCHAIN) go mod tidy"; exit 1; }
+	@cd tools/agentsandbox && $(GO) mod tidy -diff || { echo "tools/agentsandbox/go.mod/go.sum are not tidy: run cd tools/agentsandbox && go mod tidy"; exit 1; }
 
 .PHONY: verify
 verify: generate ## Regenerate and tidy, then fail if anything changed
@@ -202,6 +203,11 @@ bench-kube: bin/envtest ## SandboxRequest create -> Job created and -> status wr
 .PHONY: bench-kube-node
 bench-kube-node: bin/envtest bin/node images ## SandboxRequest create -> status Running (the sandbox pod runs) on a real node, p50 over 20, against a plain Job create -> its pod's containers running (as root, with containerd)
 	$(GO) run ./bench/kube -node -n 20
+
+.PHONY: bench-kube-warm-pool
+bench-kube-warm-pool: bin/envtest bin/node images ## The agent-sandbox backend on a real node: SandboxRequest -> Running through a claim on a warm pool kept by agent-sandbox's controller (built into bin/node by tools/agentsandbox), p50 and p95 over 20, against the Jobs backend in the same run and agent-sandbox's published p50 (as root, with containerd)
+	tools/agentsandbox/build.sh
+	$(GO) run ./bench/kube -node -warm-pool -n 20
 
 .PHONY: images
 images: ## Build fleetlift/{sandbox,agent,fleetlift}, tagged with git describe and :dev, offline (needs a Docker engine; a few seconds when up to date)

@@ -15,10 +15,12 @@
 //
 // It prints p50, p90 and max, and the ratios of the p50s, and asserts no
 // time. With -node it runs on a real node instead (see runNode): to the
-// sandbox's pod running.
+// sandbox's pod running; with -warm-pool too, the agent-sandbox backend's
+// claims on a warm pool there (see runWarmPool).
 //
-//	make bench-kube        # go run ./bench/kube -n 100
-//	make bench-kube-node   # go run ./bench/kube -node -n 20
+//	make bench-kube            # go run ./bench/kube -n 100
+//	make bench-kube-node       # go run ./bench/kube -node -n 20
+//	make bench-kube-warm-pool  # go run ./bench/kube -node -warm-pool -n 20
 package main
 
 import (
@@ -31,18 +33,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/controller"
@@ -53,10 +52,17 @@ import (
 func main() {
 	n := flag.Int("n", 100, "requests per path")
 	onNode := flag.Bool("node", false, "on a real node (as root, with containerd, bin/node and the images): to the sandbox's pod running")
+	warmPool := flag.Bool("warm-pool", false, "with -node: the agent-sandbox backend's warm-pool claims, against the Jobs backend (bin/node/agent-sandbox-controller)")
 	flag.Parse()
 	run := run
-	if *onNode {
+	switch {
+	case *onNode && *warmPool:
+		run = runWarmPool
+	case *onNode:
 		run = runNode
+	case *warmPool:
+		fmt.Fprintln(os.Stderr, "bench/kube: -warm-pool needs -node")
+		os.Exit(2)
 	}
 	if err := run(*n, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/kube:", err)
@@ -237,28 +243,9 @@ func run(n int, out io.Writer) error {
 // until ctx is done, as fleetlift-controller runs it, on ns alone, with
 // the Jobs backend making pods as pod says.
 func startController(ctx context.Context, env *kubetest.Env, ns string, policy controller.Policy, pod jobspec.Config, workers int) error {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	return startBackend(ctx, env, ns, policy, workers, func(mgr ctrl.Manager) controller.Backend {
+		return &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: pod}
 	})
-	if err != nil {
-		return err
-	}
-	if _, err := controller.Setup(mgr, controller.Options{
-		Policy:     policy,
-		Backend:    &controller.Jobs{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Pod: pod},
-		Registerer: prometheus.NewRegistry(),
-		Workers:    workers,
-	}); err != nil {
-		return err
-	}
-	go mgr.Start(ctx)
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return fmt.Errorf("the controller's cache did not sync")
-	}
-	return nil
 }
 
 func pct(d []time.Duration, p int) time.Duration {

@@ -57,20 +57,7 @@ func runNode(n int, out io.Writer) error {
 
 	// poll waits until cond holds, checking every 20 ms, for two minutes.
 	poll := func(what string, cond func() (bool, error)) error {
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			ok, err := cond()
-			if err != nil {
-				return err
-			}
-			if ok {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s: not within two minutes", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		return pollEvery(20*time.Millisecond, 2*time.Minute, what, cond)
 	}
 	running := func(job string) func() (bool, error) {
 		return func() (bool, error) {

@@ -14,6 +14,16 @@ import (
 // for commands that take --kubeconfig.
 func Kubeconfig(t testing.TB, cfg *rest.Config) string {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := WriteKubeconfig(cfg, path); err != nil {
+		t.Fatalf("write a kubeconfig: %v", err)
+	}
+	return path
+}
+
+// WriteKubeconfig writes the kubeconfig file of Kubeconfig to path, only
+// its owner may read it.
+func WriteKubeconfig(cfg *rest.Config, path string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{
@@ -22,10 +32,8 @@ func Kubeconfig(t testing.TB, cfg *rest.Config) string {
 	}
 	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "user"}
 	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatalf("write a kubeconfig: %v", err)
+		return err
 	}
-	os.Chmod(path, 0o600)
-	return path
+	return os.Chmod(path, 0o600)
 }
