@@ -158,7 +158,7 @@ func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout 
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
 			return st, protocol.Result{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("agent in sandbox %s did not finish within %s", id, timeout), ErrAgentTimedOut, nil)
+				fmt.Sprintf("timed out after %s: the agent in sandbox %s did not finish", timeout, id), ErrAgentTimedOut, nil)
 		}
 		return st, protocol.Result{}, err
 	}

@@ -162,7 +162,7 @@ func TestRunSandboxedTimesOut(t *testing.T) {
 	_, err := runSandboxed(t, a, env, "slow", "awaiting_input", 2*time.Second)
 	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) || ae.Type() != activity.ErrAgentTimedOut || !ae.NonRetryable() ||
-		!strings.Contains(ae.Error(), "did not finish within 2s") {
+		!strings.Contains(ae.Error(), "timed out after 2s") {
 		t.Fatalf("want a non-retryable %s error, got %v", activity.ErrAgentTimedOut, err)
 	}
 	gone(t, a, "slow")
