@@ -441,7 +441,7 @@ func (s *Server) request(method, path string, body []byte, auth func(*http.Reque
 // start writes the configuration for a free port, starts gitea web and
 // waits until its API answers.
 func (s *Server) start(static string) error {
-	port, err := freePort(s.host)
+	port, err := pickPort(s.host)
 	if err != nil {
 		return err
 	}
@@ -646,6 +646,11 @@ func staticRoot(bin string) (string, error) {
 	return dir, nil
 }
 
+// pickPort is the port each start of Gitea tries: a free one (a test
+// hands it a taken one to check that Launch tries again).
+var pickPort = freePort
+
+// freePort is a port of host no one listens on now.
 func freePort(host string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
