@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -176,9 +177,17 @@ func (a *Activities) runIn(ctx context.Context, id string, in RunInput, timeout 
 
 // removeAfter removes sandbox ref once its task is over there, on a
 // context of its own: a cancelled task's sandbox goes too. A worker that
-// is stopping leaves it to the attempt that takes over.
+// is stopping, or an attempt the server gave up on, leaves it to the
+// attempt that takes over.
 func (a *Activities) removeAfter(ctx context.Context, ref SandboxRef) {
 	if workerStopping(ctx) {
+		return
+	}
+	if serverGaveUp(ctx) {
+		if sdkactivity.IsActivity(ctx) {
+			sdkactivity.GetLogger(ctx).Warn("the server no longer has this attempt; its sandbox is left to the one that takes over",
+				"sandbox", ref.ID, "cause", context.Cause(ctx))
+		}
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -188,6 +197,18 @@ func (a *Activities) removeAfter(ctx context.Context, ref SandboxRef) {
 		return
 	}
 	a.release(ref.ID)
+}
+
+// serverGaveUp reports whether this attempt ended because the server no
+// longer has it: a heartbeat found the attempt gone (it timed out, or
+// another took over) or failed past the heartbeat timeout, and the SDK
+// ended the attempt with the service's error. The server runs the
+// activity again, and the attempt that takes over provisions the same
+// sandbox from the last heartbeat (a Kubernetes sandbox is the same
+// SandboxRequest wherever the worker runs): this one must not remove it.
+func serverGaveUp(ctx context.Context) bool {
+	var se serviceerror.ServiceError
+	return ctx.Err() != nil && errors.As(context.Cause(ctx), &se)
 }
 
 // SandboxLost reports whether err says the sandbox was lost (its agent

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -259,6 +260,39 @@ func TestRunSandboxedCancelledRemovesTheSandbox(t *testing.T) {
 		t.Fatalf("a cancelled run ended with %v", err)
 	}
 	gone(t, a, "cancelled")
+}
+
+// An attempt the server gave up on (a heartbeat found it gone: it timed
+// out, or another attempt took over) leaves its sandbox: the attempt
+// that takes over provisions the same one from the last heartbeat and
+// waits for its agent, which must not be removed under it.
+func TestRunSandboxedLeavesTheSandboxTheServerGaveUpOn(t *testing.T) {
+	a, _ := newActivities(t)
+	ctx, cancel := context.WithCancelCause(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.RunSandboxed(ctx, activity.RunInput{Provision: activity.ProvisionInput{SandboxID: "given-up"},
+			Manifest: protocol.Manifest{TaskID: "given-up", Title: "awaiting_input"}, Timeout: time.Hour})
+		done <- err
+	}()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if st, err := a.Sandbox.Status(t.Context(), "given-up"); err == nil && st.Phase == sandbox.PhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox never ran")
+		}
+	}
+	// What the SDK cancels an attempt with when its heartbeat finds it
+	// gone.
+	cancel(serviceerror.NewNotFound("invalid activityID or activity already timed out or invoking workflow is completed"))
+	if err := <-done; err == nil {
+		t.Fatal("an attempt the server gave up on finished")
+	}
+	t.Cleanup(func() { _ = a.Sandbox.Cleanup(context.Background(), "given-up") })
+	if st, err := a.Sandbox.Status(t.Context(), "given-up"); err != nil || st.Phase != sandbox.PhaseRunning {
+		t.Errorf("the attempt the server gave up on removed the sandbox the next attempt takes up: %+v, %v", st, err)
+	}
 }
 
 // A worker that is stopping leaves its sandbox to the attempt that takes

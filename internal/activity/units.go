@@ -152,7 +152,7 @@ func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome,
 		done := status.UnitOutcome{Key: u.Key, Outcome: keptOf(r), Took: time.Since(start), Attempt: u.Attempt}
 		switch {
 		case err == nil:
-		case ended && (workerStopping(ctx) || errors.Is(ctx.Err(), context.DeadlineExceeded)):
+		case ended && (workerStopping(ctx) || serverGaveUp(ctx) || errors.Is(ctx.Err(), context.DeadlineExceeded)):
 			// The attempt that takes over goes on from the heartbeat.
 			beat.flush()
 			return out, err
@@ -268,7 +268,8 @@ func heartbeatNow(ctx context.Context, p any) error {
 // context (the worker stopping, a timeout, the activity gone) ends it at
 // once.
 func (a *Activities) unitContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	uctx, cancelCause := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancel := func() { cancelCause(nil) }
 	go func() {
 		select {
 		case <-uctx.Done():
@@ -276,7 +277,9 @@ func (a *Activities) unitContext(ctx context.Context) (context.Context, context.
 		case <-ctx.Done():
 		}
 		if workerStopping(ctx) || !cancelled(context.Cause(ctx)) {
-			cancel()
+			// The run's cause too: the unit's sandbox is left where the
+			// server gave up on the attempt (serverGaveUp).
+			cancelCause(context.Cause(ctx))
 			return
 		}
 		ask := a.UnitGoesOn

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
+	"github.com/fleetlift/fleetlift/internal/sandbox"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/status"
 )
@@ -307,6 +309,42 @@ func TestRunsUnitAtWorkOutlivesTheRunsCancellation(t *testing.T) {
 			gone(t, a, "u1", "u2")
 		})
 	}
+}
+
+// A run the server gave up on (a heartbeat found the attempt gone) ends
+// at once, counting its unit at work neither done nor cancelled: the
+// attempt that takes over goes on with that unit in its sandbox, which
+// stays.
+func TestRunUnitsTheServerGaveUpOnLeavesItsUnitToTheNextAttempt(t *testing.T) {
+	a, _ := newActivities(t)
+	a.StillWanted = (&wanted{}).stillWanted
+	var asks atomic.Int32
+	a.UnitGoesOn = func(context.Context) (bool, error) { asks.Add(1); return true, nil }
+	ctx, cancel := context.WithCancelCause(t.Context())
+	in := units("complete", "u1", "u2")
+	in.Template.Manifest.TaskID = "slow-30"
+	done := runAsync(ctx, a, in)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if st, err := a.Sandbox.Status(t.Context(), "u1"); err == nil && st.Phase == sandbox.PhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("u1's sandbox never ran")
+		}
+	}
+	cancel(serviceerror.NewNotFound("invalid activityID or activity already timed out or invoking workflow is completed"))
+	r := <-done
+	if r.err == nil {
+		t.Fatal("a run the server gave up on ended as if it had finished")
+	}
+	if len(r.out.Done) != 0 || asks.Load() != 0 {
+		t.Errorf("units done %+v, asked %d times whether u1 goes on; want none done, none asked: the next attempt goes on with u1", r.out.Done, asks.Load())
+	}
+	t.Cleanup(func() { _ = a.Sandbox.Cleanup(context.Background(), "u1") })
+	if st, err := a.Sandbox.Status(t.Context(), "u1"); err != nil || st.Phase != sandbox.PhaseRunning {
+		t.Errorf("u1's sandbox was removed under the attempt that takes over: %+v, %v", st, err)
+	}
+	gone(t, a, "u2")
 }
 
 // Each unit of a run is told as it starts and as it ends, with its
