@@ -9,11 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/controller"
 	"github.com/fleetlift/fleetlift/internal/jobspec"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
@@ -86,35 +84,10 @@ func runNode(n int, out io.Writer) error {
 	background := metav1.DeletePropagationBackground
 
 	var viaRequest, plain []time.Duration
-	var last string
 	for i := -1; i < n; i++ {
 		name := fmt.Sprintf("sbr-%03d", i+1)
-		sbr := &v1alpha1.SandboxRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec:       v1alpha1.SandboxRequestSpec{TaskID: name, Image: "fleetlift/sandbox:dev"},
-		}
-		t0 := time.Now()
-		if err := env.Client.Create(ctx, sbr); err != nil {
-			return err
-		}
-		if err := poll(name+" Running", func() (bool, error) {
-			var cur v1alpha1.SandboxRequest
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sbr), &cur); err != nil {
-				return false, err
-			}
-			if cur.Status.Phase == v1alpha1.PhaseFailed {
-				return false, fmt.Errorf("%s failed: %s", name, cur.Status.Message)
-			}
-			last = fmt.Sprintf("%s: %s", cur.Status.Phase, cur.Status.Message)
-			return cur.Status.Phase == v1alpha1.PhaseRunning, nil
-		}); err != nil {
-			return fmt.Errorf("%w (last: %s)", err, last)
-		}
-		d0 := time.Since(t0)
-		if err := env.Client.Delete(ctx, sbr); err != nil {
-			return err
-		}
-		if err := poll(name+" gone", gone(jobspec.LabelSandbox+"="+name)); err != nil {
+		d0, err := requestRunning(ctx, env, ns, name, "fleetlift/sandbox:dev", 20*time.Millisecond)
+		if err != nil {
 			return err
 		}
 

@@ -161,37 +161,8 @@ func runWarmPool(n int, out io.Writer) error {
 				}
 			}
 			name := fmt.Sprintf("sbr-%d-%03d", time.Now().UnixNano()%1e6, i+1)
-			sbr := &v1alpha1.SandboxRequest{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-				Spec:       v1alpha1.SandboxRequestSpec{TaskID: name, Image: image},
-			}
-			t := time.Now()
-			if err := env.Client.Create(ctx, sbr); err != nil {
-				return nil, err
-			}
-			var last string
-			if err := pollEvery(5*time.Millisecond, 3*time.Minute, name+" Running", func() (bool, error) {
-				var cur v1alpha1.SandboxRequest
-				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sbr), &cur); err != nil {
-					return false, err
-				}
-				if cur.Status.Phase == v1alpha1.PhaseFailed {
-					return false, fmt.Errorf("%s failed: %s", name, cur.Status.Message)
-				}
-				last = fmt.Sprintf("%s: %s", cur.Status.Phase, cur.Status.Message)
-				return cur.Status.Phase == v1alpha1.PhaseRunning, nil
-			}); err != nil {
-				return nil, fmt.Errorf("%w (last: %s)", err, last)
-			}
-			d := time.Since(t)
-			if err := env.Client.Delete(ctx, sbr); err != nil {
-				return nil, err
-			}
-			if err := pollEvery(20*time.Millisecond, 3*time.Minute, name+" gone", func() (bool, error) {
-				var pods corev1.PodList
-				err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{jobspec.LabelSandbox: name})
-				return err == nil && len(pods.Items) == 0, err
-			}); err != nil {
+			d, err := requestRunning(ctx, env, ns, name, image, 5*time.Millisecond)
+			if err != nil {
 				return nil, err
 			}
 			if i >= 0 {
@@ -230,6 +201,44 @@ func runWarmPool(n int, out io.Writer) error {
 	fmt.Fprintf(out, "\nratio of p50s: warm-pool claim / Jobs backend %.2fx; agent-sandbox's published claim p50: %s (warm-pool claim / that %.2fx)\n",
 		float64(pct(claims, 50))/float64(pct(jobs, 50)), ms(agentSandboxP50), float64(pct(claims, 50))/float64(agentSandboxP50))
 	return nil
+}
+
+// requestRunning creates SandboxRequest name for image in ns and returns
+// how long it took to reach status Running, checked every interval; then
+// deletes it and waits until its pods are gone.
+func requestRunning(ctx context.Context, env *kubetest.Env, ns, name, image string, interval time.Duration) (time.Duration, error) {
+	sbr := &v1alpha1.SandboxRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       v1alpha1.SandboxRequestSpec{TaskID: name, Image: image},
+	}
+	t := time.Now()
+	if err := env.Client.Create(ctx, sbr); err != nil {
+		return 0, err
+	}
+	var last string
+	if err := pollEvery(interval, 3*time.Minute, name+" Running", func() (bool, error) {
+		var cur v1alpha1.SandboxRequest
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sbr), &cur); err != nil {
+			return false, err
+		}
+		if cur.Status.Phase == v1alpha1.PhaseFailed {
+			return false, fmt.Errorf("%s failed: %s", name, cur.Status.Message)
+		}
+		last = fmt.Sprintf("%s: %s", cur.Status.Phase, cur.Status.Message)
+		return cur.Status.Phase == v1alpha1.PhaseRunning, nil
+	}); err != nil {
+		return 0, fmt.Errorf("%w (last: %s)", err, last)
+	}
+	d := time.Since(t)
+	if err := env.Client.Delete(ctx, sbr); err != nil {
+		return 0, err
+	}
+	err := pollEvery(20*time.Millisecond, 3*time.Minute, name+" gone", func() (bool, error) {
+		var pods corev1.PodList
+		err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{jobspec.LabelSandbox: name})
+		return err == nil && len(pods.Items) == 0, err
+	})
+	return d, err
 }
 
 // pollEvery waits until cond holds, checking every interval, for at most
