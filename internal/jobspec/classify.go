@@ -108,7 +108,30 @@ func Classify(job *batchv1.Job, pod *corev1.Pod) Outcome {
 		started := sandbox.State.Running.StartedAt
 		return Outcome{Phase: v1alpha1.PhaseRunning, Reason: v1alpha1.ReasonRunning, Message: "the agent runs", StartedAt: &started, ExecReady: true}
 	}
-	return Outcome{Phase: v1alpha1.PhaseProvisioning, Reason: v1alpha1.ReasonProvisioning, Message: fmt.Sprintf("the pod is %s", pod.Status.Phase)}
+	return Outcome{Phase: v1alpha1.PhaseProvisioning, Reason: v1alpha1.ReasonProvisioning, Message: waiting(pod)}
+}
+
+// waiting says what a pod not yet running its agent waits for: the
+// scheduler's word when it has not placed the pod (no node has room, none
+// matches), else the first container that waits with a reason, so that a
+// sandbox that never starts says why.
+func waiting(pod *corev1.Pod) string {
+	msg := fmt.Sprintf("the pod is %s", pod.Status.Phase)
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return fmt.Sprintf("%s, not scheduled (%s): %s", msg, c.Reason, c.Message)
+		}
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			msg = fmt.Sprintf("%s, container %s %s", msg, cs.Name, w.Reason)
+			if w.Message != "" {
+				msg += ": " + w.Message
+			}
+			return msg
+		}
+	}
+	return msg
 }
 
 // decided reports whether the Job controller has said how job ends:

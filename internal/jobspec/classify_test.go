@@ -87,6 +87,27 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// A sandbox whose pod does not start says why: the scheduler's word, or
+// the container that waits.
+func TestClassifyNamesWhatAPendingPodWaitsFor(t *testing.T) {
+	unschedulable := pod(corev1.PodPending, nil)
+	unschedulable.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu."}}
+	creating := pod(corev1.PodPending, []corev1.ContainerStatus{exited(ContainerInstall, 0, "Completed")}, waitingFor(ContainerSandbox, "ContainerCreating"))
+	for _, c := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{unschedulable, "the pod is Pending, not scheduled (Unschedulable): 0/1 nodes are available: 1 Insufficient cpu."},
+		{creating, "the pod is Pending, container sandbox ContainerCreating"},
+		{pod(corev1.PodPending, nil), "the pod is Pending"},
+	} {
+		if got := Classify(nil, c.pod); got.Phase != v1alpha1.PhaseProvisioning || got.Message != c.want {
+			t.Errorf("Classify = %s %q; want %s %q", got.Phase, got.Message, v1alpha1.PhaseProvisioning, c.want)
+		}
+	}
+}
+
 func TestExecArgv(t *testing.T) {
 	got := ExecArgv("/workspace", map[string]string{"B": "2", "A": "1"}, "sub", 1500*1000*1000, []string{"sh", "-c", "x"})
 	want := []string{Agent, "exec", "--workspace", "/workspace", "--clear-env", "--hangup-on-eof", "--env", "A=1", "--env", "B=2", "--dir", "sub", "--timeout", "1500ms", "--", "sh", "-c", "x"}
