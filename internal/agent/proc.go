@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/jail"
@@ -183,6 +184,14 @@ func (c command) run(ctx context.Context) (int, error) {
 	case waitErr == nil:
 		return 0, nil
 	case c.jail != nil && errors.As(waitErr, &ee):
+		if r := jailed.MemoryReserve(); r > 0 {
+			// The jail stopped the command before the kernel would
+			// have killed in the container, maybe the agent.
+			if c.stderr != nil {
+				fmt.Fprintf(c.stderr, "\nfleetlift: the command ran out of memory: it came within %d MiB of the sandbox's memory limit of %d MiB, which the agent keeps for itself, and was stopped\n", r>>20, jailed.MemoryLimit()>>20)
+			}
+			return 128 + int(syscall.SIGKILL), nil
+		}
 		// The jail reports its command's end as an exit status; the jail
 		// itself killed by a signal the agent did not send was killed
 		// from outside the sandbox (nothing inside can signal it).

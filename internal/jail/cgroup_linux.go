@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -170,6 +171,8 @@ type memoryWatch struct {
 	dir string
 	// kills is the cgroup's count of kills when the command started.
 	kills uint64
+	// limit is the cgroup's memory limit in bytes; 0 when it has none.
+	limit int64
 }
 
 // watchEnclosing starts watching the caller's memory cgroup; nil where
@@ -188,7 +191,85 @@ func watchEnclosing() *memoryWatch {
 	if err != nil {
 		return nil
 	}
-	return &memoryWatch{dir: dir, kills: kills}
+	return &memoryWatch{dir: dir, kills: kills, limit: memoryLimit(dir)}
+}
+
+// memoryLimit is the memory cgroup dir's limit in bytes; 0 when it has
+// none or it cannot be read.
+func memoryLimit(dir string) int64 {
+	data, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
+	if err != nil {
+		return 0
+	}
+	limit, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if limit >= unlimited || limit < 0 {
+		return 0 // no bound of its own: the machine's memory is
+	}
+	return limit
+}
+
+// memoryReserve is the memory of a container's limit the guard keeps
+// for the jail's caller (the agent, which reads and reports what the
+// command left): an eighth of the limit, at least 32 MiB and at most
+// 256 MiB.
+func memoryReserve(limit int64) int64 { return min(max(limit/8, 32<<20), 256<<20) }
+
+// guardEvery is how often the guard reads the cgroup: two small files.
+const guardEvery = 100 * time.Millisecond
+
+// guard stops the command whose jail is pid (leading its process group)
+// once the watched cgroup's unreclaimable memory comes within
+// memoryReserve of its limit, storing the reserve in stopped; it returns
+// then, or when done is closed. It guards nothing in a cgroup without a
+// limit.
+func (w *memoryWatch) guard(pid int, done <-chan struct{}, stopped *atomic.Int64) {
+	if w.limit == 0 {
+		return
+	}
+	reserve := memoryReserve(w.limit)
+	t := time.NewTicker(guardEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		used, err := w.unreclaimable()
+		if err != nil || used < w.limit-reserve {
+			continue
+		}
+		stopped.Store(reserve)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return
+	}
+}
+
+// unreclaimable is the memory of the watched cgroup the kernel cannot
+// take back without killing: all it charges (processes' memory, tmpfs,
+// the kernel's for its processes) but the page cache of files, which it
+// can drop or write back.
+func (w *memoryWatch) unreclaimable() (int64, error) {
+	data, err := os.ReadFile(filepath.Join(w.dir, "memory.usage_in_bytes"))
+	if err != nil {
+		return 0, err
+	}
+	usage, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("memory.usage_in_bytes: %w", err)
+	}
+	stat, err := os.ReadFile(filepath.Join(w.dir, "memory.stat"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(stat), "\n") {
+		name, v, _ := strings.Cut(line, " ")
+		if name == "total_active_file" || name == "total_inactive_file" {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			usage -= n
+		}
+	}
+	return max(usage, 0), nil
 }
 
 // outOfMemory reports whether the kernel killed a process in the watched
@@ -200,15 +281,7 @@ func (w *memoryWatch) outOfMemory() (limit int64, killed bool) {
 	if err != nil || n <= w.kills {
 		return 0, false
 	}
-	data, err := os.ReadFile(filepath.Join(w.dir, "memory.limit_in_bytes"))
-	if err != nil {
-		return 0, true
-	}
-	limit, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	if limit >= unlimited {
-		limit = 0 // no bound of its own: the machine's memory ran out
-	}
-	return limit, true
+	return memoryLimit(w.dir), true
 }
 
 // unlimited is where a cgroup v1 memory.limit_in_bytes means no limit

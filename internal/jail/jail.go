@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/gomaxprocs"
@@ -164,6 +165,11 @@ type Cmd struct {
 	watch    *memoryWatch
 	oom      bool
 	memLimit int64
+	// guardDone ends the memory guard (memoryWatch.guard), which has
+	// ended once guardEnded is closed; reserve is the memory it kept for
+	// the caller when it stopped the command, 0 when it did not.
+	guardDone, guardEnded chan struct{}
+	reserve               atomic.Int64
 }
 
 // Start starts the jail; see exec.Cmd.Start. The jail runs on one
@@ -178,6 +184,13 @@ func (c *Cmd) Start() error {
 	}
 	err := c.Cmd.Start()
 	c.reportW.Close()
+	if err == nil && c.watch != nil {
+		c.guardDone, c.guardEnded = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(c.guardEnded)
+			c.watch.guard(c.Process.Pid, c.guardDone, &c.reserve)
+		}()
+	}
 	if c.group != nil {
 		c.group.closeProcs()
 	}
@@ -193,12 +206,19 @@ func (c *Cmd) Start() error {
 // Wait waits for the jail to end; see exec.Cmd.Wait.
 func (c *Cmd) Wait() error {
 	err := c.Cmd.Wait()
+	if c.guardDone != nil {
+		close(c.guardDone)
+		<-c.guardEnded
+	}
 	if c.group != nil {
 		c.memLimit, c.oom = c.group.outOfMemory()
 		c.group.remove()
 	}
 	if c.watch != nil && !c.oom {
 		c.memLimit, c.oom = c.watch.outOfMemory()
+		if c.reserve.Load() > 0 {
+			c.memLimit, c.oom = c.watch.limit, true
+		}
 	}
 	// Every writer is gone once the jail ended; a deadline all the same,
 	// so that no mistake can hang the caller.
@@ -254,6 +274,15 @@ func (c *Cmd) OutOfMemory() bool { return c.oom }
 // MemoryLimit, where OutOfMemory, is the limit in bytes the command
 // reached; 0 when it is unknown.
 func (c *Cmd) MemoryLimit() int64 { return c.memLimit }
+
+// MemoryReserve, once Wait returned, is the memory in bytes the jail kept
+// for its caller when it stopped the command, killing the jail, for
+// coming within it of its container's memory limit (OutOfMemory is true
+// then); 0 when it did not. A command with no memory cgroup of its own
+// shares its container's limit with its caller: the kernel, at that
+// limit, kills the process of most memory in the container, which may
+// be the caller rather than the command's many small ones.
+func (c *Cmd) MemoryReserve() int64 { return c.reserve.Load() }
 
 // SetupError, once Wait returned, is why the jail could not be made (the
 // kernel refused a namespace or a mount, so the command never ran), or nil

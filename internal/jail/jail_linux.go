@@ -675,8 +675,16 @@ func relay(c net.Conn, target string) {
 
 // setLimits sets the rlimits of Limits for what the jail starts: the
 // largest file, and the most processes of the command's user in the
-// jail's user namespace (the floor where no cgroup bounds them).
+// jail's user namespace (the floor where no cgroup bounds them). And it
+// makes the jail and all it starts the kernel's first choice when memory
+// runs out (oom_score_adj 1000, which any process may raise): where the
+// command shares a memory cgroup with its caller (a container's), the
+// kernel would otherwise kill the process of most memory there, the
+// agent rather than a fork bomb's many small ones.
 func setLimits(l Limits) error {
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0); err != nil {
+		return fmt.Errorf("make the command the first to go when memory runs out: %w", err)
+	}
 	if l.FileSize > 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: uint64(l.FileSize), Max: uint64(l.FileSize)}); err != nil {
 			return fmt.Errorf("limit file size: %w", err)

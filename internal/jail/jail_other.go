@@ -2,7 +2,10 @@
 
 package jail
 
-import "errors"
+import (
+	"errors"
+	"sync/atomic"
+)
 
 // errUnsupported: the jail needs Linux namespaces.
 var errUnsupported = errors.New("jail unavailable: it needs Linux user, mount and PID namespaces")
@@ -24,7 +27,8 @@ func (*group) remove()                    {}
 func (*group) outOfMemory() (int64, bool) { return 0, false }
 
 // memoryWatch watches the caller's memory cgroup: none without Linux.
-type memoryWatch struct{}
+type memoryWatch struct{ limit int64 }
 
-func watchEnclosing() *memoryWatch              { return nil }
-func (*memoryWatch) outOfMemory() (int64, bool) { return 0, false }
+func watchEnclosing() *memoryWatch                             { return nil }
+func (*memoryWatch) outOfMemory() (int64, bool)                { return 0, false }
+func (*memoryWatch) guard(int, <-chan struct{}, *atomic.Int64) {}

@@ -81,6 +81,46 @@ func TestMemoryLimitKillsAndSaysSo(t *testing.T) {
 // 64 MiB, bind-mounted read-only over the memory hierarchy in a mount
 // namespace of the helper's own.
 func TestContainerMemoryLimitIsNamed(t *testing.T) {
+	// tail holds a line without a newline whole: 300 MB of it.
+	out := inMemoryContainer(t, 64<<20, "head -c 300000000 /dev/zero | tail > /dev/null")
+	if !strings.Contains(out, "own cgroup: false") {
+		t.Errorf("the jail made a cgroup of its own in a read-only cgroup file system:\n%s", out)
+	}
+	if !strings.Contains(out, fmt.Sprintf("out of memory: true, limit %d", 64<<20)) {
+		t.Errorf("the jail does not say its command reached the container's 64 MiB:\n%s", out)
+	}
+}
+
+// A command of many small processes in a container, none of which the
+// kernel would otherwise pick over the jail's caller at the container's
+// limit, is what goes: the caller lives on to say that the command ran
+// out of the container's 128 MiB.
+func TestContainerMemoryLimitSparesTheCaller(t *testing.T) {
+	// Each subshell holds its own copy of a 1 MB variable (the : keeps
+	// it from becoming sleep).
+	out := inMemoryContainer(t, 128<<20, `x=$(head -c 1000000 /dev/zero | tr '\0' x); i=0
+		while [ $i -lt 400 ]; do (y="$x$i"; sleep 60; :) & i=$((i+1)); done; wait`)
+	if !strings.Contains(out, fmt.Sprintf("out of memory: true, limit %d,", 128<<20)) {
+		t.Errorf("the jail does not say its command of small processes reached the container's 128 MiB:\n%s", out)
+	}
+}
+
+// A command whose memory grows slowly in a container is stopped before
+// the container's limit, with 32 MiB of its 128 MiB kept for the jail's
+// caller, which says so.
+func TestContainerMemoryGuardKeepsTheCallersShare(t *testing.T) {
+	out := inMemoryContainer(t, 128<<20, `x=$(head -c 1000000 /dev/zero | tr '\0' x); i=0
+		while [ $i -lt 400 ]; do (y="$x$i"; sleep 60; :) & i=$((i+1)); sleep 0.02; done; wait`)
+	if !strings.Contains(out, fmt.Sprintf("out of memory: true, limit %d, reserve %d", 128<<20, 32<<20)) {
+		t.Errorf("the jail did not stop its growing command, keeping 32 MiB of the container's 128 MiB for its caller:\n%s", out)
+	}
+}
+
+// inMemoryContainer runs script in the jail, as its caller runs in a
+// container whose memory cgroup has limit bytes and is mounted read-only,
+// and returns what the caller said (inContainer).
+func inMemoryContainer(t *testing.T, limit int, script string) string {
+	t.Helper()
 	if os.Getuid() != 0 {
 		t.Fatal("a container's memory cgroup is made by root on this host (cgroup v1): run the suite as root, as .ci/run does")
 	}
@@ -102,7 +142,7 @@ func TestContainerMemoryLimitIsNamed(t *testing.T) {
 		}
 	})
 	for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
-		if err := os.WriteFile(filepath.Join(cg, f), []byte(strconv.Itoa(64<<20)), 0); err != nil && !os.IsNotExist(err) {
+		if err := os.WriteFile(filepath.Join(cg, f), []byte(strconv.Itoa(limit)), 0); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
 	}
@@ -111,24 +151,17 @@ func TestContainerMemoryLimitIsNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// tail holds a line without a newline whole: 300 MB of it.
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-ec", `
 		echo $$ > "$1/cgroup.procs"
 		mount --bind "$1" /sys/fs/cgroup/memory
 		mount -o remount,bind,ro /sys/fs/cgroup/memory
 		shift
-		exec "$@"`, "sh", cg, exe, helperInContainer, b.state,
-		"sh", "-c", "head -c 300000000 /dev/zero | tail > /dev/null")
+		exec "$@"`, "sh", cg, exe, helperInContainer, b.state, "sh", "-c", script)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the helper in a 64 MiB container: %v\n%s", err, out)
+		t.Fatalf("the helper in a %d MiB container: %v\n%s", limit>>20, err, out)
 	}
-	if !strings.Contains(string(out), "own cgroup: false") {
-		t.Errorf("the jail made a cgroup of its own in a read-only cgroup file system:\n%s", out)
-	}
-	if !strings.Contains(string(out), fmt.Sprintf("out of memory: true, limit %d", 64<<20)) {
-		t.Errorf("the jail does not say its command reached the container's 64 MiB:\n%s", out)
-	}
+	return string(out)
 }
 
 // helperInContainer runs inContainer (TestContainerMemoryLimitIsNamed).
@@ -149,7 +182,7 @@ func inContainer(args []string) int {
 	cmd.Dir = b.ws
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	err = cmd.Run()
-	fmt.Printf("exit: %v; own cgroup: %v; out of memory: %v, limit %d\n", err, cmd.group != nil, cmd.OutOfMemory(), cmd.MemoryLimit())
+	fmt.Printf("exit: %v; own cgroup: %v; out of memory: %v, limit %d, reserve %d\n", err, cmd.group != nil, cmd.OutOfMemory(), cmd.MemoryLimit(), cmd.MemoryReserve())
 	return 0
 }
 
