@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -201,5 +202,37 @@ func TestTemplateCommand(t *testing.T) {
 	}
 	if pool.Spec.TemplateRef.Name != "go" || pool.Spec.Replicas == nil || *pool.Spec.Replicas != 3 {
 		t.Errorf("warm pool = %+v", pool.Spec)
+	}
+}
+
+// --sandbox-processes is what the agent in each sandbox pod holds a
+// jailed command to, the controller's pods and the warm pool template's
+// alike; none is refused, naming the flag.
+func TestSandboxProcesses(t *testing.T) {
+	var out bytes.Buffer
+	cmd := newRootCmd()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"template", "--name", "go", "--image", "registry.example.com/go:1", "--sandbox-processes", "512"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var tpl extv1beta1.SandboxTemplate
+	if err := yaml.Unmarshal([]byte(strings.Split(out.String(), "\n---\n")[0]), &tpl); err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(tpl.Spec.PodTemplate.Spec.Containers[0].Args, " "); !strings.Contains(args, "serve --workspace /workspace --max-processes 512") {
+		t.Errorf("the sandbox container's arguments %q do not hold the agent to 512 processes", args)
+	}
+	for _, args := range [][]string{
+		{"template", "--name", "go", "--image", "registry.example.com/go:1", "--sandbox-processes", "0"},
+		{"--kubeconfig", filepath.Join(t.TempDir(), "none"), "--sandbox-processes", "-1"},
+	} {
+		cmd := newRootCmd()
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--sandbox-processes") || !strings.Contains(err.Error(), "want 1 or more") {
+			t.Errorf("%v: %v; want --sandbox-processes refused", args, err)
+		}
 	}
 }

@@ -52,6 +52,7 @@ type options struct {
 	agentImage, serviceAccount, isolation string
 	seccompProfile, pullPolicy            string
 	userNamespaces                        bool
+	processes                             int
 	maxLifetime, execTimeout              time.Duration
 	workers                               int
 	logLevel                              string
@@ -104,6 +105,7 @@ func (o *options) register(cmd *cobra.Command) {
 	f.StringVar(&o.isolation, "sandbox-isolation", protocol.IsolationNamespaces, "how the agent isolates the work it runs in the pod: "+protocol.IsolationNamespaces+" (user, mount and PID namespaces: the pod's seccomp profile must allow them, see --seccomp-localhost-profile) or "+protocol.IsolationNone+" (rely on the pod alone, e.g. with --required-runtime-class gvisor)")
 	f.StringVar(&o.seccompProfile, "seccomp-localhost-profile", "", "a Localhost seccomp profile for sandbox pods instead of RuntimeDefault (one that allows the system calls the agent's jail needs)")
 	f.BoolVar(&o.userNamespaces, "user-namespaces", false, "run sandbox pods in user namespaces of their own (hostUsers: false) with the agent's /proc unmasked, which the jail (--sandbox-isolation "+protocol.IsolationNamespaces+") needs in a pod; the nodes must run user-namespaced pods (containerd 2.0 or CRI-O, runc 1.2 or crun 1.9, Linux 6.3)")
+	f.IntVar(&o.processes, "sandbox-processes", jobspec.DefaultProcesses, "the most processes and threads each command the agent jails in a sandbox pod may run at once (a pod has no such bound but its node's podPidsLimit); a fork bomb stops there")
 	f.StringVar(&o.pullPolicy, "image-pull-policy", "", "Always, IfNotPresent or Never for sandbox containers; empty means the Kubernetes default")
 	f.DurationVar(&o.maxLifetime, "max-lifetime", 72*time.Hour, "every sandbox Job's activeDeadlineSeconds; 0 means none")
 	f.DurationVar(&o.execTimeout, "exec-timeout", controller.DefaultExecTimeout, "the timeout of exec requests that name none")
@@ -177,6 +179,9 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
 		return fmt.Errorf("--image-pull-policy %q: want Always, IfNotPresent or Never", o.pullPolicy)
+	}
+	if o.processes < 1 {
+		return fmt.Errorf("--sandbox-processes %d: want 1 or more", o.processes)
 	}
 	maxMem, err := quantity("max-memory", o.maxMemory)
 	if err != nil {
@@ -253,6 +258,7 @@ func (o *options) run(ctx context.Context, logw io.Writer) error {
 		ImagePullPolicy:         corev1.PullPolicy(o.pullPolicy),
 		SeccompLocalhostProfile: o.seccompProfile,
 		UserNamespaces:          o.userNamespaces,
+		Processes:               o.processes,
 	}
 	if o.agentCLI != "" {
 		var argv []string

@@ -22,6 +22,7 @@ func newTemplateCmd() *cobra.Command {
 		name, namespace, image, agentImage, isolation, memory, cpu string
 		creds                                                      []string
 		replicas                                                   int32
+		processes                                                  int
 	)
 	cmd := &cobra.Command{
 		Use:   "template --name NAME --image IMAGE [--credential VAR=SECRET/KEY]...",
@@ -33,7 +34,7 @@ which claims cannot add, and a SandboxWarmPool of --replicas ready pods of it.
 Run the controller with --backend agent-sandbox --warm-pool IMAGE=NAME.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return printTemplate(cmd.OutOrStdout(), name, namespace, image, agentImage, isolation, memory, cpu, creds, replicas)
+			return printTemplate(cmd.OutOrStdout(), name, namespace, image, agentImage, isolation, memory, cpu, creds, replicas, processes)
 		},
 	}
 	f := cmd.Flags()
@@ -46,12 +47,16 @@ Run the controller with --backend agent-sandbox --warm-pool IMAGE=NAME.`,
 	f.StringVar(&cpu, "cpu", "2", "the sandbox container's CPU limit")
 	f.StringSliceVar(&creds, "credential", nil, "VAR=SECRET/KEY: a variable the agent gets from a Secret (repeatable)")
 	f.Int32Var(&replicas, "replicas", 2, "how many ready pods the warm pool keeps")
+	f.IntVar(&processes, "sandbox-processes", jobspec.DefaultProcesses, "as the controller's flag")
 	cmd.MarkFlagRequired("name")
 	cmd.MarkFlagRequired("image")
 	return cmd
 }
 
-func printTemplate(w io.Writer, name, namespace, image, agentImage, isolation, memory, cpu string, creds []string, replicas int32) error {
+func printTemplate(w io.Writer, name, namespace, image, agentImage, isolation, memory, cpu string, creds []string, replicas int32, processes int) error {
+	if processes < 1 {
+		return fmt.Errorf("--sandbox-processes %d: want 1 or more", processes)
+	}
 	var serve []string
 	switch isolation {
 	case protocol.IsolationNamespaces:
@@ -77,7 +82,7 @@ func printTemplate(w io.Writer, name, namespace, image, agentImage, isolation, m
 	if err != nil {
 		return fmt.Errorf("--cpu: %w", err)
 	}
-	tpl, pool := controller.Template(jobspec.Config{AgentImage: agentImage, ServeArgs: serve, ManagedBy: "fleetlift-controller"},
+	tpl, pool := controller.Template(jobspec.Config{AgentImage: agentImage, ServeArgs: serve, ManagedBy: "fleetlift-controller", Processes: processes},
 		namespace, name, image, credentials, v1alpha1.Resources{Limits: v1alpha1.ResourceList{Memory: &mem, CPU: &c}}, replicas)
 	for i, o := range []any{tpl, pool} {
 		b, err := yaml.Marshal(o)

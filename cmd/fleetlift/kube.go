@@ -151,7 +151,7 @@ func (w *workerFlags) kubeProvider(ctx context.Context, logw io.Writer, kind str
 	mem, cpu := resource.MustParse("4Gi"), resource.MustParse("2")
 	return &kube.Jobs{
 		Client: c, Executor: exec, Namespace: k.namespace, Image: image, SecretRefs: refs,
-		Pod:        jobspec.Config{AgentImage: w.docker.agentImage, ServiceAccount: k.serviceAccount, ManagedBy: "fleetlift-worker", ServeArgs: serve},
+		Pod:        jobspec.Config{AgentImage: w.docker.agentImage, ServiceAccount: k.serviceAccount, ManagedBy: "fleetlift-worker", ServeArgs: serve, Processes: w.limits.processes},
 		Defaults:   v1alpha1.Resources{Limits: v1alpha1.ResourceList{Memory: &mem, CPU: &cpu}},
 		NodeLabels: k.nodeLabels, RuntimeClasses: k.runtimes, Gateway: gw,
 	}, nil

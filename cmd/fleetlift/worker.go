@@ -142,7 +142,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&w.maxSandboxes, "max-sandboxes", 4*runtime.NumCPU(),
 		"local and docker: the most sandboxes this worker runs at once (a task waiting for approval keeps its own); a task beyond them waits, and runs here or on another worker once there is room; 0: no bound")
 	cmd.Flags().IntVar(&w.limits.processes, "sandbox-processes", 4096,
-		"local: the most processes and threads each command in a sandbox may run at once (a cgroup's, else an rlimit, which does not bind a worker run as root); 0: no bound")
+		"local and kubernetes-jobs: the most processes and threads each command in a sandbox may run at once (a cgroup's, else an rlimit, which does not bind a worker run as root); 0: no bound (local), the default (kubernetes-jobs); with kubernetes, fleetlift-controller's --sandbox-processes decides")
 	cmd.Flags().StringVar(&w.limits.cpu, "sandbox-cpu", "0",
 		"local: the most CPUs each command in a sandbox may use, as 2 or 500m (a cgroup's); 0: no bound")
 	cmd.Flags().StringVar(&w.limits.tmp, "sandbox-tmp-size", "1Gi",

@@ -44,6 +44,9 @@ const (
 	// DefaultServiceAccount is the sandbox's service account, which has
 	// no bindings.
 	DefaultServiceAccount = "sandbox-runner"
+	// DefaultProcesses is Config.Processes when it is zero: as many as
+	// the local worker's --sandbox-processes allows.
+	DefaultProcesses = 4096
 	// UID and GID are the agent user's.
 	UID = 1000
 	GID = 1000
@@ -97,6 +100,13 @@ type Config struct {
 	// partly masked. The nodes' runtime must run user-namespaced pods
 	// (containerd 2.0 or CRI-O, with runc 1.2 or crun 1.9; Linux 6.3).
 	UserNamespaces bool
+	// Processes is the most processes and threads each command the
+	// agent jails may run at once (serve's --max-processes, an rlimit in
+	// the jail's user namespace): a pod has no such limit of its own,
+	// only its node's (the kubelet's podPidsLimit), which the operator
+	// may not have set. DefaultProcesses when zero; a command the agent
+	// does not jail (--isolation none) is bound by the node's alone.
+	Processes int
 	// ExecResources are the exec container's; InstallResources the install
 	// container's.
 	ExecResources, InstallResources corev1.ResourceRequirements
@@ -109,6 +119,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.ServiceAccount == "" {
 		c.ServiceAccount = DefaultServiceAccount
+	}
+	if c.Processes == 0 {
+		c.Processes = DefaultProcesses
 	}
 	if c.ExecResources.Limits == nil && c.ExecResources.Requests == nil {
 		c.ExecResources = corev1.ResourceRequirements{
@@ -200,7 +213,7 @@ func (c Config) Job(s Sandbox) *batchv1.Job {
 func (c Config) PodTemplate(s Sandbox) corev1.PodTemplateSpec {
 	c = c.Defaults()
 	ws := s.Workspace()
-	serve := append([]string{"serve", "--workspace", ws}, c.ServeArgs...)
+	serve := append([]string{"serve", "--workspace", ws, "--max-processes", strconv.Itoa(c.Processes)}, c.ServeArgs...)
 
 	var env []corev1.EnvVar
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
