@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -12,9 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/kubetest/node"
@@ -141,15 +137,7 @@ func runCampaign(t *testing.T, n *node.Node, mode sandboxMode) campaign {
 		isolation = []string{"--sandbox-isolation", "namespaces", "--seccomp-localhost-profile", seccompLocalhost, "--user-namespaces"}
 	}
 	if jailedMode {
-		var ns corev1.Namespace
-		if err := n.Env.Client.Get(context.Background(), client.ObjectKey{Name: sandbox}, &ns); err != nil {
-			t.Fatal(err)
-		}
-		ns.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
-		ns.Labels["pod-security.kubernetes.io/warn"] = "restricted"
-		if err := n.Env.Client.Update(context.Background(), &ns); err != nil {
-			t.Fatal(err)
-		}
+		jailNamespace(t, n, sandbox)
 	}
 	stopController := startController(t, bins["fleetlift-controller"],
 		kubetest.Kubeconfig(t, n.Env.ServiceAccountConfig(system, "fleetlift-controller")),

@@ -51,6 +51,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("a campaign whose image the node lacks fails, naming the image failure", func(t *testing.T) { imageMissing(t, n) })
 	t.Run("a campaign whose command outlives its timeout fails, saying so", func(t *testing.T) { pastTimeout(t, n) })
 	t.Run("a campaign whose command outgrows its pod's memory fails, saying so", func(t *testing.T) { outOfMemory(t, n) })
+	t.Run("the work in sandbox pods can do nothing the untrusted-work suite forbids", func(t *testing.T) { untrustedWork(t, n) })
 
 	if t.Failed() {
 		t.Logf("the node's logs:\n%s", n.Logs(40))
