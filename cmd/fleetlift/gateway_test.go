@@ -198,6 +198,15 @@ func TestGatewayTakesPricesAndBounds(t *testing.T) {
 	if p, ok := gw.Prices.Lookup("claude-sonnet-4-5-20250929"); !ok || p.Output != 15 || gw.MaxCostPerTask != 2.5 || gw.TokensPerMinute != 400000 {
 		t.Errorf("gateway prices %+v, bound $%v, pace %d; want the flags'", gw.Prices, gw.MaxCostPerTask, gw.TokensPerMinute)
 	}
+	// The tokens a minute are the account's: the worker keeps them with
+	// every other worker calling as it (the account's budget on
+	// Temporal), named by a digest of the key, never the key.
+	var said strings.Builder
+	w.shareModelPace(nil, &said)
+	if got := said.String(); !strings.Contains(got, "400000 tokens a minute, shared with every worker calling api.anthropic.com as this account (fleetlift/model-budget/api.anthropic.com/") ||
+		strings.Contains(got, "sk-ant-worker-key") {
+		t.Errorf("the worker said %q; want the tokens a minute shared on the account's budget, without its key", got)
+	}
 	for _, tc := range []struct {
 		w    workerFlags
 		want string

@@ -172,7 +172,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&w.maxCostPerTask, "max-cost-per-task", 0,
 		"the most one task's model calls may cost, in US dollars at --model-prices: a definition's limits.max_cost_per_task can ask for less, never more; 0: only the definition's bound")
 	cmd.Flags().Int64Var(&w.tokensPerMinute, "tokens-per-minute", 0,
-		"hold the agents' model calls while the tokens this worker's gateway counted in the last minute, every sandbox's together, reach this (the model account's rate limit); 0: no pace")
+		"hold the agents' model calls while the tokens counted in the last minute reach this (the model account's rate limit): every sandbox's of every worker calling as the account together, counted on the account's budget on Temporal (this worker's own count while that cannot be reached); 0: no pace")
 	cmd.Flags().StringSliceVar(&w.hide, "sandbox-hide", nil,
 		"a directory or file the work in sandboxes must not see (repeatable), besides the state directory and the usual credential files")
 }

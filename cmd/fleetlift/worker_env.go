@@ -18,6 +18,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/dispatch"
+	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	gitx "github.com/fleetlift/fleetlift/internal/git"
 	"github.com/fleetlift/fleetlift/internal/metrics"
@@ -176,6 +177,7 @@ func (w *workerFlags) shareBudgets(c client.Client, logw io.Writer) error {
 	case w.parallelClones < 0:
 		return usageErrorf("--forge-parallel-clones %d: want 0 (none) or more", w.parallelClones)
 	}
+	w.shareModelPace(c, logw)
 	fs := w.forge
 	if fs == nil {
 		return nil
@@ -197,6 +199,32 @@ func (w *workerFlags) shareBudgets(c client.Client, logw io.Writer) error {
 			fs.Name, w.parallelClones, slots.ID)
 	}
 	return nil
+}
+
+// shareModelPace has the gateway keep --tokens-per-minute with every
+// worker calling the model as its account (dispatch.ModelPace), rather
+// than by itself: the account's rate limit is the account's, however
+// many workers use it. It says so on logw.
+func (w *workerFlags) shareModelPace(c client.Client, logw io.Writer) {
+	gw := w.gw
+	if gw == nil || w.tokensPerMinute <= 0 {
+		return
+	}
+	// The account the limit is for: the Messages API's, else the
+	// OpenAI-compatible one's.
+	var host, key string
+	switch {
+	case gw.Upstream != nil && gw.Key != "":
+		host, key = gw.Upstream.Host, gw.Key
+	case gw.OpenAI != nil && gw.OpenAI.Key != "":
+		host, key = gw.OpenAI.Upstream.Host, gw.OpenAI.Key
+	default:
+		return
+	}
+	pace := &dispatch.ModelPace{Budget: &dispatch.ForgeBudget{Client: c, ID: dispatch.ModelBudgetID(host, key),
+		Input: dispatch.ModelBudgetInput(host, w.tokensPerMinute), Caller: callerName()}, Local: gateway.NewPace()}
+	gw.SharePace(pace)
+	fmt.Fprintf(logw, "model calls: %d tokens a minute, shared with every worker calling %s as this account (%s)\n", w.tokensPerMinute, host, pace.Budget.ID)
 }
 
 // shareWrites has fs's writes wait for permits of the account's one

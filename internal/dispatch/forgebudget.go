@@ -248,6 +248,24 @@ func askAgain(err error) bool {
 	return errors.As(err, &nf) || errors.As(err, &busy) || strings.Contains(err.Error(), "workflow execution already completed")
 }
 
+// Spend counts n more against the budget's windows (what a request
+// spent beyond its permit), starting the budget's workflow when none
+// runs (unless it only joins: then a budget that does not run counts
+// nothing).
+func (f *ForgeBudget) Spend(ctx context.Context, n int64) error {
+	sp := workflow.ForgeSpend{Count: n}
+	var err error
+	if f.Join {
+		err = f.Client.SignalWorkflow(ctx, f.ID, "", workflow.SignalForgeSpend, sp)
+	} else {
+		_, err = f.Client.SignalWithStartWorkflow(ctx, f.ID, workflow.SignalForgeSpend, sp, f.start(), workflow.ForgeBudget, f.Input)
+	}
+	if err != nil {
+		return fmt.Errorf("spend %d of %s: %w", n, f.ID, err)
+	}
+	return nil
+}
+
 // Hold holds every permit back until until, starting the budget's
 // workflow when none runs.
 func (f *ForgeBudget) Hold(ctx context.Context, until time.Time, reason string) error {

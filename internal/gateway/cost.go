@@ -160,6 +160,36 @@ func (g *Gateway) spent(b *box) string {
 	return ""
 }
 
+// Pace keeps TokensPerMinute: Wait holds a model call while the last
+// minute's tokens reach limit, and Spent counts what a call used once
+// its response is read. A gateway keeps its own count (pacer) unless it
+// shares a model account's (Gateway.SharePace).
+type Pace interface {
+	Wait(ctx context.Context, limit int64) error
+	Spent(tokens int64)
+}
+
+// paceHolder holds a Pace for an atomic.Pointer.
+type paceHolder struct{ Pace }
+
+// SharePace has g keep TokensPerMinute with p, which every gateway of
+// the model account asks, rather than with a count of its own: several
+// workers using one account keep its limit together. Safe while g
+// serves.
+func (g *Gateway) SharePace(p Pace) { g.pace.Store(&paceHolder{p}) }
+
+// NewPace is a Pace of its own count of the last minute, as a gateway
+// keeps without SharePace.
+func NewPace() Pace { return &pacer{} }
+
+// pacer is the Pace g keeps TokensPerMinute with.
+func (g *Gateway) pacer() Pace {
+	if h := g.pace.Load(); h != nil {
+		return h.Pace
+	}
+	return &g.own
+}
+
 // pacer holds model calls while the tokens counted in the last minute
 // reach the worker's tokens-per-minute limit (Gateway.TokensPerMinute).
 type pacer struct {
@@ -183,8 +213,8 @@ func (p *pacer) clock() time.Time {
 	return time.Now()
 }
 
-// add counts tokens now.
-func (p *pacer) add(tokens int64) {
+// Spent counts tokens now.
+func (p *pacer) Spent(tokens int64) {
 	if tokens <= 0 {
 		return
 	}
@@ -193,9 +223,9 @@ func (p *pacer) add(tokens int64) {
 	p.window = append(p.window, spentAt{at: p.clock(), tokens: tokens})
 }
 
-// wait returns once the tokens counted in the last minute are under
+// Wait returns once the tokens counted in the last minute are under
 // limit, or with ctx's error.
-func (p *pacer) wait(ctx context.Context, limit int64) error {
+func (p *pacer) Wait(ctx context.Context, limit int64) error {
 	for {
 		p.mu.Lock()
 		now := p.clock()

@@ -38,7 +38,9 @@
 // tokens count against limits.max_tokens; a call the table cannot price
 // stops a sandbox that has a cost bound, since its bound could not be
 // kept. TokensPerMinute holds calls while the last minute's tokens, all
-// sandboxes' together, reach the operator's limit.
+// sandboxes' together, reach the operator's limit: this gateway's own
+// count, or one it shares with every gateway calling as the model
+// account (SharePace).
 //
 // gateway imports the standard library, the agent's protocol types, the
 // git command wrapper and a YAML reader (for the price table).

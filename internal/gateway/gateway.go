@@ -173,11 +173,16 @@ type Gateway struct {
 	// tokens counted in the last minute, every sandbox's together, reach
 	// it: the pace a model account's rate limit asks for.
 	TokensPerMinute int64
+	// pace, when set, is the Pace TokensPerMinute is kept with, shared:
+	// the model account's budget every worker using it asks
+	// (SharePace); own, this gateway's count of the last minute,
+	// otherwise.
+	pace atomic.Pointer[paceHolder]
 	// Observe, when set, is told what each response used and cost, with
 	// the model that answered and the sandbox's owner (metrics).
 	Observe func(campaign, team, model string, used Usage)
 
-	pace   pacer
+	own    pacer
 	mu     sync.Mutex
 	boxes  map[string]*box
 	proxy  *httputil.ReverseProxy
@@ -444,7 +449,7 @@ var (
 // set, and sends it to api's upstream.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, api modelAPI, prepare func(*http.Request)) {
 	if g.TokensPerMinute > 0 && g.known(r) {
-		if err := g.pace.wait(r.Context(), g.TokensPerMinute); err != nil {
+		if err := g.pacer().Wait(r.Context(), g.TokensPerMinute); err != nil {
 			return
 		}
 	}
@@ -604,7 +609,7 @@ func (c *counter) count() {
 	var delta Usage
 	add(&delta, u)
 	price(&delta, c.g.Prices, u)
-	c.g.pace.add(delta.Tokens())
+	c.g.pacer().Spent(delta.Tokens())
 	c.box.mu.Lock()
 	c.box.usage = *c.box.usage.Plus(&delta)
 	c.box.changedLocked()

@@ -30,8 +30,8 @@ func TestGatewayPacesTokensPerMinute(t *testing.T) {
 	asked := make(chan time.Duration, 1)
 	fire := make(chan time.Time)
 	gw := &Gateway{Upstream: up, Key: "real", TokensPerMinute: 3500}
-	gw.pace.now = func() time.Time { return *now.Load() }
-	gw.pace.after = func(d time.Duration) <-chan time.Time {
+	gw.own.now = func() time.Time { return *now.Load() }
+	gw.own.after = func(d time.Duration) <-chan time.Time {
 		asked <- d
 		return fire
 	}

@@ -23,13 +23,19 @@ import (
 // forge later than others granted after them never crowd a window there.
 // Grants are spaced by MinInterval at least.
 //
+// A budget counted in something each request spends, not known before it
+// is sent (a model account's tokens a minute), takes the amount once the
+// request is done (SignalForgeSpend): it counts in the windows as grants
+// do, from when it came, and a permit is granted while every window has
+// room for one more.
+//
 // It ends once idle for the longest window (the next permit starts it
 // again), and continues as new after GrantsPerRun grants.
 func ForgeBudget(ctx workflow.Context, in ForgeBudgetInput) (ForgeBudgetState, error) {
 	if len(in.Limits) == 0 {
 		return ForgeBudgetState{}, temporal.NewNonRetryableApplicationError("forge budget "+in.Key+" has no limits", "InvalidForgeBudget", nil)
 	}
-	b := &forgeBudget{in: in, granted: in.Granted, held: in.HeldUntil}
+	b := &forgeBudget{in: in, granted: in.Granted, spent: in.Spent, held: in.HeldUntil}
 	if err := b.register(ctx); err != nil {
 		return ForgeBudgetState{}, err
 	}
@@ -48,7 +54,7 @@ func ForgeBudget(ctx workflow.Context, in ForgeBudgetInput) (ForgeBudgetState, e
 				}
 				if drained {
 					next := b.in
-					next.Granted, next.HeldUntil, next.Total = b.granted, b.held, b.total
+					next.Granted, next.Spent, next.HeldUntil, next.Total = b.granted, b.spent, b.held, b.total
 					return ForgeBudgetState{}, workflow.NewContinueAsNewError(ctx, ForgeBudget, next)
 				}
 				continue
@@ -56,8 +62,8 @@ func ForgeBudget(ctx workflow.Context, in ForgeBudgetInput) (ForgeBudgetState, e
 			// Idle: wait for a writer, or end once nothing granted
 			// counts any more and no hold is pending.
 			idle := b.longest() + b.in.Slack
-			if len(b.granted) > 0 {
-				idle = b.granted[len(b.granted)-1].Add(idle).Sub(now)
+			if last := b.last(); !last.IsZero() {
+				idle = last.Add(idle).Sub(now)
 			}
 			idle = max(idle, b.held.Sub(now), time.Second)
 			ok, err := workflow.AwaitWithTimeout(ctx, idle, func() bool { return len(b.waiting) > 0 })
@@ -84,10 +90,10 @@ func ForgeBudget(ctx workflow.Context, in ForgeBudgetInput) (ForgeBudgetState, e
 			b.total++
 			continue
 		}
-		// Wait until the next grant is close enough; a hold wakes the
-		// wait to take it in.
-		rev := b.holds
-		if _, err := workflow.AwaitWithTimeout(ctx, at.Sub(now)-b.ahead(), func() bool { return b.holds != rev }); err != nil {
+		// Wait until the next grant is close enough; a hold or a spend
+		// wakes the wait to take it in.
+		rev := b.changes
+		if _, err := workflow.AwaitWithTimeout(ctx, at.Sub(now)-b.ahead(), func() bool { return b.changes != rev }); err != nil {
 			return b.state(ctx), err
 		}
 	}
@@ -101,6 +107,9 @@ const (
 	// SignalForgeHold holds every permit back until a time
 	// (ForgeHold): the forge answered a request with a rate limit.
 	SignalForgeHold = "hold"
+	// SignalForgeSpend counts what a request spent beyond its permit
+	// (ForgeSpend).
+	SignalForgeSpend = "spend"
 	// QueryForgeBudget answers with the ForgeBudgetState.
 	QueryForgeBudget = "budget"
 )
@@ -134,10 +143,11 @@ type ForgeBudgetInput struct {
 	// Default a second.
 	Ahead time.Duration `json:"ahead,omitempty"`
 	// GrantsPerRun bounds a run's history (default 500 grants).
-	GrantsPerRun int         `json:"grants_per_run,omitempty"`
-	Granted      []time.Time `json:"granted,omitempty"`
-	HeldUntil    time.Time   `json:"held_until,omitzero"`
-	Total        int         `json:"total,omitempty"`
+	GrantsPerRun int          `json:"grants_per_run,omitempty"`
+	Granted      []time.Time  `json:"granted,omitempty"`
+	Spent        []ForgeSpend `json:"spent,omitempty"`
+	HeldUntil    time.Time    `json:"held_until,omitzero"`
+	Total        int          `json:"total,omitempty"`
 }
 
 // ForgePermitRequest asks for a permit; Caller names the asker in the
@@ -153,6 +163,13 @@ type ForgePermit struct {
 	Waited time.Duration `json:"waited"`
 }
 
+// ForgeSpend is what a request spent beyond the one its permit counted
+// (a model call's tokens, less one); At is when the budget took it in.
+type ForgeSpend struct {
+	Count int64     `json:"count"`
+	At    time.Time `json:"at,omitzero"`
+}
+
 // ForgeHold holds permits back until Until; Reason says why (the
 // forge's answer), for people.
 type ForgeHold struct {
@@ -163,9 +180,9 @@ type ForgeHold struct {
 // ForgeBudgetState is what QueryForgeBudget answers.
 type ForgeBudgetState struct {
 	Key string `json:"key"`
-	// InWindows counts the grants in each limit's window now, in the
-	// order of the limits.
-	InWindows []int     `json:"in_windows"`
+	// InWindows counts the grants and what was spent in each limit's
+	// window now, in the order of the limits.
+	InWindows []int64   `json:"in_windows"`
 	Waiting   int       `json:"waiting"`
 	HeldUntil time.Time `json:"held_until,omitzero"`
 	Total     int       `json:"total"`
@@ -178,10 +195,12 @@ type forgeWaiter struct {
 
 type forgeBudget struct {
 	in      ForgeBudgetInput
-	granted []time.Time // in order; those that may still count
+	granted []time.Time  // in order; those that may still count
+	spent   []ForgeSpend // in order; those that may still count
 	held    time.Time
-	holds   int // counts holds taken, to wake a wait
+	changes int // counts holds and spends taken, to wake a wait
 	holdCh  workflow.ReceiveChannel
+	spendCh workflow.ReceiveChannel
 	waiting []*forgeWaiter
 	// draining: the run is ending; new permits go to the next.
 	draining  bool
@@ -205,21 +224,68 @@ func (b *forgeBudget) register(ctx workflow.Context) error {
 		return err
 	}
 	b.holdCh = workflow.GetSignalChannel(ctx, SignalForgeHold)
+	b.spendCh = workflow.GetSignalChannel(ctx, SignalForgeSpend)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			var h ForgeHold
-			b.holdCh.Receive(ctx, &h)
-			b.hold(ctx, h)
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(b.holdCh, func(c workflow.ReceiveChannel, _ bool) {
+				var h ForgeHold
+				c.Receive(ctx, &h)
+				b.hold(ctx, h)
+			})
+			sel.AddReceive(b.spendCh, func(c workflow.ReceiveChannel, _ bool) {
+				var sp ForgeSpend
+				c.Receive(ctx, &sp)
+				b.spend(ctx, sp)
+			})
+			sel.Select(ctx)
 		}
 	})
 	return nil
+}
+
+// spend takes a spend in, counted from now.
+func (b *forgeBudget) spend(ctx workflow.Context, sp ForgeSpend) {
+	if sp.Count <= 0 {
+		return
+	}
+	b.spent = append(b.spent, ForgeSpend{Count: sp.Count, At: workflow.Now(ctx)})
+	b.changes++
+}
+
+// last is when the newest grant or spend counted; zero without either.
+func (b *forgeBudget) last() time.Time {
+	var t time.Time
+	if n := len(b.granted); n > 0 {
+		t = b.granted[n-1]
+	}
+	if n := len(b.spent); n > 0 && b.spent[n-1].At.After(t) {
+		t = b.spent[n-1].At
+	}
+	return t
+}
+
+// counted is every grant (one each) and spend, oldest first.
+func (b *forgeBudget) counted() []ForgeSpend {
+	all := make([]ForgeSpend, 0, len(b.granted)+len(b.spent))
+	i, j := 0, 0
+	for i < len(b.granted) || j < len(b.spent) {
+		if j == len(b.spent) || i < len(b.granted) && !b.granted[i].After(b.spent[j].At) {
+			all = append(all, ForgeSpend{Count: 1, At: b.granted[i]})
+			i++
+		} else {
+			all = append(all, b.spent[j])
+			j++
+		}
+	}
+	return all
 }
 
 // hold takes a hold in.
 func (b *forgeBudget) hold(ctx workflow.Context, h ForgeHold) {
 	if h.Until.After(b.held) {
 		b.held = h.Until
-		b.holds++
+		b.changes++
 		workflow.GetLogger(ctx).Warn("forge rate limit: permits held back", "budget", b.in.Key, "until", h.Until, "reason", h.Reason)
 	}
 }
@@ -260,6 +326,11 @@ func (b *forgeBudget) forget(now time.Time) {
 		i++
 	}
 	b.granted = b.granted[i:]
+	i = 0
+	for i < len(b.spent) && !b.spent[i].At.Add(keep).After(now) {
+		i++
+	}
+	b.spent = b.spent[i:]
 }
 
 // next is the earliest time, not before now, at which a grant fits every
@@ -274,15 +345,21 @@ func (b *forgeBudget) next(now time.Time) time.Time {
 			at = t
 		}
 	}
+	all := b.counted()
 	for _, l := range b.in.Limits {
 		if l.Count <= 0 {
 			continue
 		}
-		// With Count grants in the window ending at at, the next fits
-		// once the Count-th newest has left it.
-		if n := len(b.granted); n >= l.Count {
-			if t := b.granted[n-l.Count].Add(l.Per + b.in.Slack); t.After(at) {
-				at = t
+		// The next fits once the window ending then holds less than
+		// Count: once the newest entry that brings it to Count, counted
+		// from the newest, has left it.
+		var sum int64
+		for k := len(all) - 1; k >= 0; k-- {
+			if sum += all[k].Count; sum >= int64(l.Count) {
+				if t := all[k].At.Add(l.Per + b.in.Slack); t.After(at) {
+					at = t
+				}
+				break
 			}
 		}
 	}
@@ -296,10 +373,10 @@ func (b *forgeBudget) state(ctx workflow.Context) ForgeBudgetState {
 		st.HeldUntil = b.held
 	}
 	for _, l := range b.in.Limits {
-		n := 0
-		for _, g := range b.granted {
-			if g.Add(l.Per + b.in.Slack).After(now) {
-				n++
+		var n int64
+		for _, c := range b.counted() {
+			if c.At.Add(l.Per + b.in.Slack).After(now) {
+				n += c.Count
 			}
 		}
 		st.InWindows = append(st.InWindows, n)
@@ -325,6 +402,13 @@ func (b *forgeBudget) drain(ctx workflow.Context) (bool, error) {
 			break
 		}
 		b.hold(ctx, h)
+	}
+	for {
+		var sp ForgeSpend
+		if !b.spendCh.ReceiveAsync(&sp) {
+			break
+		}
+		b.spend(ctx, sp)
 	}
 	return true, nil
 }

@@ -118,3 +118,31 @@ func TestForgeBudgetContinuesAsNew(t *testing.T) {
 		t.Errorf("granted %d permits before continuing as new; want 2", len(got()))
 	}
 }
+
+// A budget of tokens a minute (a model account's): each call's permit
+// counts one, and what it then spent counts from when the budget took it
+// in. With 1,000 a minute, two calls and 998 tokens spent fill the
+// minute: the next is granted once the window holds less, when the
+// first call's permit leaves it; the second, asked before the spend
+// came, went at once.
+func TestForgeBudgetCountsWhatEachRequestSpent(t *testing.T) {
+	start := time.Date(2026, 12, 5, 4, 0, 0, 0, time.UTC)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartTime(start)
+	got := permits(t, env, []time.Duration{0, time.Second, 20 * time.Second})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflow.SignalForgeSpend, workflow.ForgeSpend{Count: 998})
+	}, 10*time.Second)
+	env.ExecuteWorkflow(workflow.ForgeBudget, workflow.ForgeBudgetInput{Key: "api.anthropic.com/org",
+		Limits: []workflow.ForgeLimit{{Count: 1000, Per: time.Minute}}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("the budget ended with %v; want it to end idle", err)
+	}
+	g := got()
+	for i, w := range []time.Duration{0, time.Second, time.Minute} {
+		if d := g[i].Sub(start); d < w || d > w+time.Second {
+			t.Errorf("permit %d granted at +%s; want +%s", i, d, w)
+		}
+	}
+}
