@@ -81,6 +81,19 @@ func NewRemote(t testing.TB, parent, name string, files map[string]string) strin
 	return bare
 }
 
+// Show reads files on the branches of the bare repository bare (owned
+// by anyone: safe.directory is waived): show(branch, path) is the file,
+// "" when the branch or the file is missing.
+func Show(bare string) func(branch, path string) string {
+	return func(branch, path string) string {
+		out, err := exec.Command("git", "-c", "safe.directory=*", "--git-dir", bare, "show", branch+":"+path).Output()
+		if err != nil {
+			return ""
+		}
+		return string(out)
+	}
+}
+
 // Commit adds a commit with files to branch of the bare repository and
 // returns the commit id.
 func Commit(t testing.TB, bare, branch string, files map[string]string) string {

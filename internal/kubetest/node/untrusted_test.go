@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -96,13 +95,7 @@ func untrustedWork(t *testing.T, n *node.Node) {
 				t.Fatal(err)
 			}
 			bare := gittest.NewRemote(t, dir, "svc", map[string]string{"README.md": "# svc\n"})
-			return "file://" + bare, func(branch, path string) string {
-				out, err := exec.Command("git", "--git-dir", bare, "show", branch+":"+path).Output()
-				if err != nil {
-					return ""
-				}
-				return string(out)
-			}
+			return "file://" + bare, gittest.Show(bare)
 		},
 	})
 }

@@ -129,13 +129,7 @@ func newRepository(t *testing.T, files map[string]string) (url string, show func
 	if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", UID, GID), parent).CombinedOutput(); err != nil {
 		t.Fatalf("chown %s: %v\n%s", parent, err, out)
 	}
-	return "file://" + bare, func(branch, path string) string {
-		out, err := exec.Command("git", "-c", "safe.directory=*", "--git-dir", bare, "show", branch+":"+path).Output()
-		if err != nil {
-			return ""
-		}
-		return string(out)
-	}
+	return "file://" + bare, gittest.Show(bare)
 }
 
 func agentOptions(id string) sandbox.ProvisionOptions {

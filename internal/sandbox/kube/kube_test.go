@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -444,13 +443,7 @@ func (j *jailed) repository(t *testing.T) (string, func(branch, path string) str
 		t.Fatal(err)
 	}
 	bare := gittest.NewRemote(t, dir, "svc", map[string]string{"README.md": "# svc\n"})
-	return "file://" + bare, func(branch, path string) string {
-		out, err := exec.Command("git", "--git-dir", bare, "show", branch+":"+path).Output()
-		if err != nil {
-			return ""
-		}
-		return string(out)
-	}
+	return "file://" + bare, gittest.Show(bare)
 }
 
 // serveGateway serves gw as a worker does to its sandbox pods, on this

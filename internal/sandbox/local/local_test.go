@@ -110,13 +110,7 @@ func TestUntrustedWork(t *testing.T) {
 		},
 		Repository: func(t *testing.T) (string, func(branch, path string) string) {
 			bare := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
-			return "file://" + bare, func(branch, path string) string {
-				out, err := exec.Command("git", "--git-dir", bare, "show", branch+":"+path).Output()
-				if err != nil {
-					return ""
-				}
-				return string(out)
-			}
+			return "file://" + bare, gittest.Show(bare)
 		},
 	})
 }
