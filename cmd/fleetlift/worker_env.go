@@ -129,6 +129,11 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 		// What the gateway counted for a sandbox lost before it
 		// finished is its task's (activity.CleanupOutcome).
 		acts.GatewayUsage = w.gw.UsageOf
+		if w.tokensPerMinute > 0 {
+			// An agentic task's sandbox waits for the account's
+			// tokens a minute before it is made.
+			acts.PaceAgents = w.gw.WaitForTokens
+		}
 	}
 	if w.gw != nil && w.gw.Git != nil {
 		// The gateway's copies of what the sandboxes read: a change is

@@ -28,6 +28,11 @@ import (
 // Activities are fleetlift's activities and their dependencies.
 type Activities struct {
 	Sandbox sandbox.Provider
+	// PaceAgents, when set, returns once the model account's tokens a
+	// minute allow a call (the worker's --tokens-per-minute): an agentic
+	// task's sandbox is made then (ProvisionInput.Agentic), not to wait
+	// idle at its first call.
+	PaceAgents func(ctx context.Context) error
 	// GatewayUsage, when set, is what the worker's model gateway counted
 	// for a sandbox it serves (gateway.Gateway.UsageOf).
 	GatewayUsage func(sandboxID string) (protocol.ModelUsage, bool)
@@ -155,6 +160,10 @@ type ProvisionInput struct {
 	Credentials *Credentials `json:",omitempty"`
 	// Placement is the definition's sandbox placement.
 	Placement *Placement `json:",omitempty"`
+	// Agentic says the sandbox runs an agent CLI: it is made once the
+	// model account's tokens a minute allow a call (PaceAgents), so that
+	// no sandbox waits idle for them.
+	Agentic bool `json:",omitempty"`
 }
 
 // Placement is where a definition asks its sandboxes to run (its
@@ -198,6 +207,30 @@ func requestFields(r sandbox.Resources) []string {
 	return out
 }
 
+// paceAgent waits for PaceAgents, heartbeating while it does.
+func (a *Activities) paceAgent(ctx context.Context) error {
+	done := make(chan struct{})
+	defer close(done)
+	if sdkactivity.IsActivity(ctx) {
+		go func() {
+			t := time.NewTicker(5 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					sdkactivity.RecordHeartbeat(ctx, "waiting for the model account's tokens a minute")
+				}
+			}
+		}()
+	}
+	if err := a.PaceAgents(ctx); err != nil {
+		return fmt.Errorf("wait for the model account's tokens a minute: %w", err)
+	}
+	return nil
+}
+
 // SandboxRef names a provisioned sandbox.
 type SandboxRef struct {
 	ID       string
@@ -213,6 +246,11 @@ type SandboxRef struct {
 // ProvisionSandbox creates the sandbox, or finds the one a previous attempt
 // created.
 func (a *Activities) ProvisionSandbox(ctx context.Context, in ProvisionInput) (ref SandboxRef, err error) {
+	if in.Agentic && a.PaceAgents != nil {
+		if err := a.paceAgent(ctx); err != nil {
+			return SandboxRef{}, err
+		}
+	}
 	if err := a.reserve(in.SandboxID); err != nil {
 		return SandboxRef{}, err
 	}

@@ -133,3 +133,55 @@ func TestRunSandboxedWaitsForRoom(t *testing.T) {
 		t.Cleanup(func() { _ = p.Cleanup(context.Background(), "room-"+id) })
 	}
 }
+
+// An agentic task's sandbox is made once the model account's tokens a
+// minute allow a call (PaceAgents), not made to wait idle at its first
+// call; a deterministic task's is made at once.
+func TestAgenticSandboxWaitsForTheModelsTokens(t *testing.T) {
+	p, err := localsb.New(localsb.Options{Root: t.TempDir(), AgentCommand: []string{"sh", "-c", "exec sleep 1000", "agent"}, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &countingProvider{Provider: p}
+	tokens := make(chan struct{})
+	var asked atomic.Int32
+	a := &activity.Activities{Sandbox: c, PaceAgents: func(ctx context.Context) error {
+		asked.Add(1)
+		select {
+		case <-tokens:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	if _, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "deterministic"}); err != nil {
+		t.Fatal(err)
+	}
+	if asked.Load() != 0 || c.now.Load() != 1 {
+		t.Fatalf("a deterministic task's sandbox: paced %d times, %d sandboxes; want made at once", asked.Load(), c.now.Load())
+	}
+	made := make(chan error, 1)
+	go func() {
+		_, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "agentic", Agentic: true})
+		made <- err
+	}()
+	for asked.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if n := c.now.Load(); n != 1 {
+		t.Fatalf("%d sandboxes while the agentic one waits for tokens; want it not made yet", n)
+	}
+	close(tokens)
+	if err := <-made; err != nil {
+		t.Fatal(err)
+	}
+	if n := c.now.Load(); n != 2 {
+		t.Errorf("%d sandboxes once the tokens allow a call; want the agentic one made", n)
+	}
+	for _, id := range []string{"deterministic", "agentic"} {
+		_ = c.Cleanup(context.Background(), id)
+	}
+}

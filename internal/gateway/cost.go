@@ -178,6 +178,16 @@ type paceHolder struct{ Pace }
 // serves.
 func (g *Gateway) SharePace(p Pace) { g.pace.Store(&paceHolder{p}) }
 
+// WaitForTokens returns once a model call could go: the tokens of the
+// last minute (shared ones, with SharePace) are under TokensPerMinute.
+// It counts as a call's permit does. At once without a limit.
+func (g *Gateway) WaitForTokens(ctx context.Context) error {
+	if g.TokensPerMinute <= 0 {
+		return nil
+	}
+	return g.pacer().Wait(ctx, g.TokensPerMinute)
+}
+
 // NewPace is a Pace of its own count of the last minute, as a gateway
 // keeps without SharePace.
 func NewPace() Pace { return &pacer{} }

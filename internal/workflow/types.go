@@ -119,7 +119,7 @@ type TaskInput struct {
 // provision is how to provision a sandbox sandboxID for in's work.
 func (in TaskInput) provision(sandboxID string) activity.ProvisionInput {
 	p := activity.ProvisionInput{SandboxID: sandboxID, Image: in.Image, Resources: in.Resources,
-		Credentials: in.Credentials, Placement: in.Placement}
+		Credentials: in.Credentials, Placement: in.Placement, Agentic: in.Manifest.Execution.Type == protocol.ExecutionAgentic}
 	if in.ID != "" {
 		p.Labels = map[string]string{"fleetlift.io/task-id": in.ID}
 	}
