@@ -276,26 +276,32 @@ func TestUpWebhookWakesTheLoop(t *testing.T) {
 	awaitApprovals(t, c, "campaign/demo-go-version")
 }
 
-// awaitApprovals waits until every unit of campaign id awaits approval.
+// awaitApprovals waits until every unit of campaign id awaits approval:
+// three minutes at most, for a machine busy with other suites (a fresh
+// clone's CI once saw two of three there after one), then it says where
+// each unit is.
 func awaitApprovals(t *testing.T, c client.Client, id string) {
 	t.Helper()
 	ctx := context.Background()
 	rd := runReader(c, "")
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		st, err := rd.Status(ctx, id)
 		waiting := 0
+		var phases []string
 		if err == nil && st.Campaign != nil {
 			for _, u := range st.Campaign.Units {
-				if phase, ok := rd.UnitPhase(ctx, u); ok && phase == status.TaskAwaitingApproval {
+				phase, ok := rd.UnitPhase(ctx, u)
+				if ok && phase == status.TaskAwaitingApproval {
 					waiting++
 				}
+				phases = append(phases, fmt.Sprintf("%s: %v (read: %v, error: %q)", u.Key, phase, ok, u.Error))
 			}
 		}
 		if err == nil && st.Campaign != nil && len(st.Campaign.Units) > 0 && waiting == len(st.Campaign.Units) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d units await approval after a minute (%v)", id, waiting, err)
+			t.Fatalf("%s: %d units await approval after three minutes (%v); the units: %s", id, waiting, err, strings.Join(phases, "; "))
 		}
 	}
 }
