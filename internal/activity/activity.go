@@ -31,7 +31,7 @@ type Activities struct {
 	// PaceAgents, when set, returns once the model account's tokens a
 	// minute allow a call (the worker's --tokens-per-minute): an agentic
 	// task's sandbox is made then (ProvisionInput.Agentic), not to wait
-	// idle at its first call.
+	// idle at its first call; or after paceAgentsWithin at most.
 	PaceAgents func(ctx context.Context) error
 	// GatewayUsage, when set, is what the worker's model gateway counted
 	// for a sandbox it serves (gateway.Gateway.UsageOf).
@@ -207,25 +207,17 @@ func requestFields(r sandbox.Resources) []string {
 	return out
 }
 
-// paceAgent waits for PaceAgents, heartbeating while it does.
+// paceAgentsWithin bounds paceAgent's wait, within the provisioning
+// step's 30 s: past it the sandbox is made, and its agent's calls wait
+// at the gateway as any call does. Nothing heartbeats for the wait: the
+// activities that provision inside them heartbeat their own progress.
+var paceAgentsWithin = 20 * time.Second
+
+// paceAgent waits for PaceAgents, at most paceAgentsWithin.
 func (a *Activities) paceAgent(ctx context.Context) error {
-	done := make(chan struct{})
-	defer close(done)
-	if sdkactivity.IsActivity(ctx) {
-		go func() {
-			t := time.NewTicker(5 * time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-t.C:
-					sdkactivity.RecordHeartbeat(ctx, "waiting for the model account's tokens a minute")
-				}
-			}
-		}()
-	}
-	if err := a.PaceAgents(ctx); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, paceAgentsWithin)
+	defer cancel()
+	if err := a.PaceAgents(pctx); err != nil && ctx.Err() != nil {
 		return fmt.Errorf("wait for the model account's tokens a minute: %w", err)
 	}
 	return nil

@@ -136,7 +136,8 @@ func TestRunSandboxedWaitsForRoom(t *testing.T) {
 
 // An agentic task's sandbox is made once the model account's tokens a
 // minute allow a call (PaceAgents), not made to wait idle at its first
-// call; a deterministic task's is made at once.
+// call, or once the step has waited as long as it may; a deterministic
+// task's is made at once.
 func TestAgenticSandboxWaitsForTheModelsTokens(t *testing.T) {
 	p, err := localsb.New(localsb.Options{Root: t.TempDir(), AgentCommand: []string{"sh", "-c", "exec sleep 1000", "agent"}, StopGrace: time.Second})
 	if err != nil {
@@ -181,7 +182,17 @@ func TestAgenticSandboxWaitsForTheModelsTokens(t *testing.T) {
 	if n := c.now.Load(); n != 2 {
 		t.Errorf("%d sandboxes once the tokens allow a call; want the agentic one made", n)
 	}
-	for _, id := range []string{"deterministic", "agentic"} {
+	// Tokens spent for longer than the step may wait: the sandbox is
+	// made all the same, its agent's calls then waiting at the gateway.
+	activity.ShortPaceWait(t, 100*time.Millisecond)
+	a.PaceAgents = func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	if _, err := env.ExecuteActivity(a.ProvisionSandbox, activity.ProvisionInput{SandboxID: "agentic-late", Agentic: true}); err != nil {
+		t.Fatalf("an agentic sandbox whose tokens stay spent: %v; want it made after the wait", err)
+	}
+	if n := c.now.Load(); n != 3 {
+		t.Errorf("%d sandboxes after the tokens stayed spent past the wait; want the third made", n)
+	}
+	for _, id := range []string{"deterministic", "agentic", "agentic-late"} {
 		_ = c.Cleanup(context.Background(), id)
 	}
 }

@@ -16,3 +16,11 @@ func QuietBeats(t *testing.T) {
 
 // ReadPR is what a pass of RefreshPullRequests does for one pull request.
 var ReadPR = (*Activities).readPR
+
+// ShortPaceWait shortens, for the rest of test t, how long an agentic
+// sandbox waits for the model's tokens before it is made anyway.
+func ShortPaceWait(t *testing.T, d time.Duration) {
+	was := paceAgentsWithin
+	paceAgentsWithin = d
+	t.Cleanup(func() { paceAgentsWithin = was })
+}

@@ -449,7 +449,7 @@ var (
 // set, and sends it to api's upstream.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, api modelAPI, prepare func(*http.Request)) {
 	if g.TokensPerMinute > 0 && g.known(r) {
-		if err := g.pacer().Wait(r.Context(), g.TokensPerMinute); err != nil {
+		if err := g.WaitForTokens(r.Context()); err != nil {
 			return
 		}
 	}
