@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -37,9 +38,11 @@ func TestModelPaceIsSharedByEveryWorker(t *testing.T) {
 
 	var mu sync.Mutex
 	var calls []time.Time
+	var callers []string
 	model := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		calls = append(calls, time.Now())
+		callers = append(callers, r.Header.Get("X-Test-Worker"))
 		mu.Unlock()
 		rw.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(rw, `{"model":"m","usage":{"input_tokens":300,"output_tokens":100}}`)
@@ -66,7 +69,7 @@ func TestModelPaceIsSharedByEveryWorker(t *testing.T) {
 		}
 		wg.Go(func() {
 			for range perWorker {
-				if code := call(gw, sk); code != http.StatusOK {
+				if code := callAs(gw, sk, fmt.Sprint(i)); code != http.StatusOK {
 					errs <- fmt.Errorf("worker %d: a call answered %d", i, code)
 				}
 			}
@@ -78,7 +81,7 @@ func TestModelPaceIsSharedByEveryWorker(t *testing.T) {
 		t.Error(err)
 	}
 	mu.Lock()
-	seen := slices.Clone(calls)
+	seen, by := slices.Clone(calls), slices.Clone(callers)
 	mu.Unlock()
 	if len(seen) != 2*perWorker {
 		t.Fatalf("the model was called %d times; want %d", len(seen), 2*perWorker)
@@ -94,6 +97,11 @@ func TestModelPaceIsSharedByEveryWorker(t *testing.T) {
 			t.Errorf("%d calls reached the model within 2 s of call %d; want at most 4 (1,000 tokens counted, one call in flight from each worker)", n, i)
 		}
 	}
+	if t.Failed() {
+		for i, at := range seen {
+			t.Logf("call %d from worker %s at +%s", i, by[i], at.Sub(seen[0]).Round(time.Millisecond))
+		}
+	}
 
 	// A budget no worker runs, which this gateway only joins: its
 	// calls go, paced by its own count.
@@ -103,17 +111,20 @@ func TestModelPaceIsSharedByEveryWorker(t *testing.T) {
 	sk, _ := gw.Open(gateway.Sandbox{ID: "alone"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if code := callCtx(ctx, gw, sk); code != http.StatusOK {
+	if code := callCtx(ctx, gw, sk, nil); code != http.StatusOK {
 		t.Errorf("a call whose budget cannot be reached answered %d; want it paced by the gateway and sent", code)
 	}
 }
 
-// call sends a model call to gw with the sandbox key sk and returns the
-// status it answered.
-func call(gw *gateway.Gateway, sk string) int { return callCtx(context.Background(), gw, sk) }
+// callAs sends a model call to gw with the sandbox key sk as worker
+// (a header the model sees) and returns the status it answered.
+func callAs(gw *gateway.Gateway, sk, worker string) int {
+	return callCtx(context.Background(), gw, sk, http.Header{"X-Test-Worker": {worker}})
+}
 
-func callCtx(ctx context.Context, gw *gateway.Gateway, sk string) int {
+func callCtx(ctx context.Context, gw *gateway.Gateway, sk string, h http.Header) int {
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://gateway/v1/messages", strings.NewReader(`{}`))
+	maps.Copy(req.Header, h)
 	req.Header.Set("X-Api-Key", sk)
 	rec := httptest.NewRecorder()
 	gw.ServeHTTP(rec, req)

@@ -44,6 +44,10 @@ func ForgeBudget(ctx workflow.Context, in ForgeBudgetInput) (ForgeBudgetState, e
 		perRun = 500
 	}
 	for {
+		// Every hold and spend delivered so far counts before the next
+		// grant: this loop alone takes them, so none waits in a channel
+		// while a permit is granted past it.
+		b.take(ctx)
 		now := workflow.Now(ctx)
 		b.forget(now)
 		if len(b.waiting) == 0 {
@@ -59,22 +63,30 @@ func ForgeBudget(ctx workflow.Context, in ForgeBudgetInput) (ForgeBudgetState, e
 				}
 				continue
 			}
-			// Idle: wait for a writer, or end once nothing granted
-			// counts any more and no hold is pending.
-			idle := b.longest() + b.in.Slack
-			if last := b.last(); !last.IsZero() {
-				idle = last.Add(idle).Sub(now)
+			// Idle: wait for a writer, a hold or a spend, or end once
+			// nothing granted or spent counts any more and no hold is
+			// pending.
+			// A run that counts nothing yet waits a window for its
+			// first ask.
+			wait := max(b.idle(now), time.Second)
+			if b.last().IsZero() {
+				wait = max(wait, b.longest()+b.in.Slack)
 			}
-			idle = max(idle, b.held.Sub(now), time.Second)
-			ok, err := workflow.AwaitWithTimeout(ctx, idle, func() bool { return len(b.waiting) > 0 })
+			ok, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return len(b.waiting) > 0 || b.delivered() })
 			if err != nil {
 				return b.state(ctx), err
 			}
-			if !ok && len(b.waiting) == 0 {
+			if !ok {
 				drained, err := b.drain(ctx)
-				if err != nil || drained {
+				if err != nil {
 					return b.state(ctx), err
 				}
+				// A hold or spend taken while draining still counts:
+				// the run goes on with it.
+				if drained && b.idle(workflow.Now(ctx)) <= 0 {
+					return b.state(ctx), nil
+				}
+				b.draining = false
 			}
 			continue
 		}
@@ -92,8 +104,7 @@ func ForgeBudget(ctx workflow.Context, in ForgeBudgetInput) (ForgeBudgetState, e
 		}
 		// Wait until the next grant is close enough; a hold or a spend
 		// wakes the wait to take it in.
-		rev := b.changes
-		if _, err := workflow.AwaitWithTimeout(ctx, at.Sub(now)-b.ahead(), func() bool { return b.changes != rev }); err != nil {
+		if _, err := workflow.AwaitWithTimeout(ctx, at.Sub(now)-b.ahead(), b.delivered); err != nil {
 			return b.state(ctx), err
 		}
 	}
@@ -198,7 +209,6 @@ type forgeBudget struct {
 	granted []time.Time  // in order; those that may still count
 	spent   []ForgeSpend // in order; those that may still count
 	held    time.Time
-	changes int // counts holds and spends taken, to wake a wait
 	holdCh  workflow.ReceiveChannel
 	spendCh workflow.ReceiveChannel
 	waiting []*forgeWaiter
@@ -225,22 +235,6 @@ func (b *forgeBudget) register(ctx workflow.Context) error {
 	}
 	b.holdCh = workflow.GetSignalChannel(ctx, SignalForgeHold)
 	b.spendCh = workflow.GetSignalChannel(ctx, SignalForgeSpend)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(b.holdCh, func(c workflow.ReceiveChannel, _ bool) {
-				var h ForgeHold
-				c.Receive(ctx, &h)
-				b.hold(ctx, h)
-			})
-			sel.AddReceive(b.spendCh, func(c workflow.ReceiveChannel, _ bool) {
-				var sp ForgeSpend
-				c.Receive(ctx, &sp)
-				b.spend(ctx, sp)
-			})
-			sel.Select(ctx)
-		}
-	})
 	return nil
 }
 
@@ -250,7 +244,6 @@ func (b *forgeBudget) spend(ctx workflow.Context, sp ForgeSpend) {
 		return
 	}
 	b.spent = append(b.spent, ForgeSpend{Count: sp.Count, At: workflow.Now(ctx)})
-	b.changes++
 }
 
 // last is when the newest grant or spend counted; zero without either.
@@ -285,7 +278,6 @@ func (b *forgeBudget) counted() []ForgeSpend {
 func (b *forgeBudget) hold(ctx workflow.Context, h ForgeHold) {
 	if h.Until.After(b.held) {
 		b.held = h.Until
-		b.changes++
 		workflow.GetLogger(ctx).Warn("forge rate limit: permits held back", "budget", b.in.Key, "until", h.Until, "reason", h.Reason)
 	}
 }
@@ -396,6 +388,25 @@ func (b *forgeBudget) drain(ctx workflow.Context) (bool, error) {
 		b.draining = false
 		return false, nil
 	}
+	b.take(ctx)
+	return true, nil
+}
+
+// delivered reports whether a hold or a spend waits to be taken in.
+func (b *forgeBudget) delivered() bool { return b.holdCh.Len()+b.spendCh.Len() > 0 }
+
+// idle is how long from now until nothing granted or spent counts in a
+// window any more and no hold is pending: the run may end then.
+func (b *forgeBudget) idle(now time.Time) time.Duration {
+	var d time.Duration
+	if last := b.last(); !last.IsZero() {
+		d = last.Add(b.longest() + b.in.Slack).Sub(now)
+	}
+	return max(d, b.held.Sub(now))
+}
+
+// take takes in every hold and spend delivered and not yet taken.
+func (b *forgeBudget) take(ctx workflow.Context) {
 	for {
 		var h ForgeHold
 		if !b.holdCh.ReceiveAsync(&h) {
@@ -410,7 +421,6 @@ func (b *forgeBudget) drain(ctx workflow.Context) (bool, error) {
 		}
 		b.spend(ctx, sp)
 	}
-	return true, nil
 }
 
 // ForgeBudgetKey is the part of a ForgeBudget's workflow id that names
