@@ -66,7 +66,16 @@ func newGroup(l Limits) (*group, error) {
 			continue
 		}
 		dir := filepath.Join(cgroupRoot, controller, parent, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		err := os.Mkdir(dir, 0o755)
+		if errors.Is(err, os.ErrExist) {
+			// Left by a jail of an earlier process with this one's
+			// pid, killed before it removed its group: that process is
+			// gone, and an empty cgroup is removed as a directory is.
+			if os.Remove(dir) == nil {
+				err = os.Mkdir(dir, 0o755)
+			}
+		}
+		if err != nil {
 			if len(g.dirs) == 0 && (errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrNotExist) || isReadOnly(err)) {
 				return nil, nil // not a hierarchy this caller may write
 			}

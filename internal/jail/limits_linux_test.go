@@ -212,3 +212,30 @@ func TestTmpAndFileSizeLimits(t *testing.T) {
 		}
 	}
 }
+
+// A group an earlier jail left behind (its process killed before it
+// removed it) under the name this one would take, as a pid used again
+// brings, does not fail the command: the empty group is removed and
+// made again.
+func TestJailTakesOverAGroupADeadProcessLeft(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("the process limit is a cgroup's, which only root may make on this host (cgroup v1): run the suite as root, as .ci/run does")
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBox(t)
+	j := b.jail()
+	j.Spec.Limits.Processes = 40
+	requireJail(t, j)
+	stale := filepath.Join(cgroupRoot, "pids", own["pids"], fmt.Sprintf("fleetlift-jail-%d-%d", os.Getpid(), groupSeq.Load()+1))
+	if err := os.Mkdir(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(stale) })
+	code, out := run(t, j, b.ws, `echo ran`)
+	if code != 0 || !strings.Contains(out, "ran") {
+		t.Errorf("exit %d beside a group a dead process left:\n%s", code, out)
+	}
+}
