@@ -31,6 +31,9 @@ import (
 
 // workerFlags configure the worker and its sandboxes.
 type workerFlags struct {
+	// slot is this worker's among those sharing its state directory
+	// (claimSlot): set while newWorker makes it.
+	slot *workerSlot
 	// providerName is the sandbox provider: local, docker, kubernetes,
 	// kubernetes-jobs, or empty to choose (local or docker).
 	providerName string
@@ -113,7 +116,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&w.docker.network, "sandbox-network", docker.DefaultNetwork,
 		"docker: the sandboxes' network: none, host, bridge or a network's name (cloning and pushing over the network needs one)")
 	cmd.Flags().StringVar(&w.docker.scope, "sandbox-scope", defaultScope(),
-		"docker: this worker's name among the workers sharing an engine; it sees and re-attaches to its scope's sandboxes only (default: the host name)")
+		"docker: this worker's name among the workers sharing an engine; it sees and re-attaches to its scope's sandboxes only (default: the host name; a second worker on the same state directory at once adds -1)")
 	cmd.Flags().BoolVar(&w.docker.readOnly, "sandbox-read-only", false,
 		"docker: mount task images read-only; /workspace, HOME and /tmp stay writable")
 	w.kube.register(cmd)
@@ -134,7 +137,7 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&w.orphan, "sandbox-orphan-after", agent.DefaultOrphanAfter,
 		"a sandbox no worker has watched for this long ends itself (a worker that never came back)")
 	cmd.Flags().StringVar(&w.queue, "sandbox-queue", "",
-		"the task queue for the steps on this worker's sandboxes, which only this host can reach (default: named after the host and the state directory)")
+		"the task queue for the steps on this worker's sandboxes, which only this host can reach (default: named after the host and the state directory; a second worker on the same state directory at once adds -1, a third -2)")
 	cmd.Flags().StringSliceVar(&w.egress, "sandbox-egress", nil,
 		"a host the work in sandboxes may reach through the worker's egress proxy, as registry.npmjs.org, proxy.golang.org:443 or *.pythonhosted.org (repeatable; without a port, 80 and 443; kubernetes sandboxes reach the proxy at --gateway-listen); by default the work reaches no network, and never loopback or a private address")
 	cmd.Flags().StringVar(&w.limits.memory, "sandbox-memory", "4Gi",
@@ -180,7 +183,17 @@ func (w *workerFlags) register(cmd *cobra.Command) {
 // newWorker registers fleetlift's workflows and activities, with the
 // sandbox provider --sandbox names (or the one chosen for this machine,
 // see chooseSandbox), and says which on logw.
-func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *temporalFlags, wf *workerFlags) (*workers, error) {
+func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *temporalFlags, wf *workerFlags) (_ *workers, err error) {
+	slot, err := claimSlot(tf.stateDir)
+	if err != nil {
+		return nil, err
+	}
+	wf.slot = slot
+	defer func() {
+		if err != nil {
+			slot.release()
+		}
+	}()
 	provider, kind, err := wf.provider(ctx, logw, tf)
 	if err != nil {
 		return nil, err
@@ -216,7 +229,9 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	// only it can reach.
 	hw := worker.New(c, queue, wf.options())
 	hw.RegisterActivity(acts)
-	return newWorkers(provider, sharedWorker(c, acts, wf.options()), hw), nil
+	ws := newWorkers(provider, sharedWorker(c, acts, wf.options()), hw)
+	ws.slot = slot
+	return ws, nil
 }
 
 // sharedWorker is the worker of the shared task queue: the workflows, and
@@ -256,10 +271,11 @@ func newWorkers(provider sandbox.Provider, all ...worker.Worker) *workers {
 
 // hostQueue is the task queue of this worker's host: --sandbox-queue, or
 // one named after the host and the state directory, whose sandboxes are
-// this worker's alone.
+// this worker's alone; a second worker on the state directory at once
+// has a queue of its own (workerSlot).
 func (w *workerFlags) hostQueue(tf *temporalFlags) (string, error) {
 	if w.queue != "" {
-		return w.queue, nil
+		return w.slot.name(w.queue), nil
 	}
 	state, err := filepath.Abs(tf.stateDir)
 	if err != nil {
@@ -267,7 +283,7 @@ func (w *workerFlags) hostQueue(tf *temporalFlags) (string, error) {
 	}
 	host, _ := os.Hostname()
 	sum := sha256.Sum256([]byte(host + "\x00" + state))
-	return fmt.Sprintf("%s/host/%s-%x", workflow.TaskQueue, host, sum[:6]), nil
+	return w.slot.name(fmt.Sprintf("%s/host/%s-%x", workflow.TaskQueue, host, sum[:6])), nil
 }
 
 // workers run together: the worker of the shared task queue (workflows,
@@ -278,6 +294,8 @@ type workers struct {
 	// provider stops watching its sandboxes with the workers: those a
 	// worker started again in time takes over end themselves.
 	provider io.Closer
+	// slot is given up once they stopped.
+	slot *workerSlot
 }
 
 // Start starts every worker, or none.
@@ -301,6 +319,7 @@ func (ws *workers) Stop() {
 	if ws.provider != nil {
 		_ = ws.provider.Close()
 	}
+	ws.slot.release()
 }
 
 // Run starts the workers and stops them when interrupt closes.

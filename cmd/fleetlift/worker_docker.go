@@ -30,7 +30,7 @@ func (w *workerFlags) dockerProvider(stateDir string) (*docker.Provider, error) 
 		Image:        w.docker.image,
 		AgentImage:   w.docker.agentImage,
 		AgentBinary:  w.docker.agentBinary,
-		Scope:        w.docker.scope,
+		Scope:        w.slot.scope(w.docker.scope),
 		Network:      w.docker.network,
 		ReadOnlyRoot: w.docker.readOnly,
 	}
@@ -54,7 +54,7 @@ func (w *workerFlags) dockerProvider(stateDir string) (*docker.Provider, error) 
 		opts.Binds = append(opts.Binds, abs)
 	}
 	if stateDir != "" {
-		abs, err := filepath.Abs(filepath.Join(stateDir, "docker"))
+		abs, err := filepath.Abs(filepath.Join(stateDir, w.slot.name("docker")))
 		if err != nil {
 			return nil, err
 		}

@@ -65,7 +65,7 @@ func (w *workerFlags) localProvider(tf *temporalFlags) (sandbox.Provider, error)
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Join(tf.stateDir, "sandboxes")
+	root := w.sandboxDir(tf.stateDir)
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("create sandbox directory: %w", err)
 	}

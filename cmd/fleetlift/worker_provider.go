@@ -34,7 +34,7 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 		if err != nil {
 			return nil, "", err
 		}
-		fmt.Fprintf(logw, "sandboxes: local processes under %s (%s)\n", filepath.Join(tf.stateDir, "sandboxes"), why)
+		fmt.Fprintf(logw, "sandboxes: local processes under %s (%s)\n", w.sandboxDir(tf.stateDir), why)
 		w.sayGateway(logw)
 		return p, kind, nil
 	case sandboxDocker:
@@ -49,7 +49,7 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 			return nil, "", fmt.Errorf("--sandbox docker: %w: start the engine, or build the images with `make images`, or run tasks as local processes with --sandbox local", err)
 		}
 		fmt.Fprintf(logw, "sandboxes: docker containers of scope %s, images %s and agent %s, network %s (%s); the agent checks in each sandbox that it can isolate the work, and fails the task when it cannot\n",
-			w.docker.scope, w.docker.image, cmp.Or(w.docker.agentBinary, w.docker.agentImage), w.docker.network, why)
+			w.slot.scope(w.docker.scope), w.docker.image, cmp.Or(w.docker.agentBinary, w.docker.agentImage), w.docker.network, why)
 		w.sayGateway(logw)
 		return p, kind, nil
 	case sandboxKubernetes, sandboxKubernetesJobs:
@@ -66,6 +66,12 @@ func (w *workerFlags) provider(ctx context.Context, logw io.Writer, tf *temporal
 	default:
 		return nil, "", fmt.Errorf("--sandbox %q: want %s, %s, %s or %s", kind, sandboxLocal, sandboxDocker, sandboxKubernetes, sandboxKubernetesJobs)
 	}
+}
+
+// sandboxDir is where this worker's local sandboxes live: the state
+// directory's sandboxes/, or sandboxes-N/ for its slot N.
+func (w *workerFlags) sandboxDir(stateDir string) string {
+	return filepath.Join(stateDir, w.slot.name("sandboxes"))
 }
 
 // sandboxRecord is the file in the state directory that holds the
