@@ -17,6 +17,20 @@ import (
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 )
 
+// giteaGoModule creates the repository name of owner on g, a Go module
+// on go 1.21 with one commit on branch, and returns its clone URL.
+func giteaGoModule(t *testing.T, g *giteatest.Server, owner giteatest.User, name, branch string) string {
+	t.Helper()
+	url := g.CreateRepo(t, owner.Name, name, false)
+	work := t.TempDir()
+	g.Git(t, owner, work, "init", "-q", "-b", branch)
+	writeFile(t, work, "go.mod", "module example.com/"+name+"\n\ngo 1.21\n")
+	g.Git(t, owner, work, "add", "go.mod")
+	g.Git(t, owner, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "init")
+	g.Git(t, owner, work, "push", "-q", url, branch)
+	return url
+}
+
 type giteaPR struct {
 	Number int    `json:"number"`
 	State  string `json:"state"`
@@ -49,15 +63,7 @@ func TestGiteaEndToEnd(t *testing.T) {
 	casey := g.CreateUser(t, "casey")
 
 	// The target repository: a Go module on go 1.21.
-	target := g.CreateRepo(t, bot.Name, "svc", false)
-	work := t.TempDir()
-	g.Git(t, bot, work, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(work, "go.mod"), []byte("module example.com/svc\n\ngo 1.21\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	g.Git(t, bot, work, "add", "go.mod")
-	g.Git(t, bot, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "init")
-	g.Git(t, bot, work, "push", "-q", target, "main")
+	target := giteaGoModule(t, g, bot, "svc", "main")
 
 	// The campaigns repository: config on main; casey may push branches.
 	campaigns := g.CreateRepo(t, bot.Name, "campaigns", false)

@@ -205,15 +205,9 @@ func TestPullRequestsFollowedOnGitea(t *testing.T) {
 	urls := map[string]string{}
 	for i := range 7 {
 		name := fmt.Sprintf("svc-%02d", i)
-		url := g.CreateRepo(t, bot.Name, name, false)
+		url := giteaGoModule(t, g, bot, name, "main")
 		urls[name] = url
 		g.AddCollaborator(t, bot.Name, name, alice.Name, "write")
-		work := t.TempDir()
-		g.Git(t, bot, work, "init", "-q", "-b", "main")
-		writeFile(t, work, "go.mod", "module example.com/"+name+"\n\ngo 1.21\n")
-		g.Git(t, bot, work, "add", "go.mod")
-		g.Git(t, bot, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "init")
-		g.Git(t, bot, work, "push", "-q", url, "main")
 		fmt.Fprintf(&repos, "  - url: %s\n", url)
 	}
 	// svc-06: before the run, alice made the campaign's branch herself

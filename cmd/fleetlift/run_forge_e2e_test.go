@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,15 +26,7 @@ func TestRunOpensPullRequestsOnTheForge(t *testing.T) {
 		if i == 2 {
 			base[name] = "trunk"
 		}
-		url := g.CreateRepo(t, bot.Name, name, false)
-		work := t.TempDir()
-		g.Git(t, bot, work, "init", "-q", "-b", base[name])
-		if err := os.WriteFile(filepath.Join(work, "go.mod"), []byte("module example.com/"+name+"\n\ngo 1.21\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		g.Git(t, bot, work, "add", "go.mod")
-		g.Git(t, bot, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "init")
-		g.Git(t, bot, work, "push", "-q", url, base[name])
+		url := giteaGoModule(t, g, bot, name, base[name])
 		if base[name] != "main" {
 			g.Do(t, bot.Token, "PATCH", "repos/"+bot.Name+"/"+name, map[string]string{"default_branch": base[name]}, nil)
 		}
