@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -267,23 +265,6 @@ func newWorkers(provider sandbox.Provider, all ...worker.Worker) *workers {
 		ws.provider = c
 	}
 	return ws
-}
-
-// hostQueue is the task queue of this worker's host: --sandbox-queue, or
-// one named after the host and the state directory, whose sandboxes are
-// this worker's alone; a second worker on the state directory at once
-// has a queue of its own (workerSlot).
-func (w *workerFlags) hostQueue(tf *temporalFlags) (string, error) {
-	if w.queue != "" {
-		return w.slot.name(w.queue), nil
-	}
-	state, err := filepath.Abs(tf.stateDir)
-	if err != nil {
-		return "", err
-	}
-	host, _ := os.Hostname()
-	sum := sha256.Sum256([]byte(host + "\x00" + state))
-	return w.slot.name(fmt.Sprintf("%s/host/%s-%x", workflow.TaskQueue, host, sum[:6])), nil
 }
 
 // workers run together: the worker of the shared task queue (workflows,

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
 // maxSlots bounds the workers that share one state directory at once.
@@ -81,4 +84,21 @@ func (s *workerSlot) scope(base string) string {
 		base = base[:32-len(suffix)]
 	}
 	return base + suffix
+}
+
+// hostQueue is the task queue of this worker's host: --sandbox-queue, or
+// one named after the host and the state directory, whose sandboxes are
+// this worker's alone; a second worker on the state directory at once
+// has a queue of its own (workerSlot).
+func (w *workerFlags) hostQueue(tf *temporalFlags) (string, error) {
+	if w.queue != "" {
+		return w.slot.name(w.queue), nil
+	}
+	state, err := filepath.Abs(tf.stateDir)
+	if err != nil {
+		return "", err
+	}
+	host, _ := os.Hostname()
+	sum := sha256.Sum256([]byte(host + "\x00" + state))
+	return w.slot.name(fmt.Sprintf("%s/host/%s-%x", workflow.TaskQueue, host, sum[:6])), nil
 }
