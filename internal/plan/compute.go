@@ -122,7 +122,9 @@ func create(d *spec.Definition) Change {
 
 func compare(df *differ, d *spec.Definition, r *state.Campaign) Change {
 	recorded := r.SpecDigest
-	if slices.Contains(d.PreviousDigests(), recorded) {
+	// PreviousDigests never holds d.Digest: an unchanged definition,
+	// most of a revision's, needs none of them.
+	if recorded != d.Digest && slices.Contains(d.PreviousDigests(), recorded) {
 		// Recorded by an earlier release, whose schema gave the
 		// definition a default this one does not: the same spec.
 		recorded = d.Digest

@@ -73,7 +73,7 @@ func (l *Loader) LoadApprovals(ctx context.Context, fsys fs.FS, dir string) (*Ap
 		inputs = append(inputs, Input{Name: name, Data: data, Approval: true})
 	}
 	res.Files = len(inputs)
-	outs, err := l.evaluate(ctx, b, inputs)
+	outs, _, err := l.evaluate(ctx, b, inputs)
 	if err != nil {
 		return nil, err
 	}

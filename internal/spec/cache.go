@@ -26,6 +26,10 @@ type cacheKey [sha256.Size]byte
 type cacheEntry struct {
 	key cacheKey
 	out Output
+	// def is the definition decoded from out, once a load decoded it:
+	// decoding (a strict JSON decode, normalising, the digest) costs
+	// more than the rest of a load whose files are all remembered.
+	def *Definition
 }
 
 // NewCache returns a Cache of at most max evaluations (max <= 0 means
@@ -66,6 +70,30 @@ func (c *Cache) get(k cacheKey) (Output, bool) {
 	}
 	c.order.MoveToFront(e)
 	return e.Value.(*cacheEntry).out, true
+}
+
+// definition returns the definition decoded from k's evaluation, once
+// keepDefinition remembered it.
+func (c *Cache) definition(k cacheKey) (Definition, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[k]
+	if !ok || e.Value.(*cacheEntry).def == nil {
+		return Definition{}, false
+	}
+	return *e.Value.(*cacheEntry).def, true
+}
+
+// keepDefinition remembers d, decoded without an error from k's
+// evaluation, while the evaluation is remembered. The definitions a
+// cache hands out share their Task or Campaign: nothing changes a
+// loaded definition in place (Resolve returns a copy).
+func (c *Cache) keepDefinition(k cacheKey, d Definition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[k]; ok {
+		e.Value.(*cacheEntry).def = &d
+	}
 }
 
 // put remembers out, if it has no errors, as the evaluation of k.

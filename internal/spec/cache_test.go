@@ -94,3 +94,34 @@ func digests(r *spec.Result) string {
 	}
 	return b.String()
 }
+
+// TestCachedDefinitionsStayAsLoaded: a kept loader hands the definitions
+// of unchanged files out again without decoding them, and what a caller
+// makes of one (a resolved repositories_from) never reaches the next
+// revision's.
+func TestCachedDefinitionsStayAsLoaded(t *testing.T) {
+	fsys := fstest.MapFS{"c.cue": &fstest.MapFile{Data: cueCampaign(1, "migrate")}}
+	loader := &spec.Loader{Eval: spec.InProcess(0), Cache: spec.NewCache(0)}
+	ctx := context.Background()
+	load := func() spec.Definition {
+		t.Helper()
+		res, err := loader.Revision().Load(ctx, fsys, ".")
+		if err != nil || len(res.Definitions) != 1 {
+			t.Fatalf("load: %v, %d definitions", err, len(res.Definitions))
+		}
+		return res.Definitions[0]
+	}
+	first := load()
+	resolved, err := load().Resolve([]spec.Repository{{URL: "https://github.com/acme/found.git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resolved.Campaign.Repositories) != 2 || resolved.Digest == first.Digest {
+		t.Fatalf("resolved: %d repositories, digest %s; want 2 and another digest", len(resolved.Campaign.Repositories), resolved.Digest)
+	}
+	again := load()
+	if len(again.Campaign.Repositories) != 1 || again.Digest != first.Digest {
+		t.Errorf("the next revision's definition has %d repositories, digest %s; want it as loaded: 1, %s",
+			len(again.Campaign.Repositories), again.Digest, first.Digest)
+	}
+}

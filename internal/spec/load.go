@@ -289,17 +289,17 @@ func (l *Loader) load(ctx context.Context, fsys fs.FS, names []string, errs []*E
 		inputs = append(inputs, Input{Name: name, Data: data})
 	}
 	res.Files = len(inputs)
-	outs, err := l.evaluate(ctx, b, inputs)
+	outs, keys, err := l.evaluate(ctx, b, inputs)
 	if err != nil {
 		return nil, err
 	}
 	byID := map[string][]Definition{}
-	for _, o := range outs {
+	for i, o := range outs {
 		if len(o.Errors) > 0 {
 			res.Errors = append(res.Errors, o.Errors...)
 			continue
 		}
-		def, e := decodeDefinition(o)
+		def, e := l.decode(keys, i, o)
 		if e != nil {
 			res.Errors = append(res.Errors, e)
 			continue
@@ -339,7 +339,7 @@ func (l *Loader) LoadConfig(ctx context.Context, fsys fs.FS, name string) (*Conf
 	if e != nil {
 		return nil, Errors{e}
 	}
-	outs, err := l.evaluate(ctx, l.bounds(), []Input{{Name: name, Data: data, Config: true}})
+	outs, _, err := l.evaluate(ctx, l.bounds(), []Input{{Name: name, Data: data, Config: true}})
 	if err != nil {
 		return nil, err
 	}
@@ -398,9 +398,10 @@ func (c *Config) checkNotifications() Errors {
 
 // evaluate evaluates in within b, taking what l.Cache remembers from it
 // and remembering what it evaluated.
-func (l *Loader) evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, error) {
+func (l *Loader) evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, []cacheKey, error) {
 	if l.Cache == nil {
-		return l.evaluateAll(ctx, b, in)
+		outs, err := l.evaluateAll(ctx, b, in)
+		return outs, nil, err
 	}
 	outs := make([]Output, len(in))
 	keys := make([]cacheKey, len(in))
@@ -415,7 +416,7 @@ func (l *Loader) evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, 
 		outs[i] = o
 	}
 	if len(miss) == 0 {
-		return outs, nil
+		return outs, keys, nil
 	}
 	todo := make([]Input, len(miss))
 	for j, i := range miss {
@@ -423,13 +424,30 @@ func (l *Loader) evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, 
 	}
 	evaluated, err := l.evaluateAll(ctx, b, todo)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for j, i := range miss {
 		outs[i] = evaluated[j]
 		l.Cache.put(keys[i], evaluated[j])
 	}
-	return outs, nil
+	return outs, keys, nil
+}
+
+// decode is the definition of outs[i], the evaluation of the file whose
+// cache key is keys[i] (none without a cache): decoded once while the
+// cache remembers the evaluation.
+func (l *Loader) decode(keys []cacheKey, i int, o Output) (Definition, *Error) {
+	if keys == nil {
+		return decodeDefinition(o)
+	}
+	if d, ok := l.Cache.definition(keys[i]); ok {
+		return d, nil
+	}
+	d, e := decodeDefinition(o)
+	if e == nil {
+		l.Cache.keepDefinition(keys[i], d)
+	}
+	return d, e
 }
 
 // evaluateAll sends CUE files, which are programs, to l.Eval, and
