@@ -13,9 +13,11 @@ import (
 // Gitea: a campaign moves two repositories off log.Printf, its pull
 // requests merge as declared, and its done_when finds one done and the
 // other merged but not done (log.Printf in a file the change does not
-// reach). A person brings log.Printf back to the done one: it
-// regresses, the reconciler reopens it on its own, and a second pull
-// request is opened, merged and found done; the other is left as it is.
+// reach). A person brings log.Printf back to the done one: its push
+// reaches `up` as a webhook, done_when runs there again within a minute
+// although it is due only hourly, the repository regresses, the
+// reconciler reopens it on its own, and a second pull request is
+// opened, merged and found done; the other is left as it is.
 func TestDoneWhenOnGitea(t *testing.T) {
 	g := giteatest.Start(t)
 	bot := g.Admin()
@@ -31,22 +33,30 @@ func TestDoneWhenOnGitea(t *testing.T) {
 		g.Git(t, bot, work, "-c", "user.name=bot", "-c", "user.email=bot@example.com", "commit", "-q", "-m", "code")
 		g.Git(t, bot, work, "push", "-q", "origin", "HEAD:main")
 	}
+	const secret = "target-hooks-secret"
+	hooks := freeAddr(t)
 	urls := map[string]string{}
 	for _, name := range []string{"api", "web"} {
 		urls[name] = g.CreateRepo(t, bot.Name, name, true)
 		push(urls[name], map[string]string{"main.go": old})
+		g.Do(t, bot.Token, http.MethodPost, "repos/"+bot.Name+"/"+name+"/hooks", map[string]any{
+			"type": "gitea", "active": true, "events": []string{"push"},
+			"config": map[string]string{"url": "http://" + hooks + "/webhook", "content_type": "json", "secret": secret},
+		}, nil)
 	}
 	push(urls["web"], map[string]string{"internal/legacy.go": old})
 
-	campaigns, _ := giteaCampaigns(t, g, "", map[string]string{"campaigns/slog.yaml": slogCampaign("slog", []string{urls["api"], urls["web"]})})
+	def := slogDefinition("slog", "merge: {require_review: false}", `{command: [sh, -c, "! grep -rq log.Printf ."], every: 1h}`, []string{urls["api"], urls["web"]})
+	campaigns, _ := giteaCampaigns(t, g, "", map[string]string{"campaigns/slog.yaml": def})
 	t.Setenv("FLEETLIFT_FORGE_TYPE", "gitea")
 	t.Setenv("FLEETLIFT_FORGE_URL", g.URL())
 	t.Setenv("FLEETLIFT_FORGE_TOKEN", bot.Token)
 	t.Setenv("FLEETLIFT_GIT_TOKEN", bot.Token)
+	t.Setenv("FLEETLIFT_WEBHOOK_SECRET", secret)
 	stateDir := t.TempDir()
 	addr, _, reader := serverForTest(t, stateDir)
 	up := startUp(t, "--repo", campaigns, "--temporal-address", addr, "--state-dir", stateDir, "--interval", "1s",
-		"--pull-requests-every", "1s")
+		"--pull-requests-every", "1s", "--webhook-listen", hooks)
 	wait := func(what string, ok func(map[string]state.Repo) bool) map[string]state.Repo {
 		t.Helper()
 		return waitRepos(t, reader, "slog", up, what, ok)
@@ -58,8 +68,9 @@ func TestDoneWhenOnGitea(t *testing.T) {
 		return done(r["api"], "done") && done(r["web"], "not_done")
 	})["api"].PullRequestURL
 
-	// log.Printf comes back to api's main: it regresses within a
-	// minute, and the reconciler reopens it by itself.
+	// log.Printf comes back to api's main: the push's webhook has
+	// done_when run again (a minute after its last run at most), api
+	// regresses, and the reconciler reopens it by itself.
 	push(urls["api"], map[string]string{"main.go": old})
 	wait("api reopened, its new pull request merged and done", func(r map[string]state.Repo) bool {
 		return done(r["api"], "done") && r["api"].PullRequestURL != first && done(r["web"], "not_done")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -14,6 +15,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/reconcile"
 	"github.com/fleetlift/fleetlift/internal/source"
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/webhook"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -51,6 +53,9 @@ func serveWebhooks(ctx context.Context, rf *reconcileFlags, logger *slog.Logger,
 			if prs.Followed(key) {
 				prs.Hint(key)
 			}
+		}
+		for _, p := range h.Pushes {
+			prs.Pushed(p.Repository, p.Branch)
 		}
 	}
 	followed, deliver := prs.Followed, func(ev webhook.Event) { take(hintsOf(ev)) }
@@ -108,6 +113,11 @@ func hintsOf(ev webhook.Event) workflow.LeaseHints {
 	h.Repository = ev.Watched && ev.Kind != webhook.Status
 	if ev.Followed {
 		h.PullRequests = []string{ev.Key}
+		// A push to a branch: done_when runs again on the merged
+		// pull requests into it.
+		if branch, ok := strings.CutPrefix(ev.Ref, "refs/heads/"); ok && ev.Kind == webhook.Push {
+			h.Pushes = []status.PushHint{{Repository: ev.Key, Branch: branch}}
+		}
 	}
 	return h
 }

@@ -1,11 +1,13 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,8 +44,9 @@ type PullRequestHints struct {
 	// an open pull request there, as the last pass recorded them.
 	runs map[string][]run
 	// pending holds the repositories hinted at, by run, since the last
-	// send.
+	// send; pushes the branches pushed to there.
 	pending map[run]map[string]bool
+	pushes  map[run]map[status.PushHint]bool
 	// unknown holds when repositories where no open pull request was
 	// known were hinted at (see Followed).
 	unknown map[string]time.Time
@@ -77,11 +80,13 @@ func NewPullRequestHints(c client.Client, gather time.Duration, log *slog.Logger
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &PullRequestHints{client: c, gather: gather, log: log, runs: map[string][]run{},
-		pending: map[run]map[string]bool{}, unknown: map[string]time.Time{}, wake: make(chan struct{}, 1), followers: map[run]cachedFollowers{}}
+		pending: map[run]map[string]bool{}, pushes: map[run]map[status.PushHint]bool{}, unknown: map[string]time.Time{},
+		wake: make(chan struct{}, 1), followers: map[run]cachedFollowers{}}
 }
 
 // Observe takes the repositories with open pull requests from the
-// recorded state of a pass.
+// recorded state of a pass, and those with merged ones that done_when
+// checks.
 func (h *PullRequestHints) Observe(recorded []state.Campaign) {
 	runs := map[string][]run{}
 	for _, c := range recorded {
@@ -90,7 +95,10 @@ func (h *PullRequestHints) Observe(recorded []state.Campaign) {
 		}
 		r := run{workflowID: c.WorkflowID, campaign: c.Kind == state.KindCampaign}
 		for _, repo := range c.Repos {
-			if repo.PullRequestURL == "" || repo.PullRequestState == state.PullRequestMerged || repo.PullRequestState == state.PullRequestClosed {
+			// Open pull requests, and merged ones whose done_when a
+			// push to their base has run again.
+			merged := repo.PullRequestState == state.PullRequestMerged
+			if repo.PullRequestURL == "" || merged && (repo.PullRequest == nil || repo.PullRequest.Done == "") || repo.PullRequestState == state.PullRequestClosed {
 				continue
 			}
 			if k := webhook.PullRequestKey(repo.PullRequestURL); k != "" && !slices.Contains(runs[k], r) {
@@ -163,6 +171,21 @@ func (h *PullRequestHints) Hint(key string) {
 	h.wakeUp()
 }
 
+// Pushed queues a hint about a push to branch of the repository key for
+// the followers of the runs with a pull request there: one that merged
+// into branch has its done_when run again. It does not block.
+func (h *PullRequestHints) Pushed(key, branch string) {
+	h.mu.Lock()
+	for _, r := range h.runs[key] {
+		if h.pushes[r] == nil {
+			h.pushes[r] = map[status.PushHint]bool{}
+		}
+		h.pushes[r][status.PushHint{Repository: key, Branch: branch}] = true
+	}
+	h.mu.Unlock()
+	h.wakeUp()
+}
+
 // queue adds key to the pending hints of the runs with an open pull
 // request there; h.mu is held.
 func (h *PullRequestHints) queue(key string) {
@@ -195,17 +218,25 @@ func (h *PullRequestHints) Run(ctx context.Context) {
 		case <-time.After(h.gather):
 		}
 		h.mu.Lock()
-		pending := h.pending
-		h.pending = map[run]map[string]bool{}
+		pending, pushes := h.pending, h.pushes
+		h.pending, h.pushes = map[run]map[string]bool{}, map[run]map[status.PushHint]bool{}
 		h.mu.Unlock()
+		for r := range pushes {
+			if pending[r] == nil {
+				pending[r] = map[string]bool{}
+			}
+		}
 		for r, keys := range pending {
-			h.send(ctx, r, slices.Sorted(maps.Keys(keys)))
+			pushed := slices.SortedFunc(maps.Keys(pushes[r]), func(a, b status.PushHint) int {
+				return cmp.Or(strings.Compare(a.Repository, b.Repository), strings.Compare(a.Branch, b.Branch))
+			})
+			h.send(ctx, r, status.PullRequestHint{Repositories: slices.Sorted(maps.Keys(keys)), Pushed: pushed})
 		}
 	}
 }
 
-// send signals the followers of r that keys changed.
-func (h *PullRequestHints) send(ctx context.Context, r run, keys []string) {
+// send signals the followers of r what changed.
+func (h *PullRequestHints) send(ctx context.Context, r run, hint status.PullRequestHint) {
 	ids, err := h.followersOf(ctx, r)
 	if err != nil {
 		h.log.Info("pull request hint not sent", "run", r.workflowID, "error", err)
@@ -213,7 +244,7 @@ func (h *PullRequestHints) send(ctx context.Context, r run, keys []string) {
 	}
 	for _, id := range ids {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := h.client.SignalWorkflow(sctx, status.FollowerID(id), "", status.SignalHint, status.PullRequestHint{Repositories: keys})
+		err := h.client.SignalWorkflow(sctx, status.FollowerID(id), "", status.SignalHint, hint)
 		cancel()
 		if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
 			// Everything it followed merged or closed: it has ended.
@@ -223,7 +254,7 @@ func (h *PullRequestHints) send(ctx context.Context, r run, keys []string) {
 			h.log.Info("pull request hint not sent", "follower", status.FollowerID(id), "error", err)
 			continue
 		}
-		h.log.Debug("pull request hint sent", "follower", status.FollowerID(id), "repositories", keys)
+		h.log.Debug("pull request hint sent", "follower", status.FollowerID(id), "repositories", hint.Repositories, "pushes", len(hint.Pushed))
 	}
 }
 

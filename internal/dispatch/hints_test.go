@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/fleetlift/fleetlift/internal/state"
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // The repositories hinted at reach only the runs with an open pull
@@ -69,5 +70,25 @@ func TestPullRequestHintsFollowOpenPullRequests(t *testing.T) {
 	case <-h.wake:
 	default:
 		t.Error("the pass that queued a hint did not wake the sender")
+	}
+}
+
+// A merged pull request whose done_when has run keeps its repository
+// followed: a push there is queued for its run, to run the check again.
+func TestPullRequestHintsFollowWhatDoneWhenChecks(t *testing.T) {
+	h := NewPullRequestHints(nil, 0, nil)
+	h.Observe([]state.Campaign{{ID: "slog", Kind: state.KindCampaign, WorkflowID: "campaign/slog", Repos: []state.Repo{
+		{Name: "api", PullRequestURL: "https://github.com/acme/api/pull/3", PullRequestState: state.PullRequestMerged,
+			PullRequest: &state.PullRequestStatus{Done: state.DoneYes}},
+		{Name: "web", PullRequestURL: "https://github.com/acme/web/pull/4", PullRequestState: state.PullRequestMerged},
+	}}})
+	if !h.Followed("github.com/acme/api") || h.Followed("github.com/acme/web") {
+		t.Errorf("followed: api %v, web %v; want api alone (done_when checks it)", h.Followed("github.com/acme/api"), h.Followed("github.com/acme/web"))
+	}
+	h.Pushed("github.com/acme/api", "main")
+	h.Pushed("github.com/acme/web", "main")
+	pushes := h.pushes[run{"campaign/slog", true}]
+	if len(h.pushes) != 1 || len(pushes) != 1 || !pushes[status.PushHint{Repository: "github.com/acme/api", Branch: "main"}] {
+		t.Errorf("pushes queued %v; want api's main for campaign/slog", h.pushes)
 	}
 }

@@ -28,9 +28,18 @@ func FollowerID(source string) string { return source + "/pull-requests" }
 const SignalHint = "hint"
 
 // PullRequestHint names repositories as host/owner/name in lower case
-// (webhook.PullRequestKey of a pull request's page).
+// (webhook.PullRequestKey of a pull request's page), and the branches
+// pushed to in them: a push to the base of a merged pull request has
+// done_when run there again soon.
 type PullRequestHint struct {
-	Repositories []string `json:"repositories"`
+	Repositories []string   `json:"repositories"`
+	Pushed       []PushHint `json:"pushed,omitempty"`
+}
+
+// PushHint is a push to Branch of Repository (host/owner/name).
+type PushHint struct {
+	Repository string `json:"repository"`
+	Branch     string `json:"branch"`
 }
 
 // PullRequests is what a PullRequests workflow knows of the pull requests

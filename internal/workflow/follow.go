@@ -49,7 +49,7 @@ const followPassesPerRun = 200
 // run or page, so it stays bounded as campaigns grow.
 func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, error) {
 	f := &follower{st: status.PullRequests{Source: in.Source}, every: activity.DefaultFollowEvery,
-		hinted: map[string]bool{}, retries: map[string]int{}}
+		hinted: map[string]bool{}, retries: map[string]int{}, pushed: map[status.PushHint]bool{}, doneDue: map[string]bool{}}
 	if in.State != nil {
 		f.st = *in.State
 	}
@@ -130,19 +130,24 @@ func (f *follower) wait(ctx workflow.Context, spaced bool) ([]string, error) {
 			return nil, err
 		}
 	}
-	due := f.passAt.Add(f.every)
+	pass := f.passAt.Add(f.every)
 	for {
+		due := pass
+		if at, ok := f.pushedCheckAt(); ok && at.Before(due) {
+			due = at
+		}
 		left := due.Sub(workflow.Now(ctx))
 		if left <= 0 || asked() {
 			break
 		}
-		woken, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return asked() || len(f.hinted) > 0 })
+		woken, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return asked() || len(f.hinted) > 0 || len(f.pushed) > 0 })
 		if err != nil {
 			return nil, err
 		}
 		if !woken || asked() {
 			break
 		}
+		f.takePushes()
 		urls := []string{}
 		unknown := maps.Clone(f.hinted)
 		for _, p := range f.st.PRs {
@@ -160,7 +165,52 @@ func (f *follower) wait(ctx workflow.Context, spaced bool) ([]string, error) {
 		}
 	}
 	clear(f.hinted)
+	if now := workflow.Now(ctx); !asked() && now.Before(pass) {
+		// done_when is due where a push came: read those alone.
+		var urls []string
+		for _, p := range f.st.PRs {
+			if f.doneDue[p.URL] && !now.Before(p.DoneAt.Add(donePushSpacing)) {
+				urls = append(urls, p.URL)
+			}
+		}
+		if len(urls) > 0 {
+			return urls, nil
+		}
+	}
 	return nil, nil
+}
+
+// donePushSpacing is the least time between two runs of done_when on one
+// repository that pushes to its default branch bring about: a busy
+// branch costs at most one sandbox a minute there.
+const donePushSpacing = time.Minute
+
+// takePushes marks, for a run of done_when soon, the merged pull
+// requests whose base the pushes hinted at (SignalHint) moved.
+func (f *follower) takePushes() {
+	if f.done != nil {
+		for _, p := range f.st.PRs {
+			if p.Settled() && f.pushed[status.PushHint{Repository: webhook.PullRequestKey(p.URL), Branch: p.Base}] {
+				f.doneDue[p.URL] = true
+			}
+		}
+	}
+	clear(f.pushed)
+}
+
+// pushedCheckAt is when the earliest run of done_when a push brought
+// about may go (donePushSpacing after that repository's last); ok is
+// false when none waits.
+func (f *follower) pushedCheckAt() (at time.Time, ok bool) {
+	for _, p := range f.st.PRs {
+		if !f.doneDue[p.URL] {
+			continue
+		}
+		if t := p.DoneAt.Add(donePushSpacing); !ok || t.Before(at) {
+			at, ok = t, true
+		}
+	}
+	return at, ok
 }
 
 // hintSpacing is the least time between two reads of a follower's pull
@@ -182,6 +232,11 @@ type follower struct {
 	// reads of only some pull requests (readSome).
 	hinted       map[string]bool
 	partialReads int
+	// pushed holds the pushes hints named since they were last taken;
+	// doneDue the merged pull requests (URLs) whose base a push moved,
+	// where done_when runs before its schedule.
+	pushed  map[status.PushHint]bool
+	doneDue map[string]bool
 	// retries counts, by URL, the reads of some that failed in a row.
 	retries map[string]int
 	// sourceEnded: the last read found the source ended, so no pull
@@ -277,6 +332,9 @@ func (f *follower) register(ctx workflow.Context) error {
 			hints.Receive(ctx, &h)
 			for _, r := range h.Repositories {
 				f.hinted[r] = true
+			}
+			for _, p := range h.Pushed {
+				f.pushed[p] = true
 			}
 		}
 	})
@@ -473,11 +531,14 @@ func (f *follower) keepCurrent(ctx, actx workflow.Context) {
 }
 
 // checkDone runs done_when on the repository of each merged pull
-// request that it has not run on within done.Every, one after another.
+// request that it has not run on within done.Every, or whose base a
+// push moved (at most once per donePushSpacing), one after another.
 func (f *follower) checkDone(ctx workflow.Context) {
 	for i := range f.st.PRs {
 		p := &f.st.PRs[i]
-		if p.Settled() && (p.DoneAt.IsZero() || workflow.Now(ctx).Sub(p.DoneAt) >= f.done.Every) {
+		since := workflow.Now(ctx).Sub(p.DoneAt)
+		if p.Settled() && (p.DoneAt.IsZero() || since >= f.done.Every || f.doneDue[p.URL] && since >= donePushSpacing) {
+			delete(f.doneDue, p.URL)
 			f.checkOne(ctx, p)
 		}
 	}

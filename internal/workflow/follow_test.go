@@ -413,6 +413,63 @@ func TestDoneWhenChecksMergedRepositoriesOnASchedule(t *testing.T) {
 	}
 }
 
+// A push to the default branch of a repository whose pull request
+// merged has done_when run there within seconds, not at its next turn an
+// hour later; a push to another branch does not, and pushes close
+// together run it at most once a minute.
+func TestDoneWhenRunsAgainOnAPushToTheDefaultBranch(t *testing.T) {
+	env, acts := followerEnv()
+	check := &status.DoneCheck{Image: "golang", Every: time.Hour,
+		Manifest: protocol.Manifest{TaskID: "x", Mode: protocol.ModeCheck,
+			Execution: protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"true"}}}}
+	merged := followed("https://git.example/acme/svc-a/pulls/1", forge.StateMerged)
+	merged.Unit, merged.Repo, merged.Repository, merged.Base = "svc-a", "svc-a", "https://git.example/acme/svc-a.git", "main"
+	start := env.Now()
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			p := merged
+			for _, k := range in.Known {
+				if k.URL == p.URL {
+					p = k
+				}
+			}
+			if env.Now().Sub(start) > 100*time.Minute {
+				return activity.RefreshOutcome{SourceEnded: true, PRs: []status.FollowedPR{p}, Every: time.Hour}, nil
+			}
+			return activity.RefreshOutcome{SourceEnded: true, PRs: []status.FollowedPR{p}, Every: time.Hour, Done: check}, nil
+		})
+	var runs []time.Duration
+	env.OnActivity(acts.RunSandboxed, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RunInput) (status.RunOutcome, error) {
+			runs = append(runs, env.Now().Sub(start))
+			r := protocol.RepositoryResult{Name: "svc-a", Status: "success", Base: "c1"}
+			return status.RunOutcome{Result: protocol.Result{Repositories: []protocol.RepositoryResult{r}}}, nil
+		})
+	push := func(at time.Duration, branch string) {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Pushed: []status.PushHint{{Repository: "git.example/acme/svc-a", Branch: branch}}})
+		}, at)
+	}
+	push(10*time.Minute, "main")
+	push(20*time.Minute, "feature")
+	push(30*time.Minute, "main")
+	push(30*time.Minute+20*time.Second, "main")
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("the follower did not end: %v", env.GetWorkflowError())
+	}
+	// The hourly pass at 60 minutes finds the last run 29 minutes old.
+	want := []time.Duration{0, 10 * time.Minute, 30 * time.Minute, 31 * time.Minute}
+	if len(runs) != len(want) {
+		t.Fatalf("done_when ran at %v; want about %v (at the merge, then after each push to main, a minute apart)", runs, want)
+	}
+	for i, w := range want {
+		if runs[i] < w || runs[i] > w+15*time.Second {
+			t.Errorf("run %d of done_when at +%s; want +%s", i, runs[i], w)
+		}
+	}
+}
+
 // A webhook's hint has the follower read the open pull requests in the
 // repositories it names at once, and only those, rather than at its
 // next pass an hour later; hints that follow closely wait for

@@ -7,6 +7,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/fleetlift/fleetlift/internal/status"
 )
 
 // LeaseWorkflowID is the id of the reconciler's lease: the replica whose
@@ -66,6 +68,8 @@ type LeaseInput struct {
 type LeaseHints struct {
 	Repository   bool     `json:"repository,omitempty"`
 	PullRequests []string `json:"pull_requests,omitempty"`
+	// Pushes are the branches pushed to in those repositories.
+	Pushes []status.PushHint `json:"pushes,omitempty"`
 }
 
 // MaxLeaseHintKeys bounds the repositories a lease holds hints for until
@@ -74,19 +78,27 @@ type LeaseHints struct {
 const MaxLeaseHintKeys = 1000
 
 // Empty reports whether h hints at nothing.
-func (h LeaseHints) Empty() bool { return !h.Repository && len(h.PullRequests) == 0 }
+func (h LeaseHints) Empty() bool {
+	return !h.Repository && len(h.PullRequests) == 0 && len(h.Pushes) == 0
+}
 
 // Merge adds h to l, each key once, within MaxLeaseHintKeys; it reports
 // how many keys it dropped.
 func (l *LeaseHints) Merge(h LeaseHints) (dropped int) {
 	l.Repository = l.Repository || h.Repository
-	for _, k := range h.PullRequests {
+	return addOnce(&l.PullRequests, h.PullRequests) + addOnce(&l.Pushes, h.Pushes)
+}
+
+// addOnce appends to *dst each of add it does not hold, within
+// MaxLeaseHintKeys; it reports how many it dropped.
+func addOnce[T comparable](dst *[]T, add []T) (dropped int) {
+	for _, k := range add {
 		switch {
-		case slices.Contains(l.PullRequests, k):
-		case len(l.PullRequests) >= MaxLeaseHintKeys:
+		case slices.Contains(*dst, k):
+		case len(*dst) >= MaxLeaseHintKeys:
 			dropped++
 		default:
-			l.PullRequests = append(l.PullRequests, k)
+			*dst = append(*dst, k)
 		}
 	}
 	return dropped

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
+	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -282,4 +283,15 @@ func TestLeaseHandsHintsToTheHolder(t *testing.T) {
 	env3.RegisterDelayedCallback(renew(env3), time.Second)
 	env3.ExecuteWorkflow(workflow.Lease, next)
 	check(&workflow.LeaseHints{PullRequests: []string{"github.com/acme/d", "github.com/acme/e"}})
+}
+
+// Hints gathered for the leader keep each repository and each push once.
+func TestLeaseHintsMergeEachOnce(t *testing.T) {
+	var l workflow.LeaseHints
+	push := status.PushHint{Repository: "git.example/acme/api", Branch: "main"}
+	l.Merge(workflow.LeaseHints{PullRequests: []string{"git.example/acme/api"}, Pushes: []status.PushHint{push}})
+	l.Merge(workflow.LeaseHints{PullRequests: []string{"git.example/acme/api"}, Pushes: []status.PushHint{push, {Repository: "git.example/acme/api", Branch: "dev"}}})
+	if len(l.PullRequests) != 1 || len(l.Pushes) != 2 || l.Empty() {
+		t.Errorf("merged %+v; want the repository once and two pushes", l)
+	}
 }
