@@ -307,6 +307,10 @@ func (f *follower) refresh(ctx, actx workflow.Context, only []string) bool {
 		return false
 	}
 	f.st.PRs, f.st.CheckedAt, f.merge, f.keep, f.done = out.PRs, workflow.Now(ctx), out.Merge, out.KeepCurrent, out.Done
+	if f.done == nil {
+		// No done_when any more: nothing a push asked for is due.
+		clear(f.doneDue)
+	}
 	f.sourceEnded = out.SourceEnded
 	if out.Every > 0 {
 		f.every = out.Every

@@ -470,6 +470,64 @@ func TestDoneWhenRunsAgainOnAPushToTheDefaultBranch(t *testing.T) {
 	}
 }
 
+// A push that came while done_when was declared asks nothing of the
+// follower once the definition no longer declares it: no check runs and
+// the follower reads nothing more until its next pass.
+func TestAPushAsksNothingOnceDoneWhenIsGone(t *testing.T) {
+	env, acts := followerEnv()
+	check := &status.DoneCheck{Image: "golang", Every: time.Hour,
+		Manifest: protocol.Manifest{TaskID: "x", Mode: protocol.ModeCheck,
+			Execution: protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"true"}}}}
+	merged := followed("https://git.example/acme/svc-a/pulls/1", forge.StateMerged)
+	merged.Base = "main"
+	open := followed("https://git.example/acme/svc-b/pulls/2", forge.StateOpen)
+	start := env.Now()
+	var reads []time.Duration
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			since := env.Now().Sub(start)
+			reads = append(reads, since)
+			prs := []status.FollowedPR{merged, open}
+			for i := range prs {
+				for _, k := range in.Known {
+					if k.URL == prs[i].URL {
+						prs[i] = k
+					}
+				}
+			}
+			out := activity.RefreshOutcome{PRs: prs, Every: time.Hour, Done: check}
+			if since > 45*time.Second {
+				// done_when was taken out of the definition.
+				out.Done = nil
+			}
+			if since > 90*time.Minute {
+				prs[1].State = forge.StateClosed
+				out.SourceEnded = true
+			}
+			return out, nil
+		})
+	var checks int
+	env.OnActivity(acts.RunSandboxed, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RunInput) (status.RunOutcome, error) {
+			checks++
+			r := protocol.RepositoryResult{Name: "svc-a", Status: "success", Base: "c1"}
+			return status.RunOutcome{Result: protocol.Result{Repositories: []protocol.RepositoryResult{r}}}, nil
+		})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Pushed: []status.PushHint{{Repository: "git.example/acme/svc-a", Branch: "main"}}})
+	}, 30*time.Second)
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("the follower did not end: %v", env.GetWorkflowError())
+	}
+	// At the start, for the push a minute in (done_when is gone by then),
+	// then the hourly passes.
+	want := []time.Duration{0, time.Minute, time.Hour, 2 * time.Hour}
+	if checks != 1 || !slices.Equal(reads, want) {
+		t.Errorf("done_when ran %d times, reads at %v; want once, and reads at %v", checks, reads, want)
+	}
+}
+
 // A webhook's hint has the follower read the open pull requests in the
 // repositories it names at once, and only those, rather than at its
 // next pass an hour later; hints that follow closely wait for
