@@ -197,6 +197,8 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 		return nil, err
 	}
 	if kind == sandboxKubernetes || kind == sandboxKubernetesJobs {
+		slot.release() // its sandboxes are pods, on no host of its own
+		wf.slot = nil
 		return newKubeWorker(c, wf, provider)
 	}
 	env, secrets, err := wf.sandbox()

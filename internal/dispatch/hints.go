@@ -177,10 +177,7 @@ func (h *PullRequestHints) Hint(key string) {
 func (h *PullRequestHints) Pushed(key, branch string) {
 	h.mu.Lock()
 	for _, r := range h.runs[key] {
-		if h.pushes[r] == nil {
-			h.pushes[r] = map[status.PushHint]bool{}
-		}
-		h.pushes[r][status.PushHint{Repository: key, Branch: branch}] = true
+		mark(h.pushes, r, status.PushHint{Repository: key, Branch: branch})
 	}
 	h.mu.Unlock()
 	h.wakeUp()
@@ -190,11 +187,16 @@ func (h *PullRequestHints) Pushed(key, branch string) {
 // request there; h.mu is held.
 func (h *PullRequestHints) queue(key string) {
 	for _, r := range h.runs[key] {
-		if h.pending[r] == nil {
-			h.pending[r] = map[string]bool{}
-		}
-		h.pending[r][key] = true
+		mark(h.pending, r, key)
 	}
+}
+
+// mark adds k to what m holds for r.
+func mark[K comparable](m map[run]map[K]bool, r run, k K) {
+	if m[r] == nil {
+		m[r] = map[K]bool{}
+	}
+	m[r][k] = true
 }
 
 func (h *PullRequestHints) wakeUp() {
