@@ -145,7 +145,11 @@ func StartRun(ctx context.Context, c client.Client, d spec.Definition, opts work
 		in := *s.Campaign
 		in.Generation = generation
 		so.TypedSearchAttributes = workflow.StartAttributes(string(d.Kind), d.ID, d.ID, d.Digest, string(status.CampaignRunning))
-		run, err = Execute(ctx, c, so, workflow.Campaign, in)
+		run, err = startCampaign(ctx, c, so, in)
+		if err != nil && run != nil {
+			// It started; some of its units did not reach it.
+			return run, err
+		}
 	} else {
 		so.TypedSearchAttributes = workflow.StartAttributes(string(d.Kind), d.ID, "", d.Digest, string(status.TaskProvisioning))
 		run, err = Execute(ctx, c, so, workflow.Task, *s.Task)
@@ -211,7 +215,11 @@ func (t *Temporal) UpdateInPlace(ctx context.Context, d spec.Definition, rec sta
 	in := *s.Campaign
 	in.Suspend = false // suspension follows the spec through Suspend
 	in.Generation = rec.Generation + 1
-	return t.signal(ctx, rec, workflow.SignalUpdate, workflow.UpdateSignal{Input: in, Memo: memo})
+	head, pieces := workflow.Split(in)
+	if err := t.signal(ctx, rec, workflow.SignalUpdate, workflow.UpdateSignal{Input: head, Memo: memo}); err != nil {
+		return err
+	}
+	return sendPieces(ctx, t.Client, rec.WorkflowID, "", pieces)
 }
 
 // Cancel asks the run to stop; its tasks clean up their sandboxes.

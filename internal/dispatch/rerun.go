@@ -171,27 +171,6 @@ func campaignOf(ctx context.Context, c client.Client, id string) (string, error)
 	return parent, nil
 }
 
-// lastInput is the input campaign id's last run started with.
-func lastInput(ctx context.Context, c client.Client, id string) (workflow.CampaignInput, error) {
-	var in workflow.CampaignInput
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !it.HasNext() {
-		return in, fmt.Errorf("%s has no history", id)
-	}
-	ev, err := it.Next()
-	if err != nil {
-		return in, err
-	}
-	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
-	if attrs == nil || attrs.Input == nil || len(attrs.Input.Payloads) != 1 {
-		return in, fmt.Errorf("%s: cannot read the campaign's input", id)
-	}
-	if err := payload.Converter.FromPayload(attrs.Input.Payloads[0], &in); err != nil {
-		return in, fmt.Errorf("%s: decode input: %w", id, err)
-	}
-	return in, nil
-}
-
 // startAgain starts campaign id again with in, as its current run,
 // with the memo of its last run (its phase aside): it carries out the
 // same spec, so the recorded state, the plan and the status mirror
@@ -216,12 +195,12 @@ func startAgain(ctx context.Context, c client.Client, id string, memo map[string
 			_ = payload.Converter.FromPayload(v, dst)
 		}
 	}
-	_, err := Execute(ctx, c, client.StartWorkflowOptions{
+	_, err := startCampaign(ctx, c, client.StartWorkflowOptions{
 		ID: id, TaskQueue: workflow.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		Memo:                  carried,
 		TypedSearchAttributes: workflow.StartAttributes(kind, did, did, digest, string(status.CampaignRunning)),
-	}, workflow.Campaign, in)
+	}, in)
 	return err
 }
 

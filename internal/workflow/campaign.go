@@ -87,7 +87,15 @@ type CampaignInput struct {
 	// started again (Previous) make anew (keep_current, a reopen),
 	// instead of running the failed ones again.
 	Regenerate []string `json:",omitempty"`
-	Progress   *CampaignProgress
+	// RegenerateOnly says that the run starts pages again to make
+	// changes anew, not to run failed units again, even on a page none
+	// of whose units Regenerate names (Split sends each page its own).
+	RegenerateOnly bool `json:",omitempty"`
+	// Pieces, when above one, is how many pages of units the campaign
+	// has in all: Units (and Previous, Regenerate) hold the first
+	// page's, and SignalUnits brings the others (Split).
+	Pieces   int `json:",omitempty"`
+	Progress *CampaignProgress
 }
 
 // CampaignProgress is what a campaign has done so far.
@@ -169,8 +177,14 @@ func runCampaign(ctx workflow.Context, in CampaignInput, self any) (*campaignRun
 		if ctx.Err() != nil {
 			return c, c.finish(), ctx.Err()
 		}
+		ended := c.p.Stop || len(c.p.Retry) == 0 && c.p.Next >= len(c.in.Units) && (!c.sliding() || len(c.p.Requeued) == 0)
+		if ended && c.incoming != nil && !c.p.Stop {
+			// An update on its way may bring units to run.
+			c.awaitUpdate()
+			continue
+		}
 		if c.sliding() {
-			if c.p.Stop || len(c.p.Retry) == 0 && len(c.p.Requeued) == 0 && c.p.Next >= len(c.in.Units) {
+			if ended {
 				return c, c.finish(), nil
 			}
 			c.runWindow()
@@ -202,12 +216,33 @@ func runCampaign(ctx workflow.Context, in CampaignInput, self any) (*campaignRun
 			pending = (pending || len(c.p.Retry) > 0 || len(c.p.Requeued) > 0) && !c.p.Stop
 		}
 		if pending && c.shouldContinueAsNew() {
+			// An update whose pieces are still arriving is taken
+			// before the run continues as new, which would drop it.
+			c.awaitUpdate()
 			c.p.Runs++
 			c.p.Started = 0
 			next := c.in
 			next.Progress = c.p
 			return nil, status.CampaignState{}, workflow.NewContinueAsNewError(ctx, self, next)
 		}
+	}
+}
+
+// awaitUpdate waits for the pieces of the update being gathered, if any,
+// up to piecesWait; an update still missing some then is dropped, and
+// says so.
+func (c *campaignRun) awaitUpdate() {
+	for c.incoming != nil && c.awaitPiece(func() int {
+		if c.incoming == nil {
+			return -1
+		}
+		return len(c.incoming.pieces)
+	}) {
+	}
+	if a := c.incoming; a != nil {
+		c.incoming = nil
+		c.message = fmt.Sprintf("the spec update of generation %d was dropped: %d of its %d pages of units reached the campaign", a.update.Input.Generation, len(a.pieces)+1, a.update.Input.Pieces)
+		workflow.GetLogger(c.ctx).Error(c.message)
 	}
 }
 
@@ -233,6 +268,8 @@ type loop struct {
 	search *searchAttributes
 	// handlers adds the run's signal handlers to a selector.
 	handlers func(workflow.Selector)
+	// incoming is a spec update whose pieces are still arriving.
+	incoming *assembly
 }
 
 // drainSignals handles the signals that arrived while nothing took them.
@@ -936,7 +973,14 @@ func (c *campaignRun) addSignalHandlers(sel workflow.Selector) {
 	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalUpdate), func(ch workflow.ReceiveChannel, _ bool) {
 		var u UpdateSignal
 		ch.Receive(c.ctx, &u)
-		c.update(u)
+		c.takeUpdate(u, c.update)
+	})
+	sel.AddReceive(workflow.GetSignalChannel(c.ctx, SignalUnits), func(ch workflow.ReceiveChannel, _ bool) {
+		var pc UnitsPiece
+		ch.Receive(c.ctx, &pc)
+		if !c.takeUpdatePiece(pc, c.update) {
+			workflow.GetLogger(c.ctx).Warn("a piece of units no update awaits", "generation", pc.Generation, "index", pc.Index)
+		}
 	})
 }
 

@@ -212,3 +212,40 @@ func TestPushedTreeMustBeTheApprovedOne(t *testing.T) {
 		t.Errorf("result: phase %s %q; want failed, naming the approved tree", res.Phase, res.Error)
 	}
 }
+
+// An update in place that brings more units than a page holds comes in
+// pieces (workflow.Split): a campaign of one page takes it once every
+// piece is there, and runs the units of all of them.
+func TestCampaignUpdateInPlaceInPieces(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(2)
+	in.PageSize = 3
+	in.BatchSize, in.MaxParallel = 1, 1
+	in.Suspend = true
+	var later workflow.UnitsPiece
+	env.RegisterDelayedCallback(func() {
+		nu := campaignInput(7)
+		nu.PageSize = 3
+		nu.Generation = 2
+		head, pieces := workflow.Split(nu)
+		if len(pieces) != 2 {
+			t.Fatalf("an update of 7 units in pages of 3 came in %d pieces after its head", len(pieces))
+		}
+		env.SignalWorkflow(workflow.SignalUpdate, workflow.UpdateSignal{Input: head})
+		env.SignalWorkflow(workflow.SignalResume, nil)
+		env.SignalWorkflow(workflow.SignalUnits, pieces[0])
+		later = pieces[1]
+	}, time.Hour)
+	env.RegisterDelayedCallback(func() {
+		if st := queryState(t, env); len(st.Units) != 2 || st.Phase != status.CampaignRunning {
+			t.Errorf("with a piece of the update missing the campaign is %s with %d units; want running with the 2 it had", st.Phase, len(st.Units))
+		}
+		env.SignalWorkflow(workflow.SignalUnits, later)
+	}, time.Hour+5*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, in)
+	st := campaignResult(t, env)
+	if st.Summary.Completed != 7 || len(f.started) != 7 {
+		t.Errorf("after the update: %s, started %v; want r0..r6 completed", phases(st), f.started)
+	}
+}

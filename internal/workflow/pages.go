@@ -132,7 +132,8 @@ func takePrevious(ctx workflow.Context, in *CampaignInput) error {
 		}
 		ran = append(ran, u)
 		p.Results[u.Key] = r
-		if len(in.Regenerate) > 0 && slices.Contains(in.Regenerate, u.Key) || len(in.Regenerate) == 0 && r.HasFailures() {
+		regenerating := in.RegenerateOnly || len(in.Regenerate) > 0
+		if regenerating && slices.Contains(in.Regenerate, u.Key) || !regenerating && r.HasFailures() {
 			p.Retry = append(p.Retry, u.Key)
 		}
 	}
@@ -154,7 +155,7 @@ func (in CampaignInput) pageSize() int {
 // more units than a page holds, or one that starts the pages of an
 // earlier run again.
 func paged(in CampaignInput) bool {
-	return in.Page == nil && in.Progress == nil && (len(in.Units) > in.pageSize() || len(in.Previous) > 0)
+	return in.Page == nil && in.Progress == nil && (len(in.Units) > in.pageSize() || len(in.Previous) > 0 || in.Pieces > 1)
 }
 
 // page is one page of a paged campaign.
@@ -189,6 +190,9 @@ type pagedRun struct {
 	next int
 	// active is the page at work, or -1.
 	active int
+	// piecesGot of piecesWant pages of units have reached the run
+	// (SignalUnits); a spec update in place ends the wait for more.
+	piecesGot, piecesWant int
 }
 
 // runPages runs campaign in a page at a time.
@@ -197,11 +201,9 @@ func runPages(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 		p: &CampaignProgress{Phase: status.CampaignRunning, Tokens: float64(max(in.Burst, 1)), Refilled: workflow.Now(ctx), Suspended: in.Suspend}},
 		in: in, units: map[string]Unit{}, active: -1}
 	r.handlers = r.addSignalHandlers
-	for _, u := range in.Units {
-		r.units[u.Key] = u
-	}
+	r.piecesGot, r.piecesWant = 1, max(in.Pieces, 1)
 	r.paginate(in.Units, in.Previous)
-	r.in.Units, r.in.Previous = nil, nil
+	r.in.Units, r.in.Previous, r.in.Pieces = nil, nil, 0
 	if err := workflow.SetQueryHandler(ctx, status.QueryStatus, func() (status.CampaignState, error) { return r.state(), nil }); err != nil {
 		return status.CampaignState{}, err
 	}
@@ -212,6 +214,19 @@ func runPages(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 			return r.finish(), ctx.Err()
 		}
 		i, ok := r.nextPage()
+		if !ok && r.piecesGot < r.piecesWant && !r.p.Stop {
+			if r.awaitPiece(func() int { return r.piecesGot }) {
+				continue
+			}
+			if ctx.Err() != nil {
+				return r.finish(), ctx.Err()
+			}
+			r.p.Stop = true
+			r.p.Stopped = fmt.Sprintf("pages %d to %d of its %d pages of units never reached it: what started it stopped before it had sent them (start the campaign again)",
+				r.piecesGot+1, r.piecesWant, r.piecesWant)
+			r.message = r.p.Stopped
+			continue
+		}
 		if !ok {
 			return r.finish(), nil
 		}
@@ -232,26 +247,34 @@ func runPages(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 // they did there, then pages of PageSize units.
 func (r *pagedRun) paginate(units []Unit, previous []status.PageRef) {
 	r.pages = r.pages[:r.next]
-	for _, ref := range previous {
-		n := min(ref.Units, len(units))
-		if n == 0 {
-			continue
-		}
-		pg := &page{previous: ref.WorkflowID}
-		for _, u := range units[:n] {
-			pg.keys = append(pg.keys, u.Key)
-		}
-		units = units[n:]
-		r.pages = append(r.pages, pg)
+	for _, pl := range planPages(units, previous, r.in.pageSize()) {
+		r.addPage(pl)
 	}
-	size := r.in.pageSize()
-	for start := 0; start < len(units); start += size {
-		pg := &page{}
-		for _, u := range units[start:min(start+size, len(units))] {
-			pg.keys = append(pg.keys, u.Key)
-		}
-		r.pages = append(r.pages, pg)
+}
+
+// addPage adds a page of units after the others.
+func (r *pagedRun) addPage(pl pagePlan) {
+	pg := &page{previous: pl.previous}
+	for _, u := range pl.units {
+		r.units[u.Key] = u
+		pg.keys = append(pg.keys, u.Key)
 	}
+	r.pages = append(r.pages, pg)
+}
+
+// takePiece takes the next page of the run's units (SignalUnits), or a
+// piece of the spec update being gathered.
+func (r *pagedRun) takePiece(pc UnitsPiece) {
+	if r.takeUpdatePiece(pc, r.update) {
+		return
+	}
+	if r.piecesGot >= r.piecesWant || pc.Generation != r.in.Generation || pc.Index != r.piecesGot {
+		workflow.GetLogger(r.ctx).Warn("a piece of units out of turn", "generation", pc.Generation, "index", pc.Index, "have", r.piecesGot)
+		return
+	}
+	r.piecesGot++
+	r.addPage(pagePlan{units: pc.Units, previous: pc.Previous})
+	r.in.Regenerate = append(r.in.Regenerate, pc.Regenerate...)
 }
 
 // nextPage is the page to run next: a page that ended and has units to
@@ -300,13 +323,17 @@ func (r *pagedRun) pageInput(i int) CampaignInput {
 	pg := r.pages[i]
 	info := workflow.GetInfo(r.ctx)
 	in := r.in
-	in.Units = nil
+	in.Units, in.Regenerate = nil, nil
+	in.RegenerateOnly = r.in.RegenerateOnly || len(r.in.Regenerate) > 0
 	for _, k := range pg.keys {
 		in.Units = append(in.Units, r.units[k])
+		if slices.Contains(r.in.Regenerate, k) {
+			in.Regenerate = append(in.Regenerate, k)
+		}
 	}
 	in.Suspend = false
 	in.Page = &PageOf{WorkflowID: info.WorkflowExecution.ID, FirstRunID: info.FirstRunID, Index: i,
-		Before: r.before(i), More: i < len(r.pages)-1}
+		Before: r.before(i), More: i < len(r.pages)-1 || r.piecesGot < r.piecesWant}
 	if pg.result == nil {
 		in.Page.Previous = pg.previous
 	}
@@ -518,7 +545,12 @@ func (r *pagedRun) addSignalHandlers(sel workflow.Selector) {
 	sel.AddReceive(workflow.GetSignalChannel(r.ctx, SignalUpdate), func(ch workflow.ReceiveChannel, _ bool) {
 		var u UpdateSignal
 		ch.Receive(r.ctx, &u)
-		r.update(u)
+		r.takeUpdate(u, r.update)
+	})
+	sel.AddReceive(workflow.GetSignalChannel(r.ctx, SignalUnits), func(ch workflow.ReceiveChannel, _ bool) {
+		var pc UnitsPiece
+		ch.Receive(r.ctx, &pc)
+		r.takePiece(pc)
 	})
 	sel.AddReceive(workflow.GetSignalChannel(r.ctx, signalPagePhase), func(ch workflow.ReceiveChannel, _ bool) {
 		var ph pagePhase
@@ -536,6 +568,9 @@ func (r *pagedRun) addSignalHandlers(sel workflow.Selector) {
 // and the units not in any of them make the pages not started yet.
 func (r *pagedRun) update(u UpdateSignal) {
 	in := u.Input
+	// The new spec lists every unit: the pieces of the old one still
+	// on their way are not waited for.
+	r.piecesWant = r.piecesGot
 	started := map[string]bool{}
 	for _, pg := range r.pages[:r.next] {
 		for _, k := range pg.keys {
@@ -619,6 +654,10 @@ func (r *pagedRun) state() status.CampaignState {
 func (r *pagedRun) finish() status.CampaignState {
 	s := r.summary()
 	r.p.Phase = status.FinalPhase(r.p.Phase, s)
+	if r.piecesGot < r.piecesWant && r.p.Phase != status.CampaignAborted {
+		// Units it never received did not run.
+		r.p.Phase = status.CampaignFailed
+	}
 	r.message = status.FinalMessage(s, r.p.Stopped)
 	r.upsertPhase()
 	return r.state()

@@ -10,11 +10,29 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/fleetlift/fleetlift/internal/activity"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
+
+// startInPieces starts campaign in as fleetlift's starters do
+// (workflow.Split): the start carries its first page's units, and each
+// other page's reach it in a signal just after.
+func startInPieces(t *testing.T, env *testsuite.TestWorkflowEnvironment, in workflow.CampaignInput) {
+	t.Helper()
+	head, pieces := workflow.Split(in)
+	if n := len(head.Units); n > in.PageSize {
+		t.Fatalf("the start carries %d units; a page holds %d", n, in.PageSize)
+	}
+	env.RegisterDelayedCallback(func() {
+		for _, pc := range pieces {
+			env.SignalWorkflow(workflow.SignalUnits, pc)
+		}
+	}, time.Millisecond)
+	env.ExecuteWorkflow(workflow.Campaign, head)
+}
 
 // merged is the campaign's state as the readers show it: its pages'
 // units and counts (status.MergePages), each page as it last ended.
@@ -222,7 +240,17 @@ func TestCampaignPagesTakeAnUpdate(t *testing.T) {
 		next.PullRequestsPerHour, next.Burst = 1, 1
 		// Without r0 (it ran) and r4 (in the page not started yet).
 		next.Units = slices.DeleteFunc(next.Units, func(u workflow.Unit) bool { return u.Key == "r0" || u.Key == "r4" })
-		env.SignalWorkflow(workflow.SignalUpdate, workflow.UpdateSignal{Input: next})
+		// As UpdateInPlace sends it: the update carries the first
+		// page's units, and a signal each the others'.
+		next.Generation = 2
+		head, pieces := workflow.Split(next)
+		if len(head.Units) != 2 || len(pieces) != 1 {
+			t.Errorf("the update's head holds %d units, %d pieces follow; want 2 and 1", len(head.Units), len(pieces))
+		}
+		env.SignalWorkflow(workflow.SignalUpdate, workflow.UpdateSignal{Input: head})
+		for _, pc := range pieces {
+			env.SignalWorkflow(workflow.SignalUnits, pc)
+		}
 	}, 150*time.Minute)
 	env.ExecuteWorkflow(workflow.Campaign, in)
 	st := campaignResult(t, env)
@@ -274,7 +302,7 @@ func TestCampaignPagesStartAgainFromTheirPages(t *testing.T) {
 	again.PageSize = 2
 	again.ThresholdPercent = 100
 	again.Previous = first.Pages
-	env.ExecuteWorkflow(workflow.Campaign, again)
+	startInPieces(t, env, again)
 	st := campaignResult(t, env)
 	all := merged(t, g, st)
 	if st.Phase != status.CampaignCompleted || st.Summary.Completed != 5 || st.Summary.Failed != 0 || st.Summary.Total != 5 {
@@ -380,7 +408,7 @@ func TestCampaignPagesStartAgainToRegenerate(t *testing.T) {
 	again.ThresholdPercent = 100
 	again.Previous = first.Pages
 	again.Regenerate = []string{"r3"}
-	env.ExecuteWorkflow(workflow.Campaign, again)
+	startInPieces(t, env, again)
 	st := campaignResult(t, env)
 	all := merged(t, g, st)
 	if !slices.Equal(g.started, []string{"r3"}) {
@@ -388,5 +416,86 @@ func TestCampaignPagesStartAgainToRegenerate(t *testing.T) {
 	}
 	if got := phases(all); got != "r0=failed r1=completed r2=completed r3=completed r4=completed" {
 		t.Errorf("units: %s", got)
+	}
+}
+
+// A campaign's start carries its first page's units and the others
+// arrive in signals (workflow.Split): it runs every unit, each once, in
+// the spec's order, and nothing it was handed holds more than a page.
+func TestCampaignTakesItsUnitsAPageAtATime(t *testing.T) {
+	forEachMode(t, func(t *testing.T, strict bool) {
+		f := &fleet{}
+		env := newCampaignEnv(f)
+		in := campaignInput(8)
+		in.StrictBatches = strict
+		in.PageSize = 3
+		_, pieces := workflow.Split(in)
+		for _, pc := range pieces {
+			if len(pc.Units) > 3 {
+				t.Errorf("piece %d holds %d units; a page holds 3", pc.Index, len(pc.Units))
+			}
+		}
+		startInPieces(t, env, in)
+		st := campaignResult(t, env)
+		if st.Phase != status.CampaignCompleted || st.Summary.Completed != 8 || st.Summary.Total != 8 || len(st.Pages) != 3 {
+			t.Fatalf("campaign: %s %+v in %d pages; want 8 completed in 3", st.Phase, st.Summary, len(st.Pages))
+		}
+		if got := phases(merged(t, f, st)); got != "r0=completed r1=completed r2=completed r3=completed r4=completed r5=completed r6=completed r7=completed" {
+			t.Errorf("units: %s", got)
+		}
+		if len(f.started) != 8 {
+			t.Errorf("units started: %v; want each of 8 once", f.started)
+		}
+	})
+}
+
+// Pages of units that never arrive (the starter stopped between its
+// start and its signals) do not wedge the campaign: it runs the units it
+// holds, waits for the rest a while, then fails, naming the pages it
+// never got.
+func TestCampaignMissingPagesOfUnitsFails(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(8)
+	in.PageSize = 3
+	head, pieces := workflow.Split(in)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalUnits, pieces[0]) }, time.Millisecond)
+	env.ExecuteWorkflow(workflow.Campaign, head)
+	st := campaignResult(t, env)
+	if st.Phase != status.CampaignFailed || !strings.Contains(st.Message, "pages 3 to 3 of its 3 pages of units never reached it") {
+		t.Errorf("campaign: %s %q; want failed, naming page 3", st.Phase, st.Message)
+	}
+	if st.Summary.Completed != 6 || len(f.started) != 6 {
+		t.Errorf("counts %+v, started %v; want the 6 units it held completed", st.Summary, f.started)
+	}
+}
+
+// Split and Join are inverse: a retry's pages of the run before and the
+// units to make anew go out with their page and come back whole.
+func TestSplitAndJoinAreInverse(t *testing.T) {
+	in := campaignInput(7)
+	in.PageSize = 2
+	in.Generation = 3
+	in.Previous = []status.PageRef{{WorkflowID: "p1", Units: 3}, {WorkflowID: "p2", Units: 1}}
+	in.Regenerate = []string{"r1", "r5"}
+	head, pieces := workflow.Split(in)
+	if head.Pieces != 4 || len(head.Units) != 3 || len(head.Previous) != 1 || head.Previous[0].WorkflowID != "p1" || !slices.Equal(head.Regenerate, []string{"r1"}) {
+		t.Errorf("head: %d pieces, %d units, previous %v, regenerate %v", head.Pieces, len(head.Units), head.Previous, head.Regenerate)
+	}
+	if len(pieces) != 3 || pieces[0].Previous != "p2" || len(pieces[0].Units) != 1 || pieces[1].Previous != "" || !slices.Equal(pieces[1].Regenerate, []string{"r5"}) {
+		t.Errorf("pieces: %+v", pieces)
+	}
+	whole, err := workflow.Join(head, pieces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Pieces = 0
+	a, _ := json.Marshal(in)
+	b, _ := json.Marshal(whole)
+	if string(a) != string(b) {
+		t.Errorf("joined:\n%s\nwant:\n%s", b, a)
+	}
+	if _, err := workflow.Join(head, pieces[:2]); err == nil || !strings.Contains(err.Error(), "3 of its 4 pages") {
+		t.Errorf("joined without the last piece: %v", err)
 	}
 }

@@ -1,0 +1,145 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"go.temporal.io/sdk/worker"
+	sdkworkflow "go.temporal.io/sdk/workflow"
+
+	"github.com/fleetlift/fleetlift/internal/dispatch"
+	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/state"
+	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/workflow"
+)
+
+// TestACampaignStartsAPageOfUnitsAtATime, on the embedded server with a
+// stand-in for the Campaign workflow: a campaign of 1,201 repositories
+// starts with its first page's 500 units, and the run it started is
+// signalled the other two pages, in order; a spec update in place goes
+// the same way; and fleetlift retry reads its units whole again from the
+// start and the signals.
+func TestACampaignStartsAPageOfUnitsAtATime(t *testing.T) {
+	ctx := context.Background()
+	c := embedded(t)
+	var mu sync.Mutex
+	var starts []workflow.CampaignInput
+	var pieces, updatePieces []workflow.UnitsPiece
+	var update *workflow.UpdateSignal
+	w := worker.New(c, workflow.TaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx sdkworkflow.Context, in workflow.CampaignInput) (status.CampaignState, error) {
+		mu.Lock()
+		starts = append(starts, in)
+		mu.Unlock()
+		if len(starts) > 1 {
+			return status.CampaignState{Phase: status.CampaignCompleted}, nil
+		}
+		units := sdkworkflow.GetSignalChannel(ctx, workflow.SignalUnits)
+		for range in.Pieces - 1 {
+			var pc workflow.UnitsPiece
+			units.Receive(ctx, &pc)
+			mu.Lock()
+			pieces = append(pieces, pc)
+			mu.Unlock()
+		}
+		var u workflow.UpdateSignal
+		sdkworkflow.GetSignalChannel(ctx, workflow.SignalUpdate).Receive(ctx, &u)
+		for range u.Input.Pieces - 1 {
+			var pc workflow.UnitsPiece
+			units.Receive(ctx, &pc)
+			mu.Lock()
+			updatePieces = append(updatePieces, pc)
+			mu.Unlock()
+		}
+		mu.Lock()
+		update = &u
+		mu.Unlock()
+		// One unit failed, so that a retry has one to run again.
+		st := status.CampaignState{Phase: status.CampaignCompletedWithFailures}
+		st.Units = append(st.Units, status.UnitResult{Key: in.Units[0].Key, Phase: status.TaskFailed, Error: "boom"})
+		return st, nil
+	}, sdkworkflow.RegisterOptions{Name: "Campaign"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	d := bigCampaign(t, "big", 1201)
+	run, err := dispatch.StartRun(ctx, c, d, workflow.Options{}, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := &dispatch.Temporal{Client: c}
+	if err := tmp.UpdateInPlace(ctx, bigCampaign(t, "big", 1100), state.Campaign{ID: "big", Kind: state.KindCampaign, WorkflowID: run.GetID(), Generation: 1}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	head := starts[0]
+	if n := len(head.Units); n != 500 || head.Pieces != 3 {
+		t.Errorf("the start carried %d units of %d pieces; want the first page's 500, of 3", n, head.Pieces)
+	}
+	if len(pieces) != 2 || pieces[0].Index != 1 || len(pieces[0].Units) != 500 || pieces[1].Index != 2 || len(pieces[1].Units) != 201 ||
+		pieces[1].Units[200].Key != "svc-1200" {
+		t.Errorf("pieces: %s", describePieces(pieces))
+	}
+	if update == nil || len(update.Input.Units) != 500 || update.Input.Pieces != 3 || len(updatePieces) != 2 || len(updatePieces[1].Units) != 100 ||
+		updatePieces[1].Generation != 2 {
+		t.Errorf("the update carried %v; its pieces: %s", update != nil && len(update.Input.Units) == 500, describePieces(updatePieces))
+	}
+	mu.Unlock()
+
+	// fleetlift retry: the run ended with a result that is not in pages,
+	// so it starts again with its results and every unit it started with.
+	if _, err := dispatch.RetryFailed(ctx, c, run.GetID()); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		mu.Lock()
+		n := len(starts)
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the retry did not start the campaign again")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	again := starts[1]
+	if len(again.Units) != 1201 || again.Units[1200].Key != "svc-1200" || again.Progress == nil || strings.Join(again.Progress.Retry, ",") != "svc-0000" {
+		t.Errorf("started again with %d units, retrying %v; want all 1201 read back, svc-0000 again", len(again.Units), again.Progress)
+	}
+}
+
+// bigCampaign is a loaded Campaign id of n repositories.
+func bigCampaign(t *testing.T, id string, n int) spec.Definition {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "version: 1\nkind: Campaign\nid: %s\ntitle: T\ntemplate:\n  execution:\n    deterministic:\n      image: golang\n      command: [\"true\"]\nrepositories:\n", id)
+	for i := range n {
+		fmt.Fprintf(&b, "  - url: https://github.com/acme/svc-%04d.git\n", i)
+	}
+	res, err := (&spec.Loader{}).Load(context.Background(), fstest.MapFS{"campaigns/" + id + ".yaml": {Data: []byte(b.String())}}, "campaigns")
+	if err != nil || len(res.Errors) > 0 {
+		t.Fatalf("load: %v %v", err, res.Errors)
+	}
+	return res.Definitions[0]
+}
+
+func describePieces(pieces []workflow.UnitsPiece) string {
+	var out []string
+	for _, pc := range pieces {
+		out = append(out, fmt.Sprintf("#%d gen %d: %d units", pc.Index, pc.Generation, len(pc.Units)))
+	}
+	return strings.Join(out, "; ")
+}
