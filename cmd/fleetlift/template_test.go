@@ -79,8 +79,10 @@ func TestTemplateRunsOneRelease(t *testing.T) {
 	}
 }
 
-// asCLIEnv makes the test binary run as the fleetlift command.
-const asCLIEnv = "FLEETLIFT_TEST_AS_CLI"
+// asCLIEnv makes the test binary run as the fleetlift command. It is
+// outside fleetlift's FLEETLIFT_ names, which the command warns about
+// when it reads none of them.
+const asCLIEnv = "GO_TEST_AS_FLEETLIFT_CLI"
 
 // cliOnPath returns a directory holding a `fleetlift` that is this test
 // binary, for scripts that run fleetlift.

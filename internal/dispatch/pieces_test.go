@@ -9,6 +9,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
@@ -142,4 +143,54 @@ func describePieces(pieces []workflow.UnitsPiece) string {
 		out = append(out, fmt.Sprintf("#%d gen %d: %d units", pc.Index, pc.Generation, len(pc.Units)))
 	}
 	return strings.Join(out, "; ")
+}
+
+// TestRegenerateNamesUnitsAPageAtATime, on the embedded server with a
+// stand-in campaign: asking a running campaign to make 1,201 changes
+// again signals it the keys in batches of at most a page's worth, every
+// key once.
+func TestRegenerateNamesUnitsAPageAtATime(t *testing.T) {
+	ctx := context.Background()
+	c := embedded(t)
+	got := make(chan []int, 1)
+	w := worker.New(c, workflow.TaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx sdkworkflow.Context, in workflow.CampaignInput) (status.CampaignState, error) {
+		var sizes []int
+		seen := map[string]bool{}
+		ch := sdkworkflow.GetSignalChannel(ctx, workflow.SignalRegenerate)
+		for len(seen) < 1201 {
+			var s workflow.RegenerateSignal
+			ch.Receive(ctx, &s)
+			sizes = append(sizes, len(s.Units))
+			for _, k := range s.Units {
+				seen[k] = true
+			}
+		}
+		got <- sizes
+		return status.CampaignState{Phase: status.CampaignCompleted}, nil
+	}, sdkworkflow.RegisterOptions{Name: "Campaign"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "campaign/wide", TaskQueue: workflow.TaskQueue}, "Campaign",
+		workflow.CampaignInput{ID: "wide"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i := range 1201 {
+		keys = append(keys, fmt.Sprintf("svc-%04d", i))
+	}
+	if _, err := dispatch.Regenerate(ctx, c, run.GetID(), keys); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case sizes := <-got:
+		if fmt.Sprint(sizes) != "[500 500 201]" {
+			t.Errorf("signals named %v units; want [500 500 201]", sizes)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the campaign was not handed every key")
+	}
 }

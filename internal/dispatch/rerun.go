@@ -75,10 +75,25 @@ func Regenerate(ctx context.Context, c client.Client, id string, units []string)
 	if err != nil {
 		return 0, err
 	}
+	named := make(map[string]bool, len(units))
+	for _, k := range units {
+		named[k] = true
+	}
 	return rerun(ctx, c, id, func(ctx context.Context) error {
-		return c.SignalWorkflow(ctx, id, "", workflow.SignalRegenerate, workflow.RegenerateSignal{Units: units})
-	}, func(u status.UnitResult) bool { return slices.Contains(units, u.Key) }, false)
+		// In signals of at most a page's worth of keys each, so that
+		// no payload grows with the campaign: each adds to the queue.
+		for batch := range slices.Chunk(units, regenerateBatch) {
+			if err := c.SignalWorkflow(ctx, id, "", workflow.SignalRegenerate, workflow.RegenerateSignal{Units: batch}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(u status.UnitResult) bool { return named[u.Key] }, false)
 }
+
+// regenerateBatch is how many units one SignalRegenerate names at most:
+// as many as a page of a campaign holds.
+const regenerateBatch = 500
 
 // errAborted: a campaign someone aborted is not started again to keep
 // its pull requests current.
