@@ -141,7 +141,7 @@ func (s *Store) read() ([]state.Campaign, error) {
 
 // Decode reads the JSON format documented in the package comment and
 // checks it: the version, every campaign, unique ids. Campaigns come back
-// sorted by ID, with Spec compacted.
+// sorted by ID, each Spec as the file holds it.
 func Decode(data []byte) ([]state.Campaign, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf(`file is empty (a truncated write?); for empty state write {"version": %d, "campaigns": []} or remove the file`, Version)
@@ -172,15 +172,23 @@ func Decode(data []byte) ([]state.Campaign, error) {
 	seen := make(map[string]int, len(doc.Campaigns))
 	for i := range doc.Campaigns {
 		c := &doc.Campaigns[i]
-		if err := c.Validate(); err != nil {
+		// The decoder took each spec as JSON (a json.RawMessage), so
+		// Validate checks the rest: scanning every spec again took
+		// about a tenth of `fleetlift plan --state file:` on 1,000
+		// campaigns. The spec stays as the file writes it, indented.
+		spec := c.Spec
+		c.Spec = nil
+		err := c.Validate()
+		c.Spec = spec
+		if err != nil {
 			return nil, fmt.Errorf("campaigns[%d]: %w", i, err)
 		}
 		if j, dup := seen[c.ID]; dup {
 			return nil, fmt.Errorf("campaigns[%d]: id %q is also campaigns[%d]", i, c.ID, j)
 		}
 		seen[c.ID] = i
-		if err := compactSpec(c); err != nil {
-			return nil, fmt.Errorf("campaigns[%d]: %w", i, err)
+		if len(c.Spec) == 0 {
+			c.Spec = nil
 		}
 	}
 	if doc.Campaigns == nil {
