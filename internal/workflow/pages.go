@@ -215,7 +215,11 @@ func runPages(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 		}
 		i, ok := r.nextPage()
 		if !ok && r.piecesGot < r.piecesWant && !r.p.Stop {
-			if r.awaitPiece(func() int { return r.piecesGot }) {
+			was := r.message
+			r.message = fmt.Sprintf("waiting for pages %d to %d of its units from what started it", r.piecesGot+1, r.piecesWant)
+			arrived := r.awaitPiece(func() int { return r.piecesGot })
+			r.message = was
+			if arrived {
 				continue
 			}
 			if ctx.Err() != nil {

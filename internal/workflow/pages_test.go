@@ -460,7 +460,12 @@ func TestCampaignMissingPagesOfUnitsFails(t *testing.T) {
 	in.PageSize = 3
 	head, pieces := workflow.Split(in)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalUnits, pieces[0]) }, time.Millisecond)
+	var waiting status.CampaignState
+	env.RegisterDelayedCallback(func() { waiting = queryState(t, env) }, 5*time.Minute)
 	env.ExecuteWorkflow(workflow.Campaign, head)
+	if waiting.Phase != status.CampaignRunning || waiting.Message != "waiting for pages 3 to 3 of its units from what started it" {
+		t.Errorf("while it waits: %s %q", waiting.Phase, waiting.Message)
+	}
 	st := campaignResult(t, env)
 	if st.Phase != status.CampaignFailed || !strings.Contains(st.Message, "pages 3 to 3 of its 3 pages of units never reached it") {
 		t.Errorf("campaign: %s %q; want failed, naming page 3", st.Phase, st.Message)
