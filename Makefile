@@ -173,7 +173,7 @@ $(BIN)/multi-gitter: FORCE
 		(cd bench/peer/multigitter && $(GO) build -ldflags '-X main.version=$(MULTI_GITTER_VERSION)' -o $@ github.com/lindell/multi-gitter)
 
 .PHONY: bench-plan
-bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorded state; compare with cue export
+bench-plan: $(BIN)/cue ## Plan 1,000 campaigns x 50 repositories against recorded state; compare with cue export; then the reconciler's plan after a one-file change against a run of each on the embedded server
 	$(GO) run ./bench/plan -cue $(BIN)/cue
 
 .PHONY: bench-reconcile

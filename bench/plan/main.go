@@ -1,7 +1,9 @@
 // Command plan measures `fleetlift plan`'s work on a large campaigns
 // repository: N campaigns of M repositories each, against recorded state of
 // the same size (a state file; a tenth of the campaigns edited since), and
-// `cue export` of the same files in the same run.
+// `cue export` of the same files in the same run; then the reconciler's
+// plan after a one-file change, against a run of each campaign on the
+// embedded Temporal server, as its kept state reader lists them.
 //
 //	go run ./bench/plan -cue bin/cue
 package main
@@ -105,6 +107,10 @@ func run(n, repos, runs int, cueBin, cpuProfile, warmProfile string) error {
 	if err != nil {
 		return err
 	}
+	pass, firstList, everyRun, err := reconcilerPass(root, defs, names[len(names)/2], runs)
+	if err != nil {
+		return fmt.Errorf("the reconciler's pass against Temporal's state: %w", err)
+	}
 
 	cue, err := baseline.CueExport(cueBin, defs, names, runs)
 	if err != nil {
@@ -121,9 +127,12 @@ func run(n, repos, runs int, cueBin, cpuProfile, warmProfile string) error {
 	fmt.Printf("  %s\n", summary)
 	fmt.Printf("  fleetlift plan (load, validate, read state, compute, render): %7.0f ms (goal <= 1000 ms)\n", ms(best.total))
 	fmt.Printf("    load and validate %.0f ms, read state %.0f ms, compute %.0f ms, render %.0f ms\n", ms(best.load), ms(best.state), ms(best.compute), ms(best.render))
-	fmt.Printf("  the same after a one-file change, loader kept (as the reconciler): %4.0f ms (goal < 100 ms)\n", ms(warm.total))
+	fmt.Printf("  the same after a one-file change, loader kept, against the state file: %4.0f ms\n", ms(warm.total))
 	fmt.Printf("    load and validate %.0f ms, read state %.0f ms, compute %.0f ms, render %.0f ms\n", ms(warm.load), ms(warm.state), ms(warm.compute), ms(warm.render))
-	fmt.Printf("    of which the reconciler's own pass (the state it reads is Temporal's, not this file): %.0f ms\n", ms(warm.total-warm.state))
+	fmt.Printf("  the reconciler's plan after a one-file change (loader and Temporal state reader kept, %d runs on the embedded server): %4.0f ms (goal < 100 ms)\n", n, ms(pass.total))
+	fmt.Printf("    load and validate %.0f ms, read state %.0f ms (the reader's first List, of every run: %.0f ms), compute %.0f ms\n", ms(pass.load), ms(pass.state), ms(firstList), ms(pass.compute))
+	fmt.Printf("    baseline, a reader that reads every run at each pass (caches warm): read state %.0f ms, pass %.0f ms; ratio %.2fx\n",
+		ms(everyRun), ms(pass.total-pass.state+everyRun), float64(pass.total)/float64(pass.total-pass.state+everyRun))
 	fmt.Printf("  cue export of the same files (no schema, no state):           %7.0f ms\n", ms(cue))
 	fmt.Printf("  ratio fleetlift / cue export: %.2fx (goal <= 1.00x)\n", float64(best.total)/float64(cue))
 	if resetErr != nil || rssErr != nil {
