@@ -125,10 +125,10 @@ func run(n, repos, runs int, cueBin, cpuProfile, warmProfile string) error {
 	best := slices.MinFunc(times, func(a, b phases) int { return cmp.Compare(a.total, b.total) })
 	fmt.Printf("bench-plan: %d campaigns x %d repositories against recorded state of the same size, %d CPUs, best of %d\n", n, repos, runtime.NumCPU(), runs)
 	fmt.Printf("  %s\n", summary)
-	fmt.Printf("  fleetlift plan (load, validate, read state, compute, render): %7.0f ms (goal <= 1000 ms)\n", ms(best.total))
-	fmt.Printf("    load and validate %.0f ms, read state %.0f ms, compute %.0f ms, render %.0f ms\n", ms(best.load), ms(best.state), ms(best.compute), ms(best.render))
+	fmt.Printf("  fleetlift plan (load and validate while reading state, compute, render): %7.0f ms (goal <= 1000 ms)\n", ms(best.total))
+	fmt.Printf("    load and validate %.0f ms, read state %.0f ms (beside the load), compute %.0f ms, render %.0f ms\n", ms(best.load), ms(best.state), ms(best.compute), ms(best.render))
 	fmt.Printf("  the same after a one-file change, loader kept, against the state file: %4.0f ms\n", ms(warm.total))
-	fmt.Printf("    load and validate %.0f ms, read state %.0f ms, compute %.0f ms, render %.0f ms\n", ms(warm.load), ms(warm.state), ms(warm.compute), ms(warm.render))
+	fmt.Printf("    load and validate %.0f ms, read state %.0f ms (beside the load), compute %.0f ms, render %.0f ms\n", ms(warm.load), ms(warm.state), ms(warm.compute), ms(warm.render))
 	fmt.Printf("  the reconciler's plan after a one-file change (loader and Temporal state reader kept, %d runs on the embedded server): %4.0f ms (goal < 100 ms)\n", n, ms(pass.total))
 	fmt.Printf("    load and validate %.0f ms, read state %.0f ms (the reader's first List, of every run: %.0f ms), compute %.0f ms\n", ms(pass.load), ms(pass.state), ms(firstList), ms(pass.compute))
 	fmt.Printf("    baseline, a reader that reads every run at each pass (caches warm): read state %.0f ms, pass %.0f ms; ratio %.2fx\n",
@@ -198,7 +198,8 @@ func planAfterOneChange(defs, file, statePath string, runs int, profile string) 
 }
 
 // planOnce is what `fleetlift plan --state file:PATH` does after reading
-// the revision: load and validate, read the state, compute, render. A nil
+// the revision: load and validate while it reads the state, compute,
+// render. A nil
 // loader is a new one, with a pool of its own, as each plan command has.
 func planOnce(loader *spec.Loader, defs, statePath string) (phases, plan.Plan, error) {
 	ctx := context.Background()
@@ -212,20 +213,28 @@ func planOnce(loader *spec.Loader, defs, statePath string) (phases, plan.Plan, e
 		defer pool.Close()
 		loader = &spec.Loader{Eval: pool}
 	}
+	// As the command does, the state is read while the revision loads.
+	var recorded []state.Campaign
+	var stateErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		s := time.Now()
+		recorded, stateErr = file.New(statePath).List(ctx)
+		t.state = time.Since(s)
+	}()
 	res, err := loader.Revision().Load(ctx, os.DirFS(defs), ".")
+	t.load = time.Since(start)
+	<-read
 	if err != nil {
 		return t, plan.Plan{}, err
 	}
 	if len(res.Errors) > 0 {
 		return t, plan.Plan{}, res.Err()
 	}
-	t.load = time.Since(start)
-	start = time.Now()
-	recorded, err := file.New(statePath).List(ctx)
-	if err != nil {
-		return t, plan.Plan{}, err
+	if stateErr != nil {
+		return t, plan.Plan{}, stateErr
 	}
-	t.state = time.Since(start)
 	start = time.Now()
 	p := plan.Compute(plan.Desired{Definitions: res.Definitions, Errors: res.Errors}, recorded, plan.Policy{})
 	t.compute = time.Since(start)

@@ -135,13 +135,30 @@ could be made.`,
 // makePlan plans ref (merged into base, when given) against the recorded
 // state stateArg names.
 func makePlan(ctx context.Context, src *source.Repo, f *temporalFlags, forges *forgeFlags, ref, base, sub, stateArg string, budget time.Duration) (plan.Plan, error) {
+	// The recorded state is read while the revision loads: reaching
+	// Temporal (or finding it gone) and listing its runs wait on the
+	// network, the load on CUE.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type read struct {
+		recorded []state.Campaign
+		source   plan.Recorded
+		err      error
+	}
+	reading := make(chan read, 1)
+	go func() {
+		var r read
+		r.recorded, r.source, r.err = readRecorded(sctx, f, stateArg)
+		reading <- r
+	}()
 	head, err := loadRevision(ctx, src, ref, sub, budget)
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	recorded, source, err := readRecorded(ctx, f, stateArg)
-	if err != nil {
-		return plan.Plan{}, err
+	r := <-reading
+	recorded, source := r.recorded, r.source
+	if r.err != nil {
+		return plan.Plan{}, r.err
 	}
 	// Repository queries are resolved as the reconciler resolves them:
 	// against the forge the revision's config selects, and pinned to a
