@@ -82,7 +82,7 @@ func Regenerate(ctx context.Context, c client.Client, id string, units []string)
 	return rerun(ctx, c, id, func(ctx context.Context) error {
 		// In signals of at most a page's worth of keys each, so that
 		// no payload grows with the campaign: each adds to the queue.
-		for batch := range slices.Chunk(units, regenerateBatch) {
+		for batch := range slices.Chunk(units, workflow.DefaultPageSize) {
 			if err := c.SignalWorkflow(ctx, id, "", workflow.SignalRegenerate, workflow.RegenerateSignal{Units: batch}); err != nil {
 				return err
 			}
@@ -90,10 +90,6 @@ func Regenerate(ctx context.Context, c client.Client, id string, units []string)
 		return nil
 	}, func(u status.UnitResult) bool { return named[u.Key] }, false)
 }
-
-// regenerateBatch is how many units one SignalRegenerate names at most:
-// as many as a page of a campaign holds.
-const regenerateBatch = 500
 
 // errAborted: a campaign someone aborted is not started again to keep
 // its pull requests current.

@@ -194,7 +194,7 @@ func runCampaign(ctx workflow.Context, in CampaignInput, self any) (*campaignRun
 				keys := c.p.Retry
 				c.p.Retry = nil
 				c.runBatch(keys)
-			case c.p.Stop || c.p.Next >= len(c.in.Units):
+			case ended:
 				return c, c.finish(), nil
 			default:
 				end := min(c.p.Next+c.batchSize(), len(c.in.Units))

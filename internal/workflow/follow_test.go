@@ -413,15 +413,20 @@ func TestDoneWhenChecksMergedRepositoriesOnASchedule(t *testing.T) {
 	}
 }
 
+// hourlyCheck is a done_when check of `true`, every hour.
+func hourlyCheck() *status.DoneCheck {
+	return &status.DoneCheck{Image: "golang", Every: time.Hour,
+		Manifest: protocol.Manifest{TaskID: "x", Mode: protocol.ModeCheck,
+			Execution: protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"true"}}}}
+}
+
 // A push to the default branch of a repository whose pull request
 // merged has done_when run there within seconds, not at its next turn an
 // hour later; a push to another branch does not, and pushes close
 // together run it at most once a minute.
 func TestDoneWhenRunsAgainOnAPushToTheDefaultBranch(t *testing.T) {
 	env, acts := followerEnv()
-	check := &status.DoneCheck{Image: "golang", Every: time.Hour,
-		Manifest: protocol.Manifest{TaskID: "x", Mode: protocol.ModeCheck,
-			Execution: protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"true"}}}}
+	check := hourlyCheck()
 	merged := followed("https://git.example/acme/svc-a/pulls/1", forge.StateMerged)
 	merged.Unit, merged.Repo, merged.Repository, merged.Base = "svc-a", "svc-a", "https://git.example/acme/svc-a.git", "main"
 	start := env.Now()
@@ -475,9 +480,7 @@ func TestDoneWhenRunsAgainOnAPushToTheDefaultBranch(t *testing.T) {
 // the follower reads nothing more until its next pass.
 func TestAPushAsksNothingOnceDoneWhenIsGone(t *testing.T) {
 	env, acts := followerEnv()
-	check := &status.DoneCheck{Image: "golang", Every: time.Hour,
-		Manifest: protocol.Manifest{TaskID: "x", Mode: protocol.ModeCheck,
-			Execution: protocol.Execution{Type: protocol.ExecutionDeterministic, Command: []string{"true"}}}}
+	check := hourlyCheck()
 	merged := followed("https://git.example/acme/svc-a/pulls/1", forge.StateMerged)
 	merged.Base = "main"
 	open := followed("https://git.example/acme/svc-b/pulls/2", forge.StateOpen)

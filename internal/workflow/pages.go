@@ -42,11 +42,12 @@ import (
 // The campaign itself never continues as new: it adds a few events for
 // each page, a few hundred for 10,000 repositories.
 
-// defaultPageSize is PageSize when unset: a page of units adds at most a
-// few thousand events to its own history (one child task each, a
-// handful of events), within Temporal's 10,240-event warning, and its
-// state is a few hundred KiB.
-const defaultPageSize = 500
+// DefaultPageSize is PageSize when unset, and the most units any one
+// payload about a campaign names (a regenerate's keys too): a page of
+// units adds at most a few thousand events to its own history (one child
+// task each, a handful of events), within Temporal's 10,240-event
+// warning, and its state is a few hundred KiB.
+const DefaultPageSize = 500
 
 // signalPagePhase is how a page tells its campaign that it paused or went
 // on (pagePhase).
@@ -142,12 +143,12 @@ func takePrevious(ctx workflow.Context, in *CampaignInput) error {
 	return nil
 }
 
-// pageSize is PageSize, defaultPageSize when unset.
+// pageSize is PageSize, DefaultPageSize when unset.
 func (in CampaignInput) pageSize() int {
 	if in.PageSize > 0 {
 		return in.PageSize
 	}
-	return defaultPageSize
+	return DefaultPageSize
 }
 
 // paged reports whether the campaign whose workflow starts with in runs
@@ -329,9 +330,10 @@ func (r *pagedRun) pageInput(i int) CampaignInput {
 	in := r.in
 	in.Units, in.Regenerate = nil, nil
 	in.RegenerateOnly = r.in.RegenerateOnly || len(r.in.Regenerate) > 0
+	regenerate := keySet(r.in.Regenerate)
 	for _, k := range pg.keys {
 		in.Units = append(in.Units, r.units[k])
-		if slices.Contains(r.in.Regenerate, k) {
+		if regenerate[k] {
 			in.Regenerate = append(in.Regenerate, k)
 		}
 	}

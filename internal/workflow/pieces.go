@@ -88,11 +88,12 @@ func Split(in CampaignInput) (CampaignInput, []UnitsPiece) {
 	if len(plans) <= 1 {
 		return in, nil
 	}
+	regenerate := keySet(in.Regenerate)
 	pieces := make([]UnitsPiece, len(plans))
 	for i, pl := range plans {
 		pc := UnitsPiece{Generation: in.Generation, Index: i, Units: pl.units, Previous: pl.previous}
 		for _, u := range pl.units {
-			if slices.Contains(in.Regenerate, u.Key) {
+			if regenerate[u.Key] {
 				pc.Regenerate = append(pc.Regenerate, u.Key)
 			}
 		}
@@ -106,6 +107,16 @@ func Split(in CampaignInput) (CampaignInput, []UnitsPiece) {
 		head.Previous = []status.PageRef{{WorkflowID: pieces[0].Previous, Units: len(pieces[0].Units)}}
 	}
 	return head, pieces[1:]
+}
+
+// keySet is keys as a set: a unit's membership is then one lookup, not a
+// scan of keys, which may name every unit of the campaign.
+func keySet(keys []string) map[string]bool {
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
+	}
+	return set
 }
 
 // Join is the input Split cut into head and pieces, whole again: the
