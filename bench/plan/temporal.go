@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -130,40 +129,30 @@ func reconcilerPass(root, defs, file string, runs int) (best phases, firstList, 
 		return best, 0, 0, err
 	}
 
-	name := filepath.Join(defs, file)
-	orig, err := os.ReadFile(name)
-	if err != nil {
-		return best, 0, 0, err
-	}
-	defer os.WriteFile(name, orig, 0o644)
-	for i := range runs {
-		edited := bytes.Replace(orig, []byte("\ntitle: "), fmt.Appendf(nil, "\ntitle: Reconciled %d of ", i), 1)
-		if err := os.WriteFile(name, edited, 0o644); err != nil {
-			return best, 0, 0, err
-		}
+	best, err = bestAfterEdits(defs, file, runs, func() (phases, error) {
 		var t phases
 		start := time.Now()
 		res, err := loader.Revision().Load(ctx, os.DirFS(defs), ".")
 		if err != nil {
-			return best, 0, 0, err
+			return t, err
 		}
 		t.load = time.Since(start)
 		s := time.Now()
 		recorded, err := reader.List(ctx)
 		if err != nil {
-			return best, 0, 0, err
+			return t, err
 		}
 		t.state = time.Since(s)
 		s = time.Now()
 		p := plan.Compute(plan.Desired{Definitions: res.Definitions, Errors: res.Errors}, recorded, plan.Policy{})
 		t.compute = time.Since(s)
-		t.total = time.Since(start)
 		if p.Summary().Update == 0 {
-			return best, 0, 0, fmt.Errorf("the plan against Temporal's state updates nothing: %+v", p.Summary())
+			return t, fmt.Errorf("the plan against Temporal's state updates nothing: %+v", p.Summary())
 		}
-		if i == 0 || t.total < best.total {
-			best = t
-		}
+		return t, nil
+	})
+	if err != nil {
+		return best, 0, 0, err
 	}
 	full := &statetemporal.Reader{Client: c, FullListEvery: -1}
 	for i := range runs + 1 {
