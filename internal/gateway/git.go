@@ -35,6 +35,10 @@ type GitReads struct {
 	// worker's files (Kubernetes pods). Without them only http(s)
 	// repositories are.
 	FileRoots []string
+
+	backendOnce sync.Once
+	backendPath string
+	backendArgs []string
 }
 
 // serves reports whether the gateway reads repository raw for its
@@ -148,18 +152,20 @@ func (g *Gateway) copy(b *box, name string, repo Repository) (*git.Scratch, erro
 
 // backend is git http-backend serving op of the bare repository at dir.
 // It runs with no configuration but the repository's, and serves only
-// what serveGit let through: upload-pack.
+// what serveGit let through: upload-pack. It speaks protocol v0 (the
+// request's Git-Protocol header is not passed on): a clone is then two
+// requests, the references and the pack, where v2 takes three (its
+// references are a request of their own), and the copy holds only the
+// references the task asked for anyway.
 func (g *Gateway) backend(dir, op string) http.Handler {
-	bin := g.Git.Git.Binary
-	if bin == "" {
-		bin, _ = exec.LookPath("git")
-	}
+	path, args := g.Git.httpBackend()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r2 := r.Clone(r.Context())
 		r2.URL.Path, r2.URL.RawPath = "/"+filepath.Base(dir)+"/"+op, ""
+		r2.Header.Del("Git-Protocol")
 		h := &cgi.Handler{
-			Path: bin,
-			Args: []string{"http-backend"},
+			Path: path,
+			Args: args,
 			Dir:  dir,
 			Env: []string{
 				"GIT_PROJECT_ROOT=" + filepath.Dir(dir), "GIT_HTTP_EXPORT_ALL=1",
@@ -169,6 +175,29 @@ func (g *Gateway) backend(dir, op string) http.Handler {
 		}
 		h.ServeHTTP(w, r2)
 	})
+}
+
+// httpBackend is how git http-backend is run: the program in git's
+// exec path itself when it is there, found once, so that each request
+// starts one process fewer than "git http-backend" (the git command
+// only finds the program and starts it); otherwise through git.
+func (g *GitReads) httpBackend() (string, []string) {
+	g.backendOnce.Do(func() {
+		bin := g.Git.Binary
+		if bin == "" {
+			bin, _ = exec.LookPath("git")
+		}
+		g.backendPath, g.backendArgs = bin, []string{"http-backend"}
+		out, err := exec.Command(bin, "--exec-path").Output()
+		if err != nil {
+			return
+		}
+		p := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			g.backendPath, g.backendArgs = p, nil
+		}
+	})
+	return g.backendPath, g.backendArgs
 }
 
 // Copy is the worker's copy of repository name that sandbox id read

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,15 +48,37 @@ func TestGitReadsCarryTheWorkersToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gw)
+	// What the gateway was asked, with the key (git's first request of
+	// each clone carries none).
+	var served []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pass, ok := r.BasicAuth(); ok && pass == key {
+			mu.Lock()
+			served = append(served, r.Method+" "+r.URL.Path)
+			mu.Unlock()
+		}
+		gw.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	base := strings.Replace(srv.URL, "http://", "http://agent:"+key+"@", 1)
 
 	dir := filepath.Join(t.TempDir(), "svc")
 	for i, d := range []string{dir, filepath.Join(t.TempDir(), "again")} {
+		mu.Lock()
+		served = nil
+		mu.Unlock()
 		if out, err := gitCmd("clone", "--quiet", base+gateway.GitPrefix+"svc", d); err != nil {
 			t.Fatalf("clone %d through the gateway: %v\n%s", i+1, err, out)
 		}
+		// Protocol v0: the references, then the pack; v2 (git's
+		// default) asks for the references in a request of its own,
+		// and each request is a git http-backend and an upload-pack on
+		// the worker.
+		mu.Lock()
+		if want := []string{"GET /git/svc/info/refs", "POST /git/svc/git-upload-pack"}; !slices.Equal(served, want) {
+			t.Errorf("clone %d asked the gateway %q; want %q", i+1, served, want)
+		}
+		mu.Unlock()
 		if data, err := os.ReadFile(filepath.Join(d, "README.md")); err != nil || string(data) != "# svc\n" {
 			t.Fatalf("README.md %q, %v", data, err)
 		}

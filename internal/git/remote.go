@@ -112,6 +112,11 @@ func (s *Scratch) Borrow(ctx context.Context, clone string) error {
 // gitPaths returns where the clone at dir (an absolute path) keeps its
 // objects and its list of shallow commits.
 func (g *Git) gitPaths(ctx context.Context, dir string) (objects, shallow string, _ error) {
+	if isBare(dir) {
+		// What git answers for it, without starting git: a copy or a
+		// scratch is pushed from once per change.
+		return filepath.Join(dir, "objects"), filepath.Join(dir, "shallow"), nil
+	}
 	// --path-format=absolute needs git 2.31; relative answers are
 	// relative to the clone.
 	paths, err := g.Run(ctx, dir, "rev-parse", "--git-path", "objects", "--git-path", "shallow")
@@ -128,6 +133,26 @@ func (g *Git) gitPaths(ctx context.Context, dir string) (objects, shallow string
 		}
 	}
 	return lines[0], lines[1], nil
+}
+
+// isBare reports whether dir is a bare repository as git itself finds
+// one when started in it (no .git in it; HEAD a file naming a reference,
+// objects and refs directories) and shares nothing with another
+// (commondir): its objects and shallow list are then dir's own.
+func isBare(dir string) bool {
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "commondir")); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	for _, d := range []string{"objects", "refs"} {
+		if fi, err := os.Lstat(filepath.Join(dir, d)); err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	head, err := os.ReadFile(filepath.Join(dir, "HEAD"))
+	return err == nil && bytes.HasPrefix(head, []byte("ref: refs/"))
 }
 
 // Dir is the scratch repository's directory.
@@ -430,12 +455,15 @@ func (g *Git) CloneBare(ctx context.Context, url, branch string, depth int) (*Sc
 	return s, nil
 }
 
-// Head is the branch the scratch repository's HEAD names.
-func (s *Scratch) Head(ctx context.Context) (string, error) {
-	out, err := s.Run(ctx, "symbolic-ref", "--quiet", "HEAD")
-	branch, ok := strings.CutPrefix(strings.TrimSpace(out), "refs/heads/")
-	if err != nil || !ok || CheckBranch(branch) != nil {
-		return "", fmt.Errorf("the copy of the repository names no branch: %v", err)
+// Head is the branch the scratch repository's HEAD names. A scratch's
+// HEAD is the file git clone or initBare wrote (references are files in
+// the repositories this package makes), read without starting git.
+func (s *Scratch) Head(context.Context) (string, error) {
+	data, err := os.ReadFile(filepath.Join(s.dir, "HEAD"))
+	ref, isRef := strings.CutPrefix(strings.TrimSpace(string(data)), "ref: ")
+	branch, ok := strings.CutPrefix(ref, "refs/heads/")
+	if err != nil || !isRef || !ok || CheckBranch(branch) != nil {
+		return "", fmt.Errorf("the copy of the repository names no branch (HEAD %q, %v)", data, err)
 	}
 	return branch, nil
 }

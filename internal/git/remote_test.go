@@ -567,3 +567,55 @@ func TestSlotsBoundTransfers(t *testing.T) {
 		t.Errorf("the clone without a slot made %s", dest)
 	}
 }
+
+// The worker's copy of a repository (a shallow bare clone) names its
+// branch, and a change committed in it is pushed from it: its objects and
+// its shallow commits are the ones the push reads, found without asking
+// git, as git finds them.
+func TestPushFromAShallowCopy(t *testing.T) {
+	ctx := context.Background()
+	remote, srv, url := pushableAPI(t)
+	gittest.Commit(t, remote, "main", map[string]string{"b.txt": "b\n"})
+	g := newGit(git.DefaultTokenEnv + "=" + token)
+	g.TokenOrigins = []string{srv.URL}
+	g.ScratchDir = t.TempDir()
+	copied, err := g.CloneBare(ctx, url, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer copied.Close()
+	if branch, err := copied.Head(ctx); err != nil || branch != "main" {
+		t.Fatalf("the copy's branch = %q, %v; want main", branch, err)
+	}
+	if _, err := os.Stat(filepath.Join(copied.Dir(), "shallow")); err != nil {
+		t.Fatalf("a copy of depth 1 has no shallow list: %v", err)
+	}
+	base := strings.TrimSpace(gittest.Run(t, remote, "rev-parse", "main"))
+	// The branch moves on at the forge: the push then finds none of the
+	// remote's commits in the copy, and walks back to its shallow end.
+	gittest.Commit(t, remote, "main", map[string]string{"d.txt": "d\n"})
+	tree, err := copied.WriteTree(ctx, map[string][]byte{"c.txt": []byte("c\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := copied.CommitTree(ctx, tree, "change", git.Identity{Name: "f", Email: "f@example.com"}, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made, err := g.PushCreated(ctx, copied.Dir(), url, git.RefUpdate{Src: commit, Dst: "refs/heads/topic", Lease: true})
+	if err != nil || !slices.Equal(made, []string{"refs/heads/topic"}) {
+		t.Fatalf("push from the copy = %q, %v; want topic made", made, err)
+	}
+	gittest.Run(t, remote, "fsck", "--no-dangling", "refs/heads/topic")
+	if got := gittest.Run(t, remote, "show", "topic:c.txt"); got != "c" {
+		t.Errorf("c.txt on the remote = %q", got)
+	}
+
+	// A copy whose HEAD names no branch says so.
+	if err := os.WriteFile(filepath.Join(copied.Dir(), "HEAD"), []byte(base+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if branch, err := copied.Head(ctx); err == nil || !strings.Contains(err.Error(), "names no branch") {
+		t.Errorf("a detached copy's branch = %q, %v; want an error", branch, err)
+	}
+}
