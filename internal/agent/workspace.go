@@ -170,14 +170,21 @@ func (r *runner) checkoutRecipe(ctx context.Context, u *unit) error {
 // (a local repository the gateway serves, the gateway checks).
 func (r *runner) clone(ctx context.Context, u *unit, dir string) error {
 	from, g := r.gitGW.route(r, u.repo.Name, u.repo.URL)
+	depth := r.m.GitConfig.CloneDepth
 	if from == u.repo.URL {
 		if err := r.checkLocal(u.repo.URL); err != nil {
 			return err
 		}
+	} else {
+		// The gateway's copy is already the manifest's depth, its
+		// shallow commits sent with its references: the clone takes all
+		// of it, in one request for the pack where asking for a depth
+		// takes two.
+		depth = 0
 	}
 	err := g.Clone(ctx, from, dir, git.CloneOptions{
 		Branch:     u.repo.Branch,
-		Depth:      r.m.GitConfig.CloneDepth,
+		Depth:      depth,
 		Submodules: u.repo.Submodules,
 	})
 	if err != nil {

@@ -605,7 +605,9 @@ func (u *untrusted) throughGateway(t *testing.T) {
 func (u *untrusted) clonesThroughGateway(t *testing.T) {
 	const token = "forge-token-canary-0123456789abcdef"
 	root := t.TempDir()
-	gittest.NewRemote(t, root, "svc", map[string]string{"README.md": "# svc\n"})
+	remote := gittest.NewRemote(t, root, "svc", map[string]string{"README.md": "# svc\n"})
+	gittest.Commit(t, remote, "main", map[string]string{"a.txt": "a\n"})
+	gittest.Commit(t, remote, "main", map[string]string{"b.txt": "b\n"})
 	forge := gittest.ServeHTTP(t, root, token)
 	var mu sync.Mutex
 	var sent []string
@@ -619,11 +621,18 @@ func (u *untrusted) clonesThroughGateway(t *testing.T) {
 	worker := &git.Git{Env: append(gittest.Env(), git.DefaultTokenEnv+"="+token), TokenOrigins: []string{forge.URL}, ScratchDir: t.TempDir()}
 	gw := &gateway.Gateway{Git: &gateway.GitReads{Git: worker}}
 	p := u.h.NewWithGateway(t, gw)
-	dump := `env > ENV.txt; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f"; done > PROC.txt 2>/dev/null; cat .git/config > CONFIG.txt; true`
-	s := u.startOn(t, p, "clone-gateway", nil, manifest(forge.URL+"/svc.git", dump), "FLEETLIFT_GIT_TOKEN_ORIGINS="+forge.URL)
+	dump := `env > ENV.txt; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f"; done > PROC.txt 2>/dev/null; cat .git/config > CONFIG.txt; cat .git/shallow > SHALLOW.txt; true`
+	m := manifest(forge.URL+"/svc.git", dump)
+	m.GitConfig.CloneDepth = 2
+	s := u.startOn(t, p, "clone-gateway", nil, m, "FLEETLIFT_GIT_TOKEN_ORIGINS="+forge.URL)
 	r := s.wait(protocol.PhaseComplete)
 	if env := diffOf(r, "ENV.txt"); !strings.Contains(env, "PATH=") {
 		t.Fatalf("the work did not run in the clone: %+v", r.Repositories)
+	}
+	// The clone is as deep as the task asks, two of three commits: the
+	// gateway's copy is, and the clone takes its shallow end.
+	if got, want := diffOf(r, "SHALLOW.txt"), "+"+gittest.Run(t, remote, "rev-parse", "main~1"); !strings.Contains(got, want) || !strings.Contains(got, "@@ -0,0 +1 @@") {
+		t.Errorf("the clone's shallow commits: %q; want the one %s", got, want)
 	}
 	for _, f := range []string{"ENV.txt", "PROC.txt", "CONFIG.txt"} {
 		if strings.Contains(diffOf(r, f), token) {
