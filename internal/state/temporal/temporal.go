@@ -228,7 +228,7 @@ func (r *Reader) latestRuns(ctx context.Context) ([]runRef, error) {
 		}
 		found = maps.Clone(listed)
 		for wid, ref := range changed {
-			if old, ok := found[wid]; !ok || old.start <= ref.start {
+			if old, ok := found[wid]; !ok || ref.newerThan(old) {
 				found[wid] = ref
 			}
 		}
@@ -274,10 +274,9 @@ func (r *Reader) listRuns(ctx context.Context, query string) (map[string]runRef,
 				continue
 			}
 			ref := runRef{wid: wid, run: e.Execution.RunId, typ: e.Type.Name, status: e.Status, memo: e.GetMemo().GetFields(), start: e.StartTime.AsTime().UnixNano()}
-			if old, ok := latest[wid]; ok && old.start >= ref.start {
-				continue
+			if old, ok := latest[wid]; !ok || ref.newerThan(old) {
+				latest[wid] = ref
 			}
-			latest[wid] = ref
 		}
 		token = resp.NextPageToken
 		if len(token) == 0 {
@@ -295,6 +294,22 @@ type runRef struct {
 	// its pending activities; a listed run's were not.
 	described bool
 	pending   []*workflowpb.PendingActivityInfo
+}
+
+// newerThan reports whether ref is a later run of its workflow than old,
+// the one rule a full list and an incremental one both go by: started
+// later; at the same instant (a clock's resolution), the one still
+// running, then the one with the greater run id, so that whichever order
+// visibility lists them in, the same run is the latest.
+func (ref runRef) newerThan(old runRef) bool {
+	if ref.start != old.start {
+		return ref.start > old.start
+	}
+	refRunning, oldRunning := ref.status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, old.status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	if refRunning != oldRunning {
+		return refRunning
+	}
+	return ref.run > old.run
 }
 
 func (r *Reader) campaign(ctx context.Context, ref runRef) (state.Campaign, error) {

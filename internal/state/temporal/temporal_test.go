@@ -438,3 +438,62 @@ func TestReaderShowsUnitsARunFinished(t *testing.T) {
 		}
 	}
 }
+
+// sameInstant lists two runs of campaign/c that visibility says started
+// at the same instant, the ended first generation and the running
+// second, in one order on the first list and the other after.
+type sameInstant struct {
+	*fleet
+	lists int
+}
+
+func (s *sameInstant) ListWorkflow(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	s.lists++
+	ended, err := s.info("campaign/c")
+	if err != nil {
+		return nil, err
+	}
+	running, err := s.info("campaign/c")
+	if err != nil {
+		return nil, err
+	}
+	gen2, err := converter.GetDefaultDataConverter().ToPayload(int64(2))
+	if err != nil {
+		return nil, err
+	}
+	running.Execution.RunId, running.Status, running.StartTime = "run-2", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, ended.StartTime
+	running.Memo.Fields[statetemporal.MemoGeneration] = gen2
+	resp := &workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflowpb.WorkflowExecutionInfo{ended, running}}
+	if s.lists%2 == 0 {
+		slices.Reverse(resp.Executions)
+	}
+	return resp, nil
+}
+
+// Two runs of a definition that visibility gives one start time (its
+// clock's resolution) are told apart by one rule, whichever order they
+// are listed in, by a full list and by the incremental one after it:
+// the running one is the latest, and plan and status show one
+// generation.
+func TestReaderTellsRunsStartedAtOneInstantApart(t *testing.T) {
+	s := &sameInstant{fleet: &fleet{
+		runs: map[string]fleetRun{"campaign/c": {typ: "Campaign", status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED,
+			memo: map[string]any{statetemporal.MemoID: "c", statetemporal.MemoKind: "Campaign", statetemporal.MemoGeneration: int64(1)}}},
+		queries: map[string]any{"campaign/c": status.CampaignState{ID: "c", Phase: status.CampaignRunning}},
+		results: map[string]any{},
+		gets:    map[string]int{},
+	}}
+	r := &statetemporal.Reader{Client: s, QueryTimeout: -1, QueryCache: -1}
+	for i, how := range []string{"a full list", "an incremental list"} {
+		got, err := r.List(t.Context())
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s: List = %+v, %v; want campaign c", how, got, err)
+		}
+		if got[0].Generation != 2 || got[0].Phase != state.PhaseRunning {
+			t.Errorf("%s (listed in order %d): campaign c at generation %d, %s; want the running generation 2", how, i+1, got[0].Generation, got[0].Phase)
+		}
+	}
+	if s.lists != 2 {
+		t.Errorf("visibility was listed %d times; want 2", s.lists)
+	}
+}
