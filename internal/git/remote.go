@@ -434,12 +434,15 @@ func (s *Scratch) FetchBundle(ctx context.Context, path, refspec string) error {
 // CloneBare reads branch of url (its default branch when empty), depth
 // commits of it (all when 0), into a new scratch repository whose HEAD
 // names that branch: a copy of one repository the worker reads once and
-// serves and proposes from (gateway.GitReads). Close removes it.
+// serves and proposes from (gateway.GitReads). A local repository is read
+// through the transport too, as Clone reads one: its depth holds (a local
+// clone ignores it), and the copy shares no file with it. Close removes
+// it.
 func (g *Git) CloneBare(ctx context.Context, url, branch string, depth int) (*Scratch, error) {
 	if err := CheckURL(url); err != nil {
 		return nil, err
 	}
-	args, err := cloneArgs([]string{"clone", "--quiet", "--bare", "--no-tags", "--single-branch", "--template="}, branch, depth)
+	args, err := cloneArgs([]string{"clone", "--quiet", "--bare", "--no-local", "--no-tags", "--single-branch", "--template="}, branch, depth)
 	if err != nil {
 		return nil, err
 	}

@@ -619,3 +619,25 @@ func TestPushFromAShallowCopy(t *testing.T) {
 		t.Errorf("a detached copy's branch = %q, %v; want an error", branch, err)
 	}
 }
+
+// The worker's copy of a local repository (one under its file roots,
+// served to pods) is as deep as asked: a local clone would ignore the
+// depth, and the sandbox's clone of the copy would hold all of its
+// history.
+func TestCopyOfALocalRepositoryKeepsItsDepth(t *testing.T) {
+	remote := gittest.NewRemote(t, t.TempDir(), "svc", map[string]string{"a.txt": "a\n"})
+	gittest.Commit(t, remote, "main", map[string]string{"b.txt": "b\n"})
+	gittest.Commit(t, remote, "main", map[string]string{"c.txt": "c\n"})
+	g := newGit()
+	g.ScratchDir = t.TempDir()
+	for _, url := range []string{remote, "file://" + remote} {
+		copied, err := g.CloneBare(t.Context(), url, "", 2)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		if n := gittest.Run(t, copied.Dir(), "rev-list", "--count", "HEAD"); n != "2" {
+			t.Errorf("%s: the copy holds %s commits; want 2", url, n)
+		}
+		copied.Close()
+	}
+}
