@@ -350,6 +350,11 @@ type CampaignState struct {
 	// repository in Total; MergePages makes the whole from the pages'
 	// states.
 	Pages []PageRef `json:"pages,omitempty"`
+	// AwaitingPieces, above 0, is the piece of its units (from 1) that a
+	// campaign run in pages waits for, having run every unit it holds:
+	// what started it stopped before it sent them all, and may send
+	// them again (dispatch.ResendPieces).
+	AwaitingPieces int `json:"awaiting_pieces,omitempty"`
 }
 
 // PageRef is one page of a campaign's units (CampaignState.Pages).

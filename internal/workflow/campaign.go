@@ -94,8 +94,12 @@ type CampaignInput struct {
 	// Pieces, when above one, is how many pages of units the campaign
 	// has in all: Units (and Previous, Regenerate) hold the first
 	// page's, and SignalUnits brings the others (Split).
-	Pieces   int `json:",omitempty"`
-	Progress *CampaignProgress
+	Pieces int `json:",omitempty"`
+	// PieceDigests are the digests of pieces 1 to Pieces-1 (Split): a
+	// piece sent again, by a starter that stopped before it had sent
+	// them all (ResendPieces), is taken only if it is the same.
+	PieceDigests []string `json:",omitempty"`
+	Progress     *CampaignProgress
 }
 
 // CampaignProgress is what a campaign has done so far.

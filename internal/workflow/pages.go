@@ -194,6 +194,9 @@ type pagedRun struct {
 	// piecesGot of piecesWant pages of units have reached the run
 	// (SignalUnits); a spec update in place ends the wait for more.
 	piecesGot, piecesWant int
+	// awaiting is the piece the run waits for, having run every unit it
+	// holds; 0 while it does not wait.
+	awaiting int
 }
 
 // runPages runs campaign in a page at a time.
@@ -218,8 +221,9 @@ func runPages(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 		if !ok && r.piecesGot < r.piecesWant && !r.p.Stop {
 			was := r.message
 			r.message = fmt.Sprintf("waiting for pages %d to %d of its units from what started it", r.piecesGot+1, r.piecesWant)
+			r.awaiting = r.piecesGot
 			arrived := r.awaitPiece(func() int { return r.piecesGot })
-			r.message = was
+			r.message, r.awaiting = was, 0
 			if arrived {
 				continue
 			}
@@ -275,6 +279,12 @@ func (r *pagedRun) takePiece(pc UnitsPiece) {
 	}
 	if r.piecesGot >= r.piecesWant || pc.Generation != r.in.Generation || pc.Index != r.piecesGot {
 		workflow.GetLogger(r.ctx).Warn("a piece of units out of turn", "generation", pc.Generation, "index", pc.Index, "have", r.piecesGot)
+		return
+	}
+	if want := r.in.PieceDigests; len(want) >= pc.Index && pc.Index >= 1 && pc.Digest != want[pc.Index-1] {
+		// Sent again from a spec whose repositories changed since the
+		// start: not the units the run began with.
+		workflow.GetLogger(r.ctx).Warn("a piece of units other than the one announced", "index", pc.Index, "digest", pc.Digest, "want", want[pc.Index-1])
 		return
 	}
 	r.piecesGot++
@@ -643,7 +653,7 @@ func (r *pagedRun) summary() status.Summary {
 // and the counts of those that ended.
 func (r *pagedRun) state() status.CampaignState {
 	st := status.CampaignState{ID: r.in.ID, Phase: r.p.Phase, Summary: r.summary(), Message: r.message,
-		Suspended: r.p.Suspended, Applied: slices.Clone(r.p.Applied)}
+		Suspended: r.p.Suspended, Applied: slices.Clone(r.p.Applied), AwaitingPieces: r.awaiting}
 	for i, pg := range r.pages {
 		n := 0
 		for _, k := range pg.keys {

@@ -475,6 +475,45 @@ func TestCampaignMissingPagesOfUnitsFails(t *testing.T) {
 	}
 }
 
+// A campaign waiting for a page of units its starter never sent says
+// which (AwaitingPieces), and takes it sent again: from a starter that
+// split the same input, not one whose units changed since the start.
+func TestCampaignTakesAMissingPageSentAgain(t *testing.T) {
+	f := &fleet{}
+	env := newCampaignEnv(f)
+	in := campaignInput(8)
+	in.PageSize = 3
+	head, pieces := workflow.Split(in)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalUnits, pieces[0]) }, time.Millisecond)
+	// Another spec's third page: the repositories changed since.
+	other := campaignInput(9)
+	other.PageSize = 3
+	_, otherPieces := workflow.Split(other)
+	var waiting, refused status.CampaignState
+	env.RegisterDelayedCallback(func() {
+		waiting = queryState(t, env)
+		env.SignalWorkflow(workflow.SignalUnits, otherPieces[1])
+	}, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		refused = queryState(t, env)
+		env.SignalWorkflow(workflow.SignalUnits, pieces[1])
+	}, 3*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, head)
+	if waiting.AwaitingPieces != 2 {
+		t.Errorf("while it waits, it awaits piece %d; want 2 (page 3)", waiting.AwaitingPieces)
+	}
+	if refused.AwaitingPieces != 2 {
+		t.Errorf("after a page of other units, it awaits piece %d; want still 2", refused.AwaitingPieces)
+	}
+	st := campaignResult(t, env)
+	if st.Phase != status.CampaignCompleted || st.AwaitingPieces != 0 {
+		t.Errorf("campaign: %s %q, awaiting %d; want completed", st.Phase, st.Message, st.AwaitingPieces)
+	}
+	if st.Summary.Completed != 8 || len(f.started) != 8 {
+		t.Errorf("counts %+v, started %v; want its 8 units, none of the other spec's", st.Summary, f.started)
+	}
+}
+
 // Split and Join are inverse: a retry's pages of the run before and the
 // units to make anew go out with their page and come back whole.
 func TestSplitAndJoinAreInverse(t *testing.T) {

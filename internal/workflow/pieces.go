@@ -1,6 +1,9 @@
 package workflow
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -23,7 +26,10 @@ import (
 // runs while the next arrives. One that has run every unit it holds and
 // still misses pieces waits for them up to piecesWait, then ends failed,
 // naming the pages that never came (its starter stopped between its
-// start and its last signal).
+// start and its last signal). While it waits, its state says which page
+// it waits for (CampaignState.AwaitingPieces), and a starter may send
+// the missing pieces again (dispatch.ResendPieces): each is taken only
+// if it is the one the start announced (PieceDigests).
 
 // SignalUnits hands a campaign the next page of its units (UnitsPiece).
 const SignalUnits = "units"
@@ -48,6 +54,24 @@ type UnitsPiece struct {
 	// made anew.
 	Previous   string   `json:"previous,omitempty"`
 	Regenerate []string `json:"regenerate,omitempty"`
+	// Digest is the digest of the piece's content (pieceDigest), which
+	// the start's PieceDigests list.
+	Digest string `json:"digest,omitempty"`
+}
+
+// pieceDigest is the digest of what pc carries: its place, units,
+// page and keys made anew. Two starters that split the same input make
+// pieces of the same digests.
+func pieceDigest(pc UnitsPiece) string {
+	pc.Digest = ""
+	b, err := json.Marshal(pc)
+	if err != nil {
+		// Units are plain data: this does not happen; a piece without
+		// a digest is then never taken in place of another.
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
 }
 
 // pagePlan is the units of one page, and the page of an earlier run they
@@ -97,10 +121,15 @@ func Split(in CampaignInput) (CampaignInput, []UnitsPiece) {
 				pc.Regenerate = append(pc.Regenerate, u.Key)
 			}
 		}
+		pc.Digest = pieceDigest(pc)
 		pieces[i] = pc
 	}
 	head := in
 	head.Pieces = len(pieces)
+	head.PieceDigests = nil
+	for _, pc := range pieces[1:] {
+		head.PieceDigests = append(head.PieceDigests, pc.Digest)
+	}
 	head.RegenerateOnly = in.RegenerateOnly || len(in.Regenerate) > 0
 	head.Units, head.Regenerate, head.Previous = pieces[0].Units, pieces[0].Regenerate, nil
 	if pieces[0].Previous != "" {
@@ -141,7 +170,7 @@ func Join(head CampaignInput, pieces []UnitsPiece) (CampaignInput, error) {
 	if head.Pieces > 0 && got < head.Pieces {
 		return in, fmt.Errorf("%d of its %d pages of units reached it", got, head.Pieces)
 	}
-	in.Pieces = 0
+	in.Pieces, in.PieceDigests = 0, nil
 	if len(in.Regenerate) > 0 {
 		in.RegenerateOnly = false
 	}
