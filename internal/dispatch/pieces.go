@@ -3,11 +3,14 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/fleetlift/fleetlift/internal/payload"
+	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/state"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -36,11 +39,50 @@ func sendPieces(ctx context.Context, c client.Client, id, runID string, pieces [
 	return nil
 }
 
-// lastInput is the input campaign id's last run started with, its units
-// whole: the start's, and the pages of units signalled after it.
-func lastInput(ctx context.Context, c client.Client, id string) (workflow.CampaignInput, error) {
+// ResendPieces sends the running campaign rec, run in pages, the pages
+// of its units from the one it waits for (rec.AwaitingPieces) on: its
+// starter stopped before it had sent them all. They are made from d as
+// StartRun made them; when they are not the ones its start announced
+// (the repositories changed since, or a retry started it), none is sent
+// and the error says so: the run then fails once it has waited, and a
+// new run must start.
+func (t *Temporal) ResendPieces(ctx context.Context, d spec.Definition, rec state.Campaign) error {
+	s, err := workflow.ForDefinition(d, t.Options)
+	if err != nil {
+		return err
+	}
+	if s.Campaign == nil {
+		return fmt.Errorf("%s: only a campaign takes its units in pages", d.ID)
+	}
+	in := *s.Campaign
+	in.Generation = rec.Generation
+	head, pieces := workflow.Split(in)
+	from := rec.AwaitingPieces
+	if from < 1 || from > len(pieces) {
+		return fmt.Errorf("%s: it waits for page %d of its units; its spec has %d", rec.WorkflowID, from+1, len(pieces)+1)
+	}
+	started, err := startInput(ctx, t.Client, rec.WorkflowID, rec.RunID)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(started.PieceDigests, head.PieceDigests) {
+		return fmt.Errorf("%s: pages %d to %d of its units never reached it, and its spec no longer makes the ones it started with (its repositories changed, or a retry started it): start it again",
+			rec.WorkflowID, from+1, len(pieces)+1)
+	}
+	return sendPieces(ctx, t.Client, rec.WorkflowID, rec.RunID, pieces[from-1:])
+}
+
+// startInput is the input run runID of workflow id started with (its
+// current run's when runID is empty): its first page of units, when it
+// runs in pages.
+func startInput(ctx context.Context, c client.Client, id, runID string) (workflow.CampaignInput, error) {
+	return readStart(c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT), id)
+}
+
+// readStart decodes the input of the run whose history it reads, from
+// its first event; it leaves it at the next.
+func readStart(it client.HistoryEventIterator, id string) (workflow.CampaignInput, error) {
 	var in workflow.CampaignInput
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
 		return in, fmt.Errorf("%s has no history", id)
 	}
@@ -55,8 +97,16 @@ func lastInput(ctx context.Context, c client.Client, id string) (workflow.Campai
 	if err := payload.Converter.FromPayload(attrs.Input.Payloads[0], &in); err != nil {
 		return in, fmt.Errorf("%s: decode input: %w", id, err)
 	}
-	if in.Pieces <= 1 {
-		return in, nil
+	return in, nil
+}
+
+// lastInput is the input campaign id's last run started with, its units
+// whole: the start's, and the pages of units signalled after it.
+func lastInput(ctx context.Context, c client.Client, id string) (workflow.CampaignInput, error) {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	in, err := readStart(it, id)
+	if err != nil || in.Pieces <= 1 {
+		return in, err
 	}
 	var pieces []workflow.UnitsPiece
 	for it.HasNext() {

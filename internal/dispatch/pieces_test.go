@@ -194,3 +194,65 @@ func TestRegenerateNamesUnitsAPageAtATime(t *testing.T) {
 		t.Fatal("the campaign was not handed every key")
 	}
 }
+
+// TestResendPiecesSendsTheMissingPages, on the embedded server with a
+// stand-in campaign: a run whose starter stopped right after the start,
+// before any page of units went out, is sent pages 2 and 3 again from its
+// spec, in order and as its start announced them; a spec whose
+// repositories changed since makes other pages, and none is sent.
+func TestResendPiecesSendsTheMissingPages(t *testing.T) {
+	ctx := context.Background()
+	c := embedded(t)
+	var mu sync.Mutex
+	var got []workflow.UnitsPiece
+	w := worker.New(c, workflow.TaskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx sdkworkflow.Context, in workflow.CampaignInput) (status.CampaignState, error) {
+		units := sdkworkflow.GetSignalChannel(ctx, workflow.SignalUnits)
+		for range in.Pieces - 1 {
+			var pc workflow.UnitsPiece
+			units.Receive(ctx, &pc)
+			mu.Lock()
+			got = append(got, pc)
+			mu.Unlock()
+		}
+		return status.CampaignState{Phase: status.CampaignCompleted}, nil
+	}, sdkworkflow.RegisterOptions{Name: "Campaign"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	d := bigCampaign(t, "big", 1201)
+	s, err := workflow.ForDefinition(d, workflow.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := *s.Campaign
+	in.Generation = 1
+	head, pieces := workflow.Split(in)
+	// What a starter killed between its start and its signals left.
+	run, err := dispatch.Execute(ctx, c, client.StartWorkflowOptions{ID: s.WorkflowID, TaskQueue: workflow.TaskQueue}, "Campaign", head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := state.Campaign{ID: "big", Kind: state.KindCampaign, WorkflowID: run.GetID(), RunID: run.GetRunID(), Generation: 1, AwaitingPieces: 1}
+	tmp := &dispatch.Temporal{Client: c}
+	if err := tmp.ResendPieces(ctx, bigCampaign(t, "big", 1300), rec); err == nil || !strings.Contains(err.Error(), "no longer makes the ones it started with") {
+		t.Errorf("sending pages of a spec whose repositories changed: %v; want a refusal", err)
+	}
+	if err := tmp.ResendPieces(ctx, d, rec); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var st status.CampaignState
+	if err := run.Get(cctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0].Index != 1 || got[1].Index != 2 || got[0].Digest != pieces[0].Digest || got[1].Digest != pieces[1].Digest ||
+		len(got[0].Units) != 500 || len(got[1].Units) != 201 {
+		t.Errorf("the run was sent %s; want #1 of 500 units and #2 of 201, as announced", describePieces(got))
+	}
+}

@@ -52,6 +52,10 @@ type Dispatcher interface {
 	// done_when regressed): a running run queues them, an ended one
 	// starts again with only them.
 	Reopen(ctx context.Context, rec state.Campaign, units []string) error
+	// ResendPieces sends the running campaign rec, run in pages of its
+	// spec d, the pages of units it waits for (rec.AwaitingPieces): what
+	// started it stopped before it had sent them all.
+	ResendPieces(ctx context.Context, d spec.Definition, rec state.Campaign) error
 }
 
 // LaunchGate decides whether the watched head may launch anything.
@@ -384,6 +388,17 @@ func (r *Reconciler) apply(ctx context.Context, sha string, rev *desired.Revisio
 		o := Outcome{ID: a.Record.Target, Approval: a.Record.File, Action: string(a.Record.Action)}
 		o.Err = r.Dispatch.Decide(ctx, a, recs[a.Record.Campaign()])
 		out = append(out, o)
+	}
+	for _, rec := range recorded {
+		// A run whose starter stopped (a reconciler killed) between
+		// its start and its last page of units, of the spec still
+		// desired: the pages it waits for go to it again. A run of
+		// another spec is updated or pruned by the plan instead.
+		d, ok := defs[rec.ID]
+		if rec.AwaitingPieces <= 0 || rec.Phase.Done() || !ok || d.Digest != rec.SpecDigest || ctx.Err() != nil {
+			continue
+		}
+		out = append(out, Outcome{ID: rec.ID, Action: "send units", Err: r.Dispatch.ResendPieces(ctx, d, rec)})
 	}
 	return out
 }

@@ -214,6 +214,10 @@ func (f *fakeDispatch) Reopen(_ context.Context, rec state.Campaign, units []str
 	return f.do(rec.ID, fmt.Sprintf("reopen %s %v", rec.ID, units))
 }
 
+func (f *fakeDispatch) ResendPieces(_ context.Context, d spec.Definition, rec state.Campaign) error {
+	return f.do(rec.ID, fmt.Sprintf("resend %s gen=%d from=%d", d.ID, rec.Generation, rec.AwaitingPieces))
+}
+
 func (f *fakeDispatch) Suspend(_ context.Context, rec state.Campaign, suspend bool) error {
 	verb := "resume"
 	if suspend {
@@ -443,6 +447,35 @@ func TestUpdateRunning(t *testing.T) {
 			h.wantCalls(t, "restart: new run recorded")
 		})
 	}
+}
+
+// A running campaign that waits for pages of its units its starter never
+// sent (a reconciler killed between the start and its signals) is sent
+// them again on the next pass, while its spec is still the one desired;
+// one whose spec changed since is updated instead, and one that stopped
+// waiting is left alone.
+func TestRunWaitingForItsUnitsIsSentThem(t *testing.T) {
+	h := newHarness()
+	rev := revision(t, "c1", files{"campaigns/slog.yaml": camp{id: "slog"}.yaml(), "campaigns/other.yaml": camp{id: "other"}.yaml()})
+	waiting := recorded(t, definition(t, rev, "slog"), "c1", 1, state.PhaseRunning)
+	waiting.AwaitingPieces = 3
+	h.put(t, waiting)
+	h.put(t, recorded(t, definition(t, rev, "other"), "c1", 1, state.PhaseRunning))
+	h.src.push(rev)
+	h.once(t)
+	h.wantCalls(t, "waiting for page 4", "resend slog gen=1 from=3")
+
+	waiting.AwaitingPieces = 0
+	h.put(t, waiting)
+	h.once(t)
+	h.wantCalls(t, "no longer waiting")
+
+	changed := revision(t, "c2", files{"campaigns/slog.yaml": camp{id: "slog", prompt: "Use slog everywhere."}.yaml(), "campaigns/other.yaml": camp{id: "other"}.yaml()})
+	waiting.AwaitingPieces = 3
+	h.put(t, waiting)
+	h.src.push(changed)
+	h.once(t)
+	h.wantCalls(t, "its spec changed", "update slog gen=1 rev=c2")
 }
 
 // TestFinishedRun: a finished run takes a new spec as a new run of every

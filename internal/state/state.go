@@ -302,6 +302,11 @@ type Campaign struct {
 	// Message says why the run is paused, or how it ended: "2 of 6
 	// repositories failed, 4 completed". Optional.
 	Message string `json:"message,omitempty"`
+	// AwaitingPieces, above 0, is the page of its units (from 1) that a
+	// running campaign run in pages waits for, having run every unit it
+	// holds: what started it stopped before it had sent them all. The
+	// reconciler sends them again.
+	AwaitingPieces int `json:"awaiting_pieces,omitempty"`
 	// Prune is the spec's sync_policy.prune as applied: whether removing
 	// the definition from Git may cancel the run.
 	Prune bool `json:"prune,omitempty"`

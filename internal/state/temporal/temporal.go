@@ -443,7 +443,7 @@ func (r *Reader) repos(ctx context.Context, c *state.Campaign, ref runRef, repor
 			return err
 		}
 		if running {
-			c.Suspended = st.Suspended
+			c.Suspended, c.AwaitingPieces = st.Suspended, st.AwaitingPieces
 			st = r.withRunsProgress(ctx, ref, st)
 		} else {
 			// How it ended, also for a run recorded before campaigns
