@@ -449,17 +449,25 @@ func TestCampaignTakesItsUnitsAPageAtATime(t *testing.T) {
 	})
 }
 
-// Pages of units that never arrive (the starter stopped between its
-// start and its signals) do not wedge the campaign: it runs the units it
-// holds, waits for the rest a while, then fails, naming the pages it
-// never got.
-func TestCampaignMissingPagesOfUnitsFails(t *testing.T) {
+// missingLastPage is a campaign of 8 units in pages of 3 whose starter
+// stopped after it had sent the second page: to start with head; pieces
+// are the pages after the first.
+func missingLastPage() (*fleet, *testsuite.TestWorkflowEnvironment, workflow.CampaignInput, []workflow.UnitsPiece) {
 	f := &fleet{}
 	env := newCampaignEnv(f)
 	in := campaignInput(8)
 	in.PageSize = 3
 	head, pieces := workflow.Split(in)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalUnits, pieces[0]) }, time.Millisecond)
+	return f, env, head, pieces
+}
+
+// Pages of units that never arrive (the starter stopped between its
+// start and its signals) do not wedge the campaign: it runs the units it
+// holds, waits for the rest a while, then fails, naming the pages it
+// never got.
+func TestCampaignMissingPagesOfUnitsFails(t *testing.T) {
+	f, env, head, _ := missingLastPage()
 	var waiting status.CampaignState
 	env.RegisterDelayedCallback(func() { waiting = queryState(t, env) }, 5*time.Minute)
 	env.ExecuteWorkflow(workflow.Campaign, head)
@@ -479,12 +487,7 @@ func TestCampaignMissingPagesOfUnitsFails(t *testing.T) {
 // which (AwaitingPieces), and takes it sent again: from a starter that
 // split the same input, not one whose units changed since the start.
 func TestCampaignTakesAMissingPageSentAgain(t *testing.T) {
-	f := &fleet{}
-	env := newCampaignEnv(f)
-	in := campaignInput(8)
-	in.PageSize = 3
-	head, pieces := workflow.Split(in)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalUnits, pieces[0]) }, time.Millisecond)
+	f, env, head, pieces := missingLastPage()
 	// Another spec's third page: the repositories changed since.
 	other := campaignInput(9)
 	other.PageSize = 3
