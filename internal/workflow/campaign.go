@@ -153,7 +153,10 @@ func Campaign(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 	if paged(in) {
 		return runPages(ctx, in)
 	}
-	_, st, err := runCampaign(ctx, in, Campaign)
+	c, st, err := runCampaign(ctx, in, Campaign)
+	if c != nil && c.repage && err == nil {
+		return c.inPages().run()
+	}
 	return st, err
 }
 
@@ -177,7 +180,14 @@ func runCampaign(ctx workflow.Context, in CampaignInput, self any) (*campaignRun
 	}
 	for {
 		c.drainSignals()
-		c.waitWhileSuspended()
+		if c.repage {
+			// No unit is at work: the campaign goes on in pages
+			// (Campaign).
+			return c, status.CampaignState{}, nil
+		}
+		// A spec that makes it pages is not held back by a suspension:
+		// the campaign goes on in pages, suspended.
+		c.waitWhileSuspended(func() bool { return c.repage })
 		if ctx.Err() != nil {
 			return c, c.finish(), ctx.Err()
 		}
@@ -223,6 +233,9 @@ func runCampaign(ctx workflow.Context, in CampaignInput, self any) (*campaignRun
 			// An update whose pieces are still arriving is taken
 			// before the run continues as new, which would drop it.
 			c.awaitUpdate()
+			if c.repage {
+				continue
+			}
 			c.p.Runs++
 			c.p.Started = 0
 			next := c.in
@@ -289,8 +302,8 @@ func (l *loop) drainSignals() {
 }
 
 // waitWhileSuspended blocks, handling signals, until the campaign is
-// resumed, stopped or cancelled.
-func (l *loop) waitWhileSuspended() {
+// resumed, stopped or cancelled, or leave (when set) reports true.
+func (l *loop) waitWhileSuspended(leave func() bool) {
 	if !l.p.Suspended {
 		return
 	}
@@ -298,7 +311,7 @@ func (l *loop) waitWhileSuspended() {
 	sel := workflow.NewSelector(l.ctx)
 	l.handlers(sel)
 	sel.AddReceive(l.ctx.Done(), func(workflow.ReceiveChannel, bool) {})
-	for l.p.Suspended && !l.p.Stop && l.ctx.Err() == nil {
+	for l.p.Suspended && !l.p.Stop && l.ctx.Err() == nil && (leave == nil || !leave()) {
 		sel.Select(l.ctx)
 	}
 	if l.message == suspendedMessage {
@@ -336,6 +349,11 @@ type campaignRun struct {
 	pendingChecks int
 	checksRead    time.Time
 	holdMessage   string
+	// repage: a spec taken in place gave the campaign more units than
+	// a page holds. No unit starts; once none is at work the campaign
+	// goes on in pages (inPages), so that what it carries stays the
+	// size of a page.
+	repage bool
 }
 
 func newCampaignRun(ctx workflow.Context, in CampaignInput) *campaignRun {
@@ -486,7 +504,7 @@ func (c *campaignRun) holdForChecks() bool {
 
 // mayStart reports whether another unit may start now.
 func (c *campaignRun) mayStart() bool {
-	return !c.p.Stop && !c.p.Suspended && c.ctx.Err() == nil && !c.shouldContinueAsNew()
+	return !c.p.Stop && !c.p.Suspended && c.ctx.Err() == nil && !c.shouldContinueAsNew() && !c.repage
 }
 
 // nextKey is the unit to start next: the first a run of units gave
@@ -581,7 +599,7 @@ func (c *campaignRun) runBatch(keys []string) {
 		if inFlight == 0 {
 			if c.p.Suspended && next < len(keys) && !c.p.Stop && c.ctx.Err() == nil {
 				// Suspended mid-batch: wait, then start the rest.
-				c.waitWhileSuspended()
+				c.waitWhileSuspended(nil)
 				continue
 			}
 			if !waking || c.p.Stop || c.ctx.Err() != nil {
@@ -1033,20 +1051,16 @@ func (c *campaignRun) update(u UpdateSignal) {
 	}
 	c.in.Units = units
 	c.p.Next = next
-	c.in.Template = in.Template
-	c.in.BatchSize, c.in.StrictBatches, c.in.MaxParallel = in.BatchSize, in.StrictBatches, in.MaxParallel
-	c.in.ThresholdPercent, c.in.FailureAction = in.ThresholdPercent, in.FailureAction
-	c.in.MaxCostUSD = in.MaxCostUSD
-	c.in.PullRequestsPerHour, c.in.Burst = in.PullRequestsPerHour, in.Burst
-	c.in.MaxPendingChecks = in.MaxPendingChecks
-	if in.Generation != 0 {
-		c.in.Generation = in.Generation
-	}
+	c.in.takeSettings(in)
 	c.units = make(map[string]Unit, len(units))
 	for _, un := range units {
 		c.units[un.Key] = un
 	}
 	c.rev++
+	if c.in.Page == nil && len(units) > in.pageSize() {
+		c.in.PageSize = in.PageSize
+		c.repage = true
+	}
 	if len(u.Memo) > 0 {
 		if err := workflow.UpsertMemo(c.ctx, u.Memo); err != nil {
 			workflow.GetLogger(c.ctx).Error("record updated spec", "error", err)

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -174,6 +175,10 @@ type page struct {
 	// previous is the page of the run this one starts again whose
 	// units this one holds.
 	previous string
+	// seed, until the page starts, is what its units did in the
+	// campaign of one page it was (inPages): its first run goes on
+	// from there.
+	seed *CampaignProgress
 }
 
 // pagedRun is a campaign that runs its units in pages.
@@ -201,19 +206,30 @@ type pagedRun struct {
 
 // runPages runs campaign in a page at a time.
 func runPages(ctx workflow.Context, in CampaignInput) (status.CampaignState, error) {
-	r := &pagedRun{loop: loop{ctx: ctx, search: newSearchAttributes(ctx),
-		p: &CampaignProgress{Phase: status.CampaignRunning, Tokens: float64(max(in.Burst, 1)), Refilled: workflow.Now(ctx), Suspended: in.Suspend}},
-		in: in, units: map[string]Unit{}, active: -1}
-	r.handlers = r.addSignalHandlers
-	r.piecesGot, r.piecesWant = 1, max(in.Pieces, 1)
+	r := newPagedRun(ctx, in, &CampaignProgress{Phase: status.CampaignRunning, Tokens: float64(max(in.Burst, 1)), Refilled: workflow.Now(ctx), Suspended: in.Suspend})
 	r.paginate(in.Units, in.Previous)
 	r.in.Units, r.in.Previous, r.in.Pieces = nil, nil, 0
+	return r.run()
+}
+
+// newPagedRun is campaign in, run in pages from progress p, with no page
+// yet.
+func newPagedRun(ctx workflow.Context, in CampaignInput, p *CampaignProgress) *pagedRun {
+	r := &pagedRun{loop: loop{ctx: ctx, search: newSearchAttributes(ctx), p: p}, in: in, units: map[string]Unit{}, active: -1}
+	r.handlers = r.addSignalHandlers
+	r.piecesGot, r.piecesWant = 1, max(in.Pieces, 1)
+	return r
+}
+
+// run runs the campaign's pages, answering status queries, until it ends.
+func (r *pagedRun) run() (status.CampaignState, error) {
+	ctx := r.ctx
 	if err := workflow.SetQueryHandler(ctx, status.QueryStatus, func() (status.CampaignState, error) { return r.state(), nil }); err != nil {
 		return status.CampaignState{}, err
 	}
 	for {
 		r.drainSignals()
-		r.waitWhileSuspended()
+		r.waitWhileSuspended(nil)
 		if ctx.Err() != nil {
 			return r.finish(), ctx.Err()
 		}
@@ -250,12 +266,13 @@ func runPages(ctx workflow.Context, in CampaignInput) (status.CampaignState, err
 	}
 }
 
-// paginate makes the pages of units not started yet (after r.next):
+// paginate makes the pages of units not started yet (after the pages
+// that started, or that hold units that did: fixed):
 // first as many as previous (the pages of the run this one starts
 // again), each holding as many units as that page did and reading what
 // they did there, then pages of PageSize units.
 func (r *pagedRun) paginate(units []Unit, previous []status.PageRef) {
-	r.pages = r.pages[:r.next]
+	r.pages = r.pages[:r.fixed()]
 	for _, pl := range planPages(units, previous, r.in.pageSize()) {
 		r.addPage(pl)
 	}
@@ -314,8 +331,12 @@ func (r *pagedRun) nextPage() (int, bool) {
 func (r *pagedRun) before(i int) status.Summary {
 	var s status.Summary
 	for j, pg := range r.pages {
-		if j != i && pg.result != nil {
+		switch {
+		case j == i:
+		case pg.result != nil:
 			s.Add(unitCounts(pg.result.State.Units))
+		case pg.seed != nil:
+			s.Add(unitCounts(pg.seeded()))
 		}
 	}
 	return s
@@ -370,6 +391,12 @@ func (r *pagedRun) pageInput(i int) CampaignInput {
 			}
 		}
 		p.Retry = append(p.Retry, regenerable(p, nil, pg.regenerate)...)
+	} else if pg.seed != nil {
+		// Its units as they were when the campaign went on in pages:
+		// those started first (Next), those to run again queued.
+		p.Results = maps.Clone(pg.seed.Results)
+		p.Next = min(pg.seed.Next, len(in.Units))
+		p.Retry, p.Requeued = slices.Clone(pg.seed.Retry), slices.Clone(pg.seed.Requeued)
 	}
 	in.Progress = p
 	return in
@@ -380,7 +407,7 @@ func (r *pagedRun) pageInput(i int) CampaignInput {
 func (r *pagedRun) runPage(i int) error {
 	pg := r.pages[i]
 	in := r.pageInput(i)
-	pg.retry, pg.regenerate = nil, nil
+	pg.retry, pg.regenerate, pg.seed = nil, nil, nil
 	pg.runs++
 	info := workflow.GetInfo(r.ctx)
 	id := status.PageID(info.WorkflowExecution.ID, i, shortRunID(info.FirstRunID), pg.runs)
@@ -528,6 +555,7 @@ func (r *pagedRun) addSignalHandlers(sel workflow.Selector) {
 				}
 			}
 		}
+		r.retrySeeded(func(u status.UnitResult) bool { return u.HasFailures() && (s.Unit == "" || u.Key == s.Unit) })
 		r.forward(SignalRetryFailed, s)
 	})
 	sel.AddReceive(workflow.GetSignalChannel(r.ctx, SignalRegenerate), func(ch workflow.ReceiveChannel, _ bool) {
@@ -545,6 +573,9 @@ func (r *pagedRun) addSignalHandlers(sel workflow.Selector) {
 					pg.regenerate = append(pg.regenerate, k)
 				}
 			}
+		}
+		for _, pg := range r.pages[r.next:r.fixed()] {
+			pg.seed.Retry = append(pg.seed.Retry, regenerable(pg.seed, nil, s.Units)...)
 		}
 		r.forward(SignalRegenerate, s)
 	})
@@ -587,8 +618,15 @@ func (r *pagedRun) update(u UpdateSignal) {
 	// The new spec lists every unit: the pieces of the old one still
 	// on their way are not waited for.
 	r.piecesWant = r.piecesGot
+	inSpec := map[string]bool{}
+	for _, nu := range in.Units {
+		inSpec[nu.Key] = true
+	}
 	started := map[string]bool{}
-	for _, pg := range r.pages[:r.next] {
+	for _, pg := range r.pages[:r.fixed()] {
+		if pg.seed != nil {
+			pg.keys = pg.dropUnstarted(inSpec)
+		}
 		for _, k := range pg.keys {
 			started[k] = true
 		}
@@ -614,15 +652,7 @@ func (r *pagedRun) update(u UpdateSignal) {
 		r.forward(SignalUpdate, UpdateSignal{Input: pin})
 	}
 	r.paginate(rest, nil)
-	r.in.Template = in.Template
-	r.in.BatchSize, r.in.StrictBatches, r.in.MaxParallel = in.BatchSize, in.StrictBatches, in.MaxParallel
-	r.in.ThresholdPercent, r.in.FailureAction = in.ThresholdPercent, in.FailureAction
-	r.in.MaxCostUSD = in.MaxCostUSD
-	r.in.PullRequestsPerHour, r.in.Burst = in.PullRequestsPerHour, in.Burst
-	r.in.MaxPendingChecks = in.MaxPendingChecks
-	if in.Generation != 0 {
-		r.in.Generation = in.Generation
-	}
+	r.in.takeSettings(in)
 	if len(u.Memo) > 0 {
 		if err := workflow.UpsertMemo(r.ctx, u.Memo); err != nil {
 			workflow.GetLogger(r.ctx).Error("record updated spec", "error", err)
@@ -644,6 +674,9 @@ func (r *pagedRun) summary() status.Summary {
 			t := s.Total
 			s.Add(pg.result.State.Summary)
 			s.Total = t
+		}
+		for _, u := range pg.seeded() {
+			s.Count(u, max(len(r.units[u.Key].Repositories), 1), 1)
 		}
 	}
 	return s
