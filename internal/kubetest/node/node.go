@@ -116,6 +116,10 @@ func Start(opts Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDisk(dir); err != nil {
+		os.Remove(dir)
+		return nil, err
+	}
 	id := filepath.Base(dir)
 	n = &Node{Name: "localhost", Dir: dir, id: id, bins: bins, cgroupRoot: "/" + id}
 	defer func() {

@@ -14,12 +14,16 @@ import (
 )
 
 // WatchPods records, until the test ends, each pod in namespace ns as
-// last seen (DescribePod). The returned function says what it saw, one
-// pod after another, or "none".
+// last seen (DescribePod), and the node's pressure (DescribePressure).
+// The returned function says what it saw, one pod after another (or
+// "none"), then the pressure last seen on the node, if any.
 func (n *Node) WatchPods(t testing.TB, ns string) func() string {
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	seen := map[string]string{}
+	// pressure is the last pressure seen on the node, which may have
+	// passed by the time the test fails.
+	var pressure string
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -29,6 +33,14 @@ func (n *Node) WatchPods(t testing.TB, ns string) func() string {
 				mu.Lock()
 				for _, p := range pods.Items {
 					seen[p.Name] = DescribePod(p)
+				}
+				mu.Unlock()
+			}
+			var node corev1.Node
+			if err := n.Env.Client.Get(ctx, client.ObjectKey{Name: n.Name}, &node); err == nil {
+				mu.Lock()
+				if s := DescribePressure(node); s != "" {
+					pressure = s
 				}
 				mu.Unlock()
 			}
@@ -42,14 +54,17 @@ func (n *Node) WatchPods(t testing.TB, ns string) func() string {
 	return func() string {
 		mu.Lock()
 		defer mu.Unlock()
-		if len(seen) == 0 {
-			return "none"
-		}
 		lines := make([]string, 0, len(seen))
 		for _, s := range seen {
 			lines = append(lines, s)
 		}
 		sort.Strings(lines)
+		if len(lines) == 0 {
+			lines = append(lines, "none")
+		}
+		if pressure != "" {
+			lines = append(lines, "node "+n.Name+" under "+pressure)
+		}
 		return strings.Join(lines, "; ")
 	}
 }
@@ -94,4 +109,27 @@ func DescribePod(p corev1.Pod) string {
 		}
 	}
 	return b.String()
+}
+
+// DescribePressure is what of the node's conditions says it is short of
+// disk, memory or process ids, with the taints that keep pods off it
+// ("" when none does): a pod "unscheduled" for an untolerated taint is
+// most often a node whose disk filled.
+func DescribePressure(n corev1.Node) string {
+	var out []string
+	for _, c := range n.Status.Conditions {
+		switch c.Type {
+		case corev1.NodeDiskPressure, corev1.NodeMemoryPressure, corev1.NodePIDPressure:
+			if c.Status == corev1.ConditionTrue {
+				out = append(out, fmt.Sprintf("%s (%s)", c.Type, c.Message))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	for _, t := range n.Spec.Taints {
+		out = append(out, fmt.Sprintf("taint %s:%s", t.Key, t.Effect))
+	}
+	return strings.Join(out, ", ")
 }
