@@ -32,6 +32,20 @@ func grow(t *testing.T, env *testsuite.TestWorkflowEnvironment, d time.Duration,
 	}, d)
 }
 
+// pilot sets a campaign's input as the tests of a pilot grown past its
+// page have it: pages of four, one unit at a time in batches of batch,
+// no failure threshold, and one pull request an hour, so that the pilot
+// is under way when the spec grows.
+func pilot(strict bool, batch int) func(*workflow.CampaignInput) {
+	return func(in *workflow.CampaignInput) {
+		in.StrictBatches = strict
+		in.PageSize = 4
+		in.BatchSize, in.MaxParallel = batch, 1
+		in.ThresholdPercent = 100
+		in.PullRequestsPerHour, in.Burst = 1, 1
+	}
+}
+
 // A campaign started as one page (a pilot of four repositories) and
 // grown in place to ten, past its page of four, goes on in pages: what
 // it carries and returns stays the size of a page, the units that ran
@@ -41,15 +55,7 @@ func TestCampaignGrownPastAPageGoesOnInPages(t *testing.T) {
 	forEachMode(t, func(t *testing.T, strict bool) {
 		f := &fleet{fail: map[string]bool{"r1": true}}
 		env := newCampaignEnv(f)
-		like := func(in *workflow.CampaignInput) {
-			in.StrictBatches = strict
-			in.PageSize = 4
-			in.BatchSize, in.MaxParallel = 1, 1
-			in.ThresholdPercent = 100
-			// One pull request an hour: the pilot is under way when the
-			// spec grows.
-			in.PullRequestsPerHour, in.Burst = 1, 1
-		}
+		like := pilot(strict, 1)
 		in := campaignInput(4)
 		like(&in)
 		grow(t, env, 150*time.Minute, 10, like)
@@ -96,16 +102,11 @@ func TestCampaignGrownWhileSuspendedKeepsWhatRan(t *testing.T) {
 	forEachMode(t, func(t *testing.T, strict bool) {
 		f := &fleet{fail: map[string]bool{"r1": true}}
 		env := newCampaignEnv(f)
-		like := func(in *workflow.CampaignInput) {
-			in.StrictBatches = strict
-			in.PageSize = 4
-			in.BatchSize, in.MaxParallel = 1, 1
-			if strict {
-				in.BatchSize = 2
-			}
-			in.ThresholdPercent = 100
-			in.PullRequestsPerHour, in.Burst = 1, 1
+		batch := 1
+		if strict {
+			batch = 2
 		}
+		like := pilot(strict, batch)
 		in := campaignInput(4)
 		like(&in)
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflow.SignalSuspend, nil) }, 90*time.Minute)
