@@ -117,7 +117,7 @@ func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := follow(ctx, c, devserver.Namespace, id, &out, false, nil); err != nil {
+	if err := follow(ctx, c, devserver.Namespace, id, &out, false, nil, ""); err != nil {
 		t.Fatalf("follow: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "completed") {
@@ -131,7 +131,7 @@ func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	stop()
 	out.Reset()
-	if err := follow(cctx, c, devserver.Namespace, id, &out, false, nil); !errors.Is(err, errInterrupted) {
+	if err := follow(cctx, c, devserver.Namespace, id, &out, false, nil, ""); !errors.Is(err, errInterrupted) {
 		t.Errorf("interrupted follow returned %v; want errInterrupted", err)
 	}
 	if !strings.Contains(out.String(), "stopped following "+id+"; it goes on") {

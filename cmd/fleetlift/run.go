@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/term"
@@ -19,6 +20,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/repoquery"
 	"github.com/fleetlift/fleetlift/internal/spec"
+	"github.com/fleetlift/fleetlift/internal/state"
 	runfollow "github.com/fleetlift/fleetlift/internal/status/follow"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
@@ -41,6 +43,11 @@ and it runs a worker in this process unless --no-worker is given.
 A run that needs approval waits: see the result and its digest with
 ` + "`fleetlift status ID --diff`" + ` from another terminal, then decide with
 ` + "`fleetlift approve ID --digest D`" + ` (or reject, steer --prompt).
+
+Stopped before its end (Ctrl-C) with the embedded server and a worker in
+this process, the run stops too and is kept in the state directory: the
+same command again goes on with it where it stopped. Another version of the
+same definition is refused while it is there.
 
 Local repositories (file:// URLs and absolute paths) are cloned only from
 under a directory given with --allow-file-root.
@@ -102,15 +109,19 @@ one, branches are pushed to the repositories themselves.`,
 				}
 				defer w.Stop()
 			}
-			run, err := submit(ctx, c, start, *def, opts)
+			run, resumed, err := submit(ctx, c, start, *def, opts)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "started %s (run %s)\n", start.WorkflowID, run.GetRunID())
+			if resumed {
+				fmt.Fprintf(out, "going on with %s (run %s): it was already running this definition\n", start.WorkflowID, run.GetRunID())
+			} else {
+				fmt.Fprintf(out, "started %s (run %s)\n", start.WorkflowID, run.GetRunID())
+			}
 			if detach {
 				return nil
 			}
-			return follow(ctx, c, f.namespace, start.WorkflowID, out, isTerminal(out), news)
+			return follow(ctx, c, f.namespace, start.WorkflowID, out, isTerminal(out), news, goesOn(&f, noWorker))
 		},
 	}
 	f.register(cmd)
@@ -172,9 +183,12 @@ func resolveOne(ctx context.Context, file string, d spec.Definition, fs *forgeSe
 	return defs[0], nil
 }
 
-// submit starts the workflow; a run already going for the same id is an
-// error, a finished one is started again with the next generation.
-func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Definition, opts workflow.Options) (client.WorkflowRun, error) {
+// submit starts the workflow, a finished one again with the next
+// generation. A run already going for the same id with the same
+// definition (one a `fleetlift run` stopped before its end left in the
+// database) is gone on with, and resumed says so; one going with another
+// definition is an error.
+func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Definition, opts workflow.Options) (run client.WorkflowRun, resumed bool, err error) {
 	gen := int64(1)
 	prev, err := c.DescribeWorkflowExecution(ctx, s.WorkflowID, "")
 	var nf *serviceerror.NotFound
@@ -182,19 +196,68 @@ func submit(ctx context.Context, c client.Client, s workflow.Start, d spec.Defin
 	case err == nil:
 		gen = dispatch.Generation(prev.WorkflowExecutionInfo) + 1
 	case !errors.As(err, &nf):
+		return nil, false, fmt.Errorf("look up %s: %w", s.WorkflowID, err)
+	}
+	run, err = dispatch.StartRun(ctx, c, d, opts, "", gen)
+	if errors.Is(err, dispatch.ErrAlreadyRunning) || errors.Is(err, dispatch.ErrAlreadyStarted) {
+		run, err = goOn(ctx, c, s, d, opts)
+		return run, err == nil, err
+	}
+	return run, false, err
+}
+
+// goOn is the run of s going already, when it runs d: a campaign run in
+// pages is sent its pages of units again (it takes those its start never
+// sent, should the process that started it have stopped first).
+func goOn(ctx context.Context, c client.Client, s workflow.Start, d spec.Definition, opts workflow.Options) (client.WorkflowRun, error) {
+	cur, err := c.DescribeWorkflowExecution(ctx, s.WorkflowID, "")
+	if err != nil {
 		return nil, fmt.Errorf("look up %s: %w", s.WorkflowID, err)
 	}
-	run, err := dispatch.StartRun(ctx, c, d, opts, "", gen)
-	if errors.Is(err, dispatch.ErrAlreadyRunning) || errors.Is(err, dispatch.ErrAlreadyStarted) {
-		return nil, fmt.Errorf("%s is already running, or was started meanwhile: follow it with `fleetlift status %s`", s.WorkflowID, s.WorkflowID)
+	info := cur.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil, fmt.Errorf("%s was started meanwhile, and has ended: see it with `fleetlift status %s`", s.WorkflowID, s.WorkflowID)
 	}
-	return run, err
+	gen := dispatch.Generation(info)
+	if dispatch.SpecDigest(info) != d.Digest {
+		stop := "`fleetlift reject " + s.WorkflowID + "` when it awaits approval"
+		if s.Campaign != nil {
+			stop = "`fleetlift abort " + s.WorkflowID + "`"
+		}
+		return nil, fmt.Errorf("%s is already running another version of this definition (generation %d): go on with it with the file it started from, or stop it (%s) before running this one",
+			s.WorkflowID, gen, stop)
+	}
+	runID := info.GetExecution().GetRunId()
+	if s.Campaign != nil {
+		if _, pieces := workflow.Split(*s.Campaign); len(pieces) > 0 {
+			t := &dispatch.Temporal{Client: c, Options: opts}
+			rec := state.Campaign{ID: d.ID, WorkflowID: s.WorkflowID, RunID: runID, Generation: gen, AwaitingPieces: 1}
+			if err := t.ResendPieces(ctx, d, rec); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c.GetWorkflow(ctx, s.WorkflowID, runID), nil
+}
+
+// goesOn says how a run goes on once `fleetlift run` stops following it:
+// with the embedded server this process started, and a worker in it,
+// only when the same command runs again.
+func goesOn(f *temporalFlags, noWorker bool) string {
+	switch {
+	case f.embedded:
+		return fmt.Sprintf("it stopped with this process and is kept in %s: run the same command again to go on with it",
+			filepath.Join(f.stateDir, "temporal.db"))
+	case !noWorker:
+		return "it goes on where a worker runs (`fleetlift worker`), or here when you run the same command again"
+	}
+	return ""
 }
 
 // follow follows run id to its end (runfollow.Run), then a report's
 // reports; it exits 1 when the run fell short.
-func follow(ctx context.Context, c client.Client, namespace, id string, w io.Writer, tty bool, news *runfollow.News) error {
-	err := runfollow.Run(ctx, runReader(c, namespace), id, w, runfollow.Options{TTY: tty, News: news,
+func follow(ctx context.Context, c client.Client, namespace, id string, w io.Writer, tty bool, news *runfollow.News, goesOn string) error {
+	err := runfollow.Run(ctx, runReader(c, namespace), id, w, runfollow.Options{TTY: tty, News: news, GoesOn: goesOn,
 		Ended: func(w io.Writer) { writeRunReports(ctx, c, namespace, id, w) }})
 	switch {
 	case errors.Is(err, runfollow.ErrInterrupted):

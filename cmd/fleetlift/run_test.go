@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -261,4 +262,74 @@ func describeMemo(t *testing.T, srv *devserver.Server, id string) map[string]str
 func dialServer(srv *devserver.Server) (client.Client, error) {
 	return client.Dial(client.Options{HostPort: srv.Address(), Namespace: devserver.Namespace,
 		ConnectionOptions: client.ConnectionOptions{TLS: srv.ClientTLS()}, DataConverter: payload.Converter})
+}
+
+// TestRunStoppedGoesOnWhenRunAgain: a `fleetlift run` stopped midway (an
+// interrupt), whose embedded server and worker stop with it, says so and
+// how to go on, not that the run goes on; another definition of the same
+// id is refused while the run is there; the same command again goes on
+// with the run to its end, and the repository finished before the stop
+// is not pushed again.
+func TestRunStoppedGoesOnWhenRunAgain(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 3)
+	slow := func(to string) string {
+		body := bumpCampaign("resume", urls, "max_parallel: 1\n")
+		return strings.Replace(body, `command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]`,
+			`command: [sh, -c, "sleep 2; sed -i 's/^go 1.21$/go `+to+`/' go.mod"]`, 1)
+	}
+	def := writeDef(t, root, "resume.yaml", slow("1.26"))
+	other := writeDef(t, root, "other.yaml", slow("1.27"))
+	addr, state := freeAddr(t), filepath.Join(root, "state")
+	args := []string{"--temporal-address", addr, "--state-dir", state}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- runContext(ctx, append([]string{"run", "--file", def}, args...), &out, &out) }()
+	finished := regexp.MustCompile(`(?m)^\S+\s+svc\d\s+completed$`)
+	for deadline := time.Now().Add(2 * time.Minute); !finished.MatchString(out.String()); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no repository finished:\n%s", out.String())
+		}
+	}
+	cancel()
+	if code := <-done; code == 0 {
+		t.Fatalf("an interrupted run exited 0:\n%s", out.String())
+	}
+	if s := out.String(); !strings.Contains(s, "it stopped with this process and is kept in "+filepath.Join(state, "temporal.db")+": run the same command again to go on with it") || strings.Contains(s, "it goes on:") {
+		t.Errorf("the interrupted run does not say how it goes on:\n%s", s)
+	}
+	heads := map[string]string{}
+	for _, u := range urls {
+		if head, err := exec.Command("git", "-C", strings.TrimPrefix(u, "file://"), "rev-parse", "auto/resume/resume").Output(); err == nil {
+			heads[u] = string(head)
+		}
+	}
+	if len(heads) == 0 || len(heads) == len(urls) {
+		t.Fatalf("%d of %d repositories pushed before the stop; want some, not all", len(heads), len(urls))
+	}
+
+	if s, code := runCLI(t, append([]string{"run", "--file", other, "--no-worker"}, args...)...); code == 0 ||
+		!strings.Contains(s, "campaign/resume is already running another version of this definition") || !strings.Contains(s, "fleetlift abort campaign/resume") {
+		t.Errorf("another definition while the run is there: exit %d:\n%s", code, s)
+	}
+
+	s, code := runCLI(t, append([]string{"run", "--file", def}, args...)...)
+	if code != 0 || !strings.Contains(s, "going on with campaign/resume") || !strings.Contains(s, "3 repositories: 3 completed") {
+		t.Fatalf("run again: exit %d:\n%s", code, s)
+	}
+	for _, u := range urls {
+		bare := strings.TrimPrefix(u, "file://")
+		if got, err := exec.Command("git", "-C", bare, "show", "auto/resume/resume:go.mod").Output(); err != nil || !strings.Contains(string(got), "go 1.26") {
+			t.Errorf("%s: branch auto/resume/resume missing or unchanged: %v", bare, err)
+		}
+		if before, ok := heads[u]; ok {
+			if now, _ := exec.Command("git", "-C", bare, "rev-parse", "auto/resume/resume").Output(); string(now) != before {
+				t.Errorf("%s: pushed again after the stop (%s, was %s)", bare, now, before)
+			}
+		}
+	}
 }

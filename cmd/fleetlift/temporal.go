@@ -42,6 +42,9 @@ type temporalFlags struct {
 	// their logs are discarded, their metrics not kept.
 	log     *slog.Logger
 	metrics client.MetricsHandler
+	// embedded is set once dialOrEmbed has started the embedded server
+	// in this process: runs stop with it.
+	embedded bool
 }
 
 // temporalTLSFlags say how a client proves itself to Temporal and checks
@@ -316,6 +319,7 @@ func (f *temporalFlags) dialOrEmbed(ctx context.Context, logw io.Writer) (client
 		srv.Stop()
 		return nil, nil, err
 	}
+	f.embedded = true
 	return c, func() { c.Close(); srv.Stop() }, nil
 }
 

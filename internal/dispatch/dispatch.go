@@ -71,6 +71,18 @@ func Generation(info *workflowpb.WorkflowExecutionInfo) int64 {
 	return g
 }
 
+// SpecDigest is the digest of the definition a run records in its memo
+// (the spec it last took in place); "" when it records none.
+func SpecDigest(info *workflowpb.WorkflowExecutionInfo) string {
+	var d string
+	if p, ok := info.GetMemo().GetFields()[status.MemoDigest]; ok {
+		if payload.Converter.FromPayload(p, &d) != nil {
+			return ""
+		}
+	}
+	return d
+}
+
 // Memo is the memo a run of d records: identity, digest, normalised spec,
 // generation and the campaigns revision it came from.
 func Memo(d spec.Definition, rev string, generation int64) (map[string]any, error) {

@@ -294,11 +294,17 @@ func (r *pagedRun) takePiece(pc UnitsPiece) {
 	if r.takeUpdatePiece(pc, r.update) {
 		return
 	}
+	want := r.in.PieceDigests
+	if pc.Generation == r.in.Generation && pc.Index >= 1 && pc.Index < r.piecesGot && len(want) >= pc.Index && pc.Digest == want[pc.Index-1] {
+		// Sent again by a starter that goes on with the run
+		// (dispatch.ResendPieces): taken already.
+		return
+	}
 	if r.piecesGot >= r.piecesWant || pc.Generation != r.in.Generation || pc.Index != r.piecesGot {
 		workflow.GetLogger(r.ctx).Warn("a piece of units out of turn", "generation", pc.Generation, "index", pc.Index, "have", r.piecesGot)
 		return
 	}
-	if want := r.in.PieceDigests; len(want) >= pc.Index && pc.Index >= 1 && pc.Digest != want[pc.Index-1] {
+	if len(want) >= pc.Index && pc.Index >= 1 && pc.Digest != want[pc.Index-1] {
 		// Sent again from a spec whose repositories changed since the
 		// start: not the units the run began with.
 		workflow.GetLogger(r.ctx).Warn("a piece of units other than the one announced", "index", pc.Index, "digest", pc.Digest, "want", want[pc.Index-1])

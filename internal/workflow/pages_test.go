@@ -483,6 +483,31 @@ func TestCampaignMissingPagesOfUnitsFails(t *testing.T) {
 	}
 }
 
+// A starter that goes on with a run (`fleetlift run` again) sends it
+// every page of units after the first, as its start announced them: the
+// run takes the one it lacks, those it has are not taken twice, and
+// each unit runs once.
+func TestCampaignTakesItsPagesSentAgainOnce(t *testing.T) {
+	f, env, head, pieces := missingLastPage()
+	env.RegisterDelayedCallback(func() {
+		for range 2 {
+			for _, pc := range pieces {
+				env.SignalWorkflow(workflow.SignalUnits, pc)
+			}
+		}
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(workflow.Campaign, head)
+	st := campaignResult(t, env)
+	if st.Phase != status.CampaignCompleted || st.Summary.Completed != 8 || len(st.Pages) != 3 {
+		t.Errorf("campaign: %s %q, %+v, %d pages; want completed, 8 units in 3 pages", st.Phase, st.Message, st.Summary, len(st.Pages))
+	}
+	started := slices.Clone(f.started)
+	slices.Sort(started)
+	if want := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"}; !slices.Equal(started, want) {
+		t.Errorf("units started: %v; want each once", f.started)
+	}
+}
+
 // A campaign waiting for a page of units its starter never sent says
 // which (AwaitingPieces), and takes it sent again: from a starter that
 // split the same input, not one whose units changed since the start.

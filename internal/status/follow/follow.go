@@ -22,7 +22,7 @@ import (
 )
 
 // ErrInterrupted is Run's error when its context ended before the run:
-// it has said that the run goes on.
+// it has said how the run goes on.
 var ErrInterrupted = errors.New("interrupted")
 
 // ErrFellShort is Run's error when the run ended without changing every
@@ -38,6 +38,10 @@ type Options struct {
 	// Ended, if set, prints what follows the result table of the ended
 	// run (a report's reports).
 	Ended func(w io.Writer)
+	// GoesOn says how the run goes on once Run is interrupted ("" for
+	// "it goes on: `fleetlift status ID`", where workers elsewhere run
+	// it).
+	GoesOn string
 }
 
 // Run follows run id: it prints progress until the run ends, then the
@@ -99,7 +103,11 @@ func Run(ctx context.Context, rd *statetemporal.Reader, id string, w io.Writer, 
 			}
 		}
 		if ctx.Err() != nil {
-			fmt.Fprintf(w, "\nstopped following %s; it goes on: `fleetlift status %s`\n", id, id)
+			goesOn := o.GoesOn
+			if goesOn == "" {
+				goesOn = fmt.Sprintf("it goes on: `fleetlift status %s`", id)
+			}
+			fmt.Fprintf(w, "\nstopped following %s; %s\n", id, goesOn)
 			return ErrInterrupted
 		}
 		shown := st
