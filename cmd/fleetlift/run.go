@@ -61,6 +61,12 @@ one, branches are pushed to the repositories themselves.`,
 			if file == "" {
 				return usageErrorf("--file is required")
 			}
+			if detach && !listening(f.address) {
+				// The embedded server, and a worker in this process,
+				// would stop as the command returns, and the run with
+				// them.
+				return fmt.Errorf("--detach leaves the run to a Temporal server and workers that outlive this command, and nothing listens at %s: start them first (`fleetlift up`, or `fleetlift server` and `fleetlift worker`), or run without --detach", f.address)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			def, err := loadOne(ctx, file)
@@ -97,7 +103,9 @@ one, branches are pushed to the repositories themselves.`,
 			// News of this process's worker's activities: the follow
 			// reads the run when there is some.
 			var news *runfollow.News
-			if !noWorker {
+			// Detached, the run is the server's workers' to run: one
+			// in this process would stop as the command returns.
+			if !noWorker && !detach {
 				news = runfollow.NewNews()
 				wf.activityNews, wf.unitStarted, wf.unitEnded = news.Tell, news.UnitStarted, news.UnitEnded
 				w, err := newWorker(ctx, cmd.ErrOrStderr(), c, &f, &wf)
@@ -129,7 +137,7 @@ one, branches are pushed to the repositories themselves.`,
 	ff.register(cmd)
 	cmd.Flags().StringVarP(&file, "file", "f", "", "definition file (.yaml, .yml or .cue)")
 	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process (workers run elsewhere)")
-	cmd.Flags().BoolVar(&detach, "detach", false, "start and return; follow with: fleetlift status ID")
+	cmd.Flags().BoolVar(&detach, "detach", false, "start and return, leaving the run to the server's workers (no worker in this process; the server must be running); follow with: fleetlift status ID")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
 	registerHostTimeout(cmd, &hostTimeout)
 	return cmd

@@ -333,3 +333,21 @@ func TestRunStoppedGoesOnWhenRunAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestRunDetachNeedsAServer: `fleetlift run --detach` with no server to
+// leave the run to is refused before anything starts: an embedded server
+// would stop as the command returns, and the run with it.
+func TestRunDetachNeedsAServer(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 1)
+	def := writeDef(t, root, "bump.yaml", bumpCampaign("detached", urls, ""))
+	addr, state := freeAddr(t), filepath.Join(root, "state")
+	out, code := runCLI(t, "run", "--file", def, "--detach", "--temporal-address", addr, "--state-dir", state)
+	if code == 0 || !strings.Contains(out, "--detach leaves the run to a Temporal server and workers that outlive this command, and nothing listens at "+addr) ||
+		strings.Contains(out, "starting the embedded Temporal server") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(state, "temporal.db")); !os.IsNotExist(err) {
+		t.Errorf("a database was made for a run that was refused: %v", err)
+	}
+}
