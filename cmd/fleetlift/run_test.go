@@ -266,10 +266,11 @@ func dialServer(srv *devserver.Server) (client.Client, error) {
 
 // TestRunStoppedGoesOnWhenRunAgain: a `fleetlift run` stopped midway (an
 // interrupt), whose embedded server and worker stop with it, says so and
-// how to go on, not that the run goes on; another definition of the same
-// id is refused while the run is there; the same command again goes on
-// with the run to its end, and the repository finished before the stop
-// is not pushed again.
+// how to go on, not that the run goes on; `fleetlift status` reads it
+// without a server, and says why its state cannot be read; another
+// definition of the same id is refused while the run is there; the same
+// command again goes on with the run to its end, and the repository
+// finished before the stop is not pushed again.
 func TestRunStoppedGoesOnWhenRunAgain(t *testing.T) {
 	root := t.TempDir()
 	urls := demoRepos(t, root, 3)
@@ -312,6 +313,15 @@ func TestRunStoppedGoesOnWhenRunAgain(t *testing.T) {
 		t.Fatalf("%d of %d repositories pushed before the stop; want some, not all", len(heads), len(urls))
 	}
 
+	// Read without a server: the list shows it running; its state, which
+	// only a worker answers for, is refused at once, saying why.
+	if s, code := runCLI(t, append([]string{"status"}, args...)...); code != 0 || !regexp.MustCompile(`campaign/resume\s+Campaign\s+running`).MatchString(s) {
+		t.Errorf("status of the runs: exit %d:\n%s", code, s)
+	}
+	if s, code := runCLI(t, append([]string{"status", "resume"}, args...)...); code == 0 || !strings.Contains(s, "campaign/resume is running, and nothing runs it now") {
+		t.Errorf("status of the stopped run: exit %d:\n%s", code, s)
+	}
+
 	if s, code := runCLI(t, append([]string{"run", "--file", other, "--no-worker"}, args...)...); code == 0 ||
 		!strings.Contains(s, "campaign/resume is already running another version of this definition") || !strings.Contains(s, "fleetlift abort campaign/resume") {
 		t.Errorf("another definition while the run is there: exit %d:\n%s", code, s)
@@ -320,6 +330,9 @@ func TestRunStoppedGoesOnWhenRunAgain(t *testing.T) {
 	s, code := runCLI(t, append([]string{"run", "--file", def}, args...)...)
 	if code != 0 || !strings.Contains(s, "going on with campaign/resume") || !strings.Contains(s, "3 repositories: 3 completed") {
 		t.Fatalf("run again: exit %d:\n%s", code, s)
+	}
+	if s, code := runCLI(t, append([]string{"status", "resume"}, args...)...); code != 0 || !strings.Contains(s, "campaign/resume: completed (3 repositories completed)") {
+		t.Errorf("status of the ended run, read without a server: exit %d:\n%s", code, s)
 	}
 	for _, u := range urls {
 		bare := strings.TrimPrefix(u, "file://")
