@@ -24,10 +24,11 @@ var perCommandEnv = map[string]bool{"output": true, "dir": true}
 // prs --state (a pull request's state, not plan's recorded state),
 // prs close --comment (left on pull requests, not kept in a record),
 // prs merge, close, update and retry --repository (a list, where
-// approve takes one).
+// approve takes one), run --failed-only (a variable set for retry must not
+// turn every run into a retry).
 // They read a variable named after the command, as perCommandEnv's do.
 var ownEnv = map[string]bool{"prs/state": true, "close/comment": true, "merge/repository": true, "close/repository": true,
-	"update/repository": true, "retry/repository": true}
+	"update/repository": true, "retry/repository": true, "run/failed-only": true}
 
 // envName is the environment variable flag of cmd reads when it is not
 // given on the command line: FLEETLIFT_ and the flag's name in capitals,

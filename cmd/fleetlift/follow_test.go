@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/status"
+	runfollow "github.com/fleetlift/fleetlift/internal/status/follow"
 )
 
 // The workers of a process that follows its run tell it as each activity
@@ -117,7 +118,7 @@ func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := follow(ctx, c, devserver.Namespace, id, &out, false, nil, ""); err != nil {
+	if err := follow(ctx, c, devserver.Namespace, id, &out, runfollow.Options{}); err != nil {
 		t.Fatalf("follow: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "completed") {
@@ -131,7 +132,7 @@ func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	stop()
 	out.Reset()
-	if err := follow(cctx, c, devserver.Namespace, id, &out, false, nil, ""); !errors.Is(err, errInterrupted) {
+	if err := follow(cctx, c, devserver.Namespace, id, &out, runfollow.Options{}); !errors.Is(err, errInterrupted) {
 		t.Errorf("interrupted follow returned %v; want errInterrupted", err)
 	}
 	if !strings.Contains(out.String(), "stopped following "+id+"; it goes on") {

@@ -38,6 +38,7 @@ var helps = map[string]commandHelp{
 	"run": {
 		examples: []string{"fleetlift run --file examples/go-version-bump.cue --allow-file-root ~/src",
 			"fleetlift run --file campaign.yaml --detach",
+			"fleetlift run --file campaign.yaml --failed-only",
 			"fleetlift run --file task.yaml --sandbox docker"},
 		failed: "the run could not start, or a repository failed or was cancelled",
 	},

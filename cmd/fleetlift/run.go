@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -30,7 +32,7 @@ func newRunCmd() *cobra.Command {
 	var wf workerFlags
 	var ff forgeFlags
 	var file string
-	var noWorker, detach bool
+	var noWorker, detach, failedOnly bool
 	var approvalTimeout, hostTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run --file FILE",
@@ -60,6 +62,9 @@ one, branches are pushed to the repositories themselves.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return usageErrorf("--file is required")
+			}
+			if failedOnly && noWorker && !detach {
+				return usageErrorf("--failed-only runs the failed repositories with this process's worker: drop --no-worker, or add --detach")
 			}
 			if detach && !listening(f.address) {
 				// The embedded server, and a worker in this process,
@@ -117,19 +122,26 @@ one, branches are pushed to the repositories themselves.`,
 				}
 				defer w.Stop()
 			}
-			run, resumed, err := submit(ctx, c, start, *def, opts)
-			if err != nil {
-				return err
-			}
-			if resumed {
-				fmt.Fprintf(out, "going on with %s (run %s): it was already running this definition\n", start.WorkflowID, run.GetRunID())
+			if failedOnly {
+				if err := retryFailed(ctx, c, start, *def, out); err != nil {
+					return err
+				}
 			} else {
-				fmt.Fprintf(out, "started %s (run %s)\n", start.WorkflowID, run.GetRunID())
+				run, resumed, err := submit(ctx, c, start, *def, opts)
+				if err != nil {
+					return err
+				}
+				if resumed {
+					fmt.Fprintf(out, "going on with %s (run %s): it was already running this definition\n", start.WorkflowID, run.GetRunID())
+				} else {
+					fmt.Fprintf(out, "started %s (run %s)\n", start.WorkflowID, run.GetRunID())
+				}
 			}
 			if detach {
 				return nil
 			}
-			return follow(ctx, c, f.namespace, start.WorkflowID, out, isTerminal(out), news, goesOn(&f, noWorker))
+			return follow(ctx, c, f.namespace, start.WorkflowID, out, runfollow.Options{TTY: isTerminal(out), News: news,
+				GoesOn: goesOn(&f, noWorker), Retry: againFailedOnly(cmd)})
 		},
 	}
 	f.register(cmd)
@@ -137,6 +149,7 @@ one, branches are pushed to the repositories themselves.`,
 	ff.register(cmd)
 	cmd.Flags().StringVarP(&file, "file", "f", "", "definition file (.yaml, .yml or .cue)")
 	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process (workers run elsewhere)")
+	cmd.Flags().BoolVar(&failedOnly, "failed-only", false, "run only the repositories that failed in the campaign's last run of this definition again, keeping the others' results (as `fleetlift retry --failed-only`)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "start and return, leaving the run to the server's workers (no worker in this process; the server must be running); follow with: fleetlift status ID")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
 	registerHostTimeout(cmd, &hostTimeout)
@@ -248,6 +261,67 @@ func goOn(ctx context.Context, c client.Client, s workflow.Start, d spec.Definit
 	return c.GetWorkflow(ctx, s.WorkflowID, runID), nil
 }
 
+// retryFailed runs the failed repositories of campaign s again, as
+// `fleetlift retry --failed-only` does, when its last run was of d.
+func retryFailed(ctx context.Context, c client.Client, s workflow.Start, d spec.Definition, out io.Writer) error {
+	if s.Campaign == nil {
+		return usageErrorf("--failed-only runs a campaign's failed repositories again; %s is a task: run it without --failed-only", d.ID)
+	}
+	prev, err := c.DescribeWorkflowExecution(ctx, s.WorkflowID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return fmt.Errorf("%s has not run: run it without --failed-only", s.WorkflowID)
+	case err != nil:
+		return fmt.Errorf("look up %s: %w", s.WorkflowID, err)
+	}
+	if dispatch.SpecDigest(prev.GetWorkflowExecutionInfo()) != d.Digest {
+		return fmt.Errorf("%s last ran another version of this definition: run this one whole (without --failed-only), or retry with the file it last ran", s.WorkflowID)
+	}
+	n, err := dispatch.RetryFailed(ctx, c, s.WorkflowID)
+	switch {
+	case errors.Is(err, dispatch.ErrNothingToRerun):
+		return fmt.Errorf("%s has no failed repositories", s.WorkflowID)
+	case err != nil:
+		return err
+	case n == 0:
+		fmt.Fprintf(out, "%s: its failed repositories queued to run again\n", s.WorkflowID)
+	default:
+		fmt.Fprintf(out, "started %s again for %d failed repositories\n", s.WorkflowID, n)
+	}
+	return nil
+}
+
+// againFailedOnly is the command line of cmd (`fleetlift run` with the
+// flags it was given) with --failed-only.
+func againFailedOnly(cmd *cobra.Command) string {
+	line := []string{"fleetlift", "run"}
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if fl.Name == "failed-only" || fl.Name == "detach" {
+			return
+		}
+		if fl.Value.Type() == "bool" {
+			if fl.Value.String() == "true" {
+				line = append(line, "--"+fl.Name)
+			} else {
+				line = append(line, "--"+fl.Name+"=false")
+			}
+			return
+		}
+		values := []string{fl.Value.String()}
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			values = sv.GetSlice()
+		}
+		for _, v := range values {
+			if v == "" || strings.ContainsAny(v, " \t'\"\\$`;&|<>()*?[]#~") {
+				v = "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
+			}
+			line = append(line, "--"+fl.Name, v)
+		}
+	})
+	return strings.Join(append(line, "--failed-only"), " ")
+}
+
 // goesOn says how a run goes on once `fleetlift run` stops following it:
 // with the embedded server this process started, and a worker in it,
 // only when the same command runs again.
@@ -262,11 +336,11 @@ func goesOn(f *temporalFlags, noWorker bool) string {
 	return ""
 }
 
-// follow follows run id to its end (runfollow.Run), then a report's
-// reports; it exits 1 when the run fell short.
-func follow(ctx context.Context, c client.Client, namespace, id string, w io.Writer, tty bool, news *runfollow.News, goesOn string) error {
-	err := runfollow.Run(ctx, runReader(c, namespace), id, w, runfollow.Options{TTY: tty, News: news, GoesOn: goesOn,
-		Ended: func(w io.Writer) { writeRunReports(ctx, c, namespace, id, w) }})
+// follow follows run id to its end (runfollow.Run, shown as o says),
+// then a report's reports; it exits 1 when the run fell short.
+func follow(ctx context.Context, c client.Client, namespace, id string, w io.Writer, o runfollow.Options) error {
+	o.Ended = func(w io.Writer) { writeRunReports(ctx, c, namespace, id, w) }
+	err := runfollow.Run(ctx, runReader(c, namespace), id, w, o)
 	switch {
 	case errors.Is(err, runfollow.ErrInterrupted):
 		return errInterrupted

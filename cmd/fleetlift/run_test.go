@@ -364,3 +364,61 @@ func TestRunDetachNeedsAServer(t *testing.T) {
 		t.Errorf("a database was made for a run that was refused: %v", err)
 	}
 }
+
+// TestRunFailedOnly: a `fleetlift run` whose campaign fell short says
+// which command runs the failed repositories again (its own, with
+// --failed-only), and that command runs only them, from the same
+// database, keeping the others as they were; with nothing failed, or
+// another version of the definition, it says why it does not run.
+func TestRunFailedOnly(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 3)
+	def := writeDef(t, root, "retry.yaml", bumpCampaign("retry", urls, ""))
+	other := writeDef(t, root, "other.yaml", sedCampaign("retry", "s/^go 1.21$/go 1.27/", "", urls, ""))
+	// svc1's repository is not there yet: its repository fails at the
+	// clone.
+	missing := strings.TrimPrefix(urls[1], "file://")
+	if err := os.Rename(missing, missing+".later"); err != nil {
+		t.Fatal(err)
+	}
+	addr, state := freeAddr(t), filepath.Join(root, "state")
+	args := []string{"--file", def, "--temporal-address", addr, "--state-dir", state}
+	out, code := runCLI(t, append([]string{"run"}, args...)...)
+	// The command it names is its own: its flags (the environment's
+	// too), then --failed-only.
+	again := regexp.MustCompile("run the failed repositories again with `fleetlift run (--[^`]+ )?--file " + regexp.QuoteMeta(def) +
+		" (--[^`]+ )?--state-dir " + regexp.QuoteMeta(state) + " --temporal-address " + regexp.QuoteMeta(addr) + " --failed-only`")
+	if code != 1 || !strings.Contains(out, "3 repositories: 2 completed, 1 failed") || !again.MatchString(out) {
+		t.Fatalf("first run: exit %d; want 1, svc1 failed, and the command that runs it again:\n%s", code, out)
+	}
+	heads := map[string]string{}
+	for _, u := range []string{urls[0], urls[2]} {
+		head, err := exec.Command("git", "-C", strings.TrimPrefix(u, "file://"), "rev-parse", "auto/retry/retry").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		heads[u] = string(head)
+	}
+	if err := os.Rename(missing+".later", missing); err != nil {
+		t.Fatal(err)
+	}
+
+	if s, code := runCLI(t, "run", "--file", other, "--temporal-address", addr, "--state-dir", state, "--failed-only"); code == 0 || !strings.Contains(s, "campaign/retry last ran another version of this definition") {
+		t.Errorf("--failed-only with another version: exit %d:\n%s", code, s)
+	}
+	out, code = runCLI(t, append([]string{"run", "--failed-only"}, args...)...)
+	if code != 0 || !strings.Contains(out, "started campaign/retry again for 1 failed repositories") || !strings.Contains(out, "3 repositories: 3 completed") {
+		t.Fatalf("--failed-only: exit %d:\n%s", code, out)
+	}
+	for u, head := range heads {
+		if now, _ := exec.Command("git", "-C", strings.TrimPrefix(u, "file://"), "rev-parse", "auto/retry/retry").Output(); string(now) != head {
+			t.Errorf("%s: pushed again (%s, was %s)", u, now, head)
+		}
+	}
+	if got, err := exec.Command("git", "-C", missing, "show", "auto/retry/retry:go.mod").Output(); err != nil || !strings.Contains(string(got), "go 1.26") {
+		t.Errorf("svc1 not changed by the retry: %v", err)
+	}
+	if s, code := runCLI(t, append([]string{"run", "--failed-only"}, args...)...); code == 0 || !strings.Contains(s, "campaign/retry has no failed repositories") {
+		t.Errorf("--failed-only with none failed: exit %d:\n%s", code, s)
+	}
+}

@@ -42,6 +42,9 @@ type Options struct {
 	// "it goes on: `fleetlift status ID`", where workers elsewhere run
 	// it).
 	GoesOn string
+	// Retry is the command that runs the failed repositories of an
+	// ended campaign again (render.HumanRetry).
+	Retry string
 }
 
 // Run follows run id: it prints progress until the run ends, then the
@@ -147,7 +150,7 @@ func Run(ctx context.Context, rd *statetemporal.Reader, id string, w io.Writer, 
 		}
 		if st.Closed {
 			fmt.Fprintln(w)
-			render.Human(w, st)
+			render.HumanRetry(w, st, o.Retry)
 			if o.Ended != nil {
 				o.Ended(w)
 			}

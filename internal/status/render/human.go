@@ -18,8 +18,18 @@ import (
 // not obeyed. An error too long for its table cell is printed in full
 // below the table: the end of an error is often its remedy.
 func Human(w io.Writer, s *status.Run) {
+	HumanRetry(w, s, "")
+}
+
+// HumanRetry is Human with retry, the command that runs a campaign's
+// failed repositories again where the reader is ("": `fleetlift retry
+// ID --failed-only`).
+func HumanRetry(w io.Writer, s *status.Run, retry string) {
+	if retry == "" {
+		retry = fmt.Sprintf("fleetlift retry %s --failed-only", s.ID)
+	}
 	tabs := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	cut := human(visible.Writer(tabs), s)
+	cut := human(visible.Writer(tabs), s, retry)
 	tabs.Flush()
 	if len(cut) == 0 {
 		return
@@ -45,7 +55,7 @@ func cell(cut *[]cutError, name, err string) string {
 }
 
 // human writes s's state as a table to tw and returns the errors it cut.
-func human(tw io.Writer, s *status.Run) []cutError {
+func human(tw io.Writer, s *status.Run, retry string) []cutError {
 	var cut []cutError
 	if c := s.Campaign; c != nil {
 		fmt.Fprintf(tw, "%s: %s", s.ID, c.Phase)
@@ -80,7 +90,7 @@ func human(tw io.Writer, s *status.Run) []cutError {
 			sm.Total, sm.Completed, sm.Failed, sm.Skipped, sm.Cancelled, sm.Running, sm.PRsCreated, sm.ReportsCollected)
 		writeUsage(tw, used)
 		if s.Closed && sm.Failed > 0 {
-			fmt.Fprintf(tw, "run the failed repositories again with `fleetlift retry %s --failed-only`\n", s.ID)
+			fmt.Fprintf(tw, "run the failed repositories again with `%s`\n", retry)
 		}
 		return cut
 	}
