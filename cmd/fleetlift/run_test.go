@@ -375,8 +375,8 @@ func TestRunFailedOnly(t *testing.T) {
 	urls := demoRepos(t, root, 3)
 	def := writeDef(t, root, "retry.yaml", bumpCampaign("retry", urls, ""))
 	other := writeDef(t, root, "other.yaml", sedCampaign("retry", "s/^go 1.21$/go 1.27/", "", urls, ""))
-	// svc1's repository is not there yet: its repository fails at the
-	// clone.
+	// svc1's repository is not there yet: its unit fails at the clone,
+	// saying so.
 	missing := strings.TrimPrefix(urls[1], "file://")
 	if err := os.Rename(missing, missing+".later"); err != nil {
 		t.Fatal(err)
@@ -388,8 +388,9 @@ func TestRunFailedOnly(t *testing.T) {
 	// too), then --failed-only.
 	again := regexp.MustCompile("run the failed repositories again with `fleetlift run (--[^`]+ )?--file " + regexp.QuoteMeta(def) +
 		" (--[^`]+ )?--state-dir " + regexp.QuoteMeta(state) + " --temporal-address " + regexp.QuoteMeta(addr) + " --failed-only`")
-	if code != 1 || !strings.Contains(out, "3 repositories: 2 completed, 1 failed") || !again.MatchString(out) {
-		t.Fatalf("first run: exit %d; want 1, svc1 failed, and the command that runs it again:\n%s", code, out)
+	if code != 1 || !strings.Contains(out, "3 repositories: 2 completed, 1 failed") || !again.MatchString(out) ||
+		!strings.Contains(out, "local repository "+urls[1]+" does not exist") {
+		t.Fatalf("first run: exit %d; want 1, svc1 failed for a repository that does not exist, and the command that runs it again:\n%s", code, out)
 	}
 	heads := map[string]string{}
 	for _, u := range []string{urls[0], urls[2]} {

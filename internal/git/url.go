@@ -162,8 +162,41 @@ func CheckLocal(raw string, roots []string) error {
 				return fmt.Errorf("local repository %s: %w", raw, unreadable(filepath.Clean(root), filepath.Clean(p)))
 			}
 		}
+	} else if errors.Is(err, fs.ErrNotExist) {
+		if root, ok := missingUnder(p, roots); ok {
+			return fmt.Errorf("local repository %s does not exist: nothing is at %s (under --allow-file-root %s)", raw, filepath.Clean(p), root)
+		}
 	}
 	return fmt.Errorf("local repository %s is outside the directories this worker may use: give the worker (or fleetlift run, up) --allow-file-root with a directory that holds it", raw)
+}
+
+// missingUnder reports whether p, which does not exist, would be under
+// one of roots, and which: its deepest directory that exists, symbolic
+// links resolved, is under that root's. (That a path does not exist is
+// said only of paths under the roots: of others, a definition could
+// learn what the worker's machine holds.)
+func missingUnder(p string, roots []string) (string, bool) {
+	dir := filepath.Clean(p)
+	for {
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+		real, err := filepath.EvalSymlinks(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", false
+		}
+		for _, root := range roots {
+			if rr, err := filepath.EvalSymlinks(root); err == nil && under(real, rr) {
+				return root, true
+			}
+		}
+		return "", false
+	}
 }
 
 // under reports whether path is dir or inside it.

@@ -121,3 +121,27 @@ func TestSafeJoin(t *testing.T) {
 		})
 	}
 }
+
+// A local repository that is not there says so when it would be under an
+// allowed directory, and only then: of a path elsewhere (through a
+// symbolic link too) nothing is said but that it is not allowed.
+func TestCheckLocalMissing(t *testing.T) {
+	allowed, elsewhere := t.TempDir(), t.TempDir()
+	if err := os.Symlink(elsewhere, filepath.Join(allowed, "out")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{filepath.Join(allowed, "svc.git"), "does not exist: nothing is at " + filepath.Join(allowed, "svc.git") + " (under --allow-file-root " + allowed + ")"},
+		{filepath.Join(allowed, "team", "svc.git"), "does not exist: nothing is at " + filepath.Join(allowed, "team", "svc.git")},
+		{filepath.Join(elsewhere, "svc.git"), "is outside the directories this worker may use"},
+		{filepath.Join(allowed, "out", "svc.git"), "is outside the directories this worker may use"},
+		{filepath.Join(allowed, "..", filepath.Base(elsewhere), "svc.git"), "is outside the directories this worker may use"},
+	} {
+		err := git.CheckLocal("file://"+tc.path, []string{allowed})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want %q", tc.path, err, tc.want)
+		}
+	}
+}
