@@ -105,6 +105,9 @@ one, branches are pushed to the repositories themselves.`,
 				return err
 			}
 			defer closeAll()
+			// Stopped after the worker: another `fleetlift run`'s
+			// embedded server may stop under this one.
+			defer f.standIn(ctx, cmd.ErrOrStderr())()
 			// News of this process's worker's activities: the follow
 			// reads the run when there is some.
 			var news *runfollow.News

@@ -274,13 +274,8 @@ func dialServer(srv *devserver.Server) (client.Client, error) {
 func TestRunStoppedGoesOnWhenRunAgain(t *testing.T) {
 	root := t.TempDir()
 	urls := demoRepos(t, root, 3)
-	slow := func(to string) string {
-		body := bumpCampaign("resume", urls, "max_parallel: 1\n")
-		return strings.Replace(body, `command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]`,
-			`command: [sh, -c, "sleep 2; sed -i 's/^go 1.21$/go `+to+`/' go.mod"]`, 1)
-	}
-	def := writeDef(t, root, "resume.yaml", slow("1.26"))
-	other := writeDef(t, root, "other.yaml", slow("1.27"))
+	def := writeDef(t, root, "resume.yaml", slowBump("resume", urls, 2, "1.26"))
+	other := writeDef(t, root, "other.yaml", slowBump("resume", urls, 2, "1.27"))
 	addr, state := freeAddr(t), filepath.Join(root, "state")
 	args := []string{"--temporal-address", addr, "--state-dir", state}
 
@@ -421,5 +416,52 @@ func TestRunFailedOnly(t *testing.T) {
 	}
 	if s, code := runCLI(t, append([]string{"run", "--failed-only"}, args...)...); code == 0 || !strings.Contains(s, "campaign/retry has no failed repositories") {
 		t.Errorf("--failed-only with none failed: exit %d:\n%s", code, s)
+	}
+}
+
+// slowBump is a campaign over urls that raises their go directive to to
+// one repository at a time, each taking seconds.
+func slowBump(id string, urls []string, seconds int, to string) string {
+	return strings.Replace(bumpCampaign(id, urls, "max_parallel: 1\n"), `command: [sed, -i, "s/^go 1.21$/go 1.26/", go.mod]`,
+		fmt.Sprintf(`command: [sh, -c, "sleep %d; sed -i 's/^go 1.21$/go %s/' go.mod"]`, seconds, to), 1)
+}
+
+// TestRunsShareAnEmbeddedServer: a second `fleetlift run` on the same
+// state directory (another terminal) uses the embedded server the first
+// started; when the first ends and stops it, the second serves the
+// database itself and runs to its end. (The first runs no worker here,
+// so the second's runs both campaigns: a worker in the first would take
+// steps of the second's run and drop them when it stops, and they would
+// run again only after the host timeout.)
+func TestRunsShareAnEmbeddedServer(t *testing.T) {
+	root := t.TempDir()
+	urls := demoRepos(t, root, 3)
+	first := writeDef(t, root, "first.yaml", slowBump("first", urls[:1], 3, "1.26"))
+	second := writeDef(t, root, "second.yaml", slowBump("second", urls, 2, "1.26"))
+	flags := []string{"--temporal-address", freeAddr(t), "--state-dir", filepath.Join(root, "state")}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var outA, outB syncBuffer
+	doneA, doneB := make(chan int, 1), make(chan int, 1)
+	go func() {
+		doneA <- runContext(ctx, append([]string{"run", "--file", first, "--no-worker"}, flags...), &outA, &outA)
+	}()
+	for !strings.Contains(outA.String(), "started campaign/first") {
+		if ctx.Err() != nil {
+			t.Fatalf("the first run did not start:\n%s", outA.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	go func() { doneB <- runContext(ctx, append([]string{"run", "--file", second}, flags...), &outB, &outB) }()
+	if code := <-doneA; code != 0 {
+		t.Fatalf("the first run: exit %d:\n%s", code, outA.String())
+	}
+	code := <-doneB
+	s := outB.String()
+	if code != 0 || !strings.Contains(s, "3 repositories: 3 completed") {
+		t.Fatalf("the second run: exit %d:\n%s", code, s)
+	}
+	if strings.Index(s, "this process serves its database now") > strings.Index(s, "starting the embedded Temporal server") {
+		t.Errorf("the second run did not start the server in the place of the first's:\n%s", s)
 	}
 }

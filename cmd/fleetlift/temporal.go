@@ -288,39 +288,95 @@ func (f *temporalFlags) dialOrEmbed(ctx context.Context, logw io.Writer) (client
 		}
 		return c, c.Close, nil
 	}
-	host, port, err := net.SplitHostPort(f.address)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--temporal-address %q: %w", f.address, err)
-	}
 	if !onLoopback(f.address) {
 		return nil, nil, fmt.Errorf("nothing listens at --temporal-address %s", f.address)
 	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--temporal-address %q: bad port", f.address)
-	}
-	creds := credentialDir(f.stateDir)
-	fmt.Fprintf(logw, "starting the embedded Temporal server on %s (database %s, credentials %s)\n", f.address, filepath.Join(f.stateDir, "temporal.db"), creds)
-	level, logJSON := serverLog(ctx, "error")
-	srv, err := devserver.Start(devserver.Options{
-		DatabaseFile: filepath.Join(f.stateDir, "temporal.db"),
-		TLSDir:       creds,
-		IP:           host, Port: p,
-		LogFile:  filepath.Join(f.stateDir, "temporal.log"),
-		LogLevel: level, LogJSON: logJSON,
-	})
+	srv, err := f.startEmbedded(ctx, logw)
 	if err != nil {
 		return nil, nil, err
 	}
 	// The server just started accepts the install's credential, whatever
 	// the flags name.
-	c, err := f.dialWith(ctx, temporalConn{tls: srv.ClientTLS(), source: "the install's credential in " + creds})
+	c, err := f.dialWith(ctx, temporalConn{tls: srv.ClientTLS(), source: "the install's credential in " + credentialDir(f.stateDir)})
 	if err != nil {
 		srv.Stop()
 		return nil, nil, err
 	}
 	f.embedded = true
 	return c, func() { c.Close(); srv.Stop() }, nil
+}
+
+// startEmbedded starts the embedded server at the flags' address, on the
+// state directory's database, saying so on logw.
+func (f *temporalFlags) startEmbedded(ctx context.Context, logw io.Writer) (*devserver.Server, error) {
+	host, port, err := net.SplitHostPort(f.address)
+	if err != nil {
+		return nil, fmt.Errorf("--temporal-address %q: %w", f.address, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("--temporal-address %q: bad port", f.address)
+	}
+	creds := credentialDir(f.stateDir)
+	fmt.Fprintf(logw, "starting the embedded Temporal server on %s (database %s, credentials %s)\n", f.address, f.database(), creds)
+	level, logJSON := serverLog(ctx, "error")
+	return devserver.Start(devserver.Options{
+		DatabaseFile: f.database(),
+		TLSDir:       creds,
+		IP:           host, Port: p,
+		LogFile:  filepath.Join(f.stateDir, "temporal.log"),
+		LogLevel: level, LogJSON: logJSON,
+	})
+}
+
+// database is the embedded server's database in the state directory.
+func (f *temporalFlags) database() string { return filepath.Join(f.stateDir, "temporal.db") }
+
+// standIn keeps a server at the flags' address for as long as this
+// command needs it, when the one there is another fleetlift process's
+// embedded server on this state directory (two `fleetlift run` in two
+// terminals): once that process stops it, this one starts the embedded
+// server there in its place, on the same database, and its client and
+// worker reconnect to it. The returned function ends the watch and
+// stops the server it started, if any.
+func (f *temporalFlags) standIn(ctx context.Context, logw io.Writer) func() {
+	if f.embedded || !onLoopback(f.address) || !devserver.InUse(f.database()) {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var srv *devserver.Server
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if listening(f.address) {
+				continue
+			}
+			fmt.Fprintf(logw, "the Temporal server at %s stopped (the fleetlift that started it ended): this process serves its database now\n", f.address)
+			s, err := f.startEmbedded(ctx, logw)
+			if err == nil {
+				srv = s
+				return
+			}
+			// Another process took it over first, or the port is
+			// briefly taken: watch on.
+			fmt.Fprintf(logw, "not started here: %v\n", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		if srv != nil {
+			srv.Stop()
+		}
+	}
 }
 
 var errInterrupted = errors.New("interrupted")

@@ -44,6 +44,20 @@ func lockDatabase(path string) (unlock func(), err error) {
 	return unlock, nil
 }
 
+// InUse reports whether a server (in this process or another) holds the
+// database at path: an embedded server serves it.
+func InUse(path string) bool {
+	if _, err := os.Stat(path); err != nil {
+		return false
+	}
+	unlock, err := lockFile(path + lockSuffix)
+	if err != nil {
+		return errors.Is(err, errLocked)
+	}
+	unlock()
+	return false
+}
+
 // errLocked is lockFile's error when another holds the lock.
 var errLocked = errors.New("locked by another process")
 
