@@ -44,7 +44,9 @@ git -C %[2]s push -q origin HEAD:main`, broken, work))
 	for _, want := range []string{
 		"campaign/bump: completed_with_failures (1 of 3 repositories failed, 2 completed)",
 		"3 repositories: 2 completed, 1 failed",
-		"run the failed repositories again with `fleetlift retry campaign/bump --failed-only`",
+		// The server stopped with the run: the command that runs them
+		// again is the run's own.
+		"run the failed repositories again with `fleetlift run ",
 		"campaign/bump ended completed_with_failures: 1 of 3 repositories failed, 2 completed",
 	} {
 		if !strings.Contains(out, want) {

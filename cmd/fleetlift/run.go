@@ -144,7 +144,7 @@ one, branches are pushed to the repositories themselves.`,
 				return nil
 			}
 			return follow(ctx, c, f.namespace, start.WorkflowID, out, runfollow.Options{TTY: isTerminal(out), News: news,
-				GoesOn: goesOn(&f, noWorker), Retry: againFailedOnly(cmd)})
+				GoesOn: goesOn(&f, noWorker), Retry: retryHint(&f, cmd)})
 		},
 	}
 	f.register(cmd)
@@ -152,7 +152,7 @@ one, branches are pushed to the repositories themselves.`,
 	ff.register(cmd)
 	cmd.Flags().StringVarP(&file, "file", "f", "", "definition file (.yaml, .yml or .cue)")
 	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "do not run a worker in this process (workers run elsewhere)")
-	cmd.Flags().BoolVar(&failedOnly, "failed-only", false, "run only the repositories that failed in the campaign's last run of this definition again, keeping the others' results (as `fleetlift retry --failed-only`)")
+	cmd.Flags().BoolVar(&failedOnly, "failed-only", false, "run only the repositories that failed in the campaign's last run of this definition again, keeping the others' results (as fleetlift retry --failed-only does)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "start and return, leaving the run to the server's workers (no worker in this process; the server must be running); follow with: fleetlift status ID")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "cancel a task that waits longer than this for approval (0: wait)")
 	registerHostTimeout(cmd, &hostTimeout)
@@ -293,6 +293,17 @@ func retryFailed(ctx context.Context, c client.Client, s workflow.Start, d spec.
 		fmt.Fprintf(out, "started %s again for %d failed repositories\n", s.WorkflowID, n)
 	}
 	return nil
+}
+
+// retryHint is the command that runs a campaign's failed repositories
+// again after this run: this one with --failed-only, where the server
+// stopped with it; otherwise `fleetlift retry` ("") with the server's
+// workers.
+func retryHint(f *temporalFlags, cmd *cobra.Command) string {
+	if !f.embedded {
+		return ""
+	}
+	return againFailedOnly(cmd)
 }
 
 // againFailedOnly is the command line of cmd (`fleetlift run` with the
