@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,12 +37,29 @@ func lockDatabase(path string) (unlock func(), err error) {
 	}
 	unlock, err = lockFile(path + lockSuffix)
 	if errors.Is(err, errLocked) {
+		if addr := servedAt(path); addr != "" {
+			return nil, fmt.Errorf("temporal database %s is in use by another fleetlift server (one with the same --state-dir is running) at %s: use it with --temporal-address %s, or stop it, or use another --state-dir", path, addr, addr)
+		}
 		return nil, fmt.Errorf("temporal database %s is in use by another fleetlift server (one with the same --state-dir is running): stop it, or use another --state-dir", path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock temporal database %s: %w", path, err)
 	}
 	return unlock, nil
+}
+
+// servedAt is the address the server holding the database at path
+// serves at, as it wrote it in the lock file; "" when it did not.
+func servedAt(path string) string {
+	data, err := os.ReadFile(path + lockSuffix)
+	if err != nil || len(data) > 256 {
+		return ""
+	}
+	addr := strings.TrimSpace(string(data))
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return ""
+	}
+	return addr
 }
 
 // InUse reports whether a server (in this process or another) holds the

@@ -117,8 +117,9 @@ func TestRestartKeepsRuns(t *testing.T) {
 
 // TestSecondServerOnDatabaseRefused: while a server runs on a database,
 // a second start on it (another port, as another `fleetlift server
-// --state-dir` would) is refused with an error naming the file, and the
-// first goes on serving; once the first stops, a start succeeds.
+// --state-dir` would) is refused with an error naming the file and the
+// address the first serves at, and the first goes on serving; once the
+// first stops, a start succeeds.
 func TestSecondServerOnDatabaseRefused(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "temporal.db")
 	first, err := devserver.Start(devserver.Options{DatabaseFile: db})
@@ -129,7 +130,7 @@ func TestSecondServerOnDatabaseRefused(t *testing.T) {
 		first.Stop()
 		t.Fatal("a second server started on the database the first uses")
 	}
-	for _, w := range []string{db, "in use by another fleetlift server"} {
+	for _, w := range []string{db, "in use by another fleetlift server", "at " + first.Address() + ": use it with --temporal-address " + first.Address()} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error lacks %q: %v", w, err)
 		}

@@ -232,6 +232,10 @@ func start(opts Options, unlock func()) (*Server, error) {
 		s.Stop()
 		return nil, cannotServe(opts, s.address, err)
 	}
+	if opts.DatabaseFile != "" {
+		// Whoever finds the database locked learns where it is served.
+		_ = os.WriteFile(opts.DatabaseFile+lockSuffix, []byte(s.address+"\n"), 0o600)
+	}
 	return s, nil
 }
 
