@@ -101,51 +101,32 @@ func readStart(it client.HistoryEventIterator, id string) (workflow.CampaignInpu
 }
 
 // lastInput is the input campaign id's last run started with, its units
-// whole (the start's, and the pages of units signalled after it), and
-// each spec it took in place since applied as the run took it
-// (workflow.Updated): the latest one's template and settings, and the
-// units of every one. A spec update whose pages of units did not all
-// reach the run was dropped there, and is here.
+// whole: the start's, and the pages of units signalled after it.
 func lastInput(ctx context.Context, c client.Client, id string) (workflow.CampaignInput, error) {
 	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	in, err := readStart(it, id)
-	if err != nil {
+	if err != nil || in.Pieces <= 1 {
 		return in, err
 	}
 	var pieces []workflow.UnitsPiece
-	var updates []workflow.UpdateSignal
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
 			return in, fmt.Errorf("%s: read history: %w", id, err)
 		}
 		sig := ev.GetWorkflowExecutionSignaledEventAttributes()
-		if sig == nil || len(sig.GetInput().GetPayloads()) != 1 {
+		if sig == nil || sig.GetSignalName() != workflow.SignalUnits || len(sig.GetInput().GetPayloads()) != 1 {
 			continue
 		}
-		switch p := sig.GetInput().GetPayloads()[0]; sig.GetSignalName() {
-		case workflow.SignalUnits:
-			var pc workflow.UnitsPiece
-			if err := payload.Converter.FromPayload(p, &pc); err != nil {
-				return in, fmt.Errorf("%s: decode a page of its units: %w", id, err)
-			}
-			pieces = append(pieces, pc)
-		case workflow.SignalUpdate:
-			var u workflow.UpdateSignal
-			if err := payload.Converter.FromPayload(p, &u); err != nil {
-				return in, fmt.Errorf("%s: decode a spec it took in place: %w", id, err)
-			}
-			updates = append(updates, u)
+		var pc workflow.UnitsPiece
+		if err := payload.Converter.FromPayload(sig.GetInput().GetPayloads()[0], &pc); err != nil {
+			return in, fmt.Errorf("%s: decode a page of its units: %w", id, err)
 		}
+		pieces = append(pieces, pc)
 	}
 	whole, err := workflow.Join(in, pieces)
 	if err != nil {
 		return in, fmt.Errorf("%s: %w", id, err)
-	}
-	for _, u := range updates {
-		if next, err := workflow.Join(u.Input, pieces); err == nil {
-			whole = workflow.Updated(whole, next)
-		}
 	}
 	return whole, nil
 }

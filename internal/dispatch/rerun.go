@@ -138,10 +138,6 @@ func rerun(ctx context.Context, c client.Client, id string, signal func(context.
 	if last, err = (&statetemporal.Reader{Client: c, QueryTimeout: -1, QueryCache: -1}).WithPages(ctx, last); err != nil {
 		return 0, err
 	}
-	// The units the run ended with, in the order it lists them (page by
-	// page, for a campaign run in pages), as its latest spec defines
-	// them.
-	in.Units = listed(in.Units, last.Units)
 	p := &workflow.CampaignProgress{Next: len(in.Units), Results: map[string]status.UnitResult{}, Phase: status.CampaignRunning}
 	for _, u := range last.Units {
 		p.Results[u.Key] = u
@@ -157,6 +153,7 @@ func rerun(ctx context.Context, c client.Client, id string, signal func(context.
 		// In pages again, each reading what its units did in the page
 		// before it: the new run carries no results. Each runs again
 		// its failed units, or those whose change is made anew.
+		in.Units = inPageOrder(in.Units, last.Units)
 		in.Previous = pages
 		if !retry {
 			in.Regenerate = p.Retry
@@ -218,18 +215,23 @@ func startAgain(ctx context.Context, c client.Client, id string, memo map[string
 	return err
 }
 
-// listed is those of units that ran lists (a campaign's last result,
-// page by page for one run in pages), in its order.
-func listed(units []workflow.Unit, ran []status.UnitResult) []workflow.Unit {
+// inPageOrder is units in the order ran lists them (the units of a paged
+// campaign's last run, page by page), those it does not list after.
+func inPageOrder(units []workflow.Unit, ran []status.UnitResult) []workflow.Unit {
 	by := make(map[string]workflow.Unit, len(units))
 	for _, u := range units {
 		by[u.Key] = u
 	}
-	out := make([]workflow.Unit, 0, len(ran))
+	out := make([]workflow.Unit, 0, len(units))
 	for _, r := range ran {
 		if u, ok := by[r.Key]; ok {
 			out = append(out, u)
 			delete(by, r.Key)
+		}
+	}
+	for _, u := range units {
+		if _, ok := by[u.Key]; ok {
+			out = append(out, u)
 		}
 	}
 	return out
