@@ -250,23 +250,3 @@ func (in *CampaignInput) takeSettings(next CampaignInput) {
 		in.Generation = next.Generation
 	}
 }
-
-// Updated is in, the input of a campaign's run, once the run has taken
-// next, a spec in place, whole (Join): next's template, settings and
-// units, and after them the units of in that next no longer lists (a
-// unit that started before the spec removed it stays in the run).
-func Updated(in, next CampaignInput) CampaignInput {
-	out := in
-	out.takeSettings(next)
-	out.Units = slices.Clone(next.Units)
-	listed := make(map[string]bool, len(next.Units))
-	for _, u := range next.Units {
-		listed[u.Key] = true
-	}
-	for _, u := range in.Units {
-		if !listed[u.Key] {
-			out.Units = append(out.Units, u)
-		}
-	}
-	return out
-}
