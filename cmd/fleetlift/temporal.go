@@ -288,6 +288,10 @@ func (f *temporalFlags) dialOrEmbed(ctx context.Context, logw io.Writer) (client
 		}
 		return c, c.Close, nil
 	}
+	// A malformed address says so, before where it points is judged.
+	if _, _, err := net.SplitHostPort(f.address); err != nil {
+		return nil, nil, fmt.Errorf("--temporal-address %q: %w", f.address, err)
+	}
 	if !onLoopback(f.address) {
 		return nil, nil, fmt.Errorf("nothing listens at --temporal-address %s", f.address)
 	}
