@@ -294,6 +294,7 @@ func (f *follower) refresh(ctx, actx workflow.Context, only []string) bool {
 	var out activity.RefreshOutcome
 	// A read of only some is not one an update waits for (fresh).
 	f.reading = only == nil
+	sent := reopenedFor(f.st.PRs)
 	err := workflow.ExecuteActivity(actx, a.RefreshPullRequests,
 		activity.RefreshInput{Source: f.st.Source, Known: f.st.PRs, Only: only, Hinted: only != nil}).Get(ctx, &out)
 	f.reading = false
@@ -306,6 +307,20 @@ func (f *follower) refresh(ctx, actx workflow.Context, only []string) bool {
 		f.st.SupersededBy = out.SupersededBy
 		return false
 	}
+	// What was read carries the marks of Known as they were sent: a
+	// reopen recorded while the read was out (UpdateReopened) stands,
+	// or the reconciler would see the regression unmarked and reopen it
+	// again.
+	for _, p := range f.st.PRs {
+		if p.ReopenedFor == sent[p.URL] {
+			continue
+		}
+		for i := range out.PRs {
+			if out.PRs[i].URL == p.URL {
+				out.PRs[i].ReopenedFor = p.ReopenedFor
+			}
+		}
+	}
 	f.st.PRs, f.st.CheckedAt, f.merge, f.keep, f.done = out.PRs, workflow.Now(ctx), out.Merge, out.KeepCurrent, out.Done
 	if f.done == nil {
 		// No done_when any more: nothing a push asked for is due.
@@ -316,6 +331,15 @@ func (f *follower) refresh(ctx, actx workflow.Context, only []string) bool {
 		f.every = out.Every
 	}
 	return out.SourceEnded && !anyOpen(f.st.PRs) && !f.acting
+}
+
+// reopenedFor maps the pull requests of prs to their ReopenedFor.
+func reopenedFor(prs []status.FollowedPR) map[string]string {
+	m := make(map[string]string, len(prs))
+	for _, p := range prs {
+		m[p.URL] = p.ReopenedFor
+	}
+	return m
 }
 
 // fresh waits for a read that begins after it is called.

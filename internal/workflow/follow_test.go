@@ -662,3 +662,51 @@ func TestPageIndex(t *testing.T) {
 		t.Error("a campaign's id is taken for a page's")
 	}
 }
+
+// A reopen the reconciler records while a read of the pull requests is
+// out is not undone by what that read brings back (it carries the marks
+// as they were sent): the next plan must not reopen the regression again.
+func TestPullRequestsReopenDuringAReadStands(t *testing.T) {
+	env, acts := followerEnv()
+	regressed := followed("u/api", forge.StateMerged)
+	regressed.Unit, regressed.Done, regressed.DoneBase = "api", state.DoneRegressed, "b1"
+	passes := 0
+	var second []status.FollowedPR
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).After(time.Minute).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			passes++
+			if passes == 2 {
+				second = in.Known
+			}
+			return activity.RefreshOutcome{PRs: in.Known, SourceEnded: passes >= 2, Every: time.Hour}, nil
+		})
+	marked := -1
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(status.UpdateReopened, "r1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("reopened rejected: %v", err) },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					t.Errorf("reopened: %v", err)
+					return
+				}
+				marked = v.(int)
+			},
+		}, []string{"api"})
+	}, 30*time.Second)
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/slog",
+		State: &status.PullRequests{Source: "campaign/slog", PRs: []status.FollowedPR{regressed}}})
+	var st status.PullRequests
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	if marked != 1 {
+		t.Errorf("the update marked %d pull requests, want 1", marked)
+	}
+	if len(st.PRs) != 1 || st.PRs[0].ReopenedFor != "b1" {
+		t.Errorf("after the read that was out during the reopen: %+v, want it reopened for b1", st.PRs)
+	}
+	if len(second) != 1 || second[0].ReopenedFor != "b1" {
+		t.Errorf("the next read was sent %+v, want the mark", second)
+	}
+}
