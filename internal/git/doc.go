@@ -18,10 +18,16 @@
 //
 // Clones, pushes, staging and diffs are git commands run this way, so
 // what git refuses (a tree with a path it treats specially) fails as git
-// fails it.
+// fails it. Two transfers run in this process instead, through go-git's
+// smart HTTP client, because a fleet of small repositories spent most of
+// its CPU starting git for them (http.go): the worker's copy of a
+// repository at an http(s) forge (CloneBare) and pushes to one. They send
+// the token to the same origins, refuse the same remotes and follow
+// redirects as little as git does.
 //
 // SafeJoin and ValidateName keep workspace paths inside the workspace.
 //
-// git imports only the standard library; it must not import other
-// fleetlift packages (it sits below agent and the forges).
+// git imports the standard library, go-git, x/net's proxy rules and
+// redact; it must not import other fleetlift packages (it sits below
+// agent and the forges).
 package git

@@ -245,15 +245,21 @@ func (s *Scratch) push(ctx context.Context, url string, updates []RefUpdate) ([]
 	if len(updates) == 0 {
 		return nil, nil
 	}
+	for _, u := range updates {
+		if !strings.HasPrefix(u.Dst, "refs/") || strings.HasPrefix(u.Src, "-") || strings.ContainsAny(u.Src+u.Dst, ": \n") ||
+			u.Lease && u.Expect != "" && !IsObjectID(u.Expect) {
+			return nil, fmt.Errorf("push %s: invalid ref update %q -> %q", Redact(url), u.Src, u.Dst)
+		}
+	}
+	if isHTTP(url) {
+		return s.pushHTTP(ctx, url, updates)
+	}
 	args := []string{"push", "--porcelain", "--no-verify", "--no-recurse-submodules"}
 	if len(updates) > 1 {
 		args = append(args, "--atomic")
 	}
 	var specs []string
 	for _, u := range updates {
-		if !strings.HasPrefix(u.Dst, "refs/") || strings.HasPrefix(u.Src, "-") || strings.ContainsAny(u.Src+u.Dst, ": \n") {
-			return nil, fmt.Errorf("push %s: invalid ref update %q -> %q", Redact(url), u.Src, u.Dst)
-		}
 		if u.Lease {
 			args = append(args, "--force-with-lease="+u.Dst+":"+u.Expect)
 		}
@@ -451,6 +457,17 @@ func (g *Git) CloneBare(ctx context.Context, url, branch string, depth int) (*Sc
 		return nil, err
 	}
 	s := &Scratch{g: g, dir: dir}
+	if isHTTP(url) {
+		if err := initBare(dir); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("clone %s: %w", Redact(url), err)
+		}
+		if err := g.cloneHTTP(ctx, url, branch, depth, dir); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("clone %s: %w", Redact(url), err)
+		}
+		return s, nil
+	}
 	if _, err := g.run(ctx, invocation{dir: dir, args: append(args, "--", url, dir), remote: url}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("clone %s: %w", Redact(url), err)
