@@ -58,16 +58,13 @@ func (r *runner) leaveChange(ctx context.Context, u *unit, message string, autho
 	if err != nil {
 		return fmt.Errorf("commit the change: %w", err)
 	}
-	if _, err := r.g.Run(ctx, u.dir, "update-ref", protocol.BundleRef, commit); err != nil {
-		return fmt.Errorf("record the change: %w", err)
-	}
 	dest := filepath.Join(r.ws, protocol.Dir, protocol.BundleFile(u.repo.Name))
 	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
 		return fmt.Errorf("leave the change: %w", err)
 	}
 	// Written beside and renamed: the worker never reads half a bundle.
 	tmp := dest + ".tmp"
-	if _, err := r.g.Run(ctx, u.dir, "bundle", "create", "--quiet", tmp, protocol.BundleRef, "^"+u.base); err != nil {
+	if err := r.g.Bundle(ctx, u.dir, tmp, protocol.BundleRef, commit, u.base); err != nil {
 		return fmt.Errorf("bundle the change: %w", err)
 	}
 	if err := os.Rename(tmp, dest); err != nil {

@@ -390,7 +390,11 @@ func sendPack(ctx context.Context, sess transport.ReceivePackSession, st *filesy
 	if len(tips) == 0 {
 		return sess.ReceivePack(ctx, req)
 	}
-	hashes, err := missingObjects(st, tips, ar)
+	has := map[plumbing.Hash]bool{}
+	for _, h := range ar.References {
+		has[h] = true
+	}
+	hashes, err := missingObjects(st, tips, has)
 	if err != nil {
 		return nil, err
 	}
@@ -411,17 +415,12 @@ func sendPack(ctx context.Context, sess transport.ReceivePackSession, st *filesy
 	return rs, err
 }
 
-// missingObjects are the objects tips reach that the remote does not
-// have, as the remote's references show: the commits down to one it
-// advertises (or a shallow one, or a root), and each one's trees and
-// blobs not in its first parent's tree, walking only trees that differ.
-// The remote has every object of the commits it advertises, so that is
+// missingObjects are the objects tips reach that a repository holding
+// the commits has (and all they reach) does not: the commits down to one
+// it has (or a shallow one, or a root), and each one's trees and blobs
+// not in its first parent's tree, walking only trees that differ. That is
 // what a thin pack leaves out, without reading whole histories.
-func missingObjects(st *filesystem.Storage, tips []plumbing.Hash, ar *packp.AdvRefs) ([]plumbing.Hash, error) {
-	has := map[plumbing.Hash]bool{}
-	for _, h := range ar.References {
-		has[h] = true
-	}
+func missingObjects(st *filesystem.Storage, tips []plumbing.Hash, has map[plumbing.Hash]bool) ([]plumbing.Hash, error) {
 	shallow, err := st.Shallow()
 	if err != nil {
 		return nil, err

@@ -117,6 +117,13 @@ func (g *Git) gitPaths(ctx context.Context, dir string) (objects, shallow string
 		// scratch is pushed from once per change.
 		return filepath.Join(dir, "objects"), filepath.Join(dir, "shallow"), nil
 	}
+	if gd := filepath.Join(dir, ".git"); isBare(gd) {
+		// A clone's own .git directory (not a link, not a worktree's),
+		// as git finds it: an agent's clone, bundled once per change.
+		if fi, err := os.Lstat(gd); err == nil && fi.IsDir() {
+			return filepath.Join(gd, "objects"), filepath.Join(gd, "shallow"), nil
+		}
+	}
 	// --path-format=absolute needs git 2.31; relative answers are
 	// relative to the clone.
 	paths, err := g.Run(ctx, dir, "rev-parse", "--git-path", "objects", "--git-path", "shallow")

@@ -8,6 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // CloneOptions say what to clone.
@@ -336,32 +342,40 @@ type TreeCommit struct {
 	Author  Identity
 }
 
-// CommitTree records o.Tree as a commit on o.Parent, without running
-// hooks or signing, and returns its id. The work tree, the index and HEAD
-// are left as they are: the commit is exactly the tree, whatever the work
-// tree holds now. Push it by id.
+// CommitTree records o.Tree as a commit on o.Parent, authored and
+// committed now by o.Author, and returns its id: a loose object written
+// in this process, as Scratch.CommitTree writes one, with no hook or
+// signing. The work tree, the index and HEAD are left as they are: the
+// commit is exactly the tree, whatever the work tree holds now. Push it
+// by id, or Bundle it.
 func (g *Git) CommitTree(ctx context.Context, dir string, o TreeCommit) (string, error) {
-	env, err := o.Author.env()
-	if err != nil {
-		return "", err
-	}
-	if !IsObjectID(o.Tree) || !IsObjectID(o.Parent) {
-		return "", fmt.Errorf("commit tree: tree %q and parent %q must be object ids", o.Tree, o.Parent)
+	if len(o.Tree) != 40 || len(o.Parent) != 40 || !IsObjectID(o.Tree) || !IsObjectID(o.Parent) {
+		return "", fmt.Errorf("commit tree: tree %q and parent %q must be SHA-1 object ids", o.Tree, o.Parent)
 	}
 	msg := o.Message
 	if strings.TrimSpace(msg) == "" {
 		msg = "fleetlift changes"
 	}
-	out, err := g.run(ctx, invocation{
-		dir:   dir,
-		args:  []string{"commit-tree", "--no-gpg-sign", o.Tree, "-p", o.Parent},
-		stdin: strings.NewReader(msg),
-		env:   env,
-	})
+	objects, _, err := g.gitPaths(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	st := filesystem.NewStorage(osfs.New(filepath.Dir(objects)), cache.NewObjectLRUDefault())
+	if _, err := st.EncodedObject(plumbing.TreeObject, plumbing.NewHash(o.Tree)); err != nil {
+		return "", fmt.Errorf("commit tree: %s is not a tree of %s: %w", o.Tree, dir, err)
+	}
+	if _, err := st.EncodedObject(plumbing.CommitObject, plumbing.NewHash(o.Parent)); err != nil {
+		return "", fmt.Errorf("commit tree: %s is not a commit of %s: %w", o.Parent, dir, err)
+	}
+	data, err := commitObject(o.Tree, []string{o.Parent}, o.Author, msg, time.Now())
+	if err != nil {
+		return "", err
+	}
+	id, err := writeLooseObject(objects, "commit", data)
 	if err != nil {
 		return "", fmt.Errorf("commit: %w", err)
 	}
-	return strings.TrimSpace(out), nil
+	return id, nil
 }
 
 // IsObjectID reports whether s is a full object id (SHA-1 or SHA-256, in
