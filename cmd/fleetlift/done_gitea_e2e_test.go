@@ -78,7 +78,7 @@ func TestDoneWhenOnGitea(t *testing.T) {
 	var prs []giteaPR
 	g.Do(t, bot.Token, http.MethodGet, "repos/"+bot.Name+"/api/pulls?state=all", nil, &prs)
 	if len(prs) != 2 || !prs[0].Merged || !prs[1].Merged {
-		t.Errorf("api's pull requests: %+v, want two, merged", prs)
+		t.Errorf("api's pull requests: %+v, want two, merged; fleetlift up said:\n%s", prs, up.out.String())
 	}
 	g.Do(t, bot.Token, http.MethodGet, "repos/"+bot.Name+"/web/pulls?state=all", nil, &prs)
 	if len(prs) != 1 {
