@@ -186,12 +186,12 @@ func (a *Activities) propose(ctx context.Context, id string, d *Delivery, rr *pr
 	if err != nil {
 		return nil, err
 	}
-	if err := s.FetchBundle(ctx, bundle, "+"+protocol.BundleRef+":refs/fleetlift/left"); err != nil {
+	_, got, err := s.ReadBundle(ctx, bundle, protocol.BundleRef)
+	if err != nil {
 		return nil, fmt.Errorf("read the change left in %s: %w", rr.Name, err)
 	}
-	got, err := s.Run(ctx, "rev-parse", "--verify", "--quiet", "refs/fleetlift/left^{tree}")
-	if err != nil || strings.TrimSpace(got) != want {
-		return nil, fmt.Errorf("the change left in %s has tree %s, not %s: not proposed", rr.Name, strings.TrimSpace(got), want)
+	if got != want {
+		return nil, fmt.Errorf("the change left in %s has tree %s, not %s: not proposed", rr.Name, got, want)
 	}
 	commit, err := s.CommitTree(ctx, want, d.PullRequest.CommitMessage(), git.Identity{Name: d.UserName, Email: d.UserEmail}, rr.Base)
 	if err != nil {

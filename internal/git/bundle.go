@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -52,4 +53,57 @@ func (g *Git) Bundle(ctx context.Context, dir, dest, ref, commit, prerequisite s
 		return fmt.Errorf("bundle %s: %w", commit, err)
 	}
 	return nil
+}
+
+// bundleHeaderMax bounds the header of a bundle ReadBundle reads: a
+// sandbox's has one prerequisite and one ref.
+const bundleHeaderMax = 64 << 10
+
+// ReadBundle takes into the scratch repository the objects of the
+// bundle file at path, a stranger's (a sandbox's): its header must be
+// v2, with prerequisites the scratch has, and name ref; its pack is
+// indexed with every object checked as a fetch from a stranger is
+// (index-pack --strict: fsck, and every object an object names present).
+// It returns the commit ref names and that commit's tree.
+func (s *Scratch) ReadBundle(ctx context.Context, path, ref string) (commit, tree string, _ error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", "", fmt.Errorf("read the bundle: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	st := storage(s.dir)
+	line, err := r.ReadString('\n')
+	if err != nil || line != "# v2 git bundle\n" {
+		return "", "", fmt.Errorf("read the bundle: not a v2 git bundle")
+	}
+	for read := len(line); ; read += len(line) {
+		if line, err = r.ReadString('\n'); err != nil || read > bundleHeaderMax {
+			return "", "", fmt.Errorf("read the bundle: its header does not end")
+		}
+		if line == "\n" {
+			break
+		}
+		id, rest, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		if prereq, ok := strings.CutPrefix(id, "-"); ok {
+			if !IsObjectID(prereq) || st.HasEncodedObject(plumbing.NewHash(prereq)) != nil {
+				return "", "", fmt.Errorf("read the bundle: it builds on %q, which this repository does not have", prereq)
+			}
+			continue
+		}
+		if IsObjectID(id) && rest == ref {
+			commit = id
+		}
+	}
+	if commit == "" {
+		return "", "", fmt.Errorf("read the bundle: it holds no %s", ref)
+	}
+	if _, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: []string{"index-pack", "--stdin", "--strict"}, stdin: r}); err != nil {
+		return "", "", fmt.Errorf("read the bundle: %w", err)
+	}
+	c, err := object.GetCommit(storage(s.dir), plumbing.NewHash(commit))
+	if err != nil {
+		return "", "", fmt.Errorf("read the bundle: its %s is no commit it holds: %w", ref, err)
+	}
+	return commit, c.TreeHash.String(), nil
 }

@@ -3,6 +3,7 @@ package git_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,4 +75,72 @@ func TestBundleIsOneGitFetches(t *testing.T) {
 	if err := g.Bundle(ctx, dir, bundle, "HEAD", commit, base); err == nil {
 		t.Error("a bundle of a ref outside refs/ was written")
 	}
+}
+
+// A bundle is a stranger's: one whose tree holds a .git directory (fsck
+// refuses it), one that builds on a commit the repository lacks, one
+// without the ref asked for, and a file that is no bundle are refused,
+// and a good one gives its commit and tree.
+func TestReadBundleChecksAStrangersObjects(t *testing.T) {
+	ctx := context.Background()
+	g := newGit()
+	remote := gittest.NewRemote(t, "", "svc", map[string]string{"go.mod": "go 1.21\n"})
+	work := clone(t, g, remote, git.CloneOptions{})
+	base := gittest.Run(t, work, "rev-parse", "HEAD")
+	bundleOf := func(tree string) string {
+		t.Helper()
+		commit := gittest.Run(t, work, "commit-tree", "-m", "c", "-p", base, tree)
+		gittest.Run(t, work, "update-ref", "refs/fleetlift/change", commit)
+		path := filepath.Join(t.TempDir(), "b.bundle")
+		gittest.Run(t, work, "bundle", "create", "--quiet", path, "refs/fleetlift/change", "^"+base)
+		return path
+	}
+	blob := gitInput(t, work, "go 1.26\n", "hash-object", "-w", "--stdin")
+	sub := gitInput(t, work, "100644 blob "+blob+"\tconfig\n", "mktree")
+	evil := gitInput(t, work, "040000 tree "+sub+"\t.git\n100644 blob "+blob+"\tgo.mod\n", "mktree")
+	good := gitInput(t, work, "100644 blob "+blob+"\tgo.mod\n", "mktree")
+
+	s, err := g.CloneBare(ctx, remote, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.ReadBundle(ctx, bundleOf(evil), "refs/fleetlift/change"); err == nil {
+		t.Error("a bundle whose tree holds .git was taken")
+	}
+	if _, _, err := s.ReadBundle(ctx, bundleOf(good), "refs/other"); err == nil || !strings.Contains(err.Error(), "holds no refs/other") {
+		t.Errorf("a bundle without the ref: %v", err)
+	}
+	notBundle := filepath.Join(t.TempDir(), "x")
+	if err := os.WriteFile(notBundle, []byte("PACK"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ReadBundle(ctx, notBundle, "refs/fleetlift/change"); err == nil || !strings.Contains(err.Error(), "not a v2 git bundle") {
+		t.Errorf("a file that is no bundle: %v", err)
+	}
+	other, err := g.NewScratch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, _, err := other.ReadBundle(ctx, bundleOf(good), "refs/fleetlift/change"); err == nil || !strings.Contains(err.Error(), "does not have") {
+		t.Errorf("a bundle on a base the repository lacks: %v", err)
+	}
+	commit, tree, err := s.ReadBundle(ctx, bundleOf(good), "refs/fleetlift/change")
+	if err != nil || tree != good || !git.IsObjectID(commit) {
+		t.Errorf("a good bundle = %s, %s, %v; want tree %s", commit, tree, err, good)
+	}
+}
+
+// gitInput runs git with args in dir, input on its standard input, and
+// returns its output, trimmed.
+func gitInput(t *testing.T, dir, input string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Stdin = dir, strings.NewReader(input)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %s: %v", strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(string(out))
 }

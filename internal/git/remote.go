@@ -432,18 +432,6 @@ func (s *Scratch) DefaultBranch(ctx context.Context, url string) (string, error)
 	return "", fmt.Errorf("%s names no default branch", Redact(url))
 }
 
-// FetchBundle fetches refspec from the bundle file at path into the
-// scratch repository, checking every object as a fetch from a stranger
-// is checked (fsck): a bundle from a sandbox is untrusted.
-func (s *Scratch) FetchBundle(ctx context.Context, path, refspec string) error {
-	args := []string{"fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head", "--", path, refspec}
-	inv := invocation{dir: s.dir, gitDir: s.dir, args: args, config: []string{"fetch.fsckObjects=true", "transfer.fsckObjects=true"}}
-	if _, err := s.g.run(ctx, inv); err != nil {
-		return fmt.Errorf("fetch from a bundle: %w", err)
-	}
-	return nil
-}
-
 // CloneBare reads branch of url (its default branch when empty), depth
 // commits of it (all when 0), into a new scratch repository whose HEAD
 // names that branch: a copy of one repository the worker reads once and
