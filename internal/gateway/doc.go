@@ -20,7 +20,7 @@
 // repositories its task's manifest names, at GitPrefix + name: on the
 // sandbox's first read of a repository the worker reads the branch and
 // depth the manifest asks for from the forge, with its own token, into a
-// copy of its own, and git http-backend serves the sandbox from it. The
+// copy of its own, and git upload-pack serves the sandbox from it. The
 // token that could push is never in a sandbox, the forge is read once
 // per repository, and the worker proposes the sandbox's change from the
 // same copy (Copy), the base it built on already there. A sandbox's

@@ -1,13 +1,14 @@
 package gateway
 
 import (
+	"cmp"
+	"compress/gzip"
 	"context"
+	"io"
 	"net/http"
-	"net/http/cgi"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -19,7 +20,7 @@ import (
 // repositories their task names, under GitPrefix: git's smart HTTP
 // protocol, reads only (upload-pack). The worker reads each repository
 // once per sandbox, with its own token, into a copy of its own (Copy),
-// and the agent's clone is served from that copy by git http-backend: no
+// and the agent's clone is served from that copy by git upload-pack: no
 // token for the forge is in a sandbox, the forge is read once, and the
 // worker proposes the sandbox's change from the same copy (see
 // activity.Delivery), its base already there.
@@ -35,10 +36,6 @@ type GitReads struct {
 	// worker's files (Kubernetes pods). Without them only http(s)
 	// repositories are.
 	FileRoots []string
-
-	backendOnce sync.Once
-	backendPath string
-	backendArgs []string
 }
 
 // serves reports whether the gateway reads repository raw for its
@@ -122,7 +119,7 @@ func (g *Gateway) serveGit(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fleetlift gateway: "+git.Redact(err.Error()), http.StatusBadGateway)
 		return
 	}
-	g.backend(s.Dir(), op).ServeHTTP(w, r)
+	g.uploadPack(w, r, s.Dir(), op)
 }
 
 // copy is b's copy of repository name, read on first use.
@@ -150,55 +147,57 @@ func (g *Gateway) copy(b *box, name string, repo Repository) (*git.Scratch, erro
 	return c.scratch, c.err
 }
 
-// backend is git http-backend serving op of the bare repository at dir.
-// It runs with no configuration but the repository's, and serves only
-// what serveGit let through: upload-pack. It speaks protocol v0 (the
-// request's Git-Protocol header is not passed on): a clone is then two
-// requests, the references and the pack, where v2 takes three (its
-// references are a request of their own), and the copy holds only the
-// references the task asked for anyway.
-func (g *Gateway) backend(dir, op string) http.Handler {
-	path, args := g.Git.httpBackend()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r2 := r.Clone(r.Context())
-		r2.URL.Path, r2.URL.RawPath = "/"+filepath.Base(dir)+"/"+op, ""
-		r2.Header.Del("Git-Protocol")
-		h := &cgi.Handler{
-			Path: path,
-			Args: args,
-			Dir:  dir,
-			Env: []string{
-				"GIT_PROJECT_ROOT=" + filepath.Dir(dir), "GIT_HTTP_EXPORT_ALL=1",
-				"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=" + dir,
-				"PATH=" + os.Getenv("PATH"),
-			},
-		}
-		h.ServeHTTP(w, r2)
-	})
-}
-
-// httpBackend is how git http-backend is run: the program in git's
-// exec path itself when it is there, found once, so that each request
-// starts one process fewer than "git http-backend" (the git command
-// only finds the program and starts it); otherwise through git.
-func (g *GitReads) httpBackend() (string, []string) {
-	g.backendOnce.Do(func() {
-		bin := g.Git.Binary
-		if bin == "" {
-			bin, _ = exec.LookPath("git")
-		}
-		g.backendPath, g.backendArgs = bin, []string{"http-backend"}
-		out, err := exec.Command(bin, "--exec-path").Output()
-		if err != nil {
+// uploadPack serves op (info/refs, or git-upload-pack) of the bare
+// repository at dir as git http-backend would, starting only git
+// upload-pack (http-backend would be a second process for each of a
+// clone's two requests). It runs with no configuration but the
+// repository's, and serves only what serveGit let through: upload-pack.
+// It speaks protocol v0 (the request's Git-Protocol header is not passed
+// on): a clone is then two requests, the references and the pack, where
+// v2 takes three (its references are a request of their own), and the
+// copy holds only the references the task asked for anyway.
+func (g *Gateway) uploadPack(w http.ResponseWriter, r *http.Request, dir, op string) {
+	args := []string{"upload-pack", "--stateless-rpc"}
+	var in io.Reader
+	if op == "info/refs" {
+		args = append(args, "--advertise-refs")
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+	} else {
+		if r.Header.Get("Content-Type") != "application/x-git-upload-pack-request" {
+			http.Error(w, "fleetlift gateway: not an upload-pack request", http.StatusUnsupportedMediaType)
 			return
 		}
-		p := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			g.backendPath, g.backendArgs = p, nil
+		in = http.MaxBytesReader(w, r.Body, maxUploadPackRequest)
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(in)
+			if err != nil {
+				http.Error(w, "fleetlift gateway: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			defer zr.Close()
+			in = zr
 		}
-	})
-	return g.backendPath, g.backendArgs
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
+	}
+	w.Header().Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
+	bin := cmp.Or(g.Git.Git.Binary, "git")
+	cmd := exec.CommandContext(r.Context(), bin, append(args, dir)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	cmd.Stdin = in
+	if op == "info/refs" {
+		// What http-backend puts before the references.
+		_, _ = io.WriteString(w, "001e# service=git-upload-pack\n0000")
+	}
+	// What fails once the answer has begun reaches the sandbox's git
+	// as a cut answer, which it reports; the copy is the worker's own.
+	cmd.Stdout = w
+	_ = cmd.Run()
 }
+
+// maxUploadPackRequest bounds what a sandbox's git sends to upload-pack:
+// its wants and haves.
+const maxUploadPackRequest = 16 << 20
 
 // Copy is the worker's copy of repository name that sandbox id read
 // through the gateway, if it read it: the change the sandbox leaves for
