@@ -13,6 +13,8 @@ import (
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -98,26 +100,32 @@ func (g *Git) RevParse(ctx context.Context, dir, rev string) (string, error) {
 }
 
 // Head returns the commit checked out at dir and its branch ("" when
-// HEAD is detached), in one git process.
+// HEAD is detached), read in this process (an agent asks once a clone).
 func (g *Git) Head(ctx context.Context, dir string) (commit, branch string, _ error) {
-	// The commit, then HEAD's full name: refs/heads/<branch>, or HEAD
-	// itself when it is detached.
-	out, err := g.Run(ctx, dir, "rev-parse", "HEAD^{commit}", "--symbolic-full-name", "HEAD")
+	objects, _, err := g.gitPaths(ctx, dir)
 	if err != nil {
 		return "", "", fmt.Errorf("resolve HEAD: %w", err)
 	}
-	commit, name, ok := strings.Cut(strings.TrimSpace(out), "\n")
-	if !ok || !IsObjectID(commit) {
-		return "", "", fmt.Errorf("resolve HEAD: unexpected %q", out)
+	st := filesystem.NewStorage(osfs.New(filepath.Dir(objects)), cache.NewObjectLRUDefault())
+	head, err := st.Reference(plumbing.HEAD)
+	if err != nil {
+		return "", "", fmt.Errorf("resolve HEAD: %w", err)
 	}
-	if name == "HEAD" {
-		return commit, "", nil
+	ref := head
+	if head.Type() == plumbing.SymbolicReference {
+		if !head.Target().IsBranch() {
+			return "", "", fmt.Errorf("resolve HEAD: it names %s, not a branch", head.Target())
+		}
+		branch = head.Target().Short()
+		if ref, err = storer.ResolveReference(st, head.Target()); err != nil {
+			return "", "", fmt.Errorf("resolve HEAD: %s: %w", head.Target(), err)
+		}
 	}
-	branch, ok = strings.CutPrefix(name, "refs/heads/")
-	if !ok {
-		return "", "", fmt.Errorf("resolve HEAD: unexpected %q", out)
+	c, err := object.GetCommit(st, ref.Hash())
+	if err != nil {
+		return "", "", fmt.Errorf("resolve HEAD: %s is not a commit: %w", ref.Hash(), err)
 	}
-	return commit, branch, nil
+	return c.Hash.String(), branch, nil
 }
 
 // Proposed is the commit to propose: id when set (it must be a full
