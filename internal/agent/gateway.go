@@ -47,7 +47,7 @@ func (r *runner) modelGateway(jl *jail.Jail) (env []string, done func(), _ error
 		jl.Spec.Forwards = append(jl.Spec.Forwards, jail.Forward{Port: GatewayPort, Socket: sock})
 		base = "http://127.0.0.1:" + strconv.Itoa(GatewayPort)
 	} else {
-		lr, err := newLoopbackRelay(sock)
+		lr, err := newLoopbackRelay(sock, key)
 		if err != nil {
 			return nil, done, err
 		}

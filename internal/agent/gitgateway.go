@@ -24,38 +24,61 @@ import (
 
 // gitGateway is how the agent clones the repositories at the forge when
 // the worker serves a gateway (Options.GitGateway): over HTTP to a port
-// on loopback that the agent relays to the gateway's socket, with the
-// sandbox's own key as the password; the gateway adds the forge's token.
-// No token for the forge is in the sandbox.
+// on loopback that the agent relays to the gateway's socket, adding the
+// sandbox's own key to each request; the gateway adds the forge's token.
+// No token for the forge is in the sandbox, and the agent's git holds no
+// key either.
 type gitGateway struct {
 	*loopbackRelay
 	git *git.Git
 }
 
 // loopbackRelay is a port of the agent's loopback (base, its URL) that
-// leads to the gateway's Unix socket, for the agent's git and an unjailed
-// agent CLI; close stops it.
+// leads to the gateway's Unix socket, each request carrying the key:
+// git needs no credential of its own, so it neither asks a credential
+// helper (a shell, twice a clone) nor sends each clone's first request
+// twice (once without, answered 401). close stops it.
 type loopbackRelay struct {
-	ln   net.Listener
+	srv  *http.Server
 	base string
-	wg   sync.WaitGroup
 }
 
-// newLoopbackRelay relays a new port of loopback to the socket sock.
-func newLoopbackRelay(sock string) (*loopbackRelay, error) {
+// newLoopbackRelay relays a new port of loopback to the socket sock,
+// with key as the password of the basic authentication of each request
+// that carries no key of its own.
+func newLoopbackRelay(sock, key string) (*loopbackRelay, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("gateway relay: %w", err)
 	}
-	r := &loopbackRelay{ln: ln, base: "http://" + ln.Addr().String()}
-	r.wg.Go(func() { relay(ln, &r.wg, func() (net.Conn, error) { return net.Dial("unix", sock) }) })
+	d := &net.Dialer{Timeout: relayTimeout}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", "gateway", "gateway"
+			if pr.Out.Header.Get("Authorization") == "" && pr.Out.Header.Get("X-Api-Key") == "" {
+				// git's requests; an agent CLI's carry its key.
+				pr.Out.SetBasicAuth("agent", key)
+			}
+		},
+		Transport: &http.Transport{
+			DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) },
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     30 * time.Second,
+			DisableCompression:  true,
+		},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
+			http.Error(w, "fleetlift gateway relay: the worker's gateway does not answer", http.StatusBadGateway)
+		},
+	}
+	r := &loopbackRelay{srv: &http.Server{Handler: proxy, ReadHeaderTimeout: relayTimeout}, base: "http://" + ln.Addr().String()}
+	go func() { _ = r.srv.Serve(ln) }()
 	return r, nil
 }
 
-// close stops the relay and waits for its connections.
+// close stops the relay and its connections.
 func (r *loopbackRelay) close() {
-	r.ln.Close()
-	r.wg.Wait()
+	_ = r.srv.Close()
 }
 
 // openGitGateway starts the relay, when the agent has a gateway and its
@@ -69,19 +92,14 @@ func (r *runner) openGitGateway() (*gitGateway, error) {
 	if key == "" || err != nil {
 		return nil, err
 	}
-	lr, err := newLoopbackRelay(sock)
+	lr, err := newLoopbackRelay(sock, key)
 	if err != nil {
 		return nil, err
 	}
-	gw := &gitGateway{loopbackRelay: lr}
-	// Git sends the key, as its token, to the relay alone.
+	// The relay adds the key: git gets no token at all.
 	tokenVar := r.g.TokenVariable()
 	env := slices.DeleteFunc(slices.Clone(r.o.Env), func(kv string) bool { return strings.HasPrefix(kv, tokenVar+"=") })
-	gw.git = &git.Git{
-		Binary: r.g.Binary, Env: append(env, tokenVar+"="+key),
-		TokenEnv: r.g.TokenEnv, TokenOrigins: []string{gw.base}, ScratchDir: r.g.ScratchDir,
-	}
-	return gw, nil
+	return &gitGateway{loopbackRelay: lr, git: &git.Git{Binary: r.g.Binary, Env: env, TokenEnv: r.g.TokenEnv, ScratchDir: r.g.ScratchDir}}, nil
 }
 
 // relay hands each connection ln accepts to one dial makes, until ln is
