@@ -89,12 +89,28 @@ func (t *Temporal) ClosePullRequests(ctx context.Context, rec state.Campaign, re
 // also once cancelled), waiting for each as o.WaitForStage says; a
 // follower that no longer runs is passed over.
 func (t *Temporal) updateFollowers(ctx context.Context, rec state.Campaign, o client.UpdateWorkflowOptions) error {
-	st, err := (&statetemporal.Reader{Client: t.Client}).QueryStatus(ctx, rec.WorkflowID, rec.Kind == state.KindCampaign)
+	sources, err := t.followed(ctx, rec)
 	if err != nil {
 		return err
 	}
+	return t.updateEach(ctx, sources, o)
+}
+
+// followed are the sources whose followers follow rec's run's pull
+// requests (status.Run.Followers).
+func (t *Temporal) followed(ctx context.Context, rec state.Campaign) ([]string, error) {
+	st, err := (&statetemporal.Reader{Client: t.Client}).QueryStatus(ctx, rec.WorkflowID, rec.Kind == state.KindCampaign)
+	if err != nil {
+		return nil, err
+	}
 	st.ID = rec.WorkflowID
-	for _, s := range st.Followers() {
+	return st.Followers(), nil
+}
+
+// updateEach sends update o to the follower of each of sources that
+// runs.
+func (t *Temporal) updateEach(ctx context.Context, sources []string, o client.UpdateWorkflowOptions) error {
+	for _, s := range sources {
 		o.WorkflowID = status.FollowerID(s)
 		h, err := t.Client.UpdateWorkflow(ctx, o)
 		var nf *serviceerror.NotFound

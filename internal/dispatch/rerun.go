@@ -243,14 +243,56 @@ func inPageOrder(units []workflow.Unit, ran []status.UnitResult) []workflow.Unit
 // next plan does not reopen it again. Units already queued or running
 // are not queued twice.
 func (t *Temporal) Reopen(ctx context.Context, rec state.Campaign, units []string) error {
+	// What the followers hold now, not what the plan read a moment ago:
+	// a unit whose regression they record as reopened already was (by
+	// an earlier pass whose record the plan did not see yet).
+	sources, err := t.followed(ctx, rec)
+	if err != nil {
+		return fmt.Errorf("reopen %v of %s: %w", units, rec.WorkflowID, err)
+	}
+	var followed []status.FollowedPR
+	for _, s := range sources {
+		prs, err := (&statetemporal.Reader{Client: t.Client}).Followed(ctx, s)
+		if err != nil {
+			return fmt.Errorf("reopen %v of %s: %w", units, rec.WorkflowID, err)
+		}
+		if prs != nil {
+			followed = append(followed, prs.PRs...)
+		}
+	}
+	if units = notReopened(units, followed); len(units) == 0 {
+		return nil
+	}
 	if _, err := Regenerate(ctx, t.Client, rec.WorkflowID, units); err != nil && !errors.Is(err, ErrNothingToRerun) {
 		return fmt.Errorf("reopen %v of %s: %w", units, rec.WorkflowID, err)
 	}
-	err := t.updateFollowers(ctx, rec, client.UpdateWorkflowOptions{
+	// The followers read above, which hold the regressed pull requests
+	// (a campaign in pages started again may have pages of new ids).
+	err = t.updateEach(ctx, sources, client.UpdateWorkflowOptions{
 		UpdateName: status.UpdateReopened, Args: []any{units}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
 		return fmt.Errorf("reopen %v of %s: record it with its followers: %w", units, rec.WorkflowID, err)
 	}
 	return nil
+}
+
+// notReopened are the units of units none of whose regressed pull
+// requests in followed is recorded as reopened for the commit it
+// regressed at; a unit followed has none is kept (its follower may not
+// have read it yet).
+func notReopened(units []string, followed []status.FollowedPR) []string {
+	var out []string
+	for _, u := range units {
+		done := false
+		for _, p := range followed {
+			if p.Unit == u && p.Done == state.DoneRegressed && p.ReopenedFor != "" && p.ReopenedFor == p.DoneBase {
+				done = true
+			}
+		}
+		if !done {
+			out = append(out, u)
+		}
+	}
+	return out
 }
