@@ -103,8 +103,13 @@ repositories_from:
 	}
 
 	stateDir := t.TempDir()
+	// The tasks end awaiting approval, and a sandbox outlives its
+	// worker until it is orphaned: once up has stopped, they end (in two
+	// seconds here) before the state directory goes.
+	t.Cleanup(func() { awaitNoProcessUnder(t, stateDir, time.Minute) })
 	addr, _, reader := serverForTest(t, stateDir)
-	up := startUp(t, "--repo", campaigns, "--temporal-address", addr, "--state-dir", stateDir, "--interval", "1s")
+	up := startUp(t, "--repo", campaigns, "--temporal-address", addr, "--state-dir", stateDir, "--interval", "1s",
+		"--sandbox-orphan-after", "2s")
 	names := func(rec state.Campaign) []string {
 		var out []string
 		for _, r := range rec.Repos {
@@ -158,8 +163,6 @@ repositories_from:
 	}
 	// Merged, the reconciler hands it to the run as the next generation.
 	git.run("push", "-q", campaigns, "touch:main")
-	// (Its task runs to its approval, so that no sandbox outlives the
-	// test.)
 	rec := waitFor("svc-new joins the next generation", func(c state.Campaign) bool {
 		return c.Generation == 2 && slices.Contains(names(c), "svc-new") && len(c.PendingApprovals) == 3
 	})
@@ -248,4 +251,24 @@ func giteaCampaigns(t *testing.T, g *giteatest.Server, extra string, files map[s
 	c.run("commit", "-q", "-m", "campaigns")
 	c.run("push", "-q", url, "main")
 	return url, c
+}
+
+// awaitNoProcessUnder waits until no process names dir (or a path under
+// it) in its command line, or fails the test after limit.
+func awaitNoProcessUnder(t *testing.T, dir string, limit time.Duration) {
+	t.Helper()
+	var left []string
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		left = nil
+		cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, f := range cmdlines {
+			if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), dir) {
+				left = append(left, strings.ReplaceAll(string(data), "\x00", " "))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+	}
+	t.Errorf("processes under %s still run %s after their worker stopped:\n%s", dir, limit, strings.Join(left, "\n"))
 }
