@@ -250,9 +250,10 @@ func (t *Temporal) Reopen(ctx context.Context, rec state.Campaign, units []strin
 	if err != nil {
 		return fmt.Errorf("reopen %v of %s: %w", units, rec.WorkflowID, err)
 	}
+	reader := &statetemporal.Reader{Client: t.Client}
 	var followed []status.FollowedPR
 	for _, s := range sources {
-		prs, err := (&statetemporal.Reader{Client: t.Client}).Followed(ctx, s)
+		prs, err := reader.Followed(ctx, s)
 		if err != nil {
 			return fmt.Errorf("reopen %v of %s: %w", units, rec.WorkflowID, err)
 		}
@@ -284,13 +285,7 @@ func (t *Temporal) Reopen(ctx context.Context, rec state.Campaign, units []strin
 func notReopened(units []string, followed []status.FollowedPR) []string {
 	var out []string
 	for _, u := range units {
-		done := false
-		for _, p := range followed {
-			if p.Unit == u && p.Done == state.DoneRegressed && p.ReopenedFor != "" && p.ReopenedFor == p.DoneBase {
-				done = true
-			}
-		}
-		if !done {
+		if !slices.ContainsFunc(followed, func(p status.FollowedPR) bool { return p.Unit == u && p.Reopened() }) {
 			out = append(out, u)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/agent/protocol"
 	"github.com/fleetlift/fleetlift/internal/forge"
 	"github.com/fleetlift/fleetlift/internal/sandbox"
+	"github.com/fleetlift/fleetlift/internal/state"
 )
 
 // QueryPullRequests is the query a PullRequests workflow answers with
@@ -154,6 +155,13 @@ func (p FollowedPR) Settled() bool { return p.State == forge.StateMerged }
 
 // Open reports whether p's pull request is open, or not read yet.
 func (p FollowedPR) Open() bool { return p.State == "" || p.State == forge.StateOpen }
+
+// Reopened reports whether p's done_when regressed and the reconciler
+// had its change made again for the commit it regressed at
+// (UpdateReopened): that regression is not reopened again.
+func (p FollowedPR) Reopened() bool {
+	return p.Done == state.DoneRegressed && p.ReopenedFor != "" && p.ReopenedFor == p.DoneBase
+}
 
 // UnitPRs are the pull requests campaign units opened, each with the
 // unit and the repository (of a group: the one whose pull request it

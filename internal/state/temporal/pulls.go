@@ -132,7 +132,7 @@ func PullRequestOf(p status.FollowedPR) *state.PullRequestStatus {
 	out := &state.PullRequestStatus{
 		Number: p.Number, Draft: p.Draft, Head: p.Head, Base: p.Base, Mergeable: p.Mergeable, Review: p.Review,
 		Checks: p.Checks, FailedChecks: p.FailedChecks, Labels: p.Labels, Foreign: p.Foreign, CheckedAt: p.CheckedAt, Error: p.Error,
-		Done: p.Done, DoneNote: p.DoneNote, Reopened: p.Done == state.DoneRegressed && p.ReopenedFor != "" && p.ReopenedFor == p.DoneBase,
+		Done: p.Done, DoneNote: p.DoneNote, Reopened: p.Reopened(),
 	}
 	if p.State == forge.StateMerged || p.State == forge.StateClosed {
 		// What no longer decides anything.
