@@ -5,33 +5,27 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // Bundle writes to dest a git bundle (v2) whose one ref, ref, is commit
 // of the repository at dir, with prerequisite (a commit the reader has)
 // as its one prerequisite: it holds commit and what commit reaches that
 // prerequisite's tree does not (missingObjects), as `git bundle create
-// dest ref ^prerequisite` does, in this process. dir is a clone whose
-// .git is a directory, or a bare repository; its alternates are not
-// read.
+// dest ref ^prerequisite` does, in this process. dir is a clone or a
+// bare repository.
 func (g *Git) Bundle(ctx context.Context, dir, dest, ref, commit, prerequisite string) error {
 	if !strings.HasPrefix(ref, "refs/") || strings.ContainsAny(ref, " \n") || !IsObjectID(commit) || !IsObjectID(prerequisite) {
 		return fmt.Errorf("bundle: invalid ref %q, commit %q or prerequisite %q", ref, commit, prerequisite)
 	}
-	objects, _, err := g.gitPaths(ctx, dir)
+	st, _, err := g.repoStorage(ctx, dir)
 	if err != nil {
 		return err
 	}
-	st := filesystem.NewStorage(osfs.New(filepath.Dir(objects)), cache.NewObjectLRUDefault())
 	hashes, err := missingObjects(st, []plumbing.Hash{plumbing.NewHash(commit)}, map[plumbing.Hash]bool{plumbing.NewHash(prerequisite): true})
 	if err != nil {
 		return fmt.Errorf("bundle %s: %w", commit, err)
@@ -101,6 +95,8 @@ func (s *Scratch) ReadBundle(ctx context.Context, path, ref string) (commit, tre
 	if _, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: []string{"index-pack", "--stdin", "--strict"}, stdin: r}); err != nil {
 		return "", "", fmt.Errorf("read the bundle: %w", err)
 	}
+	// A storage opened anew: st listed the packs before index-pack
+	// wrote this one.
 	c, err := object.GetCommit(storage(s.dir), plumbing.NewHash(commit))
 	if err != nil {
 		return "", "", fmt.Errorf("read the bundle: its %s is no commit it holds: %w", ref, err)

@@ -153,6 +153,16 @@ func storage(dir string) *filesystem.Storage {
 		filesystem.Options{AlternatesFS: osfs.New("/")})
 }
 
+// repoStorage is the storage of the repository at dir (a clone or a bare
+// repository, see gitPaths), and its object directory.
+func (g *Git) repoStorage(ctx context.Context, dir string) (*filesystem.Storage, string, error) {
+	objects, _, err := g.gitPaths(ctx, dir)
+	if err != nil {
+		return nil, "", err
+	}
+	return storage(filepath.Dir(objects)), objects, nil
+}
+
 // cloneHTTP reads branch of url (the default branch when empty), depth
 // commits of it (all when 0), into the empty bare repository at dir, as
 // `git clone --bare --single-branch --no-tags` does.

@@ -10,12 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // CloneOptions say what to clone.
@@ -102,11 +99,10 @@ func (g *Git) RevParse(ctx context.Context, dir, rev string) (string, error) {
 // Head returns the commit checked out at dir and its branch ("" when
 // HEAD is detached), read in this process (an agent asks once a clone).
 func (g *Git) Head(ctx context.Context, dir string) (commit, branch string, _ error) {
-	objects, _, err := g.gitPaths(ctx, dir)
+	st, _, err := g.repoStorage(ctx, dir)
 	if err != nil {
 		return "", "", fmt.Errorf("resolve HEAD: %w", err)
 	}
-	st := filesystem.NewStorage(osfs.New(filepath.Dir(objects)), cache.NewObjectLRUDefault())
 	head, err := st.Reference(plumbing.HEAD)
 	if err != nil {
 		return "", "", fmt.Errorf("resolve HEAD: %w", err)
@@ -364,11 +360,10 @@ func (g *Git) CommitTree(ctx context.Context, dir string, o TreeCommit) (string,
 	if strings.TrimSpace(msg) == "" {
 		msg = "fleetlift changes"
 	}
-	objects, _, err := g.gitPaths(ctx, dir)
+	st, objects, err := g.repoStorage(ctx, dir)
 	if err != nil {
 		return "", err
 	}
-	st := filesystem.NewStorage(osfs.New(filepath.Dir(objects)), cache.NewObjectLRUDefault())
 	if _, err := st.EncodedObject(plumbing.TreeObject, plumbing.NewHash(o.Tree)); err != nil {
 		return "", fmt.Errorf("commit tree: %s is not a tree of %s: %w", o.Tree, dir, err)
 	}
