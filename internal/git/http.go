@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -31,10 +32,10 @@ import (
 	"golang.org/x/net/http/httpproxy"
 )
 
-// The worker's copy of a repository at an http(s) forge (CloneBare) and
-// its pushes there (Scratch.Push, Git.Push) run in this process, through
-// go-git's smart HTTP client, not as git processes: measured against a
-// Gitea on loopback, a copy, a commit and its push cost 51 ms of CPU a
+// The worker's copy of a repository at an http(s) forge (CloneBare), its
+// pushes there (Scratch.Push, Git.Push) and the objects of an agent's
+// clone (Clone) run in this process, through go-git's smart HTTP client,
+// not as git processes: measured against a Gitea on loopback, a copy, a commit and its push cost 51 ms of CPU a
 // repository as processes (git, git-remote-http loading libcurl,
 // fetch-pack, index-pack, send-pack, pack-objects, and the credential
 // helper's shell, twice) and 10 ms here; a fleet of small repositories
@@ -163,15 +164,27 @@ func (g *Git) repoStorage(ctx context.Context, dir string) (*filesystem.Storage,
 	return storage(filepath.Dir(objects)), objects, nil
 }
 
+// fetchedBranch is what cloneHTTP read: the branch, its commit, and
+// whether the remote's HEAD names it.
+type fetchedBranch struct {
+	name          string
+	tip           plumbing.Hash
+	remoteDefault bool
+}
+
 // cloneHTTP reads branch of url (the default branch when empty), depth
-// commits of it (all when 0), into the empty bare repository at dir, as
-// `git clone --bare --single-branch --no-tags` does.
-func (g *Git) cloneHTTP(ctx context.Context, raw, branch string, depth int, dir string) error {
+// commits of it (all when 0), into the empty repository whose git
+// directory is dir, as `git clone --single-branch --no-tags` does: its
+// objects, the branch and HEAD naming it, and the remote's shallow
+// commits with those the depth cut (a copy of a shallow copy is shallow
+// where it is).
+func (g *Git) cloneHTTP(ctx context.Context, raw, branch string, depth int, dir string) (fetchedBranch, error) {
 	r, err := g.httpRemote(raw)
 	if err != nil {
-		return err
+		return fetchedBranch{}, err
 	}
-	return g.transfer(ctx, "clone", func() error {
+	var got fetchedBranch
+	err = g.transfer(ctx, "clone", func() error {
 		sess, err := r.client.NewUploadPackSession(r.ep, r.auth)
 		if err != nil {
 			return err
@@ -185,14 +198,17 @@ func (g *Git) cloneHTTP(ctx context.Context, raw, branch string, depth int, dir 
 		if err != nil {
 			return err
 		}
+		remoteDefault, defaultErr := defaultBranch(refs, ar)
 		if branch == "" {
-			if branch, err = defaultBranch(refs, ar); err != nil {
-				return err
+			if defaultErr != nil {
+				return defaultErr
 			}
+			branch = remoteDefault
 		}
 		if err := CheckBranch(branch); err != nil {
 			return err
 		}
+		got = fetchedBranch{name: branch, remoteDefault: defaultErr == nil && remoteDefault == branch}
 		name := plumbing.NewBranchReferenceName(branch)
 		want, err := refs.Reference(name)
 		if err != nil {
@@ -217,8 +233,8 @@ func (g *Git) cloneHTTP(ctx context.Context, raw, branch string, depth int, dir 
 		}
 		defer resp.Close()
 		st := storage(dir)
-		if depth > 0 && len(resp.Shallows) > 0 {
-			if err := st.SetShallow(resp.Shallows); err != nil {
+		if shallow := shallowUnion(ar.Shallows, resp.Shallows); len(shallow) > 0 {
+			if err := st.SetShallow(shallow); err != nil {
 				return err
 			}
 		}
@@ -238,8 +254,23 @@ func (g *Git) cloneHTTP(ctx context.Context, raw, branch string, depth int, dir 
 		if err := st.SetReference(plumbing.NewHashReference(name, want.Hash())); err != nil {
 			return err
 		}
+		got.tip = want.Hash()
 		return os.WriteFile(filepath.Join(dir, "HEAD"), []byte("ref: "+name.String()+"\n"), 0o644)
 	})
+	return got, err
+}
+
+// shallowUnion is the shallow commits of a and b, each once.
+func shallowUnion(a, b []plumbing.Hash) []plumbing.Hash {
+	var out []plumbing.Hash
+	seen := map[plumbing.Hash]bool{}
+	for _, h := range append(slices.Clip(a), b...) {
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // defaultBranch is the branch the remote's HEAD names: as its symref

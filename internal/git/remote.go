@@ -457,7 +457,7 @@ func (g *Git) CloneBare(ctx context.Context, url, branch string, depth int) (*Sc
 			s.Close()
 			return nil, fmt.Errorf("clone %s: %w", Redact(url), err)
 		}
-		if err := g.cloneHTTP(ctx, url, branch, depth, dir); err != nil {
+		if _, err := g.cloneHTTP(ctx, url, branch, depth, dir); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("clone %s: %w", Redact(url), err)
 		}

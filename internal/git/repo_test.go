@@ -495,6 +495,23 @@ func TestCloneOverHTTPIsTheCloneOfThePath(t *testing.T) {
 			sameClone(t, dir, ref)
 		})
 	}
+	// A copy one commit deep, as the gateway serves: a clone of all of
+	// it is shallow where the copy is.
+	t.Run("shallowserver", func(t *testing.T) {
+		gittest.Run(t, root, "clone", "--quiet", "--bare", "--depth", "1", "file://"+remote, filepath.Join(root, "copy.git"))
+		dir := filepath.Join(t.TempDir(), "clone")
+		if err := g.Clone(ctx, srv.URL+"/copy.git", dir, git.CloneOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ref := filepath.Join(t.TempDir(), "ref")
+		if err := newGit().Clone(ctx, filepath.Join(root, "copy.git"), ref, git.CloneOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sameClone(t, dir, ref)
+		if b, _ := os.ReadFile(filepath.Join(dir, ".git", "shallow")); len(b) == 0 {
+			t.Error("the clone of a shallow copy is not shallow")
+		}
+	})
 }
 
 // sameClone fails unless the clone at dir is what git clone made at ref.
