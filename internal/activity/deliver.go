@@ -278,7 +278,7 @@ func (a *Activities) base(ctx context.Context, id string, repo *protocol.Reposit
 			if err := git.CheckBranch(branch); err != nil {
 				return nil, "", nil, err
 			}
-			if _, err := s.Run(ctx, "merge-base", "--is-ancestor", rr.Base, "refs/heads/"+branch); err != nil {
+			if ok, err := s.IsAncestor(ctx, rr.Base, "refs/heads/"+branch); !ok || err != nil {
 				return nil, "", nil, fmt.Errorf("the change in %s builds on %s, which is not on %s as the sandbox cloned it: not proposed", rr.Name, rr.Base, branch)
 			}
 			return s, branch, func() {}, nil
@@ -306,7 +306,7 @@ func (a *Activities) base(ctx context.Context, id string, repo *protocol.Reposit
 		if err := s.FetchShallow(ctx, repo.URL, depth, "+refs/heads/"+branch+":"+tip); err != nil {
 			return nil, "", nil, err
 		}
-		if _, err := s.Run(ctx, "merge-base", "--is-ancestor", rr.Base, tip); err == nil {
+		if ok, err := s.IsAncestor(ctx, rr.Base, tip); ok && err == nil {
 			return s, branch, func() { scratch.Close() }, nil
 		}
 	}

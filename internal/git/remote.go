@@ -14,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
 // Scratch is a temporary bare repository whose configuration fleetlift
@@ -468,6 +471,31 @@ func (g *Git) CloneBare(ctx context.Context, url, branch string, depth int) (*Sc
 		return nil, fmt.Errorf("clone %s: %w", Redact(url), err)
 	}
 	return s, nil
+}
+
+// IsAncestor reports whether commit (a full object id) is ref (a full
+// reference name) or an ancestor of it in the scratch repository. A
+// unit's change nearly always builds on the very commit its sandbox
+// cloned: that is read from the reference here, without starting git
+// merge-base (a process a repository, of about a dozen).
+func (s *Scratch) IsAncestor(ctx context.Context, commit, ref string) (bool, error) {
+	if !IsObjectID(commit) {
+		return false, fmt.Errorf("%q is not an object id", commit)
+	}
+	if !strings.HasPrefix(ref, "refs/") {
+		return false, fmt.Errorf("%q is not a full reference name", ref)
+	}
+	if r, err := storer.ResolveReference(storage(s.dir), plumbing.ReferenceName(ref)); err == nil && r.Hash().String() == commit {
+		return true, nil
+	}
+	_, err := s.Run(ctx, "merge-base", "--is-ancestor", commit, ref)
+	switch {
+	case err == nil:
+		return true, nil
+	case exitCode(err) == 1:
+		return false, nil
+	}
+	return false, err
 }
 
 // Head is the branch the scratch repository's HEAD names. A scratch's

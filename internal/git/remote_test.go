@@ -641,3 +641,37 @@ func TestCopyOfALocalRepositoryKeepsItsDepth(t *testing.T) {
 		copied.Close()
 	}
 }
+
+// IsAncestor says yes for the tip itself and the commits before it, no
+// for a commit off the branch, and fails for one the repository lacks and
+// for what is not an object id.
+func TestIsAncestor(t *testing.T) {
+	ctx := context.Background()
+	remote := gittest.NewRemote(t, "", "api", map[string]string{"a.txt": "a\n"})
+	first := strings.TrimSpace(gittest.Run(t, remote, "rev-parse", "main"))
+	gittest.Commit(t, remote, "main", map[string]string{"b.txt": "b\n"})
+	tip := strings.TrimSpace(gittest.Run(t, remote, "rev-parse", "main"))
+	gittest.Run(t, remote, "branch", "side", first)
+	side := gittest.Commit(t, remote, "side", map[string]string{"c.txt": "c\n"})
+	g := newGit()
+	g.ScratchDir = t.TempDir()
+	s, err := g.CloneBare(ctx, remote, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Fetch(ctx, remote, "+refs/heads/side:refs/heads/side"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		commit        string
+		want, wantErr bool
+	}{
+		{tip, true, false}, {first, true, false}, {side, false, false},
+		{strings.Repeat("ab", 20), false, true}, {"--all", false, true},
+	} {
+		if got, err := s.IsAncestor(ctx, c.commit, "refs/heads/main"); got != c.want || (err != nil) != c.wantErr {
+			t.Errorf("IsAncestor(%s, main) = %v, %v; want %v (an error: %v)", c.commit, got, err, c.want, c.wantErr)
+		}
+	}
+}
