@@ -1,6 +1,7 @@
 package git
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -256,6 +257,9 @@ func (g *Git) CurrentBranch(ctx context.Context, dir string) (string, error) {
 // configuration defines, so staging or checking out never runs a command
 // that an agent wrote into .git/config.
 func (g *Git) neutralFilters(ctx context.Context, dir string) ([]string, error) {
+	if definesNoFilter(dir) {
+		return nil, nil
+	}
 	out, err := g.Run(ctx, dir, "config", "--null", "--name-only", "--get-regexp", `^filter\.`)
 	if err != nil {
 		if exitCode(err) == 1 {
@@ -285,6 +289,39 @@ func (g *Git) neutralFilters(ctx context.Context, dir string) ([]string, error) 
 		cfg = append(cfg, "filter."+name+".required=false")
 	}
 	return cfg, nil
+}
+
+// definesNoFilter reports whether the configuration git reads in the
+// clone at dir plainly defines no filter driver, without starting git
+// (a process a unit, of about a dozen). Git reads no system or global
+// configuration here (environ), so what the clone's .git/config says is
+// all there is, unless it names another file (include, includeIf, or a
+// worktree's configuration with extensions.worktreeConfig). A driver is
+// a section named filter, and git's section names have no escapes, so a
+// file that spells none of "filter", "include" and "worktreeconfig", in
+// any case, defines none and names no file that could. Anything else (a
+// .git that is a file or a link, a configuration that is not a plain
+// file) is left to git.
+func definesNoFilter(dir string) bool {
+	gitDir := filepath.Join(dir, ".git")
+	if fi, err := os.Lstat(gitDir); err != nil || !fi.IsDir() {
+		return false
+	}
+	config := filepath.Join(gitDir, "config")
+	if fi, err := os.Lstat(config); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	data, err := os.ReadFile(config)
+	if err != nil {
+		return false
+	}
+	data = bytes.ToLower(data)
+	for _, word := range []string{"filter", "include", "worktreeconfig"} {
+		if bytes.Contains(data, []byte(word)) {
+			return false
+		}
+	}
+	return true
 }
 
 // worktree runs local commands in a clone with the filter drivers of its

@@ -161,11 +161,30 @@ func TestCommitAndPushRunNoHooksOrFilters(t *testing.T) {
 func TestFiltersStayOffHoweverTheConfigurationDefinesThem(t *testing.T) {
 	ctx := context.Background()
 	g := newGit()
-	remote := gittest.NewRemote(t, "", "api", map[string]string{"a.txt": "a\n"})
+	// The clones' configuration names the remote's path: not one under
+	// this test's own directory, whose name spells "filter".
+	parent, err := os.MkdirTemp("", "fleetlift-remote-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	remote := gittest.NewRemote(t, parent, "api", map[string]string{"a.txt": "a\n"})
 	for name, define := range map[string]func(dir, cmd string){
 		"in an included file": func(dir, cmd string) {
 			gittest.WriteFiles(t, dir, map[string]string{".git/evil.cfg": "[filter \"evil\"]\n\tclean = " + cmd + "\n"})
 			gittest.Run(t, dir, "config", "include.path", "evil.cfg")
+		},
+		"in a worktree's configuration": func(dir, cmd string) {
+			gittest.Run(t, dir, "config", "extensions.worktreeConfig", "true")
+			gittest.WriteFiles(t, dir, map[string]string{".git/config.worktree": "[filter \"evil\"]\n\tclean = " + cmd + "\n"})
+		},
+		"with the old dotted section name": func(dir, cmd string) {
+			f, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(f, "[Filter.evil]\n\tclean = %s\n", cmd)
+			f.Close()
 		},
 		"with an upper-case section name": func(dir, cmd string) {
 			f, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
@@ -191,6 +210,41 @@ func TestFiltersStayOffHoweverTheConfigurationDefinesThem(t *testing.T) {
 				t.Fatal("the clone's filter ran while its changes were read")
 			}
 		})
+	}
+}
+
+// Reading the changes of a clone whose configuration defines no filter
+// driver asks git nothing about its configuration: one process fewer a
+// unit. (What a configuration that does define one gets is above.)
+func TestChangesOfAPlainCloneReadNoConfiguration(t *testing.T) {
+	ctx := context.Background()
+	remote := gittest.NewRemote(t, "", "api", map[string]string{"a.txt": "a\n"})
+	dir := clone(t, newGit(), remote, git.CloneOptions{})
+	log := filepath.Join(t.TempDir(), "git.log")
+	wrapper := filepath.Join(t.TempDir(), "git")
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> " + log + "\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g := newGit()
+	g.Binary = wrapper
+	gittest.WriteFiles(t, dir, map[string]string{"a.txt": "changed\n"})
+	c, err := g.Changes(ctx, dir, git.DiffOptions{})
+	if err != nil || len(c.Files) != 1 {
+		t.Fatalf("Changes = %+v, %v; want a.txt changed", c.Files, err)
+	}
+	data, _ := os.ReadFile(log)
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.Contains(line, " config ") {
+			t.Errorf("git ran %q", line)
+		}
+	}
+	if !strings.Contains(string(data), " write-tree") {
+		t.Fatalf("the wrapper saw no git command: %q", data)
 	}
 }
 
