@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -182,11 +180,16 @@ func (a *Activities) propose(ctx context.Context, id string, d *Delivery, rr *pr
 	defer done()
 
 	// The change: objects from the sandbox, checked as any fetched.
-	bundle, err := a.readBundle(ctx, id, s.Dir(), rr.Name)
+	bundle, err := a.openBundle(ctx, id, rr.Name)
 	if err != nil {
 		return nil, err
 	}
-	_, got, err := s.ReadBundle(ctx, bundle, protocol.BundleRef)
+	defer bundle.Close()
+	in := &capped{r: bundle, left: maxBundleBytes}
+	_, got, err := s.ReadBundle(ctx, in, protocol.BundleRef)
+	if in.over {
+		return nil, fmt.Errorf("the change left in %s is over %d bytes: not proposed", rr.Name, maxBundleBytes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the change left in %s: %w", rr.Name, err)
 	}
@@ -313,33 +316,39 @@ func (a *Activities) base(ctx context.Context, id string, repo *protocol.Reposit
 	return nil, "", nil, fmt.Errorf("the change in %s builds on %s, which is not among the last %d commits of %s: not proposed (run the task again)", rr.Name, rr.Base, baseSearchDepth, branch)
 }
 
-// readBundle copies the change the agent left for repository name in
-// sandbox id into dir and returns its path.
-func (a *Activities) readBundle(ctx context.Context, id, dir, name string) (string, error) {
+// openBundle opens the change the agent left for repository name in
+// sandbox id.
+func (a *Activities) openBundle(ctx context.Context, id, name string) (io.ReadCloser, error) {
 	rc, err := a.Sandbox.CopyFrom(ctx, id, path.Join(protocol.Dir, protocol.BundleFile(name)))
 	if errors.Is(err, sandbox.ErrNotFound) {
 		err = fmt.Errorf("the agent left no change for %s", name)
 	}
 	if err != nil {
-		return "", fmt.Errorf("read the change left in %s: %w", name, err)
+		return nil, fmt.Errorf("read the change left in %s: %w", name, err)
 	}
-	defer rc.Close()
-	p := filepath.Join(dir, "change.bundle")
-	out, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", err
+	return rc, nil
+}
+
+// capped reads r until more than left bytes came, and then fails, saying
+// so (over).
+type capped struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+var errOverCap = errors.New("over the size allowed")
+
+func (c *capped) Read(p []byte) (int, error) {
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
 	}
-	n, err := io.Copy(out, io.LimitReader(rc, maxBundleBytes+1))
-	if cerr := out.Close(); err == nil {
-		err = cerr
+	n, err := c.r.Read(p)
+	if c.left -= int64(n); c.left < 0 {
+		c.over = true
+		return n, errOverCap
 	}
-	if err != nil {
-		return "", fmt.Errorf("read the change left in %s: %w", name, err)
-	}
-	if n > maxBundleBytes {
-		return "", fmt.Errorf("the change left in %s is over %d bytes: not proposed", name, maxBundleBytes)
-	}
-	return p, nil
+	return n, err
 }
 
 // LocalForges are the forges of a worker that has only the local forge

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -54,18 +55,13 @@ func (g *Git) Bundle(ctx context.Context, dir, dest, ref, commit, prerequisite s
 const bundleHeaderMax = 64 << 10
 
 // ReadBundle takes into the scratch repository the objects of the
-// bundle file at path, a stranger's (a sandbox's): its header must be
-// v2, with prerequisites the scratch has, and name ref; its pack is
-// indexed with every object checked as a fetch from a stranger is
-// (index-pack --strict: fsck, and every object an object names present).
-// It returns the commit ref names and that commit's tree.
-func (s *Scratch) ReadBundle(ctx context.Context, path, ref string) (commit, tree string, _ error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", "", fmt.Errorf("read the bundle: %w", err)
-	}
-	defer f.Close()
-	r := bufio.NewReader(f)
+// bundle in, a stranger's (a sandbox's), as it is read: its header must
+// be v2, with prerequisites the scratch has, and name ref; its pack goes
+// straight to index-pack, which checks every object as a fetch from a
+// stranger is checked (--strict: fsck, and every object an object names
+// present). It returns the commit ref names and that commit's tree.
+func (s *Scratch) ReadBundle(ctx context.Context, in io.Reader, ref string) (commit, tree string, _ error) {
+	r := bufio.NewReader(in)
 	st := storage(s.dir)
 	line, err := r.ReadString('\n')
 	if err != nil || line != "# v2 git bundle\n" {

@@ -105,17 +105,17 @@ func TestReadBundleChecksAStrangersObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, _, err := s.ReadBundle(ctx, bundleOf(evil), "refs/fleetlift/change"); err == nil {
+	if _, _, err := s.ReadBundle(ctx, open(t, bundleOf(evil)), "refs/fleetlift/change"); err == nil {
 		t.Error("a bundle whose tree holds .git was taken")
 	}
-	if _, _, err := s.ReadBundle(ctx, bundleOf(good), "refs/other"); err == nil || !strings.Contains(err.Error(), "holds no refs/other") {
+	if _, _, err := s.ReadBundle(ctx, open(t, bundleOf(good)), "refs/other"); err == nil || !strings.Contains(err.Error(), "holds no refs/other") {
 		t.Errorf("a bundle without the ref: %v", err)
 	}
 	notBundle := filepath.Join(t.TempDir(), "x")
 	if err := os.WriteFile(notBundle, []byte("PACK"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.ReadBundle(ctx, notBundle, "refs/fleetlift/change"); err == nil || !strings.Contains(err.Error(), "not a v2 git bundle") {
+	if _, _, err := s.ReadBundle(ctx, open(t, notBundle), "refs/fleetlift/change"); err == nil || !strings.Contains(err.Error(), "not a v2 git bundle") {
 		t.Errorf("a file that is no bundle: %v", err)
 	}
 	other, err := g.NewScratch(ctx, "")
@@ -123,10 +123,10 @@ func TestReadBundleChecksAStrangersObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, _, err := other.ReadBundle(ctx, bundleOf(good), "refs/fleetlift/change"); err == nil || !strings.Contains(err.Error(), "does not have") {
+	if _, _, err := other.ReadBundle(ctx, open(t, bundleOf(good)), "refs/fleetlift/change"); err == nil || !strings.Contains(err.Error(), "does not have") {
 		t.Errorf("a bundle on a base the repository lacks: %v", err)
 	}
-	commit, tree, err := s.ReadBundle(ctx, bundleOf(good), "refs/fleetlift/change")
+	commit, tree, err := s.ReadBundle(ctx, open(t, bundleOf(good)), "refs/fleetlift/change")
 	if err != nil || tree != good || !git.IsObjectID(commit) {
 		t.Errorf("a good bundle = %s, %s, %v; want tree %s", commit, tree, err, good)
 	}
@@ -143,4 +143,15 @@ func gitInput(t *testing.T, dir, input string, args ...string) string {
 		t.Fatalf("git %s: %v", strings.Join(args, " "), err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// open opens the file at p for the rest of the test.
+func open(t *testing.T, p string) *os.File {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
