@@ -1,6 +1,10 @@
 package gateway_test
 
 import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -195,4 +199,53 @@ func gitCmd(args ...string) (string, error) {
 	cmd.Env = append(gittest.Env(), "GIT_TERMINAL_PROMPT=0")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// A pack request whose body git compressed (as it does when its wants
+// and haves are large) is read as git http-backend reads it: the pack
+// comes back; a body that says gzip and is not is refused.
+func TestGitReadsTakeACompressedRequest(t *testing.T) {
+	root := t.TempDir()
+	remote := gittest.NewRemote(t, root, "svc", map[string]string{"README.md": "# svc\n"})
+	tip, _ := gitCmd("--git-dir", remote, "rev-parse", "main")
+	forge := gittest.ServeHTTP(t, root, forgeToken)
+	worker := &git.Git{Env: append(gittest.Env(), git.DefaultTokenEnv+"="+forgeToken), TokenOrigins: []string{forge.URL}, ScratchDir: t.TempDir()}
+	gw := &gateway.Gateway{Git: &gateway.GitReads{Git: worker}}
+	key, err := gw.Open(gateway.Sandbox{ID: "sb", Repositories: func() map[string]gateway.Repository {
+		return map[string]gateway.Repository{"svc": {URL: forge.URL + "/svc.git"}}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close(key) })
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	post := func(body []byte, encoding string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+gateway.GitPrefix+"svc/git-upload-pack", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth("agent", key)
+		req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
+		req.Header.Set("Content-Encoding", encoding)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	want := "want " + strings.TrimSpace(tip) + "\n"
+	request := fmt.Sprintf("%04x%s0000%04xdone\n", 4+len(want), want, 4+len("done\n"))
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, _ = zw.Write([]byte(request))
+	_ = zw.Close()
+	if code, out := post(zipped.Bytes(), "gzip"); code != http.StatusOK || !strings.HasPrefix(out, "0008NAK\n") || !strings.Contains(out, "PACK") {
+		t.Fatalf("a compressed request: %d %.60q; want NAK and the pack", code, out)
+	}
+	if code, _ := post([]byte(request), "gzip"); code != http.StatusBadRequest {
+		t.Errorf("a request that says gzip and is not: %d, want 400", code)
+	}
 }
