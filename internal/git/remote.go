@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
@@ -473,22 +474,38 @@ func (g *Git) CloneBare(ctx context.Context, url, branch string, depth int) (*Sc
 	return s, nil
 }
 
-// IsAncestor reports whether commit (a full object id) is ref (a full
-// reference name) or an ancestor of it in the scratch repository. A
-// unit's change nearly always builds on the very commit its sandbox
-// cloned: that is read from the reference here, without starting git
-// merge-base (a process a repository, of about a dozen).
-func (s *Scratch) IsAncestor(ctx context.Context, commit, ref string) (bool, error) {
-	if !IsObjectID(commit) {
-		return false, fmt.Errorf("%q is not an object id", commit)
+// IsAncestor reports whether a is b or an ancestor of b in the scratch
+// repository, each a full object id or a full reference name; a commit
+// the repository does not have is no ancestor. A unit's change nearly
+// always builds on the very commit its sandbox cloned: when a and b name
+// one commit, that is read here, without starting git merge-base (a
+// process a repository, of about a dozen).
+func (s *Scratch) IsAncestor(ctx context.Context, a, b string) (bool, error) {
+	st := storage(s.dir)
+	var ids [2]plumbing.Hash
+	for i, rev := range []string{a, b} {
+		switch {
+		case IsObjectID(rev):
+			ids[i] = plumbing.NewHash(rev)
+		case strings.HasPrefix(rev, "refs/"):
+			r, err := storer.ResolveReference(st, plumbing.ReferenceName(rev))
+			if err != nil && i == 0 {
+				return false, nil
+			}
+			if err == nil {
+				ids[i] = r.Hash()
+			}
+		default:
+			return false, fmt.Errorf("%q is neither an object id nor a full reference name", rev)
+		}
 	}
-	if !strings.HasPrefix(ref, "refs/") {
-		return false, fmt.Errorf("%q is not a full reference name", ref)
+	if _, err := object.GetCommit(st, ids[0]); err != nil {
+		return false, nil
 	}
-	if r, err := storer.ResolveReference(storage(s.dir), plumbing.ReferenceName(ref)); err == nil && r.Hash().String() == commit {
+	if ids[0] == ids[1] {
 		return true, nil
 	}
-	_, err := s.Run(ctx, "merge-base", "--is-ancestor", commit, ref)
+	_, err := s.Run(ctx, "merge-base", "--is-ancestor", a, b)
 	switch {
 	case err == nil:
 		return true, nil

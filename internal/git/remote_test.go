@@ -643,8 +643,8 @@ func TestCopyOfALocalRepositoryKeepsItsDepth(t *testing.T) {
 }
 
 // IsAncestor says yes for the tip itself and the commits before it, no
-// for a commit off the branch, and fails for one the repository lacks and
-// for what is not an object id.
+// for a commit off the branch or one the repository lacks, and fails for
+// what is neither an object id nor a reference.
 func TestIsAncestor(t *testing.T) {
 	ctx := context.Background()
 	remote := gittest.NewRemote(t, "", "api", map[string]string{"a.txt": "a\n"})
@@ -668,7 +668,8 @@ func TestIsAncestor(t *testing.T) {
 		want, wantErr bool
 	}{
 		{tip, true, false}, {first, true, false}, {side, false, false},
-		{strings.Repeat("ab", 20), false, true}, {"--all", false, true},
+		{strings.Repeat("ab", 20), false, false}, {"refs/heads/gone", false, false},
+		{"refs/heads/side", false, false}, {"refs/heads/main", true, false}, {"--all", false, true},
 	} {
 		if got, err := s.IsAncestor(ctx, c.commit, "refs/heads/main"); got != c.want || (err != nil) != c.wantErr {
 			t.Errorf("IsAncestor(%s, main) = %v, %v; want %v (an error: %v)", c.commit, got, err, c.want, c.wantErr)

@@ -31,7 +31,7 @@ func (f *Forge) MergePullRequest(ctx context.Context, pr forge.PullRequestRef, o
 	if o.Head != "" && r.head != o.Head {
 		return fmt.Errorf("merge %s: %w: it is at %s, not %s", pr.Branch, forge.ErrHeadMoved, r.head, o.Head)
 	}
-	merged, err := isAncestor(ctx, r.s, "refs/head", "refs/base")
+	merged, err := r.s.IsAncestor(ctx, "refs/head", "refs/base")
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func (f *Forge) PullRequestStatus(ctx context.Context, repository string, number
 		}
 		head = r.rec.Commit
 	}
-	merged, err := isAncestor(ctx, r.s, head, "refs/base")
+	merged, err := r.s.IsAncestor(ctx, head, "refs/base")
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func (f *Forge) PullRequestStatus(ctx context.Context, repository string, number
 		return st, nil
 	}
 	st.Mergeable = forge.MergeableYes
-	if current, err := isAncestor(ctx, r.s, "refs/base", "refs/head"); err != nil {
+	if current, err := r.s.IsAncestor(ctx, "refs/base", "refs/head"); err != nil {
 		return nil, err
 	} else if !current {
 		st.Mergeable = forge.MergeableBehind
@@ -155,22 +155,6 @@ func readProposal(ctx context.Context, s *git.Scratch, repository, branch string
 	}
 	r.base = strings.TrimSpace(base)
 	return r, nil
-}
-
-// isAncestor reports whether commit a is reachable from b in s; false
-// when s does not have a.
-func isAncestor(ctx context.Context, s *git.Scratch, a, b string) (bool, error) {
-	if _, err := s.Run(ctx, "cat-file", "-e", a+"^{commit}"); err != nil {
-		return false, nil
-	}
-	_, err := s.Run(ctx, "merge-base", "--is-ancestor", a, b)
-	switch {
-	case err == nil:
-		return true, nil
-	case exitStatus(err) == 1:
-		return false, nil
-	}
-	return false, err
 }
 
 func exitStatus(err error) int {
