@@ -39,15 +39,16 @@ import (
 // The worker's copy of a repository at an http(s) forge (CloneBare), its
 // pushes there (Scratch.Push, Git.Push) and the objects of an agent's
 // clone (Clone) run in this process, through go-git's smart HTTP client,
-// not as git processes: measured against a Gitea on loopback, a copy, a commit and its push cost 51 ms of CPU a
-// repository as processes (git, git-remote-http loading libcurl,
-// fetch-pack, index-pack, send-pack, pack-objects, and the credential
-// helper's shell, twice) and 10 ms here; a fleet of small repositories
-// spends most of its CPU there. Other remotes (ssh, local paths) and
-// every other command still run git. What git would refuse is refused
-// here as well: http:// to any but a loopback address, and the token for
-// any origin but TokenOrigins (a redirect elsewhere drops it, and only
-// the first request of a transfer follows one, as git does).
+// not as git processes: measured against a Gitea on loopback, a copy, a
+// commit and its push cost 51 ms of CPU a repository as processes (git,
+// git-remote-http loading libcurl, fetch-pack, index-pack, send-pack,
+// pack-objects, and the credential helper's shell, twice) and 10 ms here;
+// a fleet of small repositories spends most of its CPU there. Other
+// remotes (ssh, local paths) and every other command still run git. What
+// git would refuse is refused here as well: http:// to any but a loopback
+// address, and the token for any origin but TokenOrigins (a redirect
+// elsewhere drops it, and only the first request of a transfer follows
+// one, as git does).
 
 // remoteHTTP is an http(s) remote as this package talks to it: go-git's
 // client for it (with the environment's proxy and certificate

@@ -179,20 +179,10 @@ func TestFiltersStayOffHoweverTheConfigurationDefinesThem(t *testing.T) {
 			gittest.WriteFiles(t, dir, map[string]string{".git/config.worktree": "[filter \"evil\"]\n\tclean = " + cmd + "\n"})
 		},
 		"with the old dotted section name": func(dir, cmd string) {
-			f, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fmt.Fprintf(f, "[Filter.evil]\n\tclean = %s\n", cmd)
-			f.Close()
+			appendConfig(t, dir, "[Filter.evil]\n\tclean = "+cmd+"\n")
 		},
 		"with an upper-case section name": func(dir, cmd string) {
-			f, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fmt.Fprintf(f, "[FILTER \"evil\"]\n\tclean = %s\n", cmd)
-			f.Close()
+			appendConfig(t, dir, "[FILTER \"evil\"]\n\tclean = "+cmd+"\n")
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -210,6 +200,21 @@ func TestFiltersStayOffHoweverTheConfigurationDefinesThem(t *testing.T) {
 				t.Fatal("the clone's filter ran while its changes were read")
 			}
 		})
+	}
+}
+
+// appendConfig adds text to the end of the clone's .git/config.
+func appendConfig(t *testing.T, dir, text string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
