@@ -488,6 +488,28 @@ func TestAllErrorsOfAllFilesAndValidOnesKept(t *testing.T) {
 	}
 }
 
+// A CUE file is checked against the schema's definition of its kind
+// whatever it declares itself: its own #Task, open and without rules,
+// changes nothing of what it is held to.
+func TestAFileOfItsOwnDefinitionsIsHeldToTheSchemas(t *testing.T) {
+	res := load(t, map[string]string{"t.cue": `#Task: {...}
+#Campaign: {...}
+version: 1
+id: "t"
+title: "T"
+bogus: 1
+mode: "refactor"
+repositories: [{url: "https://github.com/acme/svc.git"}]
+execution: agentic: prompt: "migrate"
+`})
+	got := res.Errors.Error()
+	for _, want := range []string{"t.cue:6:1: bogus: unknown field", `t.cue:7:7: mode: "refactor" must be one of`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}
+
 // Each name a list repeats is an error of its own, at the item that
 // repeats it; a name repeated twice over is one error.
 func TestEveryRepeatedNameIsReportedWhereItRepeats(t *testing.T) {
