@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlift/fleetlift/cmd/fleetlift-agent/agentcmd"
+	"github.com/fleetlift/fleetlift/internal/gcpace"
 	"github.com/fleetlift/fleetlift/internal/jail"
 )
 
@@ -19,6 +20,13 @@ func main() {
 	if args, ok := agentcmd.JailArgs(os.Args[1:]); ok {
 		os.Exit(jail.Main(args))
 	}
+	// The agent collects garbage at fleetlift's percent, as fleetlift's
+	// hidden agent command does: it lives for one sandbox, and at the
+	// default percent the zlib writers of its commit and its bundle
+	// (650 KB each) started collections of their own. The jail keeps
+	// GOGC's percent, as fleetlift's does.
+	gcpace.Set()
+	_, _, _ = gcpace.LimitMemory()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
