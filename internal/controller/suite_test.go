@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -70,6 +71,28 @@ type fixture struct {
 	stop     context.CancelFunc
 	done     chan struct{}
 	backend  func(ctrl.Manager) controller.Backend
+	// log is what the controller logged, shown when a wait fails.
+	log syncBuffer
+}
+
+// syncBuffer is a buffer the controller's goroutines write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// tail is the last n lines written.
+func (b *syncBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lines := strings.Split(strings.TrimSuffix(b.buf.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func defaultPolicy() controller.Policy {
@@ -123,6 +146,7 @@ func (f *fixture) start(policy controller.Policy) {
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
 		Controller:             ctrlConfigSkipNameValidation(),
+		Logger:                 zap.New(zap.WriteTo(&f.log), zap.UseDevMode(true)),
 	})
 	if err != nil {
 		f.t.Fatalf("manager: %v", err)
@@ -202,9 +226,29 @@ func (f *fixture) wait(name, what string, cond func(*v1alpha1.SandboxRequest) bo
 		last = &sbr
 		return cond(&sbr)
 	}) {
-		f.t.Fatalf("request %s: never %s; last status %+v", name, what, last.Status)
+		f.t.Fatalf("request %s: never %s; last status %+v\n%s", name, what, last.Status, f.explain(name))
 	}
 	return last
+}
+
+// explain says what a wait that failed could not see: the request's
+// pods as the API server has them, its events, and the controller's
+// last log lines.
+func (f *fixture) explain(name string) string {
+	var b strings.Builder
+	var pods corev1.PodList
+	if err := f.c.List(context.Background(), &pods, client.InNamespace(f.ns)); err != nil {
+		fmt.Fprintf(&b, "list pods: %v\n", err)
+	}
+	for _, p := range pods.Items {
+		if p.Annotations[jobspec.AnnotationSandbox] != name {
+			continue
+		}
+		fmt.Fprintf(&b, "pod %s (resource version %s): phase %s, containers %+v\n", p.Name, p.ResourceVersion, p.Status.Phase, p.Status.ContainerStatuses)
+	}
+	fmt.Fprintf(&b, "events: %v\n", f.events(name))
+	fmt.Fprintf(&b, "the controller's last log lines:\n%s", f.log.tail(40))
+	return b.String()
 }
 
 func (f *fixture) phase(name string, p v1alpha1.Phase) *v1alpha1.SandboxRequest {
