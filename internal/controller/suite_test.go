@@ -146,7 +146,7 @@ func (f *fixture) start(policy controller.Policy) {
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
 		Controller:             ctrlConfigSkipNameValidation(),
-		Logger:                 zap.New(zap.WriteTo(&f.log), zap.UseDevMode(true)),
+		Logger:                 zap.New(zap.WriteTo(&f.log)),
 	})
 	if err != nil {
 		f.t.Fatalf("manager: %v", err)
