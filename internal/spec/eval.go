@@ -636,7 +636,7 @@ func laterItem(data cue.Value, sels []string, a, b string) cue.Value {
 var (
 	disjunctionRe  = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
 	conflictRe     = regexp.MustCompile(`^conflicting values (.+?) and (.+?)(?: \(mismatched types (\w+) and (\w+)\))?$`)
-	mismatchRe     = regexp.MustCompile(`^conflicting values (.+) and (.+) \(mismatched types \w+ and \w+\)$`)
+	mismatchRe     = regexp.MustCompile(`^conflicting values (.+) and (.+) \(mismatched types (\w+) and (\w+)\)$`)
 	docSeparatorRe = regexp.MustCompile(`(?m)^---\s*$`)
 	blankRe        = regexp.MustCompile(`^(\s*((#|//)[^\n]*)?\n?)*$`)
 	yamlErrRe      = regexp.MustCompile(`^(.+?):(\d+): (.+)$`)
@@ -684,6 +684,9 @@ func collapse(es []*Error) []*Error {
 						value, want = want, value
 					}
 					e.Msg = shorten(value) + " must be " + typeName(want)
+					if typeName(want) == "an integer" && slices.Contains(m[3:5], "float") {
+						e.Msg += floatForInteger
+					}
 				}
 				out = append(out, e)
 			}
@@ -755,12 +758,17 @@ func hasErrorInside(es []*Error, field string) bool {
 	return false
 }
 
+// floatForInteger ends the message for a float where an integer is
+// wanted: 1e6 and 1.0 are floats to CUE, however integral, and YAML
+// editors' JSON Schemas call them integers.
+const floatForInteger = ", written without a decimal point or exponent"
+
 // mergeConflicts reads "conflicting values A and B" for each branch of a
 // disjunction: the value given is the one common to all of them.
 func mergeConflicts(es []*Error) *Error {
 	count := map[string]int{}
 	var pairs [][]string
-	var typed bool
+	var typed, float bool
 	for _, e := range es {
 		m := conflictRe.FindStringSubmatch(e.Msg)
 		pairs = append(pairs, m[1:3])
@@ -769,6 +777,7 @@ func mergeConflicts(es []*Error) *Error {
 			count[m[2]]++
 		}
 		typed = typed || m[3] != ""
+		float = float || slices.Contains(m[3:5], "float")
 	}
 	got := ""
 	for v, n := range count {
@@ -802,6 +811,9 @@ func mergeConflicts(es []*Error) *Error {
 			types = alts
 		}
 		e.Msg = fmt.Sprintf("%s must be %s", shorten(got), strings.Join(types, " or "))
+		if float && slices.Equal(types, []string{"an integer"}) {
+			e.Msg += floatForInteger
+		}
 	} else {
 		e.Msg = fmt.Sprintf("%s must be one of %s", got, strings.Join(alts, ", "))
 	}

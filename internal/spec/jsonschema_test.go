@@ -240,7 +240,7 @@ func (s *structural) documents(name string, src []byte, as Kind) (docs []documen
 				k = KindCampaign
 			}
 		}
-		out = append(out, document{data: d, json: j, kind: k, blurred: hasIntegralFloat(j) || hasBytes(d)})
+		out = append(out, document{data: d, json: j, kind: k, blurred: blurs(d)})
 	}
 	return out, nil
 }
@@ -251,48 +251,32 @@ func (s *structural) accepts(d document) error {
 	return s.defs[d.kind].Unify(d.data).Validate(cue.Concrete(true), cue.All())
 }
 
-// hasIntegralFloat reports whether v holds a number written as a float
-// with an integral value (1.0, 1e3).
-func hasIntegralFloat(v any) bool {
-	switch x := v.(type) {
-	case map[string]any:
-		for _, e := range x {
-			if hasIntegralFloat(e) {
-				return true
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if hasIntegralFloat(e) {
-				return true
-			}
-		}
-	case fmt.Stringer:
-		n := x.String()
-		if strings.ContainsAny(n, ".eE") {
-			r, ok := new(big.Rat).SetString(n)
-			return ok && r.IsInt()
-		}
-	}
-	return false
-}
-
-// hasBytes reports whether v holds bytes.
-func hasBytes(v cue.Value) bool {
+// blurs reports whether v holds a value CUE tells apart and JSON does
+// not: bytes, or a float with an integral value. CUE's JSON writes some
+// of those floats as integers (10000000e0 as 10000000), so it is told
+// from the value, not from the JSON.
+func blurs(v cue.Value) bool {
 	switch v.IncompleteKind() {
 	case cue.BytesKind:
 		return true
+	case cue.FloatKind:
+		d, err := v.Decimal()
+		if err != nil {
+			return false
+		}
+		r, ok := new(big.Rat).SetString(d.String())
+		return ok && r.IsInt()
 	case cue.StructKind:
 		it, _ := v.Fields()
 		for it != nil && it.Next() {
-			if hasBytes(it.Value()) {
+			if blurs(it.Value()) {
 				return true
 			}
 		}
 	case cue.ListKind:
 		it, _ := v.List()
 		for it.Next() {
-			if hasBytes(it.Value()) {
+			if blurs(it.Value()) {
 				return true
 			}
 		}
