@@ -141,6 +141,9 @@ func (f *ForgeBudget) Acquire(ctx context.Context) error {
 func (f *ForgeBudget) ask(ctx context.Context) (workflow.ForgePermit, error) {
 	var p workflow.ForgePermit
 	if err := askUntilAnswered(ctx, f.send, &p); err != nil {
+		if err := ended(ctx); err != nil {
+			return p, err
+		}
 		return p, fmt.Errorf("permit from %s: %w", f.ID, err)
 	}
 	return p, nil
@@ -159,13 +162,27 @@ func askUntilAnswered(ctx context.Context, send func(context.Context) (client.Wo
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil || errors.Is(err, github.ErrSharedUnavailable) || !askAgain(err) || attempt >= 100 {
+		if ended(ctx) != nil || errors.Is(err, github.ErrSharedUnavailable) || !askAgain(err) || attempt >= 100 {
 			return err
 		}
 		if err := sleep(ctx, time.Duration(10*min(attempt+1, 10))*time.Millisecond); err != nil {
 			return err
 		}
 	}
+}
+
+// ended is ctx's error once it is done or its deadline has passed. The
+// server and gRPC may report a deadline a moment before ctx's own timer
+// fires (more so on a loaded machine); a call cut short then is still
+// the caller's deadline, not a failure of the call.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // sleep waits for d (none when it is not positive) or until ctx is done.
@@ -226,9 +243,10 @@ func sendAsk(ctx context.Context, c client.Client, start func(context.Context) e
 		return nil, fmt.Errorf("%w: %s does not run: %w", github.ErrSharedUnavailable, update.WorkflowID, err)
 	}
 	// The call's own deadline is actx's; gRPC may report it a moment
-	// before actx's timer says so.
+	// before actx's timer says so. A deadline that is the caller's own
+	// is the caller's, not an unserved budget.
 	var timedOut *client.WorkflowUpdateServiceTimeoutOrCanceledError
-	if err != nil && ctx.Err() == nil && (actx.Err() != nil || errors.As(err, &timedOut)) {
+	if err != nil && ended(ctx) == nil && (ended(actx) != nil || errors.As(err, &timedOut)) {
 		return nil, fmt.Errorf("%w: %s took no ask in %s (is a fleetlift worker running?): %w", github.ErrSharedUnavailable, update.WorkflowID, within, err)
 	}
 	return h, err

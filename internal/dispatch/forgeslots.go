@@ -146,8 +146,8 @@ func (f *ForgeSlots) take(ctx context.Context) (string, error) {
 	}
 	// Cut short, refused or unserved: a slot granted later goes back.
 	f.withdraw(id)
-	if ctx.Err() != nil {
-		return "", ctx.Err()
+	if err := ended(ctx); err != nil {
+		return "", err
 	}
 	return "", fmt.Errorf("slot from %s: %w", f.ID, err)
 }

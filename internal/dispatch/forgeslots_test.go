@@ -99,6 +99,11 @@ func TestForgeSlotsAreSharedByEveryProcess(t *testing.T) {
 	if _, err := processes[0].Acquire(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("an ask while every slot is held, cut short: %v; want the deadline", err)
 	}
+	// The same, on a machine whose timers fire late: the server ends the
+	// ask at its deadline before the caller's context says it is done.
+	if _, err := processes[0].Acquire(lateTimer(ctx, 500*time.Millisecond, 300*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("an ask cut short at a deadline whose timer fires late: %v; want the deadline", err)
+	}
 	for _, r := range held {
 		r()
 	}
@@ -132,4 +137,21 @@ func slotsState(t *testing.T, c client.Client, id string) workflow.ForgeSlotsSta
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// lateContext is a context whose deadline passes a while before it says
+// it is done, as on a loaded machine whose timers fire late.
+type lateContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (l lateContext) Deadline() (time.Time, bool) { return l.deadline, true }
+
+// lateTimer is parent with a deadline d from now whose Done and Err come
+// late after it.
+func lateTimer(parent context.Context, d, late time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(parent, d+late)
+	go func() { <-ctx.Done(); cancel() }()
+	return lateContext{Context: ctx, deadline: time.Now().Add(d)}
 }

@@ -65,7 +65,7 @@ func (p *ModelPace) Wait(ctx context.Context, limit int64) error {
 		}
 	}
 	err := p.Budget.Acquire(ctx)
-	if err == nil || ctx.Err() != nil {
+	if err == nil || ended(ctx) != nil {
 		return err
 	}
 	p.unreachable(err)
