@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/kubetest/node"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 )
 
 // TestProductionOnARealNode installs fleetlift from its release as an
@@ -190,7 +190,7 @@ func startTemporal(t *testing.T, fleetlift, host string) (addr, stateDir string)
 	t.Helper()
 	stateDir = t.TempDir()
 	addr = net.JoinHostPort(host, freePort(t, host))
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd := exec.Command(fleetlift, "server", "--temporal-address", addr, "--state-dir", stateDir)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -509,24 +509,6 @@ func freePort(t *testing.T, host string) string {
 	defer l.Close()
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	return port
-}
-
-// syncBuffer is a bytes.Buffer a process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // decodeBase64 decodes the content Gitea's contents API answers with.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/fleetlift/fleetlift/api/v1alpha1"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/metrics/metricstest"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 )
 
 var cp kubetest.Shared
@@ -37,23 +37,6 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func get(url string) (int, string) {
@@ -88,7 +71,7 @@ func TestControllerCommand(t *testing.T) {
 	kubeconfig := kubetest.Kubeconfig(t, env.ServiceAccountConfig(system, "fleetlift-controller"))
 	metrics, probes := freePort(t), freePort(t)
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cmd := newRootCmd()
 	cmd.SetArgs([]string{"--kubeconfig", kubeconfig, "--namespace", sandbox, "--leader-election-namespace", system,
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes})

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 )
 
 // writeGate stands in front of a forge's API as a forge's abuse limit
@@ -120,7 +121,7 @@ func TestWorkerProcessesShareTheForgeWriteBudget(t *testing.T) {
 	// Both on this host with one state directory, as `fleetlift up` and
 	// a second worker would be: each takes the steps of its own
 	// sandboxes only.
-	var logs []*syncBuffer
+	var logs []*syncbuf.Buffer
 	for range 2 {
 		logs = append(logs, startWorkerProcess(t, "--temporal-address", addr, "--state-dir", stateDir))
 	}
@@ -202,13 +203,13 @@ func startGate(t *testing.T, gate http.Handler) string {
 // startWorkerProcess runs `fleetlift worker` as a process of its own (this
 // test binary as the command) until the test ends, and returns what it
 // prints.
-func startWorkerProcess(t *testing.T, args ...string) *syncBuffer {
+func startWorkerProcess(t *testing.T, args ...string) *syncbuf.Buffer {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd := exec.Command(self, append([]string{"worker"}, args...)...)
 	cmd.Env = append(os.Environ(), asCLIEnv+"=1")
 	cmd.Stdout, cmd.Stderr = out, out

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 )
 
 // processesWith lists the pids of this host's processes whose command line
@@ -57,7 +58,7 @@ execution:
 pull_request: {branch_prefix: auto/crash, title: Bump go}
 `, urls[0], marker))
 	addr, state := freeAddr(t), filepath.Join(root, "state")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"run", "--file", def, "--temporal-address", addr, "--state-dir", state}, &out, &out)

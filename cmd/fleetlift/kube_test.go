@@ -20,6 +20,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/controller/controllertest"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/sandbox/kube"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 )
 
 // kubeCP is the control plane of the Kubernetes sandbox tests; TestMain
@@ -125,7 +126,7 @@ repositories:
   - url: %s
 `, controllertest.Image, urls[0]))
 	addr, state := freeAddr(t), filepath.Join(t.TempDir(), "state")
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	code := run([]string{"run", "--file", def, "--temporal-address", addr, "--state-dir", state,
 		"--sandbox", "kubernetes", "--kubeconfig", c.WorkerKubeconfig(t), "--sandbox-namespace", c.Sandbox,
 		"--allow-file-root", root}, &buf, &buf)

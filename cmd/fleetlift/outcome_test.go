@@ -14,6 +14,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 )
 
 // TestRunReportsFailuresAndRetryFinishesTheCampaign: a campaign where one
@@ -148,7 +149,7 @@ func gitScript(t *testing.T, script string) {
 func startWorker(t *testing.T, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -22,6 +22,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 	"github.com/fleetlift/fleetlift/internal/webhook"
 )
 
@@ -70,7 +71,7 @@ func TestDemo(t *testing.T) {
 type upProcess struct {
 	cancel context.CancelFunc
 	done   chan int
-	out    *syncBuffer
+	out    *syncbuf.Buffer
 }
 
 func startUp(t *testing.T, args ...string) *upProcess {
@@ -83,7 +84,7 @@ func startUp(t *testing.T, args ...string) *upProcess {
 func startCommand(t *testing.T, name string, args ...string) *upProcess {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &upProcess{cancel: cancel, done: make(chan int, 1), out: &syncBuffer{}}
+	p := &upProcess{cancel: cancel, done: make(chan int, 1), out: &syncbuf.Buffer{}}
 	go func() {
 		root := newRootCmd(p.out, p.out)
 		root.SetArgs(append([]string{name}, args...))

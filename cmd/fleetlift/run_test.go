@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/payload"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 )
 
 // demoRepos makes n bare repositories with a go.mod saying go 1.21 and
@@ -97,24 +97,6 @@ func writeDef(t *testing.T, dir, name, body string) string {
 	return p
 }
 
-// syncBuffer is written by a command running in a goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRunCampaignEmbedded: `fleetlift run --file` on a campaign over local
 // repositories starts the embedded server and a worker, runs to the end,
 // prints the per-repository table and exits 0; the branches are there.
@@ -171,7 +153,7 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 `, urls[0]))
 	addr := freeAddr(t)
 	state := filepath.Join(root, "state")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"run", "--file", def, "--temporal-address", addr, "--state-dir", state}, &out, &out)
@@ -281,7 +263,7 @@ func TestRunStoppedGoesOnWhenRunAgain(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- runContext(ctx, append([]string{"run", "--file", def}, args...), &out, &out) }()
 	finished := regexp.MustCompile(`(?m)^\S+\s+svc\d\s+completed$`)
@@ -441,7 +423,7 @@ func TestRunsShareAnEmbeddedServer(t *testing.T) {
 	flags := []string{"--temporal-address", freeAddr(t), "--state-dir", filepath.Join(root, "state")}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var outA, outB syncBuffer
+	var outA, outB syncbuf.Buffer
 	doneA, doneB := make(chan int, 1), make(chan int, 1)
 	go func() {
 		doneA <- runContext(ctx, append([]string{"run", "--file", first, "--no-worker"}, flags...), &outA, &outA)

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
 	"github.com/fleetlift/fleetlift/internal/status"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 	"github.com/fleetlift/fleetlift/internal/workflow"
 )
 
@@ -80,7 +81,7 @@ pull_request: {branch_prefix: auto/ok, title: Bump go}
 		}
 	}
 
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"run", "--file", task, "--temporal-address", addr, "--state-dir", state}, &out, &out)

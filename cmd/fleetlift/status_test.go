@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 )
 
 // TestStatusJSON: a script follows a run with `fleetlift status -o json`:
@@ -26,7 +28,7 @@ require_approval: true
 pull_request: {branch_prefix: auto/scripted, title: Bump go}
 `, urls[0]))
 	addr, state := freeAddr(t), filepath.Join(root, "state")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"run", "--file", def, "--temporal-address", addr, "--state-dir", state}, &out, &out)

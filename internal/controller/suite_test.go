@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -37,6 +36,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/controller"
 	"github.com/fleetlift/fleetlift/internal/jobspec"
 	"github.com/fleetlift/fleetlift/internal/kubetest"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 )
 
 var (
@@ -72,27 +72,7 @@ type fixture struct {
 	done     chan struct{}
 	backend  func(ctrl.Manager) controller.Backend
 	// log is what the controller logged, shown when a wait fails.
-	log syncBuffer
-}
-
-// syncBuffer is a buffer the controller's goroutines write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// tail is the last n lines written.
-func (b *syncBuffer) tail(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	lines := strings.Split(strings.TrimSuffix(b.buf.String(), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	log syncbuf.Buffer
 }
 
 func defaultPolicy() controller.Policy {
@@ -247,7 +227,7 @@ func (f *fixture) explain(name string) string {
 		fmt.Fprintf(&b, "pod %s (resource version %s): phase %s, containers %+v\n", p.Name, p.ResourceVersion, p.Status.Phase, p.Status.ContainerStatuses)
 	}
 	fmt.Fprintf(&b, "events: %v\n", f.events(name))
-	fmt.Fprintf(&b, "the controller's last log lines:\n%s", f.log.tail(40))
+	fmt.Fprintf(&b, "the controller's last log lines:\n%s", f.log.Tail(40))
 	return b.String()
 }
 
