@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/devserver"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
+	"github.com/fleetlift/fleetlift/internal/syncbuf"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -114,7 +113,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 	}
 	defer w.Stop()
 	rf := &reconcileFlags{repo: campaigns, branch: "main", interval: 2 * time.Second, watch: true}
-	logs := &lockedWriter{w: &bytes.Buffer{}}
+	logs := &syncbuf.Buffer{}
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
 	loopDone := make(chan error, 1)
@@ -254,7 +253,7 @@ func resetDemoDir(dir string) error {
 }
 
 // demoFailed prints the reconciler's log, which says why.
-func demoFailed(out io.Writer, logs *lockedWriter, err error) error {
+func demoFailed(out io.Writer, logs *syncbuf.Buffer, err error) error {
 	fmt.Fprintf(out, "\nthe reconciler's log:\n%s\n", logs.String())
 	return err
 }
@@ -281,25 +280,4 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// lockedWriter serialises writes from the reconciler's goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s, ok := l.w.(fmt.Stringer); ok {
-		return s.String()
-	}
-	return ""
 }

@@ -1,5 +1,6 @@
 // Package syncbuf is a buffer that goroutines or a child process write
-// while a test reads it: a command's output, a controller's log.
+// while another reads it: a command's output in a test, a controller's
+// log, the demo's reconciler log shown when the demo fails.
 package syncbuf
 
 import (
