@@ -78,6 +78,20 @@ template:
 	return b.String()
 }
 
+// entries are the names in dir.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -99,8 +113,12 @@ func writeDef(t *testing.T, dir, name, body string) string {
 
 // TestRunCampaignEmbedded: `fleetlift run --file` on a campaign over local
 // repositories starts the embedded server and a worker, runs to the end,
-// prints the per-repository table and exits 0; the branches are there.
+// prints the per-repository table and exits 0; the branches are there,
+// and nothing the run made is left in the temporary directory or among
+// the state directory's scratch repositories.
 func TestRunCampaignEmbedded(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	root := t.TempDir()
 	urls := demoRepos(t, root, 3)
 	def := writeDef(t, root, "bump.yaml", bumpCampaign("bump", urls, ""))
@@ -121,6 +139,19 @@ func TestRunCampaignEmbedded(t *testing.T) {
 			t.Errorf("%s: branch auto/bump/bump missing or unchanged: %v", bare, err)
 		}
 	}
+	if left := entries(t, tmp); len(left) > 0 {
+		t.Errorf("the run left %v in its temporary directory", left)
+	}
+	if _, err := os.Stat(filepath.Join(state, "scratch")); !os.IsNotExist(err) {
+		t.Errorf("the run left its scratch repositories in the state directory (%v)", err)
+	}
+
+	// What a worker that died left among the scratch repositories is
+	// removed by the next one that takes its place.
+	stale := filepath.Join(state, "scratch", "fleetlift-git-1")
+	if err := os.MkdirAll(filepath.Join(stale, "objects"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 
 	// Run it again: the embedded server restarts from its database, the
 	// finished campaign runs anew (idempotently: the branches are there)
@@ -128,6 +159,9 @@ func TestRunCampaignEmbedded(t *testing.T) {
 	out, code = runCLI(t, "run", "--file", def, "--temporal-address", addr, "--state-dir", state)
 	if code != 0 || !strings.Contains(out, "3 repositories: 3 completed") {
 		t.Fatalf("second run: exit %d:\n%s", code, out)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("a stopped worker's scratch repository is still there after the next run (%v)", err)
 	}
 	srv := startServer(t, addr, state)
 	memo := describeMemo(t, srv, "campaign/bump")

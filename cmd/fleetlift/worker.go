@@ -21,7 +21,6 @@ import (
 	"github.com/fleetlift/fleetlift/internal/dispatch"
 	"github.com/fleetlift/fleetlift/internal/gateway"
 	"github.com/fleetlift/fleetlift/internal/metrics"
-	"github.com/fleetlift/fleetlift/internal/sandbox"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 	"github.com/fleetlift/fleetlift/internal/status"
 	"github.com/fleetlift/fleetlift/internal/workflow"
@@ -32,6 +31,9 @@ type workerFlags struct {
 	// slot is this worker's among those sharing its state directory
 	// (claimSlot): set while newWorker makes it.
 	slot *workerSlot
+	// scratch is where its scratch repositories go: its slot's, removed
+	// with it; empty for the system's temporary directory.
+	scratch string
 	// providerName is the sandbox provider: local, docker, kubernetes,
 	// kubernetes-jobs, or empty to choose (local or docker).
 	providerName string
@@ -201,6 +203,12 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 		wf.slot = nil
 		return newKubeWorker(c, wf, provider)
 	}
+	// Its scratch repositories go with its slot. The gateway makes its
+	// copies when sandboxes ask, after the workers start.
+	wf.scratch = slot.scratchDir()
+	if wf.gw != nil && wf.gw.Git != nil {
+		wf.gw.Git.Git.ScratchDir = wf.scratch
+	}
 	env, secrets, err := wf.sandbox()
 	if err != nil {
 		return nil, err
@@ -257,62 +265,6 @@ func sharedWorker(c client.Client, acts *activity.Activities, opts worker.Option
 	// max_pending_checks': a campaign counts its pull requests' checks.
 	w.RegisterActivityWithOptions(dispatch.PendingChecks, sdkactivity.RegisterOptions{Name: workflow.PendingChecksActivity})
 	return w
-}
-
-// newWorkers runs all together, and closes provider with them when it
-// is a Closer (the provider itself, before metrics wrap it).
-func newWorkers(provider sandbox.Provider, all ...worker.Worker) *workers {
-	ws := &workers{all: all}
-	if c, ok := provider.(io.Closer); ok {
-		ws.provider = c
-	}
-	return ws
-}
-
-// workers run together: the worker of the shared task queue (workflows,
-// provisioning) and the one of this host's queue (the steps on its
-// sandboxes).
-type workers struct {
-	all []worker.Worker
-	// provider stops watching its sandboxes with the workers: those a
-	// worker started again in time takes over end themselves.
-	provider io.Closer
-	// slot is given up once they stopped.
-	slot *workerSlot
-}
-
-// Start starts every worker, or none.
-func (ws *workers) Start() error {
-	for i, w := range ws.all {
-		if err := w.Start(); err != nil {
-			for _, started := range ws.all[:i] {
-				started.Stop()
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// Stop stops every worker, and the watching of their sandboxes.
-func (ws *workers) Stop() {
-	for i := len(ws.all) - 1; i >= 0; i-- {
-		ws.all[i].Stop()
-	}
-	if ws.provider != nil {
-		_ = ws.provider.Close()
-	}
-	ws.slot.release()
-}
-
-// Run starts the workers and stops them when interrupt closes.
-func (ws *workers) Run(interrupt <-chan any) error {
-	if err := ws.Start(); err != nil {
-		return err
-	}
-	<-interrupt
-	ws.Stop()
-	return nil
 }
 
 // workerForge is the forge a standalone worker's sandboxes open pull

@@ -103,17 +103,17 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 	if err != nil {
 		return err
 	}
-	g := &gitx.Git{}
+	g := &gitx.Git{ScratchDir: w.scratch}
 	fs := w.forge
 	if fs != nil && fs.Type != "local" {
-		g = &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins(), Slots: fs.slots()}
+		g = &gitx.Git{TokenEnv: fs.TokenEnv, TokenOrigins: fs.gitOrigins(), Slots: fs.slots(), ScratchDir: w.scratch}
 		if fs.Hub == nil {
 			if err := fs.connect(w.metrics); err != nil {
 				return err
 			}
 		}
 	}
-	local := activity.LocalForges(&gitx.Git{})
+	local := activity.LocalForges(&gitx.Git{ScratchDir: w.scratch})
 	acts.Git, acts.FileRoots = g, roots
 	if w.followEvery != 0 && w.followEvery < time.Second {
 		return fmt.Errorf("--pull-requests-every %s: want a second or more", w.followEvery)

@@ -24,6 +24,8 @@ const maxSlots = 64
 type workerSlot struct {
 	n    int
 	lock *os.File
+	// scratch holds the slot's scratch repositories (see claimSlot).
+	scratch string
 }
 
 // claimSlot takes the first free slot of stateDir; without a state
@@ -51,7 +53,12 @@ func claimSlot(stateDir string) (*workerSlot, error) {
 			}
 			return nil, fmt.Errorf("worker slot %s: %w", f.Name(), err)
 		}
-		return &workerSlot{n: n, lock: f}, nil
+		slot := &workerSlot{n: n, lock: f}
+		if err := slot.clearScratch(stateDir); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return slot, nil
 	}
 	return nil, fmt.Errorf("%d workers already run with the state directory %s: give this one a --state-dir of its own", maxSlots, stateDir)
 }
@@ -65,9 +72,40 @@ func (s *workerSlot) name(base string) string {
 	return fmt.Sprintf("%s-%d", base, s.n)
 }
 
-// release gives the slot up.
+// clearScratch makes the slot's directory of scratch repositories
+// (<state-dir>/scratch, scratch-N for slot N) and empties it: the git
+// copies of what its sandboxes read, the repositories their changes are
+// pushed from and the local forge's records, which a worker that died
+// left there. Only the holder of the slot writes in it.
+func (s *workerSlot) clearScratch(stateDir string) error {
+	dir := filepath.Join(stateDir, s.name("scratch"))
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clear the scratch repositories a stopped worker left: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("scratch repositories: %w", err)
+	}
+	s.scratch = dir
+	return nil
+}
+
+// scratchDir is where the slot's worker makes scratch repositories;
+// empty (the system's temporary directory) without a state directory.
+func (s *workerSlot) scratchDir() string {
+	if s == nil {
+		return ""
+	}
+	return s.scratch
+}
+
+// release gives the slot up, with the scratch repositories its worker
+// left.
 func (s *workerSlot) release() {
 	if s != nil && s.lock != nil {
+		if s.scratch != "" {
+			_ = os.RemoveAll(s.scratch)
+			s.scratch = ""
+		}
 		s.lock.Close()
 		s.lock = nil
 	}
