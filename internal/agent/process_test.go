@@ -84,6 +84,10 @@ func TestNoProcessOutlivesItsCommand(t *testing.T) {
 				o.Isolation = nil
 			}
 			marker := "fleetlift-outlive-" + strconv.Itoa(os.Getpid()) + "-" + strings.ReplaceAll(tt.name, " ", "-")
+			if tt.unjailed {
+				// Without a jail, the command's /tmp is the host's.
+				t.Cleanup(func() { os.Remove(filepath.Join("/tmp", marker+".up")) })
+			}
 			remote := gittest.NewRemote(t, "", "svc", map[string]string{"README.md": "# svc\n"})
 			r := repo("svc", remote)
 			if tt.setup != nil {

@@ -15,7 +15,8 @@ var agent struct {
 }
 
 // Agent builds a static fleetlift-agent once per test binary and returns
-// its path: the agent image's content for a Kubelet.
+// its path: the agent image's content for a Kubelet. Shared.Main removes
+// it when the tests end.
 func Agent() (string, error) {
 	agent.once.Do(func() {
 		root, err := RepoRoot()
@@ -37,4 +38,11 @@ func Agent() (string, error) {
 		}
 	})
 	return agent.path, agent.err
+}
+
+// removeAgent removes what Agent built, if it did.
+func removeAgent() {
+	if agent.path != "" {
+		_ = os.RemoveAll(filepath.Dir(agent.path))
+	}
 }

@@ -233,10 +233,11 @@ func (s *Shared) Env(t testing.TB) *Env {
 	return s.env
 }
 
-// Main runs the package's tests and stops the control plane if a test
-// started it; use it as TestMain's exit code.
+// Main runs the package's tests, removes the agent Agent built and stops
+// the control plane if a test started it; use it as TestMain's exit code.
 func (s *Shared) Main(m *testing.M) int {
 	code := m.Run()
+	removeAgent()
 	if s.env != nil {
 		if err := s.env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "kubetest: stop the control plane: %v\n", err)
