@@ -297,7 +297,9 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
 	w.RegisterWorkflow(workflow.CampaignPage)
-	g := &git.Git{}
+	// Scratch repositories (the local forge keeps one) in the bench's
+	// directory, removed with it.
+	g := &git.Git{ScratchDir: filepath.Join(root, "scratch-"+name)}
 	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: poll,
 		SandboxEnv: map[string]string{protocol.EnvAllowFileRoots: root},
 		Forges:     activity.LocalForges(g), Git: g, FileRoots: []string{root}})

@@ -47,7 +47,10 @@ func newDelivery(t *testing.T, f func(forge.Forge) forge.Forge) *delivery {
 	}
 	t.Cleanup(func() { _ = p.Cleanup(context.Background(), sb.ID) })
 	g := &git.Git{Env: gittest.Env()}
-	var lf forge.Forge = local.New(g)
+	base := local.New(g)
+	// It keeps a scratch repository for its next pull request.
+	t.Cleanup(func() { base.Close() })
+	var lf forge.Forge = base
 	if f != nil {
 		lf = f(lf)
 	}

@@ -120,7 +120,9 @@ func (e *env) newWorker(t *testing.T) worker.Worker {
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
 	w.RegisterWorkflow(workflow.CampaignPage)
-	g := &git.Git{}
+	// The local forge keeps a scratch repository for its next pull
+	// request: in the test's directory, removed with it.
+	g := &git.Git{ScratchDir: t.TempDir()}
 	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: 100 * time.Millisecond,
 		// The test's repositories are local.
 		SandboxEnv: map[string]string{protocol.EnvAllowFileRoots: os.TempDir()},

@@ -22,6 +22,8 @@ func Propose(t *testing.T, p sandbox.Provider, id string, m protocol.Manifest, f
 	t.Helper()
 	g := &git.Git{}
 	lf := local.New(g)
+	// It keeps a scratch repository for its next pull request.
+	t.Cleanup(func() { lf.Close() })
 	a := &activity.Activities{
 		Sandbox:   p,
 		Forges:    func(string) (forge.Forge, error) { return lf, nil },
