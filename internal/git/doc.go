@@ -23,7 +23,9 @@
 // its CPU starting git for them (http.go): the worker's copy of a
 // repository at an http(s) forge (CloneBare) and pushes to one. They send
 // the token to the same origins, refuse the same remotes and follow
-// redirects as little as git does.
+// redirects as little as git does. Such a push reads only the objects
+// (and the list of shallow commits) of the repository it pushes from, so
+// it needs no scratch repository.
 //
 // SafeJoin and ValidateName keep workspace paths inside the workspace.
 //

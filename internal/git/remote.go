@@ -250,20 +250,14 @@ func (s *Scratch) Push(ctx context.Context, url string, updates ...RefUpdate) er
 // push pushes updates to url and returns the refs it created there (git
 // push --porcelain's "*" lines), in the order given.
 func (s *Scratch) push(ctx context.Context, url string, updates []RefUpdate) ([]string, error) {
-	if err := CheckURL(url); err != nil {
+	if err := checkPush(url, updates); err != nil {
 		return nil, err
 	}
 	if len(updates) == 0 {
 		return nil, nil
 	}
-	for _, u := range updates {
-		if !strings.HasPrefix(u.Dst, "refs/") || strings.HasPrefix(u.Src, "-") || strings.ContainsAny(u.Src+u.Dst, ": \n") ||
-			u.Lease && u.Expect != "" && !IsObjectID(u.Expect) {
-			return nil, fmt.Errorf("push %s: invalid ref update %q -> %q", Redact(url), u.Src, u.Dst)
-		}
-	}
 	if isHTTP(url) {
-		return s.pushHTTP(ctx, url, updates)
+		return s.g.pushHTTP(ctx, s.dir, url, updates)
 	}
 	args := []string{"push", "--porcelain", "--no-verify", "--no-recurse-submodules"}
 	if len(updates) > 1 {
@@ -304,9 +298,25 @@ func (s *Scratch) push(ctx context.Context, url string, updates []RefUpdate) ([]
 	return created, nil
 }
 
-// Push pushes revisions of the clone at dir to url through a scratch
-// repository that borrows the clone's objects, so the clone's own
-// configuration and hooks take no part.
+// checkPush refuses a push to url that is not allowed, or of updates
+// git would read as something else (an option, a second refspec).
+func checkPush(url string, updates []RefUpdate) error {
+	if err := CheckURL(url); err != nil {
+		return err
+	}
+	for _, u := range updates {
+		if !strings.HasPrefix(u.Dst, "refs/") || strings.HasPrefix(u.Src, "-") || strings.ContainsAny(u.Src+u.Dst, ": \n") ||
+			u.Lease && u.Expect != "" && !IsObjectID(u.Expect) {
+			return fmt.Errorf("push %s: invalid ref update %q -> %q", Redact(url), u.Src, u.Dst)
+		}
+	}
+	return nil
+}
+
+// Push pushes revisions of the clone at dir to url so that the clone's
+// own configuration and hooks take no part: over http(s) from its objects
+// in this process, otherwise through a scratch repository that borrows
+// them.
 func (g *Git) Push(ctx context.Context, dir, url string, updates ...RefUpdate) error {
 	_, err := g.PushCreated(ctx, dir, url, updates...)
 	return err
@@ -326,6 +336,25 @@ func (g *Git) PushCreated(ctx context.Context, dir, url string, updates ...RefUp
 			u.Src = id
 		}
 		resolved[i] = u
+	}
+	if isHTTP(url) {
+		// No scratch repository to make and remove (one a pushed change):
+		// the push reads the clone's objects in this process.
+		if err := checkPush(url, resolved); err != nil {
+			return nil, err
+		}
+		if len(resolved) == 0 {
+			return nil, nil
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, fmt.Errorf("push to %s: %w", Redact(url), err)
+		}
+		objects, _, err := g.gitPaths(ctx, abs)
+		if err != nil {
+			return nil, err
+		}
+		return g.pushHTTP(ctx, filepath.Dir(objects), url, resolved)
 	}
 	s, err := g.NewScratch(ctx, dir)
 	if err != nil {
