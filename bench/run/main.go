@@ -297,12 +297,13 @@ func fleetlift(root string, bares []string, parallel, group int, poll time.Durat
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
 	w.RegisterWorkflow(workflow.CampaignPage)
-	// Scratch repositories (the local forge keeps one) in the bench's
-	// directory, removed with it.
-	g := &git.Git{ScratchDir: filepath.Join(root, "scratch-"+name)}
+	g := &git.Git{}
+	forges, lf := activity.LocalForges(g)
+	// It keeps a scratch repository for its next pull request.
+	defer lf.Close()
 	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: poll,
 		SandboxEnv: map[string]string{protocol.EnvAllowFileRoots: root},
-		Forges:     activity.LocalForges(g), Git: g, FileRoots: []string{root}})
+		Forges:     forges, Git: g, FileRoots: []string{root}})
 	if err := w.Start(); err != nil {
 		return 0, err
 	}

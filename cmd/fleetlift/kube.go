@@ -269,7 +269,7 @@ func newKubeWorker(c client.Client, wf *workerFlags, provider sandbox.Provider) 
 	if err := wf.shareBudgets(c, io.Discard); err != nil {
 		return nil, err
 	}
-	return newWorkers(provider, sharedWorker(c, acts, wf.options())), nil
+	return newWorkers(provider, wf.localForge, sharedWorker(c, acts, wf.options())), nil
 }
 
 // kubeSandbox is what Kubernetes sandboxes get: the variables of local

@@ -97,8 +97,11 @@ func TestWorkerKubernetesSandbox(t *testing.T) {
 // account) asks for it with a SandboxRequest, the controller (as its
 // own) makes the Job, a kubelet stand-in runs the pod on this machine
 // (the agent in it, from the agent image), and the worker drives the
-// agent through exec requests; the branch is pushed.
+// agent through exec requests; the branch is pushed, and the worker
+// leaves none of its scratch repositories in the temporary directory.
 func TestRunKubernetesSandbox(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	env := kubeCP.Env(t)
 	// Outside /tmp, which is the pod's own.
 	root, err := os.MkdirTemp("/var/tmp", "fleetlift-kube-run-")
@@ -139,6 +142,12 @@ repositories:
 	got, err := exec.Command("git", "-c", "safe.directory=*", "-C", bare, "show", "auto/kube/kube-bump:go.mod").Output()
 	if err != nil || !strings.Contains(string(got), "go 1.26") {
 		t.Errorf("branch auto/kube/kube-bump missing or unchanged: %v %s", err, got)
+	}
+	// (The control plane's own temporary files are there until it stops.)
+	for _, name := range entries(t, tmp) {
+		if strings.HasPrefix(name, "fleetlift-") {
+			t.Errorf("the run left %s in its temporary directory", name)
+		}
 	}
 	// The sandbox was a SandboxRequest, cleaned up with its Job.
 	var sbrs v1alpha1.SandboxRequestList

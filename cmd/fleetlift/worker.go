@@ -34,6 +34,9 @@ type workerFlags struct {
 	// scratch is where its scratch repositories go: its slot's, removed
 	// with it; empty for the system's temporary directory.
 	scratch string
+	// localForge is the local forge deliverer made, closed with the
+	// workers.
+	localForge io.Closer
 	// providerName is the sandbox provider: local, docker, kubernetes,
 	// kubernetes-jobs, or empty to choose (local or docker).
 	providerName string
@@ -237,7 +240,7 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	// only it can reach.
 	hw := worker.New(c, queue, wf.options())
 	hw.RegisterActivity(acts)
-	ws := newWorkers(provider, sharedWorker(c, acts, wf.options()), hw)
+	ws := newWorkers(provider, wf.localForge, sharedWorker(c, acts, wf.options()), hw)
 	ws.slot = slot
 	return ws, nil
 }

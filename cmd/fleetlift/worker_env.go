@@ -113,7 +113,8 @@ func (w *workerFlags) deliverer(acts *activity.Activities) error {
 			}
 		}
 	}
-	local := activity.LocalForges(&gitx.Git{ScratchDir: w.scratch})
+	local, localForge := activity.LocalForges(&gitx.Git{ScratchDir: w.scratch})
+	w.localForge = localForge
 	acts.Git, acts.FileRoots = g, roots
 	if w.followEvery != 0 && w.followEvery < time.Second {
 		return fmt.Errorf("--pull-requests-every %s: want a second or more", w.followEvery)

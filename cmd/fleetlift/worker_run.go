@@ -9,9 +9,10 @@ import (
 )
 
 // newWorkers runs all together, and closes provider with them when it
-// is a Closer (the provider itself, before metrics wrap it).
-func newWorkers(provider sandbox.Provider, all ...worker.Worker) *workers {
-	ws := &workers{all: all}
+// is a Closer (the provider itself, before metrics wrap it), and the
+// local forge (the scratch repository it keeps).
+func newWorkers(provider sandbox.Provider, localForge io.Closer, all ...worker.Worker) *workers {
+	ws := &workers{all: all, localForge: localForge}
 	if c, ok := provider.(io.Closer); ok {
 		ws.provider = c
 	}
@@ -26,6 +27,9 @@ type workers struct {
 	// provider stops watching its sandboxes with the workers: those a
 	// worker started again in time takes over end themselves.
 	provider io.Closer
+	// localForge is the forge the workers propose changes on when their
+	// definitions name none (deliverer).
+	localForge io.Closer
 	// slot is given up once they stopped.
 	slot *workerSlot
 }
@@ -50,6 +54,9 @@ func (ws *workers) Stop() {
 	}
 	if ws.provider != nil {
 		_ = ws.provider.Close()
+	}
+	if ws.localForge != nil {
+		_ = ws.localForge.Close()
 	}
 	ws.slot.release()
 }

@@ -353,13 +353,14 @@ func (c *capped) Read(p []byte) (int, error) {
 
 // LocalForges are the forges of a worker that has only the local forge
 // (pushing with g): what Activities.Forges is for a worker without a
-// forge of its own.
-func LocalForges(g *git.Git) func(name string) (forge.Forge, error) {
+// forge of its own. Closing the closer, once the worker stopped, removes
+// the scratch repository the forge keeps for its next pull request.
+func LocalForges(g *git.Git) (func(name string) (forge.Forge, error), io.Closer) {
 	lf := local.New(g)
 	return func(name string) (forge.Forge, error) {
 		if name == "" || name == "local" {
 			return lf, nil
 		}
 		return nil, fmt.Errorf("forge %q: this worker proposes changes on the local forge only", name)
-	}
+	}, lf
 }

@@ -120,13 +120,14 @@ func (e *env) newWorker(t *testing.T) worker.Worker {
 	w.RegisterWorkflow(workflow.Task)
 	w.RegisterWorkflow(workflow.Campaign)
 	w.RegisterWorkflow(workflow.CampaignPage)
-	// The local forge keeps a scratch repository for its next pull
-	// request: in the test's directory, removed with it.
-	g := &git.Git{ScratchDir: t.TempDir()}
+	g := &git.Git{}
+	forges, lf := activity.LocalForges(g)
+	// It keeps a scratch repository for its next pull request.
+	t.Cleanup(func() { lf.Close() })
 	w.RegisterActivity(&activity.Activities{Sandbox: p, PollInterval: 100 * time.Millisecond,
 		// The test's repositories are local.
 		SandboxEnv: map[string]string{protocol.EnvAllowFileRoots: os.TempDir()},
-		Forges:     activity.LocalForges(g), Git: g, FileRoots: []string{os.TempDir()}})
+		Forges:     forges, Git: g, FileRoots: []string{os.TempDir()}})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
