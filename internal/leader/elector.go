@@ -259,15 +259,24 @@ func (s *session) renew(ctx context.Context, runID string) (time.Time, workflow.
 }
 
 // release gives the lease up so that a successor need not wait for the
-// TTL. It is best effort: on failure the lease expires by itself.
+// TTL. It is best effort: it retries transient failures, as renew does,
+// for at most the TTL (an update that arrives as the lease's workflow
+// task completes fails with that task), and on failure the lease expires
+// by itself.
 func (s *session) release(ctx context.Context, runID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(s.ttl, maxReleaseWait))
 	defer cancel()
-	if _, err := s.update(ctx, runID, workflow.UpdateReleaseLease); err != nil {
-		s.log.Warn("release lease; it expires by itself", "error", err, "within", s.ttl)
-		return
+	for {
+		_, err := s.update(ctx, runID, workflow.UpdateReleaseLease)
+		if err == nil {
+			s.log.Info("released leadership")
+			return
+		}
+		if leaseGone(err) || ctx.Err() != nil || !sleep(ctx, s.ttl/10) {
+			s.log.Warn("release lease; it expires by itself", "error", err, "within", s.ttl)
+			return
+		}
 	}
-	s.log.Info("released leadership")
 }
 
 // update sends a renewal or release to the lease this replica started

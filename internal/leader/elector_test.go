@@ -85,6 +85,9 @@ type fakeClient struct {
 	client.Client
 	srv *fakeServer
 	cut atomic.Bool
+	// failReleases fails that many release updates, as the server does
+	// one that arrives as the lease's workflow task completes.
+	failReleases atomic.Int32
 }
 
 var errCut = serviceerror.NewUnavailable("connection refused")
@@ -115,6 +118,9 @@ func (c *fakeClient) UpdateWorkflow(ctx context.Context, o client.UpdateWorkflow
 		return nil, ctx.Err()
 	}
 	r := o.Args[0].(workflow.LeaseRenewal)
+	if o.UpdateName == workflow.UpdateReleaseLease && c.failReleases.Add(-1) >= 0 {
+		return nil, serviceerror.NewUnavailable("Unable to perform workflow execution update due to unexpected workflow task failure.")
+	}
 	c.srv.mu.Lock()
 	defer c.srv.mu.Unlock()
 	now := time.Now()
@@ -421,6 +427,29 @@ func TestLeadReturningReleases(t *testing.T) {
 	defer srv.mu.Unlock()
 	if a.err != nil || a.el.IsLeader() || len(srv.leases) != 1 || !srv.leases[0].released {
 		t.Errorf("err %v, leader %v, leases %+v", a.err, a.el.IsLeader(), srv.leases)
+	}
+}
+
+// TestReleaseRetries: a release the server fails (it arrived as the
+// lease's workflow task completed) is sent again, and the lease is
+// released, not left to expire.
+func TestReleaseRetries(t *testing.T) {
+	srv := &fakeServer{}
+	tr := &terms{t: t, srv: srv}
+	stop := make(chan struct{})
+	a := startReplica(t, srv, tr, "a", func(context.Context) { <-stop })
+	waitFor(t, "a leads", func() bool { return a.el.IsLeader() })
+	a.c.failReleases.Store(2)
+	close(stop)
+	select {
+	case <-a.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return after lead did")
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if a.err != nil || len(srv.leases) != 1 || !srv.leases[0].released || a.c.failReleases.Load() >= 0 {
+		t.Errorf("err %v, leases %+v, release failures left %d: want the lease released after the two failures", a.err, srv.leases, a.c.failReleases.Load())
 	}
 }
 
