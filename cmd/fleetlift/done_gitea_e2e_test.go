@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetlift/fleetlift/internal/forge/giteatest"
 	"github.com/fleetlift/fleetlift/internal/state"
@@ -72,7 +73,11 @@ func TestDoneWhenOnGitea(t *testing.T) {
 	// done_when run again (a minute after its last run at most), api
 	// regresses, and the reconciler reopens it by itself.
 	push(urls["api"], map[string]string{"main.go": old})
-	wait("api reopened, its new pull request merged and done", func(r map[string]state.Repo) bool {
+	// Two runs of done_when, each at least a minute after the one
+	// before on the branch (donePushSpacing), a run of the task and a
+	// merge: the whole test took 155 and 184 s on a quiet machine, and
+	// this wait alone passed three minutes under the full suite.
+	waitReposWithin(t, 5*time.Minute, reader, "slog", up, "api reopened, its new pull request merged and done", func(r map[string]state.Repo) bool {
 		return done(r["api"], "done") && r["api"].PullRequestURL != first && done(r["web"], "not_done")
 	})
 	var prs []giteaPR

@@ -180,8 +180,14 @@ template:
 // fails the test with what they were, and what up printed, otherwise.
 func waitRepos(t *testing.T, reader *statetemporal.Reader, id string, up *upProcess, what string, ok func(map[string]state.Repo) bool) map[string]state.Repo {
 	t.Helper()
+	return waitReposWithin(t, 3*time.Minute, reader, id, up, what, ok)
+}
+
+// waitReposWithin is waitRepos for up to d.
+func waitReposWithin(t *testing.T, d time.Duration, reader *statetemporal.Reader, id string, up *upProcess, what string, ok func(map[string]state.Repo) bool) map[string]state.Repo {
+	t.Helper()
 	var got map[string]state.Repo
-	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
 		r, err := reader.Get(context.Background(), id)
 		got = map[string]state.Repo{}
 		for _, repo := range r.Repos {
