@@ -291,6 +291,16 @@ func startReplica(t *testing.T, srv *fakeServer, tr *terms, name string, lead fu
 	return r
 }
 
+// returned waits for Run to return after lead did.
+func (r *replica) returned(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return after lead did")
+	}
+}
+
 // stop cancels the replica and waits for Run to return.
 func (r *replica) stop() {
 	r.cancel()
@@ -418,11 +428,7 @@ func TestLeadReturningReleases(t *testing.T) {
 	srv := &fakeServer{}
 	tr := &terms{t: t, srv: srv}
 	a := startReplica(t, srv, tr, "a", func(context.Context) {})
-	select {
-	case <-a.done:
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not return after lead did")
-	}
+	a.returned(t)
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if a.err != nil || a.el.IsLeader() || len(srv.leases) != 1 || !srv.leases[0].released {
@@ -441,11 +447,7 @@ func TestReleaseRetries(t *testing.T) {
 	waitFor(t, "a leads", func() bool { return a.el.IsLeader() })
 	a.c.failReleases.Store(2)
 	close(stop)
-	select {
-	case <-a.done:
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not return after lead did")
-	}
+	a.returned(t)
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if a.err != nil || len(srv.leases) != 1 || !srv.leases[0].released || a.c.failReleases.Load() >= 0 {
