@@ -160,6 +160,9 @@ func (c *compiler) evaluate(in Input) (out Output) {
 	switch path.Ext(in.Name) {
 	case ".yaml", ".yml":
 		f, err = yaml.Extract(in.Name, in.Data)
+		if err == nil && !in.Config && !in.Approval {
+			nameYAMLRepositories(f)
+		}
 	case ".cue":
 		f, err = parser.ParseFile(in.Name, in.Data)
 		if err == nil {
@@ -204,8 +207,10 @@ func (c *compiler) evaluate(in Input) (out Output) {
 	}
 	out.Kind = kind
 	named := data
-	if patch := repositoryNames(kind, data); patch != nil {
-		named = data.Unify(c.ctx.Encode(patch))
+	if path.Ext(in.Name) == ".cue" {
+		if patch := repositoryNames(kind, data); patch != nil {
+			named = data.Unify(c.ctx.Encode(patch))
+		}
 	}
 	u := c.defs[kind].Unify(named)
 	if err := u.Validate(cue.Concrete(true), cue.Hidden(true), cue.All()); err != nil {
@@ -289,12 +294,19 @@ func configPositions(name string, data cue.Value) map[string][2]int {
 	return pos
 }
 
+// repositoryLists and repositorySingles are where a Task or Campaign
+// holds repositories, besides each group's repositories: lists of them,
+// and single ones.
+var (
+	repositoryLists   = [][]string{{"repositories"}, {"targets"}}
+	repositorySingles = [][]string{{"transformation"}, {"template", "transformation"}}
+)
+
 // repositoryNames returns what must be added to data to name every
 // repository that has no name: the last element of its URL's path without
-// ".git". It returns nil when every repository is named.
+// ".git". It returns nil when every repository is named. A YAML document's
+// repositories are named before it is evaluated (nameYAMLRepositories).
 func repositoryNames(kind Kind, data cue.Value) any {
-	lists := [][]string{{"repositories"}, {"targets"}}
-	singles := [][]string{{"transformation"}, {"template", "transformation"}}
 	if kind == KindConfig || kind == KindApproval {
 		return nil
 	}
@@ -312,7 +324,7 @@ func repositoryNames(kind Kind, data cue.Value) any {
 		}
 		m[p[len(p)-1]] = v
 	}
-	for _, p := range singles {
+	for _, p := range repositorySingles {
 		if n := nameFor(data.LookupPath(cuePath(p))); n != nil {
 			set(p, n)
 			changed = true
@@ -336,7 +348,7 @@ func repositoryNames(kind Kind, data cue.Value) any {
 		}
 		return items, named
 	}
-	for _, p := range lists {
+	for _, p := range repositoryLists {
 		if items, ok := namesIn(data.LookupPath(cuePath(p))); ok {
 			set(p, items)
 			changed = true
