@@ -367,14 +367,13 @@ func defaultBranch(refs storer.ReferenceStorer, ar *packp.AdvRefs) (string, erro
 	return "", errors.New("the remote names no default branch (HEAD)")
 }
 
-// pushHTTP is push to an http(s) remote from the objects of the
-// repository whose git directory is dir: each update checked against
-// what the remote advertises (a lease against Expect; otherwise only a
-// fast-forward), then sent with the value it must replace, which the
-// remote checks again as it updates the ref. It runs in this process and
+// pushHTTP is push to an http(s) remote from the objects in st: each
+// update checked against what the remote advertises (a lease against
+// Expect; otherwise only a fast-forward), then sent with the value it
+// must replace, which the remote checks again as it updates the ref. It runs in this process and
 // reads only objects (and the list of shallow commits): nothing of the
 // repository's configuration takes part.
-func (g *Git) pushHTTP(ctx context.Context, dir, raw string, updates []RefUpdate) ([]string, error) {
+func (g *Git) pushHTTP(ctx context.Context, st *filesystem.Storage, raw string, updates []RefUpdate) ([]string, error) {
 	r, err := g.httpRemote(raw)
 	if err != nil {
 		return nil, err
@@ -390,7 +389,6 @@ func (g *Git) pushHTTP(ctx context.Context, dir, raw string, updates []RefUpdate
 		if err != nil {
 			return err
 		}
-		st := storage(dir)
 		req := packp.NewReferenceUpdateRequestFromCapabilities(ar.Capabilities)
 		var refused []string
 		for _, u := range updates {

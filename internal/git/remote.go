@@ -250,6 +250,13 @@ func (s *Scratch) Push(ctx context.Context, url string, updates ...RefUpdate) er
 // push pushes updates to url and returns the refs it created there (git
 // push --porcelain's "*" lines), in the order given.
 func (s *Scratch) push(ctx context.Context, url string, updates []RefUpdate) ([]string, error) {
+	return s.g.pushFrom(ctx, s.dir, url, updates)
+}
+
+// pushFrom is push from the repository at dir: a scratch repository, or,
+// over http(s) only, any repository (the push runs in this process and
+// reads only its objects; git push would read its configuration).
+func (g *Git) pushFrom(ctx context.Context, dir, url string, updates []RefUpdate) ([]string, error) {
 	if err := checkPush(url, updates); err != nil {
 		return nil, err
 	}
@@ -257,7 +264,11 @@ func (s *Scratch) push(ctx context.Context, url string, updates []RefUpdate) ([]
 		return nil, nil
 	}
 	if isHTTP(url) {
-		return s.g.pushHTTP(ctx, s.dir, url, updates)
+		st, _, err := g.repoStorage(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		return g.pushHTTP(ctx, st, url, updates)
 	}
 	args := []string{"push", "--porcelain", "--no-verify", "--no-recurse-submodules"}
 	if len(updates) > 1 {
@@ -273,12 +284,12 @@ func (s *Scratch) push(ctx context.Context, url string, updates []RefUpdate) ([]
 	args = append(args, "--", url)
 	args = append(args, specs...)
 	var out bytes.Buffer
-	_, err := s.g.run(ctx, invocation{dir: s.dir, gitDir: s.dir, args: args, remote: url, stdout: &out})
+	_, err := g.run(ctx, invocation{dir: dir, gitDir: dir, args: args, remote: url, stdout: &out})
 	// "<flag>\t<src>:<dst>\t<summary>" per ref; "*" is a ref made, "!"
 	// one refused, with the reason (a lease that does not hold: "[rejected]
 	// (stale info)"), which git says only here.
 	var created, refused []string
-	for _, line := range strings.Split(s.g.redact(out.String()), "\n") {
+	for _, line := range strings.Split(g.redact(out.String()), "\n") {
 		flag, rest, _ := strings.Cut(line, "\t")
 		spec, summary, _ := strings.Cut(rest, "\t")
 		_, dst, ok := strings.Cut(spec, ":")
@@ -340,21 +351,11 @@ func (g *Git) PushCreated(ctx context.Context, dir, url string, updates ...RefUp
 	if isHTTP(url) {
 		// No scratch repository to make and remove (one a pushed change):
 		// the push reads the clone's objects in this process.
-		if err := checkPush(url, resolved); err != nil {
-			return nil, err
-		}
-		if len(resolved) == 0 {
-			return nil, nil
-		}
 		abs, err := filepath.Abs(dir)
 		if err != nil {
 			return nil, fmt.Errorf("push to %s: %w", Redact(url), err)
 		}
-		objects, _, err := g.gitPaths(ctx, abs)
-		if err != nil {
-			return nil, err
-		}
-		return g.pushHTTP(ctx, filepath.Dir(objects), url, resolved)
+		return g.pushFrom(ctx, abs, url, resolved)
 	}
 	s, err := g.NewScratch(ctx, dir)
 	if err != nil {
