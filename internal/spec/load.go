@@ -296,7 +296,7 @@ func (l *Loader) load(ctx context.Context, fsys fs.FS, names []string, errs []*E
 	if err != nil {
 		return nil, err
 	}
-	defs, decodeErrs := l.decodeAll(keys, outs)
+	decoded, decodeErrs := l.decodeAll(keys, outs)
 	byID := map[string][]Definition{}
 	for i, o := range outs {
 		if len(o.Errors) > 0 {
@@ -307,7 +307,7 @@ func (l *Loader) load(ctx context.Context, fsys fs.FS, names []string, errs []*E
 			res.Errors = append(res.Errors, e)
 			continue
 		}
-		byID[defs[i].ID] = append(byID[defs[i].ID], defs[i])
+		byID[decoded[i].ID] = append(byID[decoded[i].ID], decoded[i])
 	}
 	for id, defs := range byID {
 		if len(defs) == 1 {

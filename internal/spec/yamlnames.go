@@ -16,8 +16,8 @@ import (
 // syntax of a YAML document, which is its value, does not. That is 14%
 // of evaluating a campaign of 50 repositories (4.2 against 3.6 ms), and
 // it brings bench-plan's cold plan of 1,000 such campaigns from 1.12x
-// `cue export` of the same files to 0.99x-1.01x. A CUE file may compute its
-// repositories, so it is named after evaluation. TestYAMLNamesAsCUE
+// `cue export` of the same files to 0.99x-1.01x. A CUE file may compute
+// its repositories, so it is named after evaluation. TestYAMLNamesAsCUE
 // checks that both give the same names and the same errors.
 func nameYAMLRepositories(f *ast.File) {
 	for _, p := range repositoryLists {
