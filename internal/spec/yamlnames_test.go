@@ -39,6 +39,15 @@ func TestYAMLNamesAsCUE(t *testing.T) {
 			names: []string{"api", "web", "cli", "tools", "api-fork"},
 		},
 		{
+			name: "anchors and merge keys",
+			doc: "version: 1\nkind: Task\nid: t\ntitle: T\n" + work + "repositories:\n" +
+				"  - &api\n    url: https://github.com/acme/api.git\n" +
+				"  - <<: *api\n    name: api-again\n" +
+				"  - url: &web https://github.com/acme/web.git\n" +
+				"  - {url: *web, name: web-again}\n",
+			names: []string{"api", "api-again", "web", "web-again"},
+		},
+		{
 			name: "task transformation and targets",
 			doc: "version: 1\nkind: Task\nid: t\ntitle: T\n" + work +
 				"transformation:\n  url: https://github.com/acme/recipes.git\n" +
