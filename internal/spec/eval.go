@@ -157,11 +157,14 @@ func (c *compiler) evaluate(in Input) (out Output) {
 	}
 	var f *ast.File
 	var err error
+	// namedInSyntax: the repositories were named before evaluation.
+	namedInSyntax := false
 	switch path.Ext(in.Name) {
 	case ".yaml", ".yml":
 		f, err = yaml.Extract(in.Name, in.Data)
 		if err == nil && !in.Config && !in.Approval {
 			nameYAMLRepositories(f)
+			namedInSyntax = true
 		}
 	case ".cue":
 		f, err = parser.ParseFile(in.Name, in.Data)
@@ -207,7 +210,7 @@ func (c *compiler) evaluate(in Input) (out Output) {
 	}
 	out.Kind = kind
 	named := data
-	if path.Ext(in.Name) == ".cue" {
+	if !namedInSyntax {
 		if patch := repositoryNames(kind, data); patch != nil {
 			named = data.Unify(c.ctx.Encode(patch))
 		}

@@ -29,7 +29,7 @@ func nameYAMLRepositories(f *ast.File) {
 	if groups, ok := lookupSyntax(f.Decls, []string{"groups"}).(*ast.ListLit); ok {
 		for _, g := range groups.Elts {
 			if g, ok := g.(*ast.StructLit); ok {
-				nameListed(lookupSyntax(g.Elts, []string{"repositories"}))
+				nameListed(fieldSyntax(g.Elts, "repositories"))
 			}
 		}
 	}
