@@ -370,9 +370,9 @@ func defaultBranch(refs storer.ReferenceStorer, ar *packp.AdvRefs) (string, erro
 // pushHTTP is push to an http(s) remote from the objects in st: each
 // update checked against what the remote advertises (a lease against
 // Expect; otherwise only a fast-forward), then sent with the value it
-// must replace, which the remote checks again as it updates the ref. It runs in this process and
-// reads only objects (and the list of shallow commits): nothing of the
-// repository's configuration takes part.
+// must replace, which the remote checks again as it updates the ref. It
+// runs in this process and reads only objects (and the list of shallow
+// commits): nothing of the repository's configuration takes part.
 func (g *Git) pushHTTP(ctx context.Context, st *filesystem.Storage, raw string, updates []RefUpdate) ([]string, error) {
 	r, err := g.httpRemote(raw)
 	if err != nil {
