@@ -28,6 +28,10 @@ type FollowInput struct {
 	Source string `json:"source"`
 	// State is what an earlier run of the follower knew (continue-as-new).
 	State *status.PullRequests `json:"state,omitempty"`
+	// DoneDue is the merged pull requests (URLs) whose base a push moved
+	// in an earlier run, where done_when has not run since: a push is
+	// not lost when the follower continues as new.
+	DoneDue []string `json:"done_due,omitempty"`
 }
 
 // followPassesPerRun is how many reads a PullRequests run makes before
@@ -52,6 +56,9 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 		hinted: map[string]bool{}, retries: map[string]int{}, pushed: map[status.PushHint]bool{}, doneDue: map[string]bool{}}
 	if in.State != nil {
 		f.st = *in.State
+	}
+	for _, u := range in.DoneDue {
+		f.doneDue[u] = true
 	}
 	if err := f.register(ctx); err != nil {
 		return f.st, err
@@ -106,8 +113,13 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return f.st, err
 			}
+			// Hints this task delivered, and the pushes not yet taken,
+			// go with it.
+			f.drainHints()
+			f.takePushes()
 			next := f.st
-			return f.st, workflow.NewContinueAsNewError(ctx, PullRequests, FollowInput{Source: f.st.Source, State: &next})
+			return f.st, workflow.NewContinueAsNewError(ctx, PullRequests,
+				FollowInput{Source: f.st.Source, State: &next, DoneDue: slices.Sorted(maps.Keys(f.doneDue))})
 		}
 		var err error
 		if only, err = f.wait(ctx, only != nil); err != nil {
@@ -132,6 +144,9 @@ func (f *follower) wait(ctx workflow.Context, spaced bool) ([]string, error) {
 	}
 	pass := f.passAt.Add(f.every)
 	for {
+		// Pushes that came during the read count too: a read that
+		// took longer than f.every leaves no time to wait for them.
+		f.takePushes()
 		due := pass
 		if at, ok := f.pushedCheckAt(); ok && at.Before(due) {
 			due = at
@@ -147,7 +162,6 @@ func (f *follower) wait(ctx workflow.Context, spaced bool) ([]string, error) {
 		if !woken || asked() {
 			break
 		}
-		f.takePushes()
 		urls := []string{}
 		unknown := maps.Clone(f.hinted)
 		for _, p := range f.st.PRs {
@@ -237,6 +251,8 @@ type follower struct {
 	// where done_when runs before its schedule.
 	pushed  map[status.PushHint]bool
 	doneDue map[string]bool
+	// hints is the channel of SignalHint.
+	hints workflow.ReceiveChannel
 	// retries counts, by URL, the reads of some that failed in a row.
 	retries map[string]int
 	// sourceEnded: the last read found the source ended, so no pull
@@ -353,17 +369,12 @@ func (f *follower) fresh(ctx workflow.Context) error {
 }
 
 func (f *follower) register(ctx workflow.Context) error {
-	hints := workflow.GetSignalChannel(ctx, status.SignalHint)
+	f.hints = workflow.GetSignalChannel(ctx, status.SignalHint)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			var h status.PullRequestHint
-			hints.Receive(ctx, &h)
-			for _, r := range h.Repositories {
-				f.hinted[r] = true
-			}
-			for _, p := range h.Pushed {
-				f.pushed[p] = true
-			}
+			f.hints.Receive(ctx, &h)
+			f.hint(h)
 		}
 	})
 	if err := workflow.SetQueryHandler(ctx, status.QueryPullRequests, func() (status.PullRequests, error) { return f.st, nil }); err != nil {
@@ -379,6 +390,25 @@ func (f *follower) register(ctx workflow.Context) error {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, status.UpdateAct, f.act, workflow.UpdateHandlerOptions{Validator: validAct})
+}
+
+// hint records what a hint (SignalHint) names.
+func (f *follower) hint(h status.PullRequestHint) {
+	for _, r := range h.Repositories {
+		f.hinted[r] = true
+	}
+	for _, p := range h.Pushed {
+		f.pushed[p] = true
+	}
+}
+
+// drainHints records the hints delivered and not yet received.
+func (f *follower) drainHints() {
+	var h status.PullRequestHint
+	for f.hints.ReceiveAsync(&h) {
+		f.hint(h)
+		h = status.PullRequestHint{}
+	}
 }
 
 // reopened marks the regressed pull requests of units as reopened for
@@ -562,6 +592,7 @@ func (f *follower) keepCurrent(ctx, actx workflow.Context) {
 // request that it has not run on within done.Every, or whose base a
 // push moved (at most once per donePushSpacing), one after another.
 func (f *follower) checkDone(ctx workflow.Context) {
+	f.takePushes()
 	for i := range f.st.PRs {
 		p := &f.st.PRs[i]
 		since := workflow.Now(ctx).Sub(p.DoneAt)

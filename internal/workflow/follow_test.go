@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	activitypkg "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
@@ -427,8 +428,7 @@ func hourlyCheck() *status.DoneCheck {
 func TestDoneWhenRunsAgainOnAPushToTheDefaultBranch(t *testing.T) {
 	env, acts := followerEnv()
 	check := hourlyCheck()
-	merged := followed("https://git.example/acme/svc-a/pulls/1", forge.StateMerged)
-	merged.Unit, merged.Repo, merged.Repository, merged.Base = "svc-a", "svc-a", "https://git.example/acme/svc-a.git", "main"
+	merged := mergedSvcA()
 	start := env.Now()
 	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
@@ -443,13 +443,7 @@ func TestDoneWhenRunsAgainOnAPushToTheDefaultBranch(t *testing.T) {
 			}
 			return activity.RefreshOutcome{SourceEnded: true, PRs: []status.FollowedPR{p}, Every: time.Hour, Done: check}, nil
 		})
-	var runs []time.Duration
-	env.OnActivity(acts.RunSandboxed, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activity.RunInput) (status.RunOutcome, error) {
-			runs = append(runs, env.Now().Sub(start))
-			r := protocol.RepositoryResult{Name: "svc-a", Status: "success", Base: "c1"}
-			return status.RunOutcome{Result: protocol.Result{Repositories: []protocol.RepositoryResult{r}}}, nil
-		})
+	runs := checksAt(env, acts, start)
 	push := func(at time.Duration, branch string) {
 		env.RegisterDelayedCallback(func() {
 			env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Pushed: []status.PushHint{{Repository: "git.example/acme/svc-a", Branch: branch}}})
@@ -465,12 +459,12 @@ func TestDoneWhenRunsAgainOnAPushToTheDefaultBranch(t *testing.T) {
 	}
 	// The hourly pass at 60 minutes finds the last run 29 minutes old.
 	want := []time.Duration{0, 10 * time.Minute, 30 * time.Minute, 31 * time.Minute}
-	if len(runs) != len(want) {
-		t.Fatalf("done_when ran at %v; want about %v (at the merge, then after each push to main, a minute apart)", runs, want)
+	if len(*runs) != len(want) {
+		t.Fatalf("done_when ran at %v; want about %v (at the merge, then after each push to main, a minute apart)", *runs, want)
 	}
 	for i, w := range want {
-		if runs[i] < w || runs[i] > w+15*time.Second {
-			t.Errorf("run %d of done_when at +%s; want +%s", i, runs[i], w)
+		if (*runs)[i] < w || (*runs)[i] > w+15*time.Second {
+			t.Errorf("run %d of done_when at +%s; want +%s", i, (*runs)[i], w)
 		}
 	}
 }
@@ -708,5 +702,124 @@ func TestPullRequestsReopenDuringAReadStands(t *testing.T) {
 	}
 	if len(second) != 1 || second[0].ReopenedFor != "b1" {
 		t.Errorf("the next read was sent %+v, want the mark", second)
+	}
+}
+
+// mergedSvcA is a merged pull request of svc-a, to main.
+func mergedSvcA() status.FollowedPR {
+	p := followed("https://git.example/acme/svc-a/pulls/1", forge.StateMerged)
+	p.Unit, p.Repo, p.Repository, p.Base = "svc-a", "svc-a", "https://git.example/acme/svc-a.git", "main"
+	return p
+}
+
+// checksAt records when done_when ran, each time passing.
+func checksAt(env *testsuite.TestWorkflowEnvironment, acts *activity.Activities, start time.Time) *[]time.Duration {
+	var runs []time.Duration
+	env.OnActivity(acts.RunSandboxed, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RunInput) (status.RunOutcome, error) {
+			runs = append(runs, env.Now().Sub(start))
+			r := protocol.RepositoryResult{Name: "svc-a", Status: "success", Base: "c1"}
+			return status.RunOutcome{Result: protocol.Result{Repositories: []protocol.RepositoryResult{r}}}, nil
+		})
+	return &runs
+}
+
+// A forge slower than the follower's interval (each read takes longer
+// than `--pull-requests-every`) still has a push to the default branch
+// run done_when within seconds: the push that came during a read is
+// taken after it, not only while the follower waits.
+func TestDoneWhenRunsOnAPushWhenReadsOutlastTheInterval(t *testing.T) {
+	env, acts := followerEnv()
+	merged := mergedSvcA()
+	start := env.Now()
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).After(2 * time.Second).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			p := merged
+			for _, k := range in.Known {
+				if k.URL == p.URL {
+					p = k
+				}
+			}
+			out := activity.RefreshOutcome{SourceEnded: true, PRs: []status.FollowedPR{p}, Every: time.Second, Done: hourlyCheck()}
+			if env.Now().Sub(start) > 4*time.Minute {
+				out.Done = nil
+			}
+			return out, nil
+		})
+	runs := checksAt(env, acts, start)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Pushed: []status.PushHint{{Repository: "git.example/acme/svc-a", Branch: "main"}}})
+	}, 3*time.Minute)
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("the follower did not end: %v", env.GetWorkflowError())
+	}
+	if len(*runs) != 2 || (*runs)[1] < 3*time.Minute || (*runs)[1] > 3*time.Minute+15*time.Second {
+		t.Errorf("done_when ran at %v; want at the merge and within 15s of the push at +3m", *runs)
+	}
+}
+
+// A push whose run of done_when waits for donePushSpacing when the
+// follower continues as new runs in the next run of the follower.
+func TestAPushOutlastsContinueAsNew(t *testing.T) {
+	env, acts := followerEnv()
+	merged := mergedSvcA()
+	start := env.Now()
+	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			p := merged
+			for _, k := range in.Known {
+				if k.URL == p.URL {
+					p = k
+				}
+			}
+			return activity.RefreshOutcome{SourceEnded: true, PRs: []status.FollowedPR{p}, Every: time.Second, Done: hourlyCheck()}, nil
+		})
+	runs := checksAt(env, acts, start)
+	// A read a second: the run continues as new after 200 reads. The
+	// push at +170s runs done_when at once; the one at +190s waits
+	// for a minute after that run, beyond the end of this run.
+	for _, at := range []time.Duration{170 * time.Second, 190 * time.Second} {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Pushed: []status.PushHint{{Repository: "git.example/acme/svc-a", Branch: "main"}}})
+		}, at)
+	}
+	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
+	var can *sdkworkflow.ContinueAsNewError
+	if !errors.As(env.GetWorkflowError(), &can) {
+		t.Fatalf("the follower ended with %v, want it to continue as new", env.GetWorkflowError())
+	}
+	ended := env.Now()
+	if len(*runs) != 2 || ended.Sub(start) > 230*time.Second {
+		t.Fatalf("done_when ran at %v and the run continued as new at +%s; want two runs, and that before +230s", *runs, ended.Sub(start))
+	}
+	var next workflow.FollowInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(next.DoneDue, []string{merged.URL}) {
+		t.Fatalf("the next run is told done_when is due at %v, want %s", next.DoneDue, merged.URL)
+	}
+
+	// The next run, from when this one ended, runs it a minute after
+	// the last.
+	env2, acts2 := followerEnv()
+	env2.SetStartTime(ended)
+	last := next.State.PRs[0].DoneAt
+	env2.OnActivity(acts2.RefreshPullRequests, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
+			out := activity.RefreshOutcome{SourceEnded: true, PRs: in.Known, Every: time.Hour, Done: hourlyCheck()}
+			if env2.Now().Sub(ended) > 2*time.Minute {
+				out.Done = nil
+			}
+			return out, nil
+		})
+	runs2 := checksAt(env2, acts2, last)
+	env2.ExecuteWorkflow(workflow.PullRequests, next)
+	if !env2.IsWorkflowCompleted() || env2.GetWorkflowError() != nil {
+		t.Fatalf("the next run did not end: %v", env2.GetWorkflowError())
+	}
+	if len(*runs2) != 1 || (*runs2)[0] < time.Minute || (*runs2)[0] > time.Minute+15*time.Second {
+		t.Errorf("the next run ran done_when at %v after the last run; want once, a minute after", *runs2)
 	}
 }
