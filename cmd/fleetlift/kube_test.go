@@ -129,6 +129,7 @@ repositories:
   - url: %s
 `, controllertest.Image, urls[0]))
 	addr, state := freeAddr(t), filepath.Join(t.TempDir(), "state")
+	created := watchCreated(t, tmp)
 	var buf syncbuf.Buffer
 	code := run([]string{"run", "--file", def, "--temporal-address", addr, "--state-dir", state,
 		"--sandbox", "kubernetes", "--kubeconfig", c.WorkerKubeconfig(t), "--sandbox-namespace", c.Sandbox,
@@ -142,6 +143,14 @@ repositories:
 	got, err := exec.Command("git", "-c", "safe.directory=*", "-C", bare, "show", "auto/kube/kube-bump:go.mod").Output()
 	if err != nil || !strings.Contains(string(got), "go 1.26") {
 		t.Errorf("branch auto/kube/kube-bump missing or unchanged: %v %s", err, got)
+	}
+	// Its copies of the repositories were in its state directory's slot,
+	// where the next worker clears what one killed left, never in the
+	// temporary directory.
+	for _, name := range created() {
+		if strings.HasPrefix(name, "fleetlift-git-") || strings.HasPrefix(name, "fleetlift-copy-") {
+			t.Errorf("the worker made %s in the temporary directory, where no worker clears it after a kill", name)
+		}
 	}
 	// (The control plane's own temporary files are there until it stops.)
 	for _, name := range entries(t, tmp) {

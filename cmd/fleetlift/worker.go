@@ -201,16 +201,34 @@ func newWorker(ctx context.Context, logw io.Writer, c client.Client, tf *tempora
 	if err != nil {
 		return nil, err
 	}
-	if kind == sandboxKubernetes || kind == sandboxKubernetesJobs {
-		slot.release() // its sandboxes are pods, on no host of its own
-		wf.slot = nil
-		return newKubeWorker(c, wf, provider)
-	}
-	// Its scratch repositories go with its slot. The gateway makes its
-	// copies when sandboxes ask, after the workers start.
+	defer func() {
+		if err != nil {
+			if p, ok := provider.(io.Closer); ok {
+				_ = p.Close()
+			}
+			if wf.localForge != nil {
+				_ = wf.localForge.Close()
+				wf.localForge = nil
+			}
+		}
+	}()
+	// Its scratch repositories go with its slot, where the next worker
+	// to take the slot clears what a worker that died left. The gateway
+	// makes its copies when sandboxes ask, after the workers start.
 	wf.scratch = slot.scratchDir()
 	if wf.gw != nil && wf.gw.Git != nil {
 		wf.gw.Git.Git.ScratchDir = wf.scratch
+	}
+	if kind == sandboxKubernetes || kind == sandboxKubernetesJobs {
+		// Its sandboxes are pods, on no host of its own: it keeps the
+		// slot for its scratch repositories alone.
+		wf.slot = nil
+		ws, err := newKubeWorker(c, wf, provider)
+		if err != nil {
+			return nil, err
+		}
+		ws.slot = slot
+		return ws, nil
 	}
 	env, secrets, err := wf.sandbox()
 	if err != nil {
