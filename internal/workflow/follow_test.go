@@ -432,12 +432,7 @@ func TestDoneWhenRunsAgainOnAPushToTheDefaultBranch(t *testing.T) {
 	start := env.Now()
 	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
-			p := merged
-			for _, k := range in.Known {
-				if k.URL == p.URL {
-					p = k
-				}
-			}
+			p := recorded(in, merged)
 			if env.Now().Sub(start) > 100*time.Minute {
 				return activity.RefreshOutcome{SourceEnded: true, PRs: []status.FollowedPR{p}, Every: time.Hour}, nil
 			}
@@ -705,6 +700,16 @@ func TestPullRequestsReopenDuringAReadStands(t *testing.T) {
 	}
 }
 
+// recorded is p as the follower last recorded it, if it did.
+func recorded(in activity.RefreshInput, p status.FollowedPR) status.FollowedPR {
+	for _, k := range in.Known {
+		if k.URL == p.URL {
+			return k
+		}
+	}
+	return p
+}
+
 // mergedSvcA is a merged pull request of svc-a, to main.
 func mergedSvcA() status.FollowedPR {
 	p := followed("https://git.example/acme/svc-a/pulls/1", forge.StateMerged)
@@ -734,12 +739,7 @@ func TestDoneWhenRunsOnAPushWhenReadsOutlastTheInterval(t *testing.T) {
 	start := env.Now()
 	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).After(2 * time.Second).Return(
 		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
-			p := merged
-			for _, k := range in.Known {
-				if k.URL == p.URL {
-					p = k
-				}
-			}
+			p := recorded(in, merged)
 			out := activity.RefreshOutcome{SourceEnded: true, PRs: []status.FollowedPR{p}, Every: time.Second, Done: hourlyCheck()}
 			if env.Now().Sub(start) > 4*time.Minute {
 				out.Done = nil
@@ -767,12 +767,7 @@ func TestAPushOutlastsContinueAsNew(t *testing.T) {
 	start := env.Now()
 	env.OnActivity(acts.RefreshPullRequests, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activity.RefreshInput) (activity.RefreshOutcome, error) {
-			p := merged
-			for _, k := range in.Known {
-				if k.URL == p.URL {
-					p = k
-				}
-			}
+			p := recorded(in, merged)
 			return activity.RefreshOutcome{SourceEnded: true, PRs: []status.FollowedPR{p}, Every: time.Second, Done: hourlyCheck()}, nil
 		})
 	runs := checksAt(env, acts, start)
