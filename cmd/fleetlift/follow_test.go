@@ -82,9 +82,11 @@ func (c *countingClient) QueryWorkflow(ctx context.Context, id, runID, queryType
 	return v, err
 }
 
-// follow describes a run once to learn what it is, then only queries it
-// while it runs (each describe is a read of the run's record on the
-// server), and prints its end once it has ended.
+// follow describes a run once to learn what it is, then, while a worker
+// in this process tells of its units, only queries it while it runs
+// (each describe is a read of the run's record on the server; without
+// such a worker each read describes it too, for the progress its runs'
+// heartbeats keep), and prints its end once it has ended.
 // Interrupted, it says the run goes on and returns errInterrupted.
 func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
 	root := t.TempDir()
@@ -117,8 +119,10 @@ func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
 			}
 		}
 	}
+	news := runfollow.NewNews()
+	news.UnitStarted(id, status.UnitRef{Key: "r1", Attempt: 1})
 	var out bytes.Buffer
-	if err := follow(ctx, c, devserver.Namespace, id, &out, runfollow.Options{}); err != nil {
+	if err := follow(ctx, c, devserver.Namespace, id, &out, runfollow.Options{News: news}); err != nil {
 		t.Fatalf("follow: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "completed") {

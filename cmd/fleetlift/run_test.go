@@ -342,6 +342,15 @@ func TestRunStoppedGoesOnWhenRunAgain(t *testing.T) {
 	if code != 0 || !strings.Contains(s, "going on with campaign/resume") || !strings.Contains(s, "3 repositories: 3 completed") {
 		t.Fatalf("run again: exit %d:\n%s", code, s)
 	}
+	// What the stopped run finished shows finished from the first line on,
+	// never at work again.
+	shown := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\S+\s+(svc\d)\s+(\S+)$`).FindAllStringSubmatch(s, -1) {
+		if shown[m[1]] == "completed" && m[2] != "completed" {
+			t.Errorf("run again: %s shown %s after it was shown completed:\n%s", m[1], m[2], s)
+		}
+		shown[m[1]] = m[2]
+	}
 	if s, code := runCLI(t, append([]string{"status", "resume"}, args...)...); code != 0 || !strings.Contains(s, "campaign/resume: completed (3 repositories completed)") {
 		t.Errorf("status of the ended run, read without a server: exit %d:\n%s", code, s)
 	}

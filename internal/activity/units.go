@@ -110,6 +110,11 @@ type unitsProgress struct {
 func (a *Activities) RunUnits(ctx context.Context, in UnitsInput) (UnitsOutcome, error) {
 	var p unitsProgress
 	lastProgress(ctx, &p)
+	// The units an attempt before this one finished: a follower in this
+	// process knows of them from here on, as if this worker had run them.
+	for _, d := range p.Done {
+		a.unitEnded(ctx, d)
+	}
 	// The beat's heartbeats end the run's context as the client's would
 	// end the activity's, and go on while the unit at work ends.
 	ctx, stopped := context.WithCancelCause(ctx)

@@ -129,13 +129,22 @@ func TestRunUnitsEndsOnceItHasWorkedWithin(t *testing.T) {
 }
 
 // An attempt that takes over from a dead worker starts from the last
-// heartbeat: the units done there are not run again, and the unit that
-// was at work goes on in its sandbox without a heartbeat before it.
+// heartbeat: the units done there are not run again, and are told as
+// ended (a follower in this process shows them done, not as the
+// campaign shows a run's units until it reports); the unit that was at
+// work goes on in its sandbox without a heartbeat before it.
 func TestRunUnitsTakesOverFromItsLastHeartbeat(t *testing.T) {
 	activity.QuietBeats(t)
 	a, env := newActivities(t)
 	w := &wanted{}
 	a.StillWanted = w.stillWanted
+	var mu sync.Mutex
+	var told []string
+	a.UnitEnded = func(_ string, u status.UnitOutcome) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, u.Key)
+	}
 	ref := start(t, a, env, "u2", "complete")
 	waitFor(t, a, env, ref, protocol.PhaseComplete)
 	var progress map[string]any
@@ -157,6 +166,11 @@ func TestRunUnitsTakesOverFromItsLastHeartbeat(t *testing.T) {
 	if !slices.Equal(w.next, []string{"u3"}) {
 		t.Errorf("heartbeats before units naming %v; want only u3", w.next)
 	}
+	mu.Lock()
+	if !slices.Equal(told, []string{"u1", "u2", "u3"}) {
+		t.Errorf("told of units ending: %v; want u1, done before, then u2 and u3", told)
+	}
+	mu.Unlock()
 	gone(t, a, "u2", "u3")
 }
 

@@ -62,7 +62,8 @@ func Run(ctx context.Context, rd *statetemporal.Reader, id string, w io.Writer, 
 	defer stopWaiting()
 	ended := awaitClose(wctx, rd.Client, id)
 	// Until the run's close is seen, a run known to be running is only
-	// queried, not described as well.
+	// queried, not described as well: a task, or a campaign whose units
+	// this process's worker tells of (News.tells).
 	running, isCampaign := false, false
 	p := newReadPace(news)
 	var st *status.Run
@@ -73,7 +74,7 @@ func Run(ctx context.Context, rd *statetemporal.Reader, id string, w io.Writer, 
 			var err error
 			st = nil
 			began := time.Now()
-			if running && ended != nil {
+			if running && ended != nil && (!isCampaign || news.tells(id)) {
 				st, err = rd.QueryStatus(ctx, id, isCampaign)
 			}
 			if st == nil || err != nil {
@@ -229,6 +230,21 @@ func (n *News) unit(workflowID string, add func(*status.RunsProgress)) {
 	case n.wake <- struct{}{}:
 	default:
 	}
+}
+
+// tells reports whether the worker told of units of campaign workflowID:
+// then what it tells shows the units its runs finished and started
+// (unitsOf), which a query of the campaign alone does not (it shows a
+// run's units as the run started them until the run reports). Until then
+// a follower reads the runs' progress where their heartbeats keep it, as
+// a run stopped with another process left it.
+func (n *News) tells(workflowID string) bool {
+	if n == nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.units[workflowID] != nil
 }
 
 // unitsOf is what the worker told of the units of campaign workflowID,

@@ -120,6 +120,13 @@ func TestFollowDrawsAUnitAsItEnds(t *testing.T) {
 	if len(rp.Done) != 1 || rp.Done[0].Key != "r1" || len(rp.AtWork) != 1 || rp.AtWork[0].Key != "r2" {
 		t.Fatalf("units of campaign/c: %+v", rp)
 	}
+	// Only for a campaign whose units the worker tells of does follow
+	// leave out the runs' heartbeats.
+	var none *News
+	if !news.tells("campaign/c") || news.tells("campaign/d") || none.tells("campaign/c") {
+		t.Errorf("tells of campaign/c %v, of campaign/d %v, without news %v; want true, false, false",
+			news.tells("campaign/c"), news.tells("campaign/d"), none.tells("campaign/c"))
+	}
 	if _, done := returnedWithin(waitAsync(p, nil), 100*time.Millisecond); done {
 		t.Fatal("follow drew again for units it had drawn")
 	}
