@@ -30,11 +30,7 @@ func TestLocalSandboxAgentsStartOnOneProcessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Cleanup(ctx, id) })
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", agentPID(t, tf.stateDir, id)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := strings.Split(string(raw), "\x00")
+	env := environOf(t, agentPID(t, tf.stateDir, id))
 	for _, want := range []string{"GOMAXPROCS=1", protocol.EnvCommandGOMAXPROCS + "=3"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("the agent's environment lacks %s: %q", want, env)
@@ -84,6 +80,25 @@ func TestJailedLocalSandboxesHandTheirAgentOn(t *testing.T) {
 }
 
 // agentPID is the agent of local sandbox id, as its record says.
+// environOf is the environment of process pid. A process that has just
+// been started may still be inside execve, its new image not yet laid
+// out (on a loaded machine it can wait long for a processor), and shows
+// an empty environment until it is: it is read until it shows one, for
+// 30 seconds at most.
+func environOf(t *testing.T, pid int) []string {
+	t.Helper()
+	path := fmt.Sprintf("/proc/%d/environ", pid)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(raw) > 0 || time.Now().After(deadline) {
+			return strings.Split(string(raw), "\x00")
+		}
+	}
+}
+
 func agentPID(t *testing.T, stateDir, id string) int {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(stateDir, "sandboxes", id, "sandbox.json"))
