@@ -113,8 +113,10 @@ func PullRequests(ctx workflow.Context, in FollowInput) (status.PullRequests, er
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return f.st, err
 			}
-			// Hints this task delivered, and the pushes not yet taken,
-			// go with it.
+			// The pushes not yet taken, those this task delivered
+			// included, go with it as done_when due. Hinted
+			// repositories need not: the next run reads every pull
+			// request first.
 			f.drainHints()
 			f.takePushes()
 			next := f.st

@@ -439,15 +439,10 @@ func TestDoneWhenRunsAgainOnAPushToTheDefaultBranch(t *testing.T) {
 			return activity.RefreshOutcome{SourceEnded: true, PRs: []status.FollowedPR{p}, Every: time.Hour, Done: check}, nil
 		})
 	runs := checksAt(env, acts, start)
-	push := func(at time.Duration, branch string) {
-		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Pushed: []status.PushHint{{Repository: "git.example/acme/svc-a", Branch: branch}}})
-		}, at)
-	}
-	push(10*time.Minute, "main")
-	push(20*time.Minute, "feature")
-	push(30*time.Minute, "main")
-	push(30*time.Minute+20*time.Second, "main")
+	pushAt(env, 10*time.Minute, "main")
+	pushAt(env, 20*time.Minute, "feature")
+	pushAt(env, 30*time.Minute, "main")
+	pushAt(env, 30*time.Minute+20*time.Second, "main")
 	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("the follower did not end: %v", env.GetWorkflowError())
@@ -481,11 +476,7 @@ func TestAPushAsksNothingOnceDoneWhenIsGone(t *testing.T) {
 			reads = append(reads, since)
 			prs := []status.FollowedPR{merged, open}
 			for i := range prs {
-				for _, k := range in.Known {
-					if k.URL == prs[i].URL {
-						prs[i] = k
-					}
-				}
+				prs[i] = recorded(in, prs[i])
 			}
 			out := activity.RefreshOutcome{PRs: prs, Every: time.Hour, Done: check}
 			if since > 45*time.Second {
@@ -498,16 +489,8 @@ func TestAPushAsksNothingOnceDoneWhenIsGone(t *testing.T) {
 			}
 			return out, nil
 		})
-	var checks int
-	env.OnActivity(acts.RunSandboxed, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activity.RunInput) (status.RunOutcome, error) {
-			checks++
-			r := protocol.RepositoryResult{Name: "svc-a", Status: "success", Base: "c1"}
-			return status.RunOutcome{Result: protocol.Result{Repositories: []protocol.RepositoryResult{r}}}, nil
-		})
-	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Pushed: []status.PushHint{{Repository: "git.example/acme/svc-a", Branch: "main"}}})
-	}, 30*time.Second)
+	runs := checksAt(env, acts, start)
+	pushAt(env, 30*time.Second, "main")
 	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("the follower did not end: %v", env.GetWorkflowError())
@@ -515,8 +498,8 @@ func TestAPushAsksNothingOnceDoneWhenIsGone(t *testing.T) {
 	// At the start, for the push a minute in (done_when is gone by then),
 	// then the hourly passes.
 	want := []time.Duration{0, time.Minute, time.Hour, 2 * time.Hour}
-	if checks != 1 || !slices.Equal(reads, want) {
-		t.Errorf("done_when ran %d times, reads at %v; want once, and reads at %v", checks, reads, want)
+	if len(*runs) != 1 || !slices.Equal(reads, want) {
+		t.Errorf("done_when ran %d times, reads at %v; want once, and reads at %v", len(*runs), reads, want)
 	}
 }
 
@@ -717,6 +700,13 @@ func mergedSvcA() status.FollowedPR {
 	return p
 }
 
+// pushAt hints the follower of a push to svc-a's branch at that time.
+func pushAt(env *testsuite.TestWorkflowEnvironment, at time.Duration, branch string) {
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Pushed: []status.PushHint{{Repository: "git.example/acme/svc-a", Branch: branch}}})
+	}, at)
+}
+
 // checksAt records when done_when ran, each time passing.
 func checksAt(env *testsuite.TestWorkflowEnvironment, acts *activity.Activities, start time.Time) *[]time.Duration {
 	var runs []time.Duration
@@ -747,9 +737,7 @@ func TestDoneWhenRunsOnAPushWhenReadsOutlastTheInterval(t *testing.T) {
 			return out, nil
 		})
 	runs := checksAt(env, acts, start)
-	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Pushed: []status.PushHint{{Repository: "git.example/acme/svc-a", Branch: "main"}}})
-	}, 3*time.Minute)
+	pushAt(env, 3*time.Minute, "main")
 	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("the follower did not end: %v", env.GetWorkflowError())
@@ -774,11 +762,8 @@ func TestAPushOutlastsContinueAsNew(t *testing.T) {
 	// A read a second: the run continues as new after 200 reads. The
 	// push at +170s runs done_when at once; the one at +190s waits
 	// for a minute after that run, beyond the end of this run.
-	for _, at := range []time.Duration{170 * time.Second, 190 * time.Second} {
-		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(status.SignalHint, status.PullRequestHint{Pushed: []status.PushHint{{Repository: "git.example/acme/svc-a", Branch: "main"}}})
-		}, at)
-	}
+	pushAt(env, 170*time.Second, "main")
+	pushAt(env, 190*time.Second, "main")
 	env.ExecuteWorkflow(workflow.PullRequests, workflow.FollowInput{Source: "campaign/x"})
 	var can *sdkworkflow.ContinueAsNewError
 	if !errors.As(env.GetWorkflowError(), &can) {
