@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/status"
 )
 
@@ -114,7 +114,7 @@ func (r *round) run(ctx context.Context) (res result, err error) {
 		}
 	}
 	r.installs = append(r.installs, r.fx)
-	if r.addr, err = freeAddr(); err != nil {
+	if r.addr, err = listen.FreeAddr("127.0.0.1"); err != nil {
 		return res, err
 	}
 	if r.mode == Approvals {
@@ -382,14 +382,4 @@ func (r *round) cleanup(dir string) error {
 		return err
 	}
 	return errors.Join(err, os.RemoveAll(dir))
-}
-
-// freeAddr is a loopback address with a port nothing listens on now.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }

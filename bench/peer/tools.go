@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/sandbox/docker"
 )
 
@@ -125,7 +126,7 @@ failure: {threshold_percent: 100}
 		if err := os.WriteFile(file, []byte(def.String()), 0o644); err != nil {
 			return nil, err
 		}
-		addr, err := freeAddr()
+		addr, err := listen.FreeAddr("127.0.0.1")
 		if err != nil {
 			return nil, err
 		}

@@ -28,7 +28,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +44,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
+	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/payload"
 )
 
@@ -153,7 +153,7 @@ func measure(bin, dir string, n, parallel int) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	addr, err := freeAddr()
+	addr, err := listen.FreeAddr("127.0.0.1")
 	if err != nil {
 		return r, err
 	}
@@ -403,16 +403,6 @@ git -c user.email=bench@example.com -c user.name=bench commit -qm "campaign"`
 		return "", fmt.Errorf("make the campaigns repository: %v\n%s", err, out)
 	}
 	return file, nil
-}
-
-// freeAddr is a loopback address nothing listens on.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // dial connects to the server at addr with the install's client

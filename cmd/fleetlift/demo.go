@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/fleetlift/fleetlift/internal/approval"
 	"github.com/fleetlift/fleetlift/internal/demo"
 	"github.com/fleetlift/fleetlift/internal/devserver"
+	"github.com/fleetlift/fleetlift/internal/listen"
 	"github.com/fleetlift/fleetlift/internal/state"
 	statetemporal "github.com/fleetlift/fleetlift/internal/state/temporal"
 	"github.com/fleetlift/fleetlift/internal/syncbuf"
@@ -88,11 +88,11 @@ func runDemo(ctx context.Context, cmd *cobra.Command, dir string, keep bool, wf 
 
 	// What `fleetlift up` runs, on a port of its own so that a server the
 	// user already runs is left alone.
-	port, err := freePort()
+	addr, err := listen.FreeAddr("127.0.0.1")
 	if err != nil {
 		return err
 	}
-	f := &temporalFlags{address: fmt.Sprintf("127.0.0.1:%d", port), namespace: devserver.Namespace, stateDir: filepath.Join(dir, "state")}
+	f := &temporalFlags{address: addr, namespace: devserver.Namespace, stateDir: filepath.Join(dir, "state")}
 	step("starting the embedded Temporal server, a worker and the reconciler (fleetlift up)")
 	c, closeAll, err := f.dialOrEmbed(ctx, out)
 	if err != nil {
@@ -271,13 +271,4 @@ func waitFor(ctx context.Context, cond func() (bool, error)) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/fleetlift/fleetlift/internal/devserver/credential"
+	"github.com/fleetlift/fleetlift/internal/listen"
 )
 
 // Namespace is the namespace fleetlift uses on its embedded server.
@@ -138,7 +139,7 @@ func start(opts Options, unlock func()) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(opts.IP, len(temporal.DefaultServices), opts.Port)
+	ports, err := listen.FreePorts(opts.IP, len(temporal.DefaultServices), opts.Port)
 	if err != nil {
 		return nil, err
 	}
@@ -429,29 +430,6 @@ func buildConfig(opts Options, ports []int, sqlCfg *config.SQL) *config.Config {
 	cfg.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	cfg.PublicClient.HostPort = frontend
 	return cfg
-}
-
-// freePorts finds n distinct free TCP ports on ip, none of them except.
-func freePorts(ip string, n int, except int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for len(ports) < n {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			return nil, fmt.Errorf("find a free port on %s: %w", ip, err)
-		}
-		// Held open until the end, so the same port is not found twice.
-		ls = append(ls, l)
-		if p := l.Addr().(*net.TCPAddr).Port; p != except {
-			ports = append(ports, p)
-		}
-	}
-	return ports, nil
 }
 
 func waitListening(addr string, timeout time.Duration) error {

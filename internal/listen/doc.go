@@ -2,7 +2,9 @@
 // (metrics, webhooks, the Web UI, the gateway, the embedded Temporal
 // server) and says, in one line naming the flag that chose the address,
 // when that address is already taken: the usual reason a server does not
-// start.
+// start. FreePorts finds ports for servers that are given a number to
+// bind, outside the range the kernel takes connections' source ports
+// from.
 //
 // listen imports only the standard library.
 package listen

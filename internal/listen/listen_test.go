@@ -3,6 +3,8 @@ package listen
 import (
 	"errors"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -45,4 +47,47 @@ func TestExplainKeepsOtherErrors(t *testing.T) {
 	if Explain("temporal-address", "127.0.0.1:7233", nil) != nil {
 		t.Error("Explain(nil) is not nil")
 	}
+}
+
+// TestFreePorts: the ports are distinct, none of those excepted, free to
+// bind once returned, and below the ephemeral range, where no connection
+// takes one as its source port between finding and binding it.
+func TestFreePorts(t *testing.T) {
+	low := ephemeralLow()
+	except := []int{low/2 + 1, low/2 + 2}
+	ports, err := FreePorts("127.0.0.1", 20, except...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ports) != 20 {
+		t.Fatalf("%d ports, want 20", len(ports))
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Errorf("port %d found twice", p)
+		}
+		seen[p] = true
+		if slices.Contains(except, p) {
+			t.Errorf("port %d was excepted", p)
+		}
+		if p >= low || p < low/2 {
+			t.Errorf("port %d is outside [%d, %d)", p, low/2, low)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Errorf("port %d is not free: %v", p, err)
+			continue
+		}
+		l.Close()
+	}
+	addr, err := FreeAddr("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("FreeAddr %s: %v", addr, err)
+	}
+	l.Close()
 }

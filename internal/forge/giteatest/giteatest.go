@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleetlift/fleetlift/internal/listen"
 )
 
 const (
@@ -652,12 +654,11 @@ var pickPort = freePort
 
 // freePort is a port of host no one listens on now.
 func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	ports, err := listen.FreePorts(host, 1)
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
 
 // password returns a random password that meets Gitea's default rules.

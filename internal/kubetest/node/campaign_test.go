@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/fleetlift/fleetlift/internal/kubetest"
 	"github.com/fleetlift/fleetlift/internal/kubetest/node"
+	"github.com/fleetlift/fleetlift/internal/listen"
 )
 
 // How a campaign's sandbox pods run (campaignRuns, podsRefused).
@@ -282,13 +284,11 @@ func runFor(cmd *exec.Cmd, d time.Duration) ([]byte, error) {
 // freePort is a port nothing listens on at host.
 func freePort(t *testing.T, host string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	ports, err := listen.FreePorts(host, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	return strconv.Itoa(ports[0])
 }
 
 // pastTimeout runs a jailed campaign whose command sleeps past the

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/fleetlift/fleetlift/internal/listen"
 )
 
 // kubeletConfig is the KubeletConfiguration. This machine is cgroup v1,
@@ -51,14 +53,11 @@ imageGCLowThresholdPercent: 99
 // identity system:node:NAME, which the Node authorizer and
 // NodeRestriction scope to this node) and starts it.
 func (n *Node) startKubelet() error {
-	port, err := freePort()
+	ports, err := listen.FreePorts("127.0.0.1", 2)
 	if err != nil {
 		return err
 	}
-	healthz, err := freePort()
-	if err != nil {
-		return err
-	}
+	port, healthz := ports[0], ports[1]
 	if err := n.makeCgroupRoot(); err != nil {
 		return err
 	}

@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -301,48 +297,6 @@ func (n *Node) waitReady(timeout time.Duration) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// freePort is a TCP port on 127.0.0.1 nothing listens on now, below the
-// kernel's ephemeral range: a port the kernel handed out (a listener on
-// port 0) is free again once closed, and the next connection this
-// machine makes may take it as its source port before the kubelet binds
-// it (it did, under the full suite: "bind: address already in use").
-// Below the range only a process that asks for the port by number takes
-// it.
-func freePort() (int, error) {
-	low := ephemeralLow()
-	var lastErr error
-	for range 100 {
-		port := low/2 + rand.IntN(low-low/2)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		l.Close()
-		return port, nil
-	}
-	return 0, fmt.Errorf("no free port on 127.0.0.1 below %d: %w", low, lastErr)
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range), 32768 when it cannot be read.
-func ephemeralLow() int {
-	const fallback = 32768
-	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return fallback
-	}
-	fields := strings.Fields(string(raw))
-	if len(fields) != 2 {
-		return fallback
-	}
-	low, err := strconv.Atoi(fields[0])
-	if err != nil || low < 2048 {
-		return fallback
-	}
-	return low
 }
 
 // binaries are the paths of the commands the node runs.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/fleetlift/fleetlift/internal/listen"
 )
 
 // NftPackage is the command that installs nft, which kube-proxy's
@@ -55,14 +57,11 @@ func (n *Node) startProxy() error {
 	if err != nil {
 		return err
 	}
-	healthz, err := freePort()
+	ports, err := listen.FreePorts("127.0.0.1", 2)
 	if err != nil {
 		return err
 	}
-	metrics, err := freePort()
-	if err != nil {
-		return err
-	}
+	healthz, metrics := ports[0], ports[1]
 	cfg := filepath.Join(n.Dir, "kube-proxy.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, proxyConfig, kc, n.Name, n.subnet()+".0/24", healthz, metrics, n.HostIP), 0o600); err != nil {
 		return err
