@@ -53,8 +53,8 @@ func TestWorkerTellsOfEachActivity(t *testing.T) {
 
 // standInCampaign answers status queries as a running campaign until it
 // is signalled "finish", then ends completed.
-func standInCampaign(ctx sdkworkflow.Context) (status.CampaignState, error) {
-	st := status.CampaignState{ID: "stand-in", Phase: status.CampaignRunning}
+func standInCampaign(ctx sdkworkflow.Context, units []status.UnitResult) (status.CampaignState, error) {
+	st := status.CampaignState{ID: "stand-in", Phase: status.CampaignRunning, Units: units}
 	if err := sdkworkflow.SetQueryHandler(ctx, status.QueryStatus, func() (status.CampaignState, error) { return st, nil }); err != nil {
 		return st, err
 	}
@@ -106,7 +106,7 @@ func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const id = "campaign/follow"
-	if _, err := base.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "Campaign"); err != nil {
+	if _, err := base.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "Campaign", []status.UnitResult(nil)); err != nil {
 		t.Fatal(err)
 	}
 	c := &countingClient{Client: base}
@@ -141,5 +141,65 @@ func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "stopped following "+id+"; it goes on") {
 		t.Errorf("interrupted follow printed:\n%s", out.String())
+	}
+}
+
+// A run of units that another process started waits for its next
+// attempt: the campaign shows its first unit at work, and only the run's
+// heartbeats say which of its units it finished. While this process's
+// worker has told of some of the campaign's units but not of that one,
+// follow describes the run at every read, which takes the heartbeats in;
+// once the worker tells of it (the run's attempt started here), follow
+// queries alone again.
+func TestFollowDescribesWhileARunWaitsForItsRetry(t *testing.T) {
+	root := t.TempDir()
+	srv := startServer(t, freeAddr(t), filepath.Join(root, "state"))
+	base, err := dialServer(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	const queue = "follow-retry-test"
+	w := worker.New(base, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(standInCampaign, sdkworkflow.RegisterOptions{Name: "Campaign"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const id = "campaign/follow-retry"
+	units := []status.UnitResult{
+		{Key: "r1", Phase: status.TaskRunning, Attempts: 1},
+		{Key: "r5", Phase: status.TaskRunning, Attempts: 1},
+	}
+	if _, err := base.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "Campaign", units); err != nil {
+		t.Fatal(err)
+	}
+	news := runfollow.NewNews()
+	news.UnitStarted(id, status.UnitRef{Key: "r1", Attempt: 1})
+	c := &countingClient{Client: base}
+	var waiting, told int32
+	c.onQuery = func(n int32) {
+		switch n {
+		case 3:
+			waiting = c.describes.Load()
+			news.UnitStarted(id, status.UnitRef{Key: "r5", Attempt: 1})
+		case 7:
+			told = c.describes.Load() - waiting
+			if err := base.SignalWorkflow(ctx, id, "", "finish", nil); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err := follow(ctx, c, devserver.Namespace, id, &out, runfollow.Options{News: news}); err != nil {
+		t.Fatalf("follow: %v\n%s", err, out.String())
+	}
+	if waiting != 3 {
+		t.Errorf("follow described the run %d times over its first three reads, while r5's run waited; want every read", waiting)
+	}
+	if told != 0 {
+		t.Errorf("follow described the run %d times over four reads once the worker told of r5; want queries alone", told)
 	}
 }

@@ -63,7 +63,8 @@ func Run(ctx context.Context, rd *statetemporal.Reader, id string, w io.Writer, 
 	ended := awaitClose(wctx, rd.Client, id)
 	// Until the run's close is seen, a run known to be running is only
 	// queried, not described as well: a task, or a campaign whose units
-	// this process's worker tells of (News.tells).
+	// at work this process's worker told of (News.tells), judged by the
+	// last read.
 	running, isCampaign := false, false
 	p := newReadPace(news)
 	var st *status.Run
@@ -72,9 +73,10 @@ func Run(ctx context.Context, rd *statetemporal.Reader, id string, w io.Writer, 
 	for {
 		if !redraw {
 			var err error
+			last := st
 			st = nil
 			began := time.Now()
-			if running && ended != nil && (!isCampaign || news.tells(id)) {
+			if running && ended != nil && (!isCampaign || news.tells(id, last)) {
 				st, err = rd.QueryStatus(ctx, id, isCampaign)
 			}
 			if st == nil || err != nil {
@@ -232,19 +234,38 @@ func (n *News) unit(workflowID string, add func(*status.RunsProgress)) {
 	}
 }
 
-// tells reports whether the worker told of units of campaign workflowID:
-// then what it tells shows the units its runs finished and started
-// (unitsOf), which a query of the campaign alone does not (it shows a
-// run's units as the run started them until the run reports). Until then
-// a follower reads the runs' progress where their heartbeats keep it, as
-// a run stopped with another process left it.
-func (n *News) tells(workflowID string) bool {
-	if n == nil {
+// tells reports whether the worker told of every unit that st, a read
+// of campaign workflowID, shows at work: then what it tells shows the
+// units its runs finished and started (unitsOf), which a query of the
+// campaign alone does not (it shows a run's units as the run started
+// them until the run reports). Until then a follower reads the runs'
+// progress where their heartbeats keep it. That is every read when no
+// worker here runs the campaign, and, when one does, while a run another
+// process started waits for its next attempt: its first unit shows at
+// work, and the units it finished are in its heartbeats alone.
+func (n *News) tells(workflowID string, st *status.Run) bool {
+	if n == nil || st == nil || st.Campaign == nil {
 		return false
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.units[workflowID] != nil
+	rp := n.units[workflowID]
+	if rp == nil {
+		return false
+	}
+	told := make(map[status.UnitRef]bool, len(rp.AtWork)+len(rp.Done))
+	for _, u := range rp.AtWork {
+		told[u] = true
+	}
+	for _, d := range rp.Done {
+		told[status.UnitRef{Key: d.Key, Attempt: d.Attempt}] = true
+	}
+	for _, u := range st.Campaign.Units {
+		if u.Phase == status.TaskRunning && !told[status.UnitRef{Key: u.Key, Attempt: u.Attempts}] {
+			return false
+		}
+	}
+	return true
 }
 
 // unitsOf is what the worker told of the units of campaign workflowID,

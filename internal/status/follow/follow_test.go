@@ -120,12 +120,36 @@ func TestFollowDrawsAUnitAsItEnds(t *testing.T) {
 	if len(rp.Done) != 1 || rp.Done[0].Key != "r1" || len(rp.AtWork) != 1 || rp.AtWork[0].Key != "r2" {
 		t.Fatalf("units of campaign/c: %+v", rp)
 	}
-	// Only for a campaign whose units the worker tells of does follow
-	// leave out the runs' heartbeats.
+	// Only for a campaign whose units at work the worker told of does
+	// follow leave out the runs' heartbeats: r1 ended and r2 started
+	// here, while r5 is the first unit of a run another process started,
+	// waiting for its next attempt, whose heartbeats alone say which of
+	// its units it finished.
+	read := func(units ...status.UnitResult) *status.Run {
+		return &status.Run{Campaign: &status.CampaignState{Units: units}}
+	}
+	running := func(key string) status.UnitResult {
+		return status.UnitResult{Key: key, Phase: status.TaskRunning, Attempts: 1}
+	}
+	queued := status.UnitResult{Key: "r3", Phase: status.TaskQueued, Attempts: 1}
 	var none *News
-	if !news.tells("campaign/c") || news.tells("campaign/d") || none.tells("campaign/c") {
-		t.Errorf("tells of campaign/c %v, of campaign/d %v, without news %v; want true, false, false",
-			news.tells("campaign/c"), news.tells("campaign/d"), none.tells("campaign/c"))
+	for _, c := range []struct {
+		name string
+		n    *News
+		id   string
+		st   *status.Run
+		want bool
+	}{
+		{"its units at work told", news, "campaign/c", read(running("r1"), running("r2"), queued), true},
+		{"a run waiting for its retry", news, "campaign/c", read(running("r1"), running("r5")), false},
+		{"r2 in another attempt", news, "campaign/c", read(status.UnitResult{Key: "r2", Phase: status.TaskRunning, Attempts: 2}), false},
+		{"a campaign the worker told nothing of", news, "campaign/d", read(), false},
+		{"no worker here", none, "campaign/c", read(running("r1")), false},
+		{"no read yet", news, "campaign/c", nil, false},
+	} {
+		if got := c.n.tells(c.id, c.st); got != c.want {
+			t.Errorf("%s: tells %v, want %v", c.name, got, c.want)
+		}
 	}
 	if _, done := returnedWithin(waitAsync(p, nil), 100*time.Millisecond); done {
 		t.Fatal("follow drew again for units it had drawn")
