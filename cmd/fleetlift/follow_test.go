@@ -63,6 +63,30 @@ func standInCampaign(ctx sdkworkflow.Context, units []status.UnitResult) (status
 	return st, nil
 }
 
+// startStandIn starts a server, a worker of standInCampaign, and the
+// stand-in campaign id showing units, and returns a client of the
+// server; all stop when the test ends.
+func startStandIn(ctx context.Context, t *testing.T, id string, units []status.UnitResult) client.Client {
+	t.Helper()
+	srv := startServer(t, freeAddr(t), filepath.Join(t.TempDir(), "state"))
+	base, err := dialServer(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(base.Close)
+	const queue = "follow-test"
+	w := worker.New(base, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(standInCampaign, sdkworkflow.RegisterOptions{Name: "Campaign"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	if _, err := base.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "Campaign", units); err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
+
 // countingClient counts the describes and queries follow makes.
 type countingClient struct {
 	client.Client
@@ -89,26 +113,10 @@ func (c *countingClient) QueryWorkflow(ctx context.Context, id, runID, queryType
 // heartbeats keep), and prints its end once it has ended.
 // Interrupted, it says the run goes on and returns errInterrupted.
 func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
-	root := t.TempDir()
-	srv := startServer(t, freeAddr(t), filepath.Join(root, "state"))
-	base, err := dialServer(srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	const queue = "follow-test"
-	w := worker.New(base, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(standInCampaign, sdkworkflow.RegisterOptions{Name: "Campaign"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const id = "campaign/follow"
-	if _, err := base.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "Campaign", []status.UnitResult(nil)); err != nil {
-		t.Fatal(err)
-	}
+	base := startStandIn(ctx, t, id, nil)
 	c := &countingClient{Client: base}
 	var whileRunning int32
 	c.onQuery = func(n int32) {
@@ -152,30 +160,13 @@ func TestFollowQueriesARunningRunAndStopsWhenInterrupted(t *testing.T) {
 // once the worker tells of it (the run's attempt started here), follow
 // queries alone again.
 func TestFollowDescribesWhileARunWaitsForItsRetry(t *testing.T) {
-	root := t.TempDir()
-	srv := startServer(t, freeAddr(t), filepath.Join(root, "state"))
-	base, err := dialServer(srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	const queue = "follow-retry-test"
-	w := worker.New(base, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(standInCampaign, sdkworkflow.RegisterOptions{Name: "Campaign"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const id = "campaign/follow-retry"
-	units := []status.UnitResult{
+	base := startStandIn(ctx, t, id, []status.UnitResult{
 		{Key: "r1", Phase: status.TaskRunning, Attempts: 1},
 		{Key: "r5", Phase: status.TaskRunning, Attempts: 1},
-	}
-	if _, err := base.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, "Campaign", units); err != nil {
-		t.Fatal(err)
-	}
+	})
 	news := runfollow.NewNews()
 	news.UnitStarted(id, status.UnitRef{Key: "r1", Attempt: 1})
 	c := &countingClient{Client: base}
